@@ -1,0 +1,150 @@
+// Package idemtype holds the low-level types shared by the idem runtime, the
+// store seam and the store backends. It exists to break import cycles: the
+// root package idem, package store and every backend import it, and it
+// imports nothing of idem's own.
+package idemtype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// JobState is the state of a job. See docs/state-machine.md for the
+// transitions between states.
+type JobState string
+
+// The job states.
+const (
+	// StatePending: waiting for every job in DependsOn to complete.
+	StatePending JobState = "pending"
+	// StateScheduled: waiting for RunAt (or snoozed).
+	StateScheduled JobState = "scheduled"
+	// StateAvailable: ready to be claimed.
+	StateAvailable JobState = "available"
+	// StateRunning: claimed by a worker holding a lease.
+	StateRunning JobState = "running"
+	// StateRetryable: failed an attempt; claimable again from RunAt.
+	StateRetryable JobState = "retryable"
+	// StateCompleted: finished successfully (a final state).
+	StateCompleted JobState = "completed"
+	// StateDead: attempts exhausted or permanent failure; the dead-letter queue (final).
+	StateDead JobState = "dead"
+	// StateCancelled: cancelled by a user, a handler or a failed dependency (final).
+	StateCancelled JobState = "cancelled"
+)
+
+// AllStates lists every job state in lifecycle order.
+var AllStates = []JobState{StatePending, StateScheduled, StateAvailable, StateRunning,
+	StateRetryable, StateCompleted, StateDead, StateCancelled}
+
+// Valid reports whether s is a known state.
+func (s JobState) Valid() bool {
+	for _, k := range AllStates {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Finished reports whether s is a final state (completed, dead or cancelled).
+func (s JobState) Finished() bool {
+	return s == StateCompleted || s == StateDead || s == StateCancelled
+}
+
+// JobRow is one job as stored.
+type JobRow struct {
+	ID           int64           // assigned by the store, increasing in enqueue order
+	Tenant       string          // never empty; "default" when not given
+	Queue        string          // never empty; "default" when not given
+	Kind         string          // the handler that runs it
+	Args         json.RawMessage // JSON; "{}" when not given
+	State        JobState        //
+	Priority     int             // higher runs first; default 0
+	Attempt      int             // attempts started so far (a claim increments it)
+	MaxAttempts  int             // attempts allowed before the job is dead
+	RunAt        time.Time       // not claimable before this time
+	CreatedAt    time.Time       //
+	StartedAt    *time.Time      // start of the latest attempt
+	FinishedAt   *time.Time      // set in a final state
+	PartitionKey string          // FIFO partition within the queue; "" = none
+	// IdempotencyKey is the key that deduplicates creation and caches the
+	// result; "" = none. Scoped by Tenant.
+	IdempotencyKey string
+	DependsOn      []int64         // jobs that must complete first
+	Result         json.RawMessage // set when completed (nil otherwise)
+	WasCached      bool            // completed from the result cache without running
+	OriginalJobID  int64           // the job whose cached result this is; 0 = none
+	LastError      string          // error of the latest failed attempt
+	Metadata       json.RawMessage // free JSON for the user; nil = none
+	// Lease fields are set while running.
+	LeaseToken     string
+	LeaseExpiresAt *time.Time
+	WorkerID       string
+}
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+// The attempt outcomes.
+const (
+	OutcomeRunning   Outcome = "running"   // not finished yet
+	OutcomeCompleted Outcome = "completed" // handler succeeded
+	OutcomeCached    Outcome = "cached"    // completed from the result cache
+	OutcomeFailed    Outcome = "failed"    // handler failed; retried later
+	OutcomeDead      Outcome = "dead"      // failed for the last time or permanently
+	OutcomeCancelled Outcome = "cancelled" // cancelled while running
+	OutcomeSnoozed   Outcome = "snoozed"   // handler asked to run later, no attempt used
+	OutcomeLost      Outcome = "lost"      // lease expired; rescued
+	OutcomeReleased  Outcome = "released"  // lease given back at shutdown, no attempt used
+)
+
+// Attempt is the record of one attempt of a job.
+type Attempt struct {
+	JobID      int64
+	Attempt    int
+	StartedAt  time.Time
+	FinishedAt *time.Time
+	DurationMS int64
+	Outcome    Outcome
+	Error      string // with the stack for a recovered panic
+	WorkerID   string
+	Target     string // delivery target (webhook URL) when there is one
+	HTTPStatus int    // 0 when not an HTTP delivery
+}
+
+// RecordStatus is the status of an idempotency record.
+type RecordStatus string
+
+// The record statuses.
+const (
+	RecordInProgress RecordStatus = "in_progress"
+	RecordCompleted  RecordStatus = "completed"
+)
+
+// Record is an idempotency record: (tenant, key) → status, owning job and,
+// once completed, the cached result.
+type Record struct {
+	Tenant      string
+	Key         string
+	Status      RecordStatus
+	Fingerprint string // hex SHA-256 of the canonical request that created the key
+	JobID       int64  // the job created with the key (latest, when the window reopened)
+	// ResultJobID is the job whose result is cached; 0 while none is.
+	ResultJobID int64
+	Result      []byte // the result as stored by the caller (decompressed)
+	ResultHash  string // hex SHA-256 of Result
+	SizeBytes   int64  // stored size (compressed size when compressed)
+	Compressed  bool
+	LeaseOwner  string     // who holds the execution lease ("" = nobody)
+	LeaseUntil  *time.Time // when the execution lease expires
+	CreatedAt   time.Time
+	CompletedAt *time.Time
+	// DedupUntil is when the key stops blocking creation of new jobs; nil
+	// while it blocks until its job finishes (a dedup window of 0).
+	DedupUntil *time.Time
+	// ExpiresAt is when the record is deleted; nil while it depends on an
+	// unfinished job.
+	ExpiresAt  *time.Time
+	DurationMS int64
+}

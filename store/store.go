@@ -1,0 +1,465 @@
+// Package store is the one seam between the idem runtime and the databases.
+//
+// It is an internal contract: users of idem never call it directly, they pass
+// a Store built by a backend (sqlitestore, pgstore) to idem.NewClient. Every
+// backend passes the same conformance suite, package storetest, so a
+// behaviour that exists for one store exists for all.
+//
+// Rules every implementation keeps:
+//   - Every method that takes a Now uses it as "now" for the whole operation
+//     (the runtime injects its clock); a zero Now means time.Now().
+//   - Uniqueness (idempotency keys) is decided by a unique constraint with
+//     INSERT … ON CONFLICT, never by a read followed by a write.
+//   - A tenant of "" in a read or a filter means "every tenant" (admin use);
+//     otherwise a row of another tenant behaves exactly as if it did not exist
+//     (idemtype.ErrNotFound).
+//   - Errors wrap the sentinels of package idemtype so callers can use
+//     errors.Is: ErrNotFound, ErrLeaseLost, ErrWrongState, ErrKeyReused
+//     (as *idemtype.KeyReusedError), ErrInvalid.
+//   - Times are stored with at least microsecond precision and returned in UTC.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// Store is implemented by every backend. It is deliberately wide: it is the
+// only interface between the runtime and the databases.
+type Store interface {
+	Jobs
+	Records
+	Maintenance
+	Leader
+	APIKeys
+
+	// Migrate brings the schema to the newest version. It is safe to call
+	// from several processes at once.
+	Migrate(ctx context.Context) error
+	// Close releases the store's connections. Calls after Close fail.
+	Close() error
+}
+
+// Jobs is the part of the Store that creates, claims and finishes jobs.
+type Jobs interface {
+	// JobInsertMany inserts jobs in one transaction and returns one result
+	// per item, in order. An item that fails (key reused with another
+	// request, a dependency that does not exist in the tenant) fails only
+	// itself: its Err is set and the others are inserted.
+	//
+	// Idempotency keys: for an item with an IdempotencyKey, the record
+	// (Tenant, Key) decides. If there is no live record, or its dedup window
+	// has passed (DedupUntil not nil and <= Now), the job is created and the
+	// record points to it (an existing completed result stays cached). If the
+	// window is still open, no job is created: the result holds the job the
+	// record points to with Existing true — or, when Fingerprint differs,
+	// Err is a *idemtype.KeyReusedError. Concurrent inserts of one key must
+	// produce exactly one job, whatever the interleaving.
+	//
+	// Initial state: cancelled if a dependency is already dead or cancelled;
+	// pending while a dependency is unfinished; scheduled when RunAt > Now;
+	// available otherwise.
+	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]JobInsertResult, error)
+
+	// JobGet returns one job; tenant "" matches any tenant.
+	JobGet(ctx context.Context, tenant string, id int64) (*idemtype.JobRow, error)
+
+	// JobList returns jobs matching the filter, newest (highest id) first,
+	// and the cursor of the next page (0 on the last page).
+	JobList(ctx context.Context, p *JobListParams) (jobs []*idemtype.JobRow, next int64, err error)
+
+	// JobClaim atomically takes up to Limit claimable jobs and returns them
+	// running, with Attempt incremented, StartedAt = Now, a fresh random
+	// LeaseToken, LeaseExpiresAt = LeaseUntil, WorkerID set, and an attempt
+	// record (outcome running) inserted for each.
+	//
+	// Claimable: state available, scheduled or retryable with RunAt <= Now,
+	// in one of Queues (and Kinds, when given; and Tenant, when not ""),
+	// and — when the job has a PartitionKey — it is the head of its
+	// partition: no job with the same (Queue, PartitionKey) and a lower id is
+	// unfinished (pending, scheduled, available, running or retryable).
+	// Order: Priority descending, then RunAt, then id. Concurrent claims
+	// never return the same job twice.
+	JobClaim(ctx context.Context, p *JobClaimParams) ([]*idemtype.JobRow, error)
+
+	// JobHeartbeatMany extends the leases of running jobs to Until (and the
+	// execution lease of their idempotency record, when they hold it). The
+	// result has one error per lease: nil, or ErrLeaseLost when the job is
+	// no longer running under that token.
+	JobHeartbeatMany(ctx context.Context, p *JobHeartbeatParams) ([]error, error)
+
+	// JobFinishMany records the end of attempts, in one transaction. The
+	// result has one error per item: nil, ErrLeaseLost when the job is not
+	// running under LeaseToken. Repeating a completion with the same token
+	// and the same Result on a job that is already completed is not an
+	// error (nil); with another result it is ErrLeaseLost.
+	//
+	// Side effects in the same transaction:
+	//   - the attempt record gets FinishedAt, DurationMS, Outcome, Error,
+	//     HTTPStatus and Target;
+	//   - completed: dependants whose dependencies have all completed become
+	//     available (scheduled if their RunAt is in the future); when the job
+	//     has an idempotency key and not WasCached, the record becomes
+	//     completed with RecordResult, ResultHash, SizeBytes, Compressed,
+	//     ResultJobID = the job, CompletedAt = FinishedAt, ExpiresAt =
+	//     max(DedupUntil, FinishedAt + the job's ResultTTL); the lease is
+	//     cleared;
+	//   - dead or cancelled: pending dependants (transitively) are cancelled
+	//     with LastError naming the dependency and its state;
+	//   - any state: the record's execution lease is released if the job
+	//     holds it; when the job's dedup window is 0 and the job reached a
+	//     final state, DedupUntil = FinishedAt and ExpiresAt =
+	//     max(ExpiresAt or FinishedAt, FinishedAt);
+	//   - Snooze: Attempt is decremented (the attempt does not count).
+	JobFinishMany(ctx context.Context, p []*JobFinishParams) ([]error, error)
+
+	// JobCancel cancels a job that is not finished (running jobs included:
+	// their lease is voided, so the worker's next heartbeat or finish gets
+	// ErrLeaseLost). Side effects as for a cancelled finish. A finished job
+	// is ErrWrongState; unknown (or other tenant) is ErrNotFound.
+	JobCancel(ctx context.Context, p *JobCancelParams) (*idemtype.JobRow, error)
+
+	// JobRetryMany moves dead or cancelled jobs (only those in FromStates)
+	// back to available — scheduled when RunAt is in the future — with
+	// Attempt = 0, FinishedAt cleared. It selects by IDs, or by Filter
+	// when IDs is empty, up to Limit. It returns the rows it moved.
+	JobRetryMany(ctx context.Context, p *JobRetryManyParams) ([]*idemtype.JobRow, error)
+
+	// JobDelete deletes one job in state (and its attempts); ErrNotFound
+	// when there is no such job in that state in the tenant.
+	JobDelete(ctx context.Context, tenant string, id int64, state idemtype.JobState) error
+
+	// AttemptList returns the attempts of a job, oldest first;
+	// ErrNotFound when the job does not exist in the tenant.
+	AttemptList(ctx context.Context, tenant string, jobID int64) ([]*idemtype.Attempt, error)
+
+	// QueueStats counts jobs per queue and state (tenant "" = all).
+	QueueStats(ctx context.Context, tenant string, now time.Time) ([]*QueueStat, error)
+}
+
+// Records is the part of the Store that keeps idempotency records outside job
+// creation: the execution lease and the result cache, for jobs and for Do.
+type Records interface {
+	// RecordGet returns a live record (ExpiresAt nil or > now);
+	// ErrNotFound otherwise.
+	RecordGet(ctx context.Context, tenant, key string, now time.Time) (*idemtype.Record, error)
+
+	// RecordDelete deletes a record so the key may be used again;
+	// ErrNotFound when there is none.
+	RecordDelete(ctx context.Context, tenant, key string) error
+
+	// RecordAcquire tries to take the execution lease of a key.
+	//   - No live record: one is created (in_progress, DedupUntil and
+	//     ExpiresAt from the params, JobID from the params) with the lease:
+	//     Acquired.
+	//   - Completed live record: not acquired; Record holds the cached result.
+	//   - In progress and the lease is free, expired (LeaseUntil <= Now) or
+	//     already Owner's: the lease is taken: Acquired.
+	//   - Otherwise: not acquired; Record shows the holder and LeaseUntil.
+	RecordAcquire(ctx context.Context, p *RecordAcquireParams) (*RecordAcquireResult, error)
+
+	// RecordComplete stores a result on a record whose lease Owner holds
+	// (ErrLeaseLost otherwise): status completed, the result fields,
+	// CompletedAt = Now, ExpiresAt = max(DedupUntil, Now + TTL), lease cleared.
+	RecordComplete(ctx context.Context, p *RecordCompleteParams) error
+
+	// RecordRelease clears the execution lease if Owner holds it (no error
+	// otherwise). Failures are never cached: the status stays in_progress.
+	RecordRelease(ctx context.Context, tenant, key, owner string) error
+
+	// RecordStats summarises the live and expired records (tenant "" = all).
+	RecordStats(ctx context.Context, tenant string, now time.Time) (*RecordStats, error)
+}
+
+// Maintenance is the part of the Store the background services use.
+type Maintenance interface {
+	// JobRescue finds running jobs whose lease expired before Now (up to
+	// Limit) and makes them retryable with RunAt = Now — or dead when
+	// Attempt >= MaxAttempts — with LastError saying the lease was lost; the
+	// attempt record gets outcome lost; record leases they held are
+	// released; dead ones cancel their dependants. It returns the ids.
+	JobRescue(ctx context.Context, p *JobRescueParams) ([]int64, error)
+
+	// JobReleaseMany gives running jobs back (graceful shutdown): state
+	// available, RunAt = Now, Attempt decremented, lease cleared, attempt
+	// outcome released, record leases released. Leases that no longer
+	// match are skipped. It returns how many were released.
+	JobReleaseMany(ctx context.Context, leases []Lease, now time.Time) (int, error)
+
+	// JobPromote moves scheduled and retryable jobs whose RunAt <= now to
+	// available, up to limit, and returns the queues that got jobs.
+	JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error)
+
+	// JobDeleteFinished deletes, up to Limit, completed jobs finished
+	// before CompletedBefore, cancelled before CancelledBefore and dead
+	// before DeadBefore (a zero time keeps that state), with their
+	// attempts — except jobs an idempotency record still points to while
+	// its dedup window is open. It returns how many it deleted.
+	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
+
+	// RecordDeleteExpired deletes up to limit records with ExpiresAt <= now.
+	RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
+}
+
+// Leader elects one node for the background services that must run once.
+type Leader interface {
+	// LeaderAttempt makes Owner the leader of Name until Now+TTL if there is
+	// no leader, the leader's term expired, or Owner already leads (then the
+	// term is extended). It reports whether Owner leads.
+	LeaderAttempt(ctx context.Context, p *LeaderParams) (bool, error)
+	// LeaderResign ends Owner's term if it leads Name.
+	LeaderResign(ctx context.Context, name, owner string) error
+}
+
+// APIKeys stores the API keys of the HTTP server, by hash only.
+type APIKeys interface {
+	// APIKeyCreate stores a key; the id must be unique (ErrInvalid otherwise).
+	APIKeyCreate(ctx context.Context, k *APIKey) error
+	// APIKeyByHash returns the unrevoked key with that hash; ErrNotFound.
+	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	// APIKeyList lists keys, revoked included, oldest first.
+	APIKeyList(ctx context.Context) ([]*APIKey, error)
+	// APIKeyRevoke revokes a key by id; ErrNotFound.
+	APIKeyRevoke(ctx context.Context, id string, now time.Time) error
+}
+
+// JobInsertParams is one job to insert. The runtime validates and fills in
+// defaults before a store sees it: Tenant, Queue, Kind are not empty, Args is
+// valid JSON, MaxAttempts >= 1, RunAt is set.
+type JobInsertParams struct {
+	Tenant       string
+	Queue        string
+	Kind         string
+	Args         json.RawMessage
+	Priority     int
+	MaxAttempts  int
+	RunAt        time.Time
+	PartitionKey string
+	DependsOn    []int64
+	Metadata     json.RawMessage
+	// IdempotencyKey, when not "", deduplicates creation and keys the result cache.
+	IdempotencyKey string
+	// Fingerprint is the hex SHA-256 of the canonical request; a repeat of
+	// the key with another fingerprint is a KeyReusedError.
+	Fingerprint string
+	// DedupWindow: how long the key blocks creating another job; 0 = until
+	// this job is finished.
+	DedupWindow time.Duration
+	// ResultTTL: how long a completed result is kept for later jobs of the key.
+	ResultTTL time.Duration
+}
+
+// JobInsertManyParams is a batch of jobs inserted in one transaction.
+type JobInsertManyParams struct {
+	Jobs []*JobInsertParams
+	Now  time.Time
+}
+
+// JobInsertResult is the outcome of one inserted item.
+type JobInsertResult struct {
+	Job      *idemtype.JobRow // the new or existing job; nil when Err is set
+	Existing bool            // the key was in its dedup window: no job created
+	Err      error           // this item failed; the rest of the batch stands
+}
+
+// JobFilter selects jobs for lists, replays and bulk retries.
+type JobFilter struct {
+	Tenant         string // "" = every tenant
+	States         []idemtype.JobState
+	Queue          string
+	Kind           string
+	PartitionKey   string
+	IdempotencyKey string
+	Since          time.Time // created at or after; zero = no bound
+	Until          time.Time // created before; zero = no bound
+}
+
+// JobListParams selects one page of jobs.
+type JobListParams struct {
+	Filter JobFilter
+	Limit  int   // 1..500
+	Cursor int64 // only ids below this; 0 = from the newest
+}
+
+// JobClaimParams describes one claim.
+type JobClaimParams struct {
+	Tenant     string   // "" = any tenant
+	Queues     []string // at least one
+	Kinds      []string // nil = any kind
+	WorkerID   string
+	Limit      int
+	LeaseUntil time.Time
+	Now        time.Time
+}
+
+// Lease identifies a running job and the token of the claim that holds it.
+type Lease struct {
+	ID    int64
+	Token string
+}
+
+// JobHeartbeatParams extends leases.
+type JobHeartbeatParams struct {
+	Leases []Lease
+	Until  time.Time
+	Now    time.Time
+}
+
+// JobFinishParams is the end of one attempt.
+type JobFinishParams struct {
+	ID         int64
+	LeaseToken string
+	// State is the job's next state: completed, retryable, scheduled
+	// (snooze), dead or cancelled.
+	State   idemtype.JobState
+	Outcome idemtype.Outcome // the attempt's outcome
+	Error   string           // the attempt's error (LastError of the job)
+	// Result is the job's result (JSON) when completed.
+	Result        json.RawMessage
+	WasCached     bool
+	OriginalJobID int64
+	// RunAt is the next run time for retryable and scheduled.
+	RunAt time.Time
+	// Snooze: the attempt does not count (Attempt is decremented).
+	Snooze     bool
+	FinishedAt time.Time
+	DurationMS int64
+	HTTPStatus int
+	Target     string
+	// Record fields: the result as stored in the idempotency record.
+	RecordResult     []byte
+	RecordCompressed bool
+	ResultHash       string
+}
+
+// JobCancelParams cancels one job.
+type JobCancelParams struct {
+	Tenant string // "" = any
+	ID     int64
+	Reason string // becomes LastError
+	Now    time.Time
+}
+
+// JobRetryManyParams moves finished jobs back to available.
+type JobRetryManyParams struct {
+	IDs        []int64
+	Filter     JobFilter // used when IDs is empty (Filter.Tenant always applies)
+	FromStates []idemtype.JobState
+	RunAt      time.Time // zero = Now
+	Limit      int       // 0 = no limit for IDs; default 1000 for a filter
+	Now        time.Time
+}
+
+// QueueStat counts the jobs of one queue.
+type QueueStat struct {
+	Queue  string
+	Counts map[idemtype.JobState]int64
+	// OldestAvailable is the smallest RunAt among claimable jobs (available,
+	// or scheduled/retryable with RunAt <= now); nil when none.
+	OldestAvailable *time.Time
+	// Completed1m and Failed1m count attempts finished in the last minute
+	// with outcome completed/cached and failed/dead/lost.
+	Completed1m int64
+	Failed1m    int64
+}
+
+// RecordAcquireParams tries to take the execution lease of a key.
+type RecordAcquireParams struct {
+	Tenant     string
+	Key        string
+	Owner      string // JobOwner(id) for jobs; a random token for Do
+	JobID      int64  // 0 for Do
+	LeaseUntil time.Time
+	// DedupUntil and ExpiresAt are used when a new record is created.
+	DedupUntil time.Time
+	ExpiresAt  time.Time
+	Now        time.Time
+}
+
+// RecordAcquireResult is the outcome of RecordAcquire.
+type RecordAcquireResult struct {
+	Acquired bool
+	Record   *idemtype.Record
+}
+
+// RecordCompleteParams stores a result outside a job (Do).
+type RecordCompleteParams struct {
+	Tenant     string
+	Key        string
+	Owner      string
+	Result     []byte
+	Compressed bool
+	ResultHash string
+	TTL        time.Duration
+	DurationMS int64
+	Now        time.Time
+}
+
+// RecordStats summarises idempotency records.
+type RecordStats struct {
+	Entries     int64 // live records
+	InProgress  int64 // live records in progress
+	Expiring24h int64 // live records expiring within 24 h
+	Expired     int64 // records past ExpiresAt not yet deleted
+	SizeBytes   int64 // stored result bytes of live records
+}
+
+// JobRescueParams selects expired leases.
+type JobRescueParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// JobDeleteFinishedParams selects finished jobs for retention.
+type JobDeleteFinishedParams struct {
+	CompletedBefore time.Time
+	CancelledBefore time.Time
+	DeadBefore      time.Time
+	Limit           int
+	Now             time.Time
+}
+
+// LeaderParams is one election attempt.
+type LeaderParams struct {
+	Name  string
+	Owner string
+	TTL   time.Duration
+	Now   time.Time
+}
+
+// APIKey is a stored API key (the secret itself is never stored).
+type APIKey struct {
+	ID        string
+	Hash      string // hex SHA-256 of the secret
+	Tenant    string
+	Admin     bool
+	Name      string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// JobOwner is the execution-lease owner name of a job.
+func JobOwner(id int64) string { return "job:" + strconv.FormatInt(id, 10) }
+
+// NewToken returns a random 128-bit hex token (lease tokens, owners).
+func NewToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error()) // never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// OrNow returns t, or time.Now() when t is zero, in UTC.
+func OrNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now().UTC()
+	}
+	return t.UTC()
+}
