@@ -264,8 +264,8 @@ type JobInsertManyParams struct {
 // JobInsertResult is the outcome of one inserted item.
 type JobInsertResult struct {
 	Job      *idemtype.JobRow // the new or existing job; nil when Err is set
-	Existing bool            // the key was in its dedup window: no job created
-	Err      error           // this item failed; the rest of the batch stands
+	Existing bool             // the key was in its dedup window: no job created
+	Err      error            // this item failed; the rest of the batch stands
 }
 
 // JobFilter selects jobs for lists, replays and bulk retries.

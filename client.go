@@ -1,0 +1,217 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Client is the entry point of the library: it inserts and manages jobs and,
+// once started, works its queues. It is safe for concurrent use.
+type Client struct {
+	store  store.Store
+	cfg    *Config
+	logger *slog.Logger
+
+	stats clientStats
+
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	runtime   *runtime // nil until Start
+	producers map[string]*producer
+}
+
+// clientStats counts cache hits and misses in this process.
+type clientStats struct {
+	cacheHits   atomic.Int64 // jobs and Do calls answered from a cached result
+	cacheMisses atomic.Int64 // executions that ran because nothing was cached
+	dedupHits   atomic.Int64 // enqueues answered with an existing job
+}
+
+// NewClient returns a client on st. cfg may be nil.
+func NewClient(st store.Store, cfg *Config) (*Client, error) {
+	if st == nil {
+		return nil, errors.New("new client: nil store")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	return &Client{store: st, cfg: c, logger: c.Logger}, nil
+}
+
+// Store returns the store the client uses.
+func (c *Client) Store() store.Store { return c.store }
+
+func (c *Client) now() time.Time { return c.cfg.Now().UTC() }
+
+// tenant returns t or the configured default tenant.
+func (c *Client) tenant(t string) string {
+	if t == "" {
+		return c.cfg.Tenant
+	}
+	return t
+}
+
+// wake tells the local producer of queue that a job may be available.
+func (c *Client) wake(queue string) {
+	c.mu.Lock()
+	p := c.producers[queue]
+	c.mu.Unlock()
+	if p != nil {
+		p.wake()
+	}
+}
+
+// JobGet returns a job of tenant ("" = the default tenant).
+func (c *Client) JobGet(ctx context.Context, tenant string, id int64) (*JobRow, error) {
+	return c.store.JobGet(ctx, c.tenant(tenant), id)
+}
+
+// JobListParams selects a page of jobs.
+type JobListParams = store.JobListParams
+
+// JobFilter selects jobs.
+type JobFilter = store.JobFilter
+
+// JobList returns a page of jobs, newest first, and the cursor of the next
+// page (0 on the last one). Filter.Tenant "" means the default tenant; use
+// JobListAll for every tenant.
+func (c *Client) JobList(ctx context.Context, p *JobListParams) ([]*JobRow, int64, error) {
+	q := *p
+	q.Filter.Tenant = c.tenant(q.Filter.Tenant)
+	return c.jobList(ctx, &q)
+}
+
+func (c *Client) jobList(ctx context.Context, p *JobListParams) ([]*JobRow, int64, error) {
+	if p.Limit <= 0 {
+		p.Limit = 50
+	}
+	p.Limit = min(p.Limit, 500)
+	for _, s := range p.Filter.States {
+		if !s.Valid() {
+			return nil, 0, idemtype.Invalid("state", "unknown state %q", s)
+		}
+	}
+	return c.store.JobList(ctx, p)
+}
+
+// JobCancel cancels a job. A running job's handler context is cancelled (at
+// once in this process, at the next heartbeat in another). A finished job is
+// ErrWrongState.
+func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRow, error) {
+	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{
+		Tenant: c.tenant(tenant), ID: id, Reason: "cancelled by request", Now: c.now()})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	rt := c.runtime
+	c.mu.Unlock()
+	if rt != nil {
+		rt.cancelRunning(id, errors.New("job cancelled"))
+	}
+	return row, nil
+}
+
+// JobRetry makes a dead or cancelled job available again with its attempts
+// reset (scheduled when runAt is in the future). Other states are ErrWrongState.
+func (c *Client) JobRetry(ctx context.Context, tenant string, id int64, runAt time.Time) (*JobRow, error) {
+	rows, err := c.store.JobRetryMany(ctx, &store.JobRetryManyParams{
+		IDs: []int64{id}, Filter: store.JobFilter{Tenant: c.tenant(tenant)},
+		FromStates: []JobState{StateDead, StateCancelled}, RunAt: runAt, Now: c.now()})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		if _, err := c.JobGet(ctx, tenant, id); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("retry job %d: %w", id, ErrWrongState)
+	}
+	c.wake(rows[0].Queue)
+	return rows[0], nil
+}
+
+// DLQRequeue makes dead jobs available again, by ids or (ids empty) by
+// filter, and returns how many moved.
+func (c *Client) DLQRequeue(ctx context.Context, ids []int64, filter JobFilter) (int, error) {
+	filter.Tenant = c.tenant(filter.Tenant)
+	rows, err := c.store.JobRetryMany(ctx, &store.JobRetryManyParams{
+		IDs: ids, Filter: filter, FromStates: []JobState{StateDead}, Now: c.now()})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		c.wake(r.Queue)
+	}
+	return len(rows), nil
+}
+
+// DLQDelete deletes a dead job with its attempts; ErrNotFound if it is not dead.
+func (c *Client) DLQDelete(ctx context.Context, tenant string, id int64) error {
+	return c.store.JobDelete(ctx, c.tenant(tenant), id, StateDead)
+}
+
+// JobAttempts returns the attempts of a job, oldest first.
+func (c *Client) JobAttempts(ctx context.Context, tenant string, id int64) ([]*Attempt, error) {
+	return c.store.AttemptList(ctx, c.tenant(tenant), id)
+}
+
+// RecordGet returns the live idempotency record of key.
+func (c *Client) RecordGet(ctx context.Context, tenant, key string) (*Record, error) {
+	rec, err := c.store.RecordGet(ctx, c.tenant(tenant), key, c.now())
+	if err != nil {
+		return nil, err
+	}
+	if rec.Compressed {
+		if rec.Result, err = decodeResult(rec.Result, true); err != nil {
+			return nil, fmt.Errorf("record %q: %w", key, err)
+		}
+		rec.Compressed = false
+	}
+	return rec, nil
+}
+
+// RecordDelete deletes an idempotency record so its key may be used again.
+func (c *Client) RecordDelete(ctx context.Context, tenant, key string) error {
+	return c.store.RecordDelete(ctx, c.tenant(tenant), key)
+}
+
+// CacheStats summarises the idempotency records and this process's cache
+// hits and misses.
+type CacheStats struct {
+	store.RecordStats
+	Hits      int64   // jobs and Do calls answered from the cache (this process)
+	Misses    int64   // executions that ran (this process)
+	DedupHits int64   // enqueues answered with an existing job (this process)
+	HitRate   float64 // Hits / (Hits + Misses); 0 when both are 0
+}
+
+// CacheStats returns the statistics of the idempotency records of tenant
+// ("" = every tenant).
+func (c *Client) CacheStats(ctx context.Context, tenant string) (*CacheStats, error) {
+	rs, err := c.store.RecordStats(ctx, tenant, c.now())
+	if err != nil {
+		return nil, err
+	}
+	s := &CacheStats{RecordStats: *rs, Hits: c.stats.cacheHits.Load(),
+		Misses: c.stats.cacheMisses.Load(), DedupHits: c.stats.dedupHits.Load()}
+	if s.Hits+s.Misses > 0 {
+		s.HitRate = float64(s.Hits) / float64(s.Hits+s.Misses)
+	}
+	return s, nil
+}
+
+// QueueStats counts jobs per queue and state for tenant ("" = every tenant).
+func (c *Client) QueueStats(ctx context.Context, tenant string) ([]*store.QueueStat, error) {
+	return c.store.QueueStats(ctx, tenant, c.now())
+}

@@ -1,0 +1,193 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultTenant             = "default"
+	DefaultQueue              = "default"
+	DefaultMaxAttempts        = 5
+	DefaultDedupWindow        = 7 * 24 * time.Hour
+	DefaultResultTTL          = 7 * 24 * time.Hour
+	DefaultLeaseDuration      = 30 * time.Second
+	DefaultPollInterval       = 100 * time.Millisecond
+	DefaultFetchLimit         = 100
+	DefaultCompressThreshold  = 4096
+	DefaultRescueInterval     = 5 * time.Second
+	DefaultMaintenanceEvery   = time.Minute
+	DefaultCompletedRetention = 30 * 24 * time.Hour
+	DefaultCancelledRetention = 30 * 24 * time.Hour
+	DefaultLeaderTTL          = 10 * time.Second
+	DefaultMaxWorkers         = 10
+)
+
+// Config configures a Client. The zero value is valid: an insert-only client
+// (no queues) with every default below.
+type Config struct {
+	// Logger receives the runtime's structured logs; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now. Tests inject a fixed clock.
+	Now func() time.Time
+	// Workers holds the handlers; required when Queues is not empty.
+	Workers *Workers
+	// Queues to work, with their per-process concurrency. Empty: the client
+	// only inserts and manages jobs.
+	Queues map[string]QueueConfig
+	// WorkerID names this process in attempt records; default host-pid-random.
+	WorkerID string
+	// Tenant used when EnqueueOpts.Tenant is empty; default DefaultTenant.
+	Tenant string
+
+	// MaxAttempts per job when EnqueueOpts leaves it 0; default DefaultMaxAttempts.
+	MaxAttempts int
+	// Retry is the default backoff policy; RetryByQueue and RetryByKind
+	// override it (kind wins over queue).
+	Retry        RetryPolicy
+	RetryByQueue map[string]RetryPolicy
+	RetryByKind  map[string]RetryPolicy
+
+	// DedupWindow is how long an idempotency key blocks the creation of
+	// another job; default DefaultDedupWindow. Use EnqueueOpts for 0.
+	DedupWindow time.Duration
+	// ResultTTL is how long a completed result is cached; default
+	// DefaultResultTTL; ResultTTLByKind overrides it per kind.
+	ResultTTL       time.Duration
+	ResultTTLByKind map[string]time.Duration
+	// CompressThreshold: results larger than this many bytes are stored
+	// gzip-compressed in the idempotency record; default
+	// DefaultCompressThreshold; negative = never.
+	CompressThreshold int
+
+	// LeaseDuration of a claim; heartbeats renew it every third of it.
+	// Default DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// PollInterval is how often an idle queue looks for jobs it was not told
+	// about (other processes, due scheduled jobs); default DefaultPollInterval.
+	PollInterval time.Duration
+	// FetchLimit caps one claim; default DefaultFetchLimit.
+	FetchLimit int
+
+	// DisableMaintenance turns off the rescuer, retention and promoter
+	// (they run on the elected leader only).
+	DisableMaintenance bool
+	// RescueInterval: how often expired leases are rescued; default DefaultRescueInterval.
+	RescueInterval time.Duration
+	// MaintenanceInterval: how often retention runs; default DefaultMaintenanceEvery.
+	MaintenanceInterval time.Duration
+	// CompletedRetention and CancelledRetention: finished jobs older than
+	// this are deleted; defaults 30 days. DeadRetention 0 keeps dead jobs.
+	CompletedRetention time.Duration
+	CancelledRetention time.Duration
+	DeadRetention      time.Duration
+	// LeaderTTL is the term of the maintenance leader; default DefaultLeaderTTL.
+	LeaderTTL time.Duration
+}
+
+// QueueConfig configures one queue worked by a client.
+type QueueConfig struct {
+	// MaxWorkers is how many jobs of the queue this process runs at once;
+	// default DefaultMaxWorkers.
+	MaxWorkers int
+}
+
+// withDefaults returns a copy of c with every zero field defaulted, or an
+// error naming the invalid field.
+func (c *Config) withDefaults() (*Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		cfg.WorkerID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + store.NewToken()[:6]
+	}
+	setDefault(&cfg.Tenant, DefaultTenant)
+	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&cfg.DedupWindow, DefaultDedupWindow)
+	setDefault(&cfg.ResultTTL, DefaultResultTTL)
+	setDefault(&cfg.CompressThreshold, DefaultCompressThreshold)
+	setDefault(&cfg.LeaseDuration, DefaultLeaseDuration)
+	setDefault(&cfg.PollInterval, DefaultPollInterval)
+	setDefault(&cfg.FetchLimit, DefaultFetchLimit)
+	setDefault(&cfg.RescueInterval, DefaultRescueInterval)
+	setDefault(&cfg.MaintenanceInterval, DefaultMaintenanceEvery)
+	setDefault(&cfg.CompletedRetention, DefaultCompletedRetention)
+	setDefault(&cfg.CancelledRetention, DefaultCancelledRetention)
+	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
+	if len(cfg.Queues) > 0 && cfg.Workers == nil {
+		return nil, errors.New("config: Queues set but Workers is nil")
+	}
+	queues := make(map[string]QueueConfig, len(cfg.Queues))
+	for name, q := range cfg.Queues {
+		if name == "" {
+			return nil, errors.New("config: empty queue name")
+		}
+		setDefault(&q.MaxWorkers, DefaultMaxWorkers)
+		if q.MaxWorkers < 0 {
+			return nil, fmt.Errorf("config: queue %q: negative MaxWorkers", name)
+		}
+		queues[name] = q
+	}
+	cfg.Queues = queues
+	if cfg.MaxAttempts < 1 || cfg.LeaseDuration < time.Second || cfg.FetchLimit < 1 {
+		return nil, errors.New("config: MaxAttempts and FetchLimit must be positive, LeaseDuration at least 1s")
+	}
+	for _, p := range append([]RetryPolicy{cfg.Retry}, mapValues(cfg.RetryByKind, cfg.RetryByQueue)...) {
+		if err := p.validate(); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+	return &cfg, nil
+}
+
+// setDefault sets *v to def when it is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func mapValues[K comparable, V any](ms ...map[K]V) []V {
+	var out []V
+	for _, m := range ms {
+		for _, v := range m {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// retryPolicy returns the policy for a job: by kind, else by queue, else default.
+func (c *Config) retryPolicy(queue, kind string) RetryPolicy {
+	if p, ok := c.RetryByKind[kind]; ok {
+		return p
+	}
+	if p, ok := c.RetryByQueue[queue]; ok {
+		return p
+	}
+	return c.Retry
+}
+
+// resultTTL returns the result TTL of a kind.
+func (c *Config) resultTTL(kind string) time.Duration {
+	if d, ok := c.ResultTTLByKind[kind]; ok && d > 0 {
+		return d
+	}
+	return c.ResultTTL
+}

@@ -1,0 +1,266 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/key"
+	"github.com/idem-dev/idem/store"
+)
+
+// Limits on what may be enqueued.
+const (
+	MaxKeyLength   = 255     // idempotency and partition keys, kinds, queues, tenants
+	MaxArgsBytes   = 1 << 20 // args and metadata JSON
+	MaxBatch       = 1000    // jobs in one EnqueueMany
+	MaxMaxAttempts = 1000
+	MaxDependsOn   = 100
+)
+
+// EnqueueOpts are the per-job options of Enqueue; nil means every default.
+type EnqueueOpts struct {
+	Tenant       string    // default Config.Tenant
+	Queue        string    // default DefaultQueue
+	Priority     int       // higher runs first; default 0
+	MaxAttempts  int       // default Config.MaxAttempts
+	RunAt        time.Time // not before; zero = now
+	PartitionKey string    // FIFO partition within the queue
+	DependsOn    []int64   // jobs that must complete first
+	Metadata     json.RawMessage
+	// IdempotencyKey deduplicates creation within the dedup window and
+	// caches the result; "" = none.
+	IdempotencyKey string
+	// DedupWindow overrides Config.DedupWindow; a pointer to 0 means "only
+	// while the job is unfinished".
+	DedupWindow *time.Duration
+	// ResultTTL overrides the result TTL for this job.
+	ResultTTL *time.Duration
+}
+
+// EnqueueParams is one untyped job: a kind and its JSON args.
+type EnqueueParams struct {
+	Kind string
+	Args json.RawMessage
+	Opts *EnqueueOpts
+}
+
+// EnqueueResult is the outcome of one enqueue.
+type EnqueueResult struct {
+	Job *JobRow
+	// Existing: the idempotency key was in its dedup window, so no job was
+	// created and Job is the one the key belongs to.
+	Existing bool
+	// Err is set, in EnqueueMany results only, when this item failed.
+	Err error
+}
+
+// Enqueue inserts one typed job.
+func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, idemtype.Invalid("args", "encode: %v", err)
+	}
+	return c.EnqueueRaw(ctx, EnqueueParams{Kind: args.Kind(), Args: b, Opts: opts})
+}
+
+// EnqueueRaw inserts one untyped job.
+func (c *Client) EnqueueRaw(ctx context.Context, p EnqueueParams) (*EnqueueResult, error) {
+	res, err := c.EnqueueMany(ctx, []EnqueueParams{p})
+	if err != nil {
+		return nil, err
+	}
+	if res[0].Err != nil {
+		return nil, res[0].Err
+	}
+	return &res[0], nil
+}
+
+// EnqueueMany inserts a batch of jobs in one transaction. Input that fails
+// validation fails the whole call with an error wrapping ErrInvalid and
+// nothing is written; otherwise each result carries its own Err for what
+// the store refused (a reused key, an unknown dependency).
+func (c *Client) EnqueueMany(ctx context.Context, items []EnqueueParams) ([]EnqueueResult, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	if len(items) > MaxBatch {
+		return nil, idemtype.Invalid("jobs", "batch of %d is over %d", len(items), MaxBatch)
+	}
+	now := c.now()
+	params := make([]*store.JobInsertParams, len(items))
+	for i, it := range items {
+		p, err := c.insertParams(it, now)
+		if err != nil {
+			if len(items) > 1 {
+				err = fmt.Errorf("job %d: %w", i, err)
+			}
+			return nil, err
+		}
+		params[i] = p
+	}
+	return c.insert(ctx, params, now)
+}
+
+// insert hands validated params to the store and wakes local producers.
+func (c *Client) insert(ctx context.Context, params []*store.JobInsertParams, now time.Time) ([]EnqueueResult, error) {
+	res, err := c.store.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	out := make([]EnqueueResult, len(res))
+	for i, r := range res {
+		out[i] = EnqueueResult{Job: r.Job, Existing: r.Existing, Err: r.Err}
+		if r.Err == nil && !r.Existing {
+			c.wake(r.Job.Queue)
+		}
+		if r.Existing {
+			c.stats.dedupHits.Add(1)
+		}
+	}
+	return out, nil
+}
+
+// ValidateEnqueue checks one job's input as EnqueueMany would, without
+// writing anything. It returns an error wrapping ErrInvalid.
+func (c *Client) ValidateEnqueue(p EnqueueParams) error {
+	_, err := c.insertParams(p, c.now())
+	return err
+}
+
+// insertParams validates one item and fills in defaults.
+func (c *Client) insertParams(it EnqueueParams, now time.Time) (*store.JobInsertParams, error) {
+	o := it.Opts
+	if o == nil {
+		o = &EnqueueOpts{}
+	}
+	p := &store.JobInsertParams{
+		Tenant: o.Tenant, Queue: o.Queue, Kind: it.Kind, Args: it.Args,
+		Priority: o.Priority, MaxAttempts: o.MaxAttempts, RunAt: o.RunAt,
+		PartitionKey: o.PartitionKey, DependsOn: o.DependsOn, Metadata: o.Metadata,
+		IdempotencyKey: o.IdempotencyKey, DedupWindow: c.cfg.DedupWindow,
+		ResultTTL: c.cfg.resultTTL(it.Kind),
+	}
+	setDefault(&p.Tenant, c.cfg.Tenant)
+	setDefault(&p.Queue, DefaultQueue)
+	setDefault(&p.MaxAttempts, c.cfg.MaxAttempts)
+	if len(p.Args) == 0 {
+		p.Args = json.RawMessage("{}")
+	}
+	if o.DedupWindow != nil {
+		p.DedupWindow = *o.DedupWindow
+	}
+	if o.ResultTTL != nil {
+		p.ResultTTL = *o.ResultTTL
+	}
+	if err := validateInsert(p); err != nil {
+		return nil, err
+	}
+	if p.IdempotencyKey != "" {
+		fp, err := fingerprint(p, o.RunAt)
+		if err != nil {
+			return nil, err
+		}
+		p.Fingerprint = fp
+	}
+	if p.RunAt.IsZero() {
+		p.RunAt = now
+	}
+	p.RunAt = p.RunAt.UTC()
+	return p, nil
+}
+
+// validateInsert checks the fields of one job.
+func validateInsert(p *store.JobInsertParams) error {
+	for _, f := range []struct{ name, v string }{
+		{"tenant", p.Tenant}, {"queue", p.Queue}, {"kind", p.Kind},
+	} {
+		if err := ValidateName(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if p.PartitionKey != "" {
+		if err := ValidateKey("partition_key", p.PartitionKey); err != nil {
+			return err
+		}
+	}
+	if p.IdempotencyKey != "" {
+		if err := ValidateKey("idempotency_key", p.IdempotencyKey); err != nil {
+			return err
+		}
+	}
+	if len(p.Args) > MaxArgsBytes || !json.Valid(p.Args) {
+		return idemtype.Invalid("args", "must be valid JSON of at most %d bytes", MaxArgsBytes)
+	}
+	if len(p.Metadata) > 0 && (len(p.Metadata) > MaxArgsBytes || !isJSONObject(p.Metadata)) {
+		return idemtype.Invalid("metadata", "must be a JSON object of at most %d bytes", MaxArgsBytes)
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
+		return idemtype.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+	}
+	if p.DedupWindow < 0 || p.ResultTTL <= 0 {
+		return idemtype.Invalid("dedup_window", "dedup_window must be >= 0 and result_ttl > 0")
+	}
+	if len(p.DependsOn) > MaxDependsOn {
+		return idemtype.Invalid("depends_on", "at most %d dependencies", MaxDependsOn)
+	}
+	for _, id := range p.DependsOn {
+		if id <= 0 {
+			return idemtype.Invalid("depends_on", "job id %d is not valid", id)
+		}
+	}
+	return nil
+}
+
+// ValidateName checks a tenant, queue or kind: 1–255 bytes of printable
+// ASCII without spaces.
+func ValidateName(field, v string) error {
+	if v == "" {
+		return idemtype.Invalid(field, "must not be empty")
+	}
+	return ValidateKey(field, v)
+}
+
+// ValidateKey checks a key: 1–255 bytes of printable ASCII.
+func ValidateKey(field, v string) error {
+	if len(v) == 0 || len(v) > MaxKeyLength {
+		return idemtype.Invalid(field, "must be 1 to %d characters", MaxKeyLength)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7e {
+			return idemtype.Invalid(field, "must be printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+func isJSONObject(b json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(b, &m) == nil && m != nil
+}
+
+// fingerprint is the SHA-256 of the canonical JSON of the job fields that
+// make "the same request" (API.md): run_at only when it was given.
+func fingerprint(p *store.JobInsertParams, runAt time.Time) (string, error) {
+	fields := map[string]any{
+		"queue": p.Queue, "kind": p.Kind, "args": p.Args, "priority": p.Priority,
+		"max_attempts": p.MaxAttempts, "partition_key": p.PartitionKey,
+		"depends_on": p.DependsOn, "metadata": p.Metadata,
+	}
+	if !runAt.IsZero() {
+		fields["run_at"] = runAt.UTC().Format(time.RFC3339Nano)
+	}
+	if len(p.DependsOn) == 0 {
+		delete(fields, "depends_on")
+	}
+	if len(p.Metadata) == 0 {
+		delete(fields, "metadata")
+	}
+	b, err := key.CanonicalValue(fields)
+	if err != nil {
+		return "", idemtype.Invalid("args", "canonical form: %v", err)
+	}
+	return key.Hash(b)
+}

@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem"
+)
+
+// benchFlags are the inputs of `idem bench`.
+type benchFlags struct {
+	db         string
+	jobs       int
+	workers    int
+	singles    int
+	goroutines int
+	dups       int
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure end-to-end throughput: enqueue, dedup and work no-op jobs",
+		Long: `Enqueues --jobs no-op jobs in batches of 1,000, --singles more one at a time
+from --goroutines goroutines, repeats one idempotency key --dups times, then works
+every job with --workers workers and reports jobs/s and wait/run latency
+percentiles. Without --database it uses a fresh SQLite file in a temp directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), cmd.OutOrStdout(), &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.db, "database", "", "database URL (default: a temp SQLite file)")
+	fl.IntVar(&f.jobs, "jobs", 100000, "jobs enqueued in batches of 1,000")
+	fl.IntVar(&f.singles, "singles", 20000, "jobs enqueued one at a time")
+	fl.IntVar(&f.goroutines, "goroutines", 16, "goroutines for single enqueues")
+	fl.IntVar(&f.dups, "dups", 10000, "enqueues of one repeated idempotency key")
+	fl.IntVar(&f.workers, "workers", 100, "workers")
+	return cmd
+}
+
+func runBench(ctx context.Context, w io.Writer, f *benchFlags) error {
+	url := f.db
+	if url == "" {
+		dir, err := os.MkdirTemp("", "idem-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		url = filepath.Join(dir, "bench.db")
+	}
+	st, err := openStore(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	workers := idem.NewWorkers()
+	workers.Handle("noop", func(context.Context, *idem.JobRow) (json.RawMessage, error) { return nil, nil })
+	client, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: map[string]idem.QueueConfig{
+		"bench": {MaxWorkers: f.workers}}, FetchLimit: max(f.workers, 1)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "idem bench  store=%s  jobs=%d singles=%d goroutines=%d workers=%d\n", storeName(url), f.jobs, f.singles, f.goroutines, f.workers)
+	opts := &idem.EnqueueOpts{Queue: "bench"}
+	if err := benchBatch(ctx, w, client, f.jobs, opts); err != nil {
+		return err
+	}
+	if err := benchSingles(ctx, w, client, f, opts); err != nil {
+		return err
+	}
+	if err := benchDups(ctx, w, client, f.dups, opts); err != nil {
+		return err
+	}
+	return benchWork(ctx, w, client, f.jobs+f.singles+min(f.dups, 1))
+}
+
+func storeName(url string) string {
+	if isPostgres(url) {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+func benchBatch(ctx context.Context, w io.Writer, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
+	start := time.Now()
+	for done := 0; done < n; done += idem.MaxBatch {
+		items := make([]idem.EnqueueParams, min(idem.MaxBatch, n-done))
+		for i := range items {
+			items[i] = idem.EnqueueParams{Kind: "noop", Opts: opts}
+		}
+		if _, err := c.EnqueueMany(ctx, items); err != nil {
+			return fmt.Errorf("batch enqueue: %w", err)
+		}
+	}
+	report(w, "enqueue batch of 1000", n, time.Since(start), nil)
+	return nil
+}
+
+func benchSingles(ctx context.Context, w io.Writer, c *idem.Client, f *benchFlags, opts *idem.EnqueueOpts) error {
+	lat := make([][]time.Duration, f.goroutines)
+	var wg sync.WaitGroup
+	errs := make(chan error, f.goroutines)
+	start := time.Now()
+	for g := range f.goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < f.singles; i += f.goroutines {
+				t := time.Now()
+				if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop", Opts: opts}); err != nil {
+					errs <- err
+					return
+				}
+				lat[g] = append(lat[g], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("single enqueue: %w", err)
+	}
+	report(w, fmt.Sprintf("enqueue single x%d goroutines", f.goroutines), f.singles, time.Since(start), slices.Concat(lat...))
+	return nil
+}
+
+func benchDups(ctx context.Context, w io.Writer, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
+	if n == 0 {
+		return nil
+	}
+	o := *opts
+	o.IdempotencyKey = "bench-dup-key"
+	lat := make([]time.Duration, 0, n)
+	start := time.Now()
+	for range n {
+		t := time.Now()
+		if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop", Opts: &o}); err != nil {
+			return fmt.Errorf("duplicate enqueue: %w", err)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	report(w, "enqueue duplicate key", n, time.Since(start), lat)
+	return nil
+}
+
+func benchWork(ctx context.Context, w io.Writer, c *idem.Client, total int) error {
+	start := time.Now()
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	for {
+		stats, err := c.QueueStats(ctx, "")
+		if err != nil {
+			return err
+		}
+		var done int64
+		for _, s := range stats {
+			done += s.Counts[idem.StateCompleted]
+		}
+		if done >= int64(total) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Stop(stopCtx); err != nil {
+		return err
+	}
+	waits, runs, err := latencies(ctx, c)
+	if err != nil {
+		return err
+	}
+	report(w, "work (claim+run+complete)", total, elapsed, nil)
+	fmt.Fprintf(w, "  wait (run_at→start)   %s\n  run  (start→finish)   %s\n", percentiles(waits), percentiles(runs))
+	return nil
+}
+
+// latencies reads every job's wait and run time.
+func latencies(ctx context.Context, c *idem.Client) (waits, runs []time.Duration, err error) {
+	var cursor int64
+	for {
+		jobs, next, err := c.JobList(ctx, &idem.JobListParams{Limit: 500, Cursor: cursor})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, j := range jobs {
+			if j.StartedAt != nil && j.FinishedAt != nil {
+				waits = append(waits, j.StartedAt.Sub(j.RunAt))
+				runs = append(runs, j.FinishedAt.Sub(*j.StartedAt))
+			}
+		}
+		if next == 0 {
+			return waits, runs, nil
+		}
+		cursor = next
+	}
+}
+
+func report(w io.Writer, what string, n int, d time.Duration, lat []time.Duration) {
+	fmt.Fprintf(w, "%-32s %8d jobs in %8.3fs = %10.0f jobs/s", what, n, d.Seconds(), float64(n)/d.Seconds())
+	if len(lat) > 0 {
+		fmt.Fprintf(w, "  latency %s", percentiles(lat))
+	}
+	fmt.Fprintln(w)
+}
+
+// percentiles formats p50/p95/p99 of ds (sorted in place).
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "n/a"
+	}
+	slices.Sort(ds)
+	p := func(q float64) time.Duration { return ds[min(int(q*float64(len(ds))), len(ds)-1)] }
+	return fmt.Sprintf("p50 %s p95 %s p99 %s", p(0.50).Round(time.Microsecond), p(0.95).Round(time.Microsecond), p(0.99).Round(time.Microsecond))
+}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/key"
+)
+
+// keyFlags are the inputs of `idem key`.
+type keyFlags struct {
+	prefix, tenant, user, action, function, grain, zone, at string
+	sets                                                    []string
+}
+
+func newKeyCmd() *cobra.Command {
+	var f keyFlags
+	cmd := &cobra.Command{
+		Use:   "key",
+		Short: "Print the idempotency keys of the JSON on standard input",
+		Long: `Reads one JSON document on standard input and prints its canonical form
+(RFC 8785), its SHA-256, and each key format whose parts are given:
+  prefixed  --prefix P                          P_<sha256>
+  scoped    --tenant T --user U --action A      T_U_A_<hash16>
+  lock      --function F --tenant T [--grain day --zone UTC --time RFC3339]
+                                                F:T:<grain date>:<hash12>`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 16<<20))
+			if err != nil {
+				return fmt.Errorf("read stdin: %w", err)
+			}
+			return printKeys(cmd.OutOrStdout(), in, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.prefix, "prefix", "", "prefix of the prefixed key")
+	fl.StringVar(&f.tenant, "tenant", "", "tenant of the scoped and lock keys")
+	fl.StringVar(&f.user, "user", "", "user of the scoped key")
+	fl.StringVar(&f.action, "action", "", "action of the scoped key")
+	fl.StringVar(&f.function, "function", "", "function of the lock key")
+	fl.StringVar(&f.grain, "grain", "day", "time grain of the lock key: minute, hour or day")
+	fl.StringVar(&f.zone, "zone", "UTC", "time zone of the lock key's grain")
+	fl.StringVar(&f.at, "time", "", "time of the lock key (RFC 3339; default now)")
+	fl.StringSliceVar(&f.sets, "set", nil, "JSON pointer of an array to sort as a set (repeatable)")
+	return cmd
+}
+
+func printKeys(w io.Writer, in []byte, f *keyFlags) error {
+	opts := &key.Options{Sets: f.sets}
+	canon, err := key.CanonicalizeWith(in, opts)
+	if err != nil {
+		return err
+	}
+	hash, err := key.HashWith(in, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "version    %s\ncanonical  %s\nsha256     %s\n", key.Version, canon, hash)
+	if f.prefix != "" {
+		k, err := key.PrefixedWith(f.prefix, in, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "prefixed   %s\n", k)
+	}
+	if f.tenant != "" && f.user != "" && f.action != "" {
+		k, err := key.ScopedWith(f.tenant, f.user, f.action, in, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "scoped     %s\n", k)
+	}
+	if f.function != "" {
+		k, err := lockKey(in, f, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "lock       %s\n", k)
+	}
+	return nil
+}
+
+func lockKey(in []byte, f *keyFlags, opts *key.Options) (string, error) {
+	if f.tenant == "" {
+		return "", errors.New("lock key needs --tenant")
+	}
+	g, err := key.ParseGrain(f.grain)
+	if err != nil {
+		return "", err
+	}
+	loc, err := time.LoadLocation(f.zone)
+	if err != nil {
+		return "", fmt.Errorf("zone %q: %w", f.zone, err)
+	}
+	at := time.Now()
+	if f.at != "" {
+		if at, err = time.Parse(time.RFC3339, f.at); err != nil {
+			return "", fmt.Errorf("--time: %w", err)
+		}
+	}
+	var entities []byte
+	if s := strings.TrimSpace(string(in)); s != "" && s != "null" {
+		entities = in
+	}
+	return key.LockWith(f.function, f.tenant, at, loc, g, entities, opts)
+}

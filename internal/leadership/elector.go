@@ -1,0 +1,117 @@
+// Package leadership elects one node to run the services that must run once
+// (rescuer, retention, promoter, scheduler) through the store's leader row
+// with expiry. A dead leader's term runs out and another node takes over
+// within one TTL.
+package leadership
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// DefaultTTL is the length of a leader's term; it is renewed every TTL/3.
+const DefaultTTL = 10 * time.Second
+
+// Config configures an Elector.
+type Config struct {
+	Name   string        // the election; default "maintenance"
+	Owner  string        // this node; required
+	TTL    time.Duration // default DefaultTTL
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Elector keeps trying to lead and reports whether it does.
+type Elector struct {
+	store  store.Leader
+	cfg    Config
+	leader atomic.Bool
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns an elector; Owner must be set.
+func New(st store.Leader, cfg Config) *Elector {
+	if cfg.Name == "" {
+		cfg.Name = "maintenance"
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Elector{store: st, cfg: cfg}
+}
+
+// IsLeader reports whether this node led at its last attempt.
+func (e *Elector) IsLeader() bool { return e.leader.Load() }
+
+// RunOnce makes one election attempt.
+func (e *Elector) RunOnce(ctx context.Context) (bool, error) {
+	ok, err := e.store.LeaderAttempt(ctx, &store.LeaderParams{
+		Name: e.cfg.Name, Owner: e.cfg.Owner, TTL: e.cfg.TTL, Now: e.cfg.Now().UTC()})
+	if err != nil {
+		ok = false
+	}
+	if was := e.leader.Swap(ok); was != ok {
+		e.cfg.Logger.Info("leadership changed", "election", e.cfg.Name, "owner", e.cfg.Owner, "leader", ok)
+	}
+	return ok, err
+}
+
+// Start campaigns in the background until Stop.
+func (e *Elector) Start(ctx context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cancel != nil {
+		return
+	}
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.done = make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		t := time.NewTicker(e.cfg.TTL / 3)
+		defer t.Stop()
+		for {
+			if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				e.cfg.Logger.Warn("leader election failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}(e.done)
+}
+
+// Stop ends the campaign and resigns; idempotent.
+func (e *Elector) Stop() {
+	e.mu.Lock()
+	cancel, done := e.cancel, e.done
+	e.cancel = nil
+	e.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	if e.leader.Swap(false) {
+		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		if err := e.store.LeaderResign(ctx, e.cfg.Name, e.cfg.Owner); err != nil {
+			e.cfg.Logger.Warn("leader resign failed", "err", err)
+		}
+	}
+}

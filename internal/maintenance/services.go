@@ -1,0 +1,174 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultRescueInterval    = 5 * time.Second
+	DefaultPromoteInterval   = time.Second
+	DefaultRetentionInterval = time.Minute
+	DefaultBatch             = 1000
+)
+
+// Config configures every maintenance service.
+type Config struct {
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// IsLeader gates every run; nil = always run.
+	IsLeader func() bool
+	// Interval between runs; default per service.
+	Interval time.Duration
+	// Batch is the most rows one run touches; default DefaultBatch.
+	Batch int
+	// Retention: finished jobs older than these are deleted; 0 keeps them.
+	CompletedRetention time.Duration
+	CancelledRetention time.Duration
+	DeadRetention      time.Duration
+	// OnPromote is told the queues that got available jobs (wake-ups).
+	OnPromote func(queues []string)
+}
+
+func (c *Config) withDefaults(interval time.Duration) Config {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	cfg.Logger = orDefault(cfg.Logger, slog.Default())
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Interval = orDefault(cfg.Interval, interval)
+	cfg.Batch = orDefault(cfg.Batch, DefaultBatch)
+	return cfg
+}
+
+// Rescuer returns running jobs whose lease expired to retryable (or dead at
+// their last attempt): a crashed worker's jobs run again elsewhere.
+type Rescuer struct {
+	store store.Store
+	cfg   Config
+	loop
+}
+
+// NewRescuer returns a rescuer; cfg may be nil.
+func NewRescuer(st store.Store, cfg *Config) *Rescuer {
+	r := &Rescuer{store: st, cfg: cfg.withDefaults(DefaultRescueInterval)}
+	r.loop = loop{name: "rescuer", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce}
+	return r
+}
+
+// Start runs the rescuer in the background until Stop.
+func (r *Rescuer) Start(ctx context.Context) { r.start(ctx) }
+
+// Stop ends the rescuer; idempotent.
+func (r *Rescuer) Stop() { r.stop() }
+
+// RunOnce rescues every expired lease, in batches, and returns how many.
+func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		ids, err := r.store.JobRescue(ctx, &store.JobRescueParams{Now: r.cfg.Now().UTC(), Limit: r.cfg.Batch})
+		total += len(ids)
+		if err != nil || len(ids) < r.cfg.Batch {
+			if len(ids) > 0 && r.cfg.OnPromote != nil {
+				r.cfg.OnPromote(nil)
+			}
+			return total, err
+		}
+	}
+}
+
+// Promoter moves due scheduled and retryable jobs to available, so that
+// lists and stats show them as such and other nodes are woken.
+type Promoter struct {
+	store store.Store
+	cfg   Config
+	loop
+}
+
+// NewPromoter returns a promoter; cfg may be nil.
+func NewPromoter(st store.Store, cfg *Config) *Promoter {
+	p := &Promoter{store: st, cfg: cfg.withDefaults(DefaultPromoteInterval)}
+	p.loop = loop{name: "promoter", interval: p.cfg.Interval, logger: p.cfg.Logger, gate: p.cfg.IsLeader, fn: p.RunOnce}
+	return p
+}
+
+// Start runs the promoter in the background until Stop.
+func (p *Promoter) Start(ctx context.Context) { p.start(ctx) }
+
+// Stop ends the promoter; idempotent.
+func (p *Promoter) Stop() { p.stop() }
+
+// RunOnce promotes one batch of due jobs and returns how many queues got jobs.
+func (p *Promoter) RunOnce(ctx context.Context) (int, error) {
+	queues, err := p.store.JobPromote(ctx, p.cfg.Now().UTC(), p.cfg.Batch)
+	if len(queues) > 0 && p.cfg.OnPromote != nil {
+		p.cfg.OnPromote(queues)
+	}
+	return len(queues), err
+}
+
+// Retention deletes finished jobs past their retention and expired
+// idempotency records, in small batches. Records outlive job rows: a job an
+// open dedup window points to is kept.
+type Retention struct {
+	store store.Store
+	cfg   Config
+	loop
+}
+
+// NewRetention returns a retention service; cfg may be nil.
+func NewRetention(st store.Store, cfg *Config) *Retention {
+	r := &Retention{store: st, cfg: cfg.withDefaults(DefaultRetentionInterval)}
+	r.loop = loop{name: "retention", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce}
+	return r
+}
+
+// Start runs retention in the background until Stop.
+func (r *Retention) Start(ctx context.Context) { r.start(ctx) }
+
+// Stop ends retention; idempotent.
+func (r *Retention) Stop() { r.stop() }
+
+// RunOnce deletes what is due, batch after batch, and returns how many rows.
+func (r *Retention) RunOnce(ctx context.Context) (int, error) {
+	now := r.cfg.Now().UTC()
+	before := func(d time.Duration) time.Time {
+		if d <= 0 {
+			return time.Time{}
+		}
+		return now.Add(-d)
+	}
+	p := &store.JobDeleteFinishedParams{
+		CompletedBefore: before(r.cfg.CompletedRetention),
+		CancelledBefore: before(r.cfg.CancelledRetention),
+		DeadBefore:      before(r.cfg.DeadRetention),
+		Limit:           r.cfg.Batch, Now: now,
+	}
+	total := 0
+	for ctx.Err() == nil {
+		n, err := r.store.JobDeleteFinished(ctx, p)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < r.cfg.Batch {
+			break
+		}
+	}
+	for ctx.Err() == nil {
+		n, err := r.store.RecordDeleteExpired(ctx, now, r.cfg.Batch)
+		total += n
+		if err != nil || n < r.cfg.Batch {
+			return total, err
+		}
+	}
+	return total, ctx.Err()
+}

@@ -1,0 +1,78 @@
+package idem
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults of RetryPolicy: 5 s doubling with ±10 % jitter, capped at one hour
+// (seed 003's 5 s…80 s over five attempts; seed 002's 60 s, 120 s, 240 s …
+// 1 h is Base 60 s; seed 004's 1 s → 5 s → 25 s is Base 1 s, Factor 5).
+const (
+	DefaultRetryBase   = 5 * time.Second
+	DefaultRetryFactor = 2.0
+	DefaultRetryMax    = time.Hour
+	DefaultRetryJitter = 0.1
+)
+
+// RetryPolicy computes the delay before a failed job's next attempt:
+// Base·Factor^(attempt-1), capped at Max, with ±Jitter fraction of random
+// jitter — or Delays[attempt-1] when Delays is set (the last entry repeats).
+type RetryPolicy struct {
+	Base   time.Duration   // first delay; default DefaultRetryBase
+	Factor float64         // growth per attempt; default DefaultRetryFactor
+	Max    time.Duration   // cap; default DefaultRetryMax
+	Jitter float64         // 0..1, fraction of the delay; default DefaultRetryJitter; negative = none
+	Delays []time.Duration // explicit schedule, overrides Base/Factor
+}
+
+// withDefaults fills zero fields.
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.Base <= 0 {
+		p.Base = DefaultRetryBase
+	}
+	if p.Factor < 1 {
+		p.Factor = DefaultRetryFactor
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultRetryMax
+	}
+	if p.Jitter == 0 {
+		p.Jitter = DefaultRetryJitter
+	}
+	return p
+}
+
+func (p RetryPolicy) validate() error {
+	if p.Jitter > 1 {
+		return fmt.Errorf("retry jitter %v above 1", p.Jitter)
+	}
+	for _, d := range p.Delays {
+		if d < 0 {
+			return fmt.Errorf("negative retry delay %s", d)
+		}
+	}
+	return nil
+}
+
+// Delay returns the wait after the given failed attempt (1-based); rnd is a
+// uniform random number in [0,1) for the jitter.
+func (p RetryPolicy) Delay(attempt int, rnd float64) time.Duration {
+	p = p.withDefaults()
+	attempt = max(attempt, 1)
+	var d float64
+	if len(p.Delays) > 0 {
+		d = float64(p.Delays[min(attempt, len(p.Delays))-1])
+	} else {
+		d = float64(p.Base) * math.Pow(p.Factor, float64(attempt-1))
+		d = math.Min(d, float64(p.Max))
+	}
+	if p.Jitter > 0 {
+		d += d * p.Jitter * (2*rnd - 1)
+	}
+	if len(p.Delays) == 0 {
+		d = math.Min(d, float64(p.Max))
+	}
+	return time.Duration(max(d, 0))
+}

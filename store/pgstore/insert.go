@@ -1,0 +1,435 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// JobInsertMany implements store.Jobs.
+func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+	var out []store.JobInsertResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.JobInsertManyTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	return out, nil
+}
+
+// rk is the identity of an idempotency record.
+type rk struct{ tenant, key string }
+
+// insertItem is one item of a batch on its way into the jobs table.
+type insertItem struct {
+	p       *store.JobInsertParams
+	state   idemtype.JobState
+	lastErr string
+	id      int64 // preallocated id; 0 = the column default
+	create  bool  // the job is inserted by this batch
+}
+
+// JobInsertManyTx is JobInsertMany inside the caller's transaction tx
+// (which must be on this store's database): the jobs exist exactly when tx
+// commits. Notifications are sent at commit.
+func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+	now := store.OrNow(p.Now)
+	res := make([]store.JobInsertResult, len(p.Jobs))
+	items := make([]*insertItem, len(p.Jobs))
+	for i, jp := range p.Jobs {
+		items[i] = &insertItem{p: jp}
+	}
+	if err := s.insertDeps(ctx, tx, items, res, now); err != nil {
+		return nil, err
+	}
+	if err := s.lockPartitions(ctx, tx, items, res); err != nil {
+		return nil, err
+	}
+	leaders := map[rk]int{}
+	var followers []int
+	for i, it := range items {
+		if res[i].Err != nil {
+			continue
+		}
+		if it.p.IdempotencyKey == "" {
+			it.create = true
+			continue
+		}
+		k := rk{it.p.Tenant, it.p.IdempotencyKey}
+		if _, ok := leaders[k]; ok {
+			followers = append(followers, i)
+			continue
+		}
+		leaders[k] = i
+	}
+	if len(leaders) > 0 {
+		if err := s.allocateIDs(ctx, tx, items, res); err != nil {
+			return nil, err
+		}
+	}
+	// Records decide the keyed items: the unique constraint on (tenant, key)
+	// with ON CONFLICT, never a read followed by a write.
+	fps := map[rk]string{}
+	jobOfKey := map[rk]int64{}
+	if len(leaders) > 0 {
+		lead := make([]int, 0, len(leaders))
+		for _, i := range leaders {
+			lead = append(lead, i)
+		}
+		sort.Slice(lead, func(a, b int) bool {
+			pa, pb := items[lead[a]].p, items[lead[b]].p
+			if pa.Tenant != pb.Tenant {
+				return pa.Tenant < pb.Tenant
+			}
+			return pa.IdempotencyKey < pb.IdempotencyKey
+		})
+		var tenants, keys, fpsIn []string
+		var jobIDs []int64
+		var dedup []*time.Time
+		for _, i := range lead {
+			it := items[i]
+			tenants = append(tenants, it.p.Tenant)
+			keys = append(keys, it.p.IdempotencyKey)
+			fpsIn = append(fpsIn, it.p.Fingerprint)
+			jobIDs = append(jobIDs, it.id)
+			if it.p.DedupWindow > 0 {
+				d := now.Add(it.p.DedupWindow)
+				dedup = append(dedup, &d)
+			} else {
+				dedup = append(dedup, nil)
+			}
+		}
+		rows, err := tx.Query(ctx, s.sql(qUpsertRecords), tenants, keys, fpsIn, jobIDs, dedup, now)
+		if err != nil {
+			return nil, fmt.Errorf("upsert records: %w", err)
+		}
+		var t, k string
+		var id int64
+		_, err = pgx.ForEachRow(rows, []any{&t, &k, &id}, func() error {
+			i := leaders[rk{t, k}]
+			items[i].create = true
+			fps[rk{t, k}] = items[i].p.Fingerprint
+			jobOfKey[rk{t, k}] = items[i].id
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("upsert records: %w", err)
+		}
+		if err := s.existingKeys(ctx, tx, items, res, lead, fps, func(t, k string) (int64, bool) {
+			id, ok := jobOfKey[rk{t, k}]
+			return id, ok
+		}, func(t, k string, id int64) { jobOfKey[rk{t, k}] = id }); err != nil {
+			return nil, err
+		}
+	}
+	created, err := s.insertJobs(ctx, tx, items, now)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[int64]*idemtype.JobRow{}
+	for i, j := range created {
+		res[i] = store.JobInsertResult{Job: j}
+		byID[j.ID] = j
+	}
+	// Items whose key was in its window: fetch the jobs the records point to.
+	var want []int64
+	for i, it := range items {
+		if res[i].Err == nil && res[i].Job == nil && !it.create {
+			if id := jobOfKey[rk{it.p.Tenant, it.p.IdempotencyKey}]; id != 0 && byID[id] == nil {
+				want = append(want, id)
+			}
+		}
+	}
+	if len(want) > 0 {
+		rows, err := tx.Query(ctx, s.sql(qJobsByID), want)
+		if err != nil {
+			return nil, fmt.Errorf("read existing jobs: %w", err)
+		}
+		jobs, err := collectJobs(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read existing jobs: %w", err)
+		}
+		for _, j := range jobs {
+			byID[j.ID] = j
+		}
+	}
+	for i, it := range items {
+		if res[i].Err != nil || res[i].Job != nil || it.create {
+			continue
+		}
+		k := rk{it.p.Tenant, it.p.IdempotencyKey}
+		id := jobOfKey[k]
+		switch {
+		case id == 0 || byID[id] == nil:
+			res[i].Err = fmt.Errorf("idempotency key %q: job %d of the record: %w", it.p.IdempotencyKey, id, idemtype.ErrNotFound)
+		case fps[k] != it.p.Fingerprint:
+			res[i].Err = &idemtype.KeyReusedError{Key: it.p.IdempotencyKey, JobID: id}
+		default:
+			res[i] = store.JobInsertResult{Job: byID[id], Existing: true}
+		}
+	}
+	_ = followers
+	var settle []int64
+	var queues []string
+	for i, it := range items {
+		if res[i].Err != nil || res[i].Existing || res[i].Job == nil {
+			continue
+		}
+		if it.state == idemtype.StateCancelled && it.p.IdempotencyKey != "" {
+			settle = append(settle, res[i].Job.ID)
+		}
+		if it.state == idemtype.StateAvailable {
+			queues = append(queues, it.p.Queue)
+		}
+	}
+	if len(settle) > 0 {
+		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
+			return nil, fmt.Errorf("settle records: %w", err)
+		}
+	}
+	if err := s.notify(ctx, tx, queues); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// insertDeps locks the dependencies of the batch and decides each item's
+// initial state; an item with an unknown dependency fails.
+func (s *Store) insertDeps(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult, now time.Time) error {
+	var deps []int64
+	for _, it := range items {
+		deps = append(deps, it.p.DependsOn...)
+	}
+	type dep struct {
+		tenant string
+		state  idemtype.JobState
+	}
+	known := map[int64]dep{}
+	if len(deps) > 0 {
+		rows, err := tx.Query(ctx, s.sql(qLockDeps), deps)
+		if err != nil {
+			return fmt.Errorf("lock dependencies: %w", err)
+		}
+		var id int64
+		var d dep
+		var st string
+		_, err = pgx.ForEachRow(rows, []any{&id, &d.tenant, &st}, func() error {
+			d.state = idemtype.JobState(st)
+			known[id] = d
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("lock dependencies: %w", err)
+		}
+	}
+	for i, it := range items {
+		it.state = idemtype.StateAvailable
+		if it.p.RunAt.After(now) {
+			it.state = idemtype.StateScheduled
+		}
+		pending := false
+		for _, id := range it.p.DependsOn {
+			d, ok := known[id]
+			if !ok || d.tenant != it.p.Tenant {
+				res[i].Err = fmt.Errorf("%w: depends_on: job %d %w", idemtype.ErrInvalid, id, idemtype.ErrNotFound)
+				break
+			}
+			switch {
+			case d.state == idemtype.StateDead || d.state == idemtype.StateCancelled:
+				if it.state != idemtype.StateCancelled {
+					it.state = idemtype.StateCancelled
+					it.lastErr = "dependency " + strconv.FormatInt(id, 10) + " is " + string(d.state)
+				}
+			case !d.state.Finished():
+				pending = true
+			}
+		}
+		if pending && it.state != idemtype.StateCancelled {
+			it.state = idemtype.StatePending
+		}
+	}
+	return nil
+}
+
+// lockPartitions takes the advisory locks of the FIFO partitions the batch
+// inserts into (see qLockPartitions).
+func (s *Store) lockPartitions(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult) error {
+	var parts []string
+	for i, it := range items {
+		if res[i].Err == nil && it.p.PartitionKey != "" {
+			parts = append(parts, it.p.Queue+"\x1f"+it.p.PartitionKey)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, qLockPartitions, s.partitionLockClass(), parts); err != nil {
+		return fmt.Errorf("lock partitions: %w", err)
+	}
+	return nil
+}
+
+// partitionLockClass is the first key of the schema's partition advisory locks.
+func (s *Store) partitionLockClass() int32 {
+	h := fnv.New32a()
+	h.Write([]byte("idem-partition:" + s.schema))
+	return int32(h.Sum32())
+}
+
+// allocateIDs takes ids for every item in item order, so ids follow the
+// order of the batch even though keyed items are decided separately.
+func (s *Store) allocateIDs(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult) error {
+	n := 0
+	for i := range items {
+		if res[i].Err == nil {
+			n++
+		}
+	}
+	rows, err := tx.Query(ctx, s.sql(qNextIDs), n)
+	if err != nil {
+		return fmt.Errorf("allocate ids: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("allocate ids: %w", err)
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	k := 0
+	for i, it := range items {
+		if res[i].Err == nil {
+			it.id = ids[k]
+			k++
+		}
+	}
+	return nil
+}
+
+// existingKeys reads the records of leaders that did not get their key.
+func (s *Store) existingKeys(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult,
+	lead []int, fps map[rk]string, have func(t, k string) (int64, bool),
+	set func(t, k string, id int64)) error {
+	var tenants, keys []string
+	for _, i := range lead {
+		if !items[i].create {
+			tenants = append(tenants, items[i].p.Tenant)
+			keys = append(keys, items[i].p.IdempotencyKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, s.sql(qExistingRecords), tenants, keys)
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	var t, k, fp string
+	var id int64
+	_, err = pgx.ForEachRow(rows, []any{&t, &k, &fp, &id}, func() error {
+		fps[rk{t, k}] = fp
+		set(t, k, id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read records: %w", err)
+	}
+	return nil
+}
+
+// insertJobs inserts the items marked create in one multi-row statement and
+// returns the new rows by item index.
+func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem, now time.Time) (map[int]*idemtype.JobRow, error) {
+	var (
+		idx                                                []int
+		ids, dedup, ttl                                    []int64
+		tenants, queues, kinds, args, states, parts, keys []string
+		deps, lastErrs                                     []string
+		metas                                              []*string
+		prios, maxes                                       []int32
+		runAts                                             []time.Time
+	)
+	for i, it := range items {
+		if !it.create {
+			continue
+		}
+		p := it.p
+		idx = append(idx, i)
+		ids = append(ids, it.id)
+		tenants = append(tenants, p.Tenant)
+		queues = append(queues, p.Queue)
+		kinds = append(kinds, p.Kind)
+		a := string(p.Args)
+		if a == "" {
+			a = "{}"
+		}
+		args = append(args, a)
+		states = append(states, string(it.state))
+		prios = append(prios, int32(p.Priority))
+		maxes = append(maxes, int32(p.MaxAttempts))
+		runAts = append(runAts, p.RunAt)
+		parts = append(parts, p.PartitionKey)
+		keys = append(keys, p.IdempotencyKey)
+		deps = append(deps, int64sLiteral(p.DependsOn))
+		metas = append(metas, nullText(p.Metadata))
+		lastErrs = append(lastErrs, it.lastErr)
+		dedup = append(dedup, micros(p.DedupWindow))
+		ttl = append(ttl, micros(p.ResultTTL))
+	}
+	out := map[int]*idemtype.JobRow{}
+	if len(idx) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, s.sql(qInsertJobs), ids, tenants, queues, kinds, args, states, prios, maxes,
+		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, now)
+	if err != nil {
+		return nil, fmt.Errorf("insert: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("insert: %w", err)
+	}
+	if len(jobs) != len(idx) {
+		return nil, fmt.Errorf("insert: %d rows for %d jobs", len(jobs), len(idx))
+	}
+	for k, j := range jobs {
+		out[idx[k]] = j
+	}
+	return out, nil
+}
+
+// int64sLiteral renders ids as a PostgreSQL array literal.
+func int64sLiteral(ids []int64) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// notify sends one notification per distinct queue on the schema's channel;
+// inside a transaction it is delivered at commit.
+func (s *Store) notify(ctx context.Context, q querier, queues []string) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, qNotify, s.schema, queues); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}

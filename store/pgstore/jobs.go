@@ -1,0 +1,327 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// JobGet implements store.Jobs.
+func (s *Store) JobGet(ctx context.Context, tenant string, id int64) (*idemtype.JobRow, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	j, err := scanJob(db.QueryRow(ctx, s.sql(qJobGet), id, tenant))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get job %d: %w", id, idemtype.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobList implements store.Jobs.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, 0, err
+	}
+	limit := p.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 500
+	}
+	where, args := jobFilterSQL(&p.Filter, 3)
+	rows, err := db.Query(ctx, s.sql(qJobList(where)), append([]any{p.Cursor, limit + 1}, args...)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list jobs: %w", err)
+	}
+	var next int64
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		next = jobs[limit-1].ID
+	}
+	return jobs, next, nil
+}
+
+// JobClaim implements store.Jobs with one statement (see qClaim).
+func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemtype.JobRow, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 || len(p.Queues) == 0 {
+		return nil, nil
+	}
+	now := store.OrNow(p.Now)
+	var kinds []string
+	if p.Kinds != nil {
+		kinds = p.Kinds
+	}
+	rows, err := db.Query(ctx, s.sql(qClaim), now, p.Queues, kinds, p.Tenant, p.Limit, p.LeaseUntil, p.WorkerID)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobHeartbeatMany implements store.Jobs.
+func (s *Store) JobHeartbeatMany(ctx context.Context, p *store.JobHeartbeatParams) ([]error, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	ids, tokens := splitLeases(p.Leases)
+	rows, err := db.Query(ctx, s.sql(qHeartbeat), ids, tokens, p.Until)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	ok, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	alive := map[int64]bool{}
+	for _, id := range ok {
+		alive[id] = true
+	}
+	out := make([]error, len(p.Leases))
+	for i, l := range p.Leases {
+		if !alive[l.ID] {
+			out[i] = fmt.Errorf("heartbeat job %d: %w", l.ID, idemtype.ErrLeaseLost)
+		}
+	}
+	return out, nil
+}
+
+// splitLeases returns the ids and tokens of leases.
+func splitLeases(ls []store.Lease) ([]int64, []string) {
+	ids := make([]int64, len(ls))
+	tokens := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i], tokens[i] = l.ID, l.Token
+	}
+	return ids, tokens
+}
+
+// JobFinishMany implements store.Jobs in one transaction.
+func (s *Store) JobFinishMany(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
+	var out []error
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.JobFinishManyTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobFinishManyTx is JobFinishMany inside the caller's transaction tx, so
+// a handler's own writes and its job's completion commit together.
+func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams) ([]error, error) {
+	out := make([]error, len(p))
+	n := len(p)
+	var (
+		ids, orig, durs                     []int64
+		tokens, states, errs, outc, targets []string
+		results                             []*string
+		cached, snooze                      []bool
+		runAts                              []*time.Time
+		fins                                []time.Time
+		statuses                            []int32
+	)
+	for i, f := range p {
+		switch f.State {
+		case idemtype.StateCompleted, idemtype.StateRetryable, idemtype.StateScheduled,
+			idemtype.StateDead, idemtype.StateCancelled:
+		default:
+			out[i] = idemtype.Invalid("state", "cannot finish a job as %q", f.State)
+			continue
+		}
+		ids = append(ids, f.ID)
+		tokens = append(tokens, f.LeaseToken)
+		states = append(states, string(f.State))
+		errs = append(errs, f.Error)
+		results = append(results, nullText(f.Result))
+		cached = append(cached, f.WasCached)
+		orig = append(orig, f.OriginalJobID)
+		runAts = append(runAts, nullTime(f.RunAt))
+		snooze = append(snooze, f.Snooze)
+		fins = append(fins, store.OrNow(f.FinishedAt))
+		durs = append(durs, f.DurationMS)
+		outc = append(outc, string(f.Outcome))
+		statuses = append(statuses, int32(f.HTTPStatus))
+		targets = append(targets, f.Target)
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, s.sql(qFinish), ids, tokens, states, errs, results, cached, orig, runAts,
+		snooze, fins, durs, outc, statuses, targets)
+	if err != nil {
+		return nil, fmt.Errorf("finish: %w", err)
+	}
+	type done struct {
+		state idemtype.JobState
+		queue string
+		runAt time.Time
+	}
+	finished := map[int64]done{}
+	var id int64
+	var st, queue string
+	var runAt time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &st, &queue, &runAt}, func() error {
+		finished[id] = done{idemtype.JobState(st), queue, runAt}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish: %w", err)
+	}
+	if err := s.finishRepeats(ctx, tx, p, out, finished); err != nil {
+		return nil, err
+	}
+	// Records of completed jobs, then leases and zero windows of all.
+	var cIDs, cDurs []int64
+	var cRes [][]byte
+	var cHash []string
+	var cComp []bool
+	var cFins []time.Time
+	var completed, killed, all []int64
+	var queues []string
+	now := time.Time{}
+	for i, f := range p {
+		d, ok := finished[f.ID]
+		if out[i] != nil || !ok {
+			continue
+		}
+		all = append(all, f.ID)
+		fin := store.OrNow(f.FinishedAt)
+		if fin.After(now) {
+			now = fin
+		}
+		switch d.state {
+		case idemtype.StateCompleted:
+			completed = append(completed, f.ID)
+			if !f.WasCached {
+				cIDs, cDurs = append(cIDs, f.ID), append(cDurs, f.DurationMS)
+				res := f.RecordResult
+				if res == nil {
+					res = []byte{}
+				}
+				cRes, cHash = append(cRes, res), append(cHash, f.ResultHash)
+				cComp, cFins = append(cComp, f.RecordCompressed), append(cFins, fin)
+			}
+		case idemtype.StateDead, idemtype.StateCancelled:
+			killed = append(killed, f.ID)
+		case idemtype.StateRetryable, idemtype.StateScheduled:
+			if !d.runAt.After(fin) {
+				queues = append(queues, d.queue)
+			}
+		}
+	}
+	if len(cIDs) > 0 {
+		if _, err := tx.Exec(ctx, s.sql(qCompleteRecords), cIDs, cRes, cHash, cComp, cFins, cDurs); err != nil {
+			return nil, fmt.Errorf("complete records: %w", err)
+		}
+	}
+	q, err := s.afterFinal(ctx, tx, completed, killed, all, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.notify(ctx, tx, append(queues, q...)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishRepeats sets the errors of items that did not match a running
+// lease: nil for a repeated identical completion, ErrLeaseLost otherwise.
+func (s *Store) finishRepeats(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams, out []error, finished map[int64]struct {
+	state idemtype.JobState
+	queue string
+	runAt time.Time
+}) error {
+	return nil
+}
+
+// afterFinal runs the side effects of jobs that reached a state: completed
+// jobs release their dependants, dead and cancelled ones cancel theirs
+// (transitively), and the records of all of them (and of the dependants
+// cancelled) are settled. It returns the queues that got available jobs.
+func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, settle []int64, now time.Time) ([]string, error) {
+	var queues []string
+	if len(completed) > 0 {
+		rows, err := tx.Query(ctx, s.sql(qLockDependants), completed)
+		if err != nil {
+			return nil, fmt.Errorf("lock dependants: %w", err)
+		}
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("lock dependants: %w", err)
+		}
+		if len(locked) > 0 {
+			rows, err := tx.Query(ctx, s.sql(qReleaseDependants), locked, now)
+			if err != nil {
+				return nil, fmt.Errorf("release dependants: %w", err)
+			}
+			var q, st string
+			_, err = pgx.ForEachRow(rows, []any{&q, &st}, func() error {
+				if st == string(idemtype.StateAvailable) {
+					queues = append(queues, q)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("release dependants: %w", err)
+			}
+		}
+	}
+	for len(killed) > 0 {
+		rows, err := tx.Query(ctx, s.sql(qCancelDependants), killed, now)
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		settle = append(settle, killed...)
+	}
+	if len(settle) > 0 {
+		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
+			return nil, fmt.Errorf("settle records: %w", err)
+		}
+	}
+	return queues, nil
+}
+
+// jsonSame reports whether a and b are the same JSON value (nil = none).
+func jsonSame(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}

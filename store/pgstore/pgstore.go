@@ -1,0 +1,200 @@
+// Package pgstore is the PostgreSQL backend of idem (pgx v5, pgxpool).
+//
+// Many processes share one database: claims use FOR UPDATE SKIP LOCKED,
+// idempotency keys are decided by the unique constraint of the records
+// table (INSERT … ON CONFLICT), wake-ups use LISTEN/NOTIFY on a channel
+// named after the schema, and leader election uses a row with an expiry.
+// Every table lives in one schema (Config.Schema, default "idem") so idem can
+// sit beside an application's own tables. See docs/postgres.md.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Defaults of Config.
+const (
+	// DefaultSchema is the schema that holds idem's tables.
+	DefaultSchema = "idem"
+	// DefaultListenReconnectDelay is the first wait before Listen reconnects
+	// after its connection failed; it doubles up to 30 s.
+	DefaultListenReconnectDelay = 250 * time.Millisecond
+)
+
+// Config configures a Store. A nil *Config means every default.
+type Config struct {
+	// Schema is the PostgreSQL schema of idem's tables; DefaultSchema when
+	// empty. It must be a plain lower-case identifier ([a-z_][a-z0-9_]*).
+	// The LISTEN/NOTIFY channel has the same name.
+	Schema string
+	// SkipMigrate: New does not run Migrate (run `idem migrate up` instead).
+	SkipMigrate bool
+	// ListenReconnectDelay is the first wait before Listen reconnects;
+	// DefaultListenReconnectDelay when 0.
+	ListenReconnectDelay time.Duration
+	// Logger receives the few events of background loops (Listen
+	// reconnects); slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+var _ store.Store = (*Store)(nil)
+
+var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Store is a store.Store on PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool      *pgxpool.Pool
+	ownsPool  bool
+	schema    string
+	sqlr      *strings.Replacer
+	logger    *slog.Logger
+	reconnect time.Duration
+	closed    atomic.Bool
+}
+
+// errClosed is returned by every call after Close.
+var errClosed = errors.New("pgstore: store is closed")
+
+// New returns a Store on pool and, unless cfg.SkipMigrate, migrates the
+// schema to the newest version. The pool stays the caller's: Close does not
+// close it.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: nil pool")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if !schemaRE.MatchString(c.Schema) {
+		return nil, fmt.Errorf("pgstore: invalid schema name %q (want [a-z_][a-z0-9_]*)", c.Schema)
+	}
+	if c.ListenReconnectDelay <= 0 {
+		c.ListenReconnectDelay = DefaultListenReconnectDelay
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	s := &Store{
+		pool:      pool,
+		schema:    c.Schema,
+		sqlr:      strings.NewReplacer("{schema}", `"`+c.Schema+`"`),
+		logger:    c.Logger,
+		reconnect: c.ListenReconnectDelay,
+	}
+	if !c.SkipMigrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Open connects to the database at url (a PostgreSQL URL or DSN) with a new
+// pool that the Store owns and closes in Close.
+func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	s, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// Pool returns the pool the Store uses (for EnqueueTx-style callers that
+// need to begin their own transactions on the same database).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the schema of idem's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// Close makes every later call fail and closes the pool when Open made it.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// sql returns query q with the schema filled in.
+func (s *Store) sql(q string) string { return s.sqlr.Replace(q) }
+
+// querier is what a pool and a transaction have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// db returns the pool, or errClosed after Close.
+func (s *Store) db() (querier, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	return s.pool, nil
+}
+
+// tx runs fn in a READ COMMITTED transaction and commits it when fn
+// returns nil.
+func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// utc returns t in UTC.
+func utc(t time.Time) time.Time { return t.UTC() }
+
+// utcP returns *t in UTC, nil for nil.
+func utcP(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// nullTime returns nil for the zero time (SQL NULL), else t.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// nullBytes returns nil for an empty value (SQL NULL), else the bytes as text.
+func nullText(b []byte) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// micros converts a duration to microseconds.
+func micros(d time.Duration) int64 { return d.Microseconds() }

@@ -1,0 +1,513 @@
+package pgstore
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// This file holds every SQL statement of pgstore except the migrations
+// (migrations/*.sql). {schema} is replaced by the quoted schema name.
+
+// Migrations.
+const (
+	qMigrationsTable = `CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.migrations (
+    version    integer PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+	qMigrationsApplied = `SELECT version, applied_at FROM {schema}.migrations ORDER BY version`
+	qMigrationsInsert  = `INSERT INTO {schema}.migrations (version, name) VALUES ($1, $2)`
+	qMigrationsDelete  = `DELETE FROM {schema}.migrations WHERE version = $1`
+)
+
+// jobCols is the column list scanned by scanJob, in order.
+const jobCols = `j.id, j.tenant, j.queue, j.kind, j.args::text, j.state, j.priority, j.attempt,
+ j.max_attempts, j.run_at, j.created_at, j.started_at, j.finished_at, j.partition_key,
+ j.idempotency_key, j.depends_on, j.result::text, j.was_cached, j.original_job_id, j.last_error,
+ j.metadata::text, j.lease_token, j.lease_expires_at, j.worker_id`
+
+// Job creation.
+const (
+	// qLockDeps locks the dependencies of a batch FOR SHARE: a dependency
+	// cannot finish while the batch decides its dependants' initial state,
+	// and a batch waits for a dependency's finish to commit. Without it a
+	// dependant could be inserted pending just as its last dependency
+	// completes, and nobody would release it.
+	qLockDeps = `SELECT id, tenant, state FROM {schema}.jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE`
+
+	// qLockPartitions serialises the inserts of one FIFO partition (see
+	// docs/postgres.md): ids are taken after the lock, so within a
+	// partition id order is commit order and a claimer never sees a
+	// successor whose lower-id predecessor is still uncommitted.
+	qLockPartitions = `SELECT pg_advisory_xact_lock($1::integer, h)
+FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) AS parts`
+
+	qNextIDs = `SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) FROM generate_series(1, $1::integer)`
+
+	// qUpsertRecords creates or reopens the idempotency records of keyed
+	// items (sorted by tenant, key so concurrent batches lock in one order).
+	// A row is returned only when this batch owns the key now: there was no
+	// record, or it expired, or its dedup window passed, or it belongs to no
+	// job (a Do record). A live expired-window record keeps its cached result.
+	qUpsertRecords = `INSERT INTO {schema}.records AS r
+    (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
+SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, $6::timestamptz, u.dedup_until, u.dedup_until
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) WITH ORDINALITY
+    AS u(tenant, key, fp, job_id, dedup_until, ord)
+ORDER BY u.ord
+ON CONFLICT (tenant, key) DO UPDATE SET
+    job_id        = excluded.job_id,
+    fingerprint   = excluded.fingerprint,
+    dedup_until   = excluded.dedup_until,
+    status        = CASE WHEN r.expires_at <= $6 THEN 'in_progress' ELSE r.status END,
+    result        = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result END,
+    result_job_id = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result_job_id END,
+    result_hash   = CASE WHEN r.expires_at <= $6 THEN '' ELSE r.result_hash END,
+    size_bytes    = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.size_bytes END,
+    compressed    = CASE WHEN r.expires_at <= $6 THEN false ELSE r.compressed END,
+    completed_at  = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.completed_at END,
+    duration_ms   = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.duration_ms END,
+    lease_owner   = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.lease_owner END,
+    lease_until   = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.lease_until END,
+    created_at    = CASE WHEN r.expires_at <= $6 THEN excluded.created_at ELSE r.created_at END,
+    expires_at    = CASE WHEN excluded.dedup_until IS NULL THEN NULL
+                         WHEN r.expires_at <= $6 OR r.expires_at IS NULL THEN excluded.dedup_until
+                         ELSE GREATEST(r.expires_at, excluded.dedup_until) END
+WHERE r.job_id IS NULL OR r.dedup_until <= $6 OR r.expires_at <= $6
+RETURNING r.tenant, r.key, r.job_id`
+
+	// qExistingRecords reads the records of keys this batch did not get (a
+	// new statement, so it sees the rows committed by the winners; the rows
+	// stay locked by the ON CONFLICT above until this transaction ends).
+	qExistingRecords = `SELECT r.tenant, r.key, r.fingerprint, COALESCE(r.job_id, 0)
+FROM {schema}.records r
+JOIN unnest($1::text[], $2::text[]) AS u(tenant, key) ON r.tenant = u.tenant AND r.key = u.key`
+
+	qInsertJobs = `INSERT INTO {schema}.jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
+    run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, metadata, last_error,
+    dedup_window_us, result_ttl_us)
+SELECT CASE WHEN u.id = 0 THEN nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) ELSE u.id END,
+    u.tenant, u.queue, u.kind, u.args::json, u.state, u.priority, u.max_attempts,
+    u.run_at, $17::timestamptz, CASE WHEN u.state = 'cancelled' THEN $17::timestamptz END,
+    u.partition_key, u.idempotency_key, u.depends_on::bigint[], u.metadata::json, u.last_error,
+    u.dedup_window_us, u.result_ttl_us
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::integer[],
+    $8::integer[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+    $15::bigint[], $16::bigint[]) WITH ORDINALITY
+    AS u(id, tenant, queue, kind, args, state, priority, max_attempts, run_at, partition_key,
+         idempotency_key, depends_on, metadata, last_error, dedup_window_us, result_ttl_us, ord)
+ORDER BY u.ord
+RETURNING ` + jobColsRet
+
+	// qNotify wakes the listeners of the schema's channel for each queue.
+	qNotify = `SELECT pg_notify($1, q) FROM (SELECT DISTINCT unnest($2::text[]) AS q) AS qs`
+)
+
+// jobColsRet is jobCols for RETURNING clauses of statements on {schema}.jobs
+// (which cannot use the alias j).
+const jobColsRet = `id, tenant, queue, kind, args::text, state, priority, attempt,
+ max_attempts, run_at, created_at, started_at, finished_at, partition_key,
+ idempotency_key, depends_on, result::text, was_cached, original_job_id, last_error,
+ metadata::text, lease_token, lease_expires_at, worker_id`
+
+// Reads.
+const (
+	qJobGet       = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = $1 AND ($2 = '' OR j.tenant = $2)`
+	qJobsByID     = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = ANY($1::bigint[])`
+	qAttemptList  = `SELECT job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id, target, http_status
+FROM {schema}.attempts WHERE job_id = $1 ORDER BY id`
+	qJobExists = `SELECT EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND ($2 = '' OR tenant = $2))`
+	qQueueCounts = `SELECT queue, state, count(*),
+    min(run_at) FILTER (WHERE state = 'available' OR (state IN ('scheduled', 'retryable') AND run_at <= $2))
+FROM {schema}.jobs WHERE ($1 = '' OR tenant = $1) GROUP BY queue, state`
+	qQueueAttempts = `SELECT j.queue,
+    count(*) FILTER (WHERE a.outcome IN ('completed', 'cached')),
+    count(*) FILTER (WHERE a.outcome IN ('failed', 'dead', 'lost'))
+FROM {schema}.attempts a JOIN {schema}.jobs j ON j.id = a.job_id
+WHERE a.finished_at > $2::timestamptz - interval '1 minute' AND a.finished_at <= $2
+  AND ($1 = '' OR j.tenant = $1)
+GROUP BY j.queue`
+)
+
+// Claims.
+const (
+	// qClaim takes up to $5 claimable jobs in one statement.
+	//
+	// Why it is correct under concurrency (READ COMMITTED):
+	//   - SKIP LOCKED: two claimers never lock the same row, and the UPDATE
+	//     only touches locked rows, so no job is returned twice. A row whose
+	//     state changed since the snapshot is re-checked by PostgreSQL
+	//     against the WHERE clause of the locking scan before it is locked.
+	//   - FIFO head rule: a job with a partition key is taken only when no
+	//     unfinished job of its (queue, partition_key) has a lower id, read
+	//     from this statement's snapshot. While the head runs, the successor
+	//     is not claimable. While the head's completion is uncommitted, the
+	//     snapshot still shows the head running, so the successor is not
+	//     claimable either: it becomes claimable only once the completion is
+	//     committed. Two claimers cannot both take a head (SKIP LOCKED), and
+	//     one claim cannot take a head and its successor together (the
+	//     successor sees the head unfinished in the same snapshot).
+	//   - Lower ids committing late: inserts of one partition are serialised
+	//     by an advisory lock taken before ids are allocated (qLockPartitions),
+	//     so a job is never visible before a lower-id job of its partition.
+	//   - Dependencies: jobs waiting on dependencies are pending, which is
+	//     not a claimable state; finishes move them on.
+	// The scan uses jobs_claim_idx (available/scheduled/retryable only) and
+	// jobs_partition_idx (unfinished partition members only): finished jobs
+	// are never read.
+	qClaim = `WITH cand AS (
+    SELECT j.id FROM {schema}.jobs j
+    WHERE j.state IN ('available', 'scheduled', 'retryable')
+      AND j.run_at <= $1
+      AND j.queue = ANY($2::text[])
+      AND ($3::text[] IS NULL OR j.kind = ANY($3::text[]))
+      AND ($4 = '' OR j.tenant = $4)
+      AND (j.partition_key = '' OR NOT EXISTS (
+          SELECT 1 FROM {schema}.jobs h
+          WHERE h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
+            AND h.partition_key <> ''
+            AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT $5
+    FOR UPDATE OF j SKIP LOCKED
+), upd AS (
+    UPDATE {schema}.jobs j SET
+        state = 'running',
+        attempt = j.attempt + 1,
+        started_at = $1,
+        lease_token = replace(gen_random_uuid()::text, '-', ''),
+        lease_expires_at = $6,
+        worker_id = $7
+    FROM cand WHERE j.id = cand.id
+    RETURNING ` + jobCols + `
+), att AS (
+    INSERT INTO {schema}.attempts (job_id, attempt, started_at, outcome, worker_id)
+    SELECT id, attempt, $1, 'running', $7 FROM upd
+)
+SELECT * FROM upd ORDER BY priority DESC, run_at, id`
+
+	// qHeartbeat extends the leases that still match.
+	qHeartbeat = `WITH u AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
+), upd AS (
+    UPDATE {schema}.jobs j SET lease_expires_at = $3
+    FROM u WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+    RETURNING j.id, j.tenant, j.idempotency_key
+), rec AS (
+    UPDATE {schema}.records r SET lease_until = $3
+    FROM upd WHERE upd.idempotency_key <> '' AND r.tenant = upd.tenant AND r.key = upd.idempotency_key
+      AND r.lease_owner = 'job:' || upd.id
+)
+SELECT id FROM upd`
+)
+
+// Finishing.
+const (
+	// qFinish ends the attempts whose lease still matches, and their
+	// attempt rows, in one statement.
+	qFinish = `WITH u AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[],
+        $7::bigint[], $8::timestamptz[], $9::boolean[], $10::timestamptz[], $11::bigint[], $12::text[],
+        $13::integer[], $14::text[])
+    AS u(id, token, state, error, result, was_cached, original_job_id, run_at, snooze, finished_at,
+         duration_ms, outcome, http_status, target)
+), upd AS (
+    UPDATE {schema}.jobs j SET
+        state = u.state,
+        last_error = CASE WHEN u.error <> '' THEN u.error ELSE j.last_error END,
+        result = CASE WHEN u.state = 'completed' THEN u.result::json ELSE j.result END,
+        was_cached = CASE WHEN u.state = 'completed' THEN u.was_cached ELSE j.was_cached END,
+        original_job_id = CASE WHEN u.state = 'completed' THEN u.original_job_id ELSE j.original_job_id END,
+        run_at = CASE WHEN u.state IN ('retryable', 'scheduled') AND u.run_at IS NOT NULL THEN u.run_at ELSE j.run_at END,
+        attempt = CASE WHEN u.snooze THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+        finished_at = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') THEN u.finished_at END,
+        lease_expires_at = NULL
+    FROM u WHERE j.id = u.id AND j.state = 'running' AND j.lease_token = u.token
+    RETURNING j.id, j.state, j.queue, j.run_at
+), att AS (
+    UPDATE {schema}.attempts a SET finished_at = u.finished_at, duration_ms = u.duration_ms,
+        outcome = u.outcome, error = u.error, http_status = u.http_status, target = u.target
+    FROM upd JOIN u ON u.id = upd.id
+    WHERE a.job_id = upd.id AND a.outcome = 'running'
+)
+SELECT id, state, queue, run_at FROM upd`
+
+	// qFinishedRepeat reads the jobs whose finish did not match, to accept
+	// a repeated identical completion.
+	qFinishedRepeat = `SELECT id, state, lease_token, result::text FROM {schema}.jobs WHERE id = ANY($1::bigint[])`
+
+	// qCompleteRecords stores the results of completed jobs in their records.
+	qCompleteRecords = `UPDATE {schema}.records r SET
+    status = 'completed', result = u.result, result_hash = u.hash, size_bytes = length(u.result),
+    compressed = u.compressed, result_job_id = j.id, completed_at = u.finished_at,
+    expires_at = GREATEST(r.dedup_until, u.finished_at + j.result_ttl_us * interval '1 microsecond'),
+    lease_owner = NULL, lease_until = NULL, duration_ms = u.duration_ms
+FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestamptz[], $6::bigint[])
+    AS u(id, result, hash, compressed, finished_at, duration_ms)
+JOIN {schema}.jobs j ON j.id = u.id
+WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_key`
+
+	// qSettleRecords releases the execution leases held by the given jobs
+	// and closes the dedup window of keys whose window was 0 ("until the
+	// job finishes") for the jobs that reached a final state.
+	qSettleRecords = `UPDATE {schema}.records r SET
+    lease_owner = CASE WHEN r.lease_owner = 'job:' || j.id THEN NULL ELSE r.lease_owner END,
+    lease_until = CASE WHEN r.lease_owner = 'job:' || j.id THEN NULL ELSE r.lease_until END,
+    dedup_until = CASE WHEN j.finished_at IS NOT NULL AND j.dedup_window_us = 0 AND r.job_id = j.id
+                       THEN j.finished_at ELSE r.dedup_until END,
+    expires_at  = CASE WHEN j.finished_at IS NOT NULL AND j.dedup_window_us = 0 AND r.job_id = j.id
+                       THEN GREATEST(COALESCE(r.expires_at, j.finished_at), j.finished_at) ELSE r.expires_at END
+FROM {schema}.jobs j
+WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> ''
+  AND r.tenant = j.tenant AND r.key = j.idempotency_key`
+
+	// qLockDependants locks the pending dependants of completed jobs, in id
+	// order. Two dependencies of one job completing in concurrent
+	// transactions would otherwise each see the other still running and
+	// neither release the dependant; with the lock, the second waits for the
+	// first to commit and its next statement sees both completed.
+	qLockDependants = `SELECT id FROM {schema}.jobs
+WHERE state = 'pending' AND depends_on && $1::bigint[] ORDER BY id FOR UPDATE`
+
+	// qReleaseDependants makes locked pending jobs whose dependencies all
+	// completed available (scheduled when run_at is later than now).
+	qReleaseDependants = `UPDATE {schema}.jobs j SET
+    state = CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'available' END
+WHERE j.id = ANY($1::bigint[]) AND j.state = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state <> 'completed')
+RETURNING j.queue, j.state`
+
+	// qCancelDependants cancels the pending direct dependants of dead or
+	// cancelled jobs, naming the dependency and its state.
+	qCancelDependants = `UPDATE {schema}.jobs j SET
+    state = 'cancelled', finished_at = $2,
+    last_error = 'dependency ' || d.id || ' is ' || d.state
+FROM {schema}.jobs d
+WHERE j.state = 'pending' AND j.depends_on && $1::bigint[]
+  AND d.id = ANY($1::bigint[]) AND d.id = ANY(j.depends_on)
+RETURNING j.id`
+)
+
+// Cancel, retry, delete.
+const (
+	qJobLock = `SELECT tenant, state FROM {schema}.jobs WHERE id = $1 FOR UPDATE`
+
+	qJobCancel = `UPDATE {schema}.jobs SET state = 'cancelled', finished_at = $2, last_error = $3,
+    lease_token = '', lease_expires_at = NULL
+WHERE id = $1 RETURNING ` + jobColsRet
+
+	qAttemptCancel = `UPDATE {schema}.attempts SET finished_at = $2,
+    duration_ms = greatest((extract(epoch FROM $2::timestamptz - started_at) * 1000)::bigint, 0),
+    outcome = 'cancelled', error = $3
+WHERE job_id = $1 AND outcome = 'running'`
+
+	qRetrySelectIDs = `SELECT id FROM {schema}.jobs
+WHERE id = ANY($1::bigint[]) AND ($2 = '' OR tenant = $2) AND state = ANY($3::text[])
+ORDER BY id LIMIT $4 FOR UPDATE`
+
+	qRetry = `UPDATE {schema}.jobs SET
+    state = CASE WHEN $2::timestamptz > $3::timestamptz THEN 'scheduled' ELSE 'available' END,
+    run_at = $2, attempt = 0, finished_at = NULL, lease_token = '', lease_expires_at = NULL
+WHERE id = ANY($1::bigint[])
+RETURNING ` + jobColsRet
+
+	qJobDelete = `DELETE FROM {schema}.jobs WHERE id = $1 AND state = $2 AND ($3 = '' OR tenant = $3)`
+)
+
+// Records.
+const (
+	recordCols = `tenant, key, status, fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
+    result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
+    dedup_until, expires_at, duration_ms`
+
+	qRecordGet = `SELECT ` + recordCols + ` FROM {schema}.records
+WHERE tenant = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > $3)`
+
+	qRecordDelete = `DELETE FROM {schema}.records WHERE tenant = $1 AND key = $2`
+
+	qRecordAcquire = `INSERT INTO {schema}.records AS r
+    (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
+VALUES ($1, $2, 'in_progress', NULLIF($3::bigint, 0), $4, $5, $6, $7, $8)
+ON CONFLICT (tenant, key) DO UPDATE SET
+    lease_owner   = excluded.lease_owner,
+    lease_until   = excluded.lease_until,
+    status        = CASE WHEN r.expires_at <= $6 THEN 'in_progress' ELSE r.status END,
+    fingerprint   = CASE WHEN r.expires_at <= $6 THEN '' ELSE r.fingerprint END,
+    job_id        = CASE WHEN r.expires_at <= $6 THEN excluded.job_id ELSE COALESCE(r.job_id, excluded.job_id) END,
+    result        = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result END,
+    result_job_id = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result_job_id END,
+    result_hash   = CASE WHEN r.expires_at <= $6 THEN '' ELSE r.result_hash END,
+    size_bytes    = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.size_bytes END,
+    compressed    = CASE WHEN r.expires_at <= $6 THEN false ELSE r.compressed END,
+    completed_at  = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.completed_at END,
+    duration_ms   = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.duration_ms END,
+    created_at    = CASE WHEN r.expires_at <= $6 THEN excluded.created_at ELSE r.created_at END,
+    dedup_until   = CASE WHEN r.expires_at <= $6 THEN excluded.dedup_until ELSE r.dedup_until END,
+    expires_at    = CASE WHEN r.expires_at <= $6 THEN excluded.expires_at ELSE r.expires_at END
+WHERE r.expires_at <= $6
+   OR (r.status = 'in_progress'
+       AND (r.lease_owner IS NULL OR r.lease_until <= $6 OR r.lease_owner = excluded.lease_owner))
+RETURNING ` + recordCols
+
+	qRecordComplete = `UPDATE {schema}.records SET
+    status = 'completed', result = $4, compressed = $5, result_hash = $6, size_bytes = length($4::bytea),
+    completed_at = $8, expires_at = GREATEST(dedup_until, $8::timestamptz + $7::bigint * interval '1 microsecond'),
+    lease_owner = NULL, lease_until = NULL, duration_ms = $9
+WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
+
+	qRecordRelease = `UPDATE {schema}.records SET lease_owner = NULL, lease_until = NULL
+WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
+
+	qRecordStats = `SELECT
+    count(*) FILTER (WHERE expires_at IS NULL OR expires_at > $2),
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress'),
+    count(*) FILTER (WHERE expires_at > $2 AND expires_at <= $2::timestamptz + interval '24 hours'),
+    count(*) FILTER (WHERE expires_at <= $2),
+    COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint
+FROM {schema}.records WHERE ($1 = '' OR tenant = $1)`
+)
+
+// Maintenance.
+const (
+	qRescue = `WITH cand AS (
+    SELECT id FROM {schema}.jobs
+    WHERE state = 'running' AND lease_expires_at < $1
+    ORDER BY lease_expires_at, id LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE {schema}.jobs j SET
+        state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retryable' END,
+        run_at = CASE WHEN j.attempt >= j.max_attempts THEN j.run_at ELSE $1 END,
+        finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1::timestamptz END,
+        last_error = 'lease expired at ' || to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+            || ' (worker ' || j.worker_id || '): lease lost',
+        lease_expires_at = NULL
+    FROM cand WHERE j.id = cand.id
+    RETURNING j.id, j.state, j.queue, j.last_error
+), att AS (
+    UPDATE {schema}.attempts a SET finished_at = $1, outcome = 'lost', error = upd.last_error,
+        duration_ms = greatest((extract(epoch FROM $1::timestamptz - a.started_at) * 1000)::bigint, 0)
+    FROM upd WHERE a.job_id = upd.id AND a.outcome = 'running'
+)
+SELECT id, state, queue FROM upd`
+
+	qRelease = `WITH u AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
+), upd AS (
+    UPDATE {schema}.jobs j SET state = 'available', run_at = $3, attempt = greatest(j.attempt - 1, 0),
+        lease_token = '', lease_expires_at = NULL
+    FROM u WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+    RETURNING j.id, j.queue
+), att AS (
+    UPDATE {schema}.attempts a SET finished_at = $3, outcome = 'released',
+        duration_ms = greatest((extract(epoch FROM $3::timestamptz - a.started_at) * 1000)::bigint, 0)
+    FROM upd WHERE a.job_id = upd.id AND a.outcome = 'running'
+)
+SELECT id, queue FROM upd`
+
+	qPromote = `WITH cand AS (
+    SELECT id FROM {schema}.jobs
+    WHERE state IN ('scheduled', 'retryable') AND run_at <= $1
+    ORDER BY run_at, id LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id
+RETURNING j.queue`
+
+	qDeleteFinished = `WITH cand AS (
+    SELECT j.id FROM {schema}.jobs j
+    WHERE ((j.state = 'completed' AND j.finished_at < $1)
+        OR (j.state = 'cancelled' AND j.finished_at < $2)
+        OR (j.state = 'dead' AND j.finished_at < $3))
+      AND NOT EXISTS (SELECT 1 FROM {schema}.records r
+          WHERE r.job_id = j.id AND (r.dedup_until IS NULL OR r.dedup_until > $4)
+            AND (r.expires_at IS NULL OR r.expires_at > $4))
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
+
+	qDeleteExpiredRecords = `DELETE FROM {schema}.records r USING (
+    SELECT tenant, key FROM {schema}.records WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED
+) AS x WHERE r.tenant = x.tenant AND r.key = x.key`
+)
+
+// Leaders and API keys.
+const (
+	qLeaderAttempt = `INSERT INTO {schema}.leaders AS l (name, owner, elected_at, expires_at)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET
+    owner = excluded.owner,
+    elected_at = CASE WHEN l.owner = excluded.owner THEN l.elected_at ELSE excluded.elected_at END,
+    expires_at = excluded.expires_at
+WHERE l.owner = excluded.owner OR l.expires_at <= excluded.elected_at
+RETURNING owner`
+
+	qLeaderResign = `DELETE FROM {schema}.leaders WHERE name = $1 AND owner = $2`
+
+	apiKeyCols = `id, hash, tenant, admin, name, created_at, revoked_at`
+
+	qAPIKeyCreate = `INSERT INTO {schema}.api_keys (id, hash, tenant, admin, name, created_at, revoked_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`
+	qAPIKeyByHash = `SELECT ` + apiKeyCols + ` FROM {schema}.api_keys WHERE hash = $1 AND revoked_at IS NULL`
+	qAPIKeyList   = `SELECT ` + apiKeyCols + ` FROM {schema}.api_keys ORDER BY created_at, id`
+	qAPIKeyRevoke = `UPDATE {schema}.api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1`
+)
+
+// jobFilterSQL returns the WHERE clause (alias j) and arguments of a filter;
+// argument numbers start at first.
+func jobFilterSQL(f *store.JobFilter, first int) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(first+len(args)-1)))
+	}
+	if f.Tenant != "" {
+		add("j.tenant = $?", f.Tenant)
+	}
+	if len(f.States) > 0 {
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = string(st)
+		}
+		add("j.state = ANY($?::text[])", states)
+	}
+	if f.Queue != "" {
+		add("j.queue = $?", f.Queue)
+	}
+	if f.Kind != "" {
+		add("j.kind = $?", f.Kind)
+	}
+	if f.PartitionKey != "" {
+		add("j.partition_key = $?", f.PartitionKey)
+	}
+	if f.IdempotencyKey != "" {
+		add("j.idempotency_key = $?", f.IdempotencyKey)
+	}
+	if !f.Since.IsZero() {
+		add("j.created_at >= $?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("j.created_at < $?", f.Until)
+	}
+	if len(conds) == 0 {
+		return "true", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// qJobList returns the list query for a filter clause: $1 cursor, $2 limit.
+func qJobList(where string) string {
+	return `SELECT ` + jobCols + ` FROM {schema}.jobs j
+WHERE ($1::bigint = 0 OR j.id < $1) AND ` + where + ` ORDER BY j.id DESC LIMIT $2`
+}
+
+// qRetrySelectFilter selects retry candidates by filter: $1 states, $2 limit.
+func qRetrySelectFilter(where string) string {
+	return `SELECT j.id FROM {schema}.jobs j WHERE j.state = ANY($1::text[]) AND ` + where +
+		` ORDER BY j.id LIMIT $2 FOR UPDATE`
+}

@@ -1,0 +1,89 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// scanJob scans the columns of jobCols.
+func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
+	var (
+		j                          idemtype.JobRow
+		args                       string
+		state                      string
+		result, metadata           *string
+		startedAt, finishedAt, lex *time.Time
+		leaseToken, workerID       string
+	)
+	err := row.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
+		&j.MaxAttempts, &j.RunAt, &j.CreatedAt, &startedAt, &finishedAt, &j.PartitionKey,
+		&j.IdempotencyKey, &j.DependsOn, &result, &j.WasCached, &j.OriginalJobID, &j.LastError,
+		&metadata, &leaseToken, &lex, &workerID)
+	if err != nil {
+		return nil, err
+	}
+	j.Args = json.RawMessage(args)
+	j.State = idemtype.JobState(state)
+	j.RunAt, j.CreatedAt = utc(j.RunAt), utc(j.CreatedAt)
+	j.StartedAt, j.FinishedAt = utcP(startedAt), utcP(finishedAt)
+	if result != nil {
+		j.Result = json.RawMessage(*result)
+	}
+	if metadata != nil {
+		j.Metadata = json.RawMessage(*metadata)
+	}
+	if len(j.DependsOn) == 0 {
+		j.DependsOn = nil
+	}
+	if j.State == idemtype.StateRunning {
+		j.LeaseToken, j.LeaseExpiresAt, j.WorkerID = leaseToken, utcP(lex), workerID
+	}
+	return &j, nil
+}
+
+// collectJobs scans every row of rows.
+func collectJobs(rows pgx.Rows) ([]*idemtype.JobRow, error) {
+	defer rows.Close()
+	var out []*idemtype.JobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// scanRecord scans the columns of recordCols.
+func scanRecord(row pgx.Row) (*idemtype.Record, error) {
+	var r idemtype.Record
+	var status string
+	err := row.Scan(&r.Tenant, &r.Key, &status, &r.Fingerprint, &r.JobID, &r.ResultJobID, &r.Result,
+		&r.ResultHash, &r.SizeBytes, &r.Compressed, &r.LeaseOwner, &r.LeaseUntil, &r.CreatedAt,
+		&r.CompletedAt, &r.DedupUntil, &r.ExpiresAt, &r.DurationMS)
+	if err != nil {
+		return nil, err
+	}
+	r.Status = idemtype.RecordStatus(status)
+	r.CreatedAt = utc(r.CreatedAt)
+	r.LeaseUntil, r.CompletedAt = utcP(r.LeaseUntil), utcP(r.CompletedAt)
+	r.DedupUntil, r.ExpiresAt = utcP(r.DedupUntil), utcP(r.ExpiresAt)
+	return &r, nil
+}
+
+// scanAPIKey scans the columns of apiKeyCols.
+func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
+	var k store.APIKey
+	if err := row.Scan(&k.ID, &k.Hash, &k.Tenant, &k.Admin, &k.Name, &k.CreatedAt, &k.RevokedAt); err != nil {
+		return nil, err
+	}
+	k.CreatedAt = utc(k.CreatedAt)
+	k.RevokedAt = utcP(k.RevokedAt)
+	return &k, nil
+}

@@ -1,0 +1,318 @@
+package sqlitestore
+
+// All the SQL of the store except the schema (migrations/*.sql) lives in this
+// file. Times are unix microseconds; ?N parameters are numbered where a value
+// is used more than once.
+
+const jobCols = `id, tenant, queue, kind, args, state, priority, attempt, max_attempts, run_at,
+created_at, started_at, finished_at, partition_key, idempotency_key, depends_on, result,
+was_cached, original_job_id, last_error, metadata, lease_token, lease_expires_at, worker_id`
+
+const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
+size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
+expires_at, duration_ms`
+
+const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
+worker_id, target, http_status`
+
+// Unfinished and claimable states, spelled exactly as in the partial indexes
+// so that the planner can use them.
+const (
+	sqlClaimable  = `state IN ('available', 'scheduled', 'retryable')`
+	sqlUnfinished = `state IN ('pending', 'scheduled', 'available', 'running', 'retryable')`
+)
+
+// Migrations.
+const (
+	qMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+)`
+	qMigrationApplied = `SELECT count(*) FROM schema_migrations WHERE version = ?`
+	qMigrationInsert  = `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`
+)
+
+// Job inserts.
+const (
+	qJobSeq = `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)`
+
+	qJobInsert = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
+run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, last_error, metadata,
+dedup_window_us, result_ttl_us)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	jobInsertCols = 18
+	qJobInsertMultiHead = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
+run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, last_error, metadata,
+dedup_window_us, result_ttl_us) VALUES `
+	jobInsertRow = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+
+	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
+	qJobDepState  = `SELECT state, tenant FROM jobs WHERE id = ?`
+
+	// qKeyTake creates the record of a new job's key, or takes it over when
+	// it expired (reset: treated as absent), its dedup window passed (the
+	// cached result stays), or the job it points to no longer exists. When
+	// the window is open nothing changes and no row is returned.
+	// ?1 tenant, ?2 key, ?3 fingerprint, ?4 job id, ?5 now, ?6 dedup_until.
+	qKeyTake = `INSERT INTO idem_keys (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
+VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, NULL)
+ON CONFLICT (tenant, key) DO UPDATE SET
+    fingerprint   = excluded.fingerprint,
+    job_id        = excluded.job_id,
+    dedup_until   = excluded.dedup_until,
+    status        = CASE WHEN expires_at <= ?5 THEN 'in_progress' ELSE status END,
+    result_job_id = CASE WHEN expires_at <= ?5 THEN 0 ELSE result_job_id END,
+    result        = CASE WHEN expires_at <= ?5 THEN NULL ELSE result END,
+    result_hash   = CASE WHEN expires_at <= ?5 THEN '' ELSE result_hash END,
+    size_bytes    = CASE WHEN expires_at <= ?5 THEN 0 ELSE size_bytes END,
+    compressed    = CASE WHEN expires_at <= ?5 THEN 0 ELSE compressed END,
+    lease_owner   = CASE WHEN expires_at <= ?5 THEN '' ELSE lease_owner END,
+    lease_until   = CASE WHEN expires_at <= ?5 THEN NULL ELSE lease_until END,
+    created_at    = CASE WHEN expires_at <= ?5 THEN ?5 ELSE created_at END,
+    completed_at  = CASE WHEN expires_at <= ?5 THEN NULL ELSE completed_at END,
+    duration_ms   = CASE WHEN expires_at <= ?5 THEN 0 ELSE duration_ms END,
+    expires_at    = CASE WHEN status = 'completed' AND NOT (expires_at <= ?5) AND ?6 IS NOT NULL
+                         THEN max(expires_at, ?6) ELSE NULL END
+WHERE expires_at <= ?5
+   OR dedup_until <= ?5
+   OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = idem_keys.job_id)`
+
+	qKeyGet = `SELECT job_id, fingerprint FROM idem_keys WHERE tenant = ? AND key = ?`
+)
+
+// Job reads.
+const (
+	qJobGet       = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
+	qJobGetTenant = `SELECT ` + jobCols + ` FROM jobs WHERE id = ? AND tenant = ?`
+	qAttemptList  = `SELECT ` + attemptCols + ` FROM attempts WHERE job_id = ? ORDER BY id`
+	qJobExists    = `SELECT count(*) FROM jobs WHERE id = ? AND (?2 = '' OR tenant = ?2)`
+
+	qStatsCounts = `SELECT queue, state, count(*) FROM jobs WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
+	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
+WHERE ` + sqlClaimable + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue`
+	qStats1m = `SELECT j.queue,
+    sum(a.outcome IN ('completed', 'cached')),
+    sum(a.outcome IN ('failed', 'dead', 'lost'))
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE a.finished_at IS NOT NULL AND a.finished_at > ?2 AND (?1 = '' OR j.tenant = ?1)
+GROUP BY j.queue`
+)
+
+// Claims, heartbeats and finishes.
+const (
+	// qClaimHead is the FIFO head rule, appended to the claim's candidate
+	// selection (table alias j).
+	qClaimHead = ` AND (j.partition_key = '' OR NOT EXISTS (
+    SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
+        AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `))`
+
+	qAttemptStart = `INSERT INTO attempts (job_id, attempt, started_at, outcome, worker_id)
+VALUES (?, ?, ?, 'running', ?)`
+
+	qHeartbeat = `UPDATE jobs SET lease_expires_at = ?1
+WHERE id = ?2 AND state = 'running' AND lease_token = ?3
+RETURNING tenant, idempotency_key`
+	qKeyLeaseExtend = `UPDATE idem_keys SET lease_until = ?1 WHERE tenant = ?2 AND key = ?3 AND lease_owner = ?4`
+
+	// qJobFinish ends the attempt of a running job.
+	// ?1 state, ?2 finished_at (NULL unless final), ?3 error, ?4 result,
+	// ?5 was_cached, ?6 original_job_id, ?7 run_at (NULL = keep),
+	// ?8 snooze (1 = attempt does not count), ?9 id, ?10 token.
+	qJobFinish = `UPDATE jobs SET
+    state            = ?1,
+    finished_at      = ?2,
+    last_error       = CASE WHEN ?3 <> '' THEN ?3 ELSE last_error END,
+    result           = CASE WHEN ?1 = 'completed' THEN ?4 ELSE result END,
+    was_cached       = ?5,
+    original_job_id  = ?6,
+    run_at           = COALESCE(?7, run_at),
+    attempt          = attempt - ?8,
+    lease_expires_at = NULL
+WHERE id = ?9 AND state = 'running' AND lease_token = ?10
+RETURNING tenant, idempotency_key, dedup_window_us, result_ttl_us`
+
+	qJobFinishedCheck = `SELECT state, lease_token, result FROM jobs WHERE id = ?`
+
+	// qAttemptEnd finishes the latest attempt of a job.
+	qAttemptEnd = `UPDATE attempts SET finished_at = ?1, duration_ms = ?2, outcome = ?3, error = ?4,
+    http_status = ?5, target = ?6
+WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?7)`
+
+	// qDependantsRelease makes pending dependants whose dependencies have
+	// all completed available (scheduled when their run_at is later).
+	qDependantsRelease = `UPDATE jobs SET state = CASE WHEN run_at > ?1 THEN 'scheduled' ELSE 'available' END
+WHERE state = 'pending'
+  AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?2)
+  AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
+                  WHERE d.job_id = jobs.id AND p.state <> 'completed')`
+
+	// qDependantsCancel cancels the pending dependants of a job.
+	qDependantsCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2
+WHERE state = 'pending' AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?3)
+RETURNING id, tenant, idempotency_key, dedup_window_us`
+
+	// qKeyFinal closes a window-0 key when its job reaches a final state.
+	// ?1 finished_at, ?2 tenant, ?3 key, ?4 job id.
+	qKeyFinal = `UPDATE idem_keys SET dedup_until = ?1, expires_at = max(COALESCE(expires_at, ?1), ?1)
+WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND dedup_until IS NULL`
+
+	// qKeyFinalWindow gives a record of a finished job (window > 0) an
+	// expiry when it has none, so it does not live forever.
+	qKeyFinalWindow = `UPDATE idem_keys SET expires_at = max(COALESCE(dedup_until, ?1), ?1)
+WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND expires_at IS NULL`
+
+	// qKeyComplete stores a job's result in its record.
+	// ?1 result, ?2 hash, ?3 compressed, ?4 job id, ?5 finished_at,
+	// ?6 ttl us, ?7 duration ms, ?8 tenant, ?9 key, ?10 lease owner.
+	qKeyComplete = `UPDATE idem_keys SET
+    status        = 'completed',
+    result        = ?1,
+    result_hash   = ?2,
+    size_bytes    = length(?1),
+    compressed    = ?3,
+    result_job_id = ?4,
+    completed_at  = ?5,
+    expires_at    = max(COALESCE(dedup_until, ?5), ?5 + ?6),
+    duration_ms   = ?7,
+    lease_owner   = CASE WHEN lease_owner = ?10 THEN '' ELSE lease_owner END,
+    lease_until   = CASE WHEN lease_owner = ?10 THEN NULL ELSE lease_until END
+WHERE tenant = ?8 AND key = ?9`
+
+	qKeyLeaseRelease = `UPDATE idem_keys SET lease_owner = '', lease_until = NULL
+WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3`
+
+	qJobCancelGet = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
+	qJobCancel    = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2, lease_expires_at = NULL
+WHERE id = ?3 RETURNING ` + jobCols
+	qAttemptCancel = `UPDATE attempts SET finished_at = ?1, duration_ms = max(0, (?1 - started_at) / 1000),
+    outcome = 'cancelled', error = ?2
+WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?3) AND finished_at IS NULL`
+
+	qJobRetry = `UPDATE jobs SET state = CASE WHEN ?1 > ?2 THEN 'scheduled' ELSE 'available' END,
+    run_at = ?1, attempt = 0, finished_at = NULL, lease_expires_at = NULL
+WHERE id = ?3 RETURNING ` + jobCols
+
+	qJobDelete      = `DELETE FROM jobs WHERE id = ?1 AND state = ?2 AND (?3 = '' OR tenant = ?3)`
+	qJobDeleteByID  = `DELETE FROM jobs WHERE id = ?`
+	qAttemptsDelete = `DELETE FROM attempts WHERE job_id = ?`
+	qJobDepsDelete  = `DELETE FROM job_deps WHERE job_id = ?`
+)
+
+// Maintenance.
+const (
+	qRescueSelect = `SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ?`
+	// qRescue: ?1 now, ?2 error, ?3 id.
+	qRescue = `UPDATE jobs SET
+    state            = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'retryable' END,
+    run_at           = ?1,
+    finished_at      = CASE WHEN attempt >= max_attempts THEN ?1 ELSE NULL END,
+    last_error       = ?2,
+    lease_expires_at = NULL
+WHERE id = ?3 AND state = 'running'
+RETURNING state, tenant, idempotency_key, dedup_window_us`
+	qAttemptLost = `UPDATE attempts SET finished_at = ?1, duration_ms = max(0, (?1 - started_at) / 1000),
+    outcome = 'lost', error = ?2
+WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?3)`
+
+	qRelease = `UPDATE jobs SET state = 'available', run_at = ?1, attempt = max(0, attempt - 1),
+    lease_expires_at = NULL, lease_token = '', worker_id = ''
+WHERE id = ?2 AND state = 'running' AND lease_token = ?3
+RETURNING tenant, idempotency_key`
+	qAttemptReleased = `UPDATE attempts SET finished_at = ?1, duration_ms = max(0, (?1 - started_at) / 1000),
+    outcome = 'released'
+WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?2)`
+
+	qPromote = `UPDATE jobs SET state = 'available'
+WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable') AND run_at <= ?1 ORDER BY run_at LIMIT ?2)
+RETURNING queue`
+
+	// qRetentionSelect: ?1 completed before, ?2 cancelled before, ?3 dead
+	// before (0 = keep), ?4 now, ?5 limit.
+	qRetentionSelect = `SELECT id FROM jobs j
+WHERE j.state IN ('completed', 'dead', 'cancelled')
+  AND ((j.state = 'completed' AND ?1 > 0 AND j.finished_at < ?1)
+    OR (j.state = 'cancelled' AND ?2 > 0 AND j.finished_at < ?2)
+    OR (j.state = 'dead' AND ?3 > 0 AND j.finished_at < ?3))
+  AND NOT EXISTS (SELECT 1 FROM idem_keys k
+      WHERE j.idempotency_key <> '' AND k.tenant = j.tenant AND k.key = j.idempotency_key
+        AND k.job_id = j.id AND (k.dedup_until IS NULL OR k.dedup_until > ?4)
+        AND (k.expires_at IS NULL OR k.expires_at > ?4))
+LIMIT ?5`
+
+	qRecordDeleteExpired = `DELETE FROM idem_keys WHERE (tenant, key) IN
+    (SELECT tenant, key FROM idem_keys WHERE expires_at <= ?1 LIMIT ?2)`
+)
+
+// Records.
+const (
+	qRecordGet       = `SELECT ` + recordCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)`
+	qRecordGetAny    = `SELECT ` + recordCols + ` FROM idem_keys WHERE key = ?2 AND (expires_at IS NULL OR expires_at > ?3) AND ?1 = '' ORDER BY tenant LIMIT 1`
+	qRecordGetWriter = `SELECT ` + recordCols + ` FROM idem_keys WHERE tenant = ? AND key = ?`
+	qRecordDelete    = `DELETE FROM idem_keys WHERE tenant = ? AND key = ?`
+
+	// qRecordAcquire: ?1 tenant, ?2 key, ?3 job id, ?4 owner, ?5 lease
+	// until, ?6 now, ?7 dedup_until, ?8 expires_at.
+	qRecordAcquire = `INSERT INTO idem_keys (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
+VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, ?8)
+ON CONFLICT (tenant, key) DO UPDATE SET
+    lease_owner   = excluded.lease_owner,
+    lease_until   = excluded.lease_until,
+    status        = CASE WHEN expires_at <= ?6 THEN 'in_progress' ELSE status END,
+    fingerprint   = CASE WHEN expires_at <= ?6 THEN '' ELSE fingerprint END,
+    job_id        = CASE WHEN expires_at <= ?6 THEN excluded.job_id
+                         WHEN job_id = 0 THEN excluded.job_id ELSE job_id END,
+    result_job_id = CASE WHEN expires_at <= ?6 THEN 0 ELSE result_job_id END,
+    result        = CASE WHEN expires_at <= ?6 THEN NULL ELSE result END,
+    result_hash   = CASE WHEN expires_at <= ?6 THEN '' ELSE result_hash END,
+    size_bytes    = CASE WHEN expires_at <= ?6 THEN 0 ELSE size_bytes END,
+    compressed    = CASE WHEN expires_at <= ?6 THEN 0 ELSE compressed END,
+    created_at    = CASE WHEN expires_at <= ?6 THEN ?6 ELSE created_at END,
+    completed_at  = CASE WHEN expires_at <= ?6 THEN NULL ELSE completed_at END,
+    dedup_until   = CASE WHEN expires_at <= ?6 THEN excluded.dedup_until ELSE dedup_until END,
+    expires_at    = CASE WHEN expires_at <= ?6 THEN excluded.expires_at ELSE expires_at END,
+    duration_ms   = CASE WHEN expires_at <= ?6 THEN 0 ELSE duration_ms END
+WHERE expires_at <= ?6
+   OR (status = 'in_progress' AND (lease_owner = '' OR lease_owner = ?4 OR lease_until IS NULL OR lease_until <= ?6))
+RETURNING ` + recordCols
+
+	// qRecordComplete: ?1 result, ?2 compressed, ?3 hash, ?4 now, ?5 ttl
+	// us, ?6 duration, ?7 tenant, ?8 key, ?9 owner.
+	qRecordComplete = `UPDATE idem_keys SET
+    status       = 'completed',
+    result       = ?1,
+    size_bytes   = length(?1),
+    compressed   = ?2,
+    result_hash  = ?3,
+    completed_at = ?4,
+    expires_at   = max(COALESCE(dedup_until, ?4), ?4 + ?5),
+    duration_ms  = ?6,
+    lease_owner  = '',
+    lease_until  = NULL
+WHERE tenant = ?7 AND key = ?8 AND lease_owner = ?9 AND status = 'in_progress'
+  AND (expires_at IS NULL OR expires_at > ?4)`
+
+	qRecordStats = `SELECT
+    COALESCE(sum(expires_at IS NULL OR expires_at > ?2), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress'), 0),
+    COALESCE(sum(expires_at > ?2 AND expires_at <= ?3), 0),
+    COALESCE(sum(expires_at <= ?2), 0),
+    COALESCE(sum(CASE WHEN expires_at IS NULL OR expires_at > ?2 THEN size_bytes ELSE 0 END), 0)
+FROM idem_keys WHERE (?1 = '' OR tenant = ?1)`
+)
+
+// Leader and API keys.
+const (
+	qLeaderAttempt = `INSERT INTO leaders (name, owner, expires_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE leaders.owner = excluded.owner OR leaders.expires_at <= ?4
+RETURNING owner`
+	qLeaderResign = `DELETE FROM leaders WHERE name = ? AND owner = ?`
+
+	qAPIKeyCreate = `INSERT INTO api_keys (id, hash, tenant, admin, name, created_at, revoked_at)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	apiKeyCols     = `id, hash, tenant, admin, name, created_at, revoked_at`
+	qAPIKeyByHash  = `SELECT ` + apiKeyCols + ` FROM api_keys WHERE hash = ? AND revoked_at IS NULL ORDER BY seq LIMIT 1`
+	qAPIKeyList    = `SELECT ` + apiKeyCols + ` FROM api_keys ORDER BY created_at, seq`
+	qAPIKeyRevoke  = `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`
+)

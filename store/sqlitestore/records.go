@@ -1,0 +1,122 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// RecordGet implements store.Records. A tenant of "" matches the key in any
+// tenant (the first by tenant name).
+func (s *Store) RecordGet(ctx context.Context, tenant, key string, now time.Time) (*idemtype.Record, error) {
+	q := qRecordGet
+	if tenant == "" {
+		q = qRecordGetAny
+	}
+	r, err := scanRecord(s.rdb.QueryRowContext(ctx, q, tenant, key, toUS(store.OrNow(now))))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get record %q: %w", key, idemtype.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get record: %w", s.readErr(err))
+	}
+	return r, nil
+}
+
+// RecordDelete implements store.Records.
+func (s *Store) RecordDelete(ctx context.Context, tenant, key string) error {
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec(qRecordDelete, tenant, key)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("record %q: %w", key, idemtype.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete record: %w", err)
+	}
+	return nil
+}
+
+// RecordAcquire implements store.Records.
+func (s *Store) RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
+	now := toUS(store.OrNow(p.Now))
+	var out store.RecordAcquireResult
+	err := s.write(ctx, 1, func(t *wtx) error {
+		r, err := scanRecord(t.queryRow(qRecordAcquire, p.Tenant, p.Key, p.JobID, p.Owner,
+			nullUS(p.LeaseUntil), now, nullUS(p.DedupUntil), nullUS(p.ExpiresAt)))
+		if err == nil {
+			out = store.RecordAcquireResult{Acquired: true, Record: r}
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		r, err = scanRecord(t.queryRow(qRecordGetWriter, p.Tenant, p.Key))
+		if err != nil {
+			return err
+		}
+		out = store.RecordAcquireResult{Acquired: false, Record: r}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("acquire record: %w", err)
+	}
+	return &out, nil
+}
+
+// RecordComplete implements store.Records.
+func (s *Store) RecordComplete(ctx context.Context, p *store.RecordCompleteParams) error {
+	now := toUS(store.OrNow(p.Now))
+	result := p.Result
+	if result == nil {
+		result = []byte{}
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec(qRecordComplete, result, boolInt(p.Compressed), p.ResultHash, now,
+			p.TTL.Microseconds(), p.DurationMS, p.Tenant, p.Key, p.Owner)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("record %q: %w", p.Key, idemtype.ErrLeaseLost)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("complete record: %w", err)
+	}
+	return nil
+}
+
+// RecordRelease implements store.Records.
+func (s *Store) RecordRelease(ctx context.Context, tenant, key, owner string) error {
+	err := s.write(ctx, 1, func(t *wtx) error {
+		_, err := t.exec(qKeyLeaseRelease, tenant, key, owner)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release record: %w", err)
+	}
+	return nil
+}
+
+// RecordStats implements store.Records.
+func (s *Store) RecordStats(ctx context.Context, tenant string, now time.Time) (*store.RecordStats, error) {
+	now = store.OrNow(now)
+	var st store.RecordStats
+	err := s.rdb.QueryRowContext(ctx, qRecordStats, tenant, toUS(now), toUS(now.Add(24*time.Hour))).
+		Scan(&st.Entries, &st.InProgress, &st.Expiring24h, &st.Expired, &st.SizeBytes)
+	if err != nil {
+		return nil, fmt.Errorf("record stats: %w", s.readErr(err))
+	}
+	return &st, nil
+}

@@ -1,0 +1,224 @@
+// Package sqlitestore is the embedded default store of idem: one SQLite file,
+// zero set-up, single node. It implements store.Store on modernc.org/sqlite
+// (pure Go, no cgo).
+//
+// Design for throughput:
+//   - One writer connection owned by one goroutine. Callers submit write
+//     operations through a channel; the writer takes everything queued (up to
+//     Config.MaxBatchOps operations or Config.MaxBatchItems items), runs each
+//     operation inside its own SAVEPOINT (a failing operation rolls back only
+//     itself), commits once and then answers every caller (group commit). One
+//     fsync thus covers many concurrent enqueues.
+//   - Reads use a separate pool of query_only connections; in WAL mode they
+//     never wait for the writer.
+//   - Times are INTEGER unix microseconds (UTC); JSON is stored as BLOB.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/idem-dev/idem/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Defaults of Config.
+const (
+	// DefaultBusyTimeout is how long a connection waits for a lock held by
+	// another process before failing with SQLITE_BUSY.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultSynchronous is the PRAGMA synchronous level: FULL makes every
+	// committed transaction durable across power loss.
+	DefaultSynchronous = "FULL"
+	// DefaultReadConns is the size of the read-only connection pool.
+	DefaultReadConns = 4
+	// DefaultMaxBatchOps is the most write operations combined into one
+	// transaction by the writer.
+	DefaultMaxBatchOps = 256
+	// DefaultMaxBatchItems is the most items (jobs inserted, claimed or
+	// finished) combined into one transaction by the writer; a single
+	// operation larger than this still runs, alone.
+	DefaultMaxBatchItems = 8192
+	// DefaultCacheSizeKiB is the page cache per connection, in KiB.
+	DefaultCacheSizeKiB = 32 * 1024
+	// DefaultMmapSize is the memory-mapped I/O size in bytes.
+	DefaultMmapSize = 256 << 20
+)
+
+// Config configures a Store. The zero value (or a nil *Config) uses the
+// defaults above.
+type Config struct {
+	// BusyTimeout: how long to wait for a lock held by another process.
+	// Default DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// Synchronous is "FULL" (default) or "NORMAL". FULL fsyncs the WAL at
+	// every commit: a committed job survives power loss. NORMAL fsyncs only
+	// at checkpoints: much faster commits and still safe against process
+	// crashes, but the last transactions before a power loss or OS crash may
+	// be lost (the database stays consistent). Group commit already shares
+	// one fsync among all operations of a batch, so FULL is usually fine.
+	Synchronous string
+	// ReadConns is the size of the read-only connection pool. Default
+	// DefaultReadConns.
+	ReadConns int
+	// MaxBatchOps is the most write operations per group commit. Default
+	// DefaultMaxBatchOps.
+	MaxBatchOps int
+	// MaxBatchItems is the most items (jobs) per group commit. Default
+	// DefaultMaxBatchItems.
+	MaxBatchItems int
+	// CacheSizeKiB is the page cache size per connection in KiB. Default
+	// DefaultCacheSizeKiB.
+	CacheSizeKiB int
+	// MmapSize is the memory-mapped I/O size in bytes; negative disables it.
+	// Default DefaultMmapSize.
+	MmapSize int64
+	// SkipMigrate: do not run migrations at Open (call Migrate yourself).
+	SkipMigrate bool
+	// Logger receives the writer's diagnostics. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.BusyTimeout <= 0 {
+		out.BusyTimeout = DefaultBusyTimeout
+	}
+	switch strings.ToUpper(out.Synchronous) {
+	case "":
+		out.Synchronous = DefaultSynchronous
+	case "FULL", "NORMAL":
+		out.Synchronous = strings.ToUpper(out.Synchronous)
+	default:
+		return out, fmt.Errorf("sqlitestore: synchronous %q: want FULL or NORMAL", c.Synchronous)
+	}
+	if out.ReadConns <= 0 {
+		out.ReadConns = DefaultReadConns
+	}
+	if out.MaxBatchOps <= 0 {
+		out.MaxBatchOps = DefaultMaxBatchOps
+	}
+	if out.MaxBatchItems <= 0 {
+		out.MaxBatchItems = DefaultMaxBatchItems
+	}
+	if out.CacheSizeKiB <= 0 {
+		out.CacheSizeKiB = DefaultCacheSizeKiB
+	}
+	if out.MmapSize == 0 {
+		out.MmapSize = DefaultMmapSize
+	}
+	if out.MmapSize < 0 {
+		out.MmapSize = 0
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return out, nil
+}
+
+// ErrClosed is returned by calls on a closed Store.
+var ErrClosed = errors.New("sqlitestore: store is closed")
+
+// Store is the SQLite implementation of store.Store. It is safe for
+// concurrent use.
+type Store struct {
+	cfg  Config
+	wdb  *sql.DB // one connection, used only by the writer goroutine
+	rdb  *sql.DB // read-only pool
+	w    *writer
+	once sync.Once
+}
+
+// Open opens (creating) the SQLite database at path, starts the writer and,
+// unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
+func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	common := func(v url.Values) {
+		v.Add("_pragma", "busy_timeout("+strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10)+")")
+		v.Add("_pragma", "cache_size(-"+strconv.Itoa(c.CacheSizeKiB)+")")
+		v.Add("_pragma", "mmap_size("+strconv.FormatInt(c.MmapSize, 10)+")")
+		v.Add("_pragma", "temp_store(MEMORY)")
+	}
+	wv := url.Values{}
+	common(wv)
+	wv.Set("_journal_mode", "WAL")
+	wv.Set("_synchronous", c.Synchronous)
+	wdb, err := sql.Open("sqlite", "file:"+path+"?"+wv.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	conn, err := wdb.Conn(ctx)
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+
+	rv := url.Values{}
+	common(rv)
+	rv.Set("_query_only", "1")
+	rdb, err := sql.Open("sqlite", "file:"+path+"?"+rv.Encode())
+	if err != nil {
+		conn.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(c.ReadConns)
+	rdb.SetMaxIdleConns(c.ReadConns)
+
+	s := &Store{cfg: c, wdb: wdb, rdb: rdb}
+	s.w = newWriter(conn, c.MaxBatchOps, c.MaxBatchItems, c.Logger)
+	go s.w.run()
+	if !c.SkipMigrate {
+		if err := s.Migrate(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Close stops the writer (operations still waiting are answered with
+// ErrClosed) and closes the connections. It is idempotent.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.w.stop()
+		err = errors.Join(s.w.close(), s.wdb.Close(), s.rdb.Close())
+	})
+	return err
+}
+
+// write runs fn in the writer's next group commit and waits for its outcome.
+// weight is the number of items the operation handles (for batch sizing).
+func (s *Store) write(ctx context.Context, weight int, fn func(w *wtx) error) error {
+	return s.w.submit(ctx, weight, fn)
+}
+
+// readErr maps errors of the read pool after Close to ErrClosed.
+func (s *Store) readErr(err error) error {
+	if err != nil && s.w.isClosed() && strings.Contains(err.Error(), "database is closed") {
+		return ErrClosed
+	}
+	return err
+}

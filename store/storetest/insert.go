@@ -1,0 +1,220 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+func insertCases() []testCase {
+	return []testCase{
+		{"JobInsertMany/fields_as_given", testInsertFields},
+		{"JobInsertMany/initial_states", testInsertInitialStates},
+		{"JobInsertMany/unknown_dependency_fails_only_its_item", testInsertUnknownDependency},
+		{"JobInsertMany/ids_increase_in_batch_order", testInsertIDOrder},
+		{"JobInsertMany/times_utc_microseconds", testInsertTimes},
+		{"JobGet/tenant_scoping", testJobGetTenant},
+	}
+}
+
+func testInsertFields(t *testing.T, s store.Store) {
+	now := at(0)
+	p := &store.JobInsertParams{
+		Tenant: "t1", Queue: "q1", Kind: "k1", Args: json.RawMessage(`{"a":1,"b":[1,2],"c":"x"}`),
+		Priority: 5, MaxAttempts: 7, RunAt: at(-time.Minute), PartitionKey: "part-1",
+		Metadata:       json.RawMessage(`{"m":"x"}`),
+		IdempotencyKey: "key-1", Fingerprint: hash("1"), DedupWindow: time.Hour, ResultTTL: 2 * time.Hour,
+	}
+	plain := &store.JobInsertParams{Tenant: "t2", Queue: "q2", Kind: "k2", Args: json.RawMessage(`{}`),
+		Priority: -3, MaxAttempts: 1, RunAt: now}
+	got := insertNew(t, s, now, p, plain)
+	for i, j := range got {
+		want := []*store.JobInsertParams{p, plain}[i]
+		for _, row := range []*idemtype.JobRow{j, mustGet(t, s, j.ID)} {
+			checkInserted(t, row, want, now)
+		}
+	}
+	if got[0].ID <= 0 {
+		t.Errorf("ID = %d, want > 0", got[0].ID)
+	}
+	if len(got[1].Metadata) != 0 {
+		t.Errorf("Metadata = %s, want nil when none given", got[1].Metadata)
+	}
+	if len(got[1].DependsOn) != 0 {
+		t.Errorf("DependsOn = %v, want none", got[1].DependsOn)
+	}
+}
+
+// checkInserted checks every field of a freshly inserted, available job.
+func checkInserted(t *testing.T, j *idemtype.JobRow, p *store.JobInsertParams, now time.Time) {
+	t.Helper()
+	if j.Tenant != p.Tenant || j.Queue != p.Queue || j.Kind != p.Kind {
+		t.Errorf("job %d: tenant/queue/kind %q/%q/%q, want %q/%q/%q", j.ID, j.Tenant, j.Queue, j.Kind, p.Tenant, p.Queue, p.Kind)
+	}
+	wantJSON(t, "Args", j.Args, string(p.Args))
+	if p.Metadata != nil {
+		wantJSON(t, "Metadata", j.Metadata, string(p.Metadata))
+	}
+	if j.State != idemtype.StateAvailable {
+		t.Errorf("job %d: State %s, want available", j.ID, j.State)
+	}
+	if j.Priority != p.Priority || j.MaxAttempts != p.MaxAttempts || j.Attempt != 0 {
+		t.Errorf("job %d: priority/max_attempts/attempt %d/%d/%d, want %d/%d/0", j.ID, j.Priority, j.MaxAttempts, j.Attempt, p.Priority, p.MaxAttempts)
+	}
+	wantTime(t, "RunAt", j.RunAt, p.RunAt)
+	wantTime(t, "CreatedAt", j.CreatedAt, now)
+	wantNil(t, "StartedAt", j.StartedAt)
+	wantNil(t, "FinishedAt", j.FinishedAt)
+	if j.PartitionKey != p.PartitionKey || j.IdempotencyKey != p.IdempotencyKey {
+		t.Errorf("job %d: partition/key %q/%q, want %q/%q", j.ID, j.PartitionKey, j.IdempotencyKey, p.PartitionKey, p.IdempotencyKey)
+	}
+	if j.Result != nil || j.WasCached || j.OriginalJobID != 0 || j.LastError != "" || j.WorkerID != "" {
+		t.Errorf("job %d: result/was_cached/original/last_error/worker %s/%v/%d/%q/%q, want none",
+			j.ID, j.Result, j.WasCached, j.OriginalJobID, j.LastError, j.WorkerID)
+	}
+	wantNoLease(t, j)
+}
+
+func testInsertInitialStates(t *testing.T, s store.Store) {
+	now := at(0)
+	dead := killJob(t, s, insert1(t, s, now, newJob("dead")), now)
+	cancelled := cancelJob(t, s, insert1(t, s, now, newJob("cancelled")), now)
+	done := completeJob(t, s, insert1(t, s, now, newJob("done")), now, `1`)
+	open := insert1(t, s, now, newJob("open"))
+
+	now = at(time.Minute)
+	mk := func(kind string, runAt time.Time, deps ...int64) *store.JobInsertParams {
+		p := newJob(kind)
+		p.RunAt = runAt
+		p.DependsOn = deps
+		return p
+	}
+	cases := []struct {
+		p    *store.JobInsertParams
+		want idemtype.JobState
+	}{
+		{mk("due_now", now), idemtype.StateAvailable},
+		{mk("due_past", at(-time.Hour)), idemtype.StateAvailable},
+		{mk("future", now.Add(time.Second)), idemtype.StateScheduled},
+		{mk("dep_open", now, open.ID), idemtype.StatePending},
+		{mk("dep_open_future", now.Add(time.Hour), open.ID), idemtype.StatePending},
+		{mk("dep_done", now, done.ID), idemtype.StateAvailable},
+		{mk("dep_done_future", now.Add(time.Hour), done.ID), idemtype.StateScheduled},
+		{mk("dep_open_and_done", now, done.ID, open.ID), idemtype.StatePending},
+		{mk("dep_dead", now, dead.ID), idemtype.StateCancelled},
+		{mk("dep_cancelled", now, cancelled.ID), idemtype.StateCancelled},
+		{mk("dep_open_and_dead", now, open.ID, dead.ID), idemtype.StateCancelled},
+	}
+	ps := make([]*store.JobInsertParams, len(cases))
+	for i, c := range cases {
+		ps[i] = c.p
+	}
+	got := insertNew(t, s, now, ps...)
+	for i, c := range cases {
+		for _, j := range []*idemtype.JobRow{got[i], mustGet(t, s, got[i].ID)} {
+			if j.State != c.want {
+				t.Errorf("%s: state %s, want %s", c.p.Kind, j.State, c.want)
+			}
+			if !slices.Equal(sorted(j.DependsOn), sorted(c.p.DependsOn)) {
+				t.Errorf("%s: DependsOn %v, want %v", c.p.Kind, j.DependsOn, c.p.DependsOn)
+			}
+			wantTime(t, c.p.Kind+" RunAt", j.RunAt, c.p.RunAt)
+			if c.want == idemtype.StateCancelled {
+				wantTimeP(t, c.p.Kind+" FinishedAt", j.FinishedAt, now)
+				if j.LastError == "" {
+					t.Errorf("%s: cancelled with an empty LastError", c.p.Kind)
+				}
+			} else {
+				wantNil(t, c.p.Kind+" FinishedAt", j.FinishedAt)
+			}
+		}
+	}
+}
+
+func testInsertUnknownDependency(t *testing.T, s store.Store) {
+	now := at(0)
+	other := newJob("other_tenant")
+	other.Tenant = "tenant-b"
+	otherJob := insert1(t, s, now, other)
+
+	bad := newJob("bad")
+	bad.DependsOn = []int64{otherJob.ID + 100000}
+	badTenant := newJob("bad_tenant")
+	badTenant.DependsOn = []int64{otherJob.ID}
+	res := insertAll(t, s, now, newJob("ok1"), bad, newJob("ok2"), badTenant, newJob("ok3"))
+	for _, i := range []int{1, 3} {
+		if !errors.Is(res[i].Err, idemtype.ErrNotFound) && !errors.Is(res[i].Err, idemtype.ErrInvalid) {
+			t.Errorf("item %d: error %v, want ErrNotFound or ErrInvalid", i, res[i].Err)
+		}
+		if res[i].Job != nil || res[i].Existing {
+			t.Errorf("item %d: Job %v Existing %v, want nil, false", i, res[i].Job, res[i].Existing)
+		}
+	}
+	var good []int64
+	for _, i := range []int{0, 2, 4} {
+		if res[i].Err != nil || res[i].Job == nil {
+			t.Fatalf("item %d: %v", i, res[i].Err)
+		}
+		wantState(t, s, res[i].Job.ID, idemtype.StateAvailable)
+		good = append(good, res[i].Job.ID)
+	}
+	if !slices.IsSorted(good) || good[0] == good[1] || good[1] == good[2] {
+		t.Errorf("ids of the good items %v are not increasing", good)
+	}
+	if n := len(listAll(t, s, store.JobFilter{Tenant: "default"})); n != 3 {
+		t.Errorf("tenant default holds %d jobs, want 3", n)
+	}
+}
+
+func testInsertIDOrder(t *testing.T, s store.Store) {
+	var ps []*store.JobInsertParams
+	for i := range 10 {
+		ps = append(ps, newJob(fmt.Sprintf("k%d", i)))
+	}
+	first := insertNew(t, s, at(0), ps...)
+	second := insertNew(t, s, at(0), ps[:3]...)
+	all := append(first, second...)
+	for i, j := range all {
+		if want := ps[i%10].Kind; j.Kind != want {
+			t.Errorf("result %d: kind %s, want %s (results out of order)", i, j.Kind, want)
+		}
+		if i > 0 && j.ID <= all[i-1].ID {
+			t.Errorf("result %d: id %d not above %d", i, j.ID, all[i-1].ID)
+		}
+	}
+}
+
+func testInsertTimes(t *testing.T, s store.Store) {
+	zone := time.FixedZone("X", 5*3600+30*60)
+	now := time.Date(2031, 3, 4, 10, 36, 7, 654321000, zone)
+	p := newJob("times")
+	p.RunAt = now.Add(-1500 * time.Microsecond)
+	j := insert1(t, s, now, p)
+	for _, row := range []*idemtype.JobRow{j, mustGet(t, s, j.ID)} {
+		wantTime(t, "RunAt", row.RunAt, p.RunAt)
+		wantTime(t, "CreatedAt", row.CreatedAt, now)
+	}
+	c := claimJob(t, s, j, now)
+	wantTimeP(t, "StartedAt", c.StartedAt, now)
+	wantTimeP(t, "LeaseExpiresAt", c.LeaseExpiresAt, now.Add(lease))
+}
+
+func testJobGetTenant(t *testing.T, s store.Store) {
+	p := newJob("k")
+	p.Tenant = "t1"
+	j := insert1(t, s, at(0), p)
+	got, err := s.JobGet(t.Context(), "t1", j.ID)
+	if err != nil || got.ID != j.ID {
+		t.Errorf("JobGet(t1): %v %v", got, err)
+	}
+	_, err = s.JobGet(t.Context(), "t2", j.ID)
+	wantErr(t, "JobGet(other tenant)", err, idemtype.ErrNotFound)
+	_, err = s.JobGet(t.Context(), "", j.ID+1000)
+	wantErr(t, "JobGet(unknown id)", err, idemtype.ErrNotFound)
+}

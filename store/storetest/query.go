@@ -1,0 +1,256 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+func queryCases() []testCase {
+	return []testCase{
+		{"JobList/filters", testListFilters},
+		{"JobList/pagination_newest_first", testListPagination},
+		{"JobDelete/only_in_given_state", testJobDelete},
+		{"AttemptList/order_and_tenant", testAttemptList},
+		{"QueueStats/counts", testQueueStats},
+	}
+}
+
+// list returns one page.
+func list(t *testing.T, s store.Store, f store.JobFilter, limit int, cursor int64) ([]int64, int64) {
+	t.Helper()
+	jobs, next, err := s.JobList(t.Context(), &store.JobListParams{Filter: f, Limit: limit, Cursor: cursor})
+	if err != nil {
+		t.Fatalf("JobList(%+v): %v", f, err)
+	}
+	return ids(jobs), next
+}
+
+func testListFilters(t *testing.T, s store.Store) {
+	mk := func(tenant, queue, kind, part string) *store.JobInsertParams {
+		p := newJob(kind)
+		p.Tenant, p.Queue, p.PartitionKey = tenant, queue, part
+		return p
+	}
+	// Created at at(0), at(1h), at(2h).
+	j0 := insertNew(t, s, at(0), mk("a", "q1", "k1", "p1"), mk("a", "q2", "k2", ""))
+	kp := keyed("k1", "K", "fp")
+	kp.Tenant, kp.Queue = "a", "q1"
+	j1 := insertNew(t, s, at(time.Hour), kp, mk("b", "q1", "k1", "p1"))
+	j2 := insertNew(t, s, at(2*time.Hour), mk("a", "q1", "k2", "p2"), mk("a", "q1", "k1", "p1"))
+	killJob(t, s, j0[1], at(3*time.Hour))
+	completeJob(t, s, j2[0], at(3*time.Hour), `1`)
+	a0, a1, ak, b, a2, a3 := j0[0].ID, j0[1].ID, j1[0].ID, j1[1].ID, j2[0].ID, j2[1].ID
+
+	desc := func(in ...int64) []int64 {
+		out := slices.Clone(in)
+		slices.Sort(out)
+		slices.Reverse(out)
+		return out
+	}
+	cases := []struct {
+		name string
+		f    store.JobFilter
+		want []int64
+	}{
+		{"all tenants", store.JobFilter{}, desc(a0, a1, ak, b, a2, a3)},
+		{"tenant a", store.JobFilter{Tenant: "a"}, desc(a0, a1, ak, a2, a3)},
+		{"tenant b", store.JobFilter{Tenant: "b"}, desc(b)},
+		{"unknown tenant", store.JobFilter{Tenant: "zzz"}, nil},
+		{"state dead", store.JobFilter{States: []idemtype.JobState{idemtype.StateDead}}, desc(a1)},
+		{"states dead+completed", store.JobFilter{States: []idemtype.JobState{idemtype.StateDead, idemtype.StateCompleted}}, desc(a1, a2)},
+		{"state available tenant a", store.JobFilter{Tenant: "a", States: []idemtype.JobState{idemtype.StateAvailable}}, desc(a0, ak, a3)},
+		{"queue q2", store.JobFilter{Queue: "q2"}, desc(a1)},
+		{"kind k1", store.JobFilter{Kind: "k1"}, desc(a0, ak, b, a3)},
+		{"kind k1 tenant a queue q1", store.JobFilter{Tenant: "a", Queue: "q1", Kind: "k1"}, desc(a0, ak, a3)},
+		{"partition p1", store.JobFilter{PartitionKey: "p1"}, desc(a0, b, a3)},
+		{"partition p1 tenant a", store.JobFilter{Tenant: "a", PartitionKey: "p1"}, desc(a0, a3)},
+		{"idempotency key", store.JobFilter{IdempotencyKey: "K"}, desc(ak)},
+		{"idempotency key other tenant", store.JobFilter{Tenant: "b", IdempotencyKey: "K"}, nil},
+		{"since 1h", store.JobFilter{Since: at(time.Hour)}, desc(ak, b, a2, a3)},
+		{"until 1h", store.JobFilter{Until: at(time.Hour)}, desc(a0, a1)},
+		{"since 1h until 2h", store.JobFilter{Since: at(time.Hour), Until: at(2 * time.Hour)}, desc(ak, b)},
+		{"since 1h until 2h tenant a", store.JobFilter{Tenant: "a", Since: at(time.Hour), Until: at(2 * time.Hour)}, desc(ak)},
+	}
+	for _, c := range cases {
+		got, next := list(t, s, c.f, 500, 0)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+		if next != 0 {
+			t.Errorf("%s: next %d on the only page", c.name, next)
+		}
+	}
+	// Rows are complete.
+	jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Filter: store.JobFilter{IdempotencyKey: "K"}, Limit: 10})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("JobList: %v %v", jobs, err)
+	}
+	if j := jobs[0]; j.Tenant != "a" || j.Queue != "q1" || j.Kind != "k1" || j.IdempotencyKey != "K" || j.State != idemtype.StateAvailable {
+		t.Errorf("listed row: %+v", j)
+	} else {
+		wantTime(t, "listed CreatedAt", j.CreatedAt, at(time.Hour))
+	}
+}
+
+func testListPagination(t *testing.T, s store.Store) {
+	for _, n := range []int{5, 4} {
+		tenant := "t" + itoa(int64(n))
+		var ps []*store.JobInsertParams
+		for range n {
+			p := newJob("k")
+			p.Tenant = tenant
+			ps = append(ps, p)
+		}
+		js := insertNew(t, s, at(0), ps...)
+		var all []int64
+		cursor, pages := int64(0), 0
+		for {
+			got, next := list(t, s, store.JobFilter{Tenant: tenant}, 2, cursor)
+			pages++
+			if len(got) > 2 {
+				t.Fatalf("page of %d with limit 2", len(got))
+			}
+			all = append(all, got...)
+			if next == 0 {
+				break
+			}
+			if pages > n {
+				t.Fatalf("pagination does not end")
+			}
+			cursor = next
+		}
+		want := ids(js)
+		slices.Reverse(want)
+		wantIDs(t, tenant+" pages", all, want)
+		if wantPages := (n + 1) / 2; pages != wantPages {
+			t.Errorf("%d jobs by 2: %d pages, want %d (next must be 0 on the last page)", n, pages, wantPages)
+		}
+	}
+}
+
+func testJobDelete(t *testing.T, s store.Store) {
+	p := newJob("dead")
+	p.Tenant = "a"
+	dead := killJob(t, s, insert1(t, s, at(0), p), at(0))
+	ctx := t.Context()
+	wantErr(t, "delete in the wrong state", s.JobDelete(ctx, "a", dead.ID, idemtype.StateCompleted), idemtype.ErrNotFound)
+	wantErr(t, "delete in another tenant", s.JobDelete(ctx, "b", dead.ID, idemtype.StateDead), idemtype.ErrNotFound)
+	wantErr(t, "delete of an unknown job", s.JobDelete(ctx, "a", dead.ID+1000, idemtype.StateDead), idemtype.ErrNotFound)
+	wantState(t, s, dead.ID, idemtype.StateDead)
+	wantOK(t, "delete", s.JobDelete(ctx, "a", dead.ID, idemtype.StateDead))
+	_, err := s.JobGet(ctx, "", dead.ID)
+	wantErr(t, "get after delete", err, idemtype.ErrNotFound)
+	_, err = s.AttemptList(ctx, "", dead.ID)
+	wantErr(t, "attempts after delete", err, idemtype.ErrNotFound)
+	wantErr(t, "second delete", s.JobDelete(ctx, "a", dead.ID, idemtype.StateDead), idemtype.ErrNotFound)
+	// Tenant "" deletes in any tenant.
+	other := killJob(t, s, insert1(t, s, at(0), newJob("other")), at(0))
+	wantOK(t, "delete with tenant \"\"", s.JobDelete(ctx, "", other.ID, idemtype.StateDead))
+}
+
+func testAttemptList(t *testing.T, s store.Store) {
+	p := newJob("k")
+	p.Tenant = "a"
+	j := insert1(t, s, at(0), p)
+	for i := range 2 {
+		now := at(time.Duration(i) * time.Minute)
+		c := claimJob(t, s, j, now)
+		finish1(t, s, failure(c, idemtype.StateRetryable, idemtype.OutcomeFailed, "err"+itoa(int64(i+1)), now.Add(time.Minute), now.Add(time.Second)))
+	}
+	c := claimJob(t, s, j, at(2*time.Minute))
+	finish1(t, s, completion(c, `1`, at(2*time.Minute+time.Second)))
+	as, err := s.AttemptList(t.Context(), "a", j.ID)
+	if err != nil {
+		t.Fatalf("AttemptList: %v", err)
+	}
+	if len(as) != 3 {
+		t.Fatalf("%d attempts, want 3", len(as))
+	}
+	wantOutcome := []idemtype.Outcome{idemtype.OutcomeFailed, idemtype.OutcomeFailed, idemtype.OutcomeCompleted}
+	wantErrs := []string{"err1", "err2", ""}
+	for i, a := range as {
+		if a.Attempt != i+1 || a.JobID != j.ID || a.Outcome != wantOutcome[i] || a.Error != wantErrs[i] || a.WorkerID != "w1" {
+			t.Errorf("attempt %d: %+v", i, a)
+		}
+		wantTime(t, "StartedAt", a.StartedAt, at(time.Duration(i)*time.Minute))
+		wantTimeP(t, "FinishedAt", a.FinishedAt, at(time.Duration(i)*time.Minute+time.Second))
+	}
+	_, err = s.AttemptList(t.Context(), "b", j.ID)
+	wantErr(t, "AttemptList in another tenant", err, idemtype.ErrNotFound)
+	_, err = s.AttemptList(t.Context(), "a", j.ID+1000)
+	wantErr(t, "AttemptList of an unknown job", err, idemtype.ErrNotFound)
+	fresh := insert1(t, s, at(0), newJob("fresh"))
+	if as, err := s.AttemptList(t.Context(), "default", fresh.ID); err != nil || len(as) != 0 {
+		t.Errorf("AttemptList of an unclaimed job: %v %v, want none", as, err)
+	}
+}
+
+func testQueueStats(t *testing.T, s store.Store) {
+	mk := func(tenant, queue, kind string, runAt time.Duration) *idemtype.JobRow {
+		p := newJob(kind)
+		p.Tenant, p.Queue, p.RunAt = tenant, queue, at(runAt)
+		return insert1(t, s, at(0), p)
+	}
+	mk("a", "q1", "avail1", -2*time.Minute)
+	mk("a", "q1", "avail2", -time.Minute)
+	mk("a", "q1", "sched", time.Hour)
+	completeJob(t, s, mk("a", "q1", "done", 0), at(10*time.Second), `1`)
+	killJob(t, s, mk("a", "q1", "dead", 0), at(10*time.Second))
+	r := claimJob(t, s, mk("a", "q1", "retry", 0), at(10*time.Second))
+	finish1(t, s, failure(r, idemtype.StateRetryable, idemtype.OutcomeFailed, "x", at(-5*time.Minute), at(11*time.Second)))
+	claimJob(t, s, mk("a", "q1", "run", 0), at(10*time.Second))
+	mk("b", "q1", "avail_b", -time.Hour)
+	mk("a", "q2", "avail_q2", 0)
+
+	now := at(30 * time.Second)
+	stats, err := s.QueueStats(t.Context(), "a", now)
+	if err != nil {
+		t.Fatalf("QueueStats: %v", err)
+	}
+	want := map[idemtype.JobState]int64{idemtype.StateAvailable: 2, idemtype.StateScheduled: 1, idemtype.StateCompleted: 1,
+		idemtype.StateDead: 1, idemtype.StateRetryable: 1, idemtype.StateRunning: 1, idemtype.StatePending: 0, idemtype.StateCancelled: 0}
+	for st, n := range want {
+		if got := count(stats, "q1", st); got != n {
+			t.Errorf("tenant a q1 %s = %d, want %d", st, got, n)
+		}
+	}
+	if got := count(stats, "q2", idemtype.StateAvailable); got != 1 {
+		t.Errorf("tenant a q2 available = %d, want 1", got)
+	}
+	q1 := queueStat(stats, "q1")
+	if q1 == nil {
+		t.Fatalf("no stats for q1")
+	}
+	// Oldest claimable: the retryable job's RunAt at(-5m).
+	wantTimeP(t, "q1 OldestAvailable", q1.OldestAvailable, at(-5*time.Minute))
+	if q1.Completed1m != 1 || q1.Failed1m != 2 {
+		t.Errorf("q1 Completed1m %d Failed1m %d, want 1 and 2", q1.Completed1m, q1.Failed1m)
+	}
+
+	all, err := s.QueueStats(t.Context(), "", now)
+	if err != nil {
+		t.Fatalf("QueueStats: %v", err)
+	}
+	if got := count(all, "q1", idemtype.StateAvailable); got != 3 {
+		t.Errorf("all tenants q1 available = %d, want 3", got)
+	}
+	wantTimeP(t, "all tenants q1 OldestAvailable", queueStat(all, "q1").OldestAvailable, at(-time.Hour))
+
+	later, err := s.QueueStats(t.Context(), "a", at(10*time.Minute))
+	if err != nil {
+		t.Fatalf("QueueStats: %v", err)
+	}
+	if q := queueStat(later, "q1"); q == nil || q.Completed1m != 0 || q.Failed1m != 0 {
+		t.Errorf("q1 ten minutes later: %+v, want no attempts in the last minute", q)
+	}
+	if q := queueStat(later, "q2"); q == nil || q.OldestAvailable == nil {
+		t.Errorf("q2: %+v", q)
+	}
+	if q := queueStat(stats, "q2"); q != nil && q.OldestAvailable != nil {
+		wantTime(t, "q2 OldestAvailable", *q.OldestAvailable, at(0))
+	}
+}

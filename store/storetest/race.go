@@ -1,0 +1,284 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+func raceCases() []testCase {
+	return []testCase{
+		{"Race/one_key_64_concurrent_inserts", testRaceOneKey},
+		{"Race/50_keys_16_concurrent_inserters", testRaceManyKeys},
+		{"Race/claims_8_workers_2000_jobs", testRaceClaims},
+		{"Race/partitions_never_run_twice", testRacePartitions},
+	}
+}
+
+// parallel runs fn(i) for i in [0, n) on n goroutines released together and
+// returns the first error.
+func parallel(n int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("goroutine %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func testRaceOneKey(t *testing.T, s store.Store) {
+	const n = 64
+	results := make([]store.JobInsertResult, n)
+	err := parallel(n, func(i int) error {
+		res, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{
+			Jobs: []*store.JobInsertParams{keyed("k", "the-key", "fp")}, Now: at(0)})
+		if err != nil {
+			return err
+		}
+		if len(res) != 1 {
+			return fmt.Errorf("%d results", len(res))
+		}
+		results[i] = res[0]
+		return res[0].Err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, id := 0, int64(0)
+	for _, r := range results {
+		if !r.Existing {
+			created++
+			id = r.Job.ID
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d inserts created a job, want exactly 1", created)
+	}
+	for i, r := range results {
+		if r.Job == nil || r.Job.ID != id {
+			t.Errorf("insert %d: job %v, want %d", i, r.Job, id)
+		}
+	}
+	if jobs := listAll(t, s, store.JobFilter{}); len(jobs) != 1 {
+		t.Errorf("%d jobs stored, want 1", len(jobs))
+	}
+	if r := record(t, s, "default", "the-key", at(0)); r.JobID != id {
+		t.Errorf("record points to job %d, want %d", r.JobID, id)
+	}
+}
+
+func testRaceManyKeys(t *testing.T, s store.Store) {
+	const (
+		workers = 16
+		perG    = 200
+		batch   = 20
+		keys    = 50
+	)
+	var mu sync.Mutex
+	byKey := map[string]map[int64]bool{}
+	created := 0
+	err := parallel(workers, func(g int) error {
+		for b := 0; b < perG; b += batch {
+			var ps []*store.JobInsertParams
+			for i := b; i < b+batch; i++ {
+				ps = append(ps, keyed("k", fmt.Sprintf("key-%02d", (g*perG+i*7)%keys), "fp"))
+			}
+			res, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: ps, Now: at(0)})
+			if err != nil {
+				return err
+			}
+			if len(res) != len(ps) {
+				return fmt.Errorf("%d results for %d items", len(res), len(ps))
+			}
+			mu.Lock()
+			for i, r := range res {
+				if r.Err != nil {
+					mu.Unlock()
+					return fmt.Errorf("item %d: %w", i, r.Err)
+				}
+				k := ps[i].IdempotencyKey
+				if byKey[k] == nil {
+					byKey[k] = map[int64]bool{}
+				}
+				byKey[k][r.Job.ID] = true
+				if !r.Existing {
+					created++
+				}
+			}
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created != keys {
+		t.Errorf("%d jobs created, want %d", created, keys)
+	}
+	if len(byKey) != keys {
+		t.Errorf("%d keys seen, want %d", len(byKey), keys)
+	}
+	for k, set := range byKey {
+		if len(set) != 1 {
+			t.Errorf("key %s returned %d different jobs", k, len(set))
+		}
+	}
+	if jobs := listAll(t, s, store.JobFilter{}); len(jobs) != keys {
+		t.Errorf("%d jobs stored, want %d", len(jobs), keys)
+	}
+}
+
+func testRaceClaims(t *testing.T, s store.Store) {
+	const total = 2000
+	for b := 0; b < total; b += 500 {
+		ps := make([]*store.JobInsertParams, 500)
+		for i := range ps {
+			ps[i] = newJob("k")
+		}
+		insertNew(t, s, at(0), ps...)
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	err := parallel(8, func(g int) error {
+		for {
+			jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
+				WorkerID: fmt.Sprint("w", g), Limit: 10, LeaseUntil: at(time.Hour), Now: at(time.Second)})
+			if err != nil {
+				return err
+			}
+			if len(jobs) == 0 {
+				return nil
+			}
+			if len(jobs) > 10 {
+				return fmt.Errorf("claim returned %d jobs, limit 10", len(jobs))
+			}
+			mu.Lock()
+			for _, j := range jobs {
+				seen[j.ID]++
+			}
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != total {
+		t.Errorf("%d distinct jobs claimed, want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %d claimed %d times", id, n)
+		}
+	}
+	stats, err := s.QueueStats(t.Context(), "", at(time.Second))
+	if err != nil {
+		t.Fatalf("QueueStats: %v", err)
+	}
+	if n := count(stats, "default", idemtype.StateRunning); n != total {
+		t.Errorf("%d jobs running, want %d", n, total)
+	}
+	if n := count(stats, "default", idemtype.StateAvailable); n != 0 {
+		t.Errorf("%d jobs still available, want 0", n)
+	}
+}
+
+func testRacePartitions(t *testing.T, s store.Store) {
+	const parts, perPart = 8, 8
+	var ps []*store.JobInsertParams
+	for i := range perPart {
+		for p := range parts {
+			j := newJob("k")
+			j.PartitionKey = fmt.Sprint("p", p)
+			j.Priority = i % 3 // later jobs of a partition may outrank its head
+			ps = append(ps, j)
+		}
+	}
+	insertNew(t, s, at(0), ps...)
+
+	var (
+		mu      sync.Mutex
+		running = map[string]int64{}
+		order   = map[string][]int64{}
+		done    int
+		bad     []string
+	)
+	deadline := time.Now().Add(60 * time.Second)
+	err := parallel(4, func(g int) error {
+		for {
+			mu.Lock()
+			n := done
+			mu.Unlock()
+			if n == parts*perPart {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("partitions did not drain (%d of %d jobs done)", n, parts*perPart)
+			}
+			jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
+				WorkerID: fmt.Sprint("w", g), Limit: 3, LeaseUntil: at(time.Hour), Now: at(time.Second)})
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			for _, j := range jobs {
+				if other, ok := running[j.PartitionKey]; ok {
+					bad = append(bad, fmt.Sprintf("partition %s: job %d claimed while %d runs", j.PartitionKey, j.ID, other))
+				}
+				running[j.PartitionKey] = j.ID
+				order[j.PartitionKey] = append(order[j.PartitionKey], j.ID)
+			}
+			mu.Unlock()
+			for _, j := range jobs {
+				mu.Lock()
+				delete(running, j.PartitionKey) // before the finish commits
+				mu.Unlock()
+				errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(j, `1`, at(2*time.Second))})
+				if err != nil {
+					return err
+				}
+				if errs[0] != nil {
+					return fmt.Errorf("finish %d: %w", j.ID, errs[0])
+				}
+				mu.Lock()
+				done++
+				mu.Unlock()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		t.Error(b)
+	}
+	for p, o := range order {
+		if len(o) != perPart {
+			t.Errorf("partition %s ran %d jobs, want %d", p, len(o), perPart)
+		}
+		for i := 1; i < len(o); i++ {
+			if o[i] <= o[i-1] {
+				t.Errorf("partition %s ran out of order: %v", p, o)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,417 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+func recordCases() []testCase {
+	return []testCase{
+		{"Records/job_key_record_in_progress_after_insert", testRecordAfterInsert},
+		{"Records/completed_finish_caches_result", testRecordCompletedFinish},
+		{"Records/cached_finish_keeps_original_result", testRecordCachedFinish},
+		{"Records/failures_never_cached", testRecordFailureNotCached},
+		{"Records/job_heartbeat_extends_record_lease", testRecordHeartbeat},
+		{"RecordAcquire/new_record", testAcquireNew},
+		{"RecordAcquire/held_by_live_lease", testAcquireHeld},
+		{"RecordAcquire/expired_lease_taken_over", testAcquireExpiredLease},
+		{"RecordAcquire/same_owner_reacquires", testAcquireSameOwner},
+		{"RecordAcquire/completed_returns_cached_result", testAcquireCompleted},
+		{"RecordAcquire/expired_record_starts_fresh", testAcquireExpiredRecord},
+		{"RecordAcquire/job_takes_lease_of_its_key", testAcquireJobRecord},
+		{"RecordComplete/stores_result", testRecordComplete},
+		{"RecordComplete/wrong_owner_lease_lost", testRecordCompleteWrongOwner},
+		{"RecordRelease/clears_own_lease_only", testRecordRelease},
+		{"RecordDelete/deletes_and_not_found", testRecordDelete},
+		{"RecordGet/expired_or_other_tenant_not_found", testRecordGetExpired},
+		{"RecordStats/counts", testRecordStats},
+	}
+}
+
+// acquire runs RecordAcquire and fails on an error.
+func acquire(t *testing.T, s store.Store, p *store.RecordAcquireParams) *store.RecordAcquireResult {
+	t.Helper()
+	r, err := s.RecordAcquire(t.Context(), p)
+	if err != nil {
+		t.Fatalf("RecordAcquire(%s, owner %s): %v", p.Key, p.Owner, err)
+	}
+	if r == nil || r.Record == nil {
+		t.Fatalf("RecordAcquire(%s, owner %s): no record in the result", p.Key, p.Owner)
+	}
+	return r
+}
+
+// acq returns acquire params for key by owner at now with a lease of one
+// minute, a dedup window of one hour and an expiry of a day.
+func acq(key, owner string, now time.Time) *store.RecordAcquireParams {
+	return &store.RecordAcquireParams{Tenant: "default", Key: key, Owner: owner, LeaseUntil: now.Add(time.Minute),
+		DedupUntil: now.Add(time.Hour), ExpiresAt: now.Add(24 * time.Hour), Now: now}
+}
+
+// complete runs RecordComplete for owner with result and a TTL of two days.
+func complete(t *testing.T, s store.Store, key, owner, result string, now time.Time) error {
+	t.Helper()
+	return s.RecordComplete(t.Context(), &store.RecordCompleteParams{Tenant: "default", Key: key, Owner: owner,
+		Result: []byte(result), ResultHash: hash(result), TTL: 48 * time.Hour, DurationMS: 12, Now: now})
+}
+
+func testRecordAfterInsert(t *testing.T, s store.Store) {
+	p := keyed("k", "K", "fp")
+	j := insert1(t, s, at(0), p)
+	for _, r := range []*idemtype.Record{record(t, s, "default", "K", at(0)), record(t, s, "", "K", at(0))} {
+		if r.Tenant != "default" || r.Key != "K" || r.Status != idemtype.RecordInProgress || r.JobID != j.ID ||
+			r.Fingerprint != p.Fingerprint || r.ResultJobID != 0 || r.Result != nil || r.ResultHash != "" ||
+			r.SizeBytes != 0 || r.Compressed || r.LeaseOwner != "" {
+			t.Errorf("record after insert: %+v", r)
+		}
+		wantTime(t, "CreatedAt", r.CreatedAt, at(0))
+		wantTimeP(t, "DedupUntil", r.DedupUntil, at(time.Hour))
+		wantNil(t, "CompletedAt", r.CompletedAt)
+		if r.ExpiresAt != nil && r.ExpiresAt.Before(at(time.Hour)) {
+			t.Errorf("ExpiresAt %v before DedupUntil", r.ExpiresAt)
+		}
+	}
+}
+
+func testRecordCompletedFinish(t *testing.T, s store.Store) {
+	long := keyed("k2", "L", "fp")
+	long.DedupWindow = 48 * time.Hour
+	long.ResultTTL = time.Hour
+	comp := keyed("k3", "C", "fp")
+	js := insertNew(t, s, at(0), keyed("k1", "K", "fp"), long, comp)
+	fin := at(time.Minute + time.Second)
+
+	completeJob(t, s, js[0], at(time.Minute), `{"v":"hello"}`)
+	r := record(t, s, "default", "K", fin)
+	if r.Status != idemtype.RecordCompleted || string(r.Result) != `{"v":"hello"}` || r.ResultHash != hash(`{"v":"hello"}`) ||
+		r.SizeBytes != int64(len(`{"v":"hello"}`)) || r.Compressed || r.ResultJobID != js[0].ID || r.JobID != js[0].ID ||
+		r.LeaseOwner != "" {
+		t.Errorf("record after completion: %+v", r)
+	}
+	wantTimeP(t, "CompletedAt", r.CompletedAt, fin)
+	wantTimeP(t, "ExpiresAt = FinishedAt + ResultTTL", r.ExpiresAt, fin.Add(24*time.Hour))
+	wantTimeP(t, "DedupUntil", r.DedupUntil, at(time.Hour))
+	wantNil(t, "LeaseUntil", r.LeaseUntil)
+
+	completeJob(t, s, js[1], at(time.Minute), `2`)
+	wantTimeP(t, "ExpiresAt = DedupUntil", record(t, s, "default", "L", fin).ExpiresAt, at(48*time.Hour))
+
+	c := claimJob(t, s, js[2], at(time.Minute))
+	p := completion(c, `"big"`, fin)
+	p.RecordResult = []byte{0x1f, 0x8b, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	p.RecordCompressed = true
+	p.ResultHash = hash(`"big"`)
+	finish1(t, s, p)
+	r = record(t, s, "default", "C", fin)
+	if r.Status != idemtype.RecordCompleted || !r.Compressed || r.SizeBytes != 11 || r.ResultHash != hash(`"big"`) {
+		t.Errorf("compressed record: status %s compressed %v size %d hash %s", r.Status, r.Compressed, r.SizeBytes, r.ResultHash)
+	}
+	wantJSON(t, "job Result", mustGet(t, s, js[2].ID).Result, `"big"`)
+}
+
+func testRecordCachedFinish(t *testing.T, s store.Store) {
+	j1 := insert1(t, s, at(0), keyed("k", "K", "fp"))
+	completeJob(t, s, j1, at(time.Minute), `"first"`)
+	j2 := insert1(t, s, at(2*time.Hour), keyed("k", "K", "fp"))
+	c := claimJob(t, s, j2, at(2*time.Hour))
+	p := completion(c, `"first"`, at(2*time.Hour+time.Second))
+	p.WasCached, p.OriginalJobID, p.Outcome = true, j1.ID, idemtype.OutcomeCached
+	finish1(t, s, p)
+	got := wantState(t, s, j2.ID, idemtype.StateCompleted)
+	if !got.WasCached || got.OriginalJobID != j1.ID {
+		t.Errorf("WasCached %v OriginalJobID %d", got.WasCached, got.OriginalJobID)
+	}
+	r := record(t, s, "default", "K", at(2*time.Hour+time.Second))
+	if r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID || string(r.Result) != `"first"` || r.JobID != j2.ID {
+		t.Errorf("record after a cached finish: status %s result job %d result %s job %d", r.Status, r.ResultJobID, r.Result, r.JobID)
+	}
+	wantTimeP(t, "CompletedAt unchanged", r.CompletedAt, at(time.Minute+time.Second))
+}
+
+func testRecordFailureNotCached(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), keyed("k", "K", "fp"))
+	for i, st := range []idemtype.JobState{idemtype.StateRetryable, idemtype.StateDead} {
+		now := at(time.Duration(i) * time.Hour)
+		c := claimJob(t, s, j, now)
+		res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K", Owner: store.JobOwner(j.ID),
+			JobID: j.ID, LeaseUntil: now.Add(lease), Now: now})
+		if !res.Acquired {
+			t.Fatalf("job %d could not take the lease of its own key: %+v", j.ID, res.Record)
+		}
+		finish1(t, s, failure(c, st, idemtype.OutcomeFailed, "boom", now.Add(time.Hour), now.Add(time.Second)))
+		r := record(t, s, "default", "K", now.Add(time.Second))
+		if r.Status != idemtype.RecordInProgress || r.Result != nil || r.ResultJobID != 0 || r.LeaseOwner != "" {
+			t.Errorf("record after a %s finish: status %s result %s result job %d lease owner %q", st, r.Status, r.Result, r.ResultJobID, r.LeaseOwner)
+		}
+		if r.JobID != j.ID {
+			t.Errorf("record job %d, want %d", r.JobID, j.ID)
+		}
+	}
+	// The lease is free: another owner may take it at once.
+	if res := acquire(t, s, acq("K", "other", at(time.Hour+2*time.Second))); !res.Acquired {
+		t.Errorf("lease not free after failures: %+v", res.Record)
+	}
+}
+
+func testRecordHeartbeat(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), keyed("k1", "K1", "fp"), keyed("k2", "K2", "fp"))
+	c1 := claimJob(t, s, js[0], at(0))
+	c2 := claimJob(t, s, js[1], at(0))
+	if res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K1", Owner: store.JobOwner(c1.ID),
+		JobID: c1.ID, LeaseUntil: at(time.Minute), Now: at(0)}); !res.Acquired {
+		t.Fatalf("job could not take its key's lease")
+	}
+	// K2's lease is held by someone else (a Do call).
+	if res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K2", Owner: "someone",
+		LeaseUntil: at(time.Minute), Now: at(0)}); !res.Acquired {
+		t.Fatalf("could not take K2's lease")
+	}
+	errs := heartbeat(t, s, at(10*time.Minute), at(30*time.Second), leaseOf(c1), leaseOf(c2))
+	wantOK(t, "heartbeat 1", errs[0])
+	wantOK(t, "heartbeat 2", errs[1])
+	r1 := record(t, s, "default", "K1", at(30*time.Second))
+	if r1.LeaseOwner != store.JobOwner(c1.ID) {
+		t.Errorf("K1 lease owner %q", r1.LeaseOwner)
+	}
+	wantTimeP(t, "K1 LeaseUntil after heartbeat", r1.LeaseUntil, at(10*time.Minute))
+	r2 := record(t, s, "default", "K2", at(30*time.Second))
+	if r2.LeaseOwner != "someone" {
+		t.Errorf("K2 lease owner %q, want someone", r2.LeaseOwner)
+	}
+	wantTimeP(t, "K2 LeaseUntil (not the job's)", r2.LeaseUntil, at(time.Minute))
+}
+
+func testAcquireNew(t *testing.T, s store.Store) {
+	p := acq("K", "o1", at(0))
+	p.JobID = 77
+	res := acquire(t, s, p)
+	if !res.Acquired {
+		t.Fatalf("not acquired: %+v", res.Record)
+	}
+	for _, r := range []*idemtype.Record{res.Record, record(t, s, "default", "K", at(0))} {
+		if r.Tenant != "default" || r.Key != "K" || r.Status != idemtype.RecordInProgress || r.LeaseOwner != "o1" || r.JobID != 77 {
+			t.Errorf("new record: %+v", r)
+		}
+		wantTimeP(t, "LeaseUntil", r.LeaseUntil, at(time.Minute))
+		wantTimeP(t, "DedupUntil", r.DedupUntil, at(time.Hour))
+		wantTimeP(t, "ExpiresAt", r.ExpiresAt, at(24*time.Hour))
+		wantTime(t, "CreatedAt", r.CreatedAt, at(0))
+	}
+}
+
+func testAcquireHeld(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	res := acquire(t, s, acq("K", "o2", at(59*time.Second)))
+	if res.Acquired {
+		t.Fatalf("acquired a key held by a live lease")
+	}
+	if res.Record.LeaseOwner != "o1" || res.Record.Status != idemtype.RecordInProgress {
+		t.Errorf("record shows owner %q status %s, want o1 in_progress", res.Record.LeaseOwner, res.Record.Status)
+	}
+	wantTimeP(t, "holder's LeaseUntil", res.Record.LeaseUntil, at(time.Minute))
+	if r := record(t, s, "default", "K", at(time.Minute)); r.LeaseOwner != "o1" {
+		t.Errorf("a refused acquire changed the owner to %q", r.LeaseOwner)
+	}
+}
+
+func testAcquireExpiredLease(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	res := acquire(t, s, acq("K", "o2", at(time.Minute)))
+	if !res.Acquired || res.Record.LeaseOwner != "o2" {
+		t.Fatalf("expired lease not taken over: acquired %v owner %q", res.Acquired, res.Record.LeaseOwner)
+	}
+	wantTimeP(t, "new LeaseUntil", res.Record.LeaseUntil, at(2*time.Minute))
+	if err := complete(t, s, "K", "o1", "x", at(time.Minute)); err == nil {
+		t.Errorf("the old owner completed after a takeover")
+	} else {
+		wantErr(t, "old owner completes", err, idemtype.ErrLeaseLost)
+	}
+}
+
+func testAcquireSameOwner(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	res := acquire(t, s, acq("K", "o1", at(30*time.Second)))
+	if !res.Acquired || res.Record.LeaseOwner != "o1" {
+		t.Fatalf("owner could not re-acquire: %v %q", res.Acquired, res.Record.LeaseOwner)
+	}
+	wantTimeP(t, "LeaseUntil after re-acquire", record(t, s, "default", "K", at(30*time.Second)).LeaseUntil, at(90*time.Second))
+	// A released lease is free for anyone.
+	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	if res := acquire(t, s, acq("K", "o2", at(40*time.Second))); !res.Acquired {
+		t.Errorf("released lease not free")
+	}
+}
+
+func testAcquireCompleted(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	wantOK(t, "complete", complete(t, s, "K", "o1", "result-bytes", at(10*time.Second)))
+	for _, owner := range []string{"o2", "o1"} {
+		res := acquire(t, s, acq("K", owner, at(time.Hour*2)))
+		if res.Acquired {
+			t.Errorf("%s acquired a completed key", owner)
+		}
+		r := res.Record
+		if r.Status != idemtype.RecordCompleted || string(r.Result) != "result-bytes" || r.ResultHash != hash("result-bytes") {
+			t.Errorf("cached record: status %s result %q hash %s", r.Status, r.Result, r.ResultHash)
+		}
+	}
+}
+
+func testAcquireExpiredRecord(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	wantOK(t, "complete", complete(t, s, "K", "o1", "old", at(time.Second)))
+	// TTL 48h, dedup 1h: expired from at(1s+48h).
+	later := at(time.Second + 48*time.Hour)
+	_, err := s.RecordGet(t.Context(), "default", "K", later)
+	wantErr(t, "RecordGet of an expired record", err, idemtype.ErrNotFound)
+	res := acquire(t, s, acq("K", "o2", later))
+	if !res.Acquired {
+		t.Fatalf("expired record not replaced: %+v", res.Record)
+	}
+	r := record(t, s, "default", "K", later)
+	if r.Status != idemtype.RecordInProgress || r.Result != nil || r.ResultJobID != 0 || r.LeaseOwner != "o2" || r.ResultHash != "" {
+		t.Errorf("fresh record: %+v", r)
+	}
+	wantTime(t, "CreatedAt of the fresh record", r.CreatedAt, later)
+	wantNil(t, "CompletedAt of the fresh record", r.CompletedAt)
+	wantTimeP(t, "ExpiresAt of the fresh record", r.ExpiresAt, later.Add(24*time.Hour))
+}
+
+func testAcquireJobRecord(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), keyed("k", "K", "fp"))
+	res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K", Owner: store.JobOwner(j.ID), JobID: j.ID,
+		LeaseUntil: at(time.Minute), DedupUntil: at(5 * time.Hour), ExpiresAt: at(9 * time.Hour), Now: at(0)})
+	if !res.Acquired {
+		t.Fatalf("job could not take the lease of the record its insert created: %+v", res.Record)
+	}
+	r := res.Record
+	if r.JobID != j.ID || r.LeaseOwner != store.JobOwner(j.ID) || r.Fingerprint != hash("fp") {
+		t.Errorf("record: %+v", r)
+	}
+	wantTimeP(t, "DedupUntil (kept from the insert)", r.DedupUntil, at(time.Hour))
+}
+
+func testRecordComplete(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	err := s.RecordComplete(t.Context(), &store.RecordCompleteParams{Tenant: "default", Key: "K", Owner: "o1",
+		Result: []byte("abc"), ResultHash: hash("abc"), TTL: 2 * time.Hour, DurationMS: 1234, Now: at(10 * time.Second)})
+	wantOK(t, "RecordComplete", err)
+	r := record(t, s, "default", "K", at(10*time.Second))
+	if r.Status != idemtype.RecordCompleted || string(r.Result) != "abc" || r.ResultHash != hash("abc") || r.SizeBytes != 3 ||
+		r.Compressed || r.DurationMS != 1234 || r.LeaseOwner != "" {
+		t.Errorf("completed record: %+v", r)
+	}
+	wantNil(t, "LeaseUntil", r.LeaseUntil)
+	wantTimeP(t, "CompletedAt", r.CompletedAt, at(10*time.Second))
+	wantTimeP(t, "ExpiresAt = Now + TTL", r.ExpiresAt, at(2*time.Hour+10*time.Second))
+
+	// ExpiresAt never before DedupUntil; compressed results keep the flag.
+	p := acq("L", "o1", at(0))
+	p.DedupUntil = at(72 * time.Hour)
+	acquire(t, s, p)
+	err = s.RecordComplete(t.Context(), &store.RecordCompleteParams{Tenant: "default", Key: "L", Owner: "o1",
+		Result: []byte{0x1f, 0x8b, 9, 9}, Compressed: true, ResultHash: hash("x"), TTL: time.Hour, Now: at(time.Second)})
+	wantOK(t, "RecordComplete (compressed)", err)
+	r = record(t, s, "default", "L", at(time.Second))
+	wantTimeP(t, "ExpiresAt = DedupUntil", r.ExpiresAt, at(72*time.Hour))
+	if !r.Compressed || r.SizeBytes != 4 {
+		t.Errorf("compressed %v size %d, want true 4", r.Compressed, r.SizeBytes)
+	}
+}
+
+func testRecordCompleteWrongOwner(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	wantErr(t, "complete by another owner", complete(t, s, "K", "o2", "x", at(time.Second)), idemtype.ErrLeaseLost)
+	if r := record(t, s, "default", "K", at(time.Second)); r.Status != idemtype.RecordInProgress || r.LeaseOwner != "o1" {
+		t.Errorf("record after a refused complete: status %s owner %q", r.Status, r.LeaseOwner)
+	}
+	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	wantErr(t, "complete after release", complete(t, s, "K", "o1", "x", at(2*time.Second)), idemtype.ErrLeaseLost)
+	err := complete(t, s, "missing", "o1", "x", at(time.Second))
+	if err == nil {
+		t.Errorf("completed a key that has no record")
+	}
+}
+
+func testRecordRelease(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	wantOK(t, "release by another owner", s.RecordRelease(t.Context(), "default", "K", "o2"))
+	r := record(t, s, "default", "K", at(time.Second))
+	if r.LeaseOwner != "o1" {
+		t.Errorf("release by another owner cleared the lease (owner %q)", r.LeaseOwner)
+	}
+	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	r = record(t, s, "default", "K", at(time.Second))
+	if r.LeaseOwner != "" || r.Status != idemtype.RecordInProgress || r.Result != nil {
+		t.Errorf("after release: owner %q status %s result %q", r.LeaseOwner, r.Status, r.Result)
+	}
+	wantOK(t, "release of a missing key", s.RecordRelease(t.Context(), "default", "missing", "o1"))
+}
+
+func testRecordDelete(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0)))
+	wantErr(t, "delete in another tenant", s.RecordDelete(t.Context(), "other", "K"), idemtype.ErrNotFound)
+	wantErr(t, "delete of a missing key", s.RecordDelete(t.Context(), "default", "missing"), idemtype.ErrNotFound)
+	wantOK(t, "delete", s.RecordDelete(t.Context(), "default", "K"))
+	_, err := s.RecordGet(t.Context(), "default", "K", at(0))
+	wantErr(t, "get after delete", err, idemtype.ErrNotFound)
+	if res := acquire(t, s, acq("K", "o2", at(time.Second))); !res.Acquired {
+		t.Errorf("deleted key not free")
+	}
+}
+
+func testRecordGetExpired(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0))) // expires at(24h)
+	record(t, s, "default", "K", at(24*time.Hour-time.Microsecond))
+	_, err := s.RecordGet(t.Context(), "default", "K", at(24*time.Hour))
+	wantErr(t, "RecordGet at ExpiresAt", err, idemtype.ErrNotFound)
+	_, err = s.RecordGet(t.Context(), "other", "K", at(0))
+	wantErr(t, "RecordGet of another tenant", err, idemtype.ErrNotFound)
+	_, err = s.RecordGet(t.Context(), "default", "missing", at(0))
+	wantErr(t, "RecordGet of a missing key", err, idemtype.ErrNotFound)
+}
+
+func testRecordStats(t *testing.T, s store.Store) {
+	mk := func(tenant, key string, expires time.Duration) {
+		p := acq(key, "o", at(0))
+		p.Tenant = tenant
+		p.ExpiresAt = at(expires)
+		p.DedupUntil = at(time.Minute)
+		acquire(t, s, p)
+	}
+	mk("a", "live-long", 72*time.Hour)   // live, in progress
+	mk("a", "expiring", 30*time.Hour)    // live, expires within 24 h of at(10h)
+	mk("a", "done", 72*time.Hour)        // completed below
+	mk("a", "expired1", 5*time.Hour)     // expired at at(10h)
+	mk("b", "expired2", 6*time.Hour)     // expired, tenant b
+	mk("b", "live-b", 100*time.Hour)     // live, tenant b
+	if err := s.RecordComplete(t.Context(), &store.RecordCompleteParams{Tenant: "a", Key: "done", Owner: "o",
+		Result: []byte("12345"), ResultHash: hash("12345"), TTL: time.Hour, Now: at(time.Second)}); err != nil {
+		t.Fatalf("RecordComplete: %v", err)
+	}
+	// "done" now expires at(1h+1s) — re-complete it on a fresh key to keep it live.
+	mk("a", "done2", 72*time.Hour)
+	if err := s.RecordComplete(t.Context(), &store.RecordCompleteParams{Tenant: "a", Key: "done2", Owner: "o",
+		Result: []byte("1234567"), ResultHash: hash("1234567"), TTL: 70 * time.Hour, Now: at(time.Second)}); err != nil {
+		t.Fatalf("RecordComplete: %v", err)
+	}
+	now := at(10 * time.Hour)
+	check := func(tenant string, want store.RecordStats) {
+		t.Helper()
+		got, err := s.RecordStats(t.Context(), tenant, now)
+		if err != nil {
+			t.Fatalf("RecordStats(%q): %v", tenant, err)
+		}
+		if *got != want {
+			t.Errorf("RecordStats(%q) = %+v, want %+v", tenant, *got, want)
+		}
+	}
+	// Tenant a: live = live-long, expiring, done2; in progress = live-long,
+	// expiring; expiring within 24h = expiring; expired = expired1, done.
+	check("a", store.RecordStats{Entries: 3, InProgress: 2, Expiring24h: 1, Expired: 2, SizeBytes: 7})
+	check("b", store.RecordStats{Entries: 1, InProgress: 1, Expiring24h: 0, Expired: 1, SizeBytes: 0})
+	check("", store.RecordStats{Entries: 4, InProgress: 3, Expiring24h: 1, Expired: 3, SizeBytes: 7})
+}

@@ -1,0 +1,53 @@
+// Package storetest is the conformance suite every store backend runs.
+//
+// A backend's test calls Run with a constructor that returns a fresh,
+// migrated, empty store for each subtest (the constructor registers a
+// t.Cleanup that closes it):
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return newTestStore(t) })
+//	}
+//
+// The suite only uses the store.Store interface. Every doc comment of package
+// store is a requirement tested here. Time-dependent behaviour is tested with
+// explicit Now values (a fixed base time plus offsets), never by sleeping.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// testCase is one behaviour of the contract, run on its own store.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, s store.Store)
+}
+
+// Run runs the whole conformance suite. newStore must return a fresh,
+// migrated, empty store each time it is called; every subtest gets its own
+// and runs in parallel with the others.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	var all []testCase
+	all = append(all, insertCases()...)
+	all = append(all, idempotencyCases()...)
+	all = append(all, raceCases()...)
+	all = append(all, claimCases()...)
+	all = append(all, heartbeatCases()...)
+	all = append(all, finishCases()...)
+	all = append(all, recordCases()...)
+	all = append(all, cancelCases()...)
+	all = append(all, retryCases()...)
+	all = append(all, queryCases()...)
+	all = append(all, maintenanceCases()...)
+	all = append(all, leaderCases()...)
+	all = append(all, apiKeyCases()...)
+	for _, c := range all {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, newStore(t))
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+)
+
+// JobArgs is the arguments of a typed job: a JSON-encodable struct that names
+// its kind.
+type JobArgs interface {
+	// Kind is the stable name of the job's type; workers are chosen by it.
+	Kind() string
+}
+
+// Job is a typed job handed to a Worker: the stored row and its decoded args.
+type Job[T JobArgs] struct {
+	*JobRow
+	Args T
+}
+
+// Worker works jobs of one kind. The result (any JSON-encodable value, or
+// nil) is stored with the job and, for jobs with an idempotency key, cached
+// for later jobs of the key. Return the control errors JobSnooze,
+// JobRetryAfter, JobPermanent or JobCancel to steer what happens next; any
+// other error fails the attempt and retries with backoff.
+type Worker[T JobArgs] interface {
+	Work(ctx context.Context, job *Job[T]) (any, error)
+}
+
+// WorkFunc adapts a function to a Worker.
+type WorkFunc[T JobArgs] func(ctx context.Context, job *Job[T]) (any, error)
+
+// Work implements Worker.
+func (f WorkFunc[T]) Work(ctx context.Context, job *Job[T]) (any, error) { return f(ctx, job) }
+
+// HandlerFunc is an untyped handler, as used by servers that do not know the
+// args type: it gets the raw row and returns the result as JSON (nil = null).
+type HandlerFunc func(ctx context.Context, job *JobRow) (json.RawMessage, error)
+
+// Workers is the registry of handlers by kind. It is safe for concurrent use.
+type Workers struct {
+	mu       sync.RWMutex
+	handlers map[string]HandlerFunc
+}
+
+// NewWorkers returns an empty registry.
+func NewWorkers() *Workers { return &Workers{handlers: map[string]HandlerFunc{}} }
+
+// Handle registers an untyped handler for kind, replacing any before it.
+func (w *Workers) Handle(kind string, h HandlerFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers[kind] = h
+}
+
+// handler returns the handler of kind, or nil.
+func (w *Workers) handler(kind string) HandlerFunc {
+	if w == nil {
+		return nil
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.handlers[kind]
+}
+
+// Kinds lists the registered kinds.
+func (w *Workers) Kinds() []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	kinds := make([]string, 0, len(w.handlers))
+	for k := range w.handlers {
+		kinds = append(kinds, k)
+	}
+	return kinds
+}
+
+// AddWorker registers a typed worker under the kind of its args type.
+func AddWorker[T JobArgs](workers *Workers, w Worker[T]) {
+	var zero T
+	workers.Handle(zero.Kind(), func(ctx context.Context, row *JobRow) (json.RawMessage, error) {
+		var args T
+		if err := json.Unmarshal(row.Args, &args); err != nil {
+			return nil, JobPermanent(fmt.Errorf("decode args of %s: %w", row.Kind, err))
+		}
+		res, err := w.Work(ctx, &Job[T]{JobRow: row, Args: args})
+		if err != nil {
+			return nil, err
+		}
+		return marshalResult(res)
+	})
+}
+
+// marshalResult encodes a worker's result; json.RawMessage and []byte holding
+// JSON pass through.
+func marshalResult(v any) (json.RawMessage, error) {
+	switch r := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(r) {
+			return nil, JobPermanent(fmt.Errorf("result is not valid JSON"))
+		}
+		return r, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, JobPermanent(fmt.Errorf("encode result: %w", err))
+	}
+	return b, nil
+}
