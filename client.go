@@ -20,7 +20,8 @@ type Client struct {
 	cfg    *Config
 	logger *slog.Logger
 
-	stats clientStats
+	stats    clientStats
+	inserted broadcaster // wakes long-polling claims
 
 	mu        sync.Mutex
 	started   bool
@@ -63,6 +64,7 @@ func (c *Client) tenant(t string) string {
 
 // wake tells the local producer of queue that a job may be available.
 func (c *Client) wake(queue string) {
+	c.inserted.Broadcast()
 	c.mu.Lock()
 	p := c.producers[queue]
 	c.mu.Unlock()

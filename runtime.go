@@ -236,7 +236,7 @@ func (rt *runtime) heartbeatOnce() {
 	}
 	for i, e := range errs {
 		if errors.Is(e, ErrLeaseLost) {
-			rt.c.logger.Info("lease lost; cancelling handler", "job", leases[i].ID)
+			rt.c.logger.Debug("lease lost; cancelling handler", "job", leases[i].ID)
 			rt.cancelRunning(leases[i].ID, ErrLeaseLost)
 		}
 	}

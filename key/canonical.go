@@ -54,13 +54,13 @@ const (
 type node struct {
 	kind kind
 	num  float64  // kindNumber
-	str  string   // kindString
+	str  []byte   // kindString: decoded; aliases the input when unescaped
 	arr  []node   // kindArray
 	obj  []member // kindObject, sorted by name after parsing
 }
 
 type member struct {
-	name string
+	name []byte
 	val  node
 }
 
@@ -110,6 +110,10 @@ func CanonicalValue(v any) ([]byte, error) {
 type parser struct {
 	data []byte
 	pos  int
+	// Scratch stacks for the children of the containers being parsed;
+	// each container copies its children into an exactly sized slice.
+	nodes   []node
+	members []member
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -172,6 +176,8 @@ func (p *parser) object(depth int) (node, error) {
 		p.pos++
 		return n, nil
 	}
+	base := len(p.members)
+	defer func() { p.members = p.members[:base] }()
 	for {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return node{}, p.errorf("expected member name")
@@ -190,7 +196,7 @@ func (p *parser) object(depth int) (node, error) {
 		if err != nil {
 			return node{}, err
 		}
-		n.obj = append(n.obj, member{name: name, val: v})
+		p.members = append(p.members, member{name: name, val: v})
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return node{}, p.errorf("unexpected end of input in object")
@@ -201,9 +207,10 @@ func (p *parser) object(depth int) (node, error) {
 			p.skipSpace()
 		case '}':
 			p.pos++
+			n.obj = slices.Clone(p.members[base:])
 			slices.SortFunc(n.obj, func(a, b member) int { return compareUTF16(a.name, b.name) })
 			for i := 1; i < len(n.obj); i++ {
-				if n.obj[i].name == n.obj[i-1].name {
+				if bytes.Equal(n.obj[i].name, n.obj[i-1].name) {
 					return node{}, p.errorf("duplicate member name %q", n.obj[i].name)
 				}
 			}
@@ -220,17 +227,19 @@ func (p *parser) array(depth int) (node, error) {
 	}
 	p.pos++ // '['
 	p.skipSpace()
-	n := node{kind: kindArray, arr: []node{}}
+	n := node{kind: kindArray}
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
 		return n, nil
 	}
+	base := len(p.nodes)
+	defer func() { p.nodes = p.nodes[:base] }()
 	for {
 		v, err := p.value(depth)
 		if err != nil {
 			return node{}, err
 		}
-		n.arr = append(n.arr, v)
+		p.nodes = append(p.nodes, v)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return node{}, p.errorf("unexpected end of input in array")
@@ -241,6 +250,7 @@ func (p *parser) array(depth int) (node, error) {
 			p.skipSpace()
 		case ']':
 			p.pos++
+			n.arr = slices.Clone(p.nodes[base:])
 			return n, nil
 		default:
 			return node{}, p.errorf("expected ',' or ']'")
@@ -297,8 +307,8 @@ func (p *parser) number() (float64, error) {
 }
 
 // string parses a JSON string at p.pos (which holds '"') and returns its
-// decoded value.
-func (p *parser) string() (string, error) {
+// decoded value, which aliases p.data when the string has no escapes.
+func (p *parser) string() ([]byte, error) {
 	p.pos++ // opening quote
 	start := p.pos
 	d := p.data
@@ -306,23 +316,23 @@ func (p *parser) string() (string, error) {
 	for p.pos < len(d) {
 		c := d[p.pos]
 		if c == '"' {
-			s := d[start:p.pos]
+			s := d[start:p.pos:p.pos]
 			if !utf8.Valid(s) {
-				return "", p.errorf("invalid UTF-8 in string")
+				return nil, p.errorf("invalid UTF-8 in string")
 			}
 			p.pos++
-			return string(s), nil
+			return s, nil
 		}
 		if c == '\\' {
 			break
 		}
 		if c < 0x20 {
-			return "", p.errorf("control character in string")
+			return nil, p.errorf("control character in string")
 		}
 		p.pos++
 	}
 	if p.pos >= len(d) {
-		return "", p.errorf("unterminated string")
+		return nil, p.errorf("unterminated string")
 	}
 	buf := make([]byte, 0, p.pos-start+16)
 	buf = append(buf, d[start:p.pos]...)
@@ -331,12 +341,12 @@ func (p *parser) string() (string, error) {
 		switch {
 		case c == '"':
 			if !utf8.Valid(buf) {
-				return "", p.errorf("invalid UTF-8 in string")
+				return nil, p.errorf("invalid UTF-8 in string")
 			}
 			p.pos++
-			return string(buf), nil
+			return buf, nil
 		case c < 0x20:
-			return "", p.errorf("control character in string")
+			return nil, p.errorf("control character in string")
 		case c != '\\':
 			buf = append(buf, c)
 			p.pos++
@@ -344,7 +354,7 @@ func (p *parser) string() (string, error) {
 		}
 		// Escape sequence.
 		if p.pos+1 >= len(d) {
-			return "", p.errorf("unterminated string")
+			return nil, p.errorf("unterminated string")
 		}
 		esc := d[p.pos+1]
 		p.pos += 2
@@ -364,33 +374,33 @@ func (p *parser) string() (string, error) {
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
-				return "", p.errorf("invalid \\u escape")
+				return nil, p.errorf("invalid \\u escape")
 			}
 			switch {
 			case utf16.IsSurrogate(r) && r < 0xDC00:
 				// High surrogate: a low surrogate escape must follow.
 				if p.pos+1 >= len(d) || d[p.pos] != '\\' || d[p.pos+1] != 'u' {
-					return "", p.errorf("lone surrogate \\u%04x", r)
+					return nil, p.errorf("lone surrogate \\u%04x", r)
 				}
 				p.pos += 2
 				r2, ok := p.hex4()
 				if !ok {
-					return "", p.errorf("invalid \\u escape")
+					return nil, p.errorf("invalid \\u escape")
 				}
 				if r2 < 0xDC00 || r2 > 0xDFFF {
-					return "", p.errorf("lone surrogate \\u%04x", r)
+					return nil, p.errorf("lone surrogate \\u%04x", r)
 				}
 				r = utf16.DecodeRune(r, r2)
 			case utf16.IsSurrogate(r):
-				return "", p.errorf("lone surrogate \\u%04x", r)
+				return nil, p.errorf("lone surrogate \\u%04x", r)
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
 			p.pos -= 2
-			return "", p.errorf("invalid escape %q", esc)
+			return nil, p.errorf("invalid escape %q", esc)
 		}
 	}
-	return "", p.errorf("unterminated string")
+	return nil, p.errorf("unterminated string")
 }
 
 // hex4 reads four hex digits at p.pos.
@@ -430,7 +440,7 @@ func utf16Weight(r rune) rune {
 
 // compareUTF16 compares two valid UTF-8 strings by their UTF-16 code units,
 // as RFC 8785 section 3.2.3 requires for member names.
-func compareUTF16(a, b string) int {
+func compareUTF16(a, b []byte) int {
 	for i, j := 0, 0; ; {
 		if i == len(a) || j == len(b) {
 			return (len(a) - i) - (len(b) - j) // shorter (exhausted) first
@@ -444,8 +454,8 @@ func compareUTF16(a, b string) int {
 			j++
 			continue
 		}
-		ra, na := utf8.DecodeRuneInString(a[i:])
-		rb, nb := utf8.DecodeRuneInString(b[j:])
+		ra, na := utf8.DecodeRune(a[i:])
+		rb, nb := utf8.DecodeRune(b[j:])
 		if ra != rb {
 			return int(utf16Weight(ra)) - int(utf16Weight(rb))
 		}
@@ -603,7 +613,7 @@ func appendNumber(buf []byte, f float64) []byte {
 }
 
 // appendString appends s (valid UTF-8) as a JCS string literal.
-func appendString(buf []byte, s string) []byte {
+func appendString(buf []byte, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	buf = append(buf, '"')
 	start := 0

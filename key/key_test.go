@@ -81,7 +81,7 @@ func TestCompareUTF16(t *testing.T) {
 	ordered := []string{"", "\r", "1", "a", "ab", "\u0080", "\u00f6", "\u20ac", "\U0001F600", "\U0001F600a", "\U0010FFFF", "\ue000", "\ufb33", "\uffff"}
 	for i := range ordered {
 		for j := range ordered {
-			got := compareUTF16(ordered[i], ordered[j])
+			got := compareUTF16([]byte(ordered[i]), []byte(ordered[j]))
 			switch {
 			case i < j && got >= 0, i > j && got <= 0, i == j && got != 0:
 				t.Errorf("compare(%q, %q) = %d", ordered[i], ordered[j], got)

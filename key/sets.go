@@ -23,7 +23,7 @@ type Options struct {
 
 // segment is one step of the path of a value being encoded.
 type segment struct {
-	name    string // object member name
+	name    []byte // object member name
 	index   int    // array index when isIndex
 	isIndex bool
 	inSet   bool // element of a set: only "*" matches
@@ -82,7 +82,7 @@ func (p pointer) matches(path []segment) bool {
 				return false
 			}
 		default:
-			if pat != s.name {
+			if pat != string(s.name) {
 				return false
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -139,7 +140,6 @@ func (s *Store) JobFinishMany(ctx context.Context, p []*store.JobFinishParams) (
 // a handler's own writes and its job's completion commit together.
 func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams) ([]error, error) {
 	out := make([]error, len(p))
-	n := len(p)
 	var (
 		ids, orig, durs                     []int64
 		tokens, states, errs, outc, targets []string
@@ -180,17 +180,12 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 	if err != nil {
 		return nil, fmt.Errorf("finish: %w", err)
 	}
-	type done struct {
-		state idemtype.JobState
-		queue string
-		runAt time.Time
-	}
-	finished := map[int64]done{}
+	finished := map[int64]finishedJob{}
 	var id int64
 	var st, queue string
 	var runAt time.Time
 	_, err = pgx.ForEachRow(rows, []any{&id, &st, &queue, &runAt}, func() error {
-		finished[id] = done{idemtype.JobState(st), queue, runAt}
+		finished[id] = finishedJob{idemtype.JobState(st), queue, runAt.UTC()}
 		return nil
 	})
 	if err != nil {
@@ -253,13 +248,63 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 	return out, nil
 }
 
-// finishRepeats sets the errors of items that did not match a running
-// lease: nil for a repeated identical completion, ErrLeaseLost otherwise.
-func (s *Store) finishRepeats(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams, out []error, finished map[int64]struct {
+// finishedJob is a job a finish statement moved on.
+type finishedJob struct {
 	state idemtype.JobState
 	queue string
 	runAt time.Time
-}) error {
+}
+
+// finishRepeats sets the errors of items that did not match a running
+// lease: nil for a repeated identical completion, ErrLeaseLost otherwise.
+func (s *Store) finishRepeats(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) error {
+	var missed []int64
+	for i, f := range p {
+		if out[i] == nil {
+			if _, ok := finished[f.ID]; !ok {
+				missed = append(missed, f.ID)
+			}
+		}
+	}
+	if len(missed) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, s.sql(qFinishedRepeat), missed)
+	if err != nil {
+		return fmt.Errorf("read finished jobs: %w", err)
+	}
+	type seen struct {
+		state, token string
+		result      *string
+	}
+	have := map[int64]seen{}
+	var id int64
+	var sn seen
+	_, err = pgx.ForEachRow(rows, []any{&id, &sn.state, &sn.token, &sn.result}, func() error {
+		have[id] = sn
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read finished jobs: %w", err)
+	}
+	for i, f := range p {
+		if out[i] != nil {
+			continue
+		}
+		if _, ok := finished[f.ID]; ok {
+			continue
+		}
+		h, ok := have[f.ID]
+		var res []byte
+		if ok && h.result != nil {
+			res = []byte(*h.result)
+		}
+		if ok && f.State == idemtype.StateCompleted && h.state == string(idemtype.StateCompleted) &&
+			h.token != "" && h.token == f.LeaseToken && jsonSame(res, f.Result) {
+			continue
+		}
+		out[i] = fmt.Errorf("finish job %d: %w", f.ID, idemtype.ErrLeaseLost)
+	}
 	return nil
 }
 
@@ -324,4 +369,212 @@ func jsonSame(a, b []byte) bool {
 		return bytes.Equal(a, b)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// JobCancel implements store.Jobs.
+func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemtype.JobRow, error) {
+	now := store.OrNow(p.Now)
+	var out *idemtype.JobRow
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var tenant, state string
+		err := tx.QueryRow(ctx, s.sql(qJobLock), p.ID).Scan(&tenant, &state)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && p.Tenant != "" && tenant != p.Tenant) {
+			return fmt.Errorf("job %d: %w", p.ID, idemtype.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if idemtype.JobState(state).Finished() {
+			return fmt.Errorf("job %d is %s: %w", p.ID, state, idemtype.ErrWrongState)
+		}
+		if state == string(idemtype.StateRunning) {
+			if _, err := tx.Exec(ctx, s.sql(qAttemptCancel), p.ID, now, p.Reason); err != nil {
+				return err
+			}
+		}
+		if out, err = scanJob(tx.QueryRow(ctx, s.sql(qJobCancel), p.ID, now, p.Reason)); err != nil {
+			return err
+		}
+		_, err = s.afterFinal(ctx, tx, nil, []int64{p.ID}, []int64{p.ID}, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel job: %w", err)
+	}
+	return out, nil
+}
+
+// JobRetryMany implements store.Jobs.
+func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) ([]*idemtype.JobRow, error) {
+	now := store.OrNow(p.Now)
+	runAt := now
+	if !p.RunAt.IsZero() {
+		runAt = p.RunAt.UTC()
+	}
+	from := make([]string, 0, len(p.FromStates))
+	for _, st := range p.FromStates {
+		if st == idemtype.StateDead || st == idemtype.StateCancelled {
+			from = append(from, string(st))
+		}
+	}
+	if len(p.FromStates) == 0 {
+		from = []string{string(idemtype.StateDead), string(idemtype.StateCancelled)}
+	}
+	var out []*idemtype.JobRow
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var rows pgx.Rows
+		var err error
+		if len(p.IDs) > 0 {
+			limit := p.Limit
+			if limit <= 0 {
+				limit = len(p.IDs)
+			}
+			rows, err = tx.Query(ctx, s.sql(qRetrySelectIDs), p.IDs, p.Filter.Tenant, from, limit)
+		} else {
+			limit := p.Limit
+			if limit <= 0 {
+				limit = 1000
+			}
+			f := p.Filter
+			f.States = nil
+			where, args := jobFilterSQL(&f, 3)
+			rows, err = tx.Query(ctx, s.sql(qRetrySelectFilter(where)), append([]any{from, limit}, args...)...)
+		}
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		if out, err = collectJobsQuery(ctx, tx, s.sql(qRetry), ids, runAt, now); err != nil {
+			return err
+		}
+		var queues []string
+		for _, j := range out {
+			if j.State == idemtype.StateAvailable {
+				queues = append(queues, j.Queue)
+			}
+		}
+		return s.notify(ctx, tx, queues)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry jobs: %w", err)
+	}
+	return out, nil
+}
+
+// collectJobsQuery runs a query returning job rows.
+func collectJobsQuery(ctx context.Context, q querier, sql string, args ...any) ([]*idemtype.JobRow, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collectJobs(rows)
+}
+
+// JobDelete implements store.Jobs.
+func (s *Store) JobDelete(ctx context.Context, tenant string, id int64, state idemtype.JobState) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, s.sql(qJobDelete), id, string(state), tenant)
+	if err != nil {
+		return fmt.Errorf("delete job %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete job %d in state %s: %w", id, state, idemtype.ErrNotFound)
+	}
+	return nil
+}
+
+// AttemptList implements store.Jobs.
+func (s *Store) AttemptList(ctx context.Context, tenant string, jobID int64) ([]*idemtype.Attempt, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	var exists bool
+	if err := db.QueryRow(ctx, s.sql(qJobExists), jobID, tenant).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, idemtype.ErrNotFound)
+	}
+	rows, err := db.Query(ctx, s.sql(qAttemptList), jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []*idemtype.Attempt
+	for rows.Next() {
+		var a idemtype.Attempt
+		var outcome string
+		var status int32
+		if err := rows.Scan(&a.JobID, &a.Attempt, &a.StartedAt, &a.FinishedAt, &a.DurationMS, &outcome,
+			&a.Error, &a.WorkerID, &a.Target, &status); err != nil {
+			return nil, fmt.Errorf("list attempts: %w", err)
+		}
+		a.Outcome, a.HTTPStatus = idemtype.Outcome(outcome), int(status)
+		a.StartedAt, a.FinishedAt = utc(a.StartedAt), utcP(a.FinishedAt)
+		out = append(out, &a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	return out, nil
+}
+
+// QueueStats implements store.Jobs.
+func (s *Store) QueueStats(ctx context.Context, tenant string, now time.Time) ([]*store.QueueStat, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	now = store.OrNow(now)
+	byQueue := map[string]*store.QueueStat{}
+	stat := func(q string) *store.QueueStat {
+		if byQueue[q] == nil {
+			byQueue[q] = &store.QueueStat{Queue: q, Counts: map[idemtype.JobState]int64{}}
+		}
+		return byQueue[q]
+	}
+	rows, err := db.Query(ctx, s.sql(qQueueCounts), tenant, now)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	var q, st string
+	var n int64
+	var oldest *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&q, &st, &n, &oldest}, func() error {
+		qs := stat(q)
+		qs.Counts[idemtype.JobState(st)] = n
+		if oldest != nil && (qs.OldestAvailable == nil || oldest.Before(*qs.OldestAvailable)) {
+			qs.OldestAvailable = utcP(oldest)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	rows, err = db.Query(ctx, s.sql(qQueueAttempts), tenant, now)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	var ok, failed int64
+	_, err = pgx.ForEachRow(rows, []any{&q, &ok, &failed}, func() error {
+		qs := stat(q)
+		qs.Completed1m, qs.Failed1m = ok, failed
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue stats: %w", err)
+	}
+	out := make([]*store.QueueStat, 0, len(byQueue))
+	for _, qs := range byQueue {
+		out = append(out, qs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
+	return out, nil
 }

@@ -324,7 +324,8 @@ const (
     dedup_until, expires_at, duration_ms`
 
 	qRecordGet = `SELECT ` + recordCols + ` FROM {schema}.records
-WHERE tenant = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > $3)`
+WHERE ($1 = '' OR tenant = $1) AND key = $2 AND (expires_at IS NULL OR expires_at > $3)
+ORDER BY tenant LIMIT 1`
 
 	qRecordDelete = `DELETE FROM {schema}.records WHERE tenant = $1 AND key = $2`
 

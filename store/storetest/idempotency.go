@@ -18,6 +18,7 @@ func idempotencyCases() []testCase {
 		{"JobInsertMany/dedup_window_zero_blocks_until_finished", testDedupWindowZero},
 		{"JobInsertMany/duplicate_keys_in_one_batch", testKeyDuplicateInBatch},
 		{"JobInsertMany/key_usable_after_record_delete", testKeyAfterRecordDelete},
+		{"JobInsertMany/failed_item_leaves_no_record", testKeyFailedItem},
 	}
 }
 
@@ -86,6 +87,10 @@ func testKeyExistingEveryState(t *testing.T, s store.Store) {
 		wantState(t, s, j.ID, st)
 		res := insertAll(t, s, at(30*time.Minute), keyed("again", "key-"+string(st), "fp"))
 		wantExisting(t, "repeat of key in state "+string(st), res[0], j.ID, st)
+		if res[0].Job != nil && (res[0].Job.Kind != j.Kind || res[0].Job.IdempotencyKey != j.IdempotencyKey) {
+			t.Errorf("existing job in state %s: kind %q key %q, want the stored job's %q %q",
+				st, res[0].Job.Kind, res[0].Job.IdempotencyKey, j.Kind, j.IdempotencyKey)
+		}
 	}
 	if n := len(listAll(t, s, store.JobFilter{Kind: "again"})); n != 0 {
 		t.Errorf("%d jobs created by repeats, want 0", n)
@@ -194,6 +199,12 @@ func testDedupWindowZero(t *testing.T, s store.Store) {
 	// Dead and cancelled jobs reopen the key too.
 	d1 := insert1(t, s, at(0), zero("kd", "D"))
 	killJob(t, s, d1, at(time.Minute))
+	r = record(t, s, "default", "D", at(time.Minute+time.Second-time.Microsecond))
+	wantTimeP(t, "DedupUntil after a dead finish (window 0)", r.DedupUntil, at(time.Minute+time.Second))
+	wantTimeP(t, "ExpiresAt after a dead finish (window 0)", r.ExpiresAt, at(time.Minute+time.Second))
+	if r.Status != idemtype.RecordInProgress || r.Result != nil {
+		t.Errorf("record of a dead job: status %s result %q", r.Status, r.Result)
+	}
 	if d2 := insert1(t, s, at(2*time.Minute), zero("kd", "D")); d2.ID == d1.ID {
 		t.Errorf("window 0: no new job after a dead one")
 	}
@@ -232,5 +243,26 @@ func testKeyAfterRecordDelete(t *testing.T, s store.Store) {
 	}
 	if r := record(t, s, "default", "K", at(time.Minute)); r.JobID != j2.ID || r.Fingerprint != hash("two") {
 		t.Errorf("record: job %d fingerprint %s", r.JobID, r.Fingerprint)
+	}
+}
+
+func testKeyFailedItem(t *testing.T, s store.Store) {
+	bad := keyed("bad", "K", "one")
+	bad.DependsOn = []int64{424242}
+	res := insertAll(t, s, at(0), bad, keyed("good", "K", "two"))
+	if res[0].Err == nil {
+		t.Fatalf("item with an unknown dependency inserted")
+	}
+	if res[1].Err != nil || res[1].Existing || res[1].Job == nil {
+		t.Fatalf("second item with the key of a failed item: %+v", res[1])
+	}
+	r := record(t, s, "default", "K", at(0))
+	if r.JobID != res[1].Job.ID || r.Fingerprint != hash("two") {
+		t.Errorf("record: job %d fingerprint %s, want job %d and the second fingerprint", r.JobID, r.Fingerprint, res[1].Job.ID)
+	}
+	// A refused reuse leaves the record as it was.
+	wantKeyReused(t, "reuse", insertAll(t, s, at(time.Second), keyed("x", "K", "three"))[0], "K", res[1].Job.ID)
+	if r := record(t, s, "default", "K", at(time.Second)); r.Fingerprint != hash("two") || r.JobID != res[1].Job.ID {
+		t.Errorf("a refused reuse changed the record: job %d fingerprint %s", r.JobID, r.Fingerprint)
 	}
 }

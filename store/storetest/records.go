@@ -84,7 +84,12 @@ func testRecordCompletedFinish(t *testing.T, s store.Store) {
 	js := insertNew(t, s, at(0), keyed("k1", "K", "fp"), long, comp)
 	fin := at(time.Minute + time.Second)
 
-	completeJob(t, s, js[0], at(time.Minute), `{"v":"hello"}`)
+	c0 := claimJob(t, s, js[0], at(time.Minute))
+	if res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K", Owner: store.JobOwner(c0.ID),
+		JobID: c0.ID, LeaseUntil: at(time.Hour), Now: at(time.Minute)}); !res.Acquired {
+		t.Fatalf("job could not take its key's lease")
+	}
+	finish1(t, s, completion(c0, `{"v":"hello"}`, fin))
 	r := record(t, s, "default", "K", fin)
 	if r.Status != idemtype.RecordCompleted || string(r.Result) != `{"v":"hello"}` || r.ResultHash != hash(`{"v":"hello"}`) ||
 		r.SizeBytes != int64(len(`{"v":"hello"}`)) || r.Compressed || r.ResultJobID != js[0].ID || r.JobID != js[0].ID ||
@@ -132,7 +137,9 @@ func testRecordCachedFinish(t *testing.T, s store.Store) {
 }
 
 func testRecordFailureNotCached(t *testing.T, s store.Store) {
-	j := insert1(t, s, at(0), keyed("k", "K", "fp"))
+	p := keyed("k", "K", "fp")
+	p.DedupWindow = 24 * time.Hour
+	j := insert1(t, s, at(0), p)
 	for i, st := range []idemtype.JobState{idemtype.StateRetryable, idemtype.StateDead} {
 		now := at(time.Duration(i) * time.Hour)
 		c := claimJob(t, s, j, now)
@@ -382,12 +389,12 @@ func testRecordStats(t *testing.T, s store.Store) {
 		p.DedupUntil = at(time.Minute)
 		acquire(t, s, p)
 	}
-	mk("a", "live-long", 72*time.Hour)   // live, in progress
-	mk("a", "expiring", 30*time.Hour)    // live, expires within 24 h of at(10h)
-	mk("a", "done", 72*time.Hour)        // completed below
-	mk("a", "expired1", 5*time.Hour)     // expired at at(10h)
-	mk("b", "expired2", 6*time.Hour)     // expired, tenant b
-	mk("b", "live-b", 100*time.Hour)     // live, tenant b
+	mk("a", "live-long", 72*time.Hour) // live, in progress
+	mk("a", "expiring", 30*time.Hour)  // live, expires within 24 h of at(10h)
+	mk("a", "done", 72*time.Hour)      // completed below
+	mk("a", "expired1", 5*time.Hour)   // expired at at(10h)
+	mk("b", "expired2", 6*time.Hour)   // expired, tenant b
+	mk("b", "live-b", 100*time.Hour)   // live, tenant b
 	if err := s.RecordComplete(t.Context(), &store.RecordCompleteParams{Tenant: "a", Key: "done", Owner: "o",
 		Result: []byte("12345"), ResultHash: hash("12345"), TTL: time.Hour, Now: at(time.Second)}); err != nil {
 		t.Fatalf("RecordComplete: %v", err)

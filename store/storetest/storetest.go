@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, maintenanceCases()...)
 	all = append(all, leaderCases()...)
 	all = append(all, apiKeyCases()...)
+	all = append(all, lifecycleCases()...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

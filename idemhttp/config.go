@@ -1,0 +1,114 @@
+package idemhttp
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxBodyBytes is the largest request body accepted (413 above).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultListLimit is the page size of lists when limit is not given.
+	DefaultListLimit = 50
+	// MaxListLimit is the largest page; larger limits are clamped to it.
+	MaxListLimit = 500
+	// MaxBatch is the most jobs in one POST /v1/jobs/batch.
+	MaxBatch = 1000
+	// MaxReplay is the most jobs one POST /v1/jobs/replay copies.
+	MaxReplay = 10000
+	// DefaultAuthCacheTTL is how long a verified API key is trusted without
+	// asking the store again (a revoked key stops working within it).
+	DefaultAuthCacheTTL = 5 * time.Second
+	// DefaultReadyDeadJobs: more dead jobs than this makes /readyz unhealthy.
+	DefaultReadyDeadJobs = 100
+	// DefaultReadyAvailableJobs: more available jobs than this is degraded.
+	DefaultReadyAvailableJobs = 1000
+	// DefaultReadyOldestAvailable: an available job older than this is degraded.
+	DefaultReadyOldestAvailable = 5 * time.Minute
+	// DefaultReadySuccessRate: a success rate over the last minute below
+	// this is degraded.
+	DefaultReadySuccessRate = 0.95
+)
+
+// Config configures a Server. A nil *Config uses every default.
+type Config struct {
+	// Logger receives request errors; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// MaxBodyBytes caps request bodies; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// AuthCacheTTL: how long a verified key is cached; default
+	// DefaultAuthCacheTTL; negative disables the cache.
+	AuthCacheTTL time.Duration
+	// Ready holds the thresholds of /readyz.
+	Ready ReadyConfig
+	// Idempotency configures the Idempotency-Key middleware on the API's
+	// own non-enqueue POSTs. Its Tenant is always the authenticated tenant.
+	Idempotency MiddlewareConfig
+}
+
+// ReadyConfig holds the thresholds of /readyz; zero fields take the defaults.
+type ReadyConfig struct {
+	// DeadJobs: more dead jobs (all queues and tenants) → unhealthy (503).
+	// Default DefaultReadyDeadJobs.
+	DeadJobs int64
+	// AvailableJobs: more available jobs → degraded. Default DefaultReadyAvailableJobs.
+	AvailableJobs int64
+	// OldestAvailable: an available job waiting longer → degraded.
+	// Default DefaultReadyOldestAvailable.
+	OldestAvailable time.Duration
+	// SuccessRate: a success rate over the last minute below it → degraded.
+	// Default DefaultReadySuccessRate.
+	SuccessRate float64
+}
+
+func (c *Config) withDefaults() (*Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, errors.New("idemhttp config: MaxBodyBytes must be positive")
+	}
+	if cfg.AuthCacheTTL == 0 {
+		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	r := &cfg.Ready
+	if r.DeadJobs == 0 {
+		r.DeadJobs = DefaultReadyDeadJobs
+	}
+	if r.AvailableJobs == 0 {
+		r.AvailableJobs = DefaultReadyAvailableJobs
+	}
+	if r.OldestAvailable == 0 {
+		r.OldestAvailable = DefaultReadyOldestAvailable
+	}
+	if r.SuccessRate == 0 {
+		r.SuccessRate = DefaultReadySuccessRate
+	}
+	if r.DeadJobs < 0 || r.AvailableJobs < 0 || r.OldestAvailable < 0 || r.SuccessRate < 0 || r.SuccessRate > 1 {
+		return nil, errors.New("idemhttp config: invalid Ready thresholds")
+	}
+	if cfg.Idempotency.Now == nil {
+		cfg.Idempotency.Now = cfg.Now
+	}
+	if cfg.Idempotency.Logger == nil {
+		cfg.Idempotency.Logger = cfg.Logger
+	}
+	if cfg.Idempotency.MaxBodyBytes == 0 {
+		cfg.Idempotency.MaxBodyBytes = cfg.MaxBodyBytes
+	}
+	return &cfg, nil
+}

@@ -1,0 +1,189 @@
+package idemhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// readBody reads the request body under the size limit. An empty body is
+// allowed only when optional; a body must be application/json (415).
+func readBody(r *http.Request, limit int64, optional bool) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, err
+		}
+		return nil, newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed request", "reading the body failed")
+	}
+	if int64(len(body)) > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil, nil
+		}
+		return nil, newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed request", "a JSON body is required")
+	}
+	if err := checkContentType(r); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// checkContentType accepts application/json (with parameters) only.
+func checkContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || mt != "application/json" {
+		return newProblem(http.StatusUnsupportedMediaType, ProblemUnsupportedMedia, "Unsupported media type",
+			"the body must be application/json")
+	}
+	return nil
+}
+
+// decodeStrict decodes one JSON value into v: unknown fields, wrong types
+// and trailing data are 400 problems naming the field.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// jsonProblem turns a decoding error into a 400 problem.
+func jsonProblem(err error) *Problem {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return invalid(field, fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value))
+	case errors.As(err, &syn):
+		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON",
+			fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", "the JSON body is truncated")
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		return invalid(f, "unknown field")
+	}
+	return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", strings.TrimPrefix(msg, "json: "))
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "int", "int64", "int32", "uint", "uint64", "float64":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	}
+	return "a " + k
+}
+
+// decodeBody reads and strictly decodes the body into v.
+func (s *Server) decodeBody(r *http.Request, v any, optional bool) error {
+	body, err := readBody(r, s.cfg.MaxBodyBytes, optional)
+	if err != nil || body == nil {
+		return err
+	}
+	return decodeStrict(body, v)
+}
+
+// parseDuration parses an optional Go duration string of field.
+func parseDuration(field string, s *string) (*time.Duration, error) {
+	if s == nil {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(*s)
+	if err != nil {
+		return nil, invalid(field, fmt.Sprintf("%q is not a duration such as \"30s\" or \"168h\"", *s))
+	}
+	if d < 0 {
+		return nil, invalid(field, "must not be negative")
+	}
+	return &d, nil
+}
+
+// parseTime parses an optional RFC 3339 time of field.
+func parseTime(field string, s *string) (time.Time, error) {
+	if s == nil || *s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return time.Time{}, invalid(field, fmt.Sprintf("%q is not an RFC 3339 time with a zone", *s))
+	}
+	return t.UTC(), nil
+}
+
+// parseID parses a job id: a positive decimal int64 without sign or padding.
+func parseID(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil && id > 0
+}
+
+func formatID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// parseIDList parses ids given as JSON strings (or numbers) of field.
+func parseIDList(field string, in []json.Number) ([]int64, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]int64, len(in))
+	for i, n := range in {
+		id, ok := parseID(n.String())
+		if !ok {
+			return nil, invalid(field, fmt.Sprintf("%q is not a job id", n.String()))
+		}
+		out[i] = id
+	}
+	return out, nil
+}
+
+// pathID returns the {id} path value; an id that cannot exist is 404.
+func pathID(r *http.Request) (int64, error) {
+	id, ok := parseID(r.PathValue("id"))
+	if !ok {
+		return 0, newProblem(http.StatusNotFound, ProblemNotFound, "Not found", "no job with id "+strconv.Quote(r.PathValue("id")))
+	}
+	return id, nil
+}
+
+// rawOrNil returns nil for an absent or null JSON value.
+func rawOrNil(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,131 @@
+package idemhttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// Problem types: stable URI references, one per kind of error.
+const (
+	ProblemInvalid             = "/problems/invalid-request"
+	ProblemMalformedJSON       = "/problems/malformed-json"
+	ProblemUnauthorized        = "/problems/unauthorized"
+	ProblemForbidden           = "/problems/forbidden"
+	ProblemNotFound            = "/problems/not-found"
+	ProblemMethodNotAllowed    = "/problems/method-not-allowed"
+	ProblemWrongState          = "/problems/wrong-state"
+	ProblemLeaseLost           = "/problems/lease-lost"
+	ProblemKeyInProgress       = "/problems/idempotency-key-in-progress"
+	ProblemKeyReused           = "/problems/idempotency-key-reused"
+	ProblemKeyMissing          = "/problems/idempotency-key-missing"
+	ProblemPayloadTooLarge     = "/problems/payload-too-large"
+	ProblemUnsupportedMedia    = "/problems/unsupported-media-type"
+	ProblemInternal            = "/problems/internal"
+	ProblemServiceUnavailable  = "/problems/service-unavailable"
+	problemContentType         = "application/problem+json"
+	headerIdempotentReplayed   = "Idempotent-Replayed"
+	headerIdempotencyKey       = "Idempotency-Key"
+	headerTenant               = "Idem-Tenant"
+)
+
+// Problem is an RFC 9457 problem detail, the body of every error reply.
+type Problem struct {
+	Type   string            `json:"type"`
+	Title  string            `json:"title"`
+	Status int               `json:"status"`
+	Detail string            `json:"detail"`
+	Errors map[string]string `json:"errors,omitempty"` // field → message, for validation
+	// JobID names the job an idempotency key belongs to (422).
+	JobID string `json:"job_id,omitempty"`
+}
+
+// Error implements error so handlers can return a *Problem.
+func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+func newProblem(status int, typ, title, detail string) *Problem {
+	return &Problem{Type: typ, Title: title, Status: status, Detail: detail}
+}
+
+// invalid returns a 400 validation problem for one field.
+func invalid(field, msg string) *Problem {
+	p := newProblem(http.StatusBadRequest, ProblemInvalid, "Invalid request", field+": "+msg)
+	p.Errors = map[string]string{field: msg}
+	return p
+}
+
+// problemFor maps an error to its problem: the one place where domain
+// errors become HTTP statuses.
+func problemFor(err error) *Problem {
+	var p *Problem
+	var inv *idemtype.InvalidError
+	var reused *idemtype.KeyReusedError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.As(err, &tooBig):
+		return newProblem(http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge, "Payload too large", err.Error())
+	case errors.As(err, &inv):
+		return invalid(inv.Field, inv.Reason)
+	case errors.Is(err, idemtype.ErrInvalid):
+		return newProblem(http.StatusBadRequest, ProblemInvalid, "Invalid request", err.Error())
+	case errors.Is(err, idemtype.ErrNotFound):
+		return newProblem(http.StatusNotFound, ProblemNotFound, "Not found", err.Error())
+	case errors.As(err, &reused):
+		p := newProblem(http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency key reused",
+			"the idempotency key was used with a different request")
+		if reused.JobID != 0 {
+			p.JobID = formatID(reused.JobID)
+		}
+		return p
+	case errors.Is(err, idemtype.ErrKeyReused):
+		return newProblem(http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency key reused", err.Error())
+	case errors.Is(err, idemtype.ErrWrongState):
+		return newProblem(http.StatusConflict, ProblemWrongState, "Wrong state", err.Error())
+	case errors.Is(err, idemtype.ErrLeaseLost):
+		return newProblem(http.StatusConflict, ProblemLeaseLost, "Lease lost", err.Error())
+	case errors.Is(err, idemtype.ErrKeyInProgress):
+		return newProblem(http.StatusConflict, ProblemKeyInProgress, "Idempotency key in progress", err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return newProblem(http.StatusServiceUnavailable, ProblemServiceUnavailable, "Request cancelled", "the request was cancelled or timed out")
+	}
+	return newProblem(http.StatusInternalServerError, ProblemInternal, "Internal error", "an internal error occurred")
+}
+
+// writeProblem writes p as application/problem+json.
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	h := w.Header()
+	h.Set("Content-Type", problemContentType)
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeError maps err and writes it; 5xx errors are logged (never sent).
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	p := problemFor(err)
+	if p.Status >= 500 && logger != nil {
+		logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+	}
+	writeProblem(w, p)
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b = append(b, '\n')
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,85 @@
+// Package dbtest finds a PostgreSQL server for tests and gives each test a
+// schema of its own.
+//
+// The server is IDEM_TEST_DATABASE_URL when set, otherwise the local server
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable when it answers.
+// Without one, tests skip with a loud message — or fail when
+// IDEM_REQUIRE_POSTGRES=1 (CI sets it, so a skipped suite cannot pass).
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// LocalURL is the local server tried when IDEM_TEST_DATABASE_URL is not set.
+const LocalURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var probe struct {
+	once sync.Once
+	url  string
+	err  error
+}
+
+// PostgresURL returns the URL of the test server, or skips (fails under
+// IDEM_REQUIRE_POSTGRES=1) when there is none.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	probe.once.Do(func() {
+		probe.url = os.Getenv("IDEM_TEST_DATABASE_URL")
+		if probe.url == "" {
+			probe.url = LocalURL
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, probe.url)
+		if err == nil {
+			err = conn.Ping(ctx)
+			conn.Close(ctx)
+		}
+		probe.err = err
+	})
+	if probe.err != nil {
+		msg := "PostgreSQL not available: " + probe.err.Error() +
+			" (set IDEM_TEST_DATABASE_URL or start a server on 127.0.0.1:5432)"
+		if os.Getenv("IDEM_REQUIRE_POSTGRES") == "1" {
+			t.Fatal(msg + "; IDEM_REQUIRE_POSTGRES=1 forbids skipping")
+		}
+		t.Skip("*** " + msg + " ***")
+	}
+	return probe.url
+}
+
+// NewSchema returns the server URL and a fresh schema name idem_test_<random>
+// that does not exist yet (the store under test creates it); the schema is
+// dropped with everything in it when the test ends.
+func NewSchema(t testing.TB) (url string, schema string) {
+	t.Helper()
+	url = PostgresURL(t)
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	schema = "idem_test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return url, schema
+}

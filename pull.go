@@ -1,0 +1,252 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Limits of pull claims.
+const (
+	MaxClaimWait  = 60 * time.Second
+	MaxClaimLimit = 100
+	MaxLease      = time.Hour
+)
+
+// ClaimParams is a claim by a remote (pull) worker.
+type ClaimParams struct {
+	Tenant   string   // "" = the default tenant
+	Queues   []string // at least one
+	Kinds    []string // nil = any kind
+	WorkerID string   // required
+	Limit    int      // 1..MaxClaimLimit; default 1
+	Lease    time.Duration
+	// Wait long-polls up to this long (max MaxClaimWait) for a job.
+	Wait time.Duration
+}
+
+// Claim hands jobs to a remote worker, each with a lease token that the
+// worker must send back with Heartbeat, Complete and Fail. A job whose key
+// already holds a completed result is completed here and never handed out.
+// It returns an empty (never nil) slice when nothing came within Wait.
+func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
+	if err := validateClaim(&p, c.cfg.LeaseDuration); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(p.Wait)
+	poll := time.NewTicker(c.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		signal := c.inserted.C()
+		jobs, err := c.claimOnce(ctx, &p)
+		if err != nil || len(jobs) > 0 {
+			return jobs, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return []*JobRow{}, nil
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return []*JobRow{}, nil
+		case <-signal:
+		case <-poll.C:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func validateClaim(p *ClaimParams, defLease time.Duration) error {
+	if len(p.Queues) == 0 {
+		return idemtype.Invalid("queues", "at least one queue")
+	}
+	for _, q := range p.Queues {
+		if err := ValidateName("queues", q); err != nil {
+			return err
+		}
+	}
+	if err := ValidateName("worker_id", p.WorkerID); err != nil {
+		return err
+	}
+	setDefault(&p.Limit, 1)
+	setDefault(&p.Lease, defLease)
+	if p.Limit < 1 || p.Limit > MaxClaimLimit {
+		return idemtype.Invalid("limit", "must be between 1 and %d", MaxClaimLimit)
+	}
+	if p.Lease < time.Second || p.Lease > MaxLease {
+		return idemtype.Invalid("lease", "must be between 1s and %s", MaxLease)
+	}
+	if p.Wait < 0 || p.Wait > MaxClaimWait {
+		return idemtype.Invalid("wait", "must be between 0s and %s", MaxClaimWait)
+	}
+	return nil
+}
+
+// claimOnce claims and settles keyed jobs that need no worker.
+func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, error) {
+	now := c.now()
+	jobs, err := c.store.JobClaim(ctx, &store.JobClaimParams{Tenant: c.tenant(p.Tenant), Queues: p.Queues,
+		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	out := make([]*JobRow, 0, len(jobs))
+	var settled []*store.JobFinishParams
+	rt := &runtime{c: c} // key handling shares the executor's code
+	for _, j := range jobs {
+		if j.IdempotencyKey == "" {
+			out = append(out, j)
+			continue
+		}
+		fin := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken}
+		run, err := rt.acquireKey(ctx, j, fin)
+		if err != nil {
+			fin = &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken}
+			rt.failAttempt(j, fin, err, now)
+			run = false
+		}
+		if run {
+			c.stats.cacheMisses.Add(1)
+			out = append(out, j)
+			continue
+		}
+		fin.FinishedAt = c.now()
+		settled = append(settled, fin)
+	}
+	if len(settled) > 0 {
+		if _, err := c.store.JobFinishMany(ctx, settled); err != nil {
+			return nil, fmt.Errorf("claim: settle cached jobs: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat extends the lease of a job claimed by a remote worker and
+// returns the new expiry; ErrLeaseLost when the lease is gone.
+func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token string, lease time.Duration) (time.Time, error) {
+	if _, err := c.JobGet(ctx, tenant, id); err != nil {
+		return time.Time{}, err
+	}
+	setDefault(&lease, c.cfg.LeaseDuration)
+	if lease < time.Second || lease > MaxLease {
+		return time.Time{}, idemtype.Invalid("lease", "must be between 1s and %s", MaxLease)
+	}
+	now := c.now()
+	until := now.Add(lease)
+	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
+		Leases: []store.Lease{{ID: id, Token: token}}, Until: until, Now: now})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	if len(errs) > 0 && errs[0] != nil {
+		return time.Time{}, errs[0]
+	}
+	return until, nil
+}
+
+// Complete records the success of a remotely worked job. Repeating it with
+// the same token and result returns the job again; another result is
+// ErrLeaseLost.
+func (c *Client) Complete(ctx context.Context, tenant string, id int64, token string, result json.RawMessage) (*JobRow, error) {
+	if len(result) > 0 && !json.Valid(result) {
+		return nil, idemtype.Invalid("result", "must be valid JSON")
+	}
+	row, err := c.JobGet(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	fin := &store.JobFinishParams{ID: id, LeaseToken: token}
+	rt := &runtime{c: c}
+	rt.completeAttempt(row, fin, nullIfEmpty(result))
+	return c.finishRemote(ctx, tenant, row, fin)
+}
+
+// FailParams describes a failed remote attempt.
+type FailParams struct {
+	Error string
+	// NoRetry sends the job straight to dead.
+	NoRetry bool
+	// RetryAfter overrides the backoff policy when not nil.
+	RetryAfter *time.Duration
+}
+
+// Fail records the failure of a remotely worked job: retryable with backoff,
+// or dead when attempts are exhausted or NoRetry is set.
+func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string, p FailParams) (*JobRow, error) {
+	if p.RetryAfter != nil && *p.RetryAfter < 0 {
+		return nil, idemtype.Invalid("retry_after", "must not be negative")
+	}
+	row, err := c.JobGet(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if p.Error == "" {
+		p.Error = "failed"
+	}
+	fin := &store.JobFinishParams{ID: id, LeaseToken: token}
+	rt := &runtime{c: c}
+	var cause error = remoteError(p.Error)
+	switch {
+	case p.NoRetry:
+		cause = JobPermanent(cause)
+	case p.RetryAfter != nil:
+		cause = JobRetryAfter(*p.RetryAfter, cause)
+	}
+	rt.failAttempt(row, fin, cause, c.now())
+	fin.Error = p.Error
+	return c.finishRemote(ctx, tenant, row, fin)
+}
+
+type remoteError string
+
+func (e remoteError) Error() string { return string(e) }
+
+func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, fin *store.JobFinishParams) (*JobRow, error) {
+	now := c.now()
+	fin.FinishedAt = now
+	if row.StartedAt != nil {
+		fin.DurationMS = now.Sub(*row.StartedAt).Milliseconds()
+	}
+	errs, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{fin})
+	if err != nil {
+		return nil, fmt.Errorf("finish job %d: %w", row.ID, err)
+	}
+	if len(errs) > 0 && errs[0] != nil {
+		return nil, errs[0]
+	}
+	return c.JobGet(ctx, tenant, row.ID)
+}
+
+// broadcaster wakes every waiter at once (long-polling claims).
+type broadcaster struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// C returns a channel closed at the next Broadcast.
+func (b *broadcaster) C() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+// Broadcast wakes the current waiters.
+func (b *broadcaster) Broadcast() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+}

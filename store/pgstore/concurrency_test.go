@@ -1,0 +1,328 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store"
+)
+
+func job(kind string) *store.JobInsertParams {
+	return &store.JobInsertParams{Tenant: "default", Queue: "default", Kind: kind,
+		Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: time.Now()}
+}
+
+func complete(j *idemtype.JobRow) *store.JobFinishParams {
+	return &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: idemtype.StateCompleted,
+		Outcome: idemtype.OutcomeCompleted, Result: json.RawMessage(`{}`), FinishedAt: time.Now()}
+}
+
+func claimParams(limit int) *store.JobClaimParams {
+	return &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: limit,
+		LeaseUntil: time.Now().Add(time.Minute)}
+}
+
+// Sixty-four inserters of one key, each on its own connection, create one job.
+func TestConcurrentInsertOneKey(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, 64)
+	const n = 64
+	// Hold every connection open first so the inserts really overlap.
+	conns := make([]func(), 0, n)
+	for range n {
+		c, err := s.pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c.Release)
+	}
+	for _, release := range conns {
+		release()
+	}
+	start := make(chan struct{})
+	ids := make([]int64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			p := job("k")
+			p.IdempotencyKey, p.Fingerprint, p.DedupWindow = "K", "fp", time.Hour
+			res, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}})
+			if err != nil || res[0].Err != nil {
+				t.Errorf("insert %d: %v %v", i, err, res)
+				return
+			}
+			ids[i] = res[0].Job.ID
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("insert %d got job %d, insert 0 got %d", i, id, ids[0])
+		}
+	}
+	jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Limit: 500})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs after 64 inserts of one key: %d (%v)", len(jobs), err)
+	}
+}
+
+// Eight claimers over 2,000 jobs: every job is claimed exactly once.
+func TestConcurrentClaims(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, 10)
+	const total = 2000
+	batch := make([]*store.JobInsertParams, total)
+	for i := range batch {
+		batch[i] = job("k")
+	}
+	if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: batch}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				jobs, err := s.JobClaim(t.Context(), claimParams(10))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					seen[j.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != total {
+		t.Fatalf("claimed %d distinct jobs, want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("job %d claimed %d times", id, n)
+		}
+	}
+}
+
+// FIFO partitions keep their order and never run two jobs at once under
+// concurrent claimers and inserters.
+func TestConcurrentFIFO(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, 12)
+	const parts, per = 10, 40
+	var wg sync.WaitGroup
+	// Two inserters per partition, one job per transaction.
+	for p := range 2 * parts {
+		wg.Go(func() {
+			p := p % parts
+			for i := range per / 2 {
+				jp := job("k")
+				jp.PartitionKey = fmt.Sprintf("p%d", p)
+				jp.Args = json.RawMessage(fmt.Sprintf(`{"seq":%d}`, i))
+				if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{jp}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var mu sync.Mutex
+	running := map[string]bool{}   // claimed, finish not called yet
+	finishing := map[string]bool{} // finish called, not returned (may have committed)
+	order := map[string][]int64{}
+	done := 0
+	for range 6 {
+		wg.Go(func() {
+			deadline := time.Now().Add(60 * time.Second)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				finished := done == parts*per
+				mu.Unlock()
+				if finished {
+					return
+				}
+				jobs, err := s.JobClaim(t.Context(), claimParams(4))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var fin []*store.JobFinishParams
+				mu.Lock()
+				for _, j := range jobs {
+					if running[j.PartitionKey] && !finishing[j.PartitionKey] {
+						t.Errorf("partition %s: job %d claimed while its head runs", j.PartitionKey, j.ID)
+					}
+					running[j.PartitionKey] = true
+					order[j.PartitionKey] = append(order[j.PartitionKey], j.ID)
+				}
+				mu.Unlock()
+				for _, j := range jobs {
+					fin = append(fin, complete(j))
+				}
+				if len(fin) > 0 {
+					mu.Lock()
+					for _, j := range jobs {
+						finishing[j.PartitionKey] = true
+					}
+					mu.Unlock()
+					if _, err := s.JobFinishMany(t.Context(), fin); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, j := range jobs {
+						if order[j.PartitionKey][len(order[j.PartitionKey])-1] == j.ID {
+							running[j.PartitionKey], finishing[j.PartitionKey] = false, false
+						}
+					}
+					done += len(fin)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for p, ids := range order {
+		for i := 1; i < len(ids); i++ {
+			if ids[i] <= ids[i-1] {
+				t.Fatalf("partition %s ran out of id order: %v", p, ids)
+			}
+		}
+		if len(ids) != per {
+			t.Fatalf("partition %s ran %d jobs, want %d", p, len(ids), per)
+		}
+	}
+	if done != parts*per {
+		t.Fatalf("completed %d jobs, want %d", done, parts*per)
+	}
+}
+
+// Two dependencies completing in concurrent transactions release their
+// dependant (no write skew).
+func TestConcurrentDependencies(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, 8)
+	for round := range 20 {
+		res, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{job("a"), job("b")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := job("d")
+		d.DependsOn = []int64{res[0].Job.ID, res[1].Job.ID}
+		dr, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{d}})
+		if err != nil || dr[0].Job.State != idemtype.StatePending {
+			t.Fatalf("dependant: %v %+v", err, dr)
+		}
+		jobs, err := s.JobClaim(t.Context(), claimParams(2))
+		if err != nil || len(jobs) != 2 {
+			t.Fatalf("claim: %v %d", err, len(jobs))
+		}
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Go(func() {
+				if _, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{complete(j)}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		got, err := s.JobGet(t.Context(), "", dr[0].Job.ID)
+		if err != nil || got.State != idemtype.StateAvailable {
+			t.Fatalf("round %d: dependant %v %v, want available", round, got.State, err)
+		}
+		if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: got.ID, Reason: "done"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Four goroutines migrating one schema at once all succeed.
+func TestConcurrentMigrate(t *testing.T) {
+	t.Parallel()
+	url, schema := dbtest.NewSchema(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			s, err := Open(t.Context(), withPoolSize(url, 2), &Config{Schema: schema})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close()
+			if err := s.Migrate(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	s, err := Open(t.Context(), withPoolSize(url, 2), &Config{Schema: schema, SkipMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.MigrationStatus(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range st {
+		if !m.Applied {
+			t.Errorf("migration %d not applied", m.Version)
+		}
+	}
+	if err := s.MigrateDown(t.Context(), 0); err != nil {
+		t.Fatalf("migrate down: %v", err)
+	}
+	st, _ = s.MigrationStatus(t.Context())
+	for _, m := range st {
+		if m.Applied {
+			t.Errorf("migration %d still applied after down", m.Version)
+		}
+	}
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate up again: %v", err)
+	}
+}
+
+// Listen delivers the queue of an inserted job.
+func TestListen(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t, 4)
+	ctx, cancel := context.WithCancel(t.Context())
+	ch, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := job("k")
+	p.Queue = "mail"
+	start := time.Now()
+	if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case q := <-ch:
+		if q != "mail" {
+			t.Fatalf("notification for %q, want mail", q)
+		}
+		t.Logf("notified after %v", time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification within 10s")
+	}
+	cancel()
+	for range ch { // closes when ctx ends
+	}
+}

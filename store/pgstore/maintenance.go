@@ -1,0 +1,150 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// JobRescue implements store.Maintenance.
+func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int64, error) {
+	now := store.OrNow(p.Now)
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var out []int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.sql(qRescue), now, limit)
+		if err != nil {
+			return err
+		}
+		var dead, queues []string
+		var deadIDs []int64
+		var id int64
+		var st, q string
+		_, err = pgx.ForEachRow(rows, []any{&id, &st, &q}, func() error {
+			out = append(out, id)
+			if st == string(idemtype.StateDead) {
+				deadIDs = append(deadIDs, id)
+				dead = append(dead, q)
+			} else {
+				queues = append(queues, q)
+			}
+			return nil
+		})
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		if _, err := s.afterFinal(ctx, tx, nil, deadIDs, out, now); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx, queues)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rescue jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobReleaseMany implements store.Maintenance.
+func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now time.Time) (int, error) {
+	now = store.OrNow(now)
+	n := 0
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		ids, tokens := splitLeases(leases)
+		rows, err := tx.Query(ctx, s.sql(qRelease), ids, tokens, now)
+		if err != nil {
+			return err
+		}
+		var released []int64
+		var queues []string
+		var id int64
+		var q string
+		_, err = pgx.ForEachRow(rows, []any{&id, &q}, func() error {
+			released, queues = append(released, id), append(queues, q)
+			return nil
+		})
+		if err != nil || len(released) == 0 {
+			return err
+		}
+		n = len(released)
+		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), released); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx, queues)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release jobs: %w", err)
+	}
+	return n, nil
+}
+
+// JobPromote implements store.Maintenance.
+func (s *Store) JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	var out []string
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.sql(qPromote), store.OrNow(now), limit)
+		if err != nil {
+			return err
+		}
+		qs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, q := range qs {
+			if !seen[q] {
+				seen[q] = true
+				out = append(out, q)
+			}
+		}
+		return s.notify(ctx, tx, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("promote jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobDeleteFinished implements store.Maintenance.
+func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishedParams) (int, error) {
+	db, err := s.db()
+	if err != nil {
+		return 0, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	tag, err := db.Exec(ctx, s.sql(qDeleteFinished), nullTime(p.CompletedBefore), nullTime(p.CancelledBefore),
+		nullTime(p.DeadBefore), store.OrNow(p.Now), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// RecordDeleteExpired implements store.Maintenance.
+func (s *Store) RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	db, err := s.db()
+	if err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		limit = 1000
+	}
+	tag, err := db.Exec(ctx, s.sql(qDeleteExpiredRecords), store.OrNow(now), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired records: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

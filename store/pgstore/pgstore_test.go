@@ -1,0 +1,37 @@
+package pgstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/idem-dev/idem/internal/dbtest"
+)
+
+// newTestStore opens a Store on a fresh schema, closed when the test ends.
+func newTestStore(t testing.TB, maxConns int) *Store {
+	t.Helper()
+	url, schema := dbtest.NewSchema(t)
+	s, err := Open(context.Background(), withPoolSize(url, maxConns), &Config{Schema: schema})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// withPoolSize adds pool_max_conns to a URL.
+func withPoolSize(url string, n int) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "pool_max_conns=" + itoa(n)
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}

@@ -1,0 +1,118 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// RecordGet implements store.Records.
+func (s *Store) RecordGet(ctx context.Context, tenant, key string, now time.Time) (*idemtype.Record, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	r, err := scanRecord(db.QueryRow(ctx, s.sql(qRecordGet), tenant, key, store.OrNow(now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get record %q: %w", key, idemtype.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get record %q: %w", key, err)
+	}
+	return r, nil
+}
+
+// RecordDelete implements store.Records.
+func (s *Store) RecordDelete(ctx context.Context, tenant, key string) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, s.sql(qRecordDelete), tenant, key)
+	if err != nil {
+		return fmt.Errorf("delete record %q: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete record %q: %w", key, idemtype.ErrNotFound)
+	}
+	return nil
+}
+
+// RecordAcquire implements store.Records with one INSERT … ON CONFLICT DO
+// UPDATE … WHERE; when it does not take the lease, a second statement (a
+// new snapshot, which sees the winner's committed row) reads the record.
+func (s *Store) RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	now := store.OrNow(p.Now)
+	r, err := scanRecord(db.QueryRow(ctx, s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
+		p.LeaseUntil, now, nullTime(p.DedupUntil), nullTime(p.ExpiresAt)))
+	if err == nil {
+		return &store.RecordAcquireResult{Acquired: true, Record: r}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("acquire record %q: %w", p.Key, err)
+	}
+	r, err = scanRecord(db.QueryRow(ctx, s.sql(qRecordGet), p.Tenant, p.Key, now))
+	if err != nil {
+		// Deleted or expired in between: the caller may try again.
+		return nil, fmt.Errorf("acquire record %q: %w", p.Key, err)
+	}
+	return &store.RecordAcquireResult{Record: r}, nil
+}
+
+// RecordComplete implements store.Records.
+func (s *Store) RecordComplete(ctx context.Context, p *store.RecordCompleteParams) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	res := p.Result
+	if res == nil {
+		res = []byte{}
+	}
+	tag, err := db.Exec(ctx, s.sql(qRecordComplete), p.Tenant, p.Key, p.Owner, res, p.Compressed,
+		p.ResultHash, micros(p.TTL), store.OrNow(p.Now), p.DurationMS)
+	if err != nil {
+		return fmt.Errorf("complete record %q: %w", p.Key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("complete record %q: %w", p.Key, idemtype.ErrLeaseLost)
+	}
+	return nil
+}
+
+// RecordRelease implements store.Records.
+func (s *Store) RecordRelease(ctx context.Context, tenant, key, owner string) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, s.sql(qRecordRelease), tenant, key, owner); err != nil {
+		return fmt.Errorf("release record %q: %w", key, err)
+	}
+	return nil
+}
+
+// RecordStats implements store.Records.
+func (s *Store) RecordStats(ctx context.Context, tenant string, now time.Time) (*store.RecordStats, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	var st store.RecordStats
+	err = db.QueryRow(ctx, s.sql(qRecordStats), tenant, store.OrNow(now)).Scan(&st.Entries, &st.InProgress,
+		&st.Expiring24h, &st.Expired, &st.SizeBytes)
+	if err != nil {
+		return nil, fmt.Errorf("record stats: %w", err)
+	}
+	return &st, nil
+}

@@ -1,0 +1,121 @@
+package sqlitestore
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// benchConfig lets IDEM_BENCH_SYNC=NORMAL compare synchronous levels.
+func benchConfig() *Config {
+	return &Config{Synchronous: os.Getenv("IDEM_BENCH_SYNC")}
+}
+
+func reportJobs(b *testing.B, jobs int) {
+	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkJobInsertSingleParallel: one job per call from ~16 goroutines,
+// each with its own idempotency key (the HTTP enqueue path).
+func BenchmarkJobInsertSingleParallel(b *testing.B) {
+	s := openTest(b, benchConfig())
+	var n atomic.Int64
+	b.SetParallelism(8) // × GOMAXPROCS (2) = 16 goroutines
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			_, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{
+				Jobs: []*store.JobInsertParams{keyedJob("bench", "k"+strconv.FormatInt(i, 10), "fp")}})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportJobs(b, b.N)
+}
+
+// BenchmarkJobInsertBatch1000: 1,000 plain jobs per call.
+func BenchmarkJobInsertBatch1000(b *testing.B) {
+	s := openTest(b, benchConfig())
+	ps := make([]*store.JobInsertParams, 1000)
+	for i := range ps {
+		ps[i] = job("bench")
+		ps[i].RunAt = time.Time{}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{Jobs: ps}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, b.N*len(ps))
+}
+
+// BenchmarkJobInsertDuplicateKey: repeats of one key from ~16 goroutines.
+func BenchmarkJobInsertDuplicateKey(b *testing.B) {
+	s := openTest(b, benchConfig())
+	insert(b, s, time.Now(), keyedJob("bench", "dup", "fp"))
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{
+				Jobs: []*store.JobInsertParams{keyedJob("bench", "dup", "fp")}})
+			if err != nil || !res[0].Existing {
+				b.Errorf("dup insert: %v %+v", err, res)
+				return
+			}
+		}
+	})
+	reportJobs(b, b.N)
+}
+
+// BenchmarkJobClaimFinish: claim 100 then finish those 100, per iteration.
+func BenchmarkJobClaimFinish(b *testing.B) {
+	s := openTest(b, benchConfig())
+	ctx := context.Background()
+	ps := make([]*store.JobInsertParams, 1000)
+	for i := range ps {
+		ps[i] = job("bench")
+		ps[i].RunAt = time.Time{}
+	}
+	for done := 0; done < b.N*100; done += len(ps) {
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fin := make([]*store.JobFinishParams, 0, 100)
+	b.ResetTimer()
+	for range b.N {
+		now := time.Now()
+		jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w",
+			Limit: 100, LeaseUntil: now.Add(time.Minute), Now: now})
+		if err != nil || len(jobs) != 100 {
+			b.Fatalf("claim: %d %v", len(jobs), err)
+		}
+		fin = fin[:0]
+		for _, j := range jobs {
+			fin = append(fin, &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken,
+				State: idemtype.StateCompleted, Outcome: idemtype.OutcomeCompleted,
+				Result: []byte(`{}`), FinishedAt: now, DurationMS: 1})
+		}
+		errs, err := s.JobFinishMany(ctx, fin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range errs {
+			if e != nil {
+				b.Fatal(e)
+			}
+		}
+	}
+	reportJobs(b, b.N*100)
+}
