@@ -267,17 +267,22 @@ func (p *producer) run(ctx context.Context) {
 	t := time.NewTicker(cfg.PollInterval)
 	defer t.Stop()
 	kinds := cfg.Workers.Kinds()
+	// While there is a backlog (the last claim came back full), wait until a
+	// quarter of the workers are free so that claims stay batched.
+	threshold := max(1, min(p.max/4, cfg.FetchLimit))
+	backlog := false
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		free := p.max - p.active
 		p.mu.Unlock()
-		if free > 0 {
+		if free > 0 && (free >= threshold || !backlog) {
 			limit := min(free, cfg.FetchLimit)
 			n, err := p.claim(ctx, kinds, limit)
 			if err != nil && ctx.Err() == nil {
 				p.rt.c.logger.Warn("claim failed", "queue", p.queue, "err", err)
 			}
-			if err == nil && n == limit {
+			backlog = err == nil && n == limit
+			if backlog && free-n >= threshold {
 				continue
 			}
 		}

@@ -155,24 +155,33 @@ const (
 	//     so a job is never visible before a lower-id job of its partition.
 	//   - Dependencies: jobs waiting on dependencies are pending, which is
 	//     not a claimable state; finishes move them on.
-	// The scan uses jobs_claim_idx (available/scheduled/retryable only) and
-	// jobs_partition_idx (unfinished partition members only): finished jobs
-	// are never read.
+	// Each queue is read by its own ordered scan of jobs_claim_idx
+	// (available/scheduled/retryable only), which stops after $5 unlocked
+	// rows; the head rule reads jobs_partition_idx (unfinished partition
+	// members only). Finished jobs are never read. With several queues,
+	// up to $5 rows per queue are locked for the duration of the statement
+	// and only the best $5 are taken; the rest are skipped meanwhile by
+	// other claimers, which is harmless (a claim returns "up to" Limit).
 	qClaim = `WITH cand AS (
-    SELECT j.id FROM {schema}.jobs j
-    WHERE j.state IN ('available', 'scheduled', 'retryable')
-      AND j.run_at <= $1
-      AND j.queue = ANY($2::text[])
-      AND ($3::text[] IS NULL OR j.kind = ANY($3::text[]))
-      AND ($4 = '' OR j.tenant = $4)
-      AND (j.partition_key = '' OR NOT EXISTS (
-          SELECT 1 FROM {schema}.jobs h
-          WHERE h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
-            AND h.partition_key <> ''
-            AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
-    ORDER BY j.priority DESC, j.run_at, j.id
+    SELECT c.id FROM unnest($2::text[]) AS q(queue)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at FROM {schema}.jobs j
+        WHERE j.queue = q.queue
+          AND j.state IN ('available', 'scheduled', 'retryable')
+          AND j.run_at <= $1
+          AND ($3::text[] IS NULL OR j.kind = ANY($3::text[]))
+          AND ($4 = '' OR j.tenant = $4)
+          AND (j.partition_key = '' OR NOT EXISTS (
+              SELECT 1 FROM {schema}.jobs h
+              WHERE h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
+                AND h.partition_key <> ''
+                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT $5
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT $5
-    FOR UPDATE OF j SKIP LOCKED
 ), upd AS (
     UPDATE {schema}.jobs j SET
         state = 'running',

@@ -17,8 +17,11 @@ func benchConfig() *Config {
 	return &Config{Synchronous: os.Getenv("IDEM_BENCH_SYNC")}
 }
 
-func reportJobs(b *testing.B, jobs int) {
+func reportJobs(b *testing.B, s *Store, jobs int) {
 	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+	if n := s.w.batches.Load(); n > 0 {
+		b.ReportMetric(float64(s.w.opsRun.Load())/float64(n), "ops/commit")
+	}
 }
 
 // BenchmarkJobInsertSingleParallel: one job per call from ~16 goroutines,
@@ -39,7 +42,7 @@ func BenchmarkJobInsertSingleParallel(b *testing.B) {
 			}
 		}
 	})
-	reportJobs(b, b.N)
+	reportJobs(b, s, b.N)
 }
 
 // BenchmarkJobInsertBatch1000: 1,000 plain jobs per call.
@@ -56,7 +59,7 @@ func BenchmarkJobInsertBatch1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportJobs(b, b.N*len(ps))
+	reportJobs(b, s, b.N*len(ps))
 }
 
 // BenchmarkJobInsertDuplicateKey: repeats of one key from ~16 goroutines.
@@ -75,7 +78,7 @@ func BenchmarkJobInsertDuplicateKey(b *testing.B) {
 			}
 		}
 	})
-	reportJobs(b, b.N)
+	reportJobs(b, s, b.N)
 }
 
 // BenchmarkJobClaimFinish: claim 100 then finish those 100, per iteration.
@@ -117,5 +120,5 @@ func BenchmarkJobClaimFinish(b *testing.B) {
 			}
 		}
 	}
-	reportJobs(b, b.N*100)
+	reportJobs(b, s, b.N*100)
 }

@@ -41,7 +41,7 @@ const (
 run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, last_error, metadata,
 dedup_window_us, result_ttl_us)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	jobInsertCols = 18
+	jobInsertCols       = 18
 	qJobInsertMultiHead = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
 run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, last_error, metadata,
 dedup_window_us, result_ttl_us) VALUES `
@@ -311,8 +311,8 @@ RETURNING owner`
 
 	qAPIKeyCreate = `INSERT INTO api_keys (id, hash, tenant, admin, name, created_at, revoked_at)
 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
-	apiKeyCols     = `id, hash, tenant, admin, name, created_at, revoked_at`
-	qAPIKeyByHash  = `SELECT ` + apiKeyCols + ` FROM api_keys WHERE hash = ? AND revoked_at IS NULL ORDER BY seq LIMIT 1`
-	qAPIKeyList    = `SELECT ` + apiKeyCols + ` FROM api_keys ORDER BY created_at, seq`
-	qAPIKeyRevoke  = `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`
+	apiKeyCols    = `id, hash, tenant, admin, name, created_at, revoked_at`
+	qAPIKeyByHash = `SELECT ` + apiKeyCols + ` FROM api_keys WHERE hash = ? AND revoked_at IS NULL ORDER BY seq LIMIT 1`
+	qAPIKeyList   = `SELECT ` + apiKeyCols + ` FROM api_keys ORDER BY created_at, seq`
+	qAPIKeyRevoke = `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`
 )

@@ -119,12 +119,12 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 // scanRecord reads one row selected with recordCols.
 func scanRecord(sc scanner) (*idemtype.Record, error) {
 	var (
-		r                                                      idemtype.Record
-		status                                                 string
-		result                                                 []byte
-		compressed                                             int
-		createdAt                                              int64
-		leaseUntil, completedAt, dedupUntil, expiresAt         sql.NullInt64
+		r                                              idemtype.Record
+		status                                         string
+		result                                         []byte
+		compressed                                     int
+		createdAt                                      int64
+		leaseUntil, completedAt, dedupUntil, expiresAt sql.NullInt64
 	)
 	err := sc.Scan(&r.Tenant, &r.Key, &status, &r.Fingerprint, &r.JobID, &r.ResultJobID, &result,
 		&r.ResultHash, &r.SizeBytes, &compressed, &r.LeaseOwner, &leaseUntil, &createdAt,

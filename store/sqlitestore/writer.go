@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // writeOp is one write operation waiting for the writer.
@@ -30,6 +32,8 @@ type writer struct {
 	log      *slog.Logger
 	tx       *wtx
 	stopOnce sync.Once
+	batches  atomic.Int64 // group commits run (diagnostics)
+	opsRun   atomic.Int64 // operations run (diagnostics)
 }
 
 func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger) *writer {
@@ -122,70 +126,93 @@ func (w *writer) run() {
 	}
 }
 
-// runBatch runs ops in one transaction, each in its own savepoint, and
-// answers them after the commit.
+// runBatch runs ops in one transaction and answers them after the commit.
+//
+// Fast path: the ops run back to back without savepoints. An op's logical
+// error (one wrapping an idemtype sentinel, such as ErrNotFound) is always
+// returned before the op wrote anything, so it needs no rollback. Any other
+// error (an SQL failure, possibly after partial writes) rolls the whole
+// transaction back and the batch runs again with one SAVEPOINT per op, so
+// that the failing op rolls back only itself.
 func (w *writer) runBatch(batch []*writeOp) {
-	t := w.tx
-	t.nextID = 0
-	answer := func(errs []error, all error) {
-		for i, op := range batch {
-			if all != nil {
-				op.done <- all
-			} else {
-				op.done <- errs[i]
-			}
+	w.batches.Add(1)
+	w.opsRun.Add(int64(len(batch)))
+	errs, retry, fatal := w.runOnce(batch, false)
+	if fatal == nil && retry {
+		errs, _, fatal = w.runOnce(batch, true)
+	}
+	for i, op := range batch {
+		if fatal != nil {
+			op.done <- fatal
+		} else {
+			op.done <- errs[i]
 		}
 	}
+}
+
+// runOnce runs the batch in one transaction. With savepoints false it
+// reports retry (and rolls back) when an op failed in a way that may have
+// left partial writes. fatal is an error that fails every op.
+func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry bool, fatal error) {
+	t := w.tx
+	t.nextID = 0
 	if _, err := t.exec("BEGIN IMMEDIATE"); err != nil {
-		answer(nil, fmt.Errorf("begin: %w", err))
-		return
+		return nil, false, fmt.Errorf("begin: %w", err)
 	}
-	errs := make([]error, len(batch))
-	single := len(batch) == 1
+	errs = make([]error, len(batch))
 	for i, op := range batch {
 		if err := op.ctx.Err(); err != nil {
 			errs[i] = err
 			continue
 		}
-		if single {
-			errs[i] = op.fn(t)
-			break
+		if !savepoints {
+			err := op.fn(t)
+			if err != nil && !isLogical(err) {
+				w.rollback()
+				return nil, true, nil
+			}
+			errs[i] = err
+			continue
 		}
 		if _, err := t.exec("SAVEPOINT op"); err != nil {
-			w.abort(batch, answer, fmt.Errorf("savepoint: %w", err))
-			return
+			w.rollback()
+			return nil, false, fmt.Errorf("savepoint: %w", err)
 		}
 		if err := op.fn(t); err != nil {
 			errs[i] = err
 			if _, rerr := t.exec("ROLLBACK TO op"); rerr != nil {
-				w.abort(batch, answer, fmt.Errorf("rollback to savepoint: %w", rerr))
-				return
+				w.rollback()
+				return nil, false, fmt.Errorf("rollback to savepoint: %w", rerr)
 			}
 		}
 		if _, err := t.exec("RELEASE op"); err != nil {
-			w.abort(batch, answer, fmt.Errorf("release savepoint: %w", err))
-			return
+			w.rollback()
+			return nil, false, fmt.Errorf("release savepoint: %w", err)
 		}
-	}
-	if single && errs[0] != nil {
-		if _, err := t.exec("ROLLBACK"); err != nil {
-			w.log.Error("sqlitestore: rollback", slog.Any("err", err))
-		}
-		answer(errs, nil)
-		return
 	}
 	if _, err := t.exec("COMMIT"); err != nil {
-		w.abort(batch, answer, fmt.Errorf("commit: %w", err))
-		return
+		w.rollback()
+		return nil, false, fmt.Errorf("commit: %w", err)
 	}
-	answer(errs, nil)
+	return errs, false, nil
 }
 
-func (w *writer) abort(batch []*writeOp, answer func([]error, error), err error) {
-	if _, rerr := w.tx.exec("ROLLBACK"); rerr != nil {
-		w.log.Error("sqlitestore: rollback", slog.Any("err", rerr))
+// isLogical reports whether err is an op's decision (nothing written)
+// rather than a database failure.
+func isLogical(err error) bool {
+	for _, s := range []error{idemtype.ErrNotFound, idemtype.ErrLeaseLost, idemtype.ErrWrongState,
+		idemtype.ErrInvalid, idemtype.ErrKeyReused, idemtype.ErrKeyInProgress} {
+		if errors.Is(err, s) {
+			return true
+		}
 	}
-	answer(nil, err)
+	return false
+}
+
+func (w *writer) rollback() {
+	if _, err := w.tx.exec("ROLLBACK"); err != nil {
+		w.log.Error("sqlitestore: rollback", slog.Any("err", err))
+	}
 }
 
 // wtx is the writer's view of the current transaction: prepared statements

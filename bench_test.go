@@ -1,0 +1,123 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+// Client-level benchmarks on a SQLite file. Figures go to BENCHMARKS.md.
+
+func benchClient(b *testing.B, cfg *idem.Config) *idem.Client {
+	b.Helper()
+	st := testStore(b)
+	if cfg == nil {
+		cfg = &idem.Config{}
+	}
+	cfg.Logger = quietLogger()
+	c, err := idem.NewClient(st, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func BenchmarkEnqueueSingleParallel(b *testing.B) {
+	c := benchClient(b, nil)
+	ctx := context.Background()
+	b.SetParallelism(8) // 16 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func BenchmarkEnqueueBatch1000(b *testing.B) {
+	c := benchClient(b, nil)
+	ctx := context.Background()
+	items := make([]idem.EnqueueParams, 1000)
+	for i := range items {
+		items[i] = idem.EnqueueParams{Kind: "noop", Args: json.RawMessage(`{"n":1}`)}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.EnqueueMany(ctx, items); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(items))/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func BenchmarkEnqueueBatch1000WithKeys(b *testing.B) {
+	c := benchClient(b, nil)
+	ctx := context.Background()
+	items := make([]idem.EnqueueParams, 1000)
+	b.ResetTimer()
+	for n := range b.N {
+		for i := range items {
+			items[i] = idem.EnqueueParams{Kind: "noop", Opts: &idem.EnqueueOpts{IdempotencyKey: fmt.Sprintf("k-%d-%d", n, i)}}
+		}
+		if _, err := c.EnqueueMany(ctx, items); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(items))/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func BenchmarkEnqueueDedupHit(b *testing.B) {
+	c := benchClient(b, nil)
+	ctx := context.Background()
+	p := idem.EnqueueParams{Kind: "noop", Opts: &idem.EnqueueOpts{IdempotencyKey: "dup"}}
+	if _, err := c.EnqueueRaw(ctx, p); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		r, err := c.EnqueueRaw(ctx, p)
+		if err != nil || !r.Existing {
+			b.Fatalf("%v %v", r, err)
+		}
+	}
+}
+
+// BenchmarkWork measures claim + run + complete of no-op jobs with 100 workers.
+func BenchmarkWork(b *testing.B) {
+	var done atomic.Int64
+	workers := idem.NewWorkers()
+	workers.Handle("noop", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
+		done.Add(1)
+		return nil, nil
+	})
+	c := benchClient(b, &idem.Config{Workers: workers, Queues: queues(100)})
+	ctx := context.Background()
+	for off := 0; off < b.N; off += idem.MaxBatch {
+		items := make([]idem.EnqueueParams, min(idem.MaxBatch, b.N-off))
+		for i := range items {
+			items[i] = idem.EnqueueParams{Kind: "noop"}
+		}
+		if _, err := c.EnqueueMany(ctx, items); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for done.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	_ = c.Stop(ctx) // waits for the last completions to be written
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -1,0 +1,157 @@
+package idemhttp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// APIKeyPrefix starts every secret made by NewAPIKey.
+const APIKeyPrefix = "idem_"
+
+// NewAPIKey returns a fresh secret ("idem_" + 32 random bytes, base64url)
+// and the stored form of it (hash only). The secret is shown once.
+func NewAPIKey(tenant string, admin bool, name string, now time.Time) (secret string, k *store.APIKey) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	secret = APIKeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	if tenant == "" {
+		tenant = idem.DefaultTenant
+	}
+	k = &store.APIKey{ID: "key_" + store.NewToken()[:16], Hash: HashAPIKey(secret), Tenant: tenant,
+		Admin: admin, Name: name, CreatedAt: now.UTC()}
+	return secret, k
+}
+
+// HashAPIKey is the stored form of a secret: hex SHA-256.
+func HashAPIKey(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// principal is the authenticated caller of a request.
+type principal struct {
+	keyID  string
+	tenant string // the tenant the request acts in
+	admin  bool
+}
+
+type principalKey struct{}
+
+// tenantOf returns the tenant a request acts in ("" outside auth).
+func tenantOf(r *http.Request) string {
+	if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
+		return p.tenant
+	}
+	return ""
+}
+
+// TenantFromContext returns the tenant of an authenticated API request; the
+// Idempotency-Key middleware of the API uses it to scope records.
+func TenantFromContext(ctx context.Context) string {
+	if p, ok := ctx.Value(principalKey{}).(*principal); ok {
+		return p.tenant
+	}
+	return ""
+}
+
+// authenticator checks bearer keys against the store, with a short cache.
+type authenticator struct {
+	keys store.APIKeys
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]authEntry // by hash
+}
+
+type authEntry struct {
+	key     *store.APIKey
+	expires time.Time
+}
+
+func (a *authenticator) lookup(ctx context.Context, secret string) (*store.APIKey, error) {
+	hash := HashAPIKey(secret)
+	now := a.now()
+	if a.ttl > 0 {
+		a.mu.Lock()
+		e, ok := a.cache[hash]
+		a.mu.Unlock()
+		if ok && now.Before(e.expires) {
+			return e.key, nil
+		}
+	}
+	k, err := a.keys.APIKeyByHash(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	if a.ttl > 0 {
+		a.mu.Lock()
+		if len(a.cache) > 10000 {
+			clear(a.cache)
+		}
+		a.cache[hash] = authEntry{key: k, expires: now.Add(a.ttl)}
+		a.mu.Unlock()
+	}
+	return k, nil
+}
+
+// wrap authenticates the request and resolves its tenant.
+func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, ok := bearer(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="idem"`)
+			writeProblem(w, newProblem(http.StatusUnauthorized, ProblemUnauthorized, "Unauthorized",
+				"send an API key as Authorization: Bearer <key>"))
+			return
+		}
+		k, err := a.lookup(r.Context(), secret)
+		if errors.Is(err, idemtype.ErrNotFound) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="idem", error="invalid_token"`)
+			writeProblem(w, newProblem(http.StatusUnauthorized, ProblemUnauthorized, "Unauthorized", "unknown or revoked API key"))
+			return
+		}
+		if err != nil {
+			writeError(w, r, s.cfg.Logger, err)
+			return
+		}
+		p := &principal{keyID: k.ID, tenant: k.Tenant, admin: k.Admin}
+		if t := r.Header.Get(headerTenant); t != "" && t != k.Tenant {
+			if !k.Admin {
+				writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden",
+					"a tenant key acts only in its own tenant"))
+				return
+			}
+			if err := idem.ValidateName(headerTenant, t); err != nil {
+				writeError(w, r, s.cfg.Logger, err)
+				return
+			}
+			p.tenant = t
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != "" && len(tok) <= 512
+}

@@ -1,0 +1,366 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Defaults of MiddlewareConfig.
+const (
+	// DefaultRecordTTL is how long a stored response is replayed.
+	DefaultRecordTTL = 24 * time.Hour
+	// DefaultRecordLease is how long an in-flight request holds its key
+	// without renewal; it is renewed every third of it while the handler
+	// runs, so only a crashed server lets it lapse.
+	DefaultRecordLease = 30 * time.Second
+	// DefaultMaxResponseBytes: larger responses are not stored (the key is
+	// released, as for a failure).
+	DefaultMaxResponseBytes = 1 << 20
+	// DefaultNamespace prefixes the record keys of the middleware so they
+	// never collide with job keys of the same tenant.
+	DefaultNamespace = "http:"
+)
+
+// MiddlewareConfig configures Middleware; the zero value is valid.
+type MiddlewareConfig struct {
+	// Required makes a missing Idempotency-Key a 400 on the covered methods.
+	Required bool
+	// Methods the middleware covers; default POST and PATCH. Other methods
+	// pass through untouched.
+	Methods []string
+	// Tenant scopes the records of a request; default: the tenant of an
+	// authenticated idem API request, else "default".
+	Tenant func(r *http.Request) string
+	// TTL is how long a stored response is kept and replayed; default DefaultRecordTTL.
+	TTL time.Duration
+	// Lease is the in-flight lease of a key; default DefaultRecordLease.
+	Lease time.Duration
+	// Keep is the policy that decides which responses are stored and
+	// replayed. Default: status < 500. A response it refuses, and a handler
+	// that panics, release the key so the client may retry with it.
+	Keep func(status int) bool
+	// MaxBodyBytes caps the request body read for the fingerprint (413
+	// above); default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxResponseBytes: larger responses are not stored; default DefaultMaxResponseBytes.
+	MaxResponseBytes int
+	// Namespace prefixes record keys; default DefaultNamespace.
+	Namespace string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger receives store errors; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
+	if len(c.Methods) == 0 {
+		c.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if c.Tenant == nil {
+		c.Tenant = func(r *http.Request) string {
+			if t := TenantFromContext(r.Context()); t != "" {
+				return t
+			}
+			return idem.DefaultTenant
+		}
+	}
+	if c.TTL <= 0 {
+		c.TTL = DefaultRecordTTL
+	}
+	if c.Lease < time.Second {
+		c.Lease = DefaultRecordLease
+	}
+	if c.Keep == nil {
+		c.Keep = func(status int) bool { return status < 500 }
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// storedResponse is the envelope kept in the idempotency record.
+type storedResponse struct {
+	Fingerprint string      `json:"fingerprint"`
+	Status      int         `json:"status"`
+	Header      http.Header `json:"header"`
+	Body        []byte      `json:"body"`
+}
+
+// Middleware returns the IETF Idempotency-Key semantics for any net/http
+// handler, on the records of st:
+//   - the first request with a key runs and its response (status, headers,
+//     body) is stored when cfg.Keep allows (default: status < 500);
+//   - a repeat gets the stored response again, with Idempotent-Replayed: true;
+//   - a repeat while the first is still running gets 409 (Retry-After: 1);
+//   - the key with another request (fingerprint: SHA-256 of method, path and
+//     body) gets 422;
+//   - a missing key gets 400 when cfg.Required; a malformed key (not 1–255
+//     printable ASCII) always 400;
+//   - a response the policy refuses (default: 5xx) or a panic releases the
+//     key: a retry with it runs the handler again.
+//
+// Records are scoped by cfg.Tenant and expire after cfg.TTL.
+func Middleware(st store.Records, cfg *MiddlewareConfig) func(http.Handler) http.Handler {
+	var c MiddlewareConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	m := &middleware{st: st, cfg: c.withDefaults()}
+	return m.wrap
+}
+
+type middleware struct {
+	st  store.Records
+	cfg MiddlewareConfig
+}
+
+func (m *middleware) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(m.cfg.Methods, r.Method) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key, err := idempotencyKey(r)
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		if key == "" {
+			if m.cfg.Required {
+				writeProblem(w, newProblem(http.StatusBadRequest, ProblemKeyMissing, "Idempotency-Key missing",
+					"this request requires an Idempotency-Key header"))
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.serve(w, r, next, key)
+	})
+}
+
+// idempotencyKey returns the validated header key ("" when absent); a
+// structured-field string ("…") is unquoted.
+func idempotencyKey(r *http.Request) (string, error) {
+	vals := r.Header.Values(headerIdempotencyKey)
+	if len(vals) == 0 {
+		return "", nil
+	}
+	if len(vals) > 1 {
+		return "", invalid(headerIdempotencyKey, "send one Idempotency-Key header")
+	}
+	k := vals[0]
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = k[1 : len(k)-1]
+	}
+	if err := idem.ValidateKey(headerIdempotencyKey, k); err != nil {
+		return "", err
+	}
+	return k, nil
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, key string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBodyBytes+1))
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	if int64(len(body)) > m.cfg.MaxBodyBytes {
+		writeProblem(w, problemFor(&http.MaxBytesError{Limit: m.cfg.MaxBodyBytes}))
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	fp := requestFingerprint(r, body)
+	tenant, rkey := m.cfg.Tenant(r), m.cfg.Namespace+key
+	owner := fp[:16] + "." + store.NewToken()
+	res, err := m.acquire(r.Context(), tenant, rkey, owner)
+	if err != nil {
+		writeError(w, r, m.cfg.Logger, err)
+		return
+	}
+	if !res.Acquired {
+		m.answerHeld(w, res.Record, fp)
+		return
+	}
+	m.run(w, r, next, tenant, rkey, owner, fp)
+}
+
+// requestFingerprint is the hex SHA-256 of method, path and body.
+func requestFingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	io.WriteString(h, r.Method)
+	h.Write([]byte{0})
+	io.WriteString(h, r.URL.Path)
+	h.Write([]byte{0})
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (m *middleware) acquire(ctx context.Context, tenant, key, owner string) (*store.RecordAcquireResult, error) {
+	now := m.cfg.Now().UTC()
+	res, err := m.st.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: tenant, Key: key, Owner: owner,
+		LeaseUntil: now.Add(m.cfg.Lease), DedupUntil: now, ExpiresAt: now.Add(m.cfg.TTL), Now: now})
+	if err != nil {
+		return nil, errors.Join(errors.New("idempotency key: acquire"), err)
+	}
+	return res, nil
+}
+
+// answerHeld answers a request whose key is held or completed.
+func (m *middleware) answerHeld(w http.ResponseWriter, rec *idemtype.Record, fp string) {
+	reused := newProblem(http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency key reused",
+		"the Idempotency-Key was used with a different request")
+	if rec.Status == idemtype.RecordCompleted {
+		var sr storedResponse
+		if err := json.Unmarshal(rec.Result, &sr); err != nil || sr.Fingerprint != fp {
+			writeProblem(w, reused)
+			return
+		}
+		h := w.Header()
+		for k, v := range sr.Header {
+			h[k] = slices.Clone(v)
+		}
+		h.Set(headerIdempotentReplayed, "true")
+		w.WriteHeader(sr.Status)
+		_, _ = w.Write(sr.Body)
+		return
+	}
+	if holder, _, ok := strings.Cut(rec.LeaseOwner, "."); ok && holder != fp[:16] {
+		writeProblem(w, reused)
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	writeProblem(w, newProblem(http.StatusConflict, ProblemKeyInProgress, "Idempotency key in progress",
+		"a request with this Idempotency-Key is still being processed"))
+}
+
+// run serves the request holding the key, then stores or releases it.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, tenant, key, owner, fp string) {
+	bg := context.WithoutCancel(r.Context())
+	stop := m.renew(bg, tenant, key, owner)
+	cw := &captureWriter{ResponseWriter: w, max: m.cfg.MaxResponseBytes}
+	completed := false
+	defer func() {
+		stop()
+		if completed {
+			return
+		}
+		if err := m.st.RecordRelease(bg, tenant, key, owner); err != nil {
+			m.cfg.Logger.Error("idempotency key: release", "key", key, "err", err)
+		}
+	}()
+	next.ServeHTTP(cw, r)
+	if cw.status == 0 {
+		cw.status = http.StatusOK
+	}
+	if !m.cfg.Keep(cw.status) || cw.overflow {
+		return
+	}
+	env, err := json.Marshal(storedResponse{Fingerprint: fp, Status: cw.status, Header: cw.header, Body: cw.body.Bytes()})
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256(env)
+	now := m.cfg.Now().UTC()
+	err = m.st.RecordComplete(bg, &store.RecordCompleteParams{Tenant: tenant, Key: key, Owner: owner,
+		Result: env, ResultHash: hex.EncodeToString(sum[:]), TTL: m.cfg.TTL, Now: now})
+	if err != nil {
+		m.cfg.Logger.Error("idempotency key: store response", "key", key, "err", err)
+		return
+	}
+	completed = true
+}
+
+// renew extends the in-flight lease every third of it until stopped.
+func (m *middleware) renew(ctx context.Context, tenant, key, owner string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(m.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if _, err := m.acquire(ctx, tenant, key, owner); err != nil {
+					m.cfg.Logger.Warn("idempotency key: renew", "key", key, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// captureWriter passes a response through and keeps a copy of it.
+type captureWriter struct {
+	http.ResponseWriter
+	status   int
+	header   http.Header
+	body     bytes.Buffer
+	max      int
+	overflow bool
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (c *captureWriter) WriteHeader(status int) {
+	if c.status != 0 {
+		return
+	}
+	c.status = status
+	c.header = make(http.Header)
+	for k, v := range c.ResponseWriter.Header() {
+		switch k {
+		case "Date", "Content-Length", "Transfer-Encoding", "Connection":
+			continue
+		}
+		c.header[k] = slices.Clone(v)
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+// Write implements http.ResponseWriter.
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	if !c.overflow {
+		if c.body.Len()+len(b) > c.max {
+			c.overflow = true
+			c.body.Reset()
+		} else {
+			c.body.Write(b)
+		}
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (c *captureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

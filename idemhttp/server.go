@@ -1,0 +1,189 @@
+// Package idemhttp is the HTTP API v1 of idem (see API.md and
+// /v1/openapi.json): jobs, batches, the dead-letter queue, pull workers,
+// idempotency records, stats, health, readiness and Prometheus metrics,
+// with API-key authentication per tenant and errors as
+// application/problem+json. It also offers Middleware, the Idempotency-Key
+// semantics for any net/http handler.
+package idemhttp
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
+)
+
+// Server serves the HTTP API. It is an http.Handler for every route;
+// APIHandler and OpsHandler split the API from the ops endpoints when they
+// listen on different addresses.
+type Server struct {
+	client *idem.Client
+	store  store.Store
+	cfg    *Config
+
+	auth    *authenticator
+	idemMW  func(http.Handler) http.Handler
+	reg     *prometheus.Registry
+	metrics *httpMetrics
+
+	all, api, ops http.Handler
+	routes        []route
+}
+
+// route is one registered endpoint.
+type route struct {
+	method, path string
+	ops          bool // no key; served by OpsHandler
+	idempotent   bool // wrapped in the Idempotency-Key middleware
+	handler      func(w http.ResponseWriter, r *http.Request) error
+}
+
+// NewServer returns the API server of client on st (the store the client
+// uses; its API keys and records serve auth and the middleware).
+func NewServer(client *idem.Client, st store.Store, cfg *Config) (*Server, error) {
+	if client == nil || st == nil {
+		return nil, errors.New("idemhttp: nil client or store")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{client: client, store: st, cfg: c, reg: prometheus.NewRegistry()}
+	s.auth = &authenticator{keys: st, ttl: c.AuthCacheTTL, now: c.Now, cache: map[string]authEntry{}}
+	mwc := c.Idempotency
+	mwc.Tenant = tenantOf
+	s.idemMW = Middleware(st, &mwc)
+	s.metrics = newHTTPMetrics(s.reg, s)
+	s.routes = s.routeTable()
+	s.all = s.mux(true, true)
+	s.api = s.mux(true, false)
+	s.ops = s.mux(false, true)
+	return s, nil
+}
+
+// routeTable lists every endpoint; /v1/openapi.json documents exactly these.
+func (s *Server) routeTable() []route {
+	return []route{
+		{method: "POST", path: "/v1/jobs", handler: s.enqueue},
+		{method: "POST", path: "/v1/jobs/batch", handler: s.enqueueBatch},
+		{method: "GET", path: "/v1/jobs", handler: s.listJobs},
+		{method: "GET", path: "/v1/jobs/{id}", handler: s.getJob},
+		{method: "POST", path: "/v1/jobs/{id}/cancel", idempotent: true, handler: s.cancelJob},
+		{method: "POST", path: "/v1/jobs/{id}/retry", idempotent: true, handler: s.retryJob},
+		{method: "GET", path: "/v1/jobs/{id}/attempts", handler: s.attempts},
+		{method: "POST", path: "/v1/jobs/replay", idempotent: true, handler: s.replay},
+		{method: "GET", path: "/v1/dlq", handler: s.listDLQ},
+		{method: "POST", path: "/v1/dlq/requeue", idempotent: true, handler: s.requeue},
+		{method: "DELETE", path: "/v1/dlq/{id}", handler: s.deleteDead},
+		{method: "POST", path: "/v1/claim", idempotent: true, handler: s.claim},
+		{method: "POST", path: "/v1/jobs/{id}/heartbeat", handler: s.heartbeat},
+		{method: "POST", path: "/v1/jobs/{id}/complete", idempotent: true, handler: s.complete},
+		{method: "POST", path: "/v1/jobs/{id}/fail", idempotent: true, handler: s.fail},
+		{method: "GET", path: "/v1/idempotency", handler: s.recordStats},
+		{method: "GET", path: "/v1/idempotency/{key}", handler: s.getRecord},
+		{method: "DELETE", path: "/v1/idempotency/{key}", handler: s.deleteRecord},
+		{method: "GET", path: "/v1/stats", handler: s.stats},
+		{method: "GET", path: "/v1/openapi.json", handler: s.openAPI},
+		{method: "GET", path: "/healthz", ops: true, handler: s.healthz},
+		{method: "GET", path: "/readyz", ops: true, handler: s.readyz},
+		{method: "GET", path: "/metrics", ops: true, handler: s.metricsHandler},
+	}
+}
+
+// mux builds a handler with the API routes, the ops routes, or both.
+func (s *Server) mux(api, ops bool) http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes {
+		if (rt.ops && !ops) || (!rt.ops && !api) {
+			continue
+		}
+		var h http.Handler = s.adapt(rt.handler)
+		if rt.idempotent {
+			h = s.idemMW(h)
+		}
+		if !rt.ops {
+			h = s.auth.wrap(s, h)
+		}
+		mux.Handle(rt.method+" "+rt.path, s.metrics.instrument(rt.method+" "+rt.path, h))
+	}
+	return problemMux{mux}
+}
+
+// adapt turns an error-returning handler into an http.Handler.
+func (s *Server) adapt(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			writeError(w, r, s.cfg.Logger, err)
+		}
+	})
+}
+
+// ServeHTTP implements http.Handler: every route, API and ops.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.all.ServeHTTP(w, r) }
+
+// APIHandler serves the API routes only (ops routes answer 404).
+func (s *Server) APIHandler() http.Handler { return s.api }
+
+// OpsHandler serves /healthz, /readyz and /metrics only.
+func (s *Server) OpsHandler() http.Handler { return s.ops }
+
+// Registry returns the server's Prometheus registry, for extra collectors.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Routes lists the registered "METHOD /path" patterns.
+func (s *Server) Routes() []string {
+	out := make([]string, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = rt.method + " " + rt.path
+	}
+	return out
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
+
+// problemMux turns the mux's own plain-text 404 and 405 into problems.
+type problemMux struct{ mux *http.ServeMux }
+
+func (p problemMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := p.mux.Handler(r); pattern == "" {
+		pw := &plainErrorWriter{ResponseWriter: w}
+		p.mux.ServeHTTP(pw, r)
+		return
+	}
+	p.mux.ServeHTTP(w, r)
+}
+
+// plainErrorWriter replaces a text/plain error from the mux by a problem.
+type plainErrorWriter struct {
+	http.ResponseWriter
+	replaced bool
+}
+
+func (w *plainErrorWriter) WriteHeader(status int) {
+	if status == http.StatusMethodNotAllowed || status == http.StatusNotFound {
+		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+			w.replaced = true
+			w.Header().Del("X-Content-Type-Options")
+			if status == http.StatusNotFound {
+				writeProblem(w.ResponseWriter, newProblem(status, ProblemNotFound, "Not found", "no such endpoint"))
+			} else {
+				writeProblem(w.ResponseWriter, newProblem(status, ProblemMethodNotAllowed, "Method not allowed",
+					"the endpoint does not accept this method"))
+			}
+			return
+		}
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *plainErrorWriter) Write(b []byte) (int, error) {
+	if w.replaced {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
