@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,7 +101,7 @@ func BenchmarkWork(b *testing.B) {
 		done.Add(1)
 		return nil, nil
 	})
-	c := benchClient(b, &idem.Config{Workers: workers, Queues: queues(100)})
+	c := benchClient(b, &idem.Config{Workers: workers, Queues: queues(benchWorkers)})
 	ctx := context.Background()
 	for off := 0; off < b.N; off += idem.MaxBatch {
 		items := make([]idem.EnqueueParams, min(idem.MaxBatch, b.N-off))
@@ -121,3 +123,11 @@ func BenchmarkWork(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// benchWorkers is the worker count of BenchmarkWork (IDEM_BENCH_WORKERS).
+var benchWorkers = func() int {
+	if n, err := strconv.Atoi(os.Getenv("IDEM_BENCH_WORKERS")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}()

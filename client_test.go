@@ -233,13 +233,14 @@ func TestExactlyOnceExecution(t *testing.T) {
 	b := setup(t, &idem.Config{Queues: queues(8), FetchLimit: 200})
 	const n = 20000
 	counts := make([]atomic.Int32, n+1)
-	var maxID atomic.Int64
+	var maxID, ran atomic.Int64
 	b.workers.Handle("count", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
 		var a struct{ I int }
 		if err := json.Unmarshal(j.Args, &a); err != nil {
 			return nil, err
 		}
 		counts[a.I].Add(1)
+		ran.Add(1)
 		return nil, nil
 	})
 	ctx := context.Background()
@@ -255,7 +256,8 @@ func TestExactlyOnceExecution(t *testing.T) {
 		maxID.Store(res[len(res)-1].Job.ID)
 	}
 	b.start(t)
-	waitFor(t, "all jobs completed", 120*time.Second, func() bool {
+	waitFor(t, "every handler called", 300*time.Second, func() bool { return ran.Load() >= n })
+	waitFor(t, "all jobs completed", 30*time.Second, func() bool {
 		st, err := b.client.QueueStats(ctx, "")
 		return err == nil && len(st) == 1 && st[0].Counts[idem.StateCompleted] == n
 	})

@@ -57,7 +57,7 @@ func crashChild() int {
 		if err == nil && len(stats) == 1 && unfinished(stats[0].Counts) == 0 {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

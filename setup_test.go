@@ -90,11 +90,13 @@ func (b *bundle) start(t *testing.T) {
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	pause := time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond) // polls are reads that compete with the work
 	}
 }
 

@@ -17,8 +17,14 @@ import (
 
 // JobInsertMany implements store.Jobs.
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
-	var out []store.JobInsertResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	out, done, err := s.insertSimple(ctx, p)
+	if done {
+		if err != nil {
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+		return out, nil
+	}
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = s.JobInsertManyTx(ctx, tx, p)
 		return err
@@ -95,43 +101,28 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInse
 			}
 			return pa.IdempotencyKey < pb.IdempotencyKey
 		})
-		var tenants, keys, fpsIn []string
-		var jobIDs []int64
-		var dedup []*time.Time
-		for _, i := range lead {
-			it := items[i]
-			tenants = append(tenants, it.p.Tenant)
-			keys = append(keys, it.p.IdempotencyKey)
-			fpsIn = append(fpsIn, it.p.Fingerprint)
-			jobIDs = append(jobIDs, it.id)
-			if it.p.DedupWindow > 0 {
-				d := now.Add(it.p.DedupWindow)
-				dedup = append(dedup, &d)
-			} else {
-				dedup = append(dedup, nil)
+		// A plain insert first: new keys (the common case) are created and
+		// existing ones are neither changed nor locked.
+		pending, err := s.upsertRecords(ctx, tx, qInsertRecords, items, lead, now, fps, jobOfKey)
+		if err != nil {
+			return nil, err
+		}
+		// Keys that exist: read them (a new statement sees the winners'
+		// committed rows). Open windows are duplicates; closed windows are
+		// reopened by the conditional upsert, which decides atomically.
+		for range 3 {
+			if pending, err = s.existingKeys(ctx, tx, items, pending, now, fps, jobOfKey); err != nil {
+				return nil, err
+			}
+			if len(pending) == 0 {
+				break
+			}
+			if pending, err = s.upsertRecords(ctx, tx, qUpsertRecords, items, pending, now, fps, jobOfKey); err != nil {
+				return nil, err
 			}
 		}
-		rows, err := tx.Query(ctx, s.sql(qUpsertRecords), tenants, keys, fpsIn, jobIDs, dedup, now)
-		if err != nil {
-			return nil, fmt.Errorf("upsert records: %w", err)
-		}
-		var t, k string
-		var id int64
-		_, err = pgx.ForEachRow(rows, []any{&t, &k, &id}, func() error {
-			i := leaders[rk{t, k}]
-			items[i].create = true
-			fps[rk{t, k}] = items[i].p.Fingerprint
-			jobOfKey[rk{t, k}] = items[i].id
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("upsert records: %w", err)
-		}
-		if err := s.existingKeys(ctx, tx, items, res, lead, fps, func(t, k string) (int64, bool) {
-			id, ok := jobOfKey[rk{t, k}]
-			return id, ok
-		}, func(t, k string, id int64) { jobOfKey[rk{t, k}] = id }); err != nil {
-			return nil, err
+		for _, i := range pending {
+			res[i].Err = fmt.Errorf("idempotency key %q changed concurrently, try again", items[i].p.IdempotencyKey)
 		}
 	}
 	created, err := s.insertJobs(ctx, tx, items, now)
@@ -316,48 +307,106 @@ func (s *Store) allocateIDs(ctx context.Context, tx pgx.Tx, items []*insertItem,
 	return nil
 }
 
-// existingKeys reads the records of leaders that did not get their key.
-func (s *Store) existingKeys(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult,
-	lead []int, fps map[rk]string, have func(t, k string) (int64, bool),
-	set func(t, k string, id int64)) error {
-	var tenants, keys []string
+// upsertRecords runs query (qInsertRecords or qUpsertRecords) for the
+// leaders lead (sorted by tenant, key) and marks the items that got their
+// key; it returns the others.
+func (s *Store) upsertRecords(ctx context.Context, tx pgx.Tx, query string, items []*insertItem, lead []int,
+	now time.Time, fps map[rk]string, jobOfKey map[rk]int64) ([]int, error) {
+	var tenants, keys, fpsIn []string
+	var jobIDs []int64
+	var dedup []*time.Time
+	byKey := map[rk]int{}
 	for _, i := range lead {
-		if !items[i].create {
-			tenants = append(tenants, items[i].p.Tenant)
-			keys = append(keys, items[i].p.IdempotencyKey)
+		it := items[i]
+		byKey[rk{it.p.Tenant, it.p.IdempotencyKey}] = i
+		tenants = append(tenants, it.p.Tenant)
+		keys = append(keys, it.p.IdempotencyKey)
+		fpsIn = append(fpsIn, it.p.Fingerprint)
+		jobIDs = append(jobIDs, it.id)
+		if it.p.DedupWindow > 0 {
+			d := now.Add(it.p.DedupWindow)
+			dedup = append(dedup, &d)
+		} else {
+			dedup = append(dedup, nil)
 		}
 	}
-	if len(keys) == 0 {
-		return nil
-	}
-	rows, err := tx.Query(ctx, s.sql(qExistingRecords), tenants, keys)
+	rows, err := tx.Query(ctx, s.sql(query), tenants, keys, fpsIn, jobIDs, dedup, now)
 	if err != nil {
-		return fmt.Errorf("read records: %w", err)
+		return nil, fmt.Errorf("upsert records: %w", err)
 	}
-	var t, k, fp string
+	var t, k string
 	var id int64
-	_, err = pgx.ForEachRow(rows, []any{&t, &k, &fp, &id}, func() error {
-		fps[rk{t, k}] = fp
-		set(t, k, id)
+	_, err = pgx.ForEachRow(rows, []any{&t, &k, &id}, func() error {
+		i := byKey[rk{t, k}]
+		items[i].create = true
+		fps[rk{t, k}] = items[i].p.Fingerprint
+		jobOfKey[rk{t, k}] = items[i].id
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read records: %w", err)
+		return nil, fmt.Errorf("upsert records: %w", err)
 	}
-	return nil
+	var rest []int
+	for _, i := range lead {
+		if !items[i].create {
+			rest = append(rest, i)
+		}
+	}
+	return rest, nil
 }
 
-// insertJobs inserts the items marked create in one multi-row statement and
-// returns the new rows by item index.
-func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem, now time.Time) (map[int]*idemtype.JobRow, error) {
+// existingKeys reads the records of the leaders lead: a record in its
+// dedup window gives the job it points to; the leaders whose record is
+// missing or may be reopened are returned (in lead order).
+func (s *Store) existingKeys(ctx context.Context, tx pgx.Tx, items []*insertItem, lead []int, now time.Time,
+	fps map[rk]string, jobOfKey map[rk]int64) ([]int, error) {
+	var tenants, keys []string
+	for _, i := range lead {
+		tenants = append(tenants, items[i].p.Tenant)
+		keys = append(keys, items[i].p.IdempotencyKey)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, s.sql(qExistingRecords), tenants, keys, now)
+	if err != nil {
+		return nil, fmt.Errorf("read records: %w", err)
+	}
+	open := map[rk]bool{}
+	var t, k, fp string
+	var id int64
+	var reopen bool
+	_, err = pgx.ForEachRow(rows, []any{&t, &k, &fp, &id, &reopen}, func() error {
+		if !reopen {
+			open[rk{t, k}] = true
+			fps[rk{t, k}] = fp
+			jobOfKey[rk{t, k}] = id
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read records: %w", err)
+	}
+	var rest []int
+	for _, i := range lead {
+		if !open[rk{items[i].p.Tenant, items[i].p.IdempotencyKey}] {
+			rest = append(rest, i)
+		}
+	}
+	return rest, nil
+}
+
+// insertArgs returns the item indexes and the arguments of qInsertJobs for
+// the items marked create.
+func insertArgs(items []*insertItem, now time.Time) ([]int, []any) {
 	var (
-		idx                                                []int
-		ids, dedup, ttl                                    []int64
+		idx                                               []int
+		ids, dedup, ttl                                   []int64
 		tenants, queues, kinds, args, states, parts, keys []string
-		deps, lastErrs                                     []string
-		metas                                              []*string
-		prios, maxes                                       []int32
-		runAts                                             []time.Time
+		deps, lastErrs                                    []string
+		metas                                             []*string
+		prios, maxes                                      []int32
+		runAts                                            []time.Time
 	)
 	for i, it := range items {
 		if !it.create {
@@ -386,12 +435,19 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem, 
 		dedup = append(dedup, micros(p.DedupWindow))
 		ttl = append(ttl, micros(p.ResultTTL))
 	}
+	return idx, []any{ids, tenants, queues, kinds, args, states, prios, maxes,
+		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, now}
+}
+
+// insertJobs inserts the items marked create in one multi-row statement and
+// returns the new rows by item index.
+func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem, now time.Time) (map[int]*idemtype.JobRow, error) {
 	out := map[int]*idemtype.JobRow{}
+	idx, args := insertArgs(items, now)
 	if len(idx) == 0 {
 		return out, nil
 	}
-	rows, err := tx.Query(ctx, s.sql(qInsertJobs), ids, tenants, queues, kinds, args, states, prios, maxes,
-		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, now)
+	rows, err := tx.Query(ctx, s.sql(qInsertJobs), args...)
 	if err != nil {
 		return nil, fmt.Errorf("insert: %w", err)
 	}
@@ -406,6 +462,74 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem, 
 		out[idx[k]] = j
 	}
 	return out, nil
+}
+
+// insertSimple inserts a batch without idempotency keys or dependencies in
+// one round trip: the partition locks, the multi-row insert and the
+// notification are pipelined in one implicit transaction. It reports false
+// when the batch needs the general path.
+func (s *Store) insertSimple(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, bool, error) {
+	now := store.OrNow(p.Now)
+	items := make([]*insertItem, len(p.Jobs))
+	var parts, queues []string
+	for i, jp := range p.Jobs {
+		if jp.IdempotencyKey != "" || len(jp.DependsOn) > 0 {
+			return nil, false, nil
+		}
+		it := &insertItem{p: jp, state: idemtype.StateAvailable, create: true}
+		if jp.RunAt.After(now) {
+			it.state = idemtype.StateScheduled
+		} else {
+			queues = append(queues, jp.Queue)
+		}
+		if jp.PartitionKey != "" {
+			parts = append(parts, jp.Queue+"\x1f"+jp.PartitionKey)
+		}
+		items[i] = it
+	}
+	if s.closed.Load() {
+		return nil, true, errClosed
+	}
+	_, args := insertArgs(items, now)
+	b := &pgx.Batch{}
+	if len(parts) > 0 {
+		b.Queue(qLockPartitions, s.partitionLockClass(), parts)
+	}
+	b.Queue(s.sql(qInsertJobs), args...)
+	if len(queues) > 0 {
+		b.Queue(qNotify, s.schema, queues)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if len(parts) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, true, fmt.Errorf("lock partitions: %w", err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, true, err
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, true, err
+	}
+	if len(queues) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, true, fmt.Errorf("notify: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, true, err
+	}
+	if len(jobs) != len(items) {
+		return nil, true, fmt.Errorf("%d rows for %d jobs", len(jobs), len(items))
+	}
+	out := make([]store.JobInsertResult, len(jobs))
+	for i, j := range jobs {
+		out[i].Job = j
+	}
+	return out, true, nil
 }
 
 // int64sLiteral renders ids as a PostgreSQL array literal.

@@ -275,7 +275,7 @@ func (s *Store) finishRepeats(ctx context.Context, tx pgx.Tx, p []*store.JobFini
 	}
 	type seen struct {
 		state, token string
-		result      *string
+		result       *string
 	}
 	have := map[int64]seen{}
 	var id int64

@@ -47,17 +47,28 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
 
 	qNextIDs = `SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) FROM generate_series(1, $1::integer)`
 
+	// qRecordsValues inserts the records of keyed items (sorted by tenant,
+	// key so that concurrent batches lock in one order).
+	qRecordsValues = `INSERT INTO {schema}.records AS r
+    (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
+SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, $6::timestamptz, u.dedup_until, u.dedup_until
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) WITH ORDINALITY
+    AS u(tenant, key, fp, job_id, dedup_until, ord)
+ORDER BY u.ord`
+
+	// qInsertRecords creates the records of new keys and leaves existing
+	// ones alone (not even locked). It waits for an uncommitted insert of
+	// the same key and then reports the conflict.
+	qInsertRecords = qRecordsValues + `
+ON CONFLICT (tenant, key) DO NOTHING
+RETURNING r.tenant, r.key, r.job_id`
+
 	// qUpsertRecords creates or reopens the idempotency records of keyed
 	// items (sorted by tenant, key so concurrent batches lock in one order).
 	// A row is returned only when this batch owns the key now: there was no
 	// record, or it expired, or its dedup window passed, or it belongs to no
 	// job (a Do record). A live expired-window record keeps its cached result.
-	qUpsertRecords = `INSERT INTO {schema}.records AS r
-    (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
-SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, $6::timestamptz, u.dedup_until, u.dedup_until
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) WITH ORDINALITY
-    AS u(tenant, key, fp, job_id, dedup_until, ord)
-ORDER BY u.ord
+	qUpsertRecords = qRecordsValues + `
 ON CONFLICT (tenant, key) DO UPDATE SET
     job_id        = excluded.job_id,
     fingerprint   = excluded.fingerprint,
@@ -82,7 +93,8 @@ RETURNING r.tenant, r.key, r.job_id`
 	// qExistingRecords reads the records of keys this batch did not get (a
 	// new statement, so it sees the rows committed by the winners; the rows
 	// stay locked by the ON CONFLICT above until this transaction ends).
-	qExistingRecords = `SELECT r.tenant, r.key, r.fingerprint, COALESCE(r.job_id, 0)
+	qExistingRecords = `SELECT r.tenant, r.key, r.fingerprint, COALESCE(r.job_id, 0),
+    COALESCE(r.job_id IS NULL OR r.dedup_until <= $3 OR r.expires_at <= $3, false)
 FROM {schema}.records r
 JOIN unnest($1::text[], $2::text[]) AS u(tenant, key) ON r.tenant = u.tenant AND r.key = u.key`
 
@@ -115,11 +127,11 @@ const jobColsRet = `id, tenant, queue, kind, args::text, state, priority, attemp
 
 // Reads.
 const (
-	qJobGet       = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = $1 AND ($2 = '' OR j.tenant = $2)`
-	qJobsByID     = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = ANY($1::bigint[])`
-	qAttemptList  = `SELECT job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id, target, http_status
+	qJobGet      = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = $1 AND ($2 = '' OR j.tenant = $2)`
+	qJobsByID    = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = ANY($1::bigint[])`
+	qAttemptList = `SELECT job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id, target, http_status
 FROM {schema}.attempts WHERE job_id = $1 ORDER BY id`
-	qJobExists = `SELECT EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND ($2 = '' OR tenant = $2))`
+	qJobExists   = `SELECT EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND ($2 = '' OR tenant = $2))`
 	qQueueCounts = `SELECT queue, state, count(*),
     min(run_at) FILTER (WHERE state = 'available' OR (state IN ('scheduled', 'retryable') AND run_at <= $2))
 FROM {schema}.jobs WHERE ($1 = '' OR tenant = $1) GROUP BY queue, state`

@@ -27,9 +27,19 @@ func reportJobs(b *testing.B, s *Store, jobs int) {
 // BenchmarkJobInsertSingleParallel: one job per call from ~16 goroutines,
 // each with its own idempotency key (the HTTP enqueue path).
 func BenchmarkJobInsertSingleParallel(b *testing.B) {
+	benchSingle(b, 8) // × GOMAXPROCS (2) = 16 goroutines
+}
+
+// BenchmarkJobInsertSingleParallel64: as above from ~64 goroutines; group
+// commit shares each fsync among more callers.
+func BenchmarkJobInsertSingleParallel64(b *testing.B) {
+	benchSingle(b, 32)
+}
+
+func benchSingle(b *testing.B, parallelism int) {
 	s := openTest(b, benchConfig())
 	var n atomic.Int64
-	b.SetParallelism(8) // × GOMAXPROCS (2) = 16 goroutines
+	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

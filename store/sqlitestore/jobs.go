@@ -32,7 +32,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 }
 
 // plainBatch is how many unkeyed, dependency-free jobs go in one multi-row INSERT.
-const plainBatch = 32
+const plainBatch = 128
 
 func insertJobs(t *wtx, jobs []*store.JobInsertParams, now time.Time) ([]store.JobInsertResult, error) {
 	results := make([]store.JobInsertResult, len(jobs))
@@ -391,10 +391,15 @@ WHERE id IN (SELECT j.id FROM jobs j WHERE j.` + sqlClaimable + ` AND j.run_at <
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, j := range out {
-			if _, err := t.exec(qAttemptStart, j.ID, j.Attempt, now, j.WorkerID); err != nil {
-				return fmt.Errorf("insert attempt: %w", err)
-			}
+		if len(out) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(out))
+		for i, j := range out {
+			ids[i] = j.ID
+		}
+		if _, err := t.exec(qAttemptStartMany, jsonIDs(ids)); err != nil {
+			return fmt.Errorf("insert attempts: %w", err)
 		}
 		return nil
 	})
@@ -453,9 +458,18 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 		return nil, nil
 	}
 	errs := make([]error, len(ps))
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	idList := jsonIDs(ids)
 	err := s.write(ctx, len(ps), func(t *wtx) error {
+		deps, err := withDependants(t, idList)
+		if err != nil {
+			return err
+		}
 		for i, p := range ps {
-			e, err := finishOne(t, p)
+			e, err := finishOne(t, p, deps[p.ID])
 			if err != nil {
 				return err
 			}
@@ -471,7 +485,7 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 
 // finishOne ends one attempt; it returns the item's error and an error that
 // fails the whole operation.
-func finishOne(t *wtx, p *store.JobFinishParams) (error, error) {
+func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, error) {
 	fin := store.OrNow(p.FinishedAt)
 	finUS := toUS(fin)
 	var finished, runAt any
@@ -502,12 +516,13 @@ func finishOne(t *wtx, p *store.JobFinishParams) (error, error) {
 		return nil, fmt.Errorf("end attempt: %w", err)
 	}
 	owner := store.JobOwner(p.ID)
-	switch p.State {
-	case idemtype.StateCompleted:
+	switch {
+	case !hasDependants:
+	case p.State == idemtype.StateCompleted:
 		if _, err := t.exec(qDependantsRelease, finUS, p.ID); err != nil {
 			return nil, fmt.Errorf("release dependants: %w", err)
 		}
-	case idemtype.StateDead, idemtype.StateCancelled:
+	case p.State == idemtype.StateDead || p.State == idemtype.StateCancelled:
 		if err := cancelDependants(t, p.ID, p.State, finUS); err != nil {
 			return nil, err
 		}
@@ -535,6 +550,24 @@ func finishOne(t *wtx, p *store.JobFinishParams) (error, error) {
 		return nil, fmt.Errorf("release record lease: %w", err)
 	}
 	return nil, nil
+}
+
+// jsonIDs formats ids as a JSON array (for json_each).
+func jsonIDs(ids []int64) string {
+	return "[" + formatIDs(ids) + "]"
+}
+
+// withDependants returns which jobs of the JSON id list have dependants.
+func withDependants(t *wtx, idList string) (map[int64]bool, error) {
+	ids, err := selectIDs(t, qHasDependants, idList)
+	if err != nil {
+		return nil, fmt.Errorf("find dependants: %w", err)
+	}
+	m := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m, nil
 }
 
 // repeatCompletion decides a finish whose lease does not match: a repeat of

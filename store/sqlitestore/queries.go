@@ -107,8 +107,16 @@ const (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
         AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `))`
 
-	qAttemptStart = `INSERT INTO attempts (job_id, attempt, started_at, outcome, worker_id)
-VALUES (?, ?, ?, 'running', ?)`
+	// qAttemptStartMany inserts the running attempts of the claimed jobs
+	// listed in the JSON array ?1, in one statement.
+	qAttemptStartMany = `INSERT INTO attempts (job_id, attempt, started_at, outcome, worker_id)
+SELECT id, attempt, started_at, 'running', worker_id FROM jobs
+WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id`
+
+	// qHasDependants lists which of the jobs in the JSON array ?1 have
+	// dependants (so finishes skip the release/cancel query for the rest).
+	qHasDependants = `SELECT DISTINCT depends_on_id FROM job_deps
+WHERE depends_on_id IN (SELECT value FROM json_each(?1))`
 
 	qHeartbeat = `UPDATE jobs SET lease_expires_at = ?1
 WHERE id = ?2 AND state = 'running' AND lease_token = ?3

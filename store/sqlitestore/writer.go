@@ -6,11 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/idem-dev/idem/idemtype"
 )
+
+// gatherYields is how many times the writer yields to gather more queued
+// operations before it starts a group commit.
+const gatherYields = 2
 
 // writeOp is one write operation waiting for the writer.
 type writeOp struct {
@@ -111,6 +116,11 @@ func (w *writer) run() {
 		}
 		batch = append(batch[:0], first)
 		items := first.weight
+		// Take everything queued. When the queue looks empty, yield a
+		// couple of times first: callers just answered by the previous
+		// commit are usually about to submit again, and a commit (an
+		// fsync) costs far more than a yield.
+		yields := 0
 	drain:
 		for len(batch) < w.maxOps && items < w.maxItems {
 			select {
@@ -118,7 +128,11 @@ func (w *writer) run() {
 				batch = append(batch, op)
 				items += op.weight
 			default:
-				break drain
+				if yields >= gatherYields {
+					break drain
+				}
+				yields++
+				runtime.Gosched()
 			}
 		}
 		w.runBatch(batch)

@@ -1,0 +1,409 @@
+package idemhttp
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// enqueueParams validates one request and builds the client's params.
+func (s *Server) enqueueParams(tenant string, req *enqueueRequest) (idem.EnqueueParams, error) {
+	runAt, err := parseTime("run_at", req.RunAt)
+	if err != nil {
+		return idem.EnqueueParams{}, err
+	}
+	dedup, err := parseDuration("dedup_window", req.DedupWindow)
+	if err != nil {
+		return idem.EnqueueParams{}, err
+	}
+	ttl, err := parseDuration("result_ttl", req.ResultTTL)
+	if err != nil {
+		return idem.EnqueueParams{}, err
+	}
+	if ttl != nil && *ttl == 0 {
+		return idem.EnqueueParams{}, invalid("result_ttl", "must be positive")
+	}
+	deps, err := parseIDList("depends_on", req.DependsOn)
+	if err != nil {
+		return idem.EnqueueParams{}, err
+	}
+	if req.Kind == "" {
+		return idem.EnqueueParams{}, invalid("kind", "must not be empty")
+	}
+	p := idem.EnqueueParams{Kind: req.Kind, Args: rawOrNil(req.Args), Opts: &idem.EnqueueOpts{
+		Tenant: tenant, Queue: req.Queue, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
+		RunAt: runAt, PartitionKey: req.PartitionKey, DependsOn: deps, Metadata: rawOrNil(req.Metadata),
+		IdempotencyKey: req.IdempotencyKey, DedupWindow: dedup, ResultTTL: ttl}}
+	if req.MaxAttempts < 0 {
+		return p, invalid("max_attempts", "must be between 1 and 1000")
+	}
+	if err := s.client.ValidateEnqueue(p); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// decodeEnqueue decodes and validates the body of POST /v1/jobs with the
+// header key hk ("" = none).
+func (s *Server) decodeEnqueue(body []byte, tenant, hk string) (idem.EnqueueParams, error) {
+	var req enqueueRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return idem.EnqueueParams{}, err
+	}
+	if hk != "" {
+		if req.IdempotencyKey != "" && req.IdempotencyKey != hk {
+			return idem.EnqueueParams{}, invalid("idempotency_key", "differs from the Idempotency-Key header")
+		}
+		req.IdempotencyKey = hk
+	}
+	return s.enqueueParams(tenant, &req)
+}
+
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	hk, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r, s.cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	p, err := s.decodeEnqueue(body, tenantOf(r), hk)
+	if err != nil {
+		return err
+	}
+	res, err := s.client.EnqueueRaw(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Existing {
+		status = http.StatusOK
+		w.Header().Set(headerIdempotentReplayed, "true")
+	}
+	w.Header().Set("Location", "/v1/jobs/"+formatID(res.Job.ID))
+	writeJSON(w, status, enqueueReply{Job: renderJob(res.Job, false), Existing: res.Existing})
+	return nil
+}
+
+// enqueueBatch inserts up to MaxBatch jobs; one bad item fails only itself.
+// A header Idempotency-Key K gives each item without its own key the key
+// "K:<index>", so a retried batch creates nothing twice.
+func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
+	hk, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	var req batchRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	if len(req.Jobs) == 0 {
+		return invalid("jobs", "must hold at least one job")
+	}
+	if len(req.Jobs) > MaxBatch {
+		return invalid("jobs", fmt.Sprintf("a batch holds at most %d jobs, not %d", MaxBatch, len(req.Jobs)))
+	}
+	tenant := tenantOf(r)
+	results := make([]batchItem, len(req.Jobs))
+	var valid []idem.EnqueueParams
+	var index []int
+	for i, raw := range req.Jobs {
+		var item enqueueRequest
+		err := decodeStrict(raw, &item)
+		var p idem.EnqueueParams
+		if err == nil {
+			if item.IdempotencyKey == "" && hk != "" {
+				item.IdempotencyKey = hk + ":" + strconv.Itoa(i)
+			}
+			p, err = s.enqueueParams(tenant, &item)
+		}
+		if err != nil {
+			results[i].Error = problemFor(err)
+			continue
+		}
+		valid = append(valid, p)
+		index = append(index, i)
+	}
+	if len(valid) > 0 {
+		res, err := s.client.EnqueueMany(r.Context(), valid)
+		if err != nil {
+			return err
+		}
+		for k, rr := range res {
+			i := index[k]
+			if rr.Err != nil {
+				results[i].Error = problemFor(rr.Err)
+				continue
+			}
+			existing := rr.Existing
+			results[i] = batchItem{Job: renderJob(rr.Job, false), Existing: &existing}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": results})
+	return nil
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	job, err := s.client.JobGet(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderJob(job, false))
+	return nil
+}
+
+// listQuery parses the query of job lists.
+func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
+	p := &idem.JobListParams{Limit: DefaultListLimit}
+	f := &p.Filter
+	f.Tenant = tenant
+	for _, s := range splitList(q["state"]) {
+		st := idemtype.JobState(s)
+		if !st.Valid() {
+			return nil, invalid("state", fmt.Sprintf("unknown state %q", s))
+		}
+		f.States = append(f.States, st)
+	}
+	f.Queue, f.Kind = q.Get("queue"), q.Get("kind")
+	f.PartitionKey, f.IdempotencyKey = q.Get("partition_key"), q.Get("idempotency_key")
+	var err error
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(t.name); v != "" {
+			if *t.dst, err = parseTime(t.name, &v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, invalid("limit", "must be a positive integer")
+		}
+		p.Limit = min(n, MaxListLimit)
+	}
+	if v := q.Get("cursor"); v != "" {
+		if p.Cursor, err = decodeCursor(v); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func encodeCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("j" + formatID(id)))
+}
+
+func decodeCursor(c string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil && len(b) > 1 && b[0] == 'j' {
+		if id, ok := parseID(string(b[1:])); ok {
+			return id, nil
+		}
+	}
+	return 0, invalid("cursor", "malformed cursor")
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	p, err := listQuery(r.URL.Query(), tenantOf(r))
+	if err != nil {
+		return err
+	}
+	return s.writeList(w, r, p)
+}
+
+func (s *Server) writeList(w http.ResponseWriter, r *http.Request, p *idem.JobListParams) error {
+	jobs, next, err := s.client.JobList(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"jobs": renderJobs(jobs, false)}
+	if next != 0 {
+		out["next_cursor"] = encodeCursor(next)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.decodeBody(r, &struct{}{}, true); err != nil {
+		return err
+	}
+	job, err := s.client.JobCancel(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderJob(job, false))
+	return nil
+}
+
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req retryRequest
+	if err := s.decodeBody(r, &req, true); err != nil {
+		return err
+	}
+	runAt, err := parseTime("run_at", req.RunAt)
+	if err != nil {
+		return err
+	}
+	job, err := s.client.JobRetry(r.Context(), tenantOf(r), id, runAt)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderJob(job, false))
+	return nil
+}
+
+func (s *Server) attempts(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.client.JobAttempts(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	out := make([]attemptJSON, 0, len(list))
+	for _, a := range list {
+		out = append(out, attemptJSON{Attempt: a.Attempt, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
+			DurationMS: a.DurationMS, Outcome: string(a.Outcome), Error: a.Error, Worker: a.WorkerID,
+			Target: a.Target, HTTPStatus: a.HTTPStatus})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"attempts": out})
+	return nil
+}
+
+// jobFilter converts a body filter.
+func jobFilter(f *filterJSON, tenant string) (idem.JobFilter, error) {
+	out := idem.JobFilter{Tenant: tenant, Queue: f.Queue, Kind: f.Kind, PartitionKey: f.PartitionKey,
+		IdempotencyKey: f.IdempotencyKey}
+	for _, s := range f.State {
+		st := idemtype.JobState(s)
+		if !st.Valid() {
+			return out, invalid("filter.state", fmt.Sprintf("unknown state %q", s))
+		}
+		out.States = append(out.States, st)
+	}
+	var err error
+	if out.Since, err = parseTime("filter.since", f.Since); err != nil {
+		return out, err
+	}
+	if out.Until, err = parseTime("filter.until", f.Until); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
+	var req replayRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	f, err := jobFilter(&req.Filter, tenantOf(r))
+	if err != nil {
+		return err
+	}
+	if req.Queue != "" {
+		if err := idem.ValidateName("queue", req.Queue); err != nil {
+			return err
+		}
+	}
+	n, err := s.client.JobReplay(r.Context(), &idem.ReplayParams{Filter: f, Queue: req.Queue, Limit: MaxReplay})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"enqueued": n})
+	return nil
+}
+
+func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	for _, st := range splitList(q["state"]) {
+		if st != string(idemtype.StateDead) {
+			return invalid("state", "the dead-letter queue holds dead jobs only")
+		}
+	}
+	q.Del("state")
+	p, err := listQuery(q, tenantOf(r))
+	if err != nil {
+		return err
+	}
+	p.Filter.States = []idemtype.JobState{idemtype.StateDead}
+	return s.writeList(w, r, p)
+}
+
+func (s *Server) requeue(w http.ResponseWriter, r *http.Request) error {
+	var req requeueRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	tenant := tenantOf(r)
+	ids, err := parseIDList("ids", req.IDs)
+	if err != nil {
+		return err
+	}
+	if len(ids) > MaxBatch {
+		return invalid("ids", fmt.Sprintf("at most %d ids", MaxBatch))
+	}
+	var f idem.JobFilter
+	switch {
+	case len(ids) > 0 && req.Filter != nil:
+		return invalid("ids", "send ids or filter, not both")
+	case len(ids) > 0:
+		for _, id := range ids {
+			if _, err := s.client.JobGet(r.Context(), tenant, id); err != nil {
+				if errors.Is(err, idemtype.ErrNotFound) {
+					return fmt.Errorf("job %d: %w", id, err)
+				}
+				return err
+			}
+		}
+		f.Tenant = tenant
+	case req.Filter != nil:
+		if f, err = jobFilter(req.Filter, tenant); err != nil {
+			return err
+		}
+	default:
+		return invalid("ids", "send ids or filter")
+	}
+	n, err := s.client.DLQRequeue(r.Context(), ids, f)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"requeued": n})
+	return nil
+}
+
+func (s *Server) deleteDead(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.client.DLQDelete(r.Context(), tenantOf(r), id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

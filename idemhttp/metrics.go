@@ -1,0 +1,117 @@
+package idemhttp
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// httpMetrics are the request metrics of one server.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg *prometheus.Registry, s *Server) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idem_http_requests_total",
+			Help: "HTTP requests by route and status code."}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "idem_http_request_duration_seconds",
+			Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"}),
+	}
+	reg.MustRegister(m.requests, m.duration, &storeCollector{s: s},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// instrument counts and times the requests of one route.
+func (m *httpMetrics) instrument(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// storeCollector reports job counts and record stats at scrape time.
+type storeCollector struct{ s *Server }
+
+var (
+	descJobs        = prometheus.NewDesc("idem_jobs", "Jobs by queue and state (every tenant).", []string{"queue", "state"}, nil)
+	descOldest      = prometheus.NewDesc("idem_oldest_available_age_seconds", "Age of the oldest claimable job.", []string{"queue"}, nil)
+	descRecords     = prometheus.NewDesc("idem_idempotency_records", "Live idempotency records.", nil, nil)
+	descRecordBytes = prometheus.NewDesc("idem_idempotency_size_bytes", "Stored result bytes of live records.", nil, nil)
+	descUp          = prometheus.NewDesc("idem_store_up", "1 when the store answered the scrape.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descJobs, descOldest, descRecords, descRecordBytes, descUp} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := c.s.now()
+	stats, err := c.s.store.QueueStats(ctx, "", now)
+	rs, err2 := c.s.store.RecordStats(ctx, "", now)
+	if err != nil || err2 != nil {
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
+	for _, q := range stats {
+		for _, st := range idemtype.AllStates {
+			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(q.Counts[st]), q.Queue, string(st))
+		}
+		age := 0.0
+		if q.OldestAvailable != nil {
+			age = max(0, now.Sub(*q.OldestAvailable).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, age, q.Queue)
+	}
+	ch <- prometheus.MustNewConstMetric(descRecords, prometheus.GaugeValue, float64(rs.Entries))
+	ch <- prometheus.MustNewConstMetric(descRecordBytes, prometheus.GaugeValue, float64(rs.SizeBytes))
+}
+
+func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) error {
+	promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	return nil
+}

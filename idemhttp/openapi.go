@@ -1,0 +1,21 @@
+package idemhttp
+
+import (
+	_ "embed" // the OpenAPI document
+	"net/http"
+)
+
+// openAPIDoc is the OpenAPI 3.1 document of the API; a test checks that it
+// lists exactly the registered routes.
+//
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// OpenAPI returns the OpenAPI 3.1 document served at /v1/openapi.json.
+func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }
+
+func (s *Server) openAPI(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPIDoc)
+	return nil
+}

@@ -1,0 +1,128 @@
+package idemhttp
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
+	var req claimRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	lease, err := parseDuration("lease", req.Lease)
+	if err != nil {
+		return err
+	}
+	wait, err := parseDuration("wait", req.Wait)
+	if err != nil {
+		return err
+	}
+	p := idem.ClaimParams{Tenant: tenantOf(r), Queues: req.Queues, Kinds: req.Kinds, WorkerID: req.WorkerID, Limit: req.Limit}
+	if req.Limit < 0 {
+		return invalid("limit", "must be between 1 and 100")
+	}
+	if lease != nil {
+		if *lease == 0 {
+			return invalid("lease", "must be at least 1s")
+		}
+		p.Lease = *lease
+	}
+	if wait != nil {
+		p.Wait = *wait
+	}
+	jobs, err := s.client.Claim(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": renderJobs(jobs, true)})
+	return nil
+}
+
+func requireToken(token string) error {
+	if token == "" {
+		return invalid("lease_token", "is required")
+	}
+	return nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req heartbeatRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	if err := requireToken(req.LeaseToken); err != nil {
+		return err
+	}
+	lease, err := parseDuration("lease", req.Lease)
+	if err != nil {
+		return err
+	}
+	var d time.Duration
+	if lease != nil {
+		if *lease == 0 {
+			return invalid("lease", "must be at least 1s")
+		}
+		d = *lease
+	}
+	until, err := s.client.Heartbeat(r.Context(), tenantOf(r), id, req.LeaseToken, d)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]time.Time{"lease_expires_at": until})
+	return nil
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req completeRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	if err := requireToken(req.LeaseToken); err != nil {
+		return err
+	}
+	job, err := s.client.Complete(r.Context(), tenantOf(r), id, req.LeaseToken, rawOrNil(req.Result))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderJob(job, false))
+	return nil
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req failRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	if err := requireToken(req.LeaseToken); err != nil {
+		return err
+	}
+	after, err := parseDuration("retry_after", req.RetryAfter)
+	if err != nil {
+		return err
+	}
+	if len(req.Error) > 64<<10 {
+		return invalid("error", "at most 64 KiB")
+	}
+	p := idem.FailParams{Error: req.Error, NoRetry: req.Retry != nil && !*req.Retry, RetryAfter: after}
+	job, err := s.client.Fail(r.Context(), tenantOf(r), id, req.LeaseToken, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderJob(job, false))
+	return nil
+}

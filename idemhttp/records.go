@@ -1,0 +1,58 @@
+package idemhttp
+
+import (
+	"net/http"
+
+	"github.com/idem-dev/idem"
+)
+
+func pathKey(r *http.Request) (string, error) {
+	k := r.PathValue("key")
+	if err := idem.ValidateKey("key", k); err != nil {
+		return "", err
+	}
+	return k, nil
+}
+
+func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
+	k, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	rec, err := s.client.RecordGet(r.Context(), tenantOf(r), k)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderRecord(rec))
+	return nil
+}
+
+func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
+	k, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	if err := s.client.RecordDelete(r.Context(), tenantOf(r), k); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) cacheStats(r *http.Request) (*cacheStatsJSON, error) {
+	cs, err := s.client.CacheStats(r.Context(), tenantOf(r))
+	if err != nil {
+		return nil, err
+	}
+	return &cacheStatsJSON{Entries: cs.Entries, InProgress: cs.InProgress, Expiring24h: cs.Expiring24h,
+		Expired: cs.Expired, SizeBytes: cs.SizeBytes, Hits: cs.Hits, Misses: cs.Misses, HitRate: cs.HitRate}, nil
+}
+
+func (s *Server) recordStats(w http.ResponseWriter, r *http.Request) error {
+	cs, err := s.cacheStats(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, cs)
+	return nil
+}

@@ -1,0 +1,173 @@
+package idemhttp
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// latencySample is how many recent completed jobs per queue give the wait
+// and run percentiles of /v1/stats.
+const latencySample = 200
+
+type percentiles struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+}
+
+type queueStatsJSON struct {
+	Counts              map[string]int64 `json:"counts"`
+	OldestAvailableAgeS float64          `json:"oldest_available_age_s"`
+	Completed1m         int64            `json:"completed_1m"`
+	Failed1m            int64            `json:"failed_1m"`
+	// SuccessRate over the last minute; null when nothing finished.
+	SuccessRate *float64    `json:"success_rate"`
+	WaitMS      percentiles `json:"wait_ms"`
+	RunMS       percentiles `json:"run_ms"`
+}
+
+func (s *Server) queueStats(ctx context.Context, st *store.QueueStat, now time.Time) *queueStatsJSON {
+	q := &queueStatsJSON{Counts: map[string]int64{}, Completed1m: st.Completed1m, Failed1m: st.Failed1m}
+	for _, state := range idemtype.AllStates {
+		q.Counts[string(state)] = st.Counts[state]
+	}
+	if st.OldestAvailable != nil {
+		q.OldestAvailableAgeS = math.Max(0, now.Sub(*st.OldestAvailable).Seconds())
+	}
+	if total := st.Completed1m + st.Failed1m; total > 0 {
+		rate := float64(st.Completed1m) / float64(total)
+		q.SuccessRate = &rate
+	}
+	return q
+}
+
+// latencies fills the wait and run percentiles from recent completed jobs.
+func (s *Server) latencies(ctx context.Context, tenant, queue string, q *queueStatsJSON) error {
+	jobs, _, err := s.client.JobList(ctx, &idem.JobListParams{Limit: latencySample, Filter: idem.JobFilter{
+		Tenant: tenant, Queue: queue, States: []idemtype.JobState{idemtype.StateCompleted}}})
+	if err != nil {
+		return err
+	}
+	var wait, run []float64
+	for _, j := range jobs {
+		if j.StartedAt == nil || j.FinishedAt == nil || j.WasCached {
+			continue
+		}
+		wait = append(wait, float64(j.StartedAt.Sub(j.RunAt).Microseconds())/1000)
+		run = append(run, float64(j.FinishedAt.Sub(*j.StartedAt).Microseconds())/1000)
+	}
+	q.WaitMS, q.RunMS = pct(wait), pct(run)
+	return nil
+}
+
+func pct(v []float64) percentiles {
+	if len(v) == 0 {
+		return percentiles{}
+	}
+	slices.Sort(v)
+	at := func(p float64) float64 { return math.Max(0, v[min(len(v)-1, int(p*float64(len(v))))]) }
+	return percentiles{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
+	tenant := tenantOf(r)
+	now := s.now()
+	list, err := s.client.QueueStats(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	queues := map[string]*queueStatsJSON{}
+	for _, st := range list {
+		q := s.queueStats(r.Context(), st, now)
+		if err := s.latencies(r.Context(), tenant, st.Queue, q); err != nil {
+			return err
+		}
+		queues[st.Queue] = q
+	}
+	cs, err := s.cacheStats(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": queues, "idempotency": cs})
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// check is one readiness check.
+type check struct {
+	Status    string  `json:"status"` // healthy, degraded or unhealthy
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	Detail    string  `json:"detail,omitempty"`
+}
+
+// readiness evaluates the thresholds over every tenant.
+func (s *Server) readiness(ctx context.Context) (status string, checks map[string]check) {
+	checks = map[string]check{}
+	list, err := s.store.QueueStats(ctx, "", s.now())
+	if err != nil {
+		checks["database"] = check{Status: "unhealthy", Detail: "the store did not answer"}
+		return "unhealthy", checks
+	}
+	checks["database"] = check{Status: "healthy"}
+	var dead, avail, done, failed int64
+	var oldest time.Duration
+	for _, q := range list {
+		dead += q.Counts[idemtype.StateDead]
+		avail += q.Counts[idemtype.StateAvailable]
+		done += q.Completed1m
+		failed += q.Failed1m
+		if q.OldestAvailable != nil {
+			oldest = max(oldest, s.now().Sub(*q.OldestAvailable))
+		}
+	}
+	rc := s.cfg.Ready
+	grade := func(bad bool, level string) string {
+		if bad {
+			return level
+		}
+		return "healthy"
+	}
+	checks["dead_jobs"] = check{Status: grade(dead > rc.DeadJobs, "unhealthy"), Value: float64(dead), Threshold: float64(rc.DeadJobs)}
+	checks["available_jobs"] = check{Status: grade(avail > rc.AvailableJobs, "degraded"), Value: float64(avail), Threshold: float64(rc.AvailableJobs)}
+	checks["oldest_available_s"] = check{Status: grade(oldest > rc.OldestAvailable, "degraded"),
+		Value: oldest.Seconds(), Threshold: rc.OldestAvailable.Seconds()}
+	rate := 1.0
+	if done+failed > 0 {
+		rate = float64(done) / float64(done+failed)
+	}
+	checks["success_rate_1m"] = check{Status: grade(rate < rc.SuccessRate, "degraded"), Value: rate, Threshold: rc.SuccessRate,
+		Detail: fmt.Sprintf("%d completed, %d failed in the last minute", done, failed)}
+	status = "healthy"
+	for _, c := range checks {
+		switch {
+		case c.Status == "unhealthy":
+			status = "unhealthy"
+		case c.Status == "degraded" && status == "healthy":
+			status = "degraded"
+		}
+	}
+	return status, checks
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	status, checks := s.readiness(r.Context())
+	code := http.StatusOK
+	if status == "unhealthy" {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{"status": status, "checks": checks})
+	return nil
+}

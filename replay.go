@@ -1,0 +1,95 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// DefaultReplayLimit is the most jobs one JobReplay copies when Limit is 0.
+const DefaultReplayLimit = 1000
+
+// ReplayParams selects the jobs JobReplay copies.
+type ReplayParams struct {
+	// Filter selects the originals; Filter.Tenant "" means the default
+	// tenant. Every copy is made in the tenant of its original.
+	Filter JobFilter
+	// Queue, when not "", puts every copy in this queue.
+	Queue string
+	// Limit caps the copies; default DefaultReplayLimit.
+	Limit int
+}
+
+// JobReplay enqueues a copy of every job the filter selects (up to Limit),
+// oldest first, and returns how many it enqueued. A copy is a new job with
+// the original's kind, args, priority, max attempts, partition key and
+// metadata plus metadata.replay_of = the original's id (a string); it has no
+// idempotency key and no dependencies, and runs now.
+func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultReplayLimit
+	}
+	if p.Queue != "" {
+		if err := ValidateName("queue", p.Queue); err != nil {
+			return 0, err
+		}
+	}
+	lp := &JobListParams{Filter: p.Filter, Limit: min(limit, 500)}
+	lp.Filter.Tenant = c.tenant(lp.Filter.Tenant)
+	var originals []*JobRow
+	for len(originals) < limit {
+		lp.Limit = min(limit-len(originals), 500)
+		rows, next, err := c.jobList(ctx, lp)
+		if err != nil {
+			return 0, fmt.Errorf("replay: list jobs: %w", err)
+		}
+		originals = append(originals, rows...)
+		if next == 0 {
+			break
+		}
+		lp.Cursor = next
+	}
+	slices.Reverse(originals)
+	n := 0
+	for chunk := range slices.Chunk(originals, MaxBatch) {
+		items := make([]EnqueueParams, len(chunk))
+		for i, o := range chunk {
+			meta, err := replayMetadata(o)
+			if err != nil {
+				return n, err
+			}
+			q := o.Queue
+			if p.Queue != "" {
+				q = p.Queue
+			}
+			items[i] = EnqueueParams{Kind: o.Kind, Args: o.Args, Opts: &EnqueueOpts{Tenant: o.Tenant, Queue: q,
+				Priority: o.Priority, MaxAttempts: o.MaxAttempts, PartitionKey: o.PartitionKey, Metadata: meta}}
+		}
+		res, err := c.EnqueueMany(ctx, items)
+		if err != nil {
+			return n, fmt.Errorf("replay: %w", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return n, fmt.Errorf("replay: %w", r.Err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// replayMetadata is the original's metadata with replay_of set.
+func replayMetadata(o *JobRow) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(o.Metadata) > 0 && string(o.Metadata) != "null" {
+		if err := json.Unmarshal(o.Metadata, &m); err != nil || m == nil {
+			m = map[string]json.RawMessage{}
+		}
+	}
+	m["replay_of"] = json.RawMessage(strconv.Quote(strconv.FormatInt(o.ID, 10)))
+	return json.Marshal(m)
+}
