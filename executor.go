@@ -40,6 +40,7 @@ func (rt *runtime) execute(ctx context.Context, j *runningJob) {
 		}
 		rt.c.stats.cacheMisses.Add(1)
 	}
+	ctx = context.WithValue(ctx, handlerKey{}, &handlerJob{rt: rt, row: row})
 	res, err := rt.callHandler(ctx, row)
 	if err == nil {
 		rt.completeAttempt(row, fin, res)

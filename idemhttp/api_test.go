@@ -480,11 +480,9 @@ func testPull(t *testing.T, open opener) {
 
 func testRecords(t *testing.T, open opener) {
 	e := setup(t, open, nil)
-	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "idempotency_key": "rec/1 x", "queue": "q"})
-	_ = id
 	r := e.req("GET", "/v1/idempotency/"+url.PathEscape("rec/1 x"), e.keyA, nil)
 	expect(t, r, 400, "/problems/invalid-request") // spaces are not allowed in keys
-	id = e.enqueue(e.keyA, map[string]any{"kind": "k", "idempotency_key": "rec/1", "queue": "q"})
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "idempotency_key": "rec/1", "queue": "q"})
 	r = e.req("GET", "/v1/idempotency/"+url.PathEscape("rec/1"), e.keyA, nil)
 	expect(t, r, 200, "")
 	m := r.json(t)
@@ -512,8 +510,8 @@ func testRecords(t *testing.T, open opener) {
 
 func testStatsOps(t *testing.T, open opener) {
 	e := setup(t, open, &setupOpts{serverCfg: nil})
-	e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "s"})
 	e.dead(e.keyA, "s")
+	e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "s"})
 	r := e.req("GET", "/v1/stats", e.keyA, nil)
 	expect(t, r, 200, "")
 	q := r.json(t)["queues"].(map[string]any)["s"].(map[string]any)

@@ -156,15 +156,15 @@ func parseID(s string) (int64, bool) {
 func formatID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // parseIDList parses ids given as JSON strings (or numbers) of field.
-func parseIDList(field string, in []json.Number) ([]int64, error) {
+func parseIDList(field string, in []jobIDText) ([]int64, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
 	out := make([]int64, len(in))
 	for i, n := range in {
-		id, ok := parseID(n.String())
+		id, ok := parseID(string(n))
 		if !ok {
-			return nil, invalid(field, fmt.Sprintf("%q is not a job id", n.String()))
+			return nil, invalid(field, fmt.Sprintf("%q is not a job id", string(n)))
 		}
 		out[i] = id
 	}

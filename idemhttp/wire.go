@@ -78,7 +78,7 @@ type enqueueRequest struct {
 	RunAt          *string         `json:"run_at"`
 	MaxAttempts    int             `json:"max_attempts"`
 	PartitionKey   string          `json:"partition_key"`
-	DependsOn      []json.Number   `json:"depends_on"`
+	DependsOn      []jobIDText     `json:"depends_on"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	DedupWindow    *string         `json:"dedup_window"`
 	ResultTTL      *string         `json:"result_ttl"`
@@ -138,8 +138,8 @@ type replayRequest struct {
 }
 
 type requeueRequest struct {
-	IDs    []json.Number `json:"ids"`
-	Filter *filterJSON   `json:"filter"`
+	IDs    []jobIDText `json:"ids"`
+	Filter *filterJSON `json:"filter"`
 }
 
 type retryRequest struct {
@@ -228,4 +228,23 @@ func splitList(in []string) []string {
 		}
 	}
 	return out
+}
+
+// jobIDText is a job id in a body: a JSON string (or number) kept as text
+// and parsed strictly later.
+type jobIDText string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (j *jobIDText) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*j = jobIDText(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return &json.UnmarshalTypeError{Value: "value", Type: stringListType}
+	}
+	*j = jobIDText(n.String())
+	return nil
 }

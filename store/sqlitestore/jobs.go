@@ -801,10 +801,22 @@ func (s *Store) JobDelete(ctx context.Context, tenant string, id int64, state id
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("job %d in state %s: %w", id, state, idemtype.ErrNotFound)
 		}
+		if err := raiseSeq(t, id); err != nil {
+			return err
+		}
 		return deleteJobChildren(t, id)
 	})
 	if err != nil {
 		return fmt.Errorf("delete job: %w", err)
+	}
+	return nil
+}
+
+// raiseSeq keeps the id high-water mark at or above a deleted job's id, so
+// that its id is never allocated again.
+func raiseSeq(t *wtx, id int64) error {
+	if _, err := t.exec(qJobSeqRaise, id); err != nil {
+		return fmt.Errorf("bump job sequence: %w", err)
 	}
 	return nil
 }

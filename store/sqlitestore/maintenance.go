@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -174,6 +175,11 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 			before(p.DeadBefore), nowUS, limit)
 		if err != nil {
 			return err
+		}
+		if len(ids) > 0 {
+			if err := raiseSeq(t, slices.Max(ids)); err != nil {
+				return err
+			}
 		}
 		for _, id := range ids {
 			if _, err := t.exec(qJobDeleteByID, id); err != nil {

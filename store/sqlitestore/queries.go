@@ -35,7 +35,10 @@ const (
 
 // Job inserts.
 const (
-	qJobSeq = `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0)`
+	// qJobSeq is the last job id ever allocated.
+	qJobSeq = `SELECT max(COALESCE((SELECT max(id) FROM jobs), 0), (SELECT seq FROM job_seq WHERE id = 1))`
+	// qJobSeqRaise records a deleted job's id as the high-water mark.
+	qJobSeqRaise = `UPDATE job_seq SET seq = max(seq, ?) WHERE id = 1`
 
 	qJobInsert = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
 run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, last_error, metadata,

@@ -487,3 +487,23 @@ func TestMigrateTwice(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestDeletedIDNotReused(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	ctx := context.Background()
+	res := insert(t, s, t0, job("a"), job("b"))
+	last := res[1].Job
+	if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: last.ID, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.JobDelete(ctx, "default", last.ID, idemtype.StateCancelled); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.JobDelete(ctx, "default", last.ID, idemtype.StateCancelled); !errors.Is(err, idemtype.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if j := insert(t, s, t0, job("c"))[0].Job; j.ID <= last.ID {
+		t.Fatalf("id %d reused (deleted %d)", j.ID, last.ID)
+	}
+}

@@ -235,7 +235,7 @@ type wtx struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
 	// nextID is the last job id allocated in this transaction; 0 = not yet
-	// read from sqlite_sequence.
+	// read from the database (see qJobSeq).
 	nextID int64
 }
 

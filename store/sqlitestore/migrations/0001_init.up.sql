@@ -2,7 +2,7 @@
 -- Times are INTEGER unix microseconds (UTC); JSON is stored as BLOB.
 
 CREATE TABLE jobs (
-    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    id               INTEGER PRIMARY KEY, -- allocated by the store, see 0002
     tenant           TEXT    NOT NULL,
     queue            TEXT    NOT NULL,
     kind             TEXT    NOT NULL,

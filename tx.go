@@ -1,0 +1,101 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// TxStore is implemented by stores whose writes can join a caller's
+// transaction of type TTx (pgstore.Store with pgx.Tx).
+type TxStore[TTx any] interface {
+	JobInsertManyTx(ctx context.Context, tx TTx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error)
+	JobFinishManyTx(ctx context.Context, tx TTx, p []*store.JobFinishParams) ([]error, error)
+}
+
+// ErrNoTxSupport: the client's store cannot join a transaction of that type.
+var ErrNoTxSupport = errors.New("store does not support transactions of this type")
+
+// EnqueueTx inserts jobs inside the caller's transaction tx: they exist if and
+// only if tx commits. Local workers are woken after the call, so a worker may
+// look before the commit; polling (or LISTEN/NOTIFY) picks the jobs up once
+// committed.
+func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueParams) ([]EnqueueResult, error) {
+	ts, ok := c.store.(TxStore[TTx])
+	if !ok {
+		return nil, fmt.Errorf("enqueue tx: %w", ErrNoTxSupport)
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	if len(items) > MaxBatch {
+		return nil, fmt.Errorf("enqueue tx: batch of %d is over %d: %w", len(items), MaxBatch, ErrInvalid)
+	}
+	now := c.now()
+	params := make([]*store.JobInsertParams, len(items))
+	for i, it := range items {
+		p, err := c.insertParams(it, now)
+		if err != nil {
+			return nil, err
+		}
+		params[i] = p
+	}
+	res, err := ts.JobInsertManyTx(ctx, tx, &store.JobInsertManyParams{Jobs: params, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("enqueue tx: %w", err)
+	}
+	out := make([]EnqueueResult, len(res))
+	for i, r := range res {
+		out[i] = EnqueueResult{Job: r.Job, Existing: r.Existing, Err: r.Err}
+		if r.Err == nil && !r.Existing {
+			c.wake(r.Job.Queue)
+		}
+	}
+	return out, nil
+}
+
+// handlerKey finds the running job of a handler's context.
+type handlerKey struct{}
+
+// handlerJob is what a handler's context carries for JobCompleteTx.
+type handlerJob struct {
+	rt  *runtime
+	row *JobRow
+}
+
+// JobCompleteTx completes the job whose handler ctx belongs to, inside the
+// caller's transaction tx: the job is completed if and only if tx commits, so
+// a handler's own writes and its completion commit together (exactly-once
+// effects). The handler should return the same result afterwards; the
+// runtime's own completion then finds the job completed and does nothing.
+func JobCompleteTx[TTx any](ctx context.Context, tx TTx, result any) error {
+	hj, ok := ctx.Value(handlerKey{}).(*handlerJob)
+	if !ok {
+		return errors.New("job complete tx: ctx is not a job handler's context")
+	}
+	ts, ok := hj.rt.c.store.(TxStore[TTx])
+	if !ok {
+		return fmt.Errorf("job complete tx: %w", ErrNoTxSupport)
+	}
+	res, err := marshalResult(result)
+	if err != nil {
+		return err
+	}
+	fin := &store.JobFinishParams{ID: hj.row.ID, LeaseToken: hj.row.LeaseToken}
+	hj.rt.completeAttempt(hj.row, fin, res)
+	now := hj.rt.c.now()
+	fin.FinishedAt = now
+	if hj.row.StartedAt != nil {
+		fin.DurationMS = now.Sub(*hj.row.StartedAt).Milliseconds()
+	}
+	errs, err := ts.JobFinishManyTx(ctx, tx, []*store.JobFinishParams{fin})
+	if err != nil {
+		return fmt.Errorf("job complete tx: %w", err)
+	}
+	if len(errs) > 0 && errs[0] != nil {
+		return fmt.Errorf("job complete tx: %w", errs[0])
+	}
+	return nil
+}
