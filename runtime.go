@@ -76,6 +76,10 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	rt.loops.Add(1)
 	go func() { defer rt.loops.Done(); rt.heartbeat() }()
+	if l, ok := c.store.(listener); ok && len(c.producers) > 0 {
+		rt.loops.Add(1)
+		go func() { defer rt.loops.Done(); rt.listen(rt.claimCtx, l) }()
+	}
 	if !c.cfg.DisableMaintenance {
 		rt.startMaintenance(base)
 	}
@@ -101,6 +105,24 @@ func (rt *runtime) startMaintenance(ctx context.Context) {
 	p.Start(ctx)
 	t.Start(ctx)
 	rt.services = []interface{ Stop() }{r, p, t}
+}
+
+// listener is implemented by stores that announce new jobs from other
+// processes (pgstore: LISTEN/NOTIFY). Polling stays the fallback.
+type listener interface {
+	Listen(ctx context.Context) (<-chan string, error)
+}
+
+// listen wakes the producer of every queue the store announces.
+func (rt *runtime) listen(ctx context.Context, l listener) {
+	ch, err := l.Listen(ctx)
+	if err != nil {
+		rt.c.logger.Warn("listen for new jobs failed; polling only", "err", err)
+		return
+	}
+	for queue := range ch {
+		rt.wakeQueues([]string{queue})
+	}
 }
 
 // wakeQueues wakes the named producers, or all of them for nil.

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		os.Exit(crashChild())
 	}
+	if os.Getenv(mpChildEnv) != "" {
+		os.Exit(mpChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -49,12 +49,17 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
 
 	// qRecordsValues inserts the records of keyed items (sorted by tenant,
 	// key so that concurrent batches lock in one order).
-	qRecordsValues = `INSERT INTO {schema}.records AS r
+	// Each item has its own now ($6, stored as created_at, so the ON
+	// CONFLICT clause reads it as excluded.created_at) and result TTL ($7).
+	qRecordsValues = `WITH u AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[],
+        $6::timestamptz[], $7::bigint[]) WITH ORDINALITY
+    AS u(tenant, key, fp, job_id, dedup_until, now, ttl_us, ord)
+)
+INSERT INTO {schema}.records AS r
     (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
-SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, $6::timestamptz, u.dedup_until, u.dedup_until
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) WITH ORDINALITY
-    AS u(tenant, key, fp, job_id, dedup_until, ord)
-ORDER BY u.ord`
+SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, u.now, u.dedup_until, u.dedup_until
+FROM u ORDER BY u.ord`
 
 	// qInsertRecords creates the records of new keys and leaves existing
 	// ones alone (not even locked). It waits for an uncommitted insert of
@@ -73,44 +78,50 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     job_id        = excluded.job_id,
     fingerprint   = excluded.fingerprint,
     dedup_until   = excluded.dedup_until,
-    status        = CASE WHEN r.expires_at <= $6 THEN 'in_progress' ELSE r.status END,
-    result        = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result END,
-    result_job_id = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result_job_id END,
-    result_hash   = CASE WHEN r.expires_at <= $6 THEN '' ELSE r.result_hash END,
-    size_bytes    = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.size_bytes END,
-    compressed    = CASE WHEN r.expires_at <= $6 THEN false ELSE r.compressed END,
-    completed_at  = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.completed_at END,
-    duration_ms   = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.duration_ms END,
-    lease_owner   = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.lease_owner END,
-    lease_until   = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.lease_until END,
-    created_at    = CASE WHEN r.expires_at <= $6 THEN excluded.created_at ELSE r.created_at END,
+    status        = CASE WHEN r.expires_at <= excluded.created_at THEN 'in_progress' ELSE r.status END,
+    result        = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.result END,
+    result_job_id = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.result_job_id END,
+    result_hash   = CASE WHEN r.expires_at <= excluded.created_at THEN '' ELSE r.result_hash END,
+    size_bytes    = CASE WHEN r.expires_at <= excluded.created_at THEN 0 ELSE r.size_bytes END,
+    compressed    = CASE WHEN r.expires_at <= excluded.created_at THEN false ELSE r.compressed END,
+    completed_at  = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.completed_at END,
+    duration_ms   = CASE WHEN r.expires_at <= excluded.created_at THEN 0 ELSE r.duration_ms END,
+    lease_owner   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.lease_owner END,
+    lease_until   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.lease_until END,
+    created_at    = CASE WHEN r.expires_at <= excluded.created_at THEN excluded.created_at ELSE r.created_at END,
+    -- A cached result is never dropped before its own expiry: window 0
+    -- blocks until the job finishes (NULL); otherwise the later of the new
+    -- window and the result's expiry under the new job's TTL.
     expires_at    = CASE WHEN excluded.dedup_until IS NULL THEN NULL
-                         WHEN r.expires_at <= $6 OR r.expires_at IS NULL THEN excluded.dedup_until
-                         ELSE GREATEST(r.expires_at, excluded.dedup_until) END
-WHERE r.job_id IS NULL OR r.dedup_until <= $6 OR r.expires_at <= $6
+                         WHEN r.expires_at <= excluded.created_at OR r.status <> 'completed'
+                              OR r.completed_at IS NULL THEN excluded.dedup_until
+                         ELSE GREATEST(excluded.dedup_until, r.completed_at + interval '1 microsecond' *
+                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
+                    END
+WHERE r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR r.expires_at <= excluded.created_at
 RETURNING r.tenant, r.key, r.job_id`
 
 	// qExistingRecords reads the records of keys this batch did not get (a
 	// new statement, so it sees the rows committed by the winners; the rows
 	// stay locked by the ON CONFLICT above until this transaction ends).
 	qExistingRecords = `SELECT r.tenant, r.key, r.fingerprint, COALESCE(r.job_id, 0),
-    COALESCE(r.job_id IS NULL OR r.dedup_until <= $3 OR r.expires_at <= $3, false)
+    COALESCE(r.job_id IS NULL OR r.dedup_until <= u.now OR r.expires_at <= u.now, false)
 FROM {schema}.records r
-JOIN unnest($1::text[], $2::text[]) AS u(tenant, key) ON r.tenant = u.tenant AND r.key = u.key`
+JOIN unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(tenant, key, now) ON r.tenant = u.tenant AND r.key = u.key`
 
 	qInsertJobs = `INSERT INTO {schema}.jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
     run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, metadata, last_error,
     dedup_window_us, result_ttl_us)
 SELECT CASE WHEN u.id = 0 THEN nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) ELSE u.id END,
     u.tenant, u.queue, u.kind, u.args::json, u.state, u.priority, u.max_attempts,
-    u.run_at, $17::timestamptz, CASE WHEN u.state = 'cancelled' THEN $17::timestamptz END,
+    u.run_at, u.created_at, CASE WHEN u.state = 'cancelled' THEN u.created_at END,
     u.partition_key, u.idempotency_key, u.depends_on::bigint[], u.metadata::json, u.last_error,
     u.dedup_window_us, u.result_ttl_us
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::integer[],
     $8::integer[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-    $15::bigint[], $16::bigint[]) WITH ORDINALITY
+    $15::bigint[], $16::bigint[], $17::timestamptz[]) WITH ORDINALITY
     AS u(id, tenant, queue, kind, args, state, priority, max_attempts, run_at, partition_key,
-         idempotency_key, depends_on, metadata, last_error, dedup_window_us, result_ttl_us, ord)
+         idempotency_key, depends_on, metadata, last_error, dedup_window_us, result_ttl_us, created_at, ord)
 ORDER BY u.ord
 RETURNING ` + jobColsRet
 
@@ -154,7 +165,7 @@ const (
 	//     state changed since the snapshot is re-checked by PostgreSQL
 	//     against the WHERE clause of the locking scan before it is locked.
 	//   - FIFO head rule: a job with a partition key is taken only when no
-	//     unfinished job of its (queue, partition_key) has a lower id, read
+	//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
 	//     from this statement's snapshot. While the head runs, the successor
 	//     is not claimable. While the head's completion is uncommitted, the
 	//     snapshot still shows the head running, so the successor is not
@@ -185,7 +196,7 @@ const (
           AND ($4 = '' OR j.tenant = $4)
           AND (j.partition_key = '' OR NOT EXISTS (
               SELECT 1 FROM {schema}.jobs h
-              WHERE h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
+              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
                 AND h.partition_key <> ''
                 AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
         ORDER BY j.priority DESC, j.run_at, j.id
@@ -210,12 +221,14 @@ const (
 )
 SELECT * FROM upd ORDER BY priority DESC, run_at, id`
 
-	// qHeartbeat extends the leases that still match.
+	// qHeartbeat extends the leases that still match and have not expired
+	// ($4 = now): an expired lease is lost even before the rescuer runs.
 	qHeartbeat = `WITH u AS (
     SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
 ), upd AS (
     UPDATE {schema}.jobs j SET lease_expires_at = $3
     FROM u WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+      AND j.lease_expires_at > $4
     RETURNING j.id, j.tenant, j.idempotency_key
 ), rec AS (
     UPDATE {schema}.records r SET lease_until = $3
@@ -273,14 +286,19 @@ WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_
 
 	// qSettleRecords releases the execution leases held by the given jobs
 	// and closes the dedup window of keys whose window was 0 ("until the
-	// job finishes") for the jobs that reached a final state.
+	// job finishes") for the jobs that reached a final state: the record
+	// then expires at the later of the finish and its cached result's
+	// expiry (CompletedAt + the job's ResultTTL), so a result is never
+	// dropped early, whichever job of the key finished last.
 	qSettleRecords = `UPDATE {schema}.records r SET
     lease_owner = CASE WHEN r.lease_owner = 'job:' || j.id THEN NULL ELSE r.lease_owner END,
     lease_until = CASE WHEN r.lease_owner = 'job:' || j.id THEN NULL ELSE r.lease_until END,
     dedup_until = CASE WHEN j.finished_at IS NOT NULL AND j.dedup_window_us = 0 AND r.job_id = j.id
                        THEN j.finished_at ELSE r.dedup_until END,
     expires_at  = CASE WHEN j.finished_at IS NOT NULL AND j.dedup_window_us = 0 AND r.job_id = j.id
-                       THEN GREATEST(COALESCE(r.expires_at, j.finished_at), j.finished_at) ELSE r.expires_at END
+                       THEN GREATEST(j.finished_at, CASE WHEN r.status = 'completed'
+                           THEN r.completed_at + j.result_ttl_us * interval '1 microsecond' END)
+                       ELSE r.expires_at END
 FROM {schema}.jobs j
 WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> ''
   AND r.tenant = j.tenant AND r.key = j.idempotency_key`

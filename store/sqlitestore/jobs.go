@@ -46,7 +46,7 @@ func insertJobs(t *wtx, jobs []*store.JobInsertParams, now time.Time) ([]store.J
 			if n > plainBatch {
 				n = plainBatch
 			}
-			if err := insertRows(t, pending[:n], nil); err != nil {
+			if err := insertPlainRows(t, pending[:n]); err != nil {
 				return err
 			}
 			pending = pending[n:]
@@ -109,6 +109,21 @@ func newRow(id int64, jp *store.JobInsertParams, now time.Time, state idemtype.J
 		row.FinishedAt = &f
 	}
 	return row
+}
+
+// insertPlainRows inserts jobs without key or dependencies with one
+// multi-row INSERT binding only the columns they set.
+func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
+	args := make([]any, 0, len(rows)*jobInsertPlainCols)
+	for _, r := range rows {
+		args = append(args, r.ID, r.Tenant, r.Queue, r.Kind, []byte(r.Args), string(r.State),
+			r.Priority, r.MaxAttempts, toUS(r.RunAt), toUS(r.CreatedAt), r.PartitionKey, nullBytes(r.Metadata))
+	}
+	q := qJobInsertPlainHead + strings.Repeat(jobInsertPlainRow+",", len(rows)-1) + jobInsertPlainRow
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	return nil
 }
 
 // insertRows inserts rows with one multi-row INSERT. params supplies the

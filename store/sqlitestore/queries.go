@@ -50,6 +50,12 @@ run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, las
 dedup_window_us, result_ttl_us) VALUES `
 	jobInsertRow = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 
+	// Plain jobs (no key, no dependencies) bind only the columns they set.
+	qJobInsertPlainHead = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
+run_at, created_at, partition_key, metadata) VALUES `
+	jobInsertPlainRow  = `(?,?,?,?,?,?,?,?,?,?,?,?)`
+	jobInsertPlainCols = 12
+
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
 	qJobDepState  = `SELECT state, tenant FROM jobs WHERE id = ?`
 

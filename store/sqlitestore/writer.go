@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -39,10 +41,26 @@ type writer struct {
 	stopOnce sync.Once
 	batches  atomic.Int64 // group commits run (diagnostics)
 	opsRun   atomic.Int64 // operations run (diagnostics)
+
+	// walPath, when set, is the WAL file the syncer fsyncs after each
+	// group commit before the ops are answered (synchronous FULL; the
+	// connection itself runs at NORMAL). Empty: answer at once.
+	walPath  string
+	syncq    chan syncJob
+	syncDone chan struct{}
 }
 
-func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger) *writer {
+// syncJob is a committed group waiting for its WAL fsync.
+type syncJob struct {
+	ops  []*writeOp
+	errs []error
+}
+
+func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath string) *writer {
 	return &writer{
+		walPath:  walPath,
+		syncq:    make(chan syncJob, 64),
+		syncDone: make(chan struct{}),
 		conn:     conn,
 		ops:      make(chan *writeOp),
 		quit:     make(chan struct{}),
@@ -87,14 +105,76 @@ func (w *writer) submit(ctx context.Context, weight int, fn func(*wtx) error) er
 
 func (w *writer) isClosed() bool { return w.closed.Load() }
 
+// start runs the writer (and the syncer) goroutines.
+func (w *writer) start() {
+	go w.syncLoop()
+	go w.run()
+}
+
 // stop makes the writer finish its current batch and exit; operations not
-// yet taken get ErrClosed.
+// yet taken get ErrClosed. Committed groups are synced and answered first.
 func (w *writer) stop() {
 	w.stopOnce.Do(func() {
 		w.closed.Store(true)
 		close(w.quit)
+		<-w.stopped
+		close(w.syncq)
 	})
-	<-w.stopped
+	<-w.syncDone
+}
+
+// syncLoop fsyncs the WAL for committed groups and then answers their ops.
+// One fsync covers every group committed before it started, so groups that
+// queue up while an fsync runs share the next one. Meanwhile the writer
+// already executes the next group: the fsync is off its critical path.
+func (w *writer) syncLoop() {
+	defer close(w.syncDone)
+	var jobs []syncJob
+	for job := range w.syncq {
+		jobs = append(jobs[:0], job)
+	drain:
+		for {
+			select {
+			case j, ok := <-w.syncq:
+				if !ok {
+					break drain
+				}
+				jobs = append(jobs, j)
+			default:
+				break drain
+			}
+		}
+		err := syncFile(w.walPath)
+		if err != nil {
+			err = fmt.Errorf("sync wal: %w", err)
+			w.log.Error("sqlitestore: sync wal", slog.Any("err", err))
+		}
+		for _, j := range jobs {
+			for i, op := range j.ops {
+				if err != nil && j.errs[i] == nil {
+					op.done <- err
+				} else {
+					op.done <- j.errs[i]
+				}
+			}
+		}
+		clear(jobs)
+	}
+}
+
+// syncFile fsyncs the file at path. It opens the file each time, so a WAL
+// file that SQLite recreated is never missed.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no WAL: nothing was written since the last checkpoint reset
+	}
+	if err != nil {
+		return err
+	}
+	serr := f.Sync()
+	cerr := f.Close()
+	return errors.Join(serr, cerr)
 }
 
 func (w *writer) close() error {
@@ -154,6 +234,10 @@ func (w *writer) runBatch(batch []*writeOp) {
 	errs, retry, fatal := w.runOnce(batch, false)
 	if fatal == nil && retry {
 		errs, _, fatal = w.runOnce(batch, true)
+	}
+	if fatal == nil && w.walPath != "" {
+		w.syncq <- syncJob{ops: append([]*writeOp(nil), batch...), errs: errs}
+		return
 	}
 	for i, op := range batch {
 		if fatal != nil {

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/idemclient"
+)
+
+type enqueueFlags struct {
+	args, queue, key, runAt, partition, dedup, ttl, metadata string
+	priority, maxAttempts                                    int
+	dependsOn                                                []string
+}
+
+func newEnqueueCmd() *cobra.Command {
+	var af apiFlags
+	var f enqueueFlags
+	cmd := &cobra.Command{
+		Use:   "enqueue KIND",
+		Short: "Enqueue a job over the HTTP API",
+		Long: `Enqueues one job of KIND. With --key the job is created once per key: a repeat
+returns the existing job. Without it the client still sends a random key, so its
+own retries never create two jobs.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := f.request(args[0])
+			if err != nil {
+				return err
+			}
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			res, err := cl.Enqueue(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if af.json {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			verb := "created"
+			if res.Existing {
+				verb = "existing (idempotency key already used)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s %s: queue=%s kind=%s state=%s\n", res.Job.ID, verb, res.Job.Queue, res.Job.Kind, res.Job.State)
+			return nil
+		},
+	}
+	af.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.args, "args", "", "args as JSON (default {})")
+	fl.StringVar(&f.queue, "queue", "", "queue (default \"default\")")
+	fl.StringVar(&f.key, "key", "", "idempotency key")
+	fl.StringVar(&f.runAt, "run-at", "", "not before this RFC 3339 time")
+	fl.StringVar(&f.partition, "partition-key", "", "FIFO partition key")
+	fl.StringVar(&f.dedup, "dedup-window", "", "how long the key blocks new jobs (e.g. 168h; 0s = while unfinished)")
+	fl.StringVar(&f.ttl, "result-ttl", "", "how long the result is cached (e.g. 168h)")
+	fl.StringVar(&f.metadata, "metadata", "", "metadata as a JSON object")
+	fl.IntVar(&f.priority, "priority", 0, "priority (higher first)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts before the job is dead (default: the server's)")
+	fl.StringSliceVar(&f.dependsOn, "depends-on", nil, "ids of jobs that must complete first")
+	return cmd
+}
+
+func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) {
+	req := &idemclient.EnqueueRequest{Kind: kind, Queue: f.queue, IdempotencyKey: f.key, PartitionKey: f.partition,
+		Priority: f.priority, MaxAttempts: f.maxAttempts, DependsOn: f.dependsOn}
+	for _, j := range []struct {
+		name, v string
+		dst     *json.RawMessage
+	}{{"--args", f.args, &req.Args}, {"--metadata", f.metadata, &req.Metadata}} {
+		if j.v == "" {
+			continue
+		}
+		if !json.Valid([]byte(j.v)) {
+			return nil, fmt.Errorf("%s: not valid JSON", j.name)
+		}
+		*j.dst = json.RawMessage(j.v)
+	}
+	if f.runAt != "" {
+		t, err := time.Parse(time.RFC3339, f.runAt)
+		if err != nil {
+			return nil, fmt.Errorf("--run-at: want an RFC 3339 time: %w", err)
+		}
+		req.RunAt = t
+	}
+	for _, d := range []struct {
+		name, v string
+		dst     **time.Duration
+	}{{"--dedup-window", f.dedup, &req.DedupWindow}, {"--result-ttl", f.ttl, &req.ResultTTL}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.name, err)
+		}
+		*d.dst = &v
+	}
+	return req, nil
+}

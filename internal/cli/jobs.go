@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/idemclient"
+)
+
+// Environment of the HTTP client commands.
+const (
+	envURL     = "IDEM_URL"
+	envAPIKey  = "IDEM_API_KEY"
+	envTenant  = "IDEM_TENANT"
+	defaultURL = "http://127.0.0.1:8080"
+)
+
+// apiFlags are the flags every HTTP client command shares.
+type apiFlags struct {
+	url, apiKey, tenant string
+	json                bool
+}
+
+func (f *apiFlags) register(cmd *cobra.Command) {
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.url, "url", "", "server URL (env "+envURL+", default "+defaultURL+")")
+	pf.StringVar(&f.apiKey, "api-key", "", "API key (env "+envAPIKey+")")
+	pf.StringVar(&f.tenant, "tenant", "", "act in this tenant (admin keys; env "+envTenant+")")
+	pf.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+}
+
+func (f *apiFlags) client() (*idemclient.Client, error) {
+	return idemclient.New(orEnv(f.url, envURL, defaultURL), &idemclient.Config{
+		APIKey: orEnv(f.apiKey, envAPIKey, ""), Tenant: orEnv(f.tenant, envTenant, ""), UserAgent: "idem-cli"})
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printJobs prints jobs as a table.
+func printJobs(w io.Writer, jobs []*idemclient.Job, next string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tATTEMPT\tCREATED\tKEY\tLAST ERROR")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Kind, j.State, j.Attempt, j.MaxAttempts,
+			fmtTime(&j.CreatedAt), dash(j.IdempotencyKey), dash(truncate(j.LastError, 60)))
+	}
+	tw.Flush()
+	if next != "" {
+		fmt.Fprintf(w, "next page: --cursor %s\n", next)
+	}
+}
+
+// printJob prints one job as key: value lines.
+func printJob(w io.Writer, j *idemclient.Job) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("id", j.ID)
+	row("tenant", j.Tenant)
+	row("queue", j.Queue)
+	row("kind", j.Kind)
+	row("state", j.State)
+	row("attempt", fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts))
+	row("priority", fmt.Sprint(j.Priority))
+	row("args", string(j.Args))
+	row("run at", fmtTime(&j.RunAt))
+	row("created", fmtTime(&j.CreatedAt))
+	row("started", fmtTime(j.StartedAt))
+	row("finished", fmtTime(j.FinishedAt))
+	row("idempotency key", dash(j.IdempotencyKey))
+	row("partition key", dash(j.PartitionKey))
+	if len(j.DependsOn) > 0 {
+		row("depends on", strings.Join(j.DependsOn, ", "))
+	}
+	if len(j.Result) > 0 {
+		row("result", string(j.Result))
+	}
+	if j.WasCached {
+		row("cached from", j.OriginalJobID)
+	}
+	row("last error", dash(j.LastError))
+	if len(j.Metadata) > 0 {
+		row("metadata", string(j.Metadata))
+	}
+	tw.Flush()
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+// listFlags are the filters of `jobs list` and `dlq list`.
+type listFlags struct {
+	states, queue, kind, partition, key string
+	limit                               int
+	cursor                              string
+}
+
+func (l *listFlags) register(cmd *cobra.Command, withState bool) {
+	fl := cmd.Flags()
+	if withState {
+		fl.StringVar(&l.states, "state", "", "states, comma-separated")
+	}
+	fl.StringVar(&l.queue, "queue", "", "queue")
+	fl.StringVar(&l.kind, "kind", "", "kind")
+	fl.StringVar(&l.partition, "partition-key", "", "partition key")
+	fl.StringVar(&l.key, "key", "", "idempotency key")
+	fl.IntVar(&l.limit, "limit", 50, "page size (max 500)")
+	fl.StringVar(&l.cursor, "cursor", "", "page cursor from a previous list")
+}
+
+func (l *listFlags) params() *idemclient.ListParams {
+	p := &idemclient.ListParams{Filter: idemclient.Filter{Queue: l.queue, Kind: l.kind, PartitionKey: l.partition,
+		IdempotencyKey: l.key}, Limit: l.limit, Cursor: l.cursor}
+	if l.states != "" {
+		p.States = strings.Split(l.states, ",")
+	}
+	return p
+}
+
+func newJobsCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{Use: "jobs", Short: "List, inspect, cancel and retry jobs over the HTTP API"}
+	af.register(cmd)
+	var lf listFlags
+	list := &cobra.Command{Use: "list", Short: "List jobs, newest first", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			page, err := cl.ListJobs(cmd.Context(), lf.params())
+			if err != nil {
+				return err
+			}
+			if af.json {
+				return printJSON(cmd.OutOrStdout(), page)
+			}
+			printJobs(cmd.OutOrStdout(), page.Jobs, page.NextCursor)
+			return nil
+		}}
+	lf.register(list, true)
+	oneJob := func(use, short string, fn func(cmd *cobra.Command, cl *idemclient.Client, id string) (*idemclient.Job, error)) *cobra.Command {
+		return &cobra.Command{Use: use + " ID", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cl, err := af.client()
+				if err != nil {
+					return err
+				}
+				j, err := fn(cmd, cl, args[0])
+				if err != nil {
+					return err
+				}
+				if af.json {
+					return printJSON(cmd.OutOrStdout(), j)
+				}
+				printJob(cmd.OutOrStdout(), j)
+				return nil
+			}}
+	}
+	get := oneJob("get", "Show a job", func(cmd *cobra.Command, cl *idemclient.Client, id string) (*idemclient.Job, error) {
+		return cl.GetJob(cmd.Context(), id)
+	})
+	cancel := oneJob("cancel", "Cancel a job", func(cmd *cobra.Command, cl *idemclient.Client, id string) (*idemclient.Job, error) {
+		return cl.CancelJob(cmd.Context(), id)
+	})
+	var runAt string
+	retry := oneJob("retry", "Retry a dead or cancelled job", func(cmd *cobra.Command, cl *idemclient.Client, id string) (*idemclient.Job, error) {
+		var at time.Time
+		if runAt != "" {
+			var err error
+			if at, err = time.Parse(time.RFC3339, runAt); err != nil {
+				return nil, fmt.Errorf("--run-at: want an RFC 3339 time: %w", err)
+			}
+		}
+		return cl.RetryJob(cmd.Context(), id, at)
+	})
+	retry.Flags().StringVar(&runAt, "run-at", "", "run at this RFC 3339 time (default now)")
+	attempts := &cobra.Command{Use: "attempts ID", Short: "List the attempts of a job", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			atts, err := cl.Attempts(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if af.json {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"attempts": atts})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ATTEMPT\tSTARTED\tDURATION\tOUTCOME\tWORKER\tERROR")
+			for _, a := range atts {
+				fmt.Fprintf(tw, "%d\t%s\t%dms\t%s\t%s\t%s\n", a.Attempt, fmtTime(&a.StartedAt), a.DurationMS, a.Outcome,
+					dash(a.Worker), dash(truncate(a.Error, 80)))
+			}
+			return tw.Flush()
+		}}
+	cmd.AddCommand(list, get, cancel, retry, attempts)
+	return cmd
+}

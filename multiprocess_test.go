@@ -1,0 +1,411 @@
+package idem_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store/pgstore"
+)
+
+// mpChildEnv makes the test binary act as one node of a PostgreSQL cluster
+// (see TestMain): it works jobs until SIGTERM, logging every handler start
+// as "job attempt node" to IDEM_MP_LOG.
+const mpChildEnv = "IDEM_MP_CHILD"
+
+// mpArgs are the args of the multi-process jobs.
+type mpArgs struct {
+	Seq       int    `json:"seq"`
+	FailUntil int    `json:"fail_until,omitempty"` // fail while attempt < FailUntil
+	Order     string `json:"order,omitempty"`      // tx-order: the row to write
+}
+
+func mpChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	url, schema, node := os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"), os.Getenv(mpChildEnv)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pool:", err)
+		return 2
+	}
+	defer pool.Close()
+	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema, SkipMigrate: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "store:", err)
+		return 2
+	}
+	defer st.Close()
+	logf, err := os.OpenFile(os.Getenv("IDEM_MP_LOG"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return 2
+	}
+	logEvent := func(event string, j *idem.JobRow) error {
+		_, err := fmt.Fprintf(logf, "%s %d %d %s\n", event, j.ID, j.Attempt, node)
+		return err
+	}
+	logStart := func(j *idem.JobRow) error { return logEvent("S", j) }
+	workers := idem.NewWorkers()
+	workers.Handle("mp", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		var a mpArgs
+		if err := json.Unmarshal(j.Args, &a); err != nil {
+			return nil, err
+		}
+		if err := logStart(j); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Millisecond)
+		if j.Attempt < a.FailUntil {
+			return nil, errors.New("planned failure")
+		}
+		// The end is logged before the completion commits, so a successor's
+		// start must come after it in the log.
+		return json.RawMessage(strconv.Itoa(a.Seq)), logEvent("E", j)
+	})
+	orders := pgx.Identifier{schema, "orders"}.Sanitize()
+	workers.Handle("tx-order", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		if err := logStart(j); err != nil {
+			return nil, err
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if _, err := tx.Exec(ctx, "INSERT INTO "+orders+" (job_id) VALUES ($1)", j.ID); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Millisecond) // widen the window for a SIGKILL between write and commit
+		if err := idem.JobCompleteTx(ctx, pgx.Tx(tx), nil); err != nil {
+			return nil, err
+		}
+		return nil, tx.Commit(ctx)
+	})
+	client, err := idem.NewClient(st, &idem.Config{Workers: workers, WorkerID: node, Logger: quietLogger(),
+		Queues:        map[string]idem.QueueConfig{"mp": {MaxWorkers: 20}},
+		LeaseDuration: 2 * time.Second, RescueInterval: 200 * time.Millisecond, LeaderTTL: 1500 * time.Millisecond,
+		Retry: idem.RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 2
+	}
+	if err := client.Start(ctx); err != nil {
+		return 2
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		fmt.Fprintln(os.Stderr, "stop:", err)
+		return 3
+	}
+	return 0
+}
+
+// mpCluster runs worker processes against one schema.
+type mpCluster struct {
+	t       *testing.T
+	url     string
+	schema  string
+	logPath string
+	procs   map[string]*exec.Cmd
+}
+
+func (c *mpCluster) start(node string) {
+	c.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+c.url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", node, err)
+	}
+	c.procs[node] = cmd
+}
+
+func (c *mpCluster) kill(node string) {
+	c.t.Helper()
+	p := c.procs[node]
+	if err := p.Process.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatalf("kill %s: %v", node, err)
+	}
+	_ = p.Wait()
+	delete(c.procs, node)
+}
+
+// stopAll SIGTERMs every node and checks each exits cleanly.
+func (c *mpCluster) stopAll() {
+	for node, p := range c.procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- p.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				c.t.Errorf("node %s exited with %v", node, err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = p.Process.Kill()
+			c.t.Errorf("node %s did not stop on SIGTERM", node)
+		}
+		delete(c.procs, node)
+	}
+}
+
+// logEvent is one line of the handler log.
+type logEvent struct {
+	kind    string // S (start) or E (end, before the completion commits)
+	job     int64
+	attempt int64
+}
+
+// events reads the handler log in append order.
+func (c *mpCluster) events() []logEvent {
+	c.t.Helper()
+	f, err := os.Open(c.logPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []logEvent
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 4 {
+			c.t.Fatalf("log line %q", sc.Text())
+		}
+		id, _ := strconv.ParseInt(fields[1], 10, 64)
+		att, _ := strconv.ParseInt(fields[2], 10, 64)
+		out = append(out, logEvent{kind: fields[0], job: id, attempt: att})
+	}
+	return out
+}
+
+// starts counts handler starts per (job, attempt).
+func (c *mpCluster) starts() map[[2]int64]int {
+	out := map[[2]int64]int{}
+	for _, e := range c.events() {
+		if e.kind == "S" {
+			out[[2]int64{e.job, e.attempt}]++
+		}
+	}
+	return out
+}
+
+func newCluster(t *testing.T) (*mpCluster, *bundle, *pgxpool.Pool) {
+	b, pool, schema := pgSetup(t, nil)
+	url := pool.Config().ConnString()
+	c := &mpCluster{t: t, url: url, schema: schema, logPath: t.TempDir() + "/starts.log", procs: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		for _, p := range c.procs {
+			_ = p.Process.Kill()
+			_ = p.Wait()
+		}
+	})
+	return c, b, pool
+}
+
+func countState(t *testing.T, pool *pgxpool.Pool, schema string, state idem.JobState) int {
+	var n int
+	err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{schema, "jobs"}.Sanitize()+" WHERE state = $1", string(state)).Scan(&n)
+	if err != nil {
+		t.Fatalf("count %s: %v", state, err)
+	}
+	return n
+}
+
+func leaderOf(t *testing.T, pool *pgxpool.Pool, schema string) string {
+	var owner string
+	err := pool.QueryRow(context.Background(), "SELECT owner FROM "+pgx.Identifier{schema, "leaders"}.Sanitize()+" WHERE expires_at > now() LIMIT 1").Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("leader: %v", err)
+	}
+	return owner
+}
+
+// TestMultiProcessPostgres: three processes work 20,000 jobs on one database
+// (partitioned, keyed, failing-then-retrying); the leader is SIGKILLed mid-run.
+// Every attempt runs once, FIFO holds across processes, a new leader takes
+// over, and its rescuer finishes the dead node's jobs.
+func TestMultiProcessPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, b, pool := newCluster(t)
+	const n = 20000
+	var items []idem.EnqueueParams
+	for i := range n {
+		a := mpArgs{Seq: i}
+		opts := &idem.EnqueueOpts{Queue: "mp", MaxAttempts: 5}
+		switch i % 10 {
+		case 0, 1:
+			opts.PartitionKey = fmt.Sprintf("entity-%d", i%50)
+		case 2, 3:
+			opts.IdempotencyKey = fmt.Sprintf("mp-key-%d", i)
+		case 4:
+			a.FailUntil = 2
+		}
+		args, _ := json.Marshal(a)
+		items = append(items, idem.EnqueueParams{Kind: "mp", Args: args, Opts: opts})
+	}
+	for off := 0; off < n; off += idem.MaxBatch {
+		if _, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, node := range []string{"node-a", "node-b", "node-c"} {
+		c.start(node)
+	}
+	var leader string
+	waitFor(t, "a leader and a third of the jobs done", 120*time.Second, func() bool {
+		leader = leaderOf(t, pool, c.schema)
+		return leader != "" && countState(t, pool, c.schema, idem.StateCompleted) >= n/3
+	})
+	c.kill(leader)
+	t.Logf("killed leader %s with %d jobs completed", leader, countState(t, pool, c.schema, idem.StateCompleted))
+	waitFor(t, "a new leader", 30*time.Second, func() bool {
+		l := leaderOf(t, pool, c.schema)
+		return l != "" && l != leader
+	})
+	waitFor(t, "every job completed", 300*time.Second, func() bool {
+		return countState(t, pool, c.schema, idem.StateCompleted) == n
+	})
+	c.stopAll()
+
+	starts := c.starts()
+	for key, cnt := range starts {
+		if cnt != 1 {
+			t.Fatalf("job %d attempt %d started %d times", key[0], key[1], cnt)
+		}
+	}
+	checkPartitionOrder(t, pool, c)
+	// Jobs that failed on purpose ran their planned attempts.
+	var retried int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize()+
+		" WHERE attempt >= 2").Scan(&retried); err != nil || retried < n/10 {
+		t.Fatalf("%d jobs retried (%v), want at least %d", retried, err, n/10)
+	}
+}
+
+// checkPartitionOrder proves FIFO across processes from the handler log: in
+// each partition, a job's first start comes after the end of its
+// predecessor's final attempt (logged before that completion committed).
+func checkPartitionOrder(t *testing.T, pool *pgxpool.Pool, c *mpCluster) {
+	t.Helper()
+	firstStart, endAt := map[int64]int{}, map[[2]int64]int{}
+	for i, e := range c.events() {
+		switch e.kind {
+		case "S":
+			if _, ok := firstStart[e.job]; !ok {
+				firstStart[e.job] = i
+			}
+		case "E":
+			endAt[[2]int64{e.job, e.attempt}] = i
+		}
+	}
+	rows, err := pool.Query(context.Background(), "SELECT partition_key, id, attempt FROM "+
+		pgx.Identifier{c.schema, "jobs"}.Sanitize()+" WHERE partition_key <> '' ORDER BY partition_key, id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var prevPart string
+	var prev [2]int64
+	checked := 0
+	for rows.Next() {
+		var part string
+		var id, attempt int64
+		if err := rows.Scan(&part, &id, &attempt); err != nil {
+			t.Fatal(err)
+		}
+		if part == prevPart {
+			end, ok := endAt[prev]
+			if !ok || firstStart[id] < end {
+				t.Fatalf("partition %s: job %d started (log line %d) before job %d ended (line %d, logged %v)",
+					part, id, firstStart[id], prev[0], end, ok)
+			}
+			checked++
+		}
+		prevPart, prev = part, [2]int64{id, attempt}
+	}
+	if checked == 0 {
+		t.Fatal("no partitioned jobs checked")
+	}
+}
+
+// TestTransactionalCompletionSurvivesSIGKILL: handlers write a row and
+// complete their job in one transaction while nodes are SIGKILLed again and
+// again; at the end every job is completed with exactly one row, and no row
+// exists without its completed job.
+func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, b, pool := newCluster(t)
+	orders := pgx.Identifier{c.schema, "orders"}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+orders+" (job_id bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	items := make([]idem.EnqueueParams, n)
+	for i := range items {
+		items[i] = idem.EnqueueParams{Kind: "tx-order", Opts: &idem.EnqueueOpts{Queue: "mp", MaxAttempts: 25}}
+	}
+	for off := 0; off < n; off += idem.MaxBatch {
+		if _, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.start("node-a")
+	c.start("node-b")
+	for round := range 4 {
+		target := (round + 1) * n / 6
+		waitFor(t, "progress", 120*time.Second, func() bool { return countState(t, pool, c.schema, idem.StateCompleted) >= target })
+		node := []string{"node-a", "node-b"}[round%2]
+		c.kill(node)
+		c.start(node)
+	}
+	waitFor(t, "every job completed", 300*time.Second, func() bool {
+		return countState(t, pool, c.schema, idem.StateCompleted) == n
+	})
+	c.stopAll()
+	var bad int
+	err := pool.QueryRow(ctx, `
+SELECT count(*) FROM `+pgx.Identifier{c.schema, "jobs"}.Sanitize()+` j
+WHERE (SELECT count(*) FROM `+orders+` o WHERE o.job_id = j.id) <> 1`).Scan(&bad)
+	if err != nil || bad != 0 {
+		t.Fatalf("%d jobs without exactly one committed row (%v)", bad, err)
+	}
+	var orphans int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+orders+" o WHERE NOT EXISTS (SELECT 1 FROM "+
+		pgx.Identifier{c.schema, "jobs"}.Sanitize()+" j WHERE j.id = o.job_id AND j.state = 'completed')").Scan(&orphans); err != nil || orphans != 0 {
+		t.Fatalf("%d rows without a completed job (%v)", orphans, err)
+	}
+	starts := c.starts()
+	reran := 0
+	for _, cnt := range starts {
+		if cnt > 1 {
+			t.Fatalf("an attempt started %d times", cnt)
+		}
+	}
+	for key := range starts {
+		if key[1] > 1 {
+			reran++
+		}
+	}
+	t.Logf("%d attempts after the first (rescued from killed nodes); every effect committed exactly once", reran)
+}

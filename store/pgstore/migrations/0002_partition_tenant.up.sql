@@ -1,0 +1,4 @@
+-- FIFO partitions are scoped by tenant: (tenant, queue, partition_key).
+DROP INDEX IF EXISTS {schema}.jobs_partition_idx;
+CREATE INDEX jobs_partition_idx ON {schema}.jobs (tenant, queue, partition_key, id)
+    WHERE partition_key <> '' AND state IN ('pending', 'scheduled', 'available', 'running', 'retryable');
