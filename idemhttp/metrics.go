@@ -26,7 +26,7 @@ func newHTTPMetrics(reg *prometheus.Registry, s *Server) *httpMetrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "idem_http_request_duration_seconds",
 			Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"}),
 	}
-	reg.MustRegister(m.requests, m.duration, &storeCollector{s: s},
+	reg.MustRegister(m.requests, m.duration, newStoreCollector(s),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -68,19 +68,24 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // storeCollector reports job counts and record stats at scrape time.
-type storeCollector struct{ s *Server }
+type storeCollector struct {
+	s                                                          *Server
+	descJobs, descOldest, descRecords, descRecordBytes, descUp *prometheus.Desc
+}
 
-var (
-	descJobs        = prometheus.NewDesc("idem_jobs", "Jobs by queue and state (every tenant).", []string{"queue", "state"}, nil)
-	descOldest      = prometheus.NewDesc("idem_oldest_available_age_seconds", "Age of the oldest claimable job.", []string{"queue"}, nil)
-	descRecords     = prometheus.NewDesc("idem_idempotency_records", "Live idempotency records.", nil, nil)
-	descRecordBytes = prometheus.NewDesc("idem_idempotency_size_bytes", "Stored result bytes of live records.", nil, nil)
-	descUp          = prometheus.NewDesc("idem_store_up", "1 when the store answered the scrape.", nil, nil)
-)
+func newStoreCollector(s *Server) *storeCollector {
+	return &storeCollector{s: s,
+		descJobs:        prometheus.NewDesc("idem_jobs", "Jobs by queue and state (every tenant).", []string{"queue", "state"}, nil),
+		descOldest:      prometheus.NewDesc("idem_oldest_available_age_seconds", "Age of the oldest claimable job.", []string{"queue"}, nil),
+		descRecords:     prometheus.NewDesc("idem_idempotency_records", "Live idempotency records.", nil, nil),
+		descRecordBytes: prometheus.NewDesc("idem_idempotency_size_bytes", "Stored result bytes of live records.", nil, nil),
+		descUp:          prometheus.NewDesc("idem_store_up", "1 when the store answered the scrape.", nil, nil),
+	}
+}
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descOldest, descRecords, descRecordBytes, descUp} {
+	for _, d := range []*prometheus.Desc{c.descJobs, c.descOldest, c.descRecords, c.descRecordBytes, c.descUp} {
 		ch <- d
 	}
 }
@@ -93,22 +98,22 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	stats, err := c.s.store.QueueStats(ctx, "", now)
 	rs, err2 := c.s.store.RecordStats(ctx, "", now)
 	if err != nil || err2 != nil {
-		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		ch <- prometheus.MustNewConstMetric(c.descUp, prometheus.GaugeValue, 0)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(c.descUp, prometheus.GaugeValue, 1)
 	for _, q := range stats {
 		for _, st := range idemtype.AllStates {
-			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(q.Counts[st]), q.Queue, string(st))
+			ch <- prometheus.MustNewConstMetric(c.descJobs, prometheus.GaugeValue, float64(q.Counts[st]), q.Queue, string(st))
 		}
 		age := 0.0
 		if q.OldestAvailable != nil {
 			age = max(0, now.Sub(*q.OldestAvailable).Seconds())
 		}
-		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, age, q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.descOldest, prometheus.GaugeValue, age, q.Queue)
 	}
-	ch <- prometheus.MustNewConstMetric(descRecords, prometheus.GaugeValue, float64(rs.Entries))
-	ch <- prometheus.MustNewConstMetric(descRecordBytes, prometheus.GaugeValue, float64(rs.SizeBytes))
+	ch <- prometheus.MustNewConstMetric(c.descRecords, prometheus.GaugeValue, float64(rs.Entries))
+	ch <- prometheus.MustNewConstMetric(c.descRecordBytes, prometheus.GaugeValue, float64(rs.SizeBytes))
 }
 
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) error {

@@ -82,8 +82,10 @@ type Jobs interface {
 	// Claimable: state available, scheduled or retryable with RunAt <= Now,
 	// in one of Queues (and Kinds, when given; and Tenant, when not ""),
 	// and — when the job has a PartitionKey — it is the head of its
-	// partition: no job with the same (Queue, PartitionKey) and a lower id is
-	// unfinished (pending, scheduled, available, running or retryable).
+	// partition: no job with the same (Tenant, Queue, PartitionKey) and a
+	// lower id is unfinished (pending, scheduled, available, running or
+	// retryable). Partitions are scoped by tenant: two tenants using the
+	// same partition key never block each other.
 	// Order: Priority descending, then RunAt, then id. Concurrent claims
 	// never return the same job twice.
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*idemtype.JobRow, error)
@@ -91,14 +93,19 @@ type Jobs interface {
 	// JobHeartbeatMany extends the leases of running jobs to Until (and the
 	// execution lease of their idempotency record, when they hold it). The
 	// result has one error per lease: nil, or ErrLeaseLost when the job is
-	// no longer running under that token.
+	// no longer running under that token. A lease that has expired
+	// (LeaseExpiresAt <= Now) is lost too, even before the rescuer has run:
+	// it is not extended.
 	JobHeartbeatMany(ctx context.Context, p *JobHeartbeatParams) ([]error, error)
 
 	// JobFinishMany records the end of attempts, in one transaction. The
 	// result has one error per item: nil, ErrLeaseLost when the job is not
 	// running under LeaseToken. Repeating a completion with the same token
 	// and the same Result on a job that is already completed is not an
-	// error (nil); with another result it is ErrLeaseLost.
+	// error (nil); with another result it is ErrLeaseLost. A finish with
+	// the token of a job that is still running is accepted even when its
+	// lease has expired (LeaseExpiresAt <= Now) but the rescuer has not
+	// taken it yet: the work is done, refusing it would only cause a rerun.
 	//
 	// Side effects in the same transaction:
 	//   - the attempt record gets FinishedAt, DurationMS, Outcome, Error,

@@ -16,25 +16,76 @@ func reportJobs(b *testing.B, jobs int) {
 	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// reportGroups reports the mean number of requests per shared transaction.
+func reportGroups(b *testing.B, s *Store) {
+	if s.groups == nil {
+		return
+	}
+	if n := s.groups.insertGroups.Load(); n > 0 {
+		b.ReportMetric(float64(s.groups.insertReqs.Load())/float64(n), "ins-req/tx")
+	}
+	if n := s.groups.finishGroups.Load(); n > 0 {
+		b.ReportMetric(float64(s.groups.finishReqs.Load())/float64(n), "fin-req/tx")
+	}
+}
+
 func benchJob() *store.JobInsertParams {
 	return &store.JobInsertParams{Tenant: "default", Queue: "default", Kind: "bench",
 		Args: json.RawMessage(`{"n":1}`), MaxAttempts: 3, RunAt: time.Now()}
 }
 
-// Single-job inserts (one transaction each) from 16 goroutines.
-func BenchmarkInsertSingle16(b *testing.B) {
-	s := newTestStore(b, 20)
+// groupModes are the group-commit settings compared by the benchmarks.
+var groupModes = []struct {
+	name    string
+	workers int
+}{{"off", -1}, {"w2", 2}, {"w4", 4}, {"w8", 8}}
+
+// parallel16 runs fn from 16 goroutines.
+func parallel16(b *testing.B, fn func() error) {
 	b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{benchJob()}}); err != nil {
+			if err := fn(); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
-	reportJobs(b, b.N)
+}
+
+// Single-job inserts (one JobInsertMany each) from 16 goroutines.
+func BenchmarkInsertSingle16(b *testing.B) {
+	for _, m := range groupModes {
+		b.Run(m.name, func(b *testing.B) {
+			s := newTestStoreCfg(b, 20, &Config{GroupCommitWorkers: m.workers})
+			parallel16(b, func() error {
+				_, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{benchJob()}})
+				return err
+			})
+			reportJobs(b, b.N)
+			reportGroups(b, s)
+		})
+	}
+}
+
+// Single-job inserts with distinct idempotency keys from 16 goroutines.
+func BenchmarkInsertSingleKeyed16(b *testing.B) {
+	for _, m := range groupModes {
+		b.Run(m.name, func(b *testing.B) {
+			s := newTestStoreCfg(b, 20, &Config{GroupCommitWorkers: m.workers})
+			var n atomic.Int64
+			parallel16(b, func() error {
+				p := benchJob()
+				p.IdempotencyKey = "k" + strconv.FormatInt(n.Add(1), 10)
+				p.Fingerprint, p.DedupWindow = "fp", time.Hour
+				_, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}})
+				return err
+			})
+			reportJobs(b, b.N)
+			reportGroups(b, s)
+		})
+	}
 }
 
 // Batches of 1,000 keyless jobs (one multi-row statement).
@@ -74,48 +125,54 @@ func BenchmarkInsertBatch1000Keyed(b *testing.B) {
 
 // Repeats of one idempotency key (the existing-job path) from 16 goroutines.
 func BenchmarkInsertDuplicateKey(b *testing.B) {
-	s := newTestStore(b, 20)
-	dup := func() *store.JobInsertParams {
-		p := benchJob()
-		p.IdempotencyKey, p.Fingerprint, p.DedupWindow = "dup", "fp", time.Hour
-		return p
-	}
-	if _, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{dup()}}); err != nil {
-		b.Fatal(err)
-	}
-	b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			res, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{dup()}})
-			if err != nil || !res[0].Existing {
-				b.Errorf("duplicate insert: %v %+v", err, res)
-				return
+	for _, m := range []struct {
+		name    string
+		workers int
+	}{{"off", -1}, {"w4", 4}} {
+		b.Run(m.name, func(b *testing.B) {
+			s := newTestStoreCfg(b, 20, &Config{GroupCommitWorkers: m.workers})
+			dup := func() *store.JobInsertParams {
+				p := benchJob()
+				p.IdempotencyKey, p.Fingerprint, p.DedupWindow = "dup", "fp", time.Hour
+				return p
 			}
+			if _, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{dup()}}); err != nil {
+				b.Fatal(err)
+			}
+			parallel16(b, func() error {
+				res, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{dup()}})
+				if err == nil && !res[0].Existing {
+					b.Errorf("duplicate insert: %+v", res[0])
+				}
+				return err
+			})
+			reportJobs(b, b.N)
+			reportGroups(b, s)
+		})
+	}
+}
+
+// fillJobs inserts n claimable jobs in batches of 5,000.
+func fillJobs(b *testing.B, s *Store, n int) {
+	for n > 0 {
+		k := min(n, 5000)
+		batch := make([]*store.JobInsertParams, k)
+		for i := range batch {
+			batch[i] = benchJob()
+			batch[i].RunAt = time.Now().Add(-time.Second)
 		}
-	})
-	reportJobs(b, b.N)
+		if _, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: batch}); err != nil {
+			b.Fatal(err)
+		}
+		n -= k
+	}
 }
 
 // Claim 100 jobs and complete them in one JobFinishMany, per iteration.
 func BenchmarkClaimFinish100(b *testing.B) {
 	s := newTestStore(b, 4)
 	const per = 100
-	fill := func(n int) {
-		for n > 0 {
-			k := min(n, 5000)
-			batch := make([]*store.JobInsertParams, k)
-			for i := range batch {
-				batch[i] = benchJob()
-				batch[i].RunAt = time.Now().Add(-time.Second)
-			}
-			if _, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: batch}); err != nil {
-				b.Fatal(err)
-			}
-			n -= k
-		}
-	}
-	fill(per * 50)
+	fillJobs(b, s, per*50)
 	claimed := 0
 	b.ResetTimer()
 	for b.Loop() {
@@ -126,7 +183,7 @@ func BenchmarkClaimFinish100(b *testing.B) {
 		}
 		if len(jobs) < per {
 			b.StopTimer()
-			fill(per * 50)
+			fillJobs(b, s, per*50)
 			b.StartTimer()
 		}
 		fin := make([]*store.JobFinishParams, len(jobs))
@@ -141,4 +198,35 @@ func BenchmarkClaimFinish100(b *testing.B) {
 		claimed += len(jobs)
 	}
 	reportJobs(b, claimed)
+}
+
+// 16 goroutines each claim 10 jobs and complete each with its own
+// JobFinishMany call (the finishes share transactions under group commit).
+func BenchmarkClaimFinishEach16(b *testing.B) {
+	for _, m := range []struct {
+		name    string
+		workers int
+	}{{"off", -1}, {"w4", 4}} {
+		b.Run(m.name, func(b *testing.B) {
+			s := newTestStoreCfg(b, 20, &Config{GroupCommitWorkers: m.workers})
+			fillJobs(b, s, 200_000)
+			var done atomic.Int64
+			parallel16(b, func() error {
+				jobs, err := s.JobClaim(b.Context(), &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w",
+					Limit: 10, LeaseUntil: time.Now().Add(time.Minute)})
+				if err != nil {
+					return err
+				}
+				for _, j := range jobs {
+					if _, err := s.JobFinishMany(b.Context(), []*store.JobFinishParams{complete(j)}); err != nil {
+						return err
+					}
+				}
+				done.Add(int64(len(jobs)))
+				return nil
+			})
+			reportJobs(b, int(done.Load()))
+			reportGroups(b, s)
+		})
+	}
 }

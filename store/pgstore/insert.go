@@ -15,24 +15,58 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// JobInsertMany implements store.Jobs.
+// JobInsertMany implements store.Jobs. Small batches from concurrent
+// callers are combined into shared transactions (see group.go).
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
-	out, done, err := s.insertSimple(ctx, p)
-	if done {
-		if err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", err)
-		}
-		return out, nil
+	if s.closed.Load() {
+		return nil, errClosed
 	}
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = s.JobInsertManyTx(ctx, tx, p)
-		return err
-	})
+	if len(p.Jobs) == 0 {
+		return []store.JobInsertResult{}, nil
+	}
+	if s.groups != nil && len(p.Jobs) <= groupInsertMaxReq {
+		return s.groupInsert(ctx, p)
+	}
+	out, err := s.insertDirect(ctx, newItems(p))
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	return out, nil
+}
+
+// insertDirect inserts items in their own transaction: one pipelined
+// round trip when no item has a key or dependencies.
+func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.JobInsertResult, error) {
+	if simpleItems(items) {
+		return s.insertSimple(ctx, items)
+	}
+	var out []store.JobInsertResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.insertTx(ctx, tx, items)
+		return err
+	})
+	return out, err
+}
+
+// newItems returns the items of a batch, each with the batch's now.
+func newItems(p *store.JobInsertManyParams) []*insertItem {
+	now := store.OrNow(p.Now)
+	items := make([]*insertItem, len(p.Jobs))
+	for i, jp := range p.Jobs {
+		items[i] = &insertItem{p: jp, now: now}
+	}
+	return items
+}
+
+// simpleItems reports whether no item has an idempotency key or dependencies.
+func simpleItems(items []*insertItem) bool {
+	for _, it := range items {
+		if it.p.IdempotencyKey != "" || len(it.p.DependsOn) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // rk is the identity of an idempotency record.
@@ -41,6 +75,7 @@ type rk struct{ tenant, key string }
 // insertItem is one item of a batch on its way into the jobs table.
 type insertItem struct {
 	p       *store.JobInsertParams
+	now     time.Time // the Now of the item's batch
 	state   idemtype.JobState
 	lastErr string
 	id      int64 // preallocated id; 0 = the column default
@@ -51,13 +86,13 @@ type insertItem struct {
 // (which must be on this store's database): the jobs exist exactly when tx
 // commits. Notifications are sent at commit.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
-	now := store.OrNow(p.Now)
-	res := make([]store.JobInsertResult, len(p.Jobs))
-	items := make([]*insertItem, len(p.Jobs))
-	for i, jp := range p.Jobs {
-		items[i] = &insertItem{p: jp}
-	}
-	if err := s.insertDeps(ctx, tx, items, res, now); err != nil {
+	return s.insertTx(ctx, tx, newItems(p))
+}
+
+// insertTx inserts items (each with its own now) in tx.
+func (s *Store) insertTx(ctx context.Context, tx pgx.Tx, items []*insertItem) ([]store.JobInsertResult, error) {
+	res := make([]store.JobInsertResult, len(items))
+	if err := s.insertDeps(ctx, tx, items, res); err != nil {
 		return nil, err
 	}
 	if err := s.lockPartitions(ctx, tx, items, res); err != nil {
@@ -103,7 +138,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInse
 		})
 		// A plain insert first: new keys (the common case) are created and
 		// existing ones are neither changed nor locked.
-		pending, err := s.upsertRecords(ctx, tx, qInsertRecords, items, lead, now, fps, jobOfKey)
+		pending, err := s.upsertRecords(ctx, tx, qInsertRecords, items, lead, fps, jobOfKey)
 		if err != nil {
 			return nil, err
 		}
@@ -111,13 +146,13 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInse
 		// committed rows). Open windows are duplicates; closed windows are
 		// reopened by the conditional upsert, which decides atomically.
 		for range 3 {
-			if pending, err = s.existingKeys(ctx, tx, items, pending, now, fps, jobOfKey); err != nil {
+			if pending, err = s.existingKeys(ctx, tx, items, pending, fps, jobOfKey); err != nil {
 				return nil, err
 			}
 			if len(pending) == 0 {
 				break
 			}
-			if pending, err = s.upsertRecords(ctx, tx, qUpsertRecords, items, pending, now, fps, jobOfKey); err != nil {
+			if pending, err = s.upsertRecords(ctx, tx, qUpsertRecords, items, pending, fps, jobOfKey); err != nil {
 				return nil, err
 			}
 		}
@@ -125,7 +160,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInse
 			res[i].Err = fmt.Errorf("idempotency key %q changed concurrently, try again", items[i].p.IdempotencyKey)
 		}
 	}
-	created, err := s.insertJobs(ctx, tx, items, now)
+	created, err := s.insertJobs(ctx, tx, items)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +233,7 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInse
 
 // insertDeps locks the dependencies of the batch and decides each item's
 // initial state; an item with an unknown dependency fails.
-func (s *Store) insertDeps(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult, now time.Time) error {
+func (s *Store) insertDeps(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult) error {
 	var deps []int64
 	for _, it := range items {
 		deps = append(deps, it.p.DependsOn...)
@@ -227,7 +262,7 @@ func (s *Store) insertDeps(ctx context.Context, tx pgx.Tx, items []*insertItem, 
 	}
 	for i, it := range items {
 		it.state = idemtype.StateAvailable
-		if it.p.RunAt.After(now) {
+		if it.p.RunAt.After(it.now) {
 			it.state = idemtype.StateScheduled
 		}
 		pending := false
@@ -260,7 +295,7 @@ func (s *Store) lockPartitions(ctx context.Context, tx pgx.Tx, items []*insertIt
 	var parts []string
 	for i, it := range items {
 		if res[i].Err == nil && it.p.PartitionKey != "" {
-			parts = append(parts, it.p.Queue+"\x1f"+it.p.PartitionKey)
+			parts = append(parts, partitionName(it.p))
 		}
 	}
 	if len(parts) == 0 {
@@ -270,6 +305,12 @@ func (s *Store) lockPartitions(ctx context.Context, tx pgx.Tx, items []*insertIt
 		return fmt.Errorf("lock partitions: %w", err)
 	}
 	return nil
+}
+
+// partitionName identifies the FIFO partition of a job: (tenant, queue,
+// partition key).
+func partitionName(p *store.JobInsertParams) string {
+	return p.Tenant + "\x1f" + p.Queue + "\x1f" + p.PartitionKey
 }
 
 // partitionLockClass is the first key of the schema's partition advisory locks.
@@ -311,10 +352,11 @@ func (s *Store) allocateIDs(ctx context.Context, tx pgx.Tx, items []*insertItem,
 // leaders lead (sorted by tenant, key) and marks the items that got their
 // key; it returns the others.
 func (s *Store) upsertRecords(ctx context.Context, tx pgx.Tx, query string, items []*insertItem, lead []int,
-	now time.Time, fps map[rk]string, jobOfKey map[rk]int64) ([]int, error) {
+	fps map[rk]string, jobOfKey map[rk]int64) ([]int, error) {
 	var tenants, keys, fpsIn []string
-	var jobIDs []int64
+	var jobIDs, ttls []int64
 	var dedup []*time.Time
+	var nows []time.Time
 	byKey := map[rk]int{}
 	for _, i := range lead {
 		it := items[i]
@@ -323,14 +365,16 @@ func (s *Store) upsertRecords(ctx context.Context, tx pgx.Tx, query string, item
 		keys = append(keys, it.p.IdempotencyKey)
 		fpsIn = append(fpsIn, it.p.Fingerprint)
 		jobIDs = append(jobIDs, it.id)
+		nows = append(nows, it.now)
+		ttls = append(ttls, micros(it.p.ResultTTL))
 		if it.p.DedupWindow > 0 {
-			d := now.Add(it.p.DedupWindow)
+			d := it.now.Add(it.p.DedupWindow)
 			dedup = append(dedup, &d)
 		} else {
 			dedup = append(dedup, nil)
 		}
 	}
-	rows, err := tx.Query(ctx, s.sql(query), tenants, keys, fpsIn, jobIDs, dedup, now)
+	rows, err := tx.Query(ctx, s.sql(query), tenants, keys, fpsIn, jobIDs, dedup, nows, ttls)
 	if err != nil {
 		return nil, fmt.Errorf("upsert records: %w", err)
 	}
@@ -358,17 +402,19 @@ func (s *Store) upsertRecords(ctx context.Context, tx pgx.Tx, query string, item
 // existingKeys reads the records of the leaders lead: a record in its
 // dedup window gives the job it points to; the leaders whose record is
 // missing or may be reopened are returned (in lead order).
-func (s *Store) existingKeys(ctx context.Context, tx pgx.Tx, items []*insertItem, lead []int, now time.Time,
+func (s *Store) existingKeys(ctx context.Context, tx pgx.Tx, items []*insertItem, lead []int,
 	fps map[rk]string, jobOfKey map[rk]int64) ([]int, error) {
 	var tenants, keys []string
+	var nows []time.Time
 	for _, i := range lead {
 		tenants = append(tenants, items[i].p.Tenant)
 		keys = append(keys, items[i].p.IdempotencyKey)
+		nows = append(nows, items[i].now)
 	}
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, s.sql(qExistingRecords), tenants, keys, now)
+	rows, err := tx.Query(ctx, s.sql(qExistingRecords), tenants, keys, nows)
 	if err != nil {
 		return nil, fmt.Errorf("read records: %w", err)
 	}
@@ -398,7 +444,7 @@ func (s *Store) existingKeys(ctx context.Context, tx pgx.Tx, items []*insertItem
 
 // insertArgs returns the item indexes and the arguments of qInsertJobs for
 // the items marked create.
-func insertArgs(items []*insertItem, now time.Time) ([]int, []any) {
+func insertArgs(items []*insertItem) ([]int, []any) {
 	var (
 		idx                                               []int
 		ids, dedup, ttl                                   []int64
@@ -406,7 +452,7 @@ func insertArgs(items []*insertItem, now time.Time) ([]int, []any) {
 		deps, lastErrs                                    []string
 		metas                                             []*string
 		prios, maxes                                      []int32
-		runAts                                            []time.Time
+		runAts, nows                                      []time.Time
 	)
 	for i, it := range items {
 		if !it.create {
@@ -434,16 +480,17 @@ func insertArgs(items []*insertItem, now time.Time) ([]int, []any) {
 		lastErrs = append(lastErrs, it.lastErr)
 		dedup = append(dedup, micros(p.DedupWindow))
 		ttl = append(ttl, micros(p.ResultTTL))
+		nows = append(nows, it.now)
 	}
 	return idx, []any{ids, tenants, queues, kinds, args, states, prios, maxes,
-		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, now}
+		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, nows}
 }
 
 // insertJobs inserts the items marked create in one multi-row statement and
 // returns the new rows by item index.
-func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem, now time.Time) (map[int]*idemtype.JobRow, error) {
+func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem) (map[int]*idemtype.JobRow, error) {
 	out := map[int]*idemtype.JobRow{}
-	idx, args := insertArgs(items, now)
+	idx, args := insertArgs(items)
 	if len(idx) == 0 {
 		return out, nil
 	}
@@ -464,33 +511,26 @@ func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem, 
 	return out, nil
 }
 
-// insertSimple inserts a batch without idempotency keys or dependencies in
+// insertSimple inserts items without idempotency keys or dependencies in
 // one round trip: the partition locks, the multi-row insert and the
-// notification are pipelined in one implicit transaction. It reports false
-// when the batch needs the general path.
-func (s *Store) insertSimple(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, bool, error) {
-	now := store.OrNow(p.Now)
-	items := make([]*insertItem, len(p.Jobs))
+// notification are pipelined in one implicit transaction.
+func (s *Store) insertSimple(ctx context.Context, items []*insertItem) ([]store.JobInsertResult, error) {
 	var parts, queues []string
-	for i, jp := range p.Jobs {
-		if jp.IdempotencyKey != "" || len(jp.DependsOn) > 0 {
-			return nil, false, nil
-		}
-		it := &insertItem{p: jp, state: idemtype.StateAvailable, create: true}
-		if jp.RunAt.After(now) {
+	for _, it := range items {
+		it.state, it.create = idemtype.StateAvailable, true
+		if it.p.RunAt.After(it.now) {
 			it.state = idemtype.StateScheduled
 		} else {
-			queues = append(queues, jp.Queue)
+			queues = append(queues, it.p.Queue)
 		}
-		if jp.PartitionKey != "" {
-			parts = append(parts, jp.Queue+"\x1f"+jp.PartitionKey)
+		if it.p.PartitionKey != "" {
+			parts = append(parts, partitionName(it.p))
 		}
-		items[i] = it
 	}
 	if s.closed.Load() {
-		return nil, true, errClosed
+		return nil, errClosed
 	}
-	_, args := insertArgs(items, now)
+	_, args := insertArgs(items)
 	b := &pgx.Batch{}
 	if len(parts) > 0 {
 		b.Queue(qLockPartitions, s.partitionLockClass(), parts)
@@ -503,33 +543,33 @@ func (s *Store) insertSimple(ctx context.Context, p *store.JobInsertManyParams) 
 	defer br.Close()
 	if len(parts) > 0 {
 		if _, err := br.Exec(); err != nil {
-			return nil, true, fmt.Errorf("lock partitions: %w", err)
+			return nil, fmt.Errorf("lock partitions: %w", err)
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	jobs, err := collectJobs(rows)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	if len(queues) > 0 {
 		if _, err := br.Exec(); err != nil {
-			return nil, true, fmt.Errorf("notify: %w", err)
+			return nil, fmt.Errorf("notify: %w", err)
 		}
 	}
 	if err := br.Close(); err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	if len(jobs) != len(items) {
-		return nil, true, fmt.Errorf("%d rows for %d jobs", len(jobs), len(items))
+		return nil, fmt.Errorf("%d rows for %d jobs", len(jobs), len(items))
 	}
 	out := make([]store.JobInsertResult, len(jobs))
 	for i, j := range jobs {
 		out[i].Job = j
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // int64sLiteral renders ids as a PostgreSQL array literal.

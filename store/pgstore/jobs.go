@@ -91,7 +91,7 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *store.JobHeartbeatParam
 		return nil, err
 	}
 	ids, tokens := splitLeases(p.Leases)
-	rows, err := db.Query(ctx, s.sql(qHeartbeat), ids, tokens, p.Until)
+	rows, err := db.Query(ctx, s.sql(qHeartbeat), ids, tokens, p.Until, store.OrNow(p.Now))
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
@@ -122,14 +122,19 @@ func splitLeases(ls []store.Lease) ([]int64, []string) {
 	return ids, tokens
 }
 
-// JobFinishMany implements store.Jobs in one transaction.
+// JobFinishMany implements store.Jobs in one transaction. Small requests
+// of concurrent callers share transactions (see group.go).
 func (s *Store) JobFinishMany(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
-	var out []error
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = s.JobFinishManyTx(ctx, tx, p)
-		return err
-	})
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	if len(p) == 0 {
+		return []error{}, nil
+	}
+	if s.groups != nil && len(p) <= groupFinishMaxReq {
+		return s.groupFinish(ctx, p)
+	}
+	out, err := s.finishDirect(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}

@@ -48,6 +48,12 @@ type Config struct {
 	// Logger receives the few events of background loops (Listen
 	// reconnects); slog.Default() when nil.
 	Logger *slog.Logger
+	// GroupCommitWorkers is how many shared transactions of each kind
+	// (insert, finish) may be in flight at once when JobInsertMany and
+	// JobFinishMany combine concurrent small requests (group commit, see
+	// docs/postgres.md); 4 when 0; a negative value turns group commit off
+	// (each call is its own transaction).
+	GroupCommitWorkers int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -63,6 +69,7 @@ type Store struct {
 	logger    *slog.Logger
 	reconnect time.Duration
 	closed    atomic.Bool
+	groups    *groups // nil when group commit is off
 }
 
 // errClosed is returned by every call after Close.
@@ -103,6 +110,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 			return nil, err
 		}
 	}
+	switch {
+	case c.GroupCommitWorkers == 0:
+		s.startGroups(defaultGroupWorkers)
+	case c.GroupCommitWorkers > 0:
+		s.startGroups(c.GroupCommitWorkers)
+	}
 	return s, nil
 }
 
@@ -129,11 +142,13 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Schema returns the schema of idem's tables.
 func (s *Store) Schema() string { return s.schema }
 
-// Close makes every later call fail and closes the pool when Open made it.
+// Close makes every later call fail, stops the group-commit workers (after
+// their current transaction) and closes the pool when Open made it.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.stopGroups()
 	if s.ownsPool {
 		s.pool.Close()
 	}

@@ -11,8 +11,16 @@ import (
 // newTestStore opens a Store on a fresh schema, closed when the test ends.
 func newTestStore(t testing.TB, maxConns int) *Store {
 	t.Helper()
+	return newTestStoreCfg(t, maxConns, &Config{})
+}
+
+// newTestStoreCfg is newTestStore with a Config (its Schema is set here).
+func newTestStoreCfg(t testing.TB, maxConns int, cfg *Config) *Store {
+	t.Helper()
 	url, schema := dbtest.NewSchema(t)
-	s, err := Open(context.Background(), withPoolSize(url, maxConns), &Config{Schema: schema})
+	c := *cfg
+	c.Schema = schema
+	s, err := Open(context.Background(), withPoolSize(url, maxConns), &c)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -173,7 +173,8 @@ func insertOne(t *wtx, jp *store.JobInsertParams, now time.Time) (store.JobInser
 		if jp.DedupWindow > 0 {
 			dedupUntil = toUS(now.Add(jp.DedupWindow))
 		}
-		res, err := t.exec(qKeyTake, jp.Tenant, jp.IdempotencyKey, jp.Fingerprint, id, toUS(now), dedupUntil)
+		res, err := t.exec(qKeyTake, jp.Tenant, jp.IdempotencyKey, jp.Fingerprint, id, toUS(now), dedupUntil,
+			jp.ResultTTL.Microseconds())
 		if err != nil {
 			return store.JobInsertResult{}, fmt.Errorf("take key: %w", err)
 		}
@@ -194,7 +195,7 @@ func insertOne(t *wtx, jp *store.JobInsertParams, now time.Time) (store.JobInser
 		}
 	}
 	if row.State.Finished() {
-		if err := onFinal(t, row.Tenant, row.IdempotencyKey, row.ID, jp.DedupWindow.Microseconds(), now); err != nil {
+		if err := onFinal(t, row.Tenant, row.IdempotencyKey, row.ID, jp.DedupWindow.Microseconds(), jp.ResultTTL.Microseconds(), now); err != nil {
 			return store.JobInsertResult{}, err
 		}
 	}
@@ -440,11 +441,12 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *store.JobHeartbeatParam
 		return nil, nil
 	}
 	until := toUS(p.Until)
+	now := toUS(store.OrNow(p.Now))
 	errs := make([]error, len(p.Leases))
 	err := s.write(ctx, len(p.Leases), func(t *wtx) error {
 		for i, l := range p.Leases {
 			var tenant, key string
-			err := t.queryRow(qHeartbeat, until, l.ID, l.Token).Scan(&tenant, &key)
+			err := t.queryRow(qHeartbeat, until, l.ID, l.Token, now).Scan(&tenant, &key)
 			if errors.Is(err, sql.ErrNoRows) {
 				errs[i] = fmt.Errorf("heartbeat job %d: %w", l.ID, idemtype.ErrLeaseLost)
 				continue
@@ -546,7 +548,7 @@ func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, err
 		return nil, nil
 	}
 	if p.State.Finished() {
-		if err := onFinal(t, tenant, key, p.ID, dedupUS, fin); err != nil {
+		if err := onFinal(t, tenant, key, p.ID, dedupUS, ttlUS, fin); err != nil {
 			return nil, err
 		}
 	}
@@ -614,7 +616,7 @@ func sameJSON(a, b []byte) bool {
 // onFinal updates the record of a job that reached a final state: a window-0
 // key stops blocking (DedupUntil = finish), and a record without an expiry
 // gets one.
-func onFinal(t *wtx, tenant, key string, id, dedupUS int64, fin time.Time) error {
+func onFinal(t *wtx, tenant, key string, id, dedupUS, ttlUS int64, fin time.Time) error {
 	if key == "" {
 		return nil
 	}
@@ -622,7 +624,7 @@ func onFinal(t *wtx, tenant, key string, id, dedupUS int64, fin time.Time) error
 	if dedupUS == 0 {
 		q = qKeyFinal
 	}
-	if _, err := t.exec(q, toUS(fin), tenant, key, id); err != nil {
+	if _, err := t.exec(q, toUS(fin), tenant, key, id, ttlUS); err != nil {
 		return fmt.Errorf("finalise record: %w", err)
 	}
 	return nil
@@ -646,12 +648,12 @@ func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) er
 		type keyed struct {
 			id          int64
 			tenant, key string
-			dedup       int64
+			dedup, ttl  int64
 		}
 		var ks []keyed
 		for rows.Next() {
 			var k keyed
-			if err := rows.Scan(&k.id, &k.tenant, &k.key, &k.dedup); err != nil {
+			if err := rows.Scan(&k.id, &k.tenant, &k.key, &k.dedup, &k.ttl); err != nil {
 				rows.Close()
 				return err
 			}
@@ -663,7 +665,7 @@ func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) er
 			return err
 		}
 		for _, k := range ks {
-			if err := onFinal(t, k.tenant, k.key, k.id, k.dedup, fromUS(finUS)); err != nil {
+			if err := onFinal(t, k.tenant, k.key, k.id, k.dedup, k.ttl, fromUS(finUS)); err != nil {
 				return err
 			}
 		}
@@ -699,11 +701,11 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 			return err
 		}
 		if j.IdempotencyKey != "" {
-			var dedup int64
-			if err := t.queryRow(`SELECT dedup_window_us FROM jobs WHERE id = ?`, p.ID).Scan(&dedup); err != nil {
+			var dedup, ttl int64
+			if err := t.queryRow(qJobKeyTimes, p.ID).Scan(&dedup, &ttl); err != nil {
 				return err
 			}
-			if err := onFinal(t, j.Tenant, j.IdempotencyKey, p.ID, dedup, now); err != nil {
+			if err := onFinal(t, j.Tenant, j.IdempotencyKey, p.ID, dedup, ttl, now); err != nil {
 				return err
 			}
 			if _, err := t.exec(qKeyLeaseRelease, j.Tenant, j.IdempotencyKey, store.JobOwner(p.ID)); err != nil {

@@ -40,8 +40,8 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		}
 		for _, id := range ids {
 			var state, tenant, key string
-			var dedup int64
-			err := t.queryRow(qRescue, nowUS, leaseLostError, id).Scan(&state, &tenant, &key, &dedup)
+			var dedup, ttl int64
+			err := t.queryRow(qRescue, nowUS, leaseLostError, id).Scan(&state, &tenant, &key, &dedup, &ttl)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -55,7 +55,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 				if err := cancelDependants(t, id, idemtype.StateDead, nowUS); err != nil {
 					return err
 				}
-				if err := onFinal(t, tenant, key, id, dedup, now); err != nil {
+				if err := onFinal(t, tenant, key, id, dedup, ttl, now); err != nil {
 					return err
 				}
 			}

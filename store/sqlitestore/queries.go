@@ -63,9 +63,14 @@ run_at, created_at, partition_key, metadata) VALUES `
 	// it expired (reset: treated as absent), its dedup window passed (the
 	// cached result stays), or the job it points to no longer exists. When
 	// the window is open nothing changes and no row is returned.
-	// ?1 tenant, ?2 key, ?3 fingerprint, ?4 job id, ?5 now, ?6 dedup_until.
+	//
+	// ExpiresAt: NULL for a window of 0 (it blocks until the job finishes);
+	// otherwise DedupUntil, or for a kept result max(DedupUntil,
+	// CompletedAt + the new job's ResultTTL).
+	// ?1 tenant, ?2 key, ?3 fingerprint, ?4 job id, ?5 now, ?6 dedup_until,
+	// ?7 result ttl us.
 	qKeyTake = `INSERT INTO idem_keys (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
-VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, NULL)
+VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?6)
 ON CONFLICT (tenant, key) DO UPDATE SET
     fingerprint   = excluded.fingerprint,
     job_id        = excluded.job_id,
@@ -81,8 +86,9 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     created_at    = CASE WHEN expires_at <= ?5 THEN ?5 ELSE created_at END,
     completed_at  = CASE WHEN expires_at <= ?5 THEN NULL ELSE completed_at END,
     duration_ms   = CASE WHEN expires_at <= ?5 THEN 0 ELSE duration_ms END,
-    expires_at    = CASE WHEN status = 'completed' AND NOT (expires_at <= ?5) AND ?6 IS NOT NULL
-                         THEN max(expires_at, ?6) ELSE NULL END
+    expires_at    = CASE WHEN ?6 IS NULL THEN NULL
+                         WHEN status = 'completed' AND NOT (expires_at <= ?5)
+                         THEN max(?6, completed_at + ?7) ELSE ?6 END
 WHERE expires_at <= ?5
    OR dedup_until <= ?5
    OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = idem_keys.job_id)`
@@ -114,7 +120,7 @@ const (
 	// selection (table alias j).
 	qClaimHead = ` AND (j.partition_key = '' OR NOT EXISTS (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
-        AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `))`
+        AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `))`
 
 	// qAttemptStartMany inserts the running attempts of the claimed jobs
 	// listed in the JSON array ?1, in one statement.
@@ -128,7 +134,7 @@ WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id`
 WHERE depends_on_id IN (SELECT value FROM json_each(?1))`
 
 	qHeartbeat = `UPDATE jobs SET lease_expires_at = ?1
-WHERE id = ?2 AND state = 'running' AND lease_token = ?3
+WHERE id = ?2 AND state = 'running' AND lease_token = ?3 AND lease_expires_at > ?4
 RETURNING tenant, idempotency_key`
 	qKeyLeaseExtend = `UPDATE idem_keys SET lease_until = ?1 WHERE tenant = ?2 AND key = ?3 AND lease_owner = ?4`
 
@@ -167,17 +173,21 @@ WHERE state = 'pending'
 	// qDependantsCancel cancels the pending dependants of a job.
 	qDependantsCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2
 WHERE state = 'pending' AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?3)
-RETURNING id, tenant, idempotency_key, dedup_window_us`
+RETURNING id, tenant, idempotency_key, dedup_window_us, result_ttl_us`
 
-	// qKeyFinal closes a window-0 key when its job reaches a final state.
-	// ?1 finished_at, ?2 tenant, ?3 key, ?4 job id.
-	qKeyFinal = `UPDATE idem_keys SET dedup_until = ?1, expires_at = max(COALESCE(expires_at, ?1), ?1)
+	// qKeyFinal closes a window-0 key when its job reaches a final state;
+	// a cached result is kept until CompletedAt + the job's ResultTTL.
+	// ?1 finished_at, ?2 tenant, ?3 key, ?4 job id, ?5 result ttl us.
+	qKeyFinal = `UPDATE idem_keys SET dedup_until = ?1,
+    expires_at = max(COALESCE(expires_at, ?1), ?1,
+                     CASE WHEN status = 'completed' THEN COALESCE(completed_at + ?5, ?1) ELSE ?1 END)
 WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND dedup_until IS NULL`
 
 	// qKeyFinalWindow gives a record of a finished job (window > 0) an
-	// expiry when it has none, so it does not live forever.
+	// expiry when it has none, so it does not live forever. It takes the
+	// same parameters as qKeyFinal (?5 is not needed).
 	qKeyFinalWindow = `UPDATE idem_keys SET expires_at = max(COALESCE(dedup_until, ?1), ?1)
-WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND expires_at IS NULL`
+WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND expires_at IS NULL AND ?5 = ?5`
 
 	// qKeyComplete stores a job's result in its record.
 	// ?1 result, ?2 hash, ?3 compressed, ?4 job id, ?5 finished_at,
@@ -199,6 +209,7 @@ WHERE tenant = ?8 AND key = ?9`
 	qKeyLeaseRelease = `UPDATE idem_keys SET lease_owner = '', lease_until = NULL
 WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3`
 
+	qJobKeyTimes  = `SELECT dedup_window_us, result_ttl_us FROM jobs WHERE id = ?`
 	qJobCancelGet = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
 	qJobCancel    = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2, lease_expires_at = NULL
 WHERE id = ?3 RETURNING ` + jobCols
@@ -227,7 +238,7 @@ const (
     last_error       = ?2,
     lease_expires_at = NULL
 WHERE id = ?3 AND state = 'running'
-RETURNING state, tenant, idempotency_key, dedup_window_us`
+RETURNING state, tenant, idempotency_key, dedup_window_us, result_ttl_us`
 	qAttemptLost = `UPDATE attempts SET finished_at = ?1, duration_ms = max(0, (?1 - started_at) / 1000),
     outcome = 'lost', error = ?2
 WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?3)`

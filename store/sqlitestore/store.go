@@ -9,6 +9,11 @@
 //     operation inside its own SAVEPOINT (a failing operation rolls back only
 //     itself), commits once and then answers every caller (group commit). One
 //     fsync thus covers many concurrent enqueues.
+//   - With Synchronous FULL (the default) a separate goroutine fsyncs the WAL
+//     after each group commit and only then answers the group's callers, so
+//     the writer executes the next group while the previous one is synced.
+//   - Job ids are allocated by the writer (no AUTOINCREMENT), so a batch of
+//     plain jobs goes in as multi-row INSERTs.
 //   - Reads use a separate pool of query_only connections; in WAL mode they
 //     never wait for the writer.
 //   - Times are INTEGER unix microseconds (UTC); JSON is stored as BLOB.
