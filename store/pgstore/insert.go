@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -35,18 +36,30 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 }
 
 // insertDirect inserts items in their own transaction: one pipelined
-// round trip when no item has a key or dependencies.
+// round trip when no item has a key or dependencies, two in the common
+// keyed case (see insertTx).
 func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.JobInsertResult, error) {
 	if simpleItems(items) {
 		return s.insertSimple(ctx, items)
 	}
-	var out []store.JobInsertResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = s.insertTx(ctx, tx, items)
-		return err
-	})
-	return out, err
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A connection left inside a transaction (an error, a cancelled
+	// context) is destroyed by Release rather than reused.
+	defer conn.Release()
+	out, err := s.insertTx(ctx, conn, items, true)
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return nil, err
+	}
+	return out, nil
 }
 
 // newItems returns the items of a batch, each with the batch's now.
@@ -86,20 +99,46 @@ type insertItem struct {
 // (which must be on this store's database): the jobs exist exactly when tx
 // commits. Notifications are sent at commit.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
-	return s.insertTx(ctx, tx, newItems(p))
+	return s.insertTx(ctx, tx, newItems(p), false)
 }
 
-// insertTx inserts items (each with its own now) in tx.
-func (s *Store) insertTx(ctx context.Context, tx pgx.Tx, items []*insertItem) ([]store.JobInsertResult, error) {
+// dbtx is what a transaction and a connection have in common: insertTx runs
+// on the caller's pgx.Tx, or on a pooled connection where it opens and
+// commits the transaction itself (own), pipelining BEGIN and COMMIT with
+// its first and last statements.
+type dbtx interface {
+	querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// insertTx inserts items (each with its own now). When own is true, q is a
+// connection outside any transaction: insertTx begins one with its first
+// statements and commits it with its last (the caller rolls back when it
+// returns an error).
+//
+// The common case takes two round trips: [BEGIN, partition locks, the
+// combined insert] and [notify, COMMIT]. The combined insert (qInsertFast)
+// allocates an id per item in item order, inserts the records of new keys
+// (ON CONFLICT DO NOTHING) and the jobs of keyless items and of the keys it
+// created. Keys that existed take the general path below, with the ids
+// already allocated, in the same transaction.
+func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, own bool) ([]store.JobInsertResult, error) {
 	res := make([]store.JobInsertResult, len(items))
-	if err := s.insertDeps(ctx, tx, items, res); err != nil {
-		return nil, err
-	}
-	if err := s.lockPartitions(ctx, tx, items, res); err != nil {
-		return nil, err
+	begin := own
+	if hasDeps(items) {
+		if begin {
+			if _, err := q.Exec(ctx, "BEGIN"); err != nil {
+				return nil, fmt.Errorf("begin: %w", err)
+			}
+			begin = false
+		}
+		if err := s.insertDeps(ctx, q, items, res); err != nil {
+			return nil, err
+		}
+	} else {
+		setInitialStates(items)
 	}
 	leaders := map[rk]int{}
-	var followers []int
 	for i, it := range items {
 		if res[i].Err != nil {
 			continue
@@ -109,65 +148,77 @@ func (s *Store) insertTx(ctx context.Context, tx pgx.Tx, items []*insertItem) ([
 			continue
 		}
 		k := rk{it.p.Tenant, it.p.IdempotencyKey}
-		if _, ok := leaders[k]; ok {
-			followers = append(followers, i)
-			continue
+		if _, ok := leaders[k]; !ok {
+			leaders[k] = i
 		}
-		leaders[k] = i
 	}
-	if len(leaders) > 0 {
-		if err := s.allocateIDs(ctx, tx, items, res); err != nil {
-			return nil, err
+	lead := make([]int, 0, len(leaders))
+	for _, i := range leaders {
+		lead = append(lead, i)
+	}
+	// Keys in one order (tenant, key) in every statement that locks
+	// records, so concurrent batches never deadlock.
+	sort.Slice(lead, func(a, b int) bool {
+		pa, pb := items[lead[a]].p, items[lead[b]].p
+		if pa.Tenant != pb.Tenant {
+			return pa.Tenant < pb.Tenant
 		}
+		return pa.IdempotencyKey < pb.IdempotencyKey
+	})
+	rank := map[int]int{}
+	for r, i := range lead {
+		rank[i] = r + 1
 	}
 	// Records decide the keyed items: the unique constraint on (tenant, key)
 	// with ON CONFLICT, never a read followed by a write.
 	fps := map[rk]string{}
 	jobOfKey := map[rk]int64{}
-	if len(leaders) > 0 {
-		lead := make([]int, 0, len(leaders))
-		for _, i := range leaders {
-			lead = append(lead, i)
+	byID := map[int64]*idemtype.JobRow{}
+	if err := s.insertFast(ctx, q, items, res, rank, begin, fps, jobOfKey, byID); err != nil {
+		return nil, err
+	}
+	var pending []int
+	for _, i := range lead {
+		if res[i].Job == nil {
+			pending = append(pending, i)
 		}
-		sort.Slice(lead, func(a, b int) bool {
-			pa, pb := items[lead[a]].p, items[lead[b]].p
-			if pa.Tenant != pb.Tenant {
-				return pa.Tenant < pb.Tenant
-			}
-			return pa.IdempotencyKey < pb.IdempotencyKey
-		})
-		// A plain insert first: new keys (the common case) are created and
-		// existing ones are neither changed nor locked.
-		pending, err := s.upsertRecords(ctx, tx, qInsertRecords, items, lead, fps, jobOfKey)
-		if err != nil {
-			return nil, err
-		}
+	}
+	if len(pending) > 0 {
 		// Keys that exist: read them (a new statement sees the winners'
 		// committed rows). Open windows are duplicates; closed windows are
 		// reopened by the conditional upsert, which decides atomically.
+		var err error
 		for range 3 {
-			if pending, err = s.existingKeys(ctx, tx, items, pending, fps, jobOfKey); err != nil {
+			if pending, err = s.existingKeys(ctx, q, items, pending, fps, jobOfKey); err != nil {
 				return nil, err
 			}
 			if len(pending) == 0 {
 				break
 			}
-			if pending, err = s.upsertRecords(ctx, tx, qUpsertRecords, items, pending, fps, jobOfKey); err != nil {
+			if pending, err = s.upsertRecords(ctx, q, qUpsertRecords, items, pending, fps, jobOfKey); err != nil {
 				return nil, err
 			}
 		}
 		for _, i := range pending {
 			res[i].Err = fmt.Errorf("idempotency key %q changed concurrently, try again", items[i].p.IdempotencyKey)
 		}
-	}
-	created, err := s.insertJobs(ctx, tx, items)
-	if err != nil {
-		return nil, err
-	}
-	byID := map[int64]*idemtype.JobRow{}
-	for i, j := range created {
-		res[i] = store.JobInsertResult{Job: j}
-		byID[j.ID] = j
+		// The reopened keys' jobs, with the ids allocated above.
+		reopened := make([]*insertItem, len(items))
+		for i, it := range items {
+			if it.create && res[i].Job == nil && res[i].Err == nil {
+				reopened[i] = it
+			} else {
+				reopened[i] = &insertItem{p: it.p}
+			}
+		}
+		created, err := s.insertJobs(ctx, q, reopened)
+		if err != nil {
+			return nil, err
+		}
+		for i, j := range created {
+			res[i] = store.JobInsertResult{Job: j}
+			byID[j.ID] = j
+		}
 	}
 	// Items whose key was in its window: fetch the jobs the records point to.
 	var want []int64
@@ -179,7 +230,7 @@ func (s *Store) insertTx(ctx context.Context, tx pgx.Tx, items []*insertItem) ([
 		}
 	}
 	if len(want) > 0 {
-		rows, err := tx.Query(ctx, s.sql(qJobsByID), want)
+		rows, err := q.Query(ctx, s.sql(qJobsByID), want)
 		if err != nil {
 			return nil, fmt.Errorf("read existing jobs: %w", err)
 		}
@@ -206,7 +257,6 @@ func (s *Store) insertTx(ctx context.Context, tx pgx.Tx, items []*insertItem) ([
 			res[i] = store.JobInsertResult{Job: byID[id], Existing: true}
 		}
 	}
-	_ = followers
 	var settle []int64
 	var queues []string
 	for i, it := range items {
@@ -220,20 +270,203 @@ func (s *Store) insertTx(ctx context.Context, tx pgx.Tx, items []*insertItem) ([
 			queues = append(queues, it.p.Queue)
 		}
 	}
+	// The last statements, with COMMIT when the transaction is ours: one
+	// round trip.
+	b := &pgx.Batch{}
 	if len(settle) > 0 {
-		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
-			return nil, fmt.Errorf("settle records: %w", err)
-		}
+		b.Queue(s.sql(qSettleRecords), settle)
 	}
-	if err := s.notify(ctx, tx, queues); err != nil {
-		return nil, err
+	if len(queues) > 0 {
+		b.Queue(qNotify, s.schema, queues)
+	}
+	if own {
+		b.Queue("COMMIT")
+	}
+	if b.Len() > 0 {
+		if err := q.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("settle, notify, commit: %w", err)
+		}
 	}
 	return res, nil
 }
 
+// hasDeps reports whether an item has dependencies.
+func hasDeps(items []*insertItem) bool {
+	for _, it := range items {
+		if len(it.p.DependsOn) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// setInitialStates sets the state of items without dependencies.
+func setInitialStates(items []*insertItem) {
+	for _, it := range items {
+		it.state = idemtype.StateAvailable
+		if it.p.RunAt.After(it.now) {
+			it.state = idemtype.StateScheduled
+		}
+	}
+}
+
+// insertFast runs [BEGIN (when begin), partition locks, qInsertFast] in
+// one round trip for the items that have not failed. It allocates every
+// such item's id; the jobs of keyless items and of leaders (rank > 0)
+// whose record it created are inserted, their results set.
+func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res []store.JobInsertResult,
+	rank map[int]int, begin bool, fps map[rk]string, jobOfKey map[rk]int64, byID map[int64]*idemtype.JobRow) error {
+	var (
+		idx                                               []int
+		tenants, queues, kinds, args, states, parts, keys []string
+		deps, lastErrs, fpsIn                             []string
+		metas                                             []*string
+		prios, maxes, ranks                               []int32
+		runAts, nows                                      []time.Time
+		dedupUs, ttlUs                                    []int64
+		dedupUntil                                        []*time.Time
+		locks                                             []string
+	)
+	for i, it := range items {
+		if res[i].Err != nil {
+			continue
+		}
+		p := it.p
+		idx = append(idx, i)
+		tenants = append(tenants, p.Tenant)
+		queues = append(queues, p.Queue)
+		kinds = append(kinds, p.Kind)
+		a := string(p.Args)
+		if a == "" {
+			a = "{}"
+		}
+		args = append(args, a)
+		states = append(states, string(it.state))
+		prios = append(prios, int32(p.Priority))
+		maxes = append(maxes, int32(p.MaxAttempts))
+		runAts = append(runAts, p.RunAt)
+		parts = append(parts, p.PartitionKey)
+		keys = append(keys, p.IdempotencyKey)
+		deps = append(deps, int64sLiteral(p.DependsOn))
+		metas = append(metas, nullText(p.Metadata))
+		lastErrs = append(lastErrs, it.lastErr)
+		dedupUs = append(dedupUs, micros(p.DedupWindow))
+		ttlUs = append(ttlUs, micros(p.ResultTTL))
+		nows = append(nows, it.now)
+		fpsIn = append(fpsIn, p.Fingerprint)
+		ranks = append(ranks, int32(rank[i]))
+		if p.DedupWindow > 0 {
+			d := it.now.Add(p.DedupWindow)
+			dedupUntil = append(dedupUntil, &d)
+		} else {
+			dedupUntil = append(dedupUntil, nil)
+		}
+		if p.PartitionKey != "" {
+			locks = append(locks, partitionName(p))
+		}
+	}
+	b := &pgx.Batch{}
+	if begin {
+		b.Queue("BEGIN")
+	}
+	if len(locks) > 0 {
+		b.Queue(qLockPartitions, s.partitionLockClass(), locks)
+	}
+	if len(idx) > 0 {
+		b.Queue(s.sql(qInsertFast), tenants, queues, kinds, args, states, prios, maxes, runAts, parts, keys,
+			deps, metas, lastErrs, dedupUs, ttlUs, nows, fpsIn, dedupUntil, ranks)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+	}
+	if len(locks) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("lock partitions: %w", err)
+		}
+	}
+	if len(idx) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		k := 0
+		var id int64
+		var inserted bool
+		_, err = pgx.ForEachRow(rows, []any{&id, &inserted}, func() error {
+			if k >= len(idx) {
+				return fmt.Errorf("%d rows for %d jobs", k+1, len(idx))
+			}
+			i := idx[k]
+			k++
+			it := items[i]
+			it.id = id
+			if !inserted {
+				return nil
+			}
+			it.create = true
+			j := builtJob(it)
+			res[i] = store.JobInsertResult{Job: j}
+			byID[id] = j
+			if it.p.IdempotencyKey != "" {
+				key := rk{it.p.Tenant, it.p.IdempotencyKey}
+				fps[key] = it.p.Fingerprint
+				jobOfKey[key] = id
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		if k != len(idx) {
+			return fmt.Errorf("insert: %d rows for %d jobs", k, len(idx))
+		}
+	}
+	return br.Close()
+}
+
+// builtJob is the row qInsertFast inserted for it, as scanJob would read it
+// back: times at microsecond precision in UTC (pgx sends times truncated
+// to microseconds), json columns byte for byte.
+func builtJob(it *insertItem) *idemtype.JobRow {
+	p := it.p
+	args := p.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	j := &idemtype.JobRow{
+		ID: it.id, Tenant: p.Tenant, Queue: p.Queue, Kind: p.Kind,
+		Args:         append(json.RawMessage(nil), args...),
+		State:        it.state,
+		Priority:     p.Priority,
+		MaxAttempts:  p.MaxAttempts,
+		RunAt:        p.RunAt.Truncate(time.Microsecond).UTC(),
+		CreatedAt:    it.now.Truncate(time.Microsecond).UTC(),
+		PartitionKey: p.PartitionKey, IdempotencyKey: p.IdempotencyKey,
+		LastError: it.lastErr,
+	}
+	if len(p.DependsOn) > 0 {
+		j.DependsOn = append([]int64(nil), p.DependsOn...)
+	}
+	if len(p.Metadata) > 0 {
+		j.Metadata = append(json.RawMessage(nil), p.Metadata...)
+	}
+	if it.state == idemtype.StateCancelled {
+		fin := j.CreatedAt
+		j.FinishedAt = &fin
+	}
+	return j
+}
+
 // insertDeps locks the dependencies of the batch and decides each item's
 // initial state; an item with an unknown dependency fails.
-func (s *Store) insertDeps(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult) error {
+func (s *Store) insertDeps(ctx context.Context, tx querier, items []*insertItem, res []store.JobInsertResult) error {
 	var deps []int64
 	for _, it := range items {
 		deps = append(deps, it.p.DependsOn...)
@@ -289,24 +522,6 @@ func (s *Store) insertDeps(ctx context.Context, tx pgx.Tx, items []*insertItem, 
 	return nil
 }
 
-// lockPartitions takes the advisory locks of the FIFO partitions the batch
-// inserts into (see qLockPartitions).
-func (s *Store) lockPartitions(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult) error {
-	var parts []string
-	for i, it := range items {
-		if res[i].Err == nil && it.p.PartitionKey != "" {
-			parts = append(parts, partitionName(it.p))
-		}
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, qLockPartitions, s.partitionLockClass(), parts); err != nil {
-		return fmt.Errorf("lock partitions: %w", err)
-	}
-	return nil
-}
-
 // partitionName identifies the FIFO partition of a job: (tenant, queue,
 // partition key).
 func partitionName(p *store.JobInsertParams) string {
@@ -320,38 +535,10 @@ func (s *Store) partitionLockClass() int32 {
 	return int32(h.Sum32())
 }
 
-// allocateIDs takes ids for every item in item order, so ids follow the
-// order of the batch even though keyed items are decided separately.
-func (s *Store) allocateIDs(ctx context.Context, tx pgx.Tx, items []*insertItem, res []store.JobInsertResult) error {
-	n := 0
-	for i := range items {
-		if res[i].Err == nil {
-			n++
-		}
-	}
-	rows, err := tx.Query(ctx, s.sql(qNextIDs), n)
-	if err != nil {
-		return fmt.Errorf("allocate ids: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("allocate ids: %w", err)
-	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	k := 0
-	for i, it := range items {
-		if res[i].Err == nil {
-			it.id = ids[k]
-			k++
-		}
-	}
-	return nil
-}
-
-// upsertRecords runs query (qInsertRecords or qUpsertRecords) for the
+// upsertRecords runs query (qUpsertRecords) for the
 // leaders lead (sorted by tenant, key) and marks the items that got their
 // key; it returns the others.
-func (s *Store) upsertRecords(ctx context.Context, tx pgx.Tx, query string, items []*insertItem, lead []int,
+func (s *Store) upsertRecords(ctx context.Context, tx querier, query string, items []*insertItem, lead []int,
 	fps map[rk]string, jobOfKey map[rk]int64) ([]int, error) {
 	var tenants, keys, fpsIn []string
 	var jobIDs, ttls []int64
@@ -402,7 +589,7 @@ func (s *Store) upsertRecords(ctx context.Context, tx pgx.Tx, query string, item
 // existingKeys reads the records of the leaders lead: a record in its
 // dedup window gives the job it points to; the leaders whose record is
 // missing or may be reopened are returned (in lead order).
-func (s *Store) existingKeys(ctx context.Context, tx pgx.Tx, items []*insertItem, lead []int,
+func (s *Store) existingKeys(ctx context.Context, tx querier, items []*insertItem, lead []int,
 	fps map[rk]string, jobOfKey map[rk]int64) ([]int, error) {
 	var tenants, keys []string
 	var nows []time.Time
@@ -488,7 +675,7 @@ func insertArgs(items []*insertItem) ([]int, []any) {
 
 // insertJobs inserts the items marked create in one multi-row statement and
 // returns the new rows by item index.
-func (s *Store) insertJobs(ctx context.Context, tx pgx.Tx, items []*insertItem) (map[int]*idemtype.JobRow, error) {
+func (s *Store) insertJobs(ctx context.Context, tx querier, items []*insertItem) (map[int]*idemtype.JobRow, error) {
 	out := map[int]*idemtype.JobRow{}
 	idx, args := insertArgs(items)
 	if len(idx) == 0 {

@@ -45,7 +45,6 @@ const (
 	qLockPartitions = `SELECT pg_advisory_xact_lock($1::integer, h)
 FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) AS parts`
 
-	qNextIDs = `SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) FROM generate_series(1, $1::integer)`
 
 	// qRecordsValues inserts the records of keyed items (sorted by tenant,
 	// key so that concurrent batches lock in one order).
@@ -61,12 +60,6 @@ INSERT INTO {schema}.records AS r
 SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, u.now, u.dedup_until, u.dedup_until
 FROM u ORDER BY u.ord`
 
-	// qInsertRecords creates the records of new keys and leaves existing
-	// ones alone (not even locked). It waits for an uncommitted insert of
-	// the same key and then reports the conflict.
-	qInsertRecords = qRecordsValues + `
-ON CONFLICT (tenant, key) DO NOTHING
-RETURNING r.tenant, r.key, r.job_id`
 
 	// qUpsertRecords creates or reopens the idempotency records of keyed
 	// items (sorted by tenant, key so concurrent batches lock in one order).
@@ -124,6 +117,44 @@ FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::te
          idempotency_key, depends_on, metadata, last_error, dedup_window_us, result_ttl_us, created_at, ord)
 ORDER BY u.ord
 RETURNING ` + jobColsRet
+
+	// qInsertFast allocates one id per item in item order, creates the
+	// records of the keys' leaders (rank > 0, locked in rank order: tenant,
+	// key) unless they exist, and inserts the jobs of keyless items and of
+	// the leaders whose record it created. It returns (id, inserted) per
+	// item, in item order. A leader whose key existed is left to the
+	// general path (qExistingRecords, qUpsertRecords), which reuses its id.
+	// The sequence is looked up once (an InitPlan), not per row.
+	qInsertFast = `WITH u AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[],
+        $7::integer[], $8::timestamptz[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+        $14::bigint[], $15::bigint[], $16::timestamptz[], $17::text[], $18::timestamptz[], $19::integer[])
+        WITH ORDINALITY
+    AS u(tenant, queue, kind, args, state, priority, max_attempts, run_at, partition_key, idempotency_key,
+         depends_on, metadata, last_error, dedup_window_us, result_ttl_us, now, fp, dedup_until, rank, ord)
+), ids AS MATERIALIZED (
+    SELECT u.*, nextval((SELECT pg_get_serial_sequence('{schema}.jobs', 'id')::regclass)) AS id
+    FROM u ORDER BY u.ord
+), rec AS (
+    INSERT INTO {schema}.records AS r
+        (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
+    SELECT ids.tenant, ids.idempotency_key, 'in_progress', ids.fp, ids.id, ids.now, ids.dedup_until, ids.dedup_until
+    FROM ids WHERE ids.rank > 0 ORDER BY ids.rank
+    ON CONFLICT (tenant, key) DO NOTHING
+    RETURNING r.job_id
+), ins AS (
+    INSERT INTO {schema}.jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
+        run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, metadata, last_error,
+        dedup_window_us, result_ttl_us)
+    SELECT ids.id, ids.tenant, ids.queue, ids.kind, ids.args::json, ids.state, ids.priority, ids.max_attempts,
+        ids.run_at, ids.now, CASE WHEN ids.state = 'cancelled' THEN ids.now END,
+        ids.partition_key, ids.idempotency_key, ids.depends_on::bigint[], ids.metadata::json, ids.last_error,
+        ids.dedup_window_us, ids.result_ttl_us
+    FROM ids WHERE ids.idempotency_key = '' OR ids.id IN (SELECT rec.job_id FROM rec)
+    ORDER BY ids.ord
+    RETURNING id
+)
+SELECT ids.id, ids.id IN (SELECT ins.id FROM ins) FROM ids ORDER BY ids.ord`
 
 	// qNotify wakes the listeners of the schema's channel for each queue.
 	qNotify = `SELECT pg_notify($1, q) FROM (SELECT DISTINCT unnest($2::text[]) AS q) AS qs`
