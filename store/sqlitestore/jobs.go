@@ -485,6 +485,14 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 		if err != nil {
 			return err
 		}
+		if distinctIDs(ps) {
+			es, err := finishBatch(t, ps, deps)
+			if err != nil {
+				return err
+			}
+			copy(errs, es)
+			return nil
+		}
 		for i, p := range ps {
 			e, err := finishOne(t, p, deps[p.ID])
 			if err != nil {
@@ -532,24 +540,33 @@ func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, err
 	if _, err := t.exec(qAttemptEnd, finUS, p.DurationMS, string(p.Outcome), p.Error, p.HTTPStatus, p.Target, p.ID); err != nil {
 		return nil, fmt.Errorf("end attempt: %w", err)
 	}
+	return nil, finishTail(t, p, hasDependants, finishedRow{tenant: tenant, key: key, dedupUS: dedupUS, ttlUS: ttlUS})
+}
+
+// finishTail does what a finished job needs beyond its own row and attempt:
+// its dependants and its idempotency record.
+func finishTail(t *wtx, p *store.JobFinishParams, hasDependants bool, r finishedRow) error {
+	fin := store.OrNow(p.FinishedAt)
+	finUS := toUS(fin)
+	tenant, key, dedupUS, ttlUS := r.tenant, r.key, r.dedupUS, r.ttlUS
 	owner := store.JobOwner(p.ID)
 	switch {
 	case !hasDependants:
 	case p.State == idemtype.StateCompleted:
 		if _, err := t.exec(qDependantsRelease, finUS, p.ID); err != nil {
-			return nil, fmt.Errorf("release dependants: %w", err)
+			return fmt.Errorf("release dependants: %w", err)
 		}
 	case p.State == idemtype.StateDead || p.State == idemtype.StateCancelled:
 		if err := cancelDependants(t, p.ID, p.State, finUS); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if key == "" {
-		return nil, nil
+		return nil
 	}
 	if p.State.Finished() {
 		if err := onFinal(t, tenant, key, p.ID, dedupUS, ttlUS, fin); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if p.State == idemtype.StateCompleted && !p.WasCached {
@@ -559,14 +576,14 @@ func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, err
 		}
 		if _, err := t.exec(qKeyComplete, rec, p.ResultHash, boolInt(p.RecordCompressed), p.ID, finUS,
 			ttlUS, p.DurationMS, tenant, key, owner); err != nil {
-			return nil, fmt.Errorf("complete record: %w", err)
+			return fmt.Errorf("complete record: %w", err)
 		}
-		return nil, nil
+		return nil
 	}
 	if _, err := t.exec(qKeyLeaseRelease, tenant, key, owner); err != nil {
-		return nil, fmt.Errorf("release record lease: %w", err)
+		return fmt.Errorf("release record lease: %w", err)
 	}
-	return nil, nil
+	return nil
 }
 
 // jsonIDs formats ids as a JSON array (for json_each).

@@ -1,0 +1,68 @@
+// Command peer compares idem on PostgreSQL with River (v0.51) on the same
+// database, on the same machine, in the same run, and prints one table:
+// scenario | idem | River | ratio (idem/River).
+//
+//	cd bench && go run ./cmd/peer            # full run (a few minutes)
+//	cd bench && go run ./cmd/peer --quick    # small N, a few seconds
+//
+// The database is IDEM_TEST_DATABASE_URL, or
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable. Every measurement
+// gets its own fresh schema (idem: pgstore's migrations; River: rivermigrate),
+// created before and dropped after it. Both systems get the same pgxpool
+// size (--conns). A CHECKPOINT runs before each measurement so that neither
+// system pays for the other's dirty pages.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+)
+
+func main() {
+	opts := defaultOptions()
+	fs := flag.NewFlagSet("peer", flag.ExitOnError)
+	opts.register(fs)
+	_ = fs.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, opts, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "peer:", err)
+		os.Exit(1)
+	}
+}
+
+// quietLogger discards every log line of both systems.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// run runs the selected scenarios and prints the table to out; progress
+// lines go to progress.
+func run(ctx context.Context, o *options, out, progress io.Writer) error {
+	if err := o.finish(); err != nil {
+		return err
+	}
+	h, err := newHarness(ctx, o, progress)
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	fmt.Fprintf(progress, "peer: %s; PostgreSQL %s; single N=%d (%d goroutines), batch N=%d (batches of %d), work N=%d (%d workers), pool %d conns\n",
+		time.Now().Format(time.RFC3339), h.pgVersion, o.SingleN, o.Goroutines, o.BatchN, o.BatchSize, o.WorkN, o.Workers, o.Conns)
+	var rows []row
+	for _, keys := range o.keyModes() {
+		for _, sc := range o.scenarioList() {
+			r, err := h.scenario(ctx, sc, keys)
+			if err != nil {
+				return fmt.Errorf("%s (keys %v): %w", sc, keys, err)
+			}
+			rows = append(rows, r...)
+		}
+	}
+	printTable(out, rows)
+	return nil
+}
