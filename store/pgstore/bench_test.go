@@ -38,7 +38,7 @@ func benchJob() *store.JobInsertParams {
 var groupModes = []struct {
 	name    string
 	workers int
-}{{"off", -1}, {"w2", 2}, {"w4", 4}, {"w8", 8}}
+}{{"off", -1}, {"w1", 1}, {"w2", 2}, {"w4", 4}}
 
 // parallel16 runs fn from 16 goroutines.
 func parallel16(b *testing.B, fn func() error) {
@@ -128,7 +128,7 @@ func BenchmarkInsertDuplicateKey(b *testing.B) {
 	for _, m := range []struct {
 		name    string
 		workers int
-	}{{"off", -1}, {"w4", 4}} {
+	}{{"off", -1}, {"w2", 2}} {
 		b.Run(m.name, func(b *testing.B) {
 			s := newTestStoreCfg(b, 20, &Config{GroupCommitWorkers: m.workers})
 			dup := func() *store.JobInsertParams {
@@ -206,7 +206,7 @@ func BenchmarkClaimFinishEach16(b *testing.B) {
 	for _, m := range []struct {
 		name    string
 		workers int
-	}{{"off", -1}, {"w4", 4}} {
+	}{{"off", -1}, {"w2", 2}} {
 		b.Run(m.name, func(b *testing.B) {
 			s := newTestStoreCfg(b, 20, &Config{GroupCommitWorkers: m.workers})
 			fillJobs(b, s, 200_000)

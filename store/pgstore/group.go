@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idem-dev/idem/store"
 )
 
@@ -42,7 +40,7 @@ import (
 const (
 	// defaultGroupWorkers is the number of group transactions of each kind
 	// (insert, finish) that may be in flight at once.
-	defaultGroupWorkers = 4
+	defaultGroupWorkers = 2
 	// groupMaxJobs caps the items of one group.
 	groupMaxJobs = 1000
 	// groupInsertMaxReq and groupFinishMaxReq: larger requests are batches
@@ -57,6 +55,10 @@ type groups struct {
 	finish chan *finishReq
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	// ctx bounds the shared transactions; Close cancels it, so a worker
+	// stuck on an unresponsive database does not hold Close up.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// Counters of shared transactions run and the requests they held.
 	insertGroups, insertReqs atomic.Int64
 	finishGroups, finishReqs atomic.Int64
@@ -93,6 +95,7 @@ func (s *Store) startGroups(n int) {
 		finish: make(chan *finishReq, 4*groupMaxJobs),
 		stop:   make(chan struct{}),
 	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	s.groups = g
 	for range n {
 		g.wg.Add(2)
@@ -107,6 +110,7 @@ func (s *Store) stopGroups() {
 		return
 	}
 	close(s.groups.stop)
+	s.groups.cancel()
 	s.groups.wg.Wait()
 }
 
@@ -177,7 +181,7 @@ func (s *Store) runInsertGroup(group []*insertReq) {
 	}
 	s.groups.insertGroups.Add(1)
 	s.groups.insertReqs.Add(int64(len(live)))
-	ctx := context.WithoutCancel(live[0].ctx)
+	ctx := s.groups.ctx
 	var items []*insertItem
 	for _, r := range live {
 		items = append(items, newItems(r.p)...)
@@ -185,7 +189,7 @@ func (s *Store) runInsertGroup(group []*insertReq) {
 	res, err := s.insertDirect(ctx, items)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			res, err := s.insertDirect(context.WithoutCancel(r.ctx), newItems(r.p))
+			res, err := s.insertDirect(ctx, newItems(r.p))
 			r.done <- insertResp{res: res, err: err}
 		}
 		return
@@ -294,10 +298,11 @@ func (s *Store) runFinishGroup(group []*finishReq) {
 	for _, r := range live {
 		all = append(all, r.p...)
 	}
-	errs, err := s.finishDirect(context.WithoutCancel(live[0].ctx), all)
+	ctx := s.groups.ctx
+	errs, err := s.finishDirect(ctx, all)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			errs, err := s.finishDirect(context.WithoutCancel(r.ctx), r.p)
+			errs, err := s.finishDirect(ctx, r.p)
 			r.done <- finishResp{errs: errs, err: err}
 		}
 		return
@@ -313,13 +318,23 @@ func (s *Store) runFinishGroup(group []*finishReq) {
 	}
 }
 
-// finishDirect finishes p in its own transaction.
+// finishDirect finishes p in its own transaction (see finishTx).
 func (s *Store) finishDirect(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
-	var out []error
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = s.JobFinishManyTx(ctx, tx, p)
-		return err
-	})
-	return out, err
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A connection left inside a transaction is destroyed by Release.
+	defer conn.Release()
+	out, err := s.finishTx(ctx, conn, p, true)
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return nil, err
+	}
+	return out, nil
 }

@@ -144,6 +144,16 @@ func (s *Store) JobFinishMany(ctx context.Context, p []*store.JobFinishParams) (
 // JobFinishManyTx is JobFinishMany inside the caller's transaction tx, so
 // a handler's own writes and its job's completion commit together.
 func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams) ([]error, error) {
+	return s.finishTx(ctx, tx, p, false)
+}
+
+// finishTx finishes p. When own is true, q is a connection outside any
+// transaction: finishTx begins one with its first statements and commits
+// it with its last (the caller rolls back when it returns an error). The
+// common case takes two round trips: [BEGIN, qFinish, lock the pending
+// dependants of the completions] and [complete records, settle records,
+// notify, COMMIT]; releasing or cancelling dependants adds one each.
+func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams, own bool) ([]error, error) {
 	out := make([]error, len(p))
 	var (
 		ids, orig, durs                     []int64
@@ -153,6 +163,7 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 		runAts                              []*time.Time
 		fins                                []time.Time
 		statuses                            []int32
+		completing                          []int64
 	)
 	for i, f := range p {
 		switch f.State {
@@ -176,27 +187,65 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 		outc = append(outc, string(f.Outcome))
 		statuses = append(statuses, int32(f.HTTPStatus))
 		targets = append(targets, f.Target)
+		if f.State == idemtype.StateCompleted {
+			completing = append(completing, f.ID)
+		}
 	}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := tx.Query(ctx, s.sql(qFinish), ids, tokens, states, errs, results, cached, orig, runAts,
+	// First round trip. The pending dependants of the jobs being completed
+	// are locked after the finish (see qLockDependants); locking those of
+	// a completion that turns out to be refused is harmless.
+	b := &pgx.Batch{}
+	if own {
+		b.Queue("BEGIN")
+	}
+	b.Queue(s.sql(qFinish), ids, tokens, states, errs, results, cached, orig, runAts,
 		snooze, fins, durs, outc, statuses, targets)
-	if err != nil {
-		return nil, fmt.Errorf("finish: %w", err)
+	if len(completing) > 0 {
+		b.Queue(s.sql(qLockDependants), completing)
 	}
 	finished := map[int64]finishedJob{}
-	var id int64
-	var st, queue string
-	var runAt time.Time
-	_, err = pgx.ForEachRow(rows, []any{&id, &st, &queue, &runAt}, func() error {
-		finished[id] = finishedJob{idemtype.JobState(st), queue, runAt.UTC()}
-		return nil
-	})
+	var locked []int64
+	err := func() error {
+		br := q.SendBatch(ctx, b)
+		defer br.Close()
+		if own {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("begin: %w", err)
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("finish: %w", err)
+		}
+		var id int64
+		var st, queue string
+		var runAt time.Time
+		var keyed bool
+		_, err = pgx.ForEachRow(rows, []any{&id, &st, &queue, &runAt, &keyed}, func() error {
+			finished[id] = finishedJob{idemtype.JobState(st), queue, runAt.UTC(), keyed}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("finish: %w", err)
+		}
+		if len(completing) > 0 {
+			rows, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("lock dependants: %w", err)
+			}
+			if locked, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+				return fmt.Errorf("lock dependants: %w", err)
+			}
+		}
+		return br.Close()
+	}()
 	if err != nil {
-		return nil, fmt.Errorf("finish: %w", err)
+		return nil, err
 	}
-	if err := s.finishRepeats(ctx, tx, p, out, finished); err != nil {
+	if err := s.finishRepeats(ctx, q, p, out, finished); err != nil {
 		return nil, err
 	}
 	// Records of completed jobs, then leases and zero windows of all.
@@ -205,7 +254,7 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 	var cHash []string
 	var cComp []bool
 	var cFins []time.Time
-	var completed, killed, all []int64
+	var killed, settle []int64
 	var queues []string
 	now := time.Time{}
 	for i, f := range p {
@@ -213,15 +262,16 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 		if out[i] != nil || !ok {
 			continue
 		}
-		all = append(all, f.ID)
+		if d.keyed {
+			settle = append(settle, f.ID)
+		}
 		fin := store.OrNow(f.FinishedAt)
 		if fin.After(now) {
 			now = fin
 		}
 		switch d.state {
 		case idemtype.StateCompleted:
-			completed = append(completed, f.ID)
-			if !f.WasCached {
+			if d.keyed && !f.WasCached {
 				cIDs, cDurs = append(cIDs, f.ID), append(cDurs, f.DurationMS)
 				res := f.RecordResult
 				if res == nil {
@@ -238,19 +288,66 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 			}
 		}
 	}
+	if len(locked) > 0 {
+		qs, err := s.releaseDependants(ctx, q, locked, now)
+		if err != nil {
+			return nil, err
+		}
+		queues = append(queues, qs...)
+	}
+	for len(killed) > 0 {
+		rows, err := q.Query(ctx, s.sql(qCancelDependants), killed, now)
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		settle = append(settle, killed...)
+	}
+	// Last round trip: records, notifications and COMMIT.
+	b = &pgx.Batch{}
 	if len(cIDs) > 0 {
-		if _, err := tx.Exec(ctx, s.sql(qCompleteRecords), cIDs, cRes, cHash, cComp, cFins, cDurs); err != nil {
-			return nil, fmt.Errorf("complete records: %w", err)
+		b.Queue(s.sql(qCompleteRecords), cIDs, cRes, cHash, cComp, cFins, cDurs)
+	}
+	if len(settle) > 0 {
+		b.Queue(s.sql(qSettleRecords), settle)
+	}
+	if len(queues) > 0 {
+		b.Queue(qNotify, s.schema, queues)
+	}
+	if own {
+		b.Queue("COMMIT")
+	}
+	if b.Len() > 0 {
+		if err := q.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("records, notify, commit: %w", err)
 		}
 	}
-	q, err := s.afterFinal(ctx, tx, completed, killed, all, now)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.notify(ctx, tx, append(queues, q...)); err != nil {
-		return nil, err
-	}
 	return out, nil
+}
+
+// releaseDependants makes the locked pending jobs whose dependencies have
+// all completed available (or scheduled); it returns the queues that got
+// available jobs.
+func (s *Store) releaseDependants(ctx context.Context, q querier, locked []int64, now time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, s.sql(qReleaseDependants), locked, now)
+	if err != nil {
+		return nil, fmt.Errorf("release dependants: %w", err)
+	}
+	var queues []string
+	var qn, st string
+	_, err = pgx.ForEachRow(rows, []any{&qn, &st}, func() error {
+		if st == string(idemtype.StateAvailable) {
+			queues = append(queues, qn)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release dependants: %w", err)
+	}
+	return queues, nil
 }
 
 // finishedJob is a job a finish statement moved on.
@@ -258,11 +355,12 @@ type finishedJob struct {
 	state idemtype.JobState
 	queue string
 	runAt time.Time
+	keyed bool // the job has an idempotency key
 }
 
 // finishRepeats sets the errors of items that did not match a running
 // lease: nil for a repeated identical completion, ErrLeaseLost otherwise.
-func (s *Store) finishRepeats(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) error {
+func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) error {
 	var missed []int64
 	for i, f := range p {
 		if out[i] == nil {
@@ -329,20 +427,11 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 			return nil, fmt.Errorf("lock dependants: %w", err)
 		}
 		if len(locked) > 0 {
-			rows, err := tx.Query(ctx, s.sql(qReleaseDependants), locked, now)
+			qs, err := s.releaseDependants(ctx, tx, locked, now)
 			if err != nil {
-				return nil, fmt.Errorf("release dependants: %w", err)
+				return nil, err
 			}
-			var q, st string
-			_, err = pgx.ForEachRow(rows, []any{&q, &st}, func() error {
-				if st == string(idemtype.StateAvailable) {
-					queues = append(queues, q)
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("release dependants: %w", err)
-			}
+			queues = append(queues, qs...)
 		}
 	}
 	for len(killed) > 0 {

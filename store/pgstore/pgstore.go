@@ -51,7 +51,7 @@ type Config struct {
 	// GroupCommitWorkers is how many shared transactions of each kind
 	// (insert, finish) may be in flight at once when JobInsertMany and
 	// JobFinishMany combine concurrent small requests (group commit, see
-	// docs/postgres.md); 4 when 0; a negative value turns group commit off
+	// docs/postgres.md); 2 when 0; a negative value turns group commit off
 	// (each call is its own transaction).
 	GroupCommitWorkers int
 }

@@ -45,7 +45,6 @@ const (
 	qLockPartitions = `SELECT pg_advisory_xact_lock($1::integer, h)
 FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) AS parts`
 
-
 	// qRecordsValues inserts the records of keyed items (sorted by tenant,
 	// key so that concurrent batches lock in one order).
 	// Each item has its own now ($6, stored as created_at, so the ON
@@ -59,7 +58,6 @@ INSERT INTO {schema}.records AS r
     (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
 SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, u.now, u.dedup_until, u.dedup_until
 FROM u ORDER BY u.ord`
-
 
 	// qUpsertRecords creates or reopens the idempotency records of keyed
 	// items (sorted by tenant, key so concurrent batches lock in one order).
@@ -291,14 +289,14 @@ const (
         finished_at = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') THEN u.finished_at END,
         lease_expires_at = NULL
     FROM u WHERE j.id = u.id AND j.state = 'running' AND j.lease_token = u.token
-    RETURNING j.id, j.state, j.queue, j.run_at
+    RETURNING j.id, j.state, j.queue, j.run_at, j.idempotency_key <> '' AS keyed
 ), att AS (
     UPDATE {schema}.attempts a SET finished_at = u.finished_at, duration_ms = u.duration_ms,
         outcome = u.outcome, error = u.error, http_status = u.http_status, target = u.target
     FROM upd JOIN u ON u.id = upd.id
     WHERE a.job_id = upd.id AND a.outcome = 'running'
 )
-SELECT id, state, queue, run_at FROM upd`
+SELECT id, state, queue, run_at, keyed FROM upd`
 
 	// qFinishedRepeat reads the jobs whose finish did not match, to accept
 	// a repeated identical completion.

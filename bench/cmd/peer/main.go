@@ -26,15 +26,20 @@ import (
 
 func main() {
 	opts := defaultOptions()
-	fs := flag.NewFlagSet("peer", flag.ExitOnError)
-	opts.register(fs)
-	_ = fs.Parse(os.Args[1:])
+	_ = newFlagSet(opts).Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, opts, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		os.Exit(1)
 	}
+}
+
+// newFlagSet returns the command's flags, bound to o.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("peer", flag.ExitOnError)
+	o.register(fs)
+	return fs
 }
 
 // quietLogger discards every log line of both systems.

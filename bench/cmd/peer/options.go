@@ -28,6 +28,8 @@ type options struct {
 	// RiverFetchCooldown is River's QueueConfig.FetchCooldown in the work
 	// scenario; 0 keeps River's default (100 ms).
 	RiverFetchCooldown time.Duration
+	// RiverDefaultRow adds a work row with River's default FetchCooldown.
+	RiverDefaultRow bool
 	// Timeout bounds one work measurement.
 	Timeout time.Duration
 }
@@ -40,7 +42,7 @@ func defaultOptions() *options {
 	return &options{
 		URL: url, SingleN: 20_000, Goroutines: 16, BatchN: 100_000, BatchSize: 1000,
 		WorkN: 100_000, Workers: 100, Conns: 32, Scenarios: "single,batch,work", Keys: "both",
-		Timeout: 10 * time.Minute,
+		RiverFetchCooldown: time.Millisecond, Timeout: 10 * time.Minute,
 	}
 }
 
@@ -58,7 +60,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Keys, "keys", o.Keys, "idempotency/unique keys: off, on or both")
 	fs.BoolVar(&o.Quick, "quick", o.Quick, "small N (2,000 single, 5,000 batch and work) for a smoke run")
 	fs.DurationVar(&o.RiverFetchCooldown, "river-fetch-cooldown", o.RiverFetchCooldown,
-		"River QueueConfig.FetchCooldown in the work scenario (0 = River's default, 100ms)")
+		"River QueueConfig.FetchCooldown in the work scenario (River's minimum, 1ms, by default; 0 = River's default, 100ms, which caps a queue at MaxWorkers×10 jobs/s)")
+	fs.BoolVar(&o.RiverDefaultRow, "river-default-row", o.RiverDefaultRow, "also work River with its default FetchCooldown (100ms)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "limit of one work measurement")
 }
 
