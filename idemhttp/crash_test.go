@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
 )
@@ -21,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("IDEMHTTP_TEST_WORKER") == "1" {
 		os.Exit(runHangingWorker())
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func runHangingWorker() int {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/idem-dev/idem/idemclient"
 )
 
@@ -24,7 +26,7 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // idemProcess starts the CLI as a real process.
