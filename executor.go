@@ -179,33 +179,21 @@ func (rt *runtime) finish(j *runningJob, fin *store.JobFinishParams, start time.
 	if lost {
 		return
 	}
-	err := rt.completer.finish(fin)
-	switch {
-	case errors.Is(err, ErrLeaseLost):
-		rt.c.logger.Info("finish dropped: lease lost", "job", fin.ID)
-	case err != nil:
-		rt.c.logger.Error("finish failed; the rescuer will retry the job", "job", fin.ID, "err", err)
-	}
+	// Hand the finish over without waiting for its commit: the worker slot is
+	// free at once (the lease stays until the commit, so nothing else can
+	// claim the job meanwhile), and the completer batches commits.
+	rt.completer.submit(fin)
 }
 
 // completer batches the finishes of concurrent executors into one store call.
 type completer struct {
 	store  store.Store
 	logger *slog.Logger
-	reqs   chan *finishReq
+	reqs   chan *store.JobFinishParams
 	wg     sync.WaitGroup
 
 	mu     sync.RWMutex // guards closed against sends on a closed reqs
 	closed bool
-}
-
-// errCompleterStopped answers a finish that arrives after shutdown; the job's
-// lease was released, so the store would refuse it anyway.
-var errCompleterStopped = errors.New("completer stopped")
-
-type finishReq struct {
-	p    *store.JobFinishParams
-	done chan error
 }
 
 // completerLoops is how many batches may be in flight at once.
@@ -216,7 +204,7 @@ const (
 )
 
 func newCompleter(st store.Store, logger *slog.Logger) *completer {
-	c := &completer{store: st, logger: logger, reqs: make(chan *finishReq, completerMaxBatch)}
+	c := &completer{store: st, logger: logger, reqs: make(chan *store.JobFinishParams, completerMaxBatch)}
 	for range completerLoops {
 		c.wg.Add(1)
 		go c.loop()
@@ -224,23 +212,39 @@ func newCompleter(st store.Store, logger *slog.Logger) *completer {
 	return c
 }
 
-// finish records one finish and returns its own error.
-func (c *completer) finish(p *store.JobFinishParams) error {
-	r := &finishReq{p: p, done: make(chan error, 1)}
-	c.mu.RLock()
-	if c.closed {
-		c.mu.RUnlock()
-		return errCompleterStopped
+// submit queues one finish without waiting for it; the completer logs its
+// outcome.
+func (c *completer) submit(p *store.JobFinishParams) {
+	if !c.enqueue(p) {
+		c.logger.Info("finish dropped: client stopped", "job", p.ID)
 	}
-	c.reqs <- r
-	c.mu.RUnlock()
-	return <-r.done
+}
+
+func (c *completer) enqueue(p *store.JobFinishParams) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.reqs <- p
+	return true
+}
+
+// report logs the outcome of one finish that failed.
+func (c *completer) report(p *store.JobFinishParams, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrLeaseLost):
+		c.logger.Info("finish dropped: lease lost", "job", p.ID)
+	default:
+		c.logger.Error("finish failed; the rescuer will retry the job", "job", p.ID, "err", err)
+	}
 }
 
 func (c *completer) loop() {
 	defer c.wg.Done()
 	for first := range c.reqs {
-		batch := []*finishReq{first}
+		batch := []*store.JobFinishParams{first}
 	drain:
 		for len(batch) < completerMaxBatch {
 			select {
@@ -258,16 +262,12 @@ func (c *completer) loop() {
 }
 
 // flush writes one batch, retrying whole-batch failures a few times.
-func (c *completer) flush(batch []*finishReq) {
-	params := make([]*store.JobFinishParams, len(batch))
-	for i, r := range batch {
-		params[i] = r.p
-	}
+func (c *completer) flush(batch []*store.JobFinishParams) {
 	var errs []error
 	var err error
 	for try := range finishTries {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		errs, err = c.store.JobFinishMany(ctx, params)
+		errs, err = c.store.JobFinishMany(ctx, batch)
 		cancel()
 		if err == nil {
 			break
@@ -275,20 +275,18 @@ func (c *completer) flush(batch []*finishReq) {
 		c.logger.Warn("finish batch failed", "jobs", len(batch), "try", try+1, "err", err)
 		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
 	}
-	for i, r := range batch {
+	for i, p := range batch {
 		switch {
 		case err != nil:
-			r.done <- err
+			c.report(p, err)
 		case i < len(errs):
-			r.done <- errs[i]
-		default:
-			r.done <- nil
+			c.report(p, errs[i])
 		}
 	}
 }
 
 // stop waits for queued finishes to be written; idempotent. Later finishes
-// get errCompleterStopped.
+// are dropped (their leases were released at shutdown).
 func (c *completer) stop() {
 	c.mu.Lock()
 	if !c.closed {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
@@ -52,7 +54,24 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.
 	// A connection left inside a transaction (an error, a cancelled
 	// context) is destroyed by Release rather than reused.
 	defer conn.Release()
-	out, err := s.insertTx(ctx, conn, items, true)
+	// First try: one round trip, an implicit transaction that aborts as a
+	// whole if a key already exists (qInsertFast's guard); then the
+	// explicit transaction that handles existing keys.
+	if !hasDeps(items) {
+		out, err := s.insertTx(ctx, conn, items, modeOneShot)
+		if err == nil {
+			return out, nil
+		}
+		if !isKeyExists(err) {
+			return nil, err
+		}
+		fresh := make([]*insertItem, len(items))
+		for i, it := range items {
+			fresh[i] = &insertItem{p: it.p, now: it.now}
+		}
+		items = fresh
+	}
+	out, err := s.insertTx(ctx, conn, items, modeOwn)
 	if err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
@@ -99,7 +118,7 @@ type insertItem struct {
 // (which must be on this store's database): the jobs exist exactly when tx
 // commits. Notifications are sent at commit.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
-	return s.insertTx(ctx, tx, newItems(p), false)
+	return s.insertTx(ctx, tx, newItems(p), modeInTx)
 }
 
 // dbtx is what a transaction and a connection have in common: insertTx runs
@@ -122,8 +141,9 @@ type dbtx interface {
 // (ON CONFLICT DO NOTHING) and the jobs of keyless items and of the keys it
 // created. Keys that existed take the general path below, with the ids
 // already allocated, in the same transaction.
-func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, own bool) ([]store.JobInsertResult, error) {
+func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode txMode) ([]store.JobInsertResult, error) {
 	res := make([]store.JobInsertResult, len(items))
+	own := mode == modeOwn
 	begin := own
 	if hasDeps(items) {
 		if begin {
@@ -174,7 +194,7 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, own b
 	fps := map[rk]string{}
 	jobOfKey := map[rk]int64{}
 	byID := map[int64]*idemtype.JobRow{}
-	if err := s.insertFast(ctx, q, items, res, rank, begin, fps, jobOfKey, byID); err != nil {
+	if err := s.insertFast(ctx, q, items, res, rank, begin, mode == modeOneShot, fps, jobOfKey, byID); err != nil {
 		return nil, err
 	}
 	var pending []int
@@ -182,6 +202,10 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, own b
 		if res[i].Job == nil {
 			pending = append(pending, i)
 		}
+	}
+	if mode == modeOneShot && len(pending) > 0 {
+		// Unreachable: qInsertFastGuarded aborts when a key existed.
+		return nil, errors.New("insert: key existed in a one-shot insert")
 	}
 	if len(pending) > 0 {
 		// Keys that exist: read them (a new statement sees the winners'
@@ -270,6 +294,10 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, own b
 			queues = append(queues, it.p.Queue)
 		}
 	}
+	if mode == modeOneShot {
+		// Committed with qInsertFast (and notified there).
+		return res, nil
+	}
 	// The last statements, with COMMIT when the transaction is ours: one
 	// round trip.
 	b := &pgx.Batch{}
@@ -288,6 +316,30 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, own b
 		}
 	}
 	return res, nil
+}
+
+// txMode says who owns insertTx's transaction.
+type txMode int
+
+const (
+	// modeInTx: the caller's transaction; no BEGIN, no COMMIT.
+	modeInTx txMode = iota
+	// modeOwn: a connection outside a transaction; BEGIN and COMMIT are
+	// pipelined with the first and last statements.
+	modeOwn
+	// modeOneShot: no dependencies; one implicit transaction [partition
+	// locks, qInsertFastGuarded, notify] that fails with errKeyExists as a
+	// whole when a key already exists (the caller then uses modeOwn).
+	modeOneShot
+)
+
+// keyExistsMarker is the text of the error qInsertFastGuarded raises.
+const keyExistsMarker = "idem:key-exists"
+
+// isKeyExists reports whether err is qInsertFastGuarded's abort.
+func isKeyExists(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.Contains(pe.Message, keyExistsMarker)
 }
 
 // hasDeps reports whether an item has dependencies.
@@ -315,7 +367,7 @@ func setInitialStates(items []*insertItem) {
 // such item's id; the jobs of keyless items and of leaders (rank > 0)
 // whose record it created are inserted, their results set.
 func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res []store.JobInsertResult,
-	rank map[int]int, begin bool, fps map[rk]string, jobOfKey map[rk]int64, byID map[int64]*idemtype.JobRow) error {
+	rank map[int]int, begin, oneShot bool, fps map[rk]string, jobOfKey map[rk]int64, byID map[int64]*idemtype.JobRow) error {
 	var (
 		idx                                               []int
 		tenants, queues, kinds, args, states, parts, keys []string
@@ -372,9 +424,22 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 	if len(locks) > 0 {
 		b.Queue(qLockPartitions, s.partitionLockClass(), locks)
 	}
+	var notifyQueues []string
 	if len(idx) > 0 {
-		b.Queue(s.sql(qInsertFast), tenants, queues, kinds, args, states, prios, maxes, runAts, parts, keys,
+		query := qInsertFast
+		if oneShot {
+			query = qInsertFastGuarded
+			for k, i := range idx {
+				if items[i].state == idemtype.StateAvailable {
+					notifyQueues = append(notifyQueues, queues[k])
+				}
+			}
+		}
+		b.Queue(s.sql(query), tenants, queues, kinds, args, states, prios, maxes, runAts, parts, keys,
 			deps, metas, lastErrs, dedupUs, ttlUs, nows, fpsIn, dedupUntil, ranks)
+	}
+	if len(notifyQueues) > 0 {
+		b.Queue(qNotify, s.schema, notifyQueues)
 	}
 	if b.Len() == 0 {
 		return nil
@@ -426,6 +491,11 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 		}
 		if k != len(idx) {
 			return fmt.Errorf("insert: %d rows for %d jobs", k, len(idx))
+		}
+	}
+	if len(notifyQueues) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("notify: %w", err)
 		}
 	}
 	return br.Close()
