@@ -106,12 +106,6 @@ func (c *Client) EnqueueMany(ctx context.Context, items []EnqueueParams) ([]Enqu
 
 // insert hands validated params to the store and wakes local producers.
 func (c *Client) insert(ctx context.Context, params []*store.JobInsertParams, now time.Time) ([]EnqueueResult, error) {
-	if len(params) == 1 && params[0].IdempotencyKey != "" {
-		if res, ok := c.existing(ctx, params[0], now); ok {
-			c.stats.dedupHits.Add(1)
-			return []EnqueueResult{res}, nil
-		}
-	}
 	res, err := c.store.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -127,26 +121,6 @@ func (c *Client) insert(ctx context.Context, params []*store.JobInsertParams, no
 		}
 	}
 	return out, nil
-}
-
-// existing answers a repeated key from a read, without a write: when the
-// key's record is live, its dedup window open and its job still stored, the
-// result is that job (or a KeyReusedError for another fingerprint). This only
-// reports what is already committed; whether a job is created is still
-// decided by the store's unique constraint on the write path.
-func (c *Client) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (EnqueueResult, bool) {
-	rec, err := c.store.RecordGet(ctx, p.Tenant, p.IdempotencyKey, now)
-	if err != nil || rec.JobID == 0 || (rec.DedupUntil != nil && !rec.DedupUntil.After(now)) {
-		return EnqueueResult{}, false
-	}
-	if rec.Fingerprint != p.Fingerprint {
-		return EnqueueResult{Err: &KeyReusedError{Key: p.IdempotencyKey, JobID: rec.JobID}}, true
-	}
-	job, err := c.store.JobGet(ctx, p.Tenant, rec.JobID)
-	if err != nil {
-		return EnqueueResult{}, false
-	}
-	return EnqueueResult{Job: job, Existing: true}, true
 }
 
 // ValidateEnqueue checks one job's input as EnqueueMany would, without

@@ -16,8 +16,9 @@ import (
 // JobFinishMany therefore hand small requests to a few group workers. A
 // worker takes the first request waiting, adds every other request already
 // queued (up to groupMaxJobs items) and runs them all in one transaction —
-// one round trip for keyless inserts — then answers each caller with its
-// own slice of the results. Nothing waits on a timer: while one group
+// one round trip for keyless inserts and for requests with one key each
+// (see insertDirect) — then answers each caller with its own slice of the
+// results. Nothing waits on a timer: while one group
 // commits, the next one gathers, so groups grow exactly as fast as callers
 // arrive.
 //
@@ -27,6 +28,8 @@ import (
 //   - a statement error (invalid JSON args, a deadlock) fails the shared
 //     transaction: the worker then reruns each request in a transaction of
 //     its own, so only the faulty request sees the error;
+//   - a request whose key already existed is rerun alone in an explicit
+//     transaction; nothing of it was inserted by the shared one;
 //   - two requests inserting one idempotency key in one group are the
 //     leader and a follower of one batch: one job, the second gets
 //     Existing (or KeyReusedError);
@@ -183,13 +186,15 @@ func (s *Store) runInsertGroup(group []*insertReq) {
 	s.groups.insertReqs.Add(int64(len(live)))
 	ctx := s.groups.ctx
 	var items []*insertItem
+	var ends []int
 	for _, r := range live {
 		items = append(items, newItems(r.p)...)
+		ends = append(ends, len(items))
 	}
-	res, err := s.insertDirect(ctx, items)
+	res, err := s.insertDirect(ctx, items, ends)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			res, err := s.insertDirect(ctx, newItems(r.p))
+			res, err := s.insertDirect(ctx, newItems(r.p), nil)
 			r.done <- insertResp{res: res, err: err}
 		}
 		return

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
@@ -30,17 +30,21 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if s.groups != nil && len(p.Jobs) <= groupInsertMaxReq {
 		return s.groupInsert(ctx, p)
 	}
-	out, err := s.insertDirect(ctx, newItems(p))
+	out, err := s.insertDirect(ctx, newItems(p), nil)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	return out, nil
 }
 
-// insertDirect inserts items in their own transaction: one pipelined
-// round trip when no item has a key or dependencies, two in the common
-// keyed case (see insertTx).
-func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.JobInsertResult, error) {
+// insertDirect inserts items in their own transaction(s). ends are the
+// end offsets of the callers' requests in items (nil: one request); each
+// request is atomic. Keyless batches take one round trip (insertSimple).
+// Keyed batches without dependencies first try one implicit transaction
+// (modeOneShot) when no request holds more than one distinct key: a
+// request whose key existed then has nothing committed and is rerun alone
+// in an explicit transaction (modeOwn), which handles existing keys.
+func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []int) ([]store.JobInsertResult, error) {
 	if simpleItems(items) {
 		return s.insertSimple(ctx, items)
 	}
@@ -54,23 +58,65 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.
 	// A connection left inside a transaction (an error, a cancelled
 	// context) is destroyed by Release rather than reused.
 	defer conn.Release()
-	// First try: one round trip, an implicit transaction that aborts as a
-	// whole if a key already exists (qInsertFast's guard); then the
-	// explicit transaction that handles existing keys.
-	if !hasDeps(items) {
-		out, err := s.insertTx(ctx, conn, items, modeOneShot)
-		if err == nil {
-			return out, nil
-		}
-		if !isKeyExists(err) {
-			return nil, err
-		}
-		fresh := make([]*insertItem, len(items))
-		for i, it := range items {
-			fresh[i] = &insertItem{p: it.p, now: it.now}
-		}
-		items = fresh
+	if ends == nil {
+		ends = []int{len(items)}
 	}
+	if hasDeps(items) || !oneKeyPerRequest(items, ends) {
+		return s.insertOwn(ctx, conn, items)
+	}
+	res, err := s.insertTx(ctx, conn, items, modeOneShot)
+	if err != nil {
+		return nil, err
+	}
+	// The requests whose key existed, rerun together in one explicit
+	// transaction (each request is still whole: all or nothing).
+	var retry [][2]int
+	var fresh []*insertItem
+	start := 0
+	for _, end := range ends {
+		for i := start; i < end; i++ {
+			if errors.Is(res[i].Err, errRetryOwn) {
+				retry = append(retry, [2]int{start, end})
+				for _, it := range items[start:end] {
+					fresh = append(fresh, &insertItem{p: it.p, now: it.now})
+				}
+				break
+			}
+		}
+		start = end
+	}
+	if len(retry) == 0 {
+		return res, nil
+	}
+	again, err := s.insertOwn(ctx, conn, fresh)
+	if err == nil {
+		k := 0
+		for _, r := range retry {
+			k += copy(res[r[0]:r[1]], again[k:])
+		}
+		return res, nil
+	}
+	// The shared rerun failed: each request on its own, so that an error
+	// is only its own request's (the rest of the group has committed).
+	for _, r := range retry {
+		fresh := make([]*insertItem, 0, r[1]-r[0])
+		for _, it := range items[r[0]:r[1]] {
+			fresh = append(fresh, &insertItem{p: it.p, now: it.now})
+		}
+		again, err := s.insertOwn(ctx, conn, fresh)
+		for i := r[0]; i < r[1]; i++ {
+			if err != nil {
+				res[i] = store.JobInsertResult{Err: err}
+			} else {
+				res[i] = again[i-r[0]]
+			}
+		}
+	}
+	return res, nil
+}
+
+// insertOwn runs items in one explicit transaction on conn (modeOwn).
+func (s *Store) insertOwn(ctx context.Context, conn *pgxpool.Conn, items []*insertItem) ([]store.JobInsertResult, error) {
 	out, err := s.insertTx(ctx, conn, items, modeOwn)
 	if err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
@@ -79,6 +125,25 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.
 		return nil, err
 	}
 	return out, nil
+}
+
+// oneKeyPerRequest reports whether every request of items (split at
+// ends) is keyless or has one idempotency key on all its items: then a
+// request is inserted either whole or not at all by qInsertFast (its jobs
+// all wait on the same record).
+func oneKeyPerRequest(items []*insertItem, ends []int) bool {
+	start := 0
+	for _, end := range ends {
+		req := items[start:end]
+		first := rk{req[0].p.Tenant, req[0].p.IdempotencyKey}
+		for _, it := range req {
+			if (rk{it.p.Tenant, it.p.IdempotencyKey}) != first {
+				return false
+			}
+		}
+		start = end
+	}
+	return true
 }
 
 // newItems returns the items of a batch, each with the batch's now.
@@ -204,8 +269,18 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 		}
 	}
 	if mode == modeOneShot && len(pending) > 0 {
-		// Unreachable: qInsertFastGuarded aborts when a key existed.
-		return nil, errors.New("insert: key existed in a one-shot insert")
+		// Nothing of these keys' requests was inserted (one key per
+		// request): the caller reruns them in their own transactions.
+		retry := map[rk]bool{}
+		for _, i := range pending {
+			retry[rk{items[i].p.Tenant, items[i].p.IdempotencyKey}] = true
+		}
+		for i, it := range items {
+			if it.p.IdempotencyKey != "" && retry[rk{it.p.Tenant, it.p.IdempotencyKey}] {
+				res[i] = store.JobInsertResult{Err: errRetryOwn}
+			}
+		}
+		pending = nil
 	}
 	if len(pending) > 0 {
 		// Keys that exist: read them (a new statement sees the winners'
@@ -327,20 +402,16 @@ const (
 	// modeOwn: a connection outside a transaction; BEGIN and COMMIT are
 	// pipelined with the first and last statements.
 	modeOwn
-	// modeOneShot: no dependencies; one implicit transaction [partition
-	// locks, qInsertFastGuarded, notify] that fails with errKeyExists as a
-	// whole when a key already exists (the caller then uses modeOwn).
+	// modeOneShot: no dependencies, at most one distinct key per caller's
+	// request; one implicit transaction [partition locks, qInsertFast,
+	// notify]. Items whose key existed get errRetryOwn: with one key per
+	// request nothing of their request was inserted, and the caller reruns
+	// it with modeOwn.
 	modeOneShot
 )
 
-// keyExistsMarker is the text of the error qInsertFastGuarded raises.
-const keyExistsMarker = "idem:key-exists"
-
-// isKeyExists reports whether err is qInsertFastGuarded's abort.
-func isKeyExists(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && strings.Contains(pe.Message, keyExistsMarker)
-}
+// errRetryOwn marks the items of a one-shot insert whose key existed.
+var errRetryOwn = errors.New("pgstore: key exists, rerun in a transaction")
 
 // hasDeps reports whether an item has dependencies.
 func hasDeps(items []*insertItem) bool {
@@ -428,7 +499,6 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 	if len(idx) > 0 {
 		query := qInsertFast
 		if oneShot {
-			query = qInsertFastGuarded
 			for k, i := range idx {
 				if items[i].state == idemtype.StateAvailable {
 					notifyQueues = append(notifyQueues, queues[k])

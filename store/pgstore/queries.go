@@ -123,11 +123,7 @@ RETURNING ` + jobColsRet
 	// item, in item order. A leader whose key existed is left to the
 	// general path (qExistingRecords, qUpsertRecords), which reuses its id.
 	// The sequence is looked up once (an InitPlan), not per row.
-	qInsertFast = qInsertFastBody + `
-SELECT ids.id, ids.id IN (SELECT ins.id FROM ins) FROM ids ORDER BY ids.ord`
-
-	// qInsertFastBody is qInsertFast without its final SELECT.
-	qInsertFastBody = `WITH u AS (
+	qInsertFast = `WITH u AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[],
         $7::integer[], $8::timestamptz[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
         $14::bigint[], $15::bigint[], $16::timestamptz[], $17::text[], $18::timestamptz[], $19::integer[])
@@ -155,18 +151,8 @@ SELECT ids.id, ids.id IN (SELECT ins.id FROM ins) FROM ids ORDER BY ids.ord`
     FROM ids WHERE ids.idempotency_key = '' OR ids.id IN (SELECT rec.job_id FROM rec)
     ORDER BY ids.ord
     RETURNING id
-)`
-
-	// qInsertFastGuarded is qInsertFast for a one-statement implicit
-	// transaction: when a leader's key already existed it raises an error
-	// (a failed cast naming keyExistsMarker; ids.ord keeps the planner from
-	// folding it), so nothing of the batch commits and the caller retries
-	// on the general path.
-	qInsertFastGuarded = qInsertFastBody + `
-SELECT ids.id, CASE WHEN ids.rank > 0 AND NOT ids.id IN (SELECT rec.job_id FROM rec)
-    THEN ('idem:key-exists:' || ids.ord)::integer > 0
-    ELSE ids.id IN (SELECT ins.id FROM ins) END
-FROM ids ORDER BY ids.ord`
+)
+SELECT ids.id, ids.id IN (SELECT ins.id FROM ins) FROM ids ORDER BY ids.ord`
 
 	// qNotify wakes the listeners of the schema's channel for each queue.
 	qNotify = `SELECT pg_notify($1, q) FROM (SELECT DISTINCT unnest($2::text[]) AS q) AS qs`

@@ -19,6 +19,11 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		return nil, nil
 	}
 	now := truncUS(store.OrNow(p.Now))
+	if len(p.Jobs) == 1 && p.Jobs[0].IdempotencyKey != "" {
+		if res, ok := s.existing(ctx, p.Jobs[0], now); ok {
+			return []store.JobInsertResult{res}, nil
+		}
+	}
 	var results []store.JobInsertResult
 	err := s.write(ctx, len(p.Jobs), func(t *wtx) error {
 		var err error
@@ -29,6 +34,26 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	return results, nil
+}
+
+// existing answers a repeated key from the read pool, without taking the
+// writer: when the key's record is live, its dedup window open and its job
+// still stored, the result is that job (or a KeyReusedError for another
+// fingerprint). It only reports what is already committed; whether a job is
+// created is still decided by the unique constraint on the write path.
+func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
+	rec, err := s.RecordGet(ctx, p.Tenant, p.IdempotencyKey, now)
+	if err != nil || rec.JobID == 0 || (rec.DedupUntil != nil && !rec.DedupUntil.After(now)) {
+		return store.JobInsertResult{}, false
+	}
+	if rec.Fingerprint != p.Fingerprint {
+		return store.JobInsertResult{Err: &idemtype.KeyReusedError{Key: p.IdempotencyKey, JobID: rec.JobID}}, true
+	}
+	job, err := s.JobGet(ctx, p.Tenant, rec.JobID)
+	if err != nil {
+		return store.JobInsertResult{}, false
+	}
+	return store.JobInsertResult{Job: job, Existing: true}, true
 }
 
 // plainBatch is how many unkeyed, dependency-free jobs go in one multi-row INSERT.
