@@ -300,6 +300,33 @@ func TestHandlerControlFlow(t *testing.T) {
 		}
 	})
 
+	t.Run("a job's own retry policy wins over the queue's", func(t *testing.T) {
+		t.Parallel()
+		clock := &fakeClock{now: base}
+		b := setup(t, &idem.Config{Queues: queues(1), Now: clock.Now, DisableMaintenance: true,
+			RetryByQueue: map[string]idem.RetryPolicy{idem.DefaultQueue: {Base: time.Hour, Jitter: -1}}})
+		b.workers.Handle("own", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+			return nil, errors.New("boom")
+		})
+		own := &idem.RetryPolicy{Delays: []time.Duration{7 * time.Second, 11 * time.Second}, Jitter: -1}
+		r, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "own", Opts: &idem.EnqueueOpts{Retry: own}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, _ := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "own"})
+		b.start(t)
+		if row := waitState(t, b, r.Job.ID, idem.StateRetryable); !row.RunAt.Equal(base.Add(7 * time.Second)) {
+			t.Fatalf("own policy: run_at %s, want base+7s", row.RunAt)
+		}
+		if row := waitState(t, b, other.Job.ID, idem.StateRetryable); !row.RunAt.Equal(base.Add(time.Hour)) {
+			t.Fatalf("queue policy: run_at %s, want base+1h", row.RunAt)
+		}
+		if _, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "own",
+			Opts: &idem.EnqueueOpts{Retry: &idem.RetryPolicy{Base: -time.Second}}}); !errors.Is(err, idem.ErrInvalid) {
+			t.Fatalf("negative base: want ErrInvalid, got %v", err)
+		}
+	})
+
 	t.Run("snooze uses no attempt", func(t *testing.T) {
 		t.Parallel()
 		clock := &fakeClock{now: base}

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -173,8 +174,19 @@ func mapValues[K comparable, V any](ms ...map[K]V) []V {
 	return out
 }
 
-// retryPolicy returns the policy for a job: by kind, else by queue, else default.
-func (c *Config) retryPolicy(queue, kind string) RetryPolicy {
+// retryPolicy returns the policy for a job: its own, else by kind, else by
+// queue, else the default.
+func (c *Config) retryPolicy(row *JobRow) RetryPolicy {
+	if len(row.RetryPolicy) > 0 {
+		var p RetryPolicy
+		if err := json.Unmarshal(row.RetryPolicy, &p); err == nil {
+			return p
+		}
+	}
+	return c.queueRetryPolicy(row.Queue, row.Kind)
+}
+
+func (c *Config) queueRetryPolicy(queue, kind string) RetryPolicy {
 	if p, ok := c.RetryByKind[kind]; ok {
 		return p
 	}

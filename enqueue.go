@@ -38,6 +38,8 @@ type EnqueueOpts struct {
 	DedupWindow *time.Duration
 	// ResultTTL overrides the result TTL for this job.
 	ResultTTL *time.Duration
+	// Retry is this job's own backoff policy, over the queue's and kind's.
+	Retry *RetryPolicy
 }
 
 // EnqueueParams is one untyped job: a kind and its JSON args.
@@ -157,6 +159,12 @@ func (c *Client) insertParams(it EnqueueParams, now time.Time) (*store.JobInsert
 	}
 	if err := validateInsert(p); err != nil {
 		return nil, err
+	}
+	if o.Retry != nil {
+		if err := o.Retry.validate(); err != nil {
+			return nil, idemtype.Invalid("retry", "%v", err)
+		}
+		p.RetryPolicy, _ = json.Marshal(o.Retry) // durations and numbers always encode
 	}
 	if p.IdempotencyKey != "" {
 		fp, err := fingerprint(p, o.RunAt)

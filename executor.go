@@ -157,7 +157,7 @@ func (rt *runtime) failAttempt(row *JobRow, fin *store.JobFinishParams, err erro
 			return
 		}
 	}
-	delay := rt.c.cfg.retryPolicy(row.Queue, row.Kind).Delay(row.Attempt, jitter())
+	delay := rt.c.cfg.retryPolicy(row).Delay(row.Attempt, jitter())
 	rt.retryOrDie(row, fin, now.Add(delay))
 }
 

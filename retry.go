@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -45,6 +46,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 }
 
 func (p RetryPolicy) validate() error {
+	if p.Base < 0 || p.Max < 0 || p.Factor < 0 {
+		return fmt.Errorf("retry base, max and factor must not be negative")
+	}
 	if p.Jitter > 1 {
 		return fmt.Errorf("retry jitter %v above 1", p.Jitter)
 	}
@@ -75,4 +79,59 @@ func (p RetryPolicy) Delay(attempt int, rnd float64) time.Duration {
 		d = math.Min(d, float64(p.Max))
 	}
 	return time.Duration(max(d, 0))
+}
+
+// retryPolicyJSON is the stored form of a job's own RetryPolicy.
+type retryPolicyJSON struct {
+	Base   string   `json:"base,omitempty"`
+	Factor float64  `json:"factor,omitempty"`
+	Max    string   `json:"max,omitempty"`
+	Jitter float64  `json:"jitter,omitempty"`
+	Delays []string `json:"delays,omitempty"`
+}
+
+// MarshalJSON encodes durations as Go duration strings ("5s").
+func (p RetryPolicy) MarshalJSON() ([]byte, error) {
+	j := retryPolicyJSON{Factor: p.Factor, Jitter: p.Jitter}
+	if p.Base != 0 {
+		j.Base = p.Base.String()
+	}
+	if p.Max != 0 {
+		j.Max = p.Max.String()
+	}
+	for _, d := range p.Delays {
+		j.Delays = append(j.Delays, d.String())
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes the form MarshalJSON writes.
+func (p *RetryPolicy) UnmarshalJSON(b []byte) error {
+	var j retryPolicyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	parse := func(s string) (time.Duration, error) {
+		if s == "" {
+			return 0, nil
+		}
+		return time.ParseDuration(s)
+	}
+	var err error
+	out := RetryPolicy{Factor: j.Factor, Jitter: j.Jitter}
+	if out.Base, err = parse(j.Base); err != nil {
+		return fmt.Errorf("retry base: %w", err)
+	}
+	if out.Max, err = parse(j.Max); err != nil {
+		return fmt.Errorf("retry max: %w", err)
+	}
+	for _, s := range j.Delays {
+		d, err := parse(s)
+		if err != nil {
+			return fmt.Errorf("retry delay: %w", err)
+		}
+		out.Delays = append(out.Delays, d)
+	}
+	*p = out
+	return nil
 }

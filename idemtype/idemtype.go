@@ -77,6 +77,9 @@ type JobRow struct {
 	OriginalJobID  int64           // the job whose cached result this is; 0 = none
 	LastError      string          // error of the latest failed attempt
 	Metadata       json.RawMessage // free JSON for the user; nil = none
+	// RetryPolicy is the job's own backoff policy as JSON (the root package
+	// defines its form); nil = the queue's or kind's policy.
+	RetryPolicy json.RawMessage
 	// Lease fields are set while running.
 	LeaseToken     string
 	LeaseExpiresAt *time.Time

@@ -254,6 +254,8 @@ type JobInsertParams struct {
 	PartitionKey string
 	DependsOn    []int64
 	Metadata     json.RawMessage
+	// RetryPolicy is stored as given and returned in JobRow.RetryPolicy.
+	RetryPolicy json.RawMessage
 	// IdempotencyKey, when not "", deduplicates creation and keys the result cache.
 	IdempotencyKey string
 	// Fingerprint is the hex SHA-256 of the canonical request; a repeat of

@@ -88,13 +88,13 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 		runAt, createdAt                    int64
 		startedAt, finishedAt, leaseExpires sql.NullInt64
 		dependsOn                           sql.NullString
-		args, result, metadata              []byte
+		args, result, metadata, retry       []byte
 		wasCached                           int
 	)
 	err := sc.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &runAt, &createdAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &dependsOn, &result, &wasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID)
+		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID, &retry)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +102,7 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 	j.Args = args
 	j.Result = result
 	j.Metadata = metadata
+	j.RetryPolicy = retry
 	j.RunAt = fromUS(runAt)
 	j.CreatedAt = fromUS(createdAt)
 	j.StartedAt = ptrUS(startedAt)
