@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/idemhttp/wire"
 )
 
 // readBody reads the request body under the size limit. An empty body is
@@ -156,7 +158,7 @@ func parseID(s string) (int64, bool) {
 func formatID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // parseIDList parses ids given as JSON strings (or numbers) of field.
-func parseIDList(field string, in []jobIDText) ([]int64, error) {
+func parseIDList(field string, in []wire.JobID) ([]int64, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
 )
 
 // enqueueParams validates one request and builds the client's params.
-func (s *Server) enqueueParams(tenant string, req *enqueueRequest) (idem.EnqueueParams, error) {
+func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.EnqueueParams, error) {
 	runAt, err := parseTime("run_at", req.RunAt)
 	if err != nil {
 		return idem.EnqueueParams{}, err
@@ -53,7 +54,7 @@ func (s *Server) enqueueParams(tenant string, req *enqueueRequest) (idem.Enqueue
 // decodeEnqueue decodes and validates the body of POST /v1/jobs with the
 // header key hk ("" = none).
 func (s *Server) decodeEnqueue(body []byte, tenant, hk string) (idem.EnqueueParams, error) {
-	var req enqueueRequest
+	var req wire.EnqueueRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return idem.EnqueueParams{}, err
 	}
@@ -89,7 +90,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set(headerIdempotentReplayed, "true")
 	}
 	w.Header().Set("Location", "/v1/jobs/"+formatID(res.Job.ID))
-	writeJSON(w, status, enqueueReply{Job: renderJob(res.Job, false), Existing: res.Existing})
+	writeJSON(w, status, wire.EnqueueReply{Job: renderJob(res.Job, false), Existing: res.Existing})
 	return nil
 }
 
@@ -101,7 +102,7 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req batchRequest
+	var req wire.BatchRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
@@ -112,11 +113,11 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 		return invalid("jobs", fmt.Sprintf("a batch holds at most %d jobs, not %d", MaxBatch, len(req.Jobs)))
 	}
 	tenant := tenantOf(r)
-	results := make([]batchItem, len(req.Jobs))
+	results := make([]wire.BatchItem, len(req.Jobs))
 	var valid []idem.EnqueueParams
 	var index []int
 	for i, raw := range req.Jobs {
-		var item enqueueRequest
+		var item wire.EnqueueRequest
 		err := decodeStrict(raw, &item)
 		var p idem.EnqueueParams
 		if err == nil {
@@ -144,10 +145,10 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			existing := rr.Existing
-			results[i] = batchItem{Job: renderJob(rr.Job, false), Existing: &existing}
+			results[i] = wire.BatchItem{Job: renderJob(rr.Job, false), Existing: &existing}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": results})
+	writeJSON(w, http.StatusOK, wire.BatchReply{Results: results})
 	return nil
 }
 
@@ -169,7 +170,7 @@ func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
 	p := &idem.JobListParams{Limit: DefaultListLimit}
 	f := &p.Filter
 	f.Tenant = tenant
-	for _, s := range splitList(q["state"]) {
+	for _, s := range wire.SplitList(q["state"]) {
 		st := idemtype.JobState(s)
 		if !st.Valid() {
 			return nil, invalid("state", fmt.Sprintf("unknown state %q", s))
@@ -231,9 +232,9 @@ func (s *Server) writeList(w http.ResponseWriter, r *http.Request, p *idem.JobLi
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"jobs": renderJobs(jobs, false)}
+	out := wire.JobPage{Jobs: renderJobs(jobs, false)}
 	if next != 0 {
-		out["next_cursor"] = encodeCursor(next)
+		out.NextCursor = encodeCursor(next)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -260,7 +261,7 @@ func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req retryRequest
+	var req wire.RetryRequest
 	if err := s.decodeBody(r, &req, true); err != nil {
 		return err
 	}
@@ -285,18 +286,16 @@ func (s *Server) attempts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]attemptJSON, 0, len(list))
+	out := wire.AttemptList{Attempts: make([]*wire.Attempt, 0, len(list))}
 	for _, a := range list {
-		out = append(out, attemptJSON{Attempt: a.Attempt, StartedAt: a.StartedAt, FinishedAt: a.FinishedAt,
-			DurationMS: a.DurationMS, Outcome: string(a.Outcome), Error: a.Error, Worker: a.WorkerID,
-			Target: a.Target, HTTPStatus: a.HTTPStatus})
+		out.Attempts = append(out.Attempts, renderAttempt(a))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"attempts": out})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // jobFilter converts a body filter.
-func jobFilter(f *filterJSON, tenant string) (idem.JobFilter, error) {
+func jobFilter(f *wire.Filter, tenant string) (idem.JobFilter, error) {
 	out := idem.JobFilter{Tenant: tenant, Queue: f.Queue, Kind: f.Kind, PartitionKey: f.PartitionKey,
 		IdempotencyKey: f.IdempotencyKey}
 	for _, s := range f.State {
@@ -317,7 +316,7 @@ func jobFilter(f *filterJSON, tenant string) (idem.JobFilter, error) {
 }
 
 func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
-	var req replayRequest
+	var req wire.ReplayRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
@@ -334,13 +333,13 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"enqueued": n})
+	writeJSON(w, http.StatusOK, wire.ReplayReply{Enqueued: n})
 	return nil
 }
 
 func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	for _, st := range splitList(q["state"]) {
+	for _, st := range wire.SplitList(q["state"]) {
 		if st != string(idemtype.StateDead) {
 			return invalid("state", "the dead-letter queue holds dead jobs only")
 		}
@@ -355,7 +354,7 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) requeue(w http.ResponseWriter, r *http.Request) error {
-	var req requeueRequest
+	var req wire.RequeueRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
@@ -392,7 +391,7 @@ func (s *Server) requeue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"requeued": n})
+	writeJSON(w, http.StatusOK, wire.RequeueReply{Requeued: n})
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
 )
 
@@ -33,19 +34,9 @@ const (
 	headerTenant              = "Idem-Tenant"
 )
 
-// Problem is an RFC 9457 problem detail, the body of every error reply.
-type Problem struct {
-	Type   string            `json:"type"`
-	Title  string            `json:"title"`
-	Status int               `json:"status"`
-	Detail string            `json:"detail"`
-	Errors map[string]string `json:"errors,omitempty"` // field → message, for validation
-	// JobID names the job an idempotency key belongs to (422).
-	JobID string `json:"job_id,omitempty"`
-}
-
-// Error implements error so handlers can return a *Problem.
-func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+// Problem is an RFC 9457 problem detail, the body of every error reply;
+// handlers return a *Problem as an error.
+type Problem = wire.Problem
 
 func newProblem(status int, typ, title, detail string) *Problem {
 	return &Problem{Type: typ, Title: title, Status: status, Detail: detail}

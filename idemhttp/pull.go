@@ -5,10 +5,11 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp/wire"
 )
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
-	var req claimRequest
+	var req wire.ClaimRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": renderJobs(jobs, true)})
+	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: renderJobs(jobs, true)})
 	return nil
 }
 
@@ -53,7 +54,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req heartbeatRequest
+	var req wire.HeartbeatRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]time.Time{"lease_expires_at": until})
+	writeJSON(w, http.StatusOK, wire.HeartbeatReply{LeaseExpiresAt: until})
 	return nil
 }
 
@@ -84,7 +85,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req completeRequest
+	var req wire.CompleteRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req failRequest
+	var req wire.FailRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp/wire"
 )
 
 func pathKey(r *http.Request) (string, error) {
@@ -39,12 +40,12 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) cacheStats(r *http.Request) (*cacheStatsJSON, error) {
+func (s *Server) cacheStats(r *http.Request) (*wire.CacheStats, error) {
 	cs, err := s.client.CacheStats(r.Context(), tenantOf(r))
 	if err != nil {
 		return nil, err
 	}
-	return &cacheStatsJSON{Entries: cs.Entries, InProgress: cs.InProgress, Expiring24h: cs.Expiring24h,
+	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Expiring24h: cs.Expiring24h,
 		Expired: cs.Expired, SizeBytes: cs.SizeBytes, Hits: cs.Hits, Misses: cs.Misses, HitRate: cs.HitRate}, nil
 }
 

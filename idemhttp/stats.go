@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
@@ -17,25 +18,8 @@ import (
 // and run percentiles of /v1/stats.
 const latencySample = 200
 
-type percentiles struct {
-	P50 float64 `json:"p50"`
-	P95 float64 `json:"p95"`
-	P99 float64 `json:"p99"`
-}
-
-type queueStatsJSON struct {
-	Counts              map[string]int64 `json:"counts"`
-	OldestAvailableAgeS float64          `json:"oldest_available_age_s"`
-	Completed1m         int64            `json:"completed_1m"`
-	Failed1m            int64            `json:"failed_1m"`
-	// SuccessRate over the last minute; null when nothing finished.
-	SuccessRate *float64    `json:"success_rate"`
-	WaitMS      percentiles `json:"wait_ms"`
-	RunMS       percentiles `json:"run_ms"`
-}
-
-func (s *Server) queueStats(ctx context.Context, st *store.QueueStat, now time.Time) *queueStatsJSON {
-	q := &queueStatsJSON{Counts: map[string]int64{}, Completed1m: st.Completed1m, Failed1m: st.Failed1m}
+func (s *Server) queueStats(ctx context.Context, st *store.QueueStat, now time.Time) *wire.QueueStats {
+	q := &wire.QueueStats{Counts: map[string]int64{}, Completed1m: st.Completed1m, Failed1m: st.Failed1m}
 	for _, state := range idemtype.AllStates {
 		q.Counts[string(state)] = st.Counts[state]
 	}
@@ -50,7 +34,7 @@ func (s *Server) queueStats(ctx context.Context, st *store.QueueStat, now time.T
 }
 
 // latencies fills the wait and run percentiles from recent completed jobs.
-func (s *Server) latencies(ctx context.Context, tenant, queue string, q *queueStatsJSON) error {
+func (s *Server) latencies(ctx context.Context, tenant, queue string, q *wire.QueueStats) error {
 	jobs, _, err := s.client.JobList(ctx, &idem.JobListParams{Limit: latencySample, Filter: idem.JobFilter{
 		Tenant: tenant, Queue: queue, States: []idemtype.JobState{idemtype.StateCompleted}}})
 	if err != nil {
@@ -68,13 +52,13 @@ func (s *Server) latencies(ctx context.Context, tenant, queue string, q *queueSt
 	return nil
 }
 
-func pct(v []float64) percentiles {
+func pct(v []float64) wire.Percentiles {
 	if len(v) == 0 {
-		return percentiles{}
+		return wire.Percentiles{}
 	}
 	slices.Sort(v)
 	at := func(p float64) float64 { return math.Max(0, v[min(len(v)-1, int(p*float64(len(v))))]) }
-	return percentiles{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
+	return wire.Percentiles{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
@@ -84,7 +68,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	queues := map[string]*queueStatsJSON{}
+	queues := map[string]*wire.QueueStats{}
 	for _, st := range list {
 		q := s.queueStats(r.Context(), st, now)
 		if err := s.latencies(r.Context(), tenant, st.Queue, q); err != nil {
@@ -96,7 +80,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": queues, "idempotency": cs})
+	writeJSON(w, http.StatusOK, wire.Stats{Queues: queues, Idempotency: cs})
 	return nil
 }
 

@@ -443,7 +443,7 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 		idx                                               []int
 		tenants, queues, kinds, args, states, parts, keys []string
 		deps, lastErrs, fpsIn                             []string
-		metas                                             []*string
+		metas, retries                                    []*string
 		prios, maxes, ranks                               []int32
 		runAts, nows                                      []time.Time
 		dedupUs, ttlUs                                    []int64
@@ -478,6 +478,7 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 		nows = append(nows, it.now)
 		fpsIn = append(fpsIn, p.Fingerprint)
 		ranks = append(ranks, int32(rank[i]))
+		retries = append(retries, nullText(p.RetryPolicy))
 		if p.DedupWindow > 0 {
 			d := it.now.Add(p.DedupWindow)
 			dedupUntil = append(dedupUntil, &d)
@@ -506,7 +507,7 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 			}
 		}
 		b.Queue(s.sql(query), tenants, queues, kinds, args, states, prios, maxes, runAts, parts, keys,
-			deps, metas, lastErrs, dedupUs, ttlUs, nows, fpsIn, dedupUntil, ranks)
+			deps, metas, lastErrs, dedupUs, ttlUs, nows, fpsIn, dedupUntil, ranks, retries)
 	}
 	if len(notifyQueues) > 0 {
 		b.Queue(qNotify, s.schema, notifyQueues)
@@ -596,6 +597,9 @@ func builtJob(it *insertItem) *idemtype.JobRow {
 	}
 	if len(p.Metadata) > 0 {
 		j.Metadata = append(json.RawMessage(nil), p.Metadata...)
+	}
+	if len(p.RetryPolicy) > 0 {
+		j.RetryPolicy = append(json.RawMessage(nil), p.RetryPolicy...)
 	}
 	if it.state == idemtype.StateCancelled {
 		fin := j.CreatedAt
@@ -777,7 +781,7 @@ func insertArgs(items []*insertItem) ([]int, []any) {
 		ids, dedup, ttl                                   []int64
 		tenants, queues, kinds, args, states, parts, keys []string
 		deps, lastErrs                                    []string
-		metas                                             []*string
+		metas, retries                                    []*string
 		prios, maxes                                      []int32
 		runAts, nows                                      []time.Time
 	)
@@ -808,9 +812,10 @@ func insertArgs(items []*insertItem) ([]int, []any) {
 		dedup = append(dedup, micros(p.DedupWindow))
 		ttl = append(ttl, micros(p.ResultTTL))
 		nows = append(nows, it.now)
+		retries = append(retries, nullText(p.RetryPolicy))
 	}
 	return idx, []any{ids, tenants, queues, kinds, args, states, prios, maxes,
-		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, nows}
+		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, nows, retries}
 }
 
 // insertJobs inserts the items marked create in one multi-row statement and

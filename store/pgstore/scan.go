@@ -16,14 +16,14 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 		j                          idemtype.JobRow
 		args                       string
 		state                      string
-		result, metadata           *string
+		result, metadata, retry    *string
 		startedAt, finishedAt, lex *time.Time
 		leaseToken, workerID       string
 	)
 	err := row.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &j.RunAt, &j.CreatedAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &j.DependsOn, &result, &j.WasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &leaseToken, &lex, &workerID)
+		&metadata, &leaseToken, &lex, &workerID, &retry)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +36,9 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 	}
 	if metadata != nil {
 		j.Metadata = json.RawMessage(*metadata)
+	}
+	if retry != nil {
+		j.RetryPolicy = json.RawMessage(*retry)
 	}
 	if len(j.DependsOn) == 0 {
 		j.DependsOn = nil

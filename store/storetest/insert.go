@@ -29,6 +29,7 @@ func testInsertFields(t *testing.T, s store.Store) {
 		Tenant: "t1", Queue: "q1", Kind: "k1", Args: json.RawMessage(`{"a":1,"b":[1,2],"c":"x"}`),
 		Priority: 5, MaxAttempts: 7, RunAt: at(-time.Minute), PartitionKey: "part-1",
 		Metadata:       json.RawMessage(`{"m":"x"}`),
+		RetryPolicy:    json.RawMessage(`{"base":"1s","delays":["1s","5s"]}`),
 		IdempotencyKey: "key-1", Fingerprint: hash("1"), DedupWindow: time.Hour, ResultTTL: 2 * time.Hour,
 	}
 	plain := &store.JobInsertParams{Tenant: "t2", Queue: "q2", Kind: "k2", Args: json.RawMessage(`{}`),
@@ -60,6 +61,11 @@ func checkInserted(t *testing.T, j *idemtype.JobRow, p *store.JobInsertParams, n
 	wantJSON(t, "Args", j.Args, string(p.Args))
 	if p.Metadata != nil {
 		wantJSON(t, "Metadata", j.Metadata, string(p.Metadata))
+	}
+	if p.RetryPolicy != nil {
+		wantJSON(t, "RetryPolicy", j.RetryPolicy, string(p.RetryPolicy))
+	} else if len(j.RetryPolicy) != 0 {
+		t.Errorf("job %d: RetryPolicy %s, want none", j.ID, j.RetryPolicy)
 	}
 	if j.State != idemtype.StateAvailable {
 		t.Errorf("job %d: State %s, want available", j.ID, j.State)

@@ -1,0 +1,313 @@
+// Package wire holds the JSON shapes of the HTTP API v1 (see API.md): the
+// server (package idemhttp) writes replies and reads requests with them, the
+// Go client (package idemclient) the other way round. It imports only the
+// standard library, so the client does not pull in the server.
+//
+// Optional request fields carry omitempty, so a client leaves them out;
+// decoding does not look at omitempty, so the server accepts them absent,
+// null or set alike. Durations travel as Go duration strings ("30s") and
+// times as RFC 3339 strings; the server parses and validates them.
+package wire
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Job is a job as the API renders it; ids are strings.
+type Job struct {
+	ID             string          `json:"id"`
+	Tenant         string          `json:"tenant"`
+	Queue          string          `json:"queue"`
+	Kind           string          `json:"kind"`
+	Args           json.RawMessage `json:"args"`
+	State          string          `json:"state"`
+	Priority       int             `json:"priority"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	RunAt          time.Time       `json:"run_at"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	PartitionKey   string          `json:"partition_key,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	DependsOn      []string        `json:"depends_on,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	WasCached      bool            `json:"was_cached"`
+	OriginalJobID  string          `json:"original_job_id,omitempty"`
+	LastError      string          `json:"last_error,omitempty"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	WorkerID       string          `json:"worker_id,omitempty"`
+	// LeaseToken and LeaseExpiresAt are set on claimed jobs only.
+	LeaseToken     string     `json:"lease_token,omitempty"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+}
+
+// JobPage is one page of a job list (GET /v1/jobs, GET /v1/dlq), and the
+// reply of a claim (POST /v1/claim, never with a cursor).
+type JobPage struct {
+	Jobs       []*Job `json:"jobs"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Attempt is one attempt of a job.
+type Attempt struct {
+	Attempt    int        `json:"attempt"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	DurationMS int64      `json:"duration_ms"`
+	Outcome    string     `json:"outcome"`
+	Error      string     `json:"error,omitempty"`
+	Worker     string     `json:"worker,omitempty"`
+	Target     string     `json:"target,omitempty"`
+	HTTPStatus int        `json:"http_status,omitempty"`
+}
+
+// AttemptList is the reply of GET /v1/jobs/{id}/attempts, oldest first.
+type AttemptList struct {
+	Attempts []*Attempt `json:"attempts"`
+}
+
+// Problem is an RFC 9457 problem detail, the body of every error reply.
+type Problem struct {
+	Type   string            `json:"type"`
+	Title  string            `json:"title"`
+	Status int               `json:"status"`
+	Detail string            `json:"detail"`
+	Errors map[string]string `json:"errors,omitempty"` // field → message, for validation
+	// JobID names the job an idempotency key belongs to (422).
+	JobID string `json:"job_id,omitempty"`
+}
+
+// Error implements error so server handlers can return a *Problem.
+func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+// EnqueueRequest is the body of POST /v1/jobs and one item of a batch.
+type EnqueueRequest struct {
+	Queue          string          `json:"queue,omitempty"`
+	Kind           string          `json:"kind"`
+	Args           json.RawMessage `json:"args,omitempty"`
+	Priority       int             `json:"priority,omitempty"`
+	RunAt          *string         `json:"run_at,omitempty"`
+	MaxAttempts    int             `json:"max_attempts,omitempty"`
+	PartitionKey   string          `json:"partition_key,omitempty"`
+	DependsOn      []JobID         `json:"depends_on,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	DedupWindow    *string         `json:"dedup_window,omitempty"`
+	ResultTTL      *string         `json:"result_ttl,omitempty"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+}
+
+// EnqueueReply is the reply of an enqueue.
+type EnqueueReply struct {
+	Job      *Job `json:"job"`
+	Existing bool `json:"existing"`
+}
+
+// BatchRequest is the body of POST /v1/jobs/batch: EnqueueRequests, kept
+// raw so that one malformed item fails only itself.
+type BatchRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// BatchItem is one result of a batch: a job or a problem.
+type BatchItem struct {
+	Job      *Job     `json:"job,omitempty"`
+	Existing *bool    `json:"existing,omitempty"`
+	Error    *Problem `json:"error,omitempty"`
+}
+
+// BatchReply is the reply of POST /v1/jobs/batch, one item per job sent.
+type BatchReply struct {
+	Results []BatchItem `json:"results"`
+}
+
+// Filter is the filter of replay and requeue bodies.
+type Filter struct {
+	State          StringList `json:"state,omitempty"`
+	Queue          string     `json:"queue,omitempty"`
+	Kind           string     `json:"kind,omitempty"`
+	PartitionKey   string     `json:"partition_key,omitempty"`
+	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	Since          *string    `json:"since,omitempty"`
+	Until          *string    `json:"until,omitempty"`
+}
+
+// ReplayRequest is the body of POST /v1/jobs/replay.
+type ReplayRequest struct {
+	Filter Filter `json:"filter"`
+	Queue  string `json:"queue,omitempty"`
+}
+
+// ReplayReply is the reply of POST /v1/jobs/replay.
+type ReplayReply struct {
+	Enqueued int `json:"enqueued"`
+}
+
+// RequeueRequest is the body of POST /v1/dlq/requeue: ids or a filter.
+type RequeueRequest struct {
+	IDs    []JobID `json:"ids,omitempty"`
+	Filter *Filter `json:"filter,omitempty"`
+}
+
+// RequeueReply is the reply of POST /v1/dlq/requeue.
+type RequeueReply struct {
+	Requeued int `json:"requeued"`
+}
+
+// RetryRequest is the (optional) body of POST /v1/jobs/{id}/retry.
+type RetryRequest struct {
+	RunAt *string `json:"run_at,omitempty"`
+}
+
+// ClaimRequest is the body of POST /v1/claim.
+type ClaimRequest struct {
+	Queues   []string `json:"queues"`
+	Kinds    []string `json:"kinds,omitempty"`
+	WorkerID string   `json:"worker_id"`
+	Limit    int      `json:"limit,omitempty"`
+	Lease    *string  `json:"lease,omitempty"`
+	Wait     *string  `json:"wait,omitempty"`
+}
+
+// HeartbeatRequest is the body of POST /v1/jobs/{id}/heartbeat.
+type HeartbeatRequest struct {
+	LeaseToken string  `json:"lease_token"`
+	Lease      *string `json:"lease,omitempty"`
+}
+
+// HeartbeatReply is the reply of a heartbeat.
+type HeartbeatReply struct {
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// CompleteRequest is the body of POST /v1/jobs/{id}/complete.
+type CompleteRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Result     json.RawMessage `json:"result,omitempty"`
+}
+
+// FailRequest is the body of POST /v1/jobs/{id}/fail.
+type FailRequest struct {
+	LeaseToken string  `json:"lease_token"`
+	Error      string  `json:"error"`
+	Retry      *bool   `json:"retry,omitempty"`
+	RetryAfter *string `json:"retry_after,omitempty"`
+}
+
+// Record is an idempotency record.
+type Record struct {
+	Key         string     `json:"key"`
+	Status      string     `json:"status"`
+	JobID       string     `json:"job_id,omitempty"`
+	ResultHash  string     `json:"result_hash,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
+	DedupUntil  *time.Time `json:"dedup_until"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	SizeBytes   int64      `json:"size_bytes"`
+}
+
+// CacheStats summarises the idempotency records.
+type CacheStats struct {
+	Entries     int64   `json:"entries"`
+	InProgress  int64   `json:"in_progress"`
+	Expiring24h int64   `json:"expiring_24h"`
+	Expired     int64   `json:"expired"`
+	SizeBytes   int64   `json:"size_bytes"`
+	Hits        int64   `json:"hits"`
+	Misses      int64   `json:"misses"`
+	HitRate     float64 `json:"hit_rate"`
+}
+
+// Percentiles of a latency in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+}
+
+// QueueStats are the statistics of one queue.
+type QueueStats struct {
+	Counts              map[string]int64 `json:"counts"`
+	OldestAvailableAgeS float64          `json:"oldest_available_age_s"`
+	Completed1m         int64            `json:"completed_1m"`
+	Failed1m            int64            `json:"failed_1m"`
+	// SuccessRate over the last minute; null when nothing finished.
+	SuccessRate *float64    `json:"success_rate"`
+	WaitMS      Percentiles `json:"wait_ms"`
+	RunMS       Percentiles `json:"run_ms"`
+}
+
+// Stats is the reply of GET /v1/stats.
+type Stats struct {
+	Queues      map[string]*QueueStats `json:"queues"`
+	Idempotency *CacheStats            `json:"idempotency"`
+}
+
+// StringList is a list that decodes from "a", "a,b" or ["a","b"] (blank
+// items dropped) and encodes as an array.
+type StringList []string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *StringList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*l = SplitList([]string{one})
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return &json.UnmarshalTypeError{Value: "value", Type: stringType, Field: "state"}
+	}
+	*l = SplitList(many)
+	return nil
+}
+
+// SplitList splits comma-separated items and drops blank ones.
+func SplitList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// JobID is a job id in a body: a JSON string (or number) kept as text, for
+// the server to parse strictly later. It encodes as a string.
+type JobID string
+
+// JobIDs converts ids to JobIDs (nil for none).
+func JobIDs(ids []string) []JobID {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]JobID, len(ids))
+	for i, id := range ids {
+		out[i] = JobID(id)
+	}
+	return out
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (j *JobID) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*j = JobID(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return &json.UnmarshalTypeError{Value: "value", Type: stringType}
+	}
+	*j = JobID(n.String())
+	return nil
+}
+
+var stringType = reflect.TypeOf("")

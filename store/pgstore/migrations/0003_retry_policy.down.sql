@@ -1,0 +1,1 @@
+ALTER TABLE {schema}.jobs DROP COLUMN IF EXISTS retry_policy;
