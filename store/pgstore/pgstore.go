@@ -119,10 +119,23 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
+// DefaultMaxConns is the size of the pool Open creates when the URL does not
+// set pool_max_conns: claims, group commits, heartbeats, LISTEN and the
+// HTTP server's reads all need connections at once, more than pgx's default
+// of max(4, CPUs).
+const DefaultMaxConns = 32
+
 // Open connects to the database at url (a PostgreSQL URL or DSN) with a new
 // pool that the Store owns and closes in Close.
 func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
-	pool, err := pgxpool.New(ctx, url)
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		pcfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
