@@ -8,36 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/idemhttp/wire"
 )
 
 // Job is a job as the API renders it.
-type Job struct {
-	ID             string          `json:"id"`
-	Tenant         string          `json:"tenant"`
-	Queue          string          `json:"queue"`
-	Kind           string          `json:"kind"`
-	Args           json.RawMessage `json:"args"`
-	State          string          `json:"state"`
-	Priority       int             `json:"priority"`
-	Attempt        int             `json:"attempt"`
-	MaxAttempts    int             `json:"max_attempts"`
-	RunAt          time.Time       `json:"run_at"`
-	CreatedAt      time.Time       `json:"created_at"`
-	StartedAt      *time.Time      `json:"started_at,omitempty"`
-	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
-	PartitionKey   string          `json:"partition_key,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	DependsOn      []string        `json:"depends_on,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	WasCached      bool            `json:"was_cached"`
-	OriginalJobID  string          `json:"original_job_id,omitempty"`
-	LastError      string          `json:"last_error,omitempty"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
-	WorkerID       string          `json:"worker_id,omitempty"`
-	// LeaseToken and LeaseExpiresAt are set on claimed jobs.
-	LeaseToken     string     `json:"lease_token,omitempty"`
-	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
-}
+type Job = wire.Job
 
 // EnqueueRequest is one job to enqueue. IdempotencyKey "" makes the client
 // generate one per call, so its retries never create two jobs.
@@ -58,39 +34,16 @@ type EnqueueRequest struct {
 
 // MarshalJSON renders the request in the API's form (durations as strings).
 func (r *EnqueueRequest) MarshalJSON() ([]byte, error) {
-	type wire struct {
-		Queue          string          `json:"queue,omitempty"`
-		Kind           string          `json:"kind"`
-		Args           json.RawMessage `json:"args,omitempty"`
-		Priority       int             `json:"priority,omitempty"`
-		RunAt          *time.Time      `json:"run_at,omitempty"`
-		MaxAttempts    int             `json:"max_attempts,omitempty"`
-		PartitionKey   string          `json:"partition_key,omitempty"`
-		DependsOn      []string        `json:"depends_on,omitempty"`
-		IdempotencyKey string          `json:"idempotency_key,omitempty"`
-		DedupWindow    string          `json:"dedup_window,omitempty"`
-		ResultTTL      string          `json:"result_ttl,omitempty"`
-		Metadata       json.RawMessage `json:"metadata,omitempty"`
-	}
-	w := wire{Queue: r.Queue, Kind: r.Kind, Args: r.Args, Priority: r.Priority, MaxAttempts: r.MaxAttempts,
-		PartitionKey: r.PartitionKey, DependsOn: r.DependsOn, IdempotencyKey: r.IdempotencyKey, Metadata: r.Metadata}
-	if !r.RunAt.IsZero() {
-		t := r.RunAt.UTC()
-		w.RunAt = &t
-	}
-	if r.DedupWindow != nil {
-		w.DedupWindow = r.DedupWindow.String()
-	}
-	if r.ResultTTL != nil {
-		w.ResultTTL = r.ResultTTL.String()
-	}
-	return json.Marshal(w)
+	return json.Marshal(&wire.EnqueueRequest{Queue: r.Queue, Kind: r.Kind, Args: r.Args, Priority: r.Priority,
+		RunAt: timeText(r.RunAt.UTC()), MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey,
+		DependsOn: wire.JobIDs(r.DependsOn), IdempotencyKey: r.IdempotencyKey, DedupWindow: durationText(r.DedupWindow),
+		ResultTTL: durationText(r.ResultTTL), Metadata: r.Metadata})
 }
 
-// EnqueueResult is the reply of an enqueue.
+// EnqueueResult is the reply of an enqueue (the job, and Existing when it
+// was already there).
 type EnqueueResult struct {
-	Job      *Job `json:"job"`
-	Existing bool `json:"existing"`
+	wire.EnqueueReply
 	// Replayed: the server answered with the key's existing job
 	// (Idempotent-Replayed: true).
 	Replayed bool `json:"-"`
@@ -113,7 +66,8 @@ func (cl *Client) Enqueue(ctx context.Context, req *EnqueueRequest) (*EnqueueRes
 	return &out, nil
 }
 
-// BatchResult is one item of EnqueueBatch: a job or an error.
+// BatchResult is one item of EnqueueBatch: a job or an error (the client's
+// view of a wire.BatchItem).
 type BatchResult struct {
 	Job      *Job   `json:"job,omitempty"`
 	Existing bool   `json:"existing,omitempty"`
@@ -124,12 +78,17 @@ type BatchResult struct {
 // Items without a key get "<batch key>:<index>" on the server, so a retried
 // batch creates nothing twice.
 func (cl *Client) EnqueueBatch(ctx context.Context, reqs []*EnqueueRequest) ([]BatchResult, error) {
-	var out struct {
-		Results []BatchResult `json:"results"`
-	}
+	var out wire.BatchReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/jobs/batch",
 		body: map[string]any{"jobs": reqs}, out: &out})
-	return out.Results, err
+	var res []BatchResult
+	if out.Results != nil {
+		res = make([]BatchResult, len(out.Results))
+	}
+	for i, it := range out.Results {
+		res[i] = BatchResult{Job: it.Job, Existing: it.Existing != nil && *it.Existing, Error: (*Error)(it.Error)}
+	}
+	return res, err
 }
 
 // GetJob returns a job.
@@ -157,21 +116,38 @@ type Filter struct {
 	Until          time.Time `json:"-"`
 }
 
-// MarshalJSON renders the filter with optional times.
-func (f Filter) MarshalJSON() ([]byte, error) {
-	type plain Filter
-	w := struct {
-		plain
-		Since *time.Time `json:"since,omitempty"`
-		Until *time.Time `json:"until,omitempty"`
-	}{plain: plain(f)}
-	if !f.Since.IsZero() {
-		w.Since = &f.Since
+// MarshalJSON renders the filter in the API's form (times as RFC 3339).
+func (f Filter) MarshalJSON() ([]byte, error) { return json.Marshal(f.wire()) }
+
+func (f *Filter) wire() *wire.Filter {
+	return &wire.Filter{State: f.States, Queue: f.Queue, Kind: f.Kind, PartitionKey: f.PartitionKey,
+		IdempotencyKey: f.IdempotencyKey, Since: timeText(f.Since), Until: timeText(f.Until)}
+}
+
+// timeText renders t as RFC 3339 (as time.Time does in JSON); nil when zero.
+func timeText(t time.Time) *string {
+	if t.IsZero() {
+		return nil
 	}
-	if !f.Until.IsZero() {
-		w.Until = &f.Until
+	s := t.Format(time.RFC3339Nano)
+	return &s
+}
+
+// durationText renders d as a Go duration string; nil when nil.
+func durationText(d *time.Duration) *string {
+	if d == nil {
+		return nil
 	}
-	return json.Marshal(w)
+	s := d.String()
+	return &s
+}
+
+// positiveDuration renders d as a Go duration string; nil unless positive.
+func positiveDuration(d time.Duration) *string {
+	if d <= 0 {
+		return nil
+	}
+	return durationText(&d)
 }
 
 // ListParams selects a page of jobs.
@@ -210,10 +186,7 @@ func (p *ListParams) query() url.Values {
 }
 
 // JobPage is one page of a list.
-type JobPage struct {
-	Jobs       []*Job `json:"jobs"`
-	NextCursor string `json:"next_cursor,omitempty"`
-}
+type JobPage = wire.JobPage
 
 // ListJobs returns a page of jobs, newest first.
 func (cl *Client) ListJobs(ctx context.Context, p *ListParams) (*JobPage, error) {
@@ -232,33 +205,18 @@ func (cl *Client) CancelJob(ctx context.Context, id string) (*Job, error) {
 // RetryJob makes a dead or cancelled job available again (scheduled when
 // runAt is in the future; zero = now).
 func (cl *Client) RetryJob(ctx context.Context, id string, runAt time.Time) (*Job, error) {
-	body := map[string]any{}
-	if !runAt.IsZero() {
-		body["run_at"] = runAt.UTC()
-	}
+	body := &wire.RetryRequest{RunAt: timeText(runAt.UTC())}
 	var out Job
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: jobPath(id, "/retry"), body: body, out: &out})
 	return nilIfErr(&out, err)
 }
 
 // Attempt is one attempt of a job.
-type Attempt struct {
-	Attempt    int        `json:"attempt"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	DurationMS int64      `json:"duration_ms"`
-	Outcome    string     `json:"outcome"`
-	Error      string     `json:"error,omitempty"`
-	Worker     string     `json:"worker,omitempty"`
-	Target     string     `json:"target,omitempty"`
-	HTTPStatus int        `json:"http_status,omitempty"`
-}
+type Attempt = wire.Attempt
 
 // Attempts lists the attempts of a job, oldest first.
 func (cl *Client) Attempts(ctx context.Context, id string) ([]*Attempt, error) {
-	var out struct {
-		Attempts []*Attempt `json:"attempts"`
-	}
+	var out wire.AttemptList
 	_, err := cl.do(ctx, &call{method: http.MethodGet, path: jobPath(id, "/attempts"), out: &out})
 	return out.Attempts, err
 }
@@ -266,13 +224,8 @@ func (cl *Client) Attempts(ctx context.Context, id string) ([]*Attempt, error) {
 // Replay enqueues copies of the jobs the filter selects (into queue when
 // not "") and returns how many.
 func (cl *Client) Replay(ctx context.Context, f Filter, queue string) (int, error) {
-	var out struct {
-		Enqueued int `json:"enqueued"`
-	}
-	body := map[string]any{"filter": f}
-	if queue != "" {
-		body["queue"] = queue
-	}
+	var out wire.ReplayReply
+	body := &wire.ReplayRequest{Filter: *f.wire(), Queue: queue}
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/jobs/replay", body: body, out: &out})
 	return out.Enqueued, err
 }
@@ -289,15 +242,11 @@ func (cl *Client) DLQList(ctx context.Context, p *ListParams) (*JobPage, error) 
 // DLQRequeue makes dead jobs available again, by ids or (ids empty) by
 // filter, and returns how many moved.
 func (cl *Client) DLQRequeue(ctx context.Context, ids []string, f *Filter) (int, error) {
-	body := map[string]any{}
-	if len(ids) > 0 {
-		body["ids"] = ids
-	} else if f != nil {
-		body["filter"] = f
+	body := &wire.RequeueRequest{IDs: wire.JobIDs(ids)}
+	if len(ids) == 0 && f != nil {
+		body.Filter = f.wire()
 	}
-	var out struct {
-		Requeued int `json:"requeued"`
-	}
+	var out wire.RequeueReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/dlq/requeue", body: body, out: &out})
 	return out.Requeued, err
 }
@@ -320,22 +269,9 @@ type ClaimRequest struct {
 
 // Claim takes jobs with a lease; an empty slice when none came within Wait.
 func (cl *Client) Claim(ctx context.Context, req *ClaimRequest) ([]*Job, error) {
-	body := map[string]any{"queues": req.Queues, "worker_id": req.WorkerID}
-	if len(req.Kinds) > 0 {
-		body["kinds"] = req.Kinds
-	}
-	if req.Limit > 0 {
-		body["limit"] = req.Limit
-	}
-	if req.Lease > 0 {
-		body["lease"] = req.Lease.String()
-	}
-	if req.Wait > 0 {
-		body["wait"] = req.Wait.String()
-	}
-	var out struct {
-		Jobs []*Job `json:"jobs"`
-	}
+	body := &wire.ClaimRequest{Queues: req.Queues, Kinds: req.Kinds, WorkerID: req.WorkerID,
+		Limit: max(req.Limit, 0), Lease: positiveDuration(req.Lease), Wait: positiveDuration(req.Wait)}
+	var out wire.JobPage
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/claim", body: body, out: &out})
 	if err != nil {
 		return nil, err
@@ -349,23 +285,15 @@ func (cl *Client) Claim(ctx context.Context, req *ClaimRequest) ([]*Job, error) 
 // Heartbeat extends a lease (lease 0 = the server's default) and returns
 // its new expiry; ErrLeaseLost when it is gone.
 func (cl *Client) Heartbeat(ctx context.Context, id, token string, lease time.Duration) (time.Time, error) {
-	body := map[string]any{"lease_token": token}
-	if lease > 0 {
-		body["lease"] = lease.String()
-	}
-	var out struct {
-		LeaseExpiresAt time.Time `json:"lease_expires_at"`
-	}
+	body := &wire.HeartbeatRequest{LeaseToken: token, Lease: positiveDuration(lease)}
+	var out wire.HeartbeatReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: jobPath(id, "/heartbeat"), body: body, out: &out})
 	return out.LeaseExpiresAt, err
 }
 
 // Complete records the success of a claimed job with its result (nil = none).
 func (cl *Client) Complete(ctx context.Context, id, token string, result json.RawMessage) (*Job, error) {
-	body := map[string]any{"lease_token": token}
-	if len(result) > 0 {
-		body["result"] = result
-	}
+	body := &wire.CompleteRequest{LeaseToken: token, Result: result}
 	var out Job
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: jobPath(id, "/complete"), body: body, out: &out})
 	return nilIfErr(&out, err)
@@ -382,12 +310,10 @@ type FailRequest struct {
 
 // Fail records a failed attempt of a claimed job.
 func (cl *Client) Fail(ctx context.Context, id, token string, req *FailRequest) (*Job, error) {
-	body := map[string]any{"lease_token": token, "error": req.Error}
+	body := &wire.FailRequest{LeaseToken: token, Error: req.Error, RetryAfter: durationText(req.RetryAfter)}
 	if req.NoRetry {
-		body["retry"] = false
-	}
-	if req.RetryAfter != nil {
-		body["retry_after"] = req.RetryAfter.String()
+		no := false
+		body.Retry = &no
 	}
 	var out Job
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: jobPath(id, "/fail"), body: body, out: &out})
@@ -395,17 +321,7 @@ func (cl *Client) Fail(ctx context.Context, id, token string, req *FailRequest) 
 }
 
 // Record is an idempotency record.
-type Record struct {
-	Key         string     `json:"key"`
-	Status      string     `json:"status"`
-	JobID       string     `json:"job_id,omitempty"`
-	ResultHash  string     `json:"result_hash,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	CompletedAt *time.Time `json:"completed_at,omitempty"`
-	DedupUntil  *time.Time `json:"dedup_until"`
-	ExpiresAt   *time.Time `json:"expires_at"`
-	SizeBytes   int64      `json:"size_bytes"`
-}
+type Record = wire.Record
 
 // GetRecord returns the idempotency record of key.
 func (cl *Client) GetRecord(ctx context.Context, key string) (*Record, error) {
@@ -421,16 +337,7 @@ func (cl *Client) DeleteRecord(ctx context.Context, key string) error {
 }
 
 // CacheStats summarises the idempotency records.
-type CacheStats struct {
-	Entries     int64   `json:"entries"`
-	InProgress  int64   `json:"in_progress"`
-	Expiring24h int64   `json:"expiring_24h"`
-	Expired     int64   `json:"expired"`
-	SizeBytes   int64   `json:"size_bytes"`
-	Hits        int64   `json:"hits"`
-	Misses      int64   `json:"misses"`
-	HitRate     float64 `json:"hit_rate"`
-}
+type CacheStats = wire.CacheStats
 
 // RecordStats returns the statistics of the idempotency records.
 func (cl *Client) RecordStats(ctx context.Context) (*CacheStats, error) {
@@ -440,28 +347,13 @@ func (cl *Client) RecordStats(ctx context.Context) (*CacheStats, error) {
 }
 
 // Percentiles of a latency in milliseconds.
-type Percentiles struct {
-	P50 float64 `json:"p50"`
-	P95 float64 `json:"p95"`
-	P99 float64 `json:"p99"`
-}
+type Percentiles = wire.Percentiles
 
 // QueueStats are the statistics of one queue.
-type QueueStats struct {
-	Counts              map[string]int64 `json:"counts"`
-	OldestAvailableAgeS float64          `json:"oldest_available_age_s"`
-	Completed1m         int64            `json:"completed_1m"`
-	Failed1m            int64            `json:"failed_1m"`
-	SuccessRate         *float64         `json:"success_rate"`
-	WaitMS              Percentiles      `json:"wait_ms"`
-	RunMS               Percentiles      `json:"run_ms"`
-}
+type QueueStats = wire.QueueStats
 
 // Stats is the reply of GET /v1/stats.
-type Stats struct {
-	Queues      map[string]*QueueStats `json:"queues"`
-	Idempotency *CacheStats            `json:"idempotency"`
-}
+type Stats = wire.Stats
 
 // Stats returns queue and cache statistics.
 func (cl *Client) Stats(ctx context.Context) (*Stats, error) {

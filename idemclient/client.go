@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
 )
 
@@ -94,16 +95,9 @@ func New(baseURL string, cfg *Config) (*Client, error) {
 	return &Client{base: u, cfg: c, hc: hc}, nil
 }
 
-// Error is a problem (RFC 9457) answered by the server.
-type Error struct {
-	Type   string            `json:"type"`
-	Title  string            `json:"title"`
-	Status int               `json:"status"`
-	Detail string            `json:"detail"`
-	Errors map[string]string `json:"errors,omitempty"`
-	// JobID is the job an idempotency key belongs to (422).
-	JobID string `json:"job_id,omitempty"`
-}
+// Error is a problem (RFC 9457) answered by the server: a wire.Problem
+// with the client's own Error and Is.
+type Error wire.Problem
 
 // Error implements error.
 func (e *Error) Error() string {

@@ -2,7 +2,6 @@ package idemhttp_test
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -51,8 +50,8 @@ func testEnqueue(t *testing.T, open opener) {
 	if job["state"] != "available" || job["tenant"] != "a" || job["idempotency_key"] != "k1" || r.json(t)["existing"] != false {
 		t.Fatalf("job %s", r.body)
 	}
-	id := job["id"].(string)
-	if _, ok := job["id"].(string); !ok {
+	id, ok := job["id"].(string)
+	if !ok {
 		t.Fatal("id is not a string")
 	}
 	t.Run("repeat replays", func(t *testing.T) {
@@ -396,7 +395,10 @@ func testDLQ(t *testing.T, open opener) {
 	expect(t, e.req("DELETE", "/v1/dlq/"+live, e.keyA, nil), 404, "/problems/not-found")
 	expect(t, e.req("DELETE", "/v1/dlq/"+d2, e.keyA, nil), 204, "")
 	expect(t, e.req("GET", "/v1/jobs/"+d2, e.keyA, nil), 404, "/problems/not-found")
-	_ = d3
+	// The requeue by filter (queue z) moved d3.
+	if j := e.req("GET", "/v1/jobs/"+d3, e.keyA, nil).json(t); j["state"] != "available" {
+		t.Fatalf("d3 after requeue by filter %v", j)
+	}
 }
 
 func testPull(t *testing.T, open opener) {
@@ -698,5 +700,4 @@ func testConcurrentEnqueue(t *testing.T, open opener) {
 	if created != 1 || replayed != n-1 || e.countJobs() != 1 {
 		t.Fatalf("created %d replayed %d jobs %d", created, replayed, e.countJobs())
 	}
-	_ = http.StatusOK
 }

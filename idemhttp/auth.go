@@ -44,20 +44,13 @@ func HashAPIKey(secret string) string {
 
 // principal is the authenticated caller of a request.
 type principal struct {
-	keyID  string
 	tenant string // the tenant the request acts in
-	admin  bool
 }
 
 type principalKey struct{}
 
 // tenantOf returns the tenant a request acts in ("" outside auth).
-func tenantOf(r *http.Request) string {
-	if p, ok := r.Context().Value(principalKey{}).(*principal); ok {
-		return p.tenant
-	}
-	return ""
-}
+func tenantOf(r *http.Request) string { return TenantFromContext(r.Context()) }
 
 // TenantFromContext returns the tenant of an authenticated API request; the
 // Idempotency-Key middleware of the API uses it to scope records.
@@ -129,7 +122,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 			writeError(w, r, s.cfg.Logger, err)
 			return
 		}
-		p := &principal{keyID: k.ID, tenant: k.Tenant, admin: k.Admin}
+		p := &principal{tenant: k.Tenant}
 		if t := r.Header.Get(headerTenant); t != "" && t != k.Tenant {
 			if !k.Admin {
 				writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden",

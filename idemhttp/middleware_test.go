@@ -63,6 +63,16 @@ func TestMiddleware(t *testing.T) {
 		if r := post(t, srv.URL+"/orders", "", "x"); r.status != 201 || calls.Load() != 2 {
 			t.Fatal("no-key request not passed through")
 		}
+		get, _ := http.NewRequest("GET", srv.URL+"/orders", nil)
+		get.Header.Set("Idempotency-Key", "k1")
+		res, err := http.DefaultClient.Do(get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 201 || res.Header.Get("Idempotent-Replayed") != "" || calls.Load() != 3 {
+			t.Fatalf("GET with a key not passed through: %d, calls %d", res.StatusCode, calls.Load())
+		}
 		expect(t, post(t, srv.URL+"/orders", strings.Repeat("x", 300), "x"), 400, "/problems/invalid-request")
 	})
 	t.Run("409 while in flight", func(t *testing.T) {

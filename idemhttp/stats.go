@@ -18,7 +18,8 @@ import (
 // and run percentiles of /v1/stats.
 const latencySample = 200
 
-func (s *Server) queueStats(ctx context.Context, st *store.QueueStat, now time.Time) *wire.QueueStats {
+// queueStats renders the counts and rates of one queue (without latencies).
+func queueStats(st *store.QueueStat, now time.Time) *wire.QueueStats {
 	q := &wire.QueueStats{Counts: map[string]int64{}, Completed1m: st.Completed1m, Failed1m: st.Failed1m}
 	for _, state := range idemtype.AllStates {
 		q.Counts[string(state)] = st.Counts[state]
@@ -70,7 +71,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	}
 	queues := map[string]*wire.QueueStats{}
 	for _, st := range list {
-		q := s.queueStats(r.Context(), st, now)
+		q := queueStats(st, now)
 		if err := s.latencies(r.Context(), tenant, st.Queue, q); err != nil {
 			return err
 		}

@@ -13,24 +13,7 @@ func newDLQCmd() *cobra.Command {
 	var af apiFlags
 	cmd := &cobra.Command{Use: "dlq", Short: "Review the dead-letter queue over the HTTP API"}
 	af.register(cmd)
-	var lf listFlags
-	list := &cobra.Command{Use: "list", Short: "List dead jobs, newest first", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := af.client()
-			if err != nil {
-				return err
-			}
-			page, err := cl.DLQList(cmd.Context(), lf.params())
-			if err != nil {
-				return err
-			}
-			if af.json {
-				return printJSON(cmd.OutOrStdout(), page)
-			}
-			printJobs(cmd.OutOrStdout(), page.Jobs, page.NextCursor)
-			return nil
-		}}
-	lf.register(list, false)
+	list := newListCmd(&af, "List dead jobs, newest first", false, (*idemclient.Client).DLQList)
 	var rf listFlags
 	var all bool
 	requeue := &cobra.Command{Use: "requeue [ID...]", Short: "Make dead jobs available again (by ids, or by filter)",

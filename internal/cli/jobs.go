@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,18 +146,18 @@ func (l *listFlags) params() *idemclient.ListParams {
 	return p
 }
 
-func newJobsCmd() *cobra.Command {
-	var af apiFlags
-	cmd := &cobra.Command{Use: "jobs", Short: "List, inspect, cancel and retry jobs over the HTTP API"}
-	af.register(cmd)
+// newListCmd is the `list` subcommand of jobs and dlq: it fetches one page
+// with the list flags (--state only when withState) and prints it.
+func newListCmd(af *apiFlags, short string, withState bool,
+	fetch func(*idemclient.Client, context.Context, *idemclient.ListParams) (*idemclient.JobPage, error)) *cobra.Command {
 	var lf listFlags
-	list := &cobra.Command{Use: "list", Short: "List jobs, newest first", Args: cobra.NoArgs,
+	list := &cobra.Command{Use: "list", Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := af.client()
 			if err != nil {
 				return err
 			}
-			page, err := cl.ListJobs(cmd.Context(), lf.params())
+			page, err := fetch(cl, cmd.Context(), lf.params())
 			if err != nil {
 				return err
 			}
@@ -166,7 +167,15 @@ func newJobsCmd() *cobra.Command {
 			printJobs(cmd.OutOrStdout(), page.Jobs, page.NextCursor)
 			return nil
 		}}
-	lf.register(list, true)
+	lf.register(list, withState)
+	return list
+}
+
+func newJobsCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{Use: "jobs", Short: "List, inspect, cancel and retry jobs over the HTTP API"}
+	af.register(cmd)
+	list := newListCmd(&af, "List jobs, newest first", true, (*idemclient.Client).ListJobs)
 	oneJob := func(use, short string, fn func(cmd *cobra.Command, cl *idemclient.Client, id string) (*idemclient.Job, error)) *cobra.Command {
 		return &cobra.Command{Use: use + " ID", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
