@@ -128,12 +128,18 @@ func (c *Client) insert(ctx context.Context, params []*store.JobInsertParams, no
 // ValidateEnqueue checks one job's input as EnqueueMany would, without
 // writing anything. It returns an error wrapping ErrInvalid.
 func (c *Client) ValidateEnqueue(p EnqueueParams) error {
-	_, err := c.insertParams(p, c.now())
+	_, err := c.buildInsert(p, c.now(), false)
 	return err
 }
 
-// insertParams validates one item and fills in defaults.
+// insertParams validates one item, fills in defaults and fingerprints it.
 func (c *Client) insertParams(it EnqueueParams, now time.Time) (*store.JobInsertParams, error) {
+	return c.buildInsert(it, now, true)
+}
+
+// buildInsert is insertParams; the fingerprint (canonical JSON and SHA-256,
+// the costly part) only when withFingerprint.
+func (c *Client) buildInsert(it EnqueueParams, now time.Time, withFingerprint bool) (*store.JobInsertParams, error) {
 	o := it.Opts
 	if o == nil {
 		o = &EnqueueOpts{}
@@ -166,7 +172,7 @@ func (c *Client) insertParams(it EnqueueParams, now time.Time) (*store.JobInsert
 		}
 		p.RetryPolicy, _ = json.Marshal(o.Retry) // durations and numbers always encode
 	}
-	if p.IdempotencyKey != "" {
+	if p.IdempotencyKey != "" && withFingerprint {
 		fp, err := fingerprint(p, o.RunAt)
 		if err != nil {
 			return nil, err

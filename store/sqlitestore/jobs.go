@@ -273,9 +273,9 @@ func existing(t *wtx, jp *store.JobInsertParams) (store.JobInsertResult, error) 
 func (s *Store) JobGet(ctx context.Context, tenant string, id int64) (*idemtype.JobRow, error) {
 	var row *sql.Row
 	if tenant == "" {
-		row = s.rdb.QueryRowContext(ctx, qJobGet, id)
+		row = s.readRow(ctx, qJobGet, id)
 	} else {
-		row = s.rdb.QueryRowContext(ctx, qJobGetTenant, id, tenant)
+		row = s.readRow(ctx, qJobGetTenant, id, tenant)
 	}
 	j, err := scanJob(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -892,13 +892,13 @@ func deleteJobChildren(t *wtx, id int64) error {
 // AttemptList implements store.Jobs.
 func (s *Store) AttemptList(ctx context.Context, tenant string, jobID int64) ([]*idemtype.Attempt, error) {
 	var n int
-	if err := s.rdb.QueryRowContext(ctx, qJobExists, jobID, tenant).Scan(&n); err != nil {
+	if err := s.readRow(ctx, qJobExists, jobID, tenant).Scan(&n); err != nil {
 		return nil, fmt.Errorf("list attempts: %w", s.readErr(err))
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("list attempts of job %d: %w", jobID, idemtype.ErrNotFound)
 	}
-	rows, err := s.rdb.QueryContext(ctx, qAttemptList, jobID)
+	rows, err := s.readRows(ctx, qAttemptList, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", s.readErr(err))
 	}

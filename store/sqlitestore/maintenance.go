@@ -291,7 +291,7 @@ func scanAPIKey(sc scanner) (*store.APIKey, error) {
 
 // APIKeyByHash implements store.APIKeys.
 func (s *Store) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	k, err := scanAPIKey(s.rdb.QueryRowContext(ctx, qAPIKeyByHash, hash))
+	k, err := scanAPIKey(s.readRow(ctx, qAPIKeyByHash, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("api key: %w", idemtype.ErrNotFound)
 	}

@@ -18,7 +18,7 @@ func (s *Store) RecordGet(ctx context.Context, tenant, key string, now time.Time
 	if tenant == "" {
 		q = qRecordGetAny
 	}
-	r, err := scanRecord(s.rdb.QueryRowContext(ctx, q, tenant, key, toUS(store.OrNow(now))))
+	r, err := scanRecord(s.readRow(ctx, q, tenant, key, toUS(store.OrNow(now))))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get record %q: %w", key, idemtype.ErrNotFound)
 	}
@@ -113,7 +113,7 @@ func (s *Store) RecordRelease(ctx context.Context, tenant, key, owner string) er
 func (s *Store) RecordStats(ctx context.Context, tenant string, now time.Time) (*store.RecordStats, error) {
 	now = store.OrNow(now)
 	var st store.RecordStats
-	err := s.rdb.QueryRowContext(ctx, qRecordStats, tenant, toUS(now), toUS(now.Add(24*time.Hour))).
+	err := s.readRow(ctx, qRecordStats, tenant, toUS(now), toUS(now.Add(24*time.Hour))).
 		Scan(&st.Entries, &st.InProgress, &st.Expiring24h, &st.Expired, &st.SizeBytes)
 	if err != nil {
 		return nil, fmt.Errorf("record stats: %w", s.readErr(err))

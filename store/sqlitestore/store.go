@@ -153,6 +153,9 @@ type Store struct {
 	rdb  *sql.DB // read-only pool
 	w    *writer
 	once sync.Once
+	// rstmts caches prepared statements of the fixed read queries: parsing
+	// and planning a query costs more than running these point lookups.
+	rstmts sync.Map // query → *sql.Stmt
 }
 
 // Open opens (creating) the SQLite database at path, starts the writer and,
@@ -223,6 +226,7 @@ func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
 		s.w.stop()
+		s.rstmts.Range(func(_, st any) bool { st.(*sql.Stmt).Close(); return true })
 		err = errors.Join(s.w.close(), s.wdb.Close(), s.rdb.Close())
 	})
 	return err
@@ -232,6 +236,38 @@ func (s *Store) Close() error {
 // weight is the number of items the operation handles (for batch sizing).
 func (s *Store) write(ctx context.Context, weight int, fn func(w *wtx) error) error {
 	return s.w.submit(ctx, weight, fn)
+}
+
+// readRow runs a fixed read query through a cached prepared statement.
+func (s *Store) readRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st, err := s.readStmt(ctx, q); err == nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.rdb.QueryRowContext(ctx, q, args...) // surfaces the error
+}
+
+// readRows is readRow for queries that return many rows.
+func (s *Store) readRows(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := s.rstmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.rdb.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.rstmts.LoadOrStore(q, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
 }
 
 // readErr maps errors of the read pool after Close to ErrClosed.
