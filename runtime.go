@@ -34,10 +34,11 @@ type runtime struct {
 	claimCtx      context.Context
 	stopClaiming  context.CancelFunc
 
-	mu      sync.Mutex
-	running map[int64]*runningJob
-	jobs    sync.WaitGroup // executors
-	loops   sync.WaitGroup // producers, heartbeater
+	mu        sync.Mutex
+	running   map[int64]*runningJob
+	producers sync.WaitGroup // producers: they start executors, so Stop waits for them first
+	jobs      sync.WaitGroup // executors
+	loops     sync.WaitGroup // heartbeater, listener
 
 	completer *completer
 	elector   *leadership.Elector
@@ -71,8 +72,8 @@ func (c *Client) Start(ctx context.Context) error {
 	for name, q := range c.cfg.Queues {
 		p := &producer{rt: rt, queue: name, max: q.MaxWorkers, wakeCh: make(chan struct{}, 1)}
 		c.producers[name] = p
-		rt.loops.Add(1)
-		go func() { defer rt.loops.Done(); p.run(rt.claimCtx) }()
+		rt.producers.Add(1)
+		go func() { defer rt.producers.Done(); p.run(rt.claimCtx) }()
 	}
 	rt.loops.Add(1)
 	go func() { defer rt.loops.Done(); rt.heartbeat() }()
@@ -161,6 +162,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Unlock()
 
 	rt.stopClaiming()
+	rt.producers.Wait() // no executor starts after this
 	done := make(chan struct{})
 	go func() { rt.jobs.Wait(); close(done) }()
 	var err error
