@@ -93,6 +93,13 @@ func (c *Client) JobList(ctx context.Context, p *JobListParams) ([]*JobRow, int6
 	return c.jobList(ctx, &q)
 }
 
+// JobListAll is JobList across every tenant (for operators).
+func (c *Client) JobListAll(ctx context.Context, p *JobListParams) ([]*JobRow, int64, error) {
+	q := *p
+	q.Filter.Tenant = ""
+	return c.jobList(ctx, &q)
+}
+
 func (c *Client) jobList(ctx context.Context, p *JobListParams) ([]*JobRow, int64, error) {
 	if p.Limit <= 0 {
 		p.Limit = 50

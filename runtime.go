@@ -54,7 +54,8 @@ type runningJob struct {
 }
 
 // Start begins working the configured queues and, unless disabled, the
-// leader-elected maintenance services. It returns at once.
+// leader-elected maintenance services. It returns at once. ctx only carries
+// values: cancelling it does not stop the client; Stop does, gracefully.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
