@@ -2,8 +2,10 @@
 // schema of its own.
 //
 // The server is IDEM_TEST_DATABASE_URL when set, otherwise the local server
-// postgres://postgres@127.0.0.1:5432/test?sslmode=disable when it answers.
-// Without one, tests skip with a loud message — or fail when
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable when it answers,
+// otherwise a throwaway cluster that this test process starts with initdb
+// when PostgreSQL's binaries are installed (it dies with the process).
+// Without any, tests skip with a loud message — or fail when
 // IDEM_REQUIRE_POSTGRES=1 (CI sets it, so a skipped suite cannot pass).
 package dbtest
 
@@ -11,6 +13,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -45,6 +49,13 @@ func PostgresURL(t testing.TB) string {
 			conn.Close(ctx)
 		}
 		probe.err = err
+		if err != nil && os.Getenv("IDEM_TEST_DATABASE_URL") == "" {
+			if url, _, terr := startThrowaway(); terr == nil { // lives as long as the process
+				probe.url, probe.err = url, nil
+			} else {
+				probe.err = errors.Join(err, fmt.Errorf("no throwaway cluster either: %w", terr))
+			}
+		}
 	})
 	if probe.err != nil {
 		msg := "PostgreSQL not available: " + probe.err.Error() +
