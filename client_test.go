@@ -171,6 +171,12 @@ func TestExactlyOnceCreation(t *testing.T) {
 		if err != nil || c.Existing || c.Job.ID == a.Job.ID {
 			t.Fatalf("tenant c reused tenant a's key: %+v %v", c, err)
 		}
+		mine, _, _ := b.client.JobList(ctx, &idem.JobListParams{Filter: idem.JobFilter{Tenant: "a"}})
+		all, _, _ := b.client.JobListAll(ctx, &idem.JobListParams{})
+		dflt, _, _ := b.client.JobList(ctx, &idem.JobListParams{})
+		if len(mine) != 1 || len(all) != 2 || len(dflt) != 0 {
+			t.Fatalf("lists: tenant a %d, all %d, default %d; want 1, 2, 0", len(mine), len(all), len(dflt))
+		}
 	})
 
 	t.Run("dedup window 0 dedupes only while unfinished", func(t *testing.T) {
