@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -410,8 +411,11 @@ WHERE id IN (SELECT j.id FROM jobs j WHERE j.` + sqlClaimable + ` AND j.run_at <
 		args = append(args, p.Tenant)
 	}
 	sb.WriteString(qClaimHead)
-	sb.WriteString(" ORDER BY j.priority DESC, j.run_at, j.id LIMIT ?) RETURNING " + jobCols)
-	args = append(args, p.Limit)
+	// The limit is part of the text, not a parameter: SQLite plans with a
+	// bound LIMIT's value, so rebinding another limit would expire the
+	// statement and recompile it on every claim. Each limit gets its own
+	// cached statement instead.
+	sb.WriteString(" ORDER BY j.priority DESC, j.run_at, j.id LIMIT " + strconv.Itoa(p.Limit) + ") RETURNING " + jobCols)
 	q := sb.String()
 
 	var out []*idemtype.JobRow
@@ -430,20 +434,9 @@ WHERE id IN (SELECT j.id FROM jobs j WHERE j.` + sqlClaimable + ` AND j.run_at <
 			out = append(out, j)
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		ids := make([]int64, len(out))
-		for i, j := range out {
-			ids[i] = j.ID
-		}
-		if _, err := t.exec(qAttemptStartMany, jsonIDs(ids)); err != nil {
-			return fmt.Errorf("insert attempts: %w", err)
-		}
-		return nil
+		// The attempt is stored as a row only when it ends; until then
+		// AttemptList reads it from the job row.
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -555,6 +548,13 @@ func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, err
 		dedupUS     int64
 		ttlUS       int64
 	)
+	// The attempt row is written once, now that it ended, from the job row
+	// as it still is (attempt number, started_at, worker); only while the
+	// job runs under this token, so a repeat completion writes nothing.
+	if _, err := t.exec(qAttemptInsertFinish, p.ID, p.LeaseToken, finUS, p.DurationMS, string(p.Outcome),
+		p.Error, p.Target, p.HTTPStatus); err != nil {
+		return nil, fmt.Errorf("end attempt: %w", err)
+	}
 	err := t.queryRow(qJobFinish, string(p.State), finished, p.Error, result, boolInt(p.WasCached),
 		p.OriginalJobID, runAt, boolInt(p.Snooze), p.ID, p.LeaseToken).Scan(&tenant, &key, &dedupUS, &ttlUS)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -562,9 +562,6 @@ func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, err
 	}
 	if err != nil {
 		return nil, err
-	}
-	if _, err := t.exec(qAttemptEnd, finUS, p.DurationMS, string(p.Outcome), p.Error, p.HTTPStatus, p.Target, p.ID); err != nil {
-		return nil, fmt.Errorf("end attempt: %w", err)
 	}
 	return nil, finishTail(t, p, hasDependants, finishedRow{tenant: tenant, key: key, dedupUS: dedupUS, ttlUS: ttlUS})
 }
@@ -732,13 +729,13 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 			return fmt.Errorf("job %d is %s: %w", p.ID, j.State, idemtype.ErrWrongState)
 		}
 		nowUS := toUS(now)
-		if out, err = scanJob(t.queryRow(qJobCancel, nowUS, p.Reason, p.ID)); err != nil {
-			return err
-		}
 		if j.State == idemtype.StateRunning {
-			if _, err := t.exec(qAttemptCancel, nowUS, p.Reason, p.ID); err != nil {
+			if _, err := t.exec(qAttemptEndNow, nowUS, p.Reason, p.ID, string(idemtype.OutcomeCancelled), ""); err != nil {
 				return err
 			}
+		}
+		if out, err = scanJob(t.queryRow(qJobCancel, nowUS, p.Reason, p.ID)); err != nil {
+			return err
 		}
 		if err := cancelDependants(t, p.ID, idemtype.StateCancelled, nowUS); err != nil {
 			return err

@@ -39,6 +39,10 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			return err
 		}
 		for _, id := range ids {
+			// The lost attempt's row, from the job row before it changes.
+			if _, err := t.exec(qAttemptEndNow, nowUS, leaseLostError, id, string(idemtype.OutcomeLost), ""); err != nil {
+				return err
+			}
 			var state, tenant, key string
 			var dedup, ttl int64
 			err := t.queryRow(qRescue, nowUS, leaseLostError, id).Scan(&state, &tenant, &key, &dedup, &ttl)
@@ -46,9 +50,6 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 				continue
 			}
 			if err != nil {
-				return err
-			}
-			if _, err := t.exec(qAttemptLost, nowUS, leaseLostError, id); err != nil {
 				return err
 			}
 			if idemtype.JobState(state) == idemtype.StateDead {
@@ -101,15 +102,20 @@ func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now ti
 	err := s.write(ctx, len(leases), func(t *wtx) error {
 		n = 0
 		for _, l := range leases {
+			if l.Token == "" {
+				continue // no claim has an empty token
+			}
+			// The released attempt's row, from the job row before qRelease
+			// clears the worker and gives the attempt back.
+			if _, err := t.exec(qAttemptEndNow, nowUS, "", l.ID, string(idemtype.OutcomeReleased), l.Token); err != nil {
+				return err
+			}
 			var tenant, key string
 			err := t.queryRow(qRelease, nowUS, l.ID, l.Token).Scan(&tenant, &key)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
 			if err != nil {
-				return err
-			}
-			if _, err := t.exec(qAttemptReleased, nowUS, l.ID); err != nil {
 				return err
 			}
 			if key != "" {

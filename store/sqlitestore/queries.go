@@ -101,8 +101,16 @@ WHERE expires_at <= ?5
 const (
 	qJobGet       = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
 	qJobGetTenant = `SELECT ` + jobCols + ` FROM jobs WHERE id = ? AND tenant = ?`
-	qAttemptList  = `SELECT ` + attemptCols + ` FROM attempts WHERE job_id = ? ORDER BY id`
-	qJobExists    = `SELECT count(*) FROM jobs WHERE id = ? AND (?2 = '' OR tenant = ?2)`
+	// qAttemptList lists the ended attempts of job ?1 and, when the job is
+	// running, its current attempt, which is not stored as a row until it
+	// ends: it is read from the job row. One statement, one snapshot.
+	qAttemptList = `SELECT ` + attemptCols + ` FROM (
+    SELECT 0 AS k, id AS o, ` + attemptCols + ` FROM attempts WHERE job_id = ?1
+    UNION ALL
+    SELECT 1, 0, id, attempt, started_at, NULL, 0, 'running', '', worker_id, '', 0
+    FROM jobs WHERE id = ?1 AND state = 'running')
+ORDER BY k, o`
+	qJobExists = `SELECT count(*) FROM jobs WHERE id = ? AND (?2 = '' OR tenant = ?2)`
 
 	qStatsCounts = `SELECT queue, state, count(*) FROM jobs WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
 	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
@@ -122,12 +130,6 @@ const (
 	qClaimHead = ` AND (j.partition_key = '' OR NOT EXISTS (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
         AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `))`
-
-	// qAttemptStartMany inserts the running attempts of the claimed jobs
-	// listed in the JSON array ?1, in one statement.
-	qAttemptStartMany = `INSERT INTO attempts (job_id, attempt, started_at, outcome, worker_id)
-SELECT id, attempt, started_at, 'running', worker_id FROM jobs
-WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id`
 
 	// qHasDependants lists which of the jobs in the JSON array ?1 have
 	// dependants (so finishes skip the release/cancel query for the rest).
@@ -156,12 +158,16 @@ RETURNING tenant, idempotency_key`
 WHERE id = ?9 AND state = 'running' AND lease_token = ?10
 RETURNING tenant, idempotency_key, dedup_window_us, result_ttl_us`
 
-	qJobFinishedCheck = `SELECT state, lease_token, result FROM jobs WHERE id = ?`
+	// qAttemptInsertFinish writes the ended attempt of job ?1 while it still
+	// runs under token ?2 (run before qJobFinish, which changes the row).
+	// ?3 finished_at, ?4 duration ms, ?5 outcome, ?6 error, ?7 target,
+	// ?8 http status.
+	qAttemptInsertFinish = `INSERT INTO attempts (job_id, attempt, started_at, finished_at, duration_ms,
+    outcome, error, worker_id, target, http_status)
+SELECT id, attempt, started_at, ?3, ?4, ?5, ?6, worker_id, ?7, ?8 FROM jobs
+WHERE id = ?1 AND state = 'running' AND lease_token = ?2`
 
-	// qAttemptEnd finishes the latest attempt of a job.
-	qAttemptEnd = `UPDATE attempts SET finished_at = ?1, duration_ms = ?2, outcome = ?3, error = ?4,
-    http_status = ?5, target = ?6
-WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?7)`
+	qJobFinishedCheck = `SELECT state, lease_token, result FROM jobs WHERE id = ?`
 
 	// qDependantsRelease makes pending dependants whose dependencies have
 	// all completed available (scheduled when their run_at is later).
@@ -214,9 +220,14 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3`
 	qJobCancelGet = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
 	qJobCancel    = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2, lease_expires_at = NULL
 WHERE id = ?3 RETURNING ` + jobCols
-	qAttemptCancel = `UPDATE attempts SET finished_at = ?1, duration_ms = max(0, (?1 - started_at) / 1000),
-    outcome = 'cancelled', error = ?2
-WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?3) AND finished_at IS NULL`
+	// qAttemptEndNow writes the ended attempt of running job ?3 with
+	// finished_at ?1, outcome ?4 and error ?2 (cancel, rescue, release); it
+	// runs while the row still holds the attempt (state running, ?5 = its
+	// lease token, or '' for any).
+	qAttemptEndNow = `INSERT INTO attempts (job_id, attempt, started_at, finished_at, duration_ms,
+    outcome, error, worker_id)
+SELECT id, attempt, started_at, ?1, max(0, (?1 - started_at) / 1000), ?4, ?2, worker_id FROM jobs
+WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 
 	qJobRetry = `UPDATE jobs SET state = CASE WHEN ?1 > ?2 THEN 'scheduled' ELSE 'available' END,
     run_at = ?1, attempt = 0, finished_at = NULL, lease_expires_at = NULL
@@ -240,17 +251,11 @@ const (
     lease_expires_at = NULL
 WHERE id = ?3 AND state = 'running'
 RETURNING state, tenant, idempotency_key, dedup_window_us, result_ttl_us`
-	qAttemptLost = `UPDATE attempts SET finished_at = ?1, duration_ms = max(0, (?1 - started_at) / 1000),
-    outcome = 'lost', error = ?2
-WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?3)`
 
 	qRelease = `UPDATE jobs SET state = 'available', run_at = ?1, attempt = max(0, attempt - 1),
     lease_expires_at = NULL, lease_token = '', worker_id = ''
 WHERE id = ?2 AND state = 'running' AND lease_token = ?3
 RETURNING tenant, idempotency_key`
-	qAttemptReleased = `UPDATE attempts SET finished_at = ?1, duration_ms = max(0, (?1 - started_at) / 1000),
-    outcome = 'released'
-WHERE id = (SELECT max(id) FROM attempts WHERE job_id = ?2)`
 
 	qPromote = `UPDATE jobs SET state = 'available'
 WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable') AND run_at <= ?1 ORDER BY run_at LIMIT ?2)
