@@ -25,8 +25,9 @@ type loop struct {
 	done   chan struct{}
 }
 
-// start launches the loop; a second start while running is a no-op.
-func (l *loop) start(ctx context.Context) {
+// Start runs the service in the background until Stop; a second Start while
+// running is a no-op.
+func (l *loop) Start(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cancel != nil {
@@ -60,8 +61,8 @@ func (l *loop) run(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// stop ends the loop and waits for it; idempotent.
-func (l *loop) stop() {
+// Stop ends the service and waits for its current run; idempotent.
+func (l *loop) Stop() {
 	l.mu.Lock()
 	cancel, done := l.cancel, l.done
 	l.cancel = nil

@@ -64,12 +64,6 @@ func NewRescuer(st store.Store, cfg *Config) *Rescuer {
 	return r
 }
 
-// Start runs the rescuer in the background until Stop.
-func (r *Rescuer) Start(ctx context.Context) { r.start(ctx) }
-
-// Stop ends the rescuer; idempotent.
-func (r *Rescuer) Stop() { r.stop() }
-
 // RunOnce rescues every expired lease, in batches, and returns how many.
 func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 	total := 0
@@ -100,12 +94,6 @@ func NewPromoter(st store.Store, cfg *Config) *Promoter {
 	return p
 }
 
-// Start runs the promoter in the background until Stop.
-func (p *Promoter) Start(ctx context.Context) { p.start(ctx) }
-
-// Stop ends the promoter; idempotent.
-func (p *Promoter) Stop() { p.stop() }
-
 // RunOnce promotes one batch of due jobs and returns how many queues got jobs.
 func (p *Promoter) RunOnce(ctx context.Context) (int, error) {
 	queues, err := p.store.JobPromote(ctx, p.cfg.Now().UTC(), p.cfg.Batch)
@@ -130,12 +118,6 @@ func NewRetention(st store.Store, cfg *Config) *Retention {
 	r.loop = loop{name: "retention", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce}
 	return r
 }
-
-// Start runs retention in the background until Stop.
-func (r *Retention) Start(ctx context.Context) { r.start(ctx) }
-
-// Stop ends retention; idempotent.
-func (r *Retention) Stop() { r.stop() }
 
 // RunOnce deletes what is due, batch after batch, and returns how many rows.
 func (r *Retention) RunOnce(ctx context.Context) (int, error) {

@@ -295,17 +295,11 @@ func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams
 		}
 		queues = append(queues, qs...)
 	}
-	for len(killed) > 0 {
-		rows, err := q.Query(ctx, s.sql(qCancelDependants), killed, now)
-		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
-		}
-		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
-		}
-		settle = append(settle, killed...)
+	cancelled, err := s.cancelDependants(ctx, q, killed, now)
+	if err != nil {
+		return nil, err
 	}
+	settle = append(settle, cancelled...)
 	// Last round trip: records, notifications and COMMIT.
 	b = &pgx.Batch{}
 	if len(cIDs) > 0 {
@@ -434,17 +428,11 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 			queues = append(queues, qs...)
 		}
 	}
-	for len(killed) > 0 {
-		rows, err := tx.Query(ctx, s.sql(qCancelDependants), killed, now)
-		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
-		}
-		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
-		}
-		settle = append(settle, killed...)
+	cancelled, err := s.cancelDependants(ctx, tx, killed, now)
+	if err != nil {
+		return nil, err
 	}
+	settle = append(settle, cancelled...)
 	if len(settle) > 0 {
 		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
 			return nil, fmt.Errorf("settle records: %w", err)
@@ -671,4 +659,22 @@ func (s *Store) QueueStats(ctx context.Context, tenant string, now time.Time) ([
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
 	return out, nil
+}
+
+// cancelDependants cancels the pending dependants of killed, transitively,
+// and returns every job it cancelled.
+func (s *Store) cancelDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]int64, error) {
+	var all []int64
+	for len(killed) > 0 {
+		rows, err := q.Query(ctx, s.sql(qCancelDependants), killed, now)
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		all = append(all, killed...)
+	}
+	return all, nil
 }
