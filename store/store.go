@@ -175,6 +175,12 @@ type Records interface {
 	//   - Otherwise: not acquired; Record shows the holder and LeaseUntil.
 	RecordAcquire(ctx context.Context, p *RecordAcquireParams) (*RecordAcquireResult, error)
 
+	// RecordAcquireMany is RecordAcquire for many keys in one transaction,
+	// with one result per item in order. Items are decided in order: of two
+	// items with one key and different owners, the first may acquire and the
+	// second then sees the key held.
+	RecordAcquireMany(ctx context.Context, ps []*RecordAcquireParams) ([]*RecordAcquireResult, error)
+
 	// RecordComplete stores a result on a record whose lease Owner holds
 	// (ErrLeaseLost otherwise): status completed, the result fields,
 	// CompletedAt = Now, ExpiresAt = max(DedupUntil, Now + TTL), lease cleared.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,8 +53,46 @@ func (s *Store) RecordAcquire(ctx context.Context, p *store.RecordAcquireParams)
 	if err != nil {
 		return nil, err
 	}
+	return s.acquireOne(ctx, db, p)
+}
+
+// RecordAcquireMany implements store.Records: one transaction, so one
+// commit for the whole claim batch.
+func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquireParams) ([]*store.RecordAcquireResult, error) {
+	// Lock keys in (tenant, key) order so that two batches never wait on
+	// each other in a cycle; items of one key keep their order.
+	order := make([]int, len(ps))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		pa, pb := ps[order[a]], ps[order[b]]
+		if pa.Tenant != pb.Tenant {
+			return pa.Tenant < pb.Tenant
+		}
+		return pa.Key < pb.Key
+	})
+	out := make([]*store.RecordAcquireResult, len(ps))
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		for _, i := range order {
+			r, err := s.acquireOne(ctx, tx, ps[i])
+			if err != nil {
+				return err
+			}
+			out[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// acquireOne takes the execution lease of one key, or reads who holds it.
+func (s *Store) acquireOne(ctx context.Context, q querier, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
 	now := store.OrNow(p.Now)
-	r, err := scanRecord(db.QueryRow(ctx, s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
+	r, err := scanRecord(q.QueryRow(ctx, s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
 		p.LeaseUntil, now, nullTime(p.DedupUntil), nullTime(p.ExpiresAt)))
 	if err == nil {
 		return &store.RecordAcquireResult{Acquired: true, Record: r}, nil
@@ -61,7 +100,7 @@ func (s *Store) RecordAcquire(ctx context.Context, p *store.RecordAcquireParams)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("acquire record %q: %w", p.Key, err)
 	}
-	r, err = scanRecord(db.QueryRow(ctx, s.sql(qRecordGet), p.Tenant, p.Key, now))
+	r, err = scanRecord(q.QueryRow(ctx, s.sql(qRecordGet), p.Tenant, p.Key, now))
 	if err != nil {
 		// Deleted or expired in between: the caller may try again.
 		return nil, fmt.Errorf("acquire record %q: %w", p.Key, err)

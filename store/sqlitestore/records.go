@@ -48,29 +48,48 @@ func (s *Store) RecordDelete(ctx context.Context, tenant, key string) error {
 
 // RecordAcquire implements store.Records.
 func (s *Store) RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
-	now := toUS(store.OrNow(p.Now))
-	var out store.RecordAcquireResult
-	err := s.write(ctx, 1, func(t *wtx) error {
-		r, err := scanRecord(t.queryRow(qRecordAcquire, p.Tenant, p.Key, p.JobID, p.Owner,
-			nullUS(p.LeaseUntil), now, nullUS(p.DedupUntil), nullUS(p.ExpiresAt)))
-		if err == nil {
-			out = store.RecordAcquireResult{Acquired: true, Record: r}
-			return nil
+	out, err := s.RecordAcquireMany(ctx, []*store.RecordAcquireParams{p})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// RecordAcquireMany implements store.Records: one write operation.
+func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquireParams) ([]*store.RecordAcquireResult, error) {
+	out := make([]*store.RecordAcquireResult, len(ps))
+	err := s.write(ctx, len(ps), func(t *wtx) error {
+		for i, p := range ps {
+			r, err := acquireOne(t, p)
+			if err != nil {
+				return err
+			}
+			out[i] = r
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		r, err = scanRecord(t.queryRow(qRecordGetWriter, p.Tenant, p.Key))
-		if err != nil {
-			return err
-		}
-		out = store.RecordAcquireResult{Acquired: false, Record: r}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("acquire record: %w", err)
 	}
-	return &out, nil
+	return out, nil
+}
+
+// acquireOne takes the execution lease of one key, or reads who holds it.
+func acquireOne(t *wtx, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
+	now := toUS(store.OrNow(p.Now))
+	r, err := scanRecord(t.queryRow(qRecordAcquire, p.Tenant, p.Key, p.JobID, p.Owner,
+		nullUS(p.LeaseUntil), now, nullUS(p.DedupUntil), nullUS(p.ExpiresAt)))
+	if err == nil {
+		return &store.RecordAcquireResult{Acquired: true, Record: r}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	r, err = scanRecord(t.queryRow(qRecordGetWriter, p.Tenant, p.Key))
+	if err != nil {
+		return nil, err
+	}
+	return &store.RecordAcquireResult{Acquired: false, Record: r}, nil
 }
 
 // RecordComplete implements store.Records.

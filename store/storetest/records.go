@@ -20,6 +20,7 @@ func recordCases() []testCase {
 		{"RecordAcquire/expired_lease_taken_over", testAcquireExpiredLease},
 		{"RecordAcquire/same_owner_reacquires", testAcquireSameOwner},
 		{"RecordAcquire/completed_returns_cached_result", testAcquireCompleted},
+		{"RecordAcquireMany/each_item_as_alone_in_order", testAcquireMany},
 		{"RecordAcquire/expired_record_starts_fresh", testAcquireExpiredRecord},
 		{"RecordAcquire/job_takes_lease_of_its_key", testAcquireJobRecord},
 		{"RecordComplete/stores_result", testRecordComplete},
@@ -421,4 +422,36 @@ func testRecordStats(t *testing.T, s store.Store) {
 	check("a", store.RecordStats{Entries: 3, InProgress: 2, Expiring24h: 1, Expired: 2, SizeBytes: 7})
 	check("b", store.RecordStats{Entries: 1, InProgress: 1, Expiring24h: 0, Expired: 1, SizeBytes: 0})
 	check("", store.RecordStats{Entries: 4, InProgress: 3, Expiring24h: 1, Expired: 3, SizeBytes: 7})
+}
+
+func testAcquireMany(t *testing.T, s store.Store) {
+	acquire(t, s, acq("held", "o1", at(0)))
+	acquire(t, s, acq("done", "o1", at(0)))
+	wantOK(t, "complete", complete(t, s, "done", "o1", "cached", at(time.Second)))
+	now := at(2 * time.Second)
+	res, err := s.RecordAcquireMany(t.Context(), []*store.RecordAcquireParams{
+		acq("new", "o2", now), acq("held", "o2", now), acq("done", "o2", now),
+		acq("twice", "o3", now), acq("twice", "o4", now),
+	})
+	if err != nil || len(res) != 5 {
+		t.Fatalf("RecordAcquireMany: %d results, %v", len(res), err)
+	}
+	want := []struct {
+		acquired bool
+		owner    string
+		status   idemtype.RecordStatus
+	}{{true, "o2", idemtype.RecordInProgress}, {false, "o1", idemtype.RecordInProgress},
+		{false, "", idemtype.RecordCompleted}, {true, "o3", idemtype.RecordInProgress}, {false, "o3", idemtype.RecordInProgress}}
+	for i, w := range want {
+		r := res[i]
+		if r.Acquired != w.acquired || r.Record.Status != w.status || (w.owner != "" && r.Record.LeaseOwner != w.owner) {
+			t.Errorf("item %d: acquired %v status %s owner %q, want %v %s %q", i, r.Acquired, r.Record.Status, r.Record.LeaseOwner, w.acquired, w.status, w.owner)
+		}
+	}
+	if string(res[2].Record.Result) != "cached" {
+		t.Errorf("cached result %q", res[2].Record.Result)
+	}
+	if out, err := s.RecordAcquireMany(t.Context(), nil); err != nil || len(out) != 0 {
+		t.Errorf("empty batch: %v %v", out, err)
+	}
 }
