@@ -27,7 +27,7 @@ func (rt *runtime) execute(ctx context.Context, j *runningJob) {
 	start := rt.c.now()
 	fin := &store.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken}
 	if row.IdempotencyKey != "" {
-		run, err := rt.acquireKey(ctx, row, fin)
+		run, err := rt.acquireKey(ctx, row, j.key, fin)
 		if err != nil {
 			rt.c.logger.Warn("acquire idempotency key failed", "job", row.ID, "err", err)
 			rt.failAttempt(row, fin, err, start)
@@ -50,19 +50,54 @@ func (rt *runtime) execute(ctx context.Context, j *runningJob) {
 	rt.finish(j, fin, start)
 }
 
-// acquireKey takes the execution lease of the job's key. It reports whether
-// the handler should run; when not, fin is filled (cached or snoozed).
-func (rt *runtime) acquireKey(ctx context.Context, row *JobRow, fin *store.JobFinishParams) (bool, error) {
-	now := rt.c.now()
+// keyParams is the execution-lease request for a keyed job.
+func (rt *runtime) keyParams(row *JobRow, now time.Time) *store.RecordAcquireParams {
 	lease := now.Add(rt.c.cfg.LeaseDuration)
 	if row.LeaseExpiresAt != nil {
 		lease = *row.LeaseExpiresAt
 	}
-	res, err := rt.c.store.RecordAcquire(ctx, &store.RecordAcquireParams{
+	return &store.RecordAcquireParams{
 		Tenant: row.Tenant, Key: row.IdempotencyKey, Owner: store.JobOwner(row.ID), JobID: row.ID,
-		LeaseUntil: lease, DedupUntil: now, ExpiresAt: now.Add(rt.c.cfg.resultTTL(row.Kind)), Now: now})
+		LeaseUntil: lease, DedupUntil: now, ExpiresAt: now.Add(rt.c.cfg.resultTTL(row.Kind)), Now: now}
+}
+
+// acquireKeys takes the execution leases of the keyed jobs of a claim in one
+// store call; a failure leaves each job to try alone (nil entries).
+func (rt *runtime) acquireKeys(ctx context.Context, jobs []*JobRow) map[int64]*store.RecordAcquireResult {
+	now := rt.c.now()
+	var rows []*JobRow
+	var ps []*store.RecordAcquireParams
+	for _, j := range jobs {
+		if j.IdempotencyKey != "" {
+			rows = append(rows, j)
+			ps = append(ps, rt.keyParams(j, now))
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	res, err := rt.c.store.RecordAcquireMany(ctx, ps)
 	if err != nil {
-		return false, fmt.Errorf("acquire key: %w", err)
+		rt.c.logger.Warn("acquire idempotency keys failed; trying one by one", "jobs", len(ps), "err", err)
+		return nil
+	}
+	out := make(map[int64]*store.RecordAcquireResult, len(rows))
+	for i, r := range rows {
+		out[r.ID] = res[i]
+	}
+	return out
+}
+
+// acquireKey takes the execution lease of the job's key, unless res already
+// holds the outcome of a batched acquire. It reports whether the handler
+// should run; when not, fin is filled (cached or snoozed).
+func (rt *runtime) acquireKey(ctx context.Context, row *JobRow, res *store.RecordAcquireResult, fin *store.JobFinishParams) (bool, error) {
+	now := rt.c.now()
+	if res == nil {
+		var err error
+		if res, err = rt.c.store.RecordAcquire(ctx, rt.keyParams(row, now)); err != nil {
+			return false, fmt.Errorf("acquire key: %w", err)
+		}
 	}
 	if res.Acquired {
 		return true, nil

@@ -101,13 +101,14 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 	out := make([]*JobRow, 0, len(jobs))
 	var settled []*store.JobFinishParams
 	rt := &runtime{c: c} // key handling shares the executor's code
+	keys := rt.acquireKeys(ctx, jobs)
 	for _, j := range jobs {
 		if j.IdempotencyKey == "" {
 			out = append(out, j)
 			continue
 		}
 		fin := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken}
-		run, err := rt.acquireKey(ctx, j, fin)
+		run, err := rt.acquireKey(ctx, j, keys[j.ID], fin)
 		if err != nil {
 			fin = &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken}
 			rt.failAttempt(j, fin, err, now)

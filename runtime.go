@@ -49,6 +49,7 @@ type runtime struct {
 // runningJob is a job this process is executing.
 type runningJob struct {
 	row    *JobRow
+	key    *store.RecordAcquireResult // the batched key acquire; nil = acquire alone
 	cancel context.CancelCauseFunc
 	lost   bool // lease lost or released: drop the finish (guarded by runtime.mu)
 }
@@ -331,9 +332,10 @@ func (p *producer) claim(ctx context.Context, kinds []string, limit int) (int, e
 	p.mu.Lock()
 	p.active += len(jobs)
 	p.mu.Unlock()
+	keys := p.rt.acquireKeys(ctx, jobs)
 	for _, row := range jobs {
 		jctx, cancel := context.WithCancelCause(p.rt.handlerCtx)
-		j := &runningJob{row: row, cancel: cancel}
+		j := &runningJob{row: row, cancel: cancel, key: keys[row.ID]}
 		p.rt.mu.Lock()
 		p.rt.running[row.ID] = j
 		p.rt.mu.Unlock()
