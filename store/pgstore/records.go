@@ -74,14 +74,48 @@ func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquire
 	})
 	out := make([]*store.RecordAcquireResult, len(ps))
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// One round trip for every acquire, run in order; a second for
+		// reading who holds the keys that were not acquired.
+		b := &pgx.Batch{}
 		for _, i := range order {
-			r, err := s.acquireOne(ctx, tx, ps[i])
-			if err != nil {
-				return err
-			}
-			out[i] = r
+			p := ps[i]
+			b.Queue(s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
+				p.LeaseUntil, store.OrNow(p.Now), nullTime(p.DedupUntil), nullTime(p.ExpiresAt))
 		}
-		return nil
+		br := tx.SendBatch(ctx, b)
+		var held []int
+		for _, i := range order {
+			r, err := scanRecord(br.QueryRow())
+			switch {
+			case err == nil:
+				out[i] = &store.RecordAcquireResult{Acquired: true, Record: r}
+			case errors.Is(err, pgx.ErrNoRows):
+				held = append(held, i)
+			default:
+				br.Close()
+				return fmt.Errorf("acquire record %q: %w", ps[i].Key, err)
+			}
+		}
+		if err := br.Close(); err != nil {
+			return fmt.Errorf("acquire records: %w", err)
+		}
+		if len(held) == 0 {
+			return nil
+		}
+		b = &pgx.Batch{}
+		for _, i := range held {
+			b.Queue(s.sql(qRecordGet), ps[i].Tenant, ps[i].Key, store.OrNow(ps[i].Now))
+		}
+		br = tx.SendBatch(ctx, b)
+		defer br.Close()
+		for _, i := range held {
+			r, err := scanRecord(br.QueryRow())
+			if err != nil {
+				return fmt.Errorf("acquire record %q: %w", ps[i].Key, err)
+			}
+			out[i] = &store.RecordAcquireResult{Record: r}
+		}
+		return br.Close()
 	})
 	if err != nil {
 		return nil, err
