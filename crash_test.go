@@ -40,7 +40,7 @@ func crashChild() int {
 		if _, err := logf.WriteString(strconv.FormatInt(j.ID, 10) + "\n"); err != nil {
 			return nil, err
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // ≥ 1.25 s for all jobs: the parent must catch the run midway
 		return json.RawMessage(fmt.Sprintf(`{"id":%d}`, j.ID)), nil
 	})
 	client, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(8), Logger: quietLogger(),
