@@ -440,15 +440,12 @@ func setInitialStates(items []*insertItem) {
 func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res []store.JobInsertResult,
 	rank map[int]int, begin, oneShot bool, fps map[rk]string, jobOfKey map[rk]int64, byID map[int64]*idemtype.JobRow) error {
 	var (
-		idx                                               []int
-		tenants, queues, kinds, args, states, parts, keys []string
-		deps, lastErrs, fpsIn                             []string
-		metas, retries                                    []*string
-		prios, maxes, ranks                               []int32
-		runAts, nows                                      []time.Time
-		dedupUs, ttlUs                                    []int64
-		dedupUntil                                        []*time.Time
-		locks                                             []string
+		idx        []int
+		c          jobArrays
+		fpsIn      []string
+		ranks      []int32
+		dedupUntil []*time.Time
+		locks      []string
 	)
 	for i, it := range items {
 		if res[i].Err != nil {
@@ -456,29 +453,9 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 		}
 		p := it.p
 		idx = append(idx, i)
-		tenants = append(tenants, p.Tenant)
-		queues = append(queues, p.Queue)
-		kinds = append(kinds, p.Kind)
-		a := string(p.Args)
-		if a == "" {
-			a = "{}"
-		}
-		args = append(args, a)
-		states = append(states, string(it.state))
-		prios = append(prios, int32(p.Priority))
-		maxes = append(maxes, int32(p.MaxAttempts))
-		runAts = append(runAts, p.RunAt)
-		parts = append(parts, p.PartitionKey)
-		keys = append(keys, p.IdempotencyKey)
-		deps = append(deps, int64sLiteral(p.DependsOn))
-		metas = append(metas, nullText(p.Metadata))
-		lastErrs = append(lastErrs, it.lastErr)
-		dedupUs = append(dedupUs, micros(p.DedupWindow))
-		ttlUs = append(ttlUs, micros(p.ResultTTL))
-		nows = append(nows, it.now)
+		c.add(it)
 		fpsIn = append(fpsIn, p.Fingerprint)
 		ranks = append(ranks, int32(rank[i]))
-		retries = append(retries, nullText(p.RetryPolicy))
 		if p.DedupWindow > 0 {
 			d := it.now.Add(p.DedupWindow)
 			dedupUntil = append(dedupUntil, &d)
@@ -502,12 +479,13 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 		if oneShot {
 			for k, i := range idx {
 				if items[i].state == idemtype.StateAvailable {
-					notifyQueues = append(notifyQueues, queues[k])
+					notifyQueues = append(notifyQueues, c.queues[k])
 				}
 			}
 		}
-		b.Queue(s.sql(query), tenants, queues, kinds, args, states, prios, maxes, runAts, parts, keys,
-			deps, metas, lastErrs, dedupUs, ttlUs, nows, fpsIn, dedupUntil, ranks, retries)
+		b.Queue(s.sql(query), c.tenants, c.queues, c.kinds, c.args, c.states, c.prios, c.maxes, c.runAts,
+			c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, fpsIn, dedupUntil, ranks,
+			c.retries)
 	}
 	if len(notifyQueues) > 0 {
 		b.Queue(qNotify, s.schema, notifyQueues)
@@ -777,45 +755,56 @@ func (s *Store) existingKeys(ctx context.Context, tx querier, items []*insertIte
 // the items marked create.
 func insertArgs(items []*insertItem) ([]int, []any) {
 	var (
-		idx                                               []int
-		ids, dedup, ttl                                   []int64
-		tenants, queues, kinds, args, states, parts, keys []string
-		deps, lastErrs                                    []string
-		metas, retries                                    []*string
-		prios, maxes                                      []int32
-		runAts, nows                                      []time.Time
+		idx []int
+		ids []int64
+		c   jobArrays
 	)
 	for i, it := range items {
 		if !it.create {
 			continue
 		}
-		p := it.p
 		idx = append(idx, i)
 		ids = append(ids, it.id)
-		tenants = append(tenants, p.Tenant)
-		queues = append(queues, p.Queue)
-		kinds = append(kinds, p.Kind)
-		a := string(p.Args)
-		if a == "" {
-			a = "{}"
-		}
-		args = append(args, a)
-		states = append(states, string(it.state))
-		prios = append(prios, int32(p.Priority))
-		maxes = append(maxes, int32(p.MaxAttempts))
-		runAts = append(runAts, p.RunAt)
-		parts = append(parts, p.PartitionKey)
-		keys = append(keys, p.IdempotencyKey)
-		deps = append(deps, int64sLiteral(p.DependsOn))
-		metas = append(metas, nullText(p.Metadata))
-		lastErrs = append(lastErrs, it.lastErr)
-		dedup = append(dedup, micros(p.DedupWindow))
-		ttl = append(ttl, micros(p.ResultTTL))
-		nows = append(nows, it.now)
-		retries = append(retries, nullText(p.RetryPolicy))
+		c.add(it)
 	}
-	return idx, []any{ids, tenants, queues, kinds, args, states, prios, maxes,
-		runAts, parts, keys, deps, metas, lastErrs, dedup, ttl, nows, retries}
+	return idx, []any{ids, c.tenants, c.queues, c.kinds, c.args, c.states, c.prios, c.maxes,
+		c.runAts, c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, c.retries}
+}
+
+// jobArrays are the per-item column arrays that both job inserts bind
+// (qInsertFast and qInsertJobs), one entry per item in item order.
+type jobArrays struct {
+	tenants, queues, kinds, args, states, parts, keys, deps, lastErrs []string
+	metas, retries                                                    []*string
+	prios, maxes                                                      []int32
+	runAts, nows                                                      []time.Time
+	dedupUs, ttlUs                                                    []int64
+}
+
+// add appends the columns of one item.
+func (c *jobArrays) add(it *insertItem) {
+	p := it.p
+	a := string(p.Args)
+	if a == "" {
+		a = "{}"
+	}
+	c.tenants = append(c.tenants, p.Tenant)
+	c.queues = append(c.queues, p.Queue)
+	c.kinds = append(c.kinds, p.Kind)
+	c.args = append(c.args, a)
+	c.states = append(c.states, string(it.state))
+	c.prios = append(c.prios, int32(p.Priority))
+	c.maxes = append(c.maxes, int32(p.MaxAttempts))
+	c.runAts = append(c.runAts, p.RunAt)
+	c.parts = append(c.parts, p.PartitionKey)
+	c.keys = append(c.keys, p.IdempotencyKey)
+	c.deps = append(c.deps, int64sLiteral(p.DependsOn))
+	c.metas = append(c.metas, nullText(p.Metadata))
+	c.lastErrs = append(c.lastErrs, it.lastErr)
+	c.dedupUs = append(c.dedupUs, micros(p.DedupWindow))
+	c.ttlUs = append(c.ttlUs, micros(p.ResultTTL))
+	c.nows = append(c.nows, it.now)
+	c.retries = append(c.retries, nullText(p.RetryPolicy))
 }
 
 // insertJobs inserts the items marked create in one multi-row statement and
