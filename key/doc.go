@@ -29,7 +29,7 @@
 //	Prefixed: {prefix}_{sha256 hex}                       batch_e49028d7…
 //	Scoped:   {tenant}_{user}_{action}_{first 16 hex}     t_u_send_email_b1c2daf60412e169
 //	Lock:     {function}:{tenant}:{grain date}[:{first 12 hex}]
-//	          detect-alerts:tenant-abc123:2026-02-06:d19a73c06f02
+//	          detect-alerts:tenant-abc123:2026-02-06:971121298e66
 //
 // Parts are validated (non-empty, valid UTF-8, no control characters, no
 // separator where it would make the key ambiguous); failures wrap

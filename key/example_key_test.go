@@ -42,7 +42,7 @@ func ExampleLock() {
 	fmt.Println(withEntities)
 	fmt.Println(hourly)
 	// Output:
-	// detect-alerts:tenant-abc123:2026-02-06:d19a73c06f02
+	// detect-alerts:tenant-abc123:2026-02-06:971121298e66
 	// cdp-build:tenant-abc123:2026-02-06T14
 }
 

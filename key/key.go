@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -73,17 +74,19 @@ func PrefixedWith(prefix string, payload []byte, o *Options) (string, error) {
 // Scoped returns tenant + "_" + user + "_" + action + "_" + the first 16 hex
 // digits of the SHA-256 of the canonical payload (seed 002). tenant and user
 // must not contain '_'; action may (the hash part has a fixed length, so the
-// key stays unambiguous: "send_email" is a seed action).
+// key stays unambiguous: "send_email" is a seed action). tenant and user may
+// be empty: seed 002 renders a null tenant or user as an empty component
+// ("_user-1_send_email_…").
 func Scoped(tenant, user, action string, payload []byte) (string, error) {
 	return ScopedWith(tenant, user, action, payload, nil)
 }
 
 // ScopedWith is Scoped with canonicalization options.
 func ScopedWith(tenant, user, action string, payload []byte, o *Options) (string, error) {
-	if err := checkPart("tenant", tenant, "_"); err != nil {
+	if err := checkOptionalPart("tenant", tenant, "_"); err != nil {
 		return "", err
 	}
-	if err := checkPart("user", user, "_"); err != nil {
+	if err := checkOptionalPart("user", user, "_"); err != nil {
 		return "", err
 	}
 	if err := checkPart("action", action, ""); err != nil {
@@ -142,8 +145,12 @@ func (g Grain) Format(t time.Time, loc *time.Location) (string, error) {
 
 // Lock returns the lock key of seed 004:
 // function + ":" + tenant + ":" + the grain date of t in loc + ":" + the
-// first 12 hex digits of the SHA-256 of the canonical entities, e.g.
-// "detect-alerts:tenant-abc123:2026-02-06:d19a73c06f02". With entities empty
+// entity hash, e.g. "detect-alerts:tenant-abc123:2026-02-06:971121298e66".
+// The entity hash is seed 004's computeEntityHash: the first 12 hex digits of
+// the SHA-256 of the canonical JSON of the entities object as an array of
+// [name, value] pairs sorted by name ({"sku":"A","rule_id":"r"} hashes
+// [["rule_id","r"],["sku","A"]]), so idem and the seed's TypeScript agree on
+// lock keys. entities must be a JSON object. With entities empty
 // (nil, or only whitespace) or the JSON null, the hash part and its ':' are left out:
 // "cdp-build:tenant-abc123:2026-02-06". A nil loc is UTC. function and
 // tenant must not contain ':'; t must not be the zero time.
@@ -170,11 +177,76 @@ func LockWith(function, tenant string, t time.Time, loc *time.Location, g Grain,
 	if trimmed := bytes.TrimSpace(entities); len(trimmed) == 0 || string(trimmed) == "null" {
 		return k, nil
 	}
-	h, err := HashWith(entities, o)
+	h, err := EntityHash(entities, o)
 	if err != nil {
 		return "", fmt.Errorf("lock key: %w", err)
 	}
-	return k + ":" + h[:12], nil
+	return k + ":" + h, nil
+}
+
+// EntityHash returns seed 004's computeEntityHash of a JSON object: the
+// first 12 hex digits of the SHA-256 of the canonical JSON of its [name,
+// value] pairs sorted by name. Names sort as JavaScript's default sort does
+// (by UTF-16 code units), the order RFC 8785 gives object members. Errors wrap
+// ErrInvalidJSON, or ErrInvalidPart when the value is not an object.
+func EntityHash(entities []byte, o *Options) (string, error) {
+	pairs, err := EntityCanonical(entities, o)
+	if err != nil {
+		return "", err
+	}
+	h, err := Hash(pairs)
+	if err != nil {
+		return "", err
+	}
+	return h[:12], nil
+}
+
+// EntityCanonical returns the text EntityHash hashes: the canonical JSON of
+// the entities object's [name, value] pairs sorted by name.
+func EntityCanonical(entities []byte, o *Options) ([]byte, error) {
+	canon, err := CanonicalizeWith(entities, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(canon) == 0 || canon[0] != '{' {
+		return nil, fmt.Errorf("%w: entities must be a JSON object", ErrInvalidPart)
+	}
+	// The canonical object already lists its members sorted by name; rewrite
+	// {"a":1,"b":2} as [["a",1],["b",2]] and canonicalize that array.
+	dec := json.NewDecoder(bytes.NewReader(canon))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+	}
+	pairs := []byte{'['}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+		}
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+		}
+		name, err := json.Marshal(tok)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+		}
+		if len(pairs) > 1 {
+			pairs = append(pairs, ',')
+		}
+		pairs = append(append(append(append(append(pairs, '['), name...), ','), val...), ']')
+	}
+	pairs = append(pairs, ']')
+	return Canonicalize(pairs)
+}
+
+// checkOptionalPart is checkPart for a part that may be empty.
+func checkOptionalPart(name, s, forbidden string) error {
+	if s == "" {
+		return nil
+	}
+	return checkPart(name, s, forbidden)
 }
 
 // checkPart validates one key part: non-empty, valid UTF-8, no control

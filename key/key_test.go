@@ -180,8 +180,6 @@ func TestErrors(t *testing.T) {
 	add("empty prefix", ErrInvalidPart, func() error { _, err := Prefixed("", ok); return err })
 	add("control in prefix", ErrInvalidPart, func() error { _, err := Prefixed("ba\ntch", ok); return err })
 	add("prefixed invalid payload", ErrInvalidJSON, func() error { _, err := Prefixed("batch", []byte("[")); return err })
-	add("empty tenant", ErrInvalidPart, func() error { _, err := Scoped("", "u", "a", ok); return err })
-	add("empty user", ErrInvalidPart, func() error { _, err := Scoped("t", "", "a", ok); return err })
 	add("empty action", ErrInvalidPart, func() error { _, err := Scoped("t", "u", "", ok); return err })
 	add("separator in tenant", ErrInvalidPart, func() error { _, err := Scoped("t_1", "u", "a", ok); return err })
 	add("separator in user", ErrInvalidPart, func() error { _, err := Scoped("t", "u_1", "a", ok); return err })
@@ -198,6 +196,7 @@ func TestErrors(t *testing.T) {
 	add("lock separator in function", ErrInvalidPart, func() error { _, err := Lock("f:x", "t", at, nil, GrainDay, nil); return err })
 	add("lock control in tenant", ErrInvalidPart, func() error { _, err := Lock("f", "t\u0085", at, nil, GrainDay, nil); return err })
 	add("lock zero time", ErrInvalidPart, func() error { _, err := Lock("f", "t", time.Time{}, nil, GrainDay, nil); return err })
+	add("lock entities not an object", ErrInvalidPart, func() error { _, err := Lock("f", "t", at, nil, GrainDay, []byte(`[1]`)); return err })
 	add("lock invalid entities", ErrInvalidJSON, func() error { _, err := Lock("f", "t", at, nil, GrainDay, []byte("{x}")); return err })
 	add("canonical value NaN", nil, func() error { _, err := CanonicalValue(math.NaN()); return err })
 
@@ -230,7 +229,7 @@ func TestLockGrainsAndZones(t *testing.T) {
 		{GrainDay, tokyo, nil, "f:t:2026-02-07"},
 		{GrainHour, tokyo, []byte(" null "), "f:t:2026-02-07T08"},
 		{GrainMinute, time.UTC, []byte{}, "f:t:2026-02-06T23:59"},
-		{GrainDay, nil, []byte(`{"rule_id":"r123","sku":"SKU001"}`), "f:t:2026-02-06:d19a73c06f02"},
+		{GrainDay, nil, []byte(`{"rule_id":"r123","sku":"SKU001"}`), "f:t:2026-02-06:971121298e66"},
 	}
 	for _, c := range cases {
 		got, err := Lock("f", "t", tm, c.loc, c.g, c.ent)

@@ -31,7 +31,9 @@ type vectorFile struct {
 		Zone     string  `json:"zone"`
 		Grain    string  `json:"grain"`
 		Entities *string `json:"entities"`
-		Key      string  `json:"key"`
+		// EntitiesCanonical is the text the lock key's entity hash hashes.
+		EntitiesCanonical string `json:"entities_canonical"`
+		Key               string `json:"key"`
 	} `json:"formats"`
 }
 
@@ -118,7 +120,7 @@ func TestVectors(t *testing.T) {
 				switch {
 				case f.Prefix != "":
 					got, err = Prefixed(f.Prefix, []byte(*f.Payload))
-				case f.User != "":
+				case f.Action != "":
 					got, err = Scoped(f.Tenant, f.User, f.Action, []byte(*f.Payload))
 				case f.Function != "":
 					var (
@@ -138,6 +140,12 @@ func TestVectors(t *testing.T) {
 					var ent []byte
 					if f.Entities != nil {
 						ent = []byte(*f.Entities)
+					}
+					if f.EntitiesCanonical != "" {
+						c, cerr := EntityCanonical(ent, nil)
+						if cerr != nil || string(c) != f.EntitiesCanonical {
+							t.Fatalf("entities canonical %s, %v; want %s", c, cerr, f.EntitiesCanonical)
+						}
 					}
 					got, err = Lock(f.Function, f.Tenant, tm, loc, g, ent)
 				default:

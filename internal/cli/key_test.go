@@ -29,7 +29,7 @@ func TestKeyCommand(t *testing.T) {
 	}
 	out, _, code = runCLI(t, `{"sku":"SKU001","rule_id":"r123"}`, "key", "--function", "sync-bigquery",
 		"--tenant", "tenant-abc123", "--grain", "hour", "--time", "2026-02-06T14:05:09Z")
-	if code != 0 || !strings.Contains(out, "lock       sync-bigquery:tenant-abc123:2026-02-06T14:d19a73c06f02\n") {
+	if code != 0 || !strings.Contains(out, "lock       sync-bigquery:tenant-abc123:2026-02-06T14:971121298e66\n") {
 		t.Fatalf("lock: %d %q", code, out)
 	}
 	if _, errOut, code := runCLI(t, `{bad`, "key"); code == 0 || !strings.Contains(errOut, "idem:") {
