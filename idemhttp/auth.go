@@ -45,6 +45,7 @@ func HashAPIKey(secret string) string {
 // principal is the authenticated caller of a request.
 type principal struct {
 	tenant string // the tenant the request acts in
+	admin  bool   // the key is an admin key
 }
 
 type principalKey struct{}
@@ -122,7 +123,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 			writeError(w, r, s.cfg.Logger, err)
 			return
 		}
-		p := &principal{tenant: k.Tenant}
+		p := &principal{tenant: k.Tenant, admin: k.Admin}
 		if t := r.Header.Get(headerTenant); t != "" && t != k.Tenant {
 			if !k.Admin {
 				writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden",
@@ -147,4 +148,10 @@ func bearer(r *http.Request) (string, bool) {
 	}
 	tok = strings.TrimSpace(tok)
 	return tok, tok != "" && len(tok) <= 512
+}
+
+// isAdmin reports whether the request was made with an admin key.
+func isAdmin(r *http.Request) bool {
+	p, ok := r.Context().Value(principalKey{}).(*principal)
+	return ok && p.admin
 }

@@ -1,7 +1,9 @@
 package idemhttp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -21,15 +23,6 @@ const (
 	// DefaultAuthCacheTTL is how long a verified API key is trusted without
 	// asking the store again (a revoked key stops working within it).
 	DefaultAuthCacheTTL = 5 * time.Second
-	// DefaultReadyDeadJobs: more dead jobs than this makes /readyz unhealthy.
-	DefaultReadyDeadJobs = 100
-	// DefaultReadyAvailableJobs: more available jobs than this is degraded.
-	DefaultReadyAvailableJobs = 1000
-	// DefaultReadyOldestAvailable: an available job older than this is degraded.
-	DefaultReadyOldestAvailable = 5 * time.Minute
-	// DefaultReadySuccessRate: a success rate over the last minute below
-	// this is degraded.
-	DefaultReadySuccessRate = 0.95
 )
 
 // Config configures a Server. A nil *Config uses every default.
@@ -43,26 +36,17 @@ type Config struct {
 	// AuthCacheTTL: how long a verified key is cached; default
 	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
-	// Ready holds the thresholds of /readyz.
-	Ready ReadyConfig
+	// Health holds the thresholds of GET /v1/health.
+	Health HealthConfig
+	// CORS configures cross-origin requests; off by default.
+	CORS CORSConfig
+	// SchemaVersion, when set, reports the applied and the expected schema
+	// version for /readyz; default: the store's SchemaVersion method when
+	// it has one, else the schema is not checked.
+	SchemaVersion func(ctx context.Context) (applied, expected int, err error)
 	// Idempotency configures the Idempotency-Key middleware on the API's
 	// own non-enqueue POSTs. Its Tenant is always the authenticated tenant.
 	Idempotency MiddlewareConfig
-}
-
-// ReadyConfig holds the thresholds of /readyz; zero fields take the defaults.
-type ReadyConfig struct {
-	// DeadJobs: more dead jobs (all queues and tenants) → unhealthy (503).
-	// Default DefaultReadyDeadJobs.
-	DeadJobs int64
-	// AvailableJobs: more available jobs → degraded. Default DefaultReadyAvailableJobs.
-	AvailableJobs int64
-	// OldestAvailable: an available job waiting longer → degraded.
-	// Default DefaultReadyOldestAvailable.
-	OldestAvailable time.Duration
-	// SuccessRate: a success rate over the last minute below it → degraded.
-	// Default DefaultReadySuccessRate.
-	SuccessRate float64
 }
 
 func (c *Config) withDefaults() (*Config, error) {
@@ -85,21 +69,11 @@ func (c *Config) withDefaults() (*Config, error) {
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
 	}
-	r := &cfg.Ready
-	if r.DeadJobs == 0 {
-		r.DeadJobs = DefaultReadyDeadJobs
+	if err := cfg.Health.withDefaults(); err != nil {
+		return nil, fmt.Errorf("idemhttp config: %w", err)
 	}
-	if r.AvailableJobs == 0 {
-		r.AvailableJobs = DefaultReadyAvailableJobs
-	}
-	if r.OldestAvailable == 0 {
-		r.OldestAvailable = DefaultReadyOldestAvailable
-	}
-	if r.SuccessRate == 0 {
-		r.SuccessRate = DefaultReadySuccessRate
-	}
-	if r.DeadJobs < 0 || r.AvailableJobs < 0 || r.OldestAvailable < 0 || r.SuccessRate < 0 || r.SuccessRate > 1 {
-		return nil, errors.New("idemhttp config: invalid Ready thresholds")
+	if err := cfg.CORS.validate(); err != nil {
+		return nil, fmt.Errorf("idemhttp config: %w", err)
 	}
 	if cfg.Idempotency.Now == nil {
 		cfg.Idempotency.Now = cfg.Now

@@ -60,9 +60,9 @@ func NewServer(client *idem.Client, st store.Store, cfg *Config) (*Server, error
 	s.idemMW = Middleware(st, &mwc)
 	s.metrics = newHTTPMetrics(s.reg, s)
 	s.routes = s.routeTable()
-	s.all = s.mux(true, true)
-	s.api = s.mux(true, false)
-	s.ops = s.mux(false, true)
+	s.all = s.outer(s.mux(true, true))
+	s.api = s.outer(s.mux(true, false))
+	s.ops = s.outer(s.mux(false, true))
 	return s, nil
 }
 
@@ -88,6 +88,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/idempotency/{key}", handler: s.getRecord},
 		{method: "DELETE", path: "/v1/idempotency/{key}", handler: s.deleteRecord},
 		{method: "GET", path: "/v1/stats", handler: s.stats},
+		{method: "GET", path: "/v1/health", handler: s.getHealth},
 		{method: "GET", path: "/v1/openapi.json", handler: s.openAPI},
 		{method: "GET", path: "/healthz", ops: true, handler: s.healthz},
 		{method: "GET", path: "/readyz", ops: true, handler: s.readyz},

@@ -2,7 +2,6 @@ package idemhttp
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -82,77 +81,5 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, wire.Stats{Queues: queues, Idempotency: cs})
-	return nil
-}
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	return nil
-}
-
-// check is one readiness check.
-type check struct {
-	Status    string  `json:"status"` // healthy, degraded or unhealthy
-	Value     float64 `json:"value"`
-	Threshold float64 `json:"threshold"`
-	Detail    string  `json:"detail,omitempty"`
-}
-
-// readiness evaluates the thresholds over every tenant.
-func (s *Server) readiness(ctx context.Context) (status string, checks map[string]check) {
-	checks = map[string]check{}
-	list, err := s.store.QueueStats(ctx, "", s.now())
-	if err != nil {
-		checks["database"] = check{Status: "unhealthy", Detail: "the store did not answer"}
-		return "unhealthy", checks
-	}
-	checks["database"] = check{Status: "healthy"}
-	var dead, avail, done, failed int64
-	var oldest time.Duration
-	for _, q := range list {
-		dead += q.Counts[idemtype.StateDead]
-		avail += q.Counts[idemtype.StateAvailable]
-		done += q.Completed1m
-		failed += q.Failed1m
-		if q.OldestAvailable != nil {
-			oldest = max(oldest, s.now().Sub(*q.OldestAvailable))
-		}
-	}
-	rc := s.cfg.Ready
-	grade := func(bad bool, level string) string {
-		if bad {
-			return level
-		}
-		return "healthy"
-	}
-	checks["dead_jobs"] = check{Status: grade(dead > rc.DeadJobs, "unhealthy"), Value: float64(dead), Threshold: float64(rc.DeadJobs)}
-	checks["available_jobs"] = check{Status: grade(avail > rc.AvailableJobs, "degraded"), Value: float64(avail), Threshold: float64(rc.AvailableJobs)}
-	checks["oldest_available_s"] = check{Status: grade(oldest > rc.OldestAvailable, "degraded"),
-		Value: oldest.Seconds(), Threshold: rc.OldestAvailable.Seconds()}
-	rate := 1.0
-	if done+failed > 0 {
-		rate = float64(done) / float64(done+failed)
-	}
-	checks["success_rate_1m"] = check{Status: grade(rate < rc.SuccessRate, "degraded"), Value: rate, Threshold: rc.SuccessRate,
-		Detail: fmt.Sprintf("%d completed, %d failed in the last minute", done, failed)}
-	status = "healthy"
-	for _, c := range checks {
-		switch {
-		case c.Status == "unhealthy":
-			status = "unhealthy"
-		case c.Status == "degraded" && status == "healthy":
-			status = "degraded"
-		}
-	}
-	return status, checks
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	status, checks := s.readiness(r.Context())
-	code := http.StatusOK
-	if status == "unhealthy" {
-		code = http.StatusServiceUnavailable
-	}
-	writeJSON(w, code, map[string]any{"status": status, "checks": checks})
 	return nil
 }

@@ -1,0 +1,80 @@
+package idemhttp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// headerRequestID carries the id of a request: honoured when the client
+// sends a sane one, generated otherwise, and returned on every response.
+const headerRequestID = "X-Request-Id"
+
+// maxRequestIDLen bounds a client-chosen request id.
+const maxRequestIDLen = 128
+
+type requestIDKey struct{}
+
+// RequestIDFromContext returns the request id of a request served by the
+// Server ("" outside it).
+func RequestIDFromContext(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// newRequestID returns 16 random bytes in hex.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// validRequestID accepts printable ASCII without spaces, up to maxRequestIDLen.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// withRequestID sets the request id on the response and the context, and
+// writes one access-log line per request at info (debug for the ops
+// endpoints, which probes call every few seconds).
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(headerRequestID)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(headerRequestID, id)
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		level := slog.LevelInfo
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			level = slog.LevelDebug
+		}
+		s.cfg.Logger.LogAttrs(r.Context(), level, "http request",
+			slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
+			slog.String("remote", r.RemoteAddr))
+	})
+}
+
+// outer wraps a mux in the handlers every response passes: request id and
+// access log, then CORS.
+func (s *Server) outer(h http.Handler) http.Handler {
+	return s.withRequestID(s.cfg.CORS.wrap(h))
+}
