@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -9,28 +10,55 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/store"
 )
+
+// apiKeyJSON is one key as `idem apikey … --json` prints it (never the hash).
+type apiKeyJSON struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	Admin     bool       `json:"admin"`
+	Name      string     `json:"name,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Key       string     `json:"key,omitempty"` // the secret, only at creation
+}
 
 func newAPIKeyCmd() *cobra.Command {
 	var db string
-	cmd := &cobra.Command{Use: "apikey", Short: "Create, list and revoke API keys (directly in the database)"}
+	var create bool
+	cmd := &cobra.Command{Use: "apikey", Short: "Create, list and revoke API keys (directly in the database)",
+		Long: `Works on the database directly. It never creates a database unless --create
+is given: a missing SQLite file is an error (exit code 3).`}
 	cmd.PersistentFlags().StringVar(&db, "database", "",
 		"database URL: a SQLite path or postgres://… (env "+envDatabaseURL+", default "+defaultDB+")")
+	cmd.PersistentFlags().BoolVar(&create, "create", false, "create the SQLite database when it does not exist")
+	open := func(ctx context.Context) (store.Store, error) {
+		return openStore(ctx, resolveDatabase(db), openOpts{create: create})
+	}
+	cmd.AddCommand(newAPIKeyCreateCmd(open), newAPIKeyListCmd(open), newAPIKeyRevokeCmd(open))
+	return cmd
+}
+
+func newAPIKeyCreateCmd(open func(context.Context) (store.Store, error)) *cobra.Command {
 	var tenant, name string
 	var admin bool
 	create := &cobra.Command{Use: "create", Short: "Create a key; the secret is printed once", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := idem.ValidateName("tenant", tenant); err != nil {
-				return err
+				return usageErr(err)
 			}
-			st, err := openStore(cmd.Context(), resolveDatabase(db))
+			st, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			secret, k := idemhttp.NewAPIKey(tenant, admin, name, time.Now())
 			if err := st.APIKeyCreate(cmd.Context(), k); err != nil {
-				return err
+				return fmt.Errorf("create api key: %w", err)
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), keyJSON(k, secret))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "id:     %s\ntenant: %s\nadmin:  %t\nkey:    %s\n(the key is shown only once)\n", k.ID, k.Tenant, k.Admin, secret)
 			return nil
@@ -38,16 +66,27 @@ func newAPIKeyCmd() *cobra.Command {
 	create.Flags().StringVar(&tenant, "tenant", idem.DefaultTenant, "the tenant the key acts in")
 	create.Flags().BoolVar(&admin, "admin", false, "admin scope: may act for any tenant with Idem-Tenant")
 	create.Flags().StringVar(&name, "name", "", "a label")
-	list := &cobra.Command{Use: "list", Short: "List keys (revoked included)", Args: cobra.NoArgs,
+	return create
+}
+
+func newAPIKeyListCmd(open func(context.Context) (store.Store, error)) *cobra.Command {
+	return &cobra.Command{Use: "list", Short: "List keys (revoked included)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := openStore(cmd.Context(), resolveDatabase(db))
+			st, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			keys, err := st.APIKeyList(cmd.Context())
 			if err != nil {
-				return err
+				return fmt.Errorf("list api keys: %w", err)
+			}
+			if wantJSON(cmd) {
+				out := make([]apiKeyJSON, len(keys))
+				for i, k := range keys {
+					out[i] = keyJSON(k, "")
+				}
+				return printJSON(cmd.OutOrStdout(), map[string]any{"keys": out})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTENANT\tADMIN\tNAME\tCREATED\tREVOKED")
@@ -56,9 +95,12 @@ func newAPIKeyCmd() *cobra.Command {
 			}
 			return tw.Flush()
 		}}
-	revoke := &cobra.Command{Use: "revoke ID", Short: "Revoke a key", Args: cobra.ExactArgs(1),
+}
+
+func newAPIKeyRevokeCmd(open func(context.Context) (store.Store, error)) *cobra.Command {
+	return &cobra.Command{Use: "revoke ID", Short: "Revoke a key", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd.Context(), resolveDatabase(db))
+			st, err := open(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -66,9 +108,14 @@ func newAPIKeyCmd() *cobra.Command {
 			if err := st.APIKeyRevoke(cmd.Context(), args[0], time.Now()); err != nil {
 				return fmt.Errorf("revoke %s: %w", args[0], err)
 			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"revoked": args[0]})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
 			return nil
 		}}
-	cmd.AddCommand(create, list, revoke)
-	return cmd
+}
+
+func keyJSON(k *store.APIKey, secret string) apiKeyJSON {
+	return apiKeyJSON{ID: k.ID, Tenant: k.Tenant, Admin: k.Admin, Name: k.Name, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Key: secret}
 }

@@ -59,7 +59,7 @@ func runBench(ctx context.Context, w io.Writer, f *benchFlags) error {
 		defer os.RemoveAll(dir)
 		url = filepath.Join(dir, "bench.db")
 	}
-	st, err := openStore(ctx, url)
+	st, err := openStore(ctx, url, openOpts{create: true})
 	if err != nil {
 		return err
 	}

@@ -170,7 +170,7 @@ func startBenchServer(ctx context.Context, db string) (url, secret string, stop 
 		db = filepath.Join(dir, "bench.db")
 	}
 	var st store.Store
-	if st, err = openStore(ctx, db); err != nil {
+	if st, err = openStore(ctx, db, openOpts{create: true}); err != nil {
 		stop()
 		return "", "", nil, err
 	}

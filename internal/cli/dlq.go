@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -9,40 +10,110 @@ import (
 	"github.com/idem-dev/idem/idemclient"
 )
 
+// defaultRequeueLimit is how many dead jobs one `idem dlq requeue` by
+// filter requeues at most unless --limit says otherwise.
+const defaultRequeueLimit = 100
+
 func newDLQCmd() *cobra.Command {
 	var af apiFlags
 	cmd := &cobra.Command{Use: "dlq", Short: "Review the dead-letter queue over the HTTP API"}
 	af.register(cmd)
 	list := newListCmd(&af, "List dead jobs, newest first", false, (*idemclient.Client).DLQList)
+	cmd.AddCommand(list, newDLQRequeueCmd(&af), newDLQDeleteCmd(&af))
+	return cmd
+}
+
+func newDLQRequeueCmd(af *apiFlags) *cobra.Command {
 	var rf listFlags
-	var all bool
+	var all, dryRun bool
 	requeue := &cobra.Command{Use: "requeue [ID...]", Short: "Make dead jobs available again (by ids, or by filter)",
+		Long: `By ids, or by a filter (--queue, --kind, --partition-key, --key) or --all.
+By filter, at most --limit jobs are requeued (newest first, from --cursor);
+--dry-run lists the jobs that would be requeued and changes nothing.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := af.client()
 			if err != nil {
 				return err
 			}
-			var filter *idemclient.Filter
-			if len(args) == 0 {
+			if rf.limit < 1 {
+				return usageErr(fmt.Errorf("--limit %d: want a positive number", rf.limit))
+			}
+			ids := args
+			next := ""
+			if len(ids) == 0 {
 				p := rf.params()
 				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" {
-					return errors.New("give ids, a filter (--queue, --kind, …) or --all")
+					return usageErr(errors.New("give ids, a filter (--queue, --kind, …) or --all"))
 				}
-				filter = &p.Filter
+				if ids, next, err = deadIDs(cmd.Context(), cl, p); err != nil {
+					return err
+				}
 			}
-			n, err := cl.DLQRequeue(cmd.Context(), args, filter)
-			if err != nil {
-				return err
+			n := 0
+			if !dryRun && len(ids) > 0 {
+				if n, err = cl.DLQRequeue(cmd.Context(), ids, nil); err != nil {
+					return err
+				}
 			}
-			if af.json {
-				return printJSON(cmd.OutOrStdout(), map[string]int{"requeued": n})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "requeued %d jobs\n", n)
-			return nil
+			return printRequeue(cmd, ids, n, next, dryRun)
 		}}
 	rf.register(requeue, false)
-	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead job (up to 1000)")
-	del := &cobra.Command{Use: "delete ID", Short: "Delete a dead job and its attempts", Args: cobra.ExactArgs(1),
+	rf.limit = defaultRequeueLimit
+	requeue.Flags().Lookup("limit").DefValue = fmt.Sprint(defaultRequeueLimit)
+	requeue.Flags().Lookup("limit").Usage = "requeue at most this many jobs by filter"
+	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead job (up to --limit)")
+	requeue.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be requeued; change nothing")
+	return requeue
+}
+
+// deadIDs pages through the dead jobs of p until p.Limit ids are found;
+// next is the cursor to continue from ("" = no more).
+func deadIDs(ctx context.Context, cl *idemclient.Client, p *idemclient.ListParams) (ids []string, next string, err error) {
+	want := p.Limit
+	page := *p
+	for len(ids) < want {
+		page.Limit = min(want-len(ids), 500)
+		res, err := cl.DLQList(ctx, &page)
+		if err != nil {
+			return nil, "", fmt.Errorf("list dead jobs: %w", err)
+		}
+		for _, j := range res.Jobs {
+			ids = append(ids, j.ID)
+		}
+		next = res.NextCursor
+		if next == "" || len(res.Jobs) == 0 {
+			break
+		}
+		page.Cursor = next
+	}
+	return ids, next, nil
+}
+
+func printRequeue(cmd *cobra.Command, ids []string, n int, next string, dryRun bool) error {
+	out := cmd.OutOrStdout()
+	if wantJSON(cmd) {
+		res := map[string]any{"requeued": n, "ids": ids, "dry_run": dryRun}
+		if next != "" {
+			res["next_cursor"] = next
+		}
+		return printJSON(out, res)
+	}
+	if dryRun {
+		fmt.Fprintf(out, "would requeue %d jobs (dry run):\n", len(ids))
+		for _, id := range ids {
+			fmt.Fprintln(out, id)
+		}
+	} else {
+		fmt.Fprintf(out, "requeued %d jobs\n", n)
+	}
+	if next != "" {
+		fmt.Fprintf(out, "more dead jobs match: continue with --cursor %s\n", next)
+	}
+	return nil
+}
+
+func newDLQDeleteCmd(af *apiFlags) *cobra.Command {
+	return &cobra.Command{Use: "delete ID", Short: "Delete a dead job and its attempts", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := af.client()
 			if err != nil {
@@ -51,12 +122,10 @@ func newDLQCmd() *cobra.Command {
 			if err := cl.DLQDelete(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			if af.json {
+			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), map[string]string{"deleted": args[0]})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted job %s\n", args[0])
 			return nil
 		}}
-	cmd.AddCommand(list, requeue, del)
-	return cmd
 }

@@ -39,7 +39,7 @@ own retries never create two jobs.`,
 			if err != nil {
 				return err
 			}
-			if af.json {
+			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), res)
 			}
 			verb := "created"

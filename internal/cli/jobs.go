@@ -25,7 +25,6 @@ const (
 // apiFlags are the flags every HTTP client command shares.
 type apiFlags struct {
 	url, apiKey, tenant string
-	json                bool
 }
 
 func (f *apiFlags) register(cmd *cobra.Command) {
@@ -33,7 +32,6 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 	pf.StringVar(&f.url, "url", "", "server URL (env "+envURL+", default "+defaultURL+")")
 	pf.StringVar(&f.apiKey, "api-key", "", "API key (env "+envAPIKey+")")
 	pf.StringVar(&f.tenant, "tenant", "", "act in this tenant (admin keys; env "+envTenant+")")
-	pf.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 }
 
 func (f *apiFlags) client() (*idemclient.Client, error) {
@@ -161,7 +159,7 @@ func newListCmd(af *apiFlags, short string, withState bool,
 			if err != nil {
 				return err
 			}
-			if af.json {
+			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), page)
 			}
 			printJobs(cmd.OutOrStdout(), page.Jobs, page.NextCursor)
@@ -187,7 +185,7 @@ func newJobsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if af.json {
+				if wantJSON(cmd) {
 					return printJSON(cmd.OutOrStdout(), j)
 				}
 				printJob(cmd.OutOrStdout(), j)
@@ -222,7 +220,7 @@ func newJobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if af.json {
+			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"attempts": atts})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)

@@ -116,7 +116,7 @@ func TestClientCommands(t *testing.T) {
 func TestAPIKeyCommands(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "keys.db")
-	out, errs, code := run(t, "apikey", "create", "--tenant", "acme", "--name", "ci", "--database", db)
+	out, errs, code := run(t, "apikey", "create", "--create", "--tenant", "acme", "--name", "ci", "--database", db)
 	if code != 0 || !strings.Contains(out, "key:    idem_") {
 		t.Fatalf("create: %d %s %s", code, out, errs)
 	}

@@ -35,7 +35,7 @@ func newKeyCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read stdin: %w", err)
 			}
-			return printKeys(cmd.OutOrStdout(), in, &f)
+			return printKeys(cmd.OutOrStdout(), in, &f, wantJSON(cmd))
 		},
 	}
 	fl := cmd.Flags()
@@ -51,37 +51,58 @@ func newKeyCmd() *cobra.Command {
 	return cmd
 }
 
-func printKeys(w io.Writer, in []byte, f *keyFlags) error {
+// keyResult is what `idem key` prints; --json prints it as is.
+type keyResult struct {
+	Version   string `json:"version"`
+	Canonical string `json:"canonical"`
+	SHA256    string `json:"sha256"`
+	Prefixed  string `json:"prefixed,omitempty"`
+	Scoped    string `json:"scoped,omitempty"`
+	Lock      string `json:"lock,omitempty"`
+}
+
+func computeKeys(in []byte, f *keyFlags) (*keyResult, error) {
 	opts := &key.Options{Sets: f.sets}
 	canon, err := key.CanonicalizeWith(in, opts)
 	if err != nil {
-		return err
+		return nil, usageErr(err)
 	}
 	hash, err := key.HashWith(in, opts)
 	if err != nil {
-		return err
+		return nil, usageErr(err)
 	}
-	fmt.Fprintf(w, "version    %s\ncanonical  %s\nsha256     %s\n", key.Version, canon, hash)
+	r := &keyResult{Version: key.Version, Canonical: string(canon), SHA256: hash}
 	if f.prefix != "" {
-		k, err := key.PrefixedWith(f.prefix, in, opts)
-		if err != nil {
-			return err
+		if r.Prefixed, err = key.PrefixedWith(f.prefix, in, opts); err != nil {
+			return nil, usageErr(err)
 		}
-		fmt.Fprintf(w, "prefixed   %s\n", k)
 	}
 	if f.tenant != "" && f.user != "" && f.action != "" {
-		k, err := key.ScopedWith(f.tenant, f.user, f.action, in, opts)
-		if err != nil {
-			return err
+		if r.Scoped, err = key.ScopedWith(f.tenant, f.user, f.action, in, opts); err != nil {
+			return nil, usageErr(err)
 		}
-		fmt.Fprintf(w, "scoped     %s\n", k)
 	}
 	if f.function != "" {
-		k, err := lockKey(in, f, opts)
-		if err != nil {
-			return err
+		if r.Lock, err = lockKey(in, f, opts); err != nil {
+			return nil, usageErr(err)
 		}
-		fmt.Fprintf(w, "lock       %s\n", k)
+	}
+	return r, nil
+}
+
+func printKeys(w io.Writer, in []byte, f *keyFlags, asJSON bool) error {
+	r, err := computeKeys(in, f)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(w, r)
+	}
+	fmt.Fprintf(w, "version    %s\ncanonical  %s\nsha256     %s\n", r.Version, r.Canonical, r.SHA256)
+	for _, l := range []struct{ name, v string }{{"prefixed", r.Prefixed}, {"scoped", r.Scoped}, {"lock", r.Lock}} {
+		if l.v != "" {
+			fmt.Fprintf(w, "%-10s %s\n", l.name, l.v)
+		}
 	}
 	return nil
 }

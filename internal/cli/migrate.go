@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,70 +13,122 @@ import (
 
 func newMigrateCmd() *cobra.Command {
 	var db string
+	var create bool
 	cmd := &cobra.Command{
 		Use:   "migrate [up|down [N]|status]",
 		Short: "Migrate the database schema (default: up to the newest version)",
-		Long: `up brings the schema to the newest version (safe from several nodes at once);
-down N rolls back N versions and status lists versions (PostgreSQL only; the
-PostgreSQL schema name comes from IDEM_PG_SCHEMA, default "idem").`,
+		Long: `up brings the schema to the newest version (safe from several nodes at once)
+and says which versions it applied; down N rolls back N versions and status
+lists versions (PostgreSQL only; the PostgreSQL schema name comes from
+IDEM_PG_SCHEMA, default "idem"). A missing SQLite file is created only with
+--create.`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			action := "up"
 			if len(args) > 0 {
 				action = args[0]
 			}
-			return runMigrate(cmd, resolveDatabase(db), action, args)
+			return runMigrate(cmd, resolveDatabase(db), action, args, create)
 		},
 	}
 	databaseFlag(cmd, &db)
+	cmd.Flags().BoolVar(&create, "create", false, "create the SQLite database when it does not exist")
 	return cmd
 }
 
-func runMigrate(cmd *cobra.Command, url, action string, args []string) error {
+// migrateResult is what `idem migrate up` reports.
+type migrateResult struct {
+	From    int   `json:"from_version"`
+	To      int   `json:"to_version"`
+	Applied []int `json:"applied"`
+}
+
+func runMigrate(cmd *cobra.Command, url, action string, args []string, create bool) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	if action == "up" {
-		st, err := openStore(ctx, url)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		if err := st.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		fmt.Fprintln(out, "schema is up to date")
-		return nil
+	switch action {
+	case "up":
+		return migrateUp(ctx, cmd, url, create)
+	case "status", "down":
+	default:
+		return usageErr(fmt.Errorf("migrate: unknown action %q (up, down, status)", action))
 	}
 	if !isPostgres(url) {
-		return errors.New("migrate down and status are for PostgreSQL; the SQLite store migrates itself on open")
+		return usageErr(errors.New("migrate down and status are for PostgreSQL; the SQLite store migrates with `idem migrate` or at open"))
 	}
 	st, err := openPostgresWith(ctx, url, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	switch action {
-	case "status":
+	if action == "status" {
 		return printMigrationStatus(cmd, out, st)
-	case "down":
-		steps := 1
-		if len(args) == 2 {
-			if _, err := fmt.Sscan(args[1], &steps); err != nil || steps < 1 {
-				return fmt.Errorf("migrate down: %q is not a positive number", args[1])
-			}
+	}
+	steps := 1
+	if len(args) == 2 {
+		if _, err := fmt.Sscan(args[1], &steps); err != nil || steps < 1 {
+			return usageErr(fmt.Errorf("migrate down: %q is not a positive number", args[1]))
 		}
-		if err := st.MigrateDown(ctx, steps); err != nil {
-			return fmt.Errorf("migrate down: %w", err)
-		}
-		fmt.Fprintf(out, "rolled back %d version(s)\n", steps)
+	}
+	if err := st.MigrateDown(ctx, steps); err != nil {
+		return fmt.Errorf("migrate down: %w", err)
+	}
+	if wantJSON(cmd) {
+		return printJSON(out, map[string]int{"rolled_back": steps})
+	}
+	fmt.Fprintf(out, "rolled back %d version(s)\n", steps)
+	return nil
+}
+
+// migrateUp applies the pending migrations and reports them.
+func migrateUp(ctx context.Context, cmd *cobra.Command, url string, create bool) error {
+	st, err := openStore(ctx, url, openOpts{create: create, noMigrate: true})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	before, _, _ := schemaVersion(ctx, st)
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	after, _, _ := schemaVersion(ctx, st)
+	res := migrateResult{From: before, To: after, Applied: []int{}}
+	for v := before + 1; v <= after; v++ {
+		res.Applied = append(res.Applied, v)
+	}
+	out := cmd.OutOrStdout()
+	if wantJSON(cmd) {
+		return printJSON(out, res)
+	}
+	if len(res.Applied) == 0 {
+		fmt.Fprintf(out, "schema is up to date at version %d; nothing applied\n", after)
 		return nil
 	}
-	return fmt.Errorf("migrate: unknown action %q (up, down, status)", action)
+	fmt.Fprintf(out, "applied %d migration(s): version %d to %d; schema is now at version %d\n", len(res.Applied), before, after, after)
+	return nil
+}
+
+// migrationJSON is one line of `idem migrate status --json`.
+type migrationJSON struct {
+	Version   int    `json:"version"`
+	Name      string `json:"name"`
+	Applied   bool   `json:"applied"`
+	AppliedAt string `json:"applied_at,omitempty"`
 }
 
 func printMigrationStatus(cmd *cobra.Command, out io.Writer, st *pgstore.Store) error {
 	status, err := st.MigrationStatus(cmd.Context())
 	if err != nil {
 		return fmt.Errorf("migrate status: %w", err)
+	}
+	if wantJSON(cmd) {
+		list := make([]migrationJSON, len(status))
+		for i, m := range status {
+			list[i] = migrationJSON{Version: m.Version, Name: m.Name, Applied: m.Applied}
+			if m.AppliedAt != nil {
+				list[i].AppliedAt = m.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
+			}
+		}
+		return printJSON(out, map[string]any{"migrations": list})
 	}
 	fmt.Fprintf(out, "%-8s %-28s %s\n", "VERSION", "NAME", "APPLIED")
 	for _, m := range status {

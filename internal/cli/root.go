@@ -5,9 +5,8 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 )
@@ -18,43 +17,42 @@ const (
 	defaultDB      = "./idem.db"
 )
 
-// Run executes the CLI with args and returns the process exit code.
+// Run executes the CLI with args and returns the process exit code (see
+// the Exit* constants). Errors are printed once, prefixed "idem:", with a
+// hint; with --json they are a JSON object {"error": {...}} on stderr.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "idem:", err)
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return ee.code
-		}
-		return 1
+		asJSON, _ := root.PersistentFlags().GetBool("json")
+		return reportError(stderr, err, asJSON || slices.Contains(args, "--json"))
 	}
-	return 0
+	return ExitOK
 }
 
-// exitError carries a specific exit code.
-type exitError struct {
-	code int
-	err  error
+// wantJSON reports whether the command runs with --json.
+func wantJSON(cmd *cobra.Command) bool {
+	v, _ := cmd.Flags().GetBool("json")
+	return v
 }
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "idem",
 		Short:         "Durable jobs that run once",
-		Long:          "idem runs durable jobs exactly once: idempotency keys, cached results, retries, a dead-letter queue, FIFO partitions — on embedded SQLite or PostgreSQL.",
+		Long:          "idem runs durable jobs exactly once: idempotency keys, cached results, retries, a dead-letter queue, FIFO partitions — on embedded SQLite or PostgreSQL.\n\n" + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.PersistentFlags().Bool("json", false, "print JSON (errors too, on stderr)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newMigrateCmd(), newKeyCmd(), newBenchCmd(), newServeCmd(), newAPIKeyCmd(),
-		newEnqueueCmd(), newJobsCmd(), newDLQCmd(), newStatsCmd(), newBenchHTTPCmd())
+		newEnqueueCmd(), newJobsCmd(), newDLQCmd(), newStatsCmd(), newBenchHTTPCmd(), newVersionCmd())
 	return root
 }
 

@@ -32,6 +32,7 @@ const (
 type serveFlags struct {
 	db, listen, opsListen, logLevel, logFormat string
 	shutdownTimeout                            time.Duration
+	noMigrate                                  bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -62,6 +63,7 @@ to --shutdown-timeout), then stop the runtime gracefully.`,
 	fl.StringVar(&f.opsListen, "ops-listen", "", "serve /healthz, /readyz and /metrics on this address instead (env "+envOpsListen+")")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env "+envLogLevel+", default info)")
 	fl.StringVar(&f.logFormat, "log-format", "", "text or json (env "+envLogFormat+", default text)")
+	fl.BoolVar(&f.noMigrate, "no-migrate", false, "do not migrate the schema at start (run `idem migrate` as a separate step); /readyz answers 503 until the schema is current")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTTL, "how long in-flight requests and jobs get at shutdown")
 	return cmd
 }
@@ -96,43 +98,68 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 func runServe(ctx context.Context, stdout, stderr io.Writer, f *serveFlags) error {
 	logger, err := newLogger(stderr, orEnv(f.logLevel, envLogLevel, "info"), orEnv(f.logFormat, envLogFormat, "text"))
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
-	st, err := openStore(ctx, resolveDatabase(f.db))
+	url := resolveDatabase(f.db)
+	st, err := openStore(ctx, url, openOpts{create: true, noMigrate: f.noMigrate})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := ensureAdminKey(ctx, st, stdout); err != nil {
-		return err
-	}
 	client, err := idem.NewClient(st, &idem.Config{Logger: logger})
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
 	server, err := idemhttp.NewServer(client, st, &idemhttp.Config{Logger: logger})
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
-	var g group
-	g.add(signalActor(ctx))
 	opsAddr := orEnv(f.opsListen, envOpsListen, "")
 	apiHandler := http.Handler(server)
 	if opsAddr != "" {
 		apiHandler = server.APIHandler()
 	}
-	if err := addHTTP(&g, stdout, logger, "api", orEnv(f.listen, envListen, defaultListen), apiHandler, f.shutdownTimeout); err != nil {
+	// Bind every listener before anything is written to the database: a
+	// busy port fails start-up without minting an admin key.
+	var listeners []*listener
+	api, err := listen("api", orEnv(f.listen, envListen, defaultListen), apiHandler)
+	if err != nil {
 		return err
 	}
+	defer api.ln.Close()
+	listeners = append(listeners, api)
 	if opsAddr != "" {
-		if err := addHTTP(&g, stdout, logger, "ops", opsAddr, server.OpsHandler(), f.shutdownTimeout); err != nil {
+		ops, err := listen("ops", opsAddr, server.OpsHandler())
+		if err != nil {
 			return err
 		}
+		defer ops.ln.Close()
+		listeners = append(listeners, ops)
+	}
+	applied, expected, _ := schemaVersion(ctx, st)
+	logger.Info("idem serve starting", "version", versionString(), "store", storeKind(url),
+		"schema_version", applied, "schema_expected", expected, "no_migrate", f.noMigrate)
+	if err := ensureAdminKey(ctx, st, stdout); err != nil {
+		return err
+	}
+	var g group
+	g.add(signalActor(ctx))
+	for _, l := range listeners {
+		l.serve(&g, stdout, logger, f.shutdownTimeout)
 	}
 	g.add(runtimeActor(ctx, client, f.shutdownTimeout))
 	err = g.run()
 	logger.Info("idem serve stopped", "err", err)
 	return err
+}
+
+// storeKind names the backend of url for the startup line (never the URL:
+// it may hold a password).
+func storeKind(url string) string {
+	if isPostgres(url) {
+		return "postgres"
+	}
+	return "sqlite:" + sqlitePath(url)
 }
 
 // ensureAdminKey creates and prints an admin key when the database has none.
@@ -207,30 +234,41 @@ func signalActor(ctx context.Context) (func() error, func(error)) {
 		}
 }
 
-// addHTTP listens on addr now (so a bad address fails at once) and adds
-// the server to the group.
-func addHTTP(g *group, stdout io.Writer, logger *slog.Logger, name, addr string, h http.Handler, grace time.Duration) error {
+// listener is a bound address and the handler it will serve.
+type listener struct {
+	name string
+	ln   net.Listener
+	h    http.Handler
+}
+
+// listen binds addr now, so a bad or busy address fails at once.
+func listen(name, addr string, h http.Handler) (*listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
+		return nil, withHint(fmt.Errorf("listen %s: %w", addr, err), "another process uses the port? pick another with --listen / --ops-listen")
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	return &listener{name: name, ln: ln, h: h}, nil
+}
+
+// serve adds the HTTP server of l to the group.
+func (l *listener) serve(g *group, stdout io.Writer, logger *slog.Logger, grace time.Duration) {
+	srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	fmt.Fprintf(stdout, "idem: %s listening on http://%s\n", name, ln.Addr())
+	fmt.Fprintf(stdout, "idem: %s listening on http://%s\n", l.name, l.ln.Addr())
+	logger.Info("listening", "server", l.name, "addr", l.ln.Addr().String())
 	g.add(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("%s server: %w", name, err)
+		if err := srv.Serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("%s server: %w", l.name, err)
 		}
 		return nil
 	}, func(error) {
 		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
-			logger.Warn("http shutdown", "server", name, "err", err)
+			logger.Warn("http shutdown", "server", l.name, "err", err)
 			srv.Close()
 		}
 	})
-	return nil
 }
 
 // runtimeActor runs the client's runtime until interrupted, then stops it.

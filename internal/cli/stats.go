@@ -20,7 +20,7 @@ func newStatsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if af.json {
+			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), st)
 			}
 			w := cmd.OutOrStdout()

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/pgstore"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
@@ -27,15 +30,66 @@ func isPostgres(url string) bool {
 	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }
 
-// openStore opens (and migrates) the store named by url.
-func openStore(ctx context.Context, url string) (store.Store, error) {
+// sqlitePath returns the file of a SQLite URL.
+func sqlitePath(url string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
+}
+
+// openOpts say what opening a store may do besides opening it.
+type openOpts struct {
+	// create allows creating a SQLite file that does not exist; without
+	// it a missing file is an error (exit code 3) naming --create.
+	create bool
+	// noMigrate opens without migrating (PostgreSQL and SQLite alike).
+	noMigrate bool
+}
+
+// errNoDatabase is returned when a SQLite file is missing and may not be created.
+var errNoDatabase = errors.New("no database")
+
+// openStore opens the store named by url and migrates it unless
+// o.noMigrate; it creates a SQLite file only with o.create.
+func openStore(ctx context.Context, url string, o openOpts) (store.Store, error) {
 	if isPostgres(url) {
-		return openPostgres(ctx, url)
+		return openPostgresWith(ctx, url, o.noMigrate)
 	}
-	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
-	st, err := sqlitestore.Open(ctx, path, nil)
+	path := sqlitePath(url)
+	if !o.create && path != ":memory:" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, withHint(fmt.Errorf("%w at %s", errNoDatabase, path),
+				"pass --database or set "+envDatabaseURL+" to your database, or add --create to create "+path)
+		}
+	}
+	st, err := sqlitestore.Open(ctx, path, &sqlitestore.Config{SkipMigrate: o.noMigrate})
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// schemaVersion returns the applied and expected schema versions of st;
+// a store with no schema yet reports applied 0.
+func schemaVersion(ctx context.Context, st store.Store) (applied, expected int, ok bool) {
+	sv, isSV := st.(interface {
+		SchemaVersion(ctx context.Context) (int, int, error)
+	})
+	if !isSV {
+		return 0, 0, false
+	}
+	applied, expected, err := sv.SchemaVersion(ctx)
+	if err != nil {
+		applied = 0 // no migrations table yet
+	}
+	return applied, expected, true
+}
+
+// envSchema names the PostgreSQL schema of idem's tables.
+const envSchema = "IDEM_PG_SCHEMA"
+
+func openPostgresWith(ctx context.Context, url string, skipMigrate bool) (*pgstore.Store, error) {
+	st, err := pgstore.Open(ctx, url, &pgstore.Config{Schema: os.Getenv(envSchema), SkipMigrate: skipMigrate})
+	if err != nil {
+		return nil, withHint(fmt.Errorf("open postgres: %w", err), "check the URL, that PostgreSQL runs and accepts this user")
 	}
 	return st, nil
 }

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// Exit codes of the idem command, documented in `idem --help` and
+// docs/operations.md.
+const (
+	ExitOK       = 0 // success
+	ExitError    = 1 // any other failure
+	ExitUsage    = 2 // bad flags, arguments or configuration
+	ExitNotFound = 3 // the job, key or database does not exist
+	ExitConflict = 4 // the state forbids it: wrong state, lease lost, key reused or in progress
+)
+
+// exitCodesHelp documents the exit codes in the root help.
+const exitCodesHelp = `Exit codes: 0 ok, 1 error, 2 usage (bad flag, argument or configuration),
+3 not found (job, key or database), 4 conflict (wrong state, lease lost,
+idempotency key reused or in progress).`
+
+// exitError carries a specific exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks err as a usage error (exit code 2).
+func usageErr(err error) error { return &exitError{code: ExitUsage, err: err} }
+
+// hintError carries an actionable hint printed under the error.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+// withHint attaches an actionable hint to err.
+func withHint(err error, hint string) error { return &hintError{err: err, hint: hint} }
+
+// cobraUsage reports whether err is one of cobra's own usage errors.
+func cobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
+		"invalid argument", "accepts ", "requires at least", "requires at most", "required flag", "if any flags in the group"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// classify returns the exit code of err and a hint ("" = none).
+func classify(err error) (code int, hint string) {
+	var he *hintError
+	if errors.As(err, &he) {
+		hint = he.hint
+	}
+	var ee *exitError
+	var ce *idemclient.Error
+	var ne net.Error
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case cobraUsage(err):
+		code = ExitUsage
+	case errors.Is(err, errNoDatabase), errors.Is(err, idemtype.ErrNotFound):
+		code = ExitNotFound
+	case errors.Is(err, idemtype.ErrWrongState), errors.Is(err, idemtype.ErrLeaseLost),
+		errors.Is(err, idemtype.ErrKeyReused), errors.Is(err, idemtype.ErrKeyInProgress):
+		code = ExitConflict
+	case errors.As(err, &ce) && ce.Status == http.StatusConflict:
+		code = ExitConflict
+	case errors.Is(err, idemtype.ErrInvalid):
+		code = ExitUsage
+	default:
+		code = ExitError
+	}
+	if hint != "" {
+		return code, hint
+	}
+	switch {
+	case code == ExitUsage:
+		hint = "see `idem <command> --help`"
+	case errors.As(err, &ce) && ce.Status == http.StatusUnauthorized:
+		hint = "pass --api-key or set " + envAPIKey + " (`idem serve` prints an admin key on first start; `idem apikey create` makes more)"
+	case errors.As(err, &ce) && ce.Status == http.StatusForbidden:
+		hint = "this needs an admin key, or a key of the tenant you act in"
+	case code == ExitNotFound:
+		hint = "check the id or key; `idem jobs list` and `idem dlq list` show what exists"
+	case code == ExitConflict:
+		hint = "the job or key changed state; inspect it with `idem jobs get ID`"
+	case errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused"):
+		hint = "is `idem serve` running there? set --url or " + envURL
+	}
+	return code, hint
+}
+
+// message renders err once-prefixed: the client's own "idem: " prefix
+// inside is removed so the line reads "idem: <message>".
+func message(err error) string {
+	return strings.ReplaceAll(err.Error(), "idem: ", "")
+}
+
+// reportError prints err (as JSON when asJSON) and returns its exit code.
+func reportError(w io.Writer, err error, asJSON bool) int {
+	code, hint := classify(err)
+	if asJSON {
+		body := map[string]any{"error": map[string]any{"message": message(err), "exit_code": code, "hint": hint}}
+		data, _ := json.Marshal(body)
+		fmt.Fprintln(w, string(data))
+		return code
+	}
+	fmt.Fprintln(w, "idem:", message(err))
+	if hint != "" {
+		fmt.Fprintln(w, "hint:", hint)
+	}
+	return code
+}
