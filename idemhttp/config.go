@@ -86,3 +86,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	return &cfg, nil
 }
+
+// Validate reports whether NewServer would accept c, naming the bad field.
+func (c *Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}

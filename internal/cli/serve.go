@@ -28,43 +28,63 @@ const (
 	defaultShutdownTTL = 30 * time.Second
 )
 
-// serveFlags are the inputs of `idem serve`.
-type serveFlags struct {
-	db, listen, opsListen, logLevel, logFormat string
-	shutdownTimeout                            time.Duration
-	noMigrate                                  bool
-}
-
 func newServeCmd() *cobra.Command {
-	var f serveFlags
+	var configPath string
+	var printCfg bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API server",
-		Long: `Serves the HTTP API v1 (/v1/...), /healthz, /readyz and /metrics, and runs the
-maintenance services (lease rescuer, promoter, retention) on the elected leader.
+		Long: `Serves the HTTP API v1 (/v1/...), /healthz, /readyz, /metrics and the
+authenticated /v1/health, and runs the maintenance services (lease rescuer,
+promoter, retention) on the elected leader.
 
 With no flags: SQLite at ./idem.db, listening on 127.0.0.1:8080. On the first
-start (no API key in the database) an admin API key is created and printed once.
+start (no API key in the database) an admin API key is created and printed
+once, after the listeners are bound.
 
-Environment: IDEM_DATABASE_URL (a SQLite path or postgres://…), IDEM_LISTEN,
-IDEM_OPS_LISTEN, IDEM_LOG_LEVEL (debug|info|warn|error), IDEM_LOG_FORMAT
-(text|json). Flags win over the environment.
+Configuration, later wins: defaults, the TOML file of --config (env
+IDEM_CONFIG; docs/idem.example.toml documents every key), IDEM_* variables
+(IDEM_<KEY> with dots as underscores: IDEM_LOG_LEVEL, IDEM_JOBS_LEASE,
+IDEM_HEALTH_DEAD_JOBS; IDEM_DATABASE_URL for database), then flags. An
+unknown key or a bad value stops start-up naming it (exit code 2). Durations
+take Go syntax (90s, 1h30m) or integer seconds. --print-config prints the
+effective configuration (database password masked) and exits.
 
 SIGTERM or SIGINT: stop accepting connections, finish in-flight requests (up
-to --shutdown-timeout), then stop the runtime gracefully.`,
+to shutdown_timeout), then stop the runtime gracefully.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), &f)
+			path := configPath
+			if path == "" {
+				path = os.Getenv(envConfig)
+			}
+			cfg, err := loadConfig(path, os.Environ(), cmd.Flags())
+			if err != nil {
+				return err
+			}
+			if printCfg {
+				out, err := printConfig(cfg)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprint(cmd.OutOrStdout(), out)
+				return err
+			}
+			return runServe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
 		},
 	}
 	fl := cmd.Flags()
-	databaseFlag(cmd, &f.db)
-	fl.StringVar(&f.listen, "listen", "", "API listen address (env "+envListen+", default "+defaultListen+")")
-	fl.StringVar(&f.opsListen, "ops-listen", "", "serve /healthz, /readyz and /metrics on this address instead (env "+envOpsListen+")")
-	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env "+envLogLevel+", default info)")
-	fl.StringVar(&f.logFormat, "log-format", "", "text or json (env "+envLogFormat+", default text)")
-	fl.BoolVar(&f.noMigrate, "no-migrate", false, "do not migrate the schema at start (run `idem migrate` as a separate step); /readyz answers 503 until the schema is current")
-	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTTL, "how long in-flight requests and jobs get at shutdown")
+	fl.StringVar(&configPath, "config", "", "TOML configuration file (env "+envConfig+")")
+	fl.BoolVar(&printCfg, "print-config", false, "print the effective configuration (secrets masked) and exit")
+	fl.String("database", "", "database URL: a SQLite path (sqlite:PATH or PATH) or postgres://… (env "+envDatabaseURL+", default "+defaultDB+")")
+	fl.String("listen", "", "API listen address (env IDEM_LISTEN, default "+defaultListen+")")
+	fl.String("ops-listen", "", "serve /healthz, /readyz and /metrics on this address instead (env IDEM_OPS_LISTEN)")
+	fl.String("log-level", "", "debug, info, warn or error (env IDEM_LOG_LEVEL, default info)")
+	fl.String("log-format", "", "text or json (env IDEM_LOG_FORMAT, default text)")
+	fl.Bool("no-migrate", false, "do not migrate the schema at start (run `idem migrate` as a separate step); /readyz answers 503 until the schema is current")
+	fl.String("shutdown-timeout", "", "how long in-flight requests and jobs get at shutdown (env IDEM_SHUTDOWN_TIMEOUT, default 30s)")
+	_ = cmd.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -95,26 +115,26 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("log format %q: want text or json", format)
 }
 
-func runServe(ctx context.Context, stdout, stderr io.Writer, f *serveFlags) error {
-	logger, err := newLogger(stderr, orEnv(f.logLevel, envLogLevel, "info"), orEnv(f.logFormat, envLogFormat, "text"))
+func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) error {
+	logger, err := newLogger(stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return usageErr(err)
 	}
-	url := resolveDatabase(f.db)
-	st, err := openStore(ctx, url, openOpts{create: true, noMigrate: f.noMigrate})
+	url := cfg.Database
+	st, err := openStore(ctx, url, openOpts{create: true, noMigrate: cfg.NoMigrate})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	client, err := idem.NewClient(st, &idem.Config{Logger: logger})
+	client, err := idem.NewClient(st, cfg.clientConfig(&idem.Config{Logger: logger}))
 	if err != nil {
 		return usageErr(err)
 	}
-	server, err := idemhttp.NewServer(client, st, &idemhttp.Config{Logger: logger})
+	server, err := idemhttp.NewServer(client, st, cfg.serverConfig(&idemhttp.Config{Logger: logger}))
 	if err != nil {
 		return usageErr(err)
 	}
-	opsAddr := orEnv(f.opsListen, envOpsListen, "")
+	opsAddr := cfg.OpsListen
 	apiHandler := http.Handler(server)
 	if opsAddr != "" {
 		apiHandler = server.APIHandler()
@@ -122,7 +142,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, f *serveFlags) erro
 	// Bind every listener before anything is written to the database: a
 	// busy port fails start-up without minting an admin key.
 	var listeners []*listener
-	api, err := listen("api", orEnv(f.listen, envListen, defaultListen), apiHandler)
+	api, err := listen("api", cfg.Listen, apiHandler)
 	if err != nil {
 		return err
 	}
@@ -138,16 +158,16 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, f *serveFlags) erro
 	}
 	applied, expected, _ := schemaVersion(ctx, st)
 	logger.Info("idem serve starting", "version", versionString(), "store", storeKind(url),
-		"schema_version", applied, "schema_expected", expected, "no_migrate", f.noMigrate)
+		"schema_version", applied, "schema_expected", expected, "no_migrate", cfg.NoMigrate)
 	if err := ensureAdminKey(ctx, st, stdout); err != nil {
 		return err
 	}
 	var g group
 	g.add(signalActor(ctx))
 	for _, l := range listeners {
-		l.serve(&g, stdout, logger, f.shutdownTimeout)
+		l.serve(&g, stdout, logger, time.Duration(cfg.ShutdownTimeout))
 	}
-	g.add(runtimeActor(ctx, client, f.shutdownTimeout))
+	g.add(runtimeActor(ctx, client, time.Duration(cfg.ShutdownTimeout)))
 	err = g.run()
 	logger.Info("idem serve stopped", "err", err)
 	return err

@@ -1,0 +1,342 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/toml/v2"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+	gotoml "github.com/pelletier/go-toml/v2"
+	"github.com/spf13/pflag"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp"
+)
+
+// envConfig names the configuration file of `idem serve`.
+const envConfig = "IDEM_CONFIG"
+
+// Duration is a time.Duration read as Go syntax ("90s", "1h30m") or as
+// an integer number of seconds (90, "90"), and printed in Go syntax.
+type Duration time.Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// parseDuration reads Go syntax or integer seconds.
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: want Go syntax (30s, 5m, 1h30m) or integer seconds", s)
+	}
+	return d, nil
+}
+
+// durationHook decodes strings and numbers into Duration.
+func durationHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(Duration(0)) {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		d, err := parseDuration(v)
+		return Duration(d), err
+	case int64:
+		return Duration(time.Duration(v) * time.Second), nil
+	case int:
+		return Duration(time.Duration(v) * time.Second), nil
+	case float64:
+		return Duration(time.Duration(v * float64(time.Second))), nil
+	}
+	return data, nil
+}
+
+// RetryConfig is a backoff policy in the configuration.
+type RetryConfig struct {
+	Base   Duration   `koanf:"base" toml:"base,omitempty"`
+	Factor float64    `koanf:"factor" toml:"factor,omitempty"`
+	Max    Duration   `koanf:"max" toml:"max,omitempty"`
+	Jitter float64    `koanf:"jitter" toml:"jitter,omitempty"`
+	Delays []Duration `koanf:"delays" toml:"delays,omitempty"`
+}
+
+func (r RetryConfig) policy() idem.RetryPolicy {
+	p := idem.RetryPolicy{Base: time.Duration(r.Base), Factor: r.Factor, Max: time.Duration(r.Max), Jitter: r.Jitter}
+	for _, d := range r.Delays {
+		p.Delays = append(p.Delays, time.Duration(d))
+	}
+	return p
+}
+
+// ServeConfig is the whole configuration of `idem serve`: defaults, then
+// the file (--config or IDEM_CONFIG), then IDEM_* variables, then flags.
+// docs/idem.example.toml documents every key.
+type ServeConfig struct {
+	Database        string   `koanf:"database" toml:"database"`
+	Listen          string   `koanf:"listen" toml:"listen"`
+	OpsListen       string   `koanf:"ops_listen" toml:"ops_listen"`
+	ShutdownTimeout Duration `koanf:"shutdown_timeout" toml:"shutdown_timeout"`
+	NoMigrate       bool     `koanf:"no_migrate" toml:"no_migrate"`
+	Log             struct {
+		Level  string `koanf:"level" toml:"level"`
+		Format string `koanf:"format" toml:"format"`
+	} `koanf:"log" toml:"log"`
+	Jobs struct {
+		MaxAttempts       int                 `koanf:"max_attempts" toml:"max_attempts"`
+		Lease             Duration            `koanf:"lease" toml:"lease"`
+		DedupWindow       Duration            `koanf:"dedup_window" toml:"dedup_window"`
+		ResultTTL         Duration            `koanf:"result_ttl" toml:"result_ttl"`
+		ResultTTLByKind   map[string]Duration `koanf:"result_ttl_by_kind" toml:"result_ttl_by_kind,omitempty"`
+		CompressThreshold int                 `koanf:"compress_threshold" toml:"compress_threshold"`
+	} `koanf:"jobs" toml:"jobs"`
+	Retry        RetryConfig            `koanf:"retry" toml:"retry"`
+	RetryByQueue map[string]RetryConfig `koanf:"retry_by_queue" toml:"retry_by_queue,omitempty"`
+	RetryByKind  map[string]RetryConfig `koanf:"retry_by_kind" toml:"retry_by_kind,omitempty"`
+	Retention    struct {
+		Completed Duration `koanf:"completed" toml:"completed"`
+		Cancelled Duration `koanf:"cancelled" toml:"cancelled"`
+		Dead      Duration `koanf:"dead" toml:"dead"`
+	} `koanf:"retention" toml:"retention"`
+	Maintenance struct {
+		Disabled       bool     `koanf:"disabled" toml:"disabled"`
+		Interval       Duration `koanf:"interval" toml:"interval"`
+		RescueInterval Duration `koanf:"rescue_interval" toml:"rescue_interval"`
+		LeaderTTL      Duration `koanf:"leader_ttl" toml:"leader_ttl"`
+	} `koanf:"maintenance" toml:"maintenance"`
+	HTTP struct {
+		MaxBodyBytes int64    `koanf:"max_body_bytes" toml:"max_body_bytes"`
+		AuthCacheTTL Duration `koanf:"auth_cache_ttl" toml:"auth_cache_ttl"`
+		CORSOrigins  []string `koanf:"cors_origins" toml:"cors_origins"`
+	} `koanf:"http" toml:"http"`
+	Health struct {
+		DeadJobs          int64    `koanf:"dead_jobs" toml:"dead_jobs"`
+		AvailableJobs     int64    `koanf:"available_jobs" toml:"available_jobs"`
+		OldestAvailable   Duration `koanf:"oldest_available" toml:"oldest_available"`
+		SuccessRate       float64  `koanf:"success_rate" toml:"success_rate"`
+		FailedPerKind24h  int64    `koanf:"failed_per_kind_24h" toml:"failed_per_kind_24h"`
+		RunningFor        Duration `koanf:"running_for" toml:"running_for"`
+		RetryRate         float64  `koanf:"retry_rate" toml:"retry_rate"`
+		CacheBytes        int64    `koanf:"cache_bytes" toml:"cache_bytes"`
+		ExpiredEntries    int64    `koanf:"expired_entries" toml:"expired_entries"`
+		HitRate           float64  `koanf:"hit_rate" toml:"hit_rate"`
+		HitRateMinLookups int64    `koanf:"hit_rate_min_lookups" toml:"hit_rate_min_lookups"`
+	} `koanf:"health" toml:"health"`
+}
+
+// configDefaults are the defaults of ServeConfig, as flat keys. Every
+// settable scalar key is listed: IDEM_<KEY> with dots as underscores
+// overrides it (IDEM_LOG_LEVEL, IDEM_JOBS_LEASE, IDEM_HEALTH_DEAD_JOBS).
+func configDefaults() map[string]any {
+	return map[string]any{
+		"database": defaultDB, "listen": defaultListen, "ops_listen": "", "shutdown_timeout": defaultShutdownTTL.String(),
+		"no_migrate": false, "log.level": "info", "log.format": "text",
+		"jobs.max_attempts": idem.DefaultMaxAttempts, "jobs.lease": idem.DefaultLeaseDuration.String(),
+		"jobs.dedup_window": idem.DefaultDedupWindow.String(), "jobs.result_ttl": idem.DefaultResultTTL.String(),
+		"jobs.compress_threshold": idem.DefaultCompressThreshold,
+		"retry.base":              idem.DefaultRetryBase.String(), "retry.factor": idem.DefaultRetryFactor,
+		"retry.max": idem.DefaultRetryMax.String(), "retry.jitter": idem.DefaultRetryJitter,
+		"retention.completed": idem.DefaultCompletedRetention.String(), "retention.cancelled": idem.DefaultCancelledRetention.String(),
+		"retention.dead":       "0s",
+		"maintenance.disabled": false, "maintenance.interval": idem.DefaultMaintenanceEvery.String(),
+		"maintenance.rescue_interval": idem.DefaultRescueInterval.String(), "maintenance.leader_ttl": idem.DefaultLeaderTTL.String(),
+		"http.max_body_bytes": idemhttp.DefaultMaxBodyBytes, "http.auth_cache_ttl": idemhttp.DefaultAuthCacheTTL.String(),
+		"http.cors_origins": []string{},
+		"health.dead_jobs":  idemhttp.DefaultHealthDeadJobs, "health.available_jobs": idemhttp.DefaultHealthAvailableJobs,
+		"health.oldest_available": idemhttp.DefaultHealthOldestAvailable.String(), "health.success_rate": idemhttp.DefaultHealthSuccessRate,
+		"health.failed_per_kind_24h": idemhttp.DefaultHealthFailedPerKind24h, "health.running_for": idemhttp.DefaultHealthRunningFor.String(),
+		"health.retry_rate": idemhttp.DefaultHealthRetryRate, "health.cache_bytes": idemhttp.DefaultHealthCacheBytes,
+		"health.expired_entries": idemhttp.DefaultHealthExpiredEntries, "health.hit_rate": idemhttp.DefaultHealthHitRate,
+		"health.hit_rate_min_lookups": idemhttp.DefaultHealthHitRateMinLookups,
+	}
+}
+
+// envKey is the environment variable of a flat key.
+func envKey(key string) string {
+	if key == "database" {
+		return envDatabaseURL
+	}
+	return "IDEM_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// flagKeys maps the flags of `idem serve` to their keys.
+var flagKeys = map[string]string{
+	"database": "database", "listen": "listen", "ops-listen": "ops_listen", "log-level": "log.level",
+	"log-format": "log.format", "shutdown-timeout": "shutdown_timeout", "no-migrate": "no_migrate",
+}
+
+// loadConfig merges defaults < file < environment < changed flags and
+// decodes the result; an unknown key or a bad value is an error naming it.
+func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConfig, error) {
+	k := koanf.New(".")
+	defs := configDefaults()
+	if err := k.Load(confmap.Provider(defs, "."), nil); err != nil {
+		return nil, fmt.Errorf("config defaults: %w", err)
+	}
+	if path != "" {
+		if err := k.Load(file.Provider(path), toml.Parser()); err != nil {
+			return nil, usageErr(fmt.Errorf("config file %s: %w", path, err))
+		}
+	}
+	env := map[string]any{}
+	byEnv := map[string]string{}
+	for key := range defs {
+		byEnv[envKey(key)] = key
+	}
+	for _, kv := range environ {
+		name, val, _ := strings.Cut(kv, "=")
+		if key, ok := byEnv[name]; ok && val != "" {
+			if _, isList := defs[key].([]string); isList {
+				env[key] = strings.Split(val, ",")
+			} else {
+				env[key] = val
+			}
+		}
+	}
+	if err := k.Load(confmap.Provider(env, "."), nil); err != nil {
+		return nil, fmt.Errorf("config environment: %w", err)
+	}
+	if flags != nil {
+		fl := map[string]any{}
+		flags.Visit(func(f *pflag.Flag) {
+			if key, ok := flagKeys[f.Name]; ok {
+				fl[key] = f.Value.String()
+			}
+		})
+		if err := k.Load(confmap.Provider(fl, "."), nil); err != nil {
+			return nil, fmt.Errorf("config flags: %w", err)
+		}
+	}
+	var cfg ServeConfig
+	err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook: durationHook, ErrorUnused: true, WeaklyTypedInput: true, TagName: "koanf"}})
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("config: %w", err))
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, usageErr(fmt.Errorf("config: %w", err))
+	}
+	return &cfg, nil
+}
+
+// validate checks what decoding cannot: enumerations, ranges, and that
+// idem and idemhttp accept the result.
+func (c *ServeConfig) validate() error {
+	var errs []error
+	if _, err := newLogger(os.Stderr, c.Log.Level, c.Log.Format); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Jobs.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("jobs.max_attempts %d: want 1 or more", c.Jobs.MaxAttempts))
+	}
+	for key, d := range map[string]Duration{"jobs.lease": c.Jobs.Lease, "shutdown_timeout": c.ShutdownTimeout,
+		"maintenance.interval": c.Maintenance.Interval, "maintenance.rescue_interval": c.Maintenance.RescueInterval,
+		"maintenance.leader_ttl": c.Maintenance.LeaderTTL} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s: want a positive duration", key, time.Duration(d)))
+		}
+	}
+	if err := c.serverConfig(nil).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// clientConfig is the idem.Config of c.
+func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
+	cfg.MaxAttempts = c.Jobs.MaxAttempts
+	cfg.LeaseDuration = time.Duration(c.Jobs.Lease)
+	cfg.DedupWindow = time.Duration(c.Jobs.DedupWindow)
+	cfg.ResultTTL = time.Duration(c.Jobs.ResultTTL)
+	cfg.CompressThreshold = c.Jobs.CompressThreshold
+	if len(c.Jobs.ResultTTLByKind) > 0 {
+		cfg.ResultTTLByKind = map[string]time.Duration{}
+		for kind, d := range c.Jobs.ResultTTLByKind {
+			cfg.ResultTTLByKind[kind] = time.Duration(d)
+		}
+	}
+	cfg.Retry = c.Retry.policy()
+	cfg.RetryByQueue = policies(c.RetryByQueue)
+	cfg.RetryByKind = policies(c.RetryByKind)
+	cfg.CompletedRetention = time.Duration(c.Retention.Completed)
+	cfg.CancelledRetention = time.Duration(c.Retention.Cancelled)
+	cfg.DeadRetention = time.Duration(c.Retention.Dead)
+	cfg.DisableMaintenance = c.Maintenance.Disabled
+	cfg.MaintenanceInterval = time.Duration(c.Maintenance.Interval)
+	cfg.RescueInterval = time.Duration(c.Maintenance.RescueInterval)
+	cfg.LeaderTTL = time.Duration(c.Maintenance.LeaderTTL)
+	return cfg
+}
+
+func policies(in map[string]RetryConfig) map[string]idem.RetryPolicy {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]idem.RetryPolicy, len(in))
+	for name, r := range in {
+		out[name] = r.policy()
+	}
+	return out
+}
+
+// serverConfig is the idemhttp.Config of c.
+func (c *ServeConfig) serverConfig(cfg *idemhttp.Config) *idemhttp.Config {
+	if cfg == nil {
+		cfg = &idemhttp.Config{}
+	}
+	cfg.MaxBodyBytes = c.HTTP.MaxBodyBytes
+	cfg.AuthCacheTTL = time.Duration(c.HTTP.AuthCacheTTL)
+	cfg.CORS.AllowedOrigins = c.HTTP.CORSOrigins
+	h := c.Health
+	cfg.Health = idemhttp.HealthConfig{DeadJobs: h.DeadJobs, AvailableJobs: h.AvailableJobs,
+		OldestAvailable: time.Duration(h.OldestAvailable), SuccessRate: h.SuccessRate, FailedPerKind24h: h.FailedPerKind24h,
+		RunningFor: time.Duration(h.RunningFor), RetryRate: h.RetryRate, CacheBytes: h.CacheBytes,
+		ExpiredEntries: h.ExpiredEntries, HitRate: h.HitRate, HitRateMinLookups: h.HitRateMinLookups}
+	return cfg
+}
+
+// maskDatabase hides the password of a database URL.
+func maskDatabase(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// printConfig writes c as TOML with secrets masked.
+func printConfig(c *ServeConfig) (string, error) {
+	masked := *c
+	masked.Database = maskDatabase(c.Database)
+	data, err := gotoml.Marshal(&masked)
+	if err != nil {
+		return "", fmt.Errorf("print config: %w", err)
+	}
+	return string(data), nil
+}
+
+// configKeys lists every flat key with a default, sorted (for docs and tests).
+func configKeys() []string {
+	keys := make([]string, 0, len(configDefaults()))
+	for k := range configDefaults() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/idem-dev/idem/idemhttp"
+)
+
+// writeConfig writes a TOML file and returns its path.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "idem.toml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// serveFlagSet is the flag set of `idem serve` parsed from args.
+func serveFlagSet(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := newServeCmd().Flags()
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, `
+listen = "127.0.0.1:7001"
+ops_listen = "127.0.0.1:7101"
+[log]
+level = "warn"
+[jobs]
+lease = 45
+result_ttl = "2h"
+[health]
+dead_jobs = 7
+`)
+	env := []string{"IDEM_LISTEN=127.0.0.1:7002", "IDEM_LOG_LEVEL=debug", "IDEM_HEALTH_DEAD_JOBS=8", "IDEM_UNRELATED=x"}
+	cases := []struct {
+		name             string
+		env              []string
+		args             []string
+		listen, ops, lvl string
+		dead             int64
+		lease, resultTTL time.Duration
+	}{
+		{"defaults", nil, nil, defaultListen, "", "info", idemhttp.DefaultHealthDeadJobs, 30 * time.Second, 7 * 24 * time.Hour},
+		{"file over defaults", nil, []string{}, "127.0.0.1:7001", "127.0.0.1:7101", "warn", 7, 45 * time.Second, 2 * time.Hour},
+		{"env over file", env, []string{}, "127.0.0.1:7002", "127.0.0.1:7101", "debug", 8, 45 * time.Second, 2 * time.Hour},
+		{"flags over env", env, []string{"--listen", "127.0.0.1:7003", "--log-level", "error"}, "127.0.0.1:7003", "127.0.0.1:7101", "error", 8, 45 * time.Second, 2 * time.Hour},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := path
+			if c.args == nil {
+				p = ""
+			}
+			cfg, err := loadConfig(p, c.env, serveFlagSet(t, c.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Listen != c.listen || cfg.OpsListen != c.ops || cfg.Log.Level != c.lvl || cfg.Health.DeadJobs != c.dead ||
+				time.Duration(cfg.Jobs.Lease) != c.lease || time.Duration(cfg.Jobs.ResultTTL) != c.resultTTL {
+				t.Fatalf("got listen %s ops %s level %s dead %d lease %v ttl %v", cfg.Listen, cfg.OpsListen, cfg.Log.Level,
+					cfg.Health.DeadJobs, time.Duration(cfg.Jobs.Lease), time.Duration(cfg.Jobs.ResultTTL))
+			}
+		})
+	}
+}
+
+func TestConfigRejectsUnknownKeysAndBadValues(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, file, env, want string }{
+		{"unknown top-level key", "listn = \"x\"\n", "", "listn"},
+		{"unknown nested key", "[health]\ndead_job = 3\n", "", "dead_job"},
+		{"bad duration", "[jobs]\nlease = \"soon\"\n", "", "soon"},
+		{"bad log level", "[log]\nlevel = \"loud\"\n", "", "loud"},
+		{"bad rate", "[health]\nretry_rate = 2.0\n", "", "RetryRate"},
+		{"bad env value", "", "IDEM_JOBS_MAX_ATTEMPTS=many", "max_attempts"},
+		{"zero lease", "[jobs]\nlease = 0\n", "", "jobs.lease"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := ""
+			if c.file != "" {
+				path = writeConfig(t, c.file)
+			}
+			var env []string
+			if c.env != "" {
+				env = []string{c.env}
+			}
+			_, err := loadConfig(path, env, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want one naming %q", err, c.want)
+			}
+			if code, _ := classify(err); code != ExitUsage {
+				t.Fatalf("exit code %d, want %d", code, ExitUsage)
+			}
+		})
+	}
+}
+
+// TestExampleConfigLoads: docs/idem.example.toml is valid, holds every
+// key, and equals the defaults.
+func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "..", "docs", "idem.example.toml")
+	fromFile, err := loadConfig(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := loadConfig("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := printConfig(fromFile)
+	b, _ := printConfig(defaults)
+	if a != b {
+		t.Fatalf("example differs from the defaults:\n%s\n---\n%s", a, b)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range configKeys() {
+		leaf := key[strings.LastIndex(key, ".")+1:]
+		if !strings.Contains(string(data), leaf+" =") {
+			t.Fatalf("example lacks %s", key)
+		}
+	}
+}
+
+func TestPrintConfigMasksPassword(t *testing.T) {
+	t.Parallel()
+	out, errs, code := run(t, "serve", "--print-config", "--database", "postgres://idem:s3cret@db:5432/idem", "--shutdown-timeout", "12")
+	if code != 0 {
+		t.Fatalf("print-config: %d %s", code, errs)
+	}
+	if strings.Contains(out, "s3cret") || !strings.Contains(out, "postgres://idem:xxxxx@db:5432/idem") ||
+		!strings.Contains(out, `shutdown_timeout = '12s'`) || !strings.Contains(out, "[health]") {
+		t.Fatalf("print-config:\n%s", out)
+	}
+	_, errs, code = run(t, "serve", "--config", writeConfig(t, "bogus = 1\n"))
+	if code != ExitUsage || !strings.Contains(errs, "bogus") {
+		t.Fatalf("unknown key: %d %s", code, errs)
+	}
+}
