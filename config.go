@@ -91,6 +91,9 @@ type Config struct {
 	DeadRetention      time.Duration
 	// LeaderTTL is the term of the maintenance leader; default DefaultLeaderTTL.
 	LeaderTTL time.Duration
+	// Observer receives every job event (enqueued, deduplicated, claimed,
+	// cache hit and miss, finished) for metrics and logs; nil = none.
+	Observer Observer
 }
 
 // QueueConfig configures one queue worked by a client.

@@ -121,6 +121,13 @@ func (c *Client) insert(ctx context.Context, params []*store.JobInsertParams, no
 		if r.Existing {
 			c.stats.dedupHits.Add(1)
 		}
+		switch {
+		case r.Err != nil:
+		case r.Existing:
+			c.observe(EventDeduplicated, r.Job, nil)
+		default:
+			c.observe(EventEnqueued, r.Job, nil)
+		}
 	}
 	return out, nil
 }

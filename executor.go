@@ -39,6 +39,7 @@ func (rt *runtime) execute(ctx context.Context, j *runningJob) {
 			return
 		}
 		rt.c.stats.cacheMisses.Add(1)
+		rt.c.observe(EventCacheMiss, row, nil)
 	}
 	ctx = context.WithValue(ctx, handlerKey{}, &handlerJob{rt: rt, row: row})
 	res, err := rt.callHandler(ctx, row)
@@ -109,6 +110,7 @@ func (rt *runtime) acquireKey(ctx context.Context, row *JobRow, res *store.Recor
 			return false, err
 		}
 		rt.c.stats.cacheHits.Add(1)
+		rt.c.observe(EventCacheHit, row, nil)
 		fin.State, fin.Outcome = StateCompleted, idemtype.OutcomeCached
 		fin.Result, fin.WasCached, fin.OriginalJobID = nullIfEmpty(out), true, rec.ResultJobID
 		return false, nil
@@ -214,6 +216,7 @@ func (rt *runtime) finish(j *runningJob, fin *store.JobFinishParams, start time.
 	if lost {
 		return
 	}
+	rt.c.observeFinish(j.row, fin)
 	// Hand the finish over without waiting for its commit: the worker slot is
 	// free at once (the lease stays until the commit, so nothing else can
 	// claim the job meanwhile), and the completer batches commits.

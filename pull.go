@@ -103,6 +103,7 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 	rt := &runtime{c: c} // key handling shares the executor's code
 	keys := rt.acquireKeys(ctx, jobs)
 	for _, j := range jobs {
+		c.observeClaim(j, now)
 		if j.IdempotencyKey == "" {
 			out = append(out, j)
 			continue
@@ -116,10 +117,12 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 		}
 		if run {
 			c.stats.cacheMisses.Add(1)
+			c.observe(EventCacheMiss, j, nil)
 			out = append(out, j)
 			continue
 		}
 		fin.FinishedAt = c.now()
+		c.observeFinish(j, fin)
 		settled = append(settled, fin)
 	}
 	if len(settled) > 0 {
@@ -223,6 +226,7 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	if len(errs) > 0 && errs[0] != nil {
 		return nil, errs[0]
 	}
+	c.observeFinish(row, fin)
 	return c.JobGet(ctx, tenant, row.ID)
 }
 

@@ -334,6 +334,7 @@ func (p *producer) claim(ctx context.Context, kinds []string, limit int) (int, e
 	p.mu.Unlock()
 	keys := p.rt.acquireKeys(ctx, jobs)
 	for _, row := range jobs {
+		p.rt.c.observeClaim(row, now)
 		jctx, cancel := context.WithCancelCause(p.rt.handlerCtx)
 		j := &runningJob{row: row, cancel: cancel, key: keys[row.ID]}
 		p.rt.mu.Lock()

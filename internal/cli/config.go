@@ -121,6 +121,9 @@ type ServeConfig struct {
 		MaxBodyBytes int64    `koanf:"max_body_bytes" toml:"max_body_bytes"`
 		AuthCacheTTL Duration `koanf:"auth_cache_ttl" toml:"auth_cache_ttl"`
 		CORSOrigins  []string `koanf:"cors_origins" toml:"cors_origins"`
+		// MetricsMaxLabels bounds the distinct queues and kinds of the job
+		// metrics; more are labelled "other".
+		MetricsMaxLabels int `koanf:"metrics_max_labels" toml:"metrics_max_labels"`
 	} `koanf:"http" toml:"http"`
 	Health struct {
 		DeadJobs          int64    `koanf:"dead_jobs" toml:"dead_jobs"`
@@ -154,8 +157,8 @@ func configDefaults() map[string]any {
 		"maintenance.disabled": false, "maintenance.interval": idem.DefaultMaintenanceEvery.String(),
 		"maintenance.rescue_interval": idem.DefaultRescueInterval.String(), "maintenance.leader_ttl": idem.DefaultLeaderTTL.String(),
 		"http.max_body_bytes": idemhttp.DefaultMaxBodyBytes, "http.auth_cache_ttl": idemhttp.DefaultAuthCacheTTL.String(),
-		"http.cors_origins": []string{},
-		"health.dead_jobs":  idemhttp.DefaultHealthDeadJobs, "health.available_jobs": idemhttp.DefaultHealthAvailableJobs,
+		"http.cors_origins": []string{}, "http.metrics_max_labels": idemhttp.DefaultMetricsMaxLabels,
+		"health.dead_jobs": idemhttp.DefaultHealthDeadJobs, "health.available_jobs": idemhttp.DefaultHealthAvailableJobs,
 		"health.oldest_available": idemhttp.DefaultHealthOldestAvailable.String(), "health.success_rate": idemhttp.DefaultHealthSuccessRate,
 		"health.failed_per_kind_24h": idemhttp.DefaultHealthFailedPerKind24h, "health.running_for": idemhttp.DefaultHealthRunningFor.String(),
 		"health.retry_rate": idemhttp.DefaultHealthRetryRate, "health.cache_bytes": idemhttp.DefaultHealthCacheBytes,

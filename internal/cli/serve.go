@@ -126,13 +126,18 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 		return err
 	}
 	defer st.Close()
-	client, err := idem.NewClient(st, cfg.clientConfig(&idem.Config{Logger: logger}))
+	metrics := idemhttp.NewJobMetrics(cfg.HTTP.MetricsMaxLabels)
+	client, err := idem.NewClient(st, cfg.clientConfig(&idem.Config{Logger: logger,
+		Observer: observers{metrics, jobLogger{logger}}}))
 	if err != nil {
 		return usageErr(err)
 	}
 	server, err := idemhttp.NewServer(client, st, cfg.serverConfig(&idemhttp.Config{Logger: logger}))
 	if err != nil {
 		return usageErr(err)
+	}
+	if err := server.Registry().Register(metrics); err != nil {
+		return fmt.Errorf("register job metrics: %w", err)
 	}
 	opsAddr := cfg.OpsListen
 	apiHandler := http.Handler(server)

@@ -1,0 +1,83 @@
+package idem
+
+import (
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// EventType says what happened to a job.
+type EventType string
+
+// The job events an Observer receives.
+const (
+	// EventEnqueued: a new job was inserted.
+	EventEnqueued EventType = "enqueued"
+	// EventDeduplicated: an enqueue met a live idempotency key; no job was made.
+	EventDeduplicated EventType = "deduplicated"
+	// EventClaimed: a worker (in-process or pull) took the job; Wait is set.
+	EventClaimed EventType = "claimed"
+	// EventCacheHit: a keyed job was answered from a cached result.
+	EventCacheHit EventType = "cache_hit"
+	// EventCacheMiss: a keyed job found no cached result and runs.
+	EventCacheMiss EventType = "cache_miss"
+	// EventFinished: an attempt ended; State, Outcome, Run and Err are set.
+	EventFinished EventType = "finished"
+)
+
+// JobEvent is one event of one job. Observers must not keep the pointer
+// beyond the call.
+type JobEvent struct {
+	Type    EventType
+	JobID   int64
+	Tenant  string
+	Queue   string
+	Kind    string
+	Attempt int
+	// State and Outcome are the job's new state and the attempt's outcome
+	// (EventFinished only).
+	State   idemtype.JobState
+	Outcome idemtype.Outcome
+	// Wait is the time from RunAt to the claim (EventClaimed); Run the
+	// attempt's duration (EventFinished).
+	Wait, Run time.Duration
+	// Err is the attempt's error (EventFinished, failed outcomes).
+	Err string
+	// Panicked: the handler panicked (EventFinished).
+	Panicked bool
+}
+
+// Observer receives job events as they happen, synchronously on the
+// engine's goroutines: it must be fast and must not block (count, log,
+// hand off). Set it as Config.Observer; nil means none.
+type Observer interface {
+	ObserveJob(e *JobEvent)
+}
+
+// observe sends an event about row to the configured observer.
+func (c *Client) observe(t EventType, row *JobRow, fill func(e *JobEvent)) {
+	if c.cfg.Observer == nil || row == nil {
+		return
+	}
+	e := &JobEvent{Type: t, JobID: row.ID, Tenant: row.Tenant, Queue: row.Queue, Kind: row.Kind, Attempt: row.Attempt}
+	if fill != nil {
+		fill(e)
+	}
+	c.cfg.Observer.ObserveJob(e)
+}
+
+// observeClaim reports a claim at now.
+func (c *Client) observeClaim(row *JobRow, now time.Time) {
+	c.observe(EventClaimed, row, func(e *JobEvent) { e.Wait = max(0, now.Sub(row.RunAt)) })
+}
+
+// observeFinish reports the end of an attempt described by fin.
+func (c *Client) observeFinish(row *JobRow, fin *store.JobFinishParams) {
+	c.observe(EventFinished, row, func(e *JobEvent) {
+		e.State, e.Outcome, e.Err = fin.State, fin.Outcome, fin.Error
+		e.Run = time.Duration(fin.DurationMS) * time.Millisecond
+		e.Panicked = strings.HasPrefix(fin.Error, "panic: ")
+	})
+}
