@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -114,14 +115,18 @@ func (s *Server) decodeBody(r *http.Request, v any, optional bool) error {
 	return decodeStrict(body, v)
 }
 
-// parseDuration parses an optional Go duration string of field.
+// parseDuration parses an optional duration of field: Go syntax ("30s",
+// "1h30m") or integer seconds ("30").
 func parseDuration(field string, s *string) (*time.Duration, error) {
 	if s == nil {
 		return nil, nil
 	}
 	d, err := time.ParseDuration(*s)
+	if n, nerr := strconv.ParseInt(*s, 10, 64); nerr == nil && n <= math.MaxInt64/int64(time.Second) {
+		d, err = time.Duration(n)*time.Second, nil
+	}
 	if err != nil {
-		return nil, invalid(field, fmt.Sprintf("%q is not a duration such as \"30s\" or \"168h\"", *s))
+		return nil, invalid(field, fmt.Sprintf("%q is not a duration such as \"30s\", \"168h\" or \"30\" (seconds)", *s))
 	}
 	if d < 0 {
 		return nil, invalid(field, "must not be negative")

@@ -235,3 +235,19 @@ func TestCORS(t *testing.T) {
 		t.Fatal("nil client accepted")
 	}
 }
+
+// TestDurationsAcceptIntegerSeconds: "30" is 30 seconds wherever the API
+// takes a duration, next to Go syntax.
+func TestDurationsAcceptIntegerSeconds(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "d", "result_ttl": "3600", "dedup_window": "1h"})
+	r := e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"d"}, "worker_id": "w", "lease": "90"})
+	expect(t, r, 200, "")
+	j := r.json(t)["jobs"].([]any)[0].(map[string]any)
+	exp, err := time.Parse(time.RFC3339Nano, j["lease_expires_at"].(string))
+	if err != nil || time.Until(exp) < 80*time.Second || time.Until(exp) > 100*time.Second {
+		t.Fatalf("lease of \"90\": expires %v (%v)", exp, err)
+	}
+	expect(t, e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"d"}, "worker_id": "w", "lease": "ninety"}), 400, "/problems/invalid-request")
+}
