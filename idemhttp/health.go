@@ -259,6 +259,9 @@ func (s *Server) cacheChecks(ctx context.Context, tenant string, checks map[stri
 	if err != nil {
 		return fmt.Errorf("cache stats: %w", err)
 	}
+	if err := s.persistedCache(ctx, tenant, cs); err != nil {
+		return fmt.Errorf("cache counters: %w", err)
+	}
 	hc := s.cfg.Health
 	checks["cache_bytes"] = Check{Status: grade(cs.SizeBytes > hc.CacheBytes, StatusDegraded),
 		Value: float64(cs.SizeBytes), Threshold: float64(hc.CacheBytes)}

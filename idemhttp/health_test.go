@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/store"
 )
 
 // shiftClock is time.Now moved by an offset the test sets.
@@ -134,11 +135,18 @@ func TestHealth(t *testing.T) {
 	t.Run("cache size, expired entries and hit rate", func(t *testing.T) {
 		t.Parallel()
 		var clk shiftClock
-		e := setup(t, openSQLite, &setupOpts{clientCfg: clk.clientCfg(), serverCfg: clk.serverCfg(idemhttp.HealthConfig{
+		st := openSQLite(t)
+		counts := idemhttp.NewCacheCounters(st.(store.Counters), time.Hour, nil)
+		ccfg := clk.clientCfg()
+		ccfg.Observer = counts
+		e := setup(t, func(*testing.T) store.Store { return st }, &setupOpts{clientCfg: ccfg, serverCfg: clk.serverCfg(idemhttp.HealthConfig{
 			CacheBytes: 1, ExpiredEntries: 1, HitRate: 0.9, HitRateMinLookups: 2})})
 		for i, key := range []string{"k1", "k2"} {
 			id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "q", "idempotency_key": key, "result_ttl": "1h"})
 			j := e.claim(e.keyA, "q")
+			if err := counts.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			if i == 0 {
 				_, checks := e.healthOf(e.admin)
 				wantCheck(t, checks, "cache_hit_rate", "healthy") // fewer lookups than the minimum
