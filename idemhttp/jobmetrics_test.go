@@ -53,3 +53,35 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestStatsPerKindAndAcrossTenants: /v1/stats has the per-kind summary;
+// an admin reads every tenant with all_tenants=true, a tenant key may not.
+func TestStatsPerKindAndAcrossTenants(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	e.dead(e.keyA, "s")
+	id := e.enqueue(e.keyB, map[string]any{"kind": "report", "queue": "s"})
+	j := e.claim(e.keyB, "s")
+	expect(t, e.req("POST", "/v1/jobs/"+id+"/complete", e.keyB, map[string]any{"lease_token": j["lease_token"]}), 200, "")
+
+	r := e.req("GET", "/v1/stats", e.keyA, nil)
+	expect(t, r, 200, "")
+	kinds := r.json(t)["kinds"].(map[string]any)
+	k := kinds["k"].(map[string]any)
+	if len(kinds) != 1 || k["count"] != float64(1) || k["failed_24h"] != float64(1) {
+		t.Fatalf("tenant a kinds %v", kinds)
+	}
+	r = e.req("GET", "/v1/stats?all_tenants=true", e.admin, nil)
+	expect(t, r, 200, "")
+	m := r.json(t)
+	kinds = m["kinds"].(map[string]any)
+	rep := kinds["report"].(map[string]any)
+	if len(kinds) != 2 || rep["count"] != float64(1) || rep["max_duration_ms"].(float64) < 0 {
+		t.Fatalf("all tenants kinds %v", kinds)
+	}
+	counts := m["queues"].(map[string]any)["s"].(map[string]any)["counts"].(map[string]any)
+	if counts["dead"] != float64(1) || counts["completed"] != float64(1) {
+		t.Fatalf("all tenants counts %v", counts)
+	}
+	expect(t, e.req("GET", "/v1/stats?all_tenants=true", e.keyA, nil), 403, "/problems/forbidden")
+}

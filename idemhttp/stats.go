@@ -62,7 +62,10 @@ func pct(v []float64) wire.Percentiles {
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
-	tenant := tenantOf(r)
+	tenant, ok := statsTenant(w, r)
+	if !ok {
+		return nil
+	}
 	now := s.now()
 	list, err := s.client.QueueStats(r.Context(), tenant)
 	if err != nil {
@@ -76,10 +79,14 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 		}
 		queues[st.Queue] = q
 	}
-	cs, err := s.cacheStats(r)
+	cs, err := s.cacheStatsOf(r.Context(), tenant)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.Stats{Queues: queues, Idempotency: cs})
+	kinds, err := s.kindStats(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs}, Kinds: kinds})
 	return nil
 }
