@@ -58,6 +58,7 @@ By filter, at most --limit jobs are requeued (newest first, from --cursor);
 			return printRequeue(cmd, ids, n, next, dryRun)
 		}}
 	rf.register(requeue, false)
+	registerListCompletions(requeue, af)
 	rf.limit = defaultRequeueLimit
 	requeue.Flags().Lookup("limit").DefValue = fmt.Sprint(defaultRequeueLimit)
 	requeue.Flags().Lookup("limit").Usage = "requeue at most this many jobs by filter"

@@ -166,6 +166,7 @@ func newListCmd(af *apiFlags, short string, withState bool,
 			return nil
 		}}
 	lf.register(list, withState)
+	registerListCompletions(list, af)
 	return list
 }
 

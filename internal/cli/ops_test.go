@@ -232,3 +232,21 @@ func makeDead(t *testing.T, url, key, kind string, n int) {
 		}
 	}
 }
+
+// TestCompletion: --state completes the job states, --queue the queues the
+// server has.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	url, key, _ := cliServer(t)
+	if _, _, code := run(t, "enqueue", "k", "--queue", "mailers", "--url", url, "--api-key", key); code != 0 {
+		t.Fatal("enqueue")
+	}
+	out, _, code := run(t, "__complete", "jobs", "list", "--state", "")
+	if code != 0 || !strings.Contains(out, "dead\n") || !strings.Contains(out, "available\n") {
+		t.Fatalf("state completion: %q", out)
+	}
+	out, _, _ = run(t, "__complete", "dlq", "requeue", "--url", url, "--api-key", key, "--queue", "")
+	if !strings.Contains(out, "mailers\n") {
+		t.Fatalf("queue completion: %q", out)
+	}
+}
