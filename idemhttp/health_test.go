@@ -3,6 +3,9 @@ package idemhttp_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // shiftClock is time.Now moved by an offset the test sets.
@@ -176,6 +180,27 @@ func TestReadyz(t *testing.T) {
 			t.Fatalf("readyz %s", r.body)
 		}
 		expect(t, e.req("GET", "/healthz", "", nil), 200, "")
+	})
+	t.Run("a fresh file served with no migration is unready", func(t *testing.T) {
+		t.Parallel()
+		st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "fresh.db"), &sqlitestore.Config{SkipMigrate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		client, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := idemhttp.NewServer(client, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		if rec.Code != 503 || !strings.Contains(rec.Body.String(), "schema") {
+			t.Fatalf("readyz %d %s", rec.Code, rec.Body)
+		}
 	})
 	t.Run("a schema behind the binary is unready", func(t *testing.T) {
 		t.Parallel()
