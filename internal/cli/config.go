@@ -117,6 +117,9 @@ type ServeConfig struct {
 		RescueInterval Duration `koanf:"rescue_interval" toml:"rescue_interval"`
 		LeaderTTL      Duration `koanf:"leader_ttl" toml:"leader_ttl"`
 	} `koanf:"maintenance" toml:"maintenance"`
+	// jsonOut: --json was given (stdout lines as JSON); not a setting.
+	jsonOut bool
+
 	HTTP struct {
 		MaxBodyBytes int64    `koanf:"max_body_bytes" toml:"max_body_bytes"`
 		AuthCacheTTL Duration `koanf:"auth_cache_ttl" toml:"auth_cache_ttl"`
@@ -342,4 +345,18 @@ func configKeys() []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// configMap is c with secrets masked as a map keyed like the TOML file
+// (for --print-config --json).
+func configMap(c *ServeConfig) (map[string]any, error) {
+	text, err := printConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := gotoml.Unmarshal([]byte(text), &m); err != nil {
+		return nil, fmt.Errorf("print config: %w", err)
+	}
+	return m, nil
 }

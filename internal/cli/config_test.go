@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +155,14 @@ func TestPrintConfigMasksPassword(t *testing.T) {
 	_, errs, code = run(t, "serve", "--config", writeConfig(t, "bogus = 1\n"))
 	if code != ExitUsage || !strings.Contains(errs, "bogus") {
 		t.Fatalf("unknown key: %d %s", code, errs)
+	}
+}
+
+func TestPrintConfigJSON(t *testing.T) {
+	t.Parallel()
+	out, errs, code := run(t, "serve", "--print-config", "--json", "--database", "postgres://u:pw@h/db")
+	var m map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &m) != nil || m["database"] != "postgres://u:xxxxx@h/db" || m["health"].(map[string]any)["dead_jobs"] != float64(100) {
+		t.Fatalf("print-config --json: %d %q %q", code, out, errs)
 	}
 }

@@ -62,6 +62,17 @@ to shutdown_timeout), then stop the runtime gracefully.`,
 			if err != nil {
 				return err
 			}
+			if wantJSON(cmd) && !cmd.Flags().Changed("log-format") && os.Getenv("IDEM_LOG_FORMAT") == "" {
+				cfg.Log.Format = "json" // --json: every line JSON unless the format was chosen
+			}
+			cfg.jsonOut = wantJSON(cmd)
+			if printCfg && cfg.jsonOut {
+				m, err := configMap(cfg)
+				if err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), m)
+			}
 			if printCfg {
 				out, err := printConfig(cfg)
 				if err != nil {
@@ -169,13 +180,13 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	applied, expected, _ := schemaVersion(ctx, st)
 	logger.Info("idem serve starting", "version", versionString(), "store", storeKind(url),
 		"schema_version", applied, "schema_expected", expected, "no_migrate", cfg.NoMigrate)
-	if err := ensureAdminKey(ctx, st, stdout); err != nil {
+	if err := ensureAdminKey(ctx, st, stdout, cfg.jsonOut); err != nil {
 		return err
 	}
 	var g group
 	g.add(signalActor(ctx))
 	for _, l := range listeners {
-		l.serve(&g, stdout, logger, time.Duration(cfg.ShutdownTimeout))
+		l.serve(&g, stdout, logger, time.Duration(cfg.ShutdownTimeout), cfg.jsonOut)
 	}
 	g.add(runtimeActor(ctx, client, time.Duration(cfg.ShutdownTimeout)))
 	if counters != nil {
@@ -199,7 +210,7 @@ func storeKind(url string) string {
 }
 
 // ensureAdminKey creates and prints an admin key when the database has none.
-func ensureAdminKey(ctx context.Context, st store.Store, w io.Writer) error {
+func ensureAdminKey(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
 	keys, err := st.APIKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("list api keys: %w", err)
@@ -210,6 +221,9 @@ func ensureAdminKey(ctx context.Context, st store.Store, w io.Writer) error {
 	secret, k := idemhttp.NewAPIKey(idem.DefaultTenant, true, "admin (first start)", time.Now())
 	if err := st.APIKeyCreate(ctx, k); err != nil {
 		return fmt.Errorf("create admin key: %w", err)
+	}
+	if asJSON {
+		return printJSON(w, map[string]string{"admin_api_key": secret, "note": "shown only once"})
 	}
 	fmt.Fprintf(w, "idem: created an admin API key; it is shown only once:\nIDEM_API_KEY=%s\n", secret)
 	return nil
@@ -287,10 +301,14 @@ func listen(name, addr string, h http.Handler) (*listener, error) {
 }
 
 // serve adds the HTTP server of l to the group.
-func (l *listener) serve(g *group, stdout io.Writer, logger *slog.Logger, grace time.Duration) {
+func (l *listener) serve(g *group, stdout io.Writer, logger *slog.Logger, grace time.Duration, asJSON bool) {
 	srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	fmt.Fprintf(stdout, "idem: %s listening on http://%s\n", l.name, l.ln.Addr())
+	if asJSON {
+		_ = printJSON(stdout, map[string]string{"listening": l.name, "url": "http://" + l.ln.Addr().String()})
+	} else {
+		fmt.Fprintf(stdout, "idem: %s listening on http://%s\n", l.name, l.ln.Addr())
+	}
 	logger.Info("listening", "server", l.name, "addr", l.ln.Addr().String())
 	g.add(func() error {
 		if err := srv.Serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
