@@ -102,7 +102,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	p := problemFor(err)
 	if p.Status >= 500 && logger != nil {
 		logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+			slog.String("request_id", RequestIDFromContext(r.Context())), slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 	}
 	writeProblem(w, p)
 }
