@@ -188,13 +188,10 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	for _, l := range listeners {
 		l.serve(&g, stdout, logger, time.Duration(cfg.ShutdownTimeout), cfg.jsonOut)
 	}
-	g.add(runtimeActor(ctx, client, time.Duration(cfg.ShutdownTimeout)))
 	if counters != nil {
-		// Flushes every second and once at shutdown. The final flush may run
-		// while the runtime still stops: counts of jobs finishing after it are
-		// lost (a known gap; the lead may order it after the runtime actor).
-		g.add(countersActor(ctx, counters))
+		counters.Start(context.WithoutCancel(ctx))
 	}
+	g.add(runtimeActor(ctx, client, counters, time.Duration(cfg.ShutdownTimeout)))
 	err = g.run()
 	logger.Info("idem serve stopped", "err", err)
 	return err
@@ -325,35 +322,28 @@ func (l *listener) serve(g *group, stdout io.Writer, logger *slog.Logger, grace 
 	})
 }
 
-// runtimeActor runs the client's runtime until interrupted, then stops it.
-func runtimeActor(ctx context.Context, client *idem.Client, grace time.Duration) (func() error, func(error)) {
+// runtimeActor runs the client's runtime until interrupted, then stops it
+// and, once no job can finish any more, flushes the last cache counts
+// (counters may be nil).
+func runtimeActor(ctx context.Context, client *idem.Client, counters *idemhttp.CacheCounters, grace time.Duration) (func() error, func(error)) {
 	stop := make(chan struct{})
 	return func() error {
 			if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+				if counters != nil {
+					_ = counters.Stop(context.Background()) // ends its loop; the start error matters
+				}
 				return err
 			}
 			<-stop
 			sctx, cancel := context.WithTimeout(context.Background(), grace)
 			defer cancel()
-			return client.Stop(sctx)
-		}, func(error) {
-			select {
-			case <-stop:
-			default:
-				close(stop)
+			err := client.Stop(sctx)
+			if counters != nil {
+				if cerr := counters.Stop(sctx); cerr != nil && err == nil {
+					err = fmt.Errorf("flush cache counters: %w", cerr)
+				}
 			}
-		}
-}
-
-// countersActor flushes the cache counters until interrupted, then once more.
-func countersActor(ctx context.Context, c *idemhttp.CacheCounters) (func() error, func(error)) {
-	stop := make(chan struct{})
-	return func() error {
-			c.Start(context.WithoutCancel(ctx))
-			<-stop
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return c.Stop(sctx)
+			return err
 		}, func(error) {
 			select {
 			case <-stop:
