@@ -37,7 +37,13 @@ from --goroutines goroutines, repeats one idempotency key --dups times, then wor
 every job with --workers workers and reports jobs/s and wait/run latency
 percentiles. Without --database it uses a fresh SQLite file in a temp directory.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd.Context(), cmd.OutOrStdout(), &f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep := &benchReport{w: cmd.OutOrStdout(), asJSON: wantJSON(cmd)}
+			if err := runBench(cmd.Context(), rep, &f); err != nil {
+				return err
+			}
+			return rep.flush()
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.db, "database", "", "database URL (default: a temp SQLite file)")
@@ -49,7 +55,7 @@ percentiles. Without --database it uses a fresh SQLite file in a temp directory.
 	return cmd
 }
 
-func runBench(ctx context.Context, w io.Writer, f *benchFlags) error {
+func runBench(ctx context.Context, rep *benchReport, f *benchFlags) error {
 	url := f.db
 	if url == "" {
 		dir, err := os.MkdirTemp("", "idem-bench-")
@@ -75,18 +81,19 @@ func runBench(ctx context.Context, w io.Writer, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "idem bench  store=%s  jobs=%d singles=%d goroutines=%d workers=%d\n", storeName(url), f.jobs, f.singles, f.goroutines, f.workers)
+	rep.Store = storeName(url)
+	rep.text("idem bench  store=%s  jobs=%d singles=%d goroutines=%d workers=%d\n", rep.Store, f.jobs, f.singles, f.goroutines, f.workers)
 	opts := &idem.EnqueueOpts{Queue: "bench"}
-	if err := benchBatch(ctx, w, client, f.jobs, opts); err != nil {
+	if err := benchBatch(ctx, rep, client, f.jobs, opts); err != nil {
 		return err
 	}
-	if err := benchSingles(ctx, w, client, f, opts); err != nil {
+	if err := benchSingles(ctx, rep, client, f, opts); err != nil {
 		return err
 	}
-	if err := benchDups(ctx, w, client, f.dups, opts); err != nil {
+	if err := benchDups(ctx, rep, client, f.dups, opts); err != nil {
 		return err
 	}
-	return benchWork(ctx, w, client, &ran, f.jobs+f.singles+min(f.dups, 1))
+	return benchWork(ctx, rep, client, &ran, f.jobs+f.singles+min(f.dups, 1))
 }
 
 func storeName(url string) string {
@@ -96,7 +103,7 @@ func storeName(url string) string {
 	return "sqlite"
 }
 
-func benchBatch(ctx context.Context, w io.Writer, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
+func benchBatch(ctx context.Context, rep *benchReport, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
 	start := time.Now()
 	for done := 0; done < n; done += idem.MaxBatch {
 		items := make([]idem.EnqueueParams, min(idem.MaxBatch, n-done))
@@ -107,11 +114,11 @@ func benchBatch(ctx context.Context, w io.Writer, c *idem.Client, n int, opts *i
 			return fmt.Errorf("batch enqueue: %w", err)
 		}
 	}
-	report(w, "enqueue batch of 1000", n, time.Since(start), nil)
+	rep.add("enqueue batch of 1000", n, time.Since(start), nil)
 	return nil
 }
 
-func benchSingles(ctx context.Context, w io.Writer, c *idem.Client, f *benchFlags, opts *idem.EnqueueOpts) error {
+func benchSingles(ctx context.Context, rep *benchReport, c *idem.Client, f *benchFlags, opts *idem.EnqueueOpts) error {
 	lat := make([][]time.Duration, f.goroutines)
 	var wg sync.WaitGroup
 	errs := make(chan error, f.goroutines)
@@ -135,11 +142,11 @@ func benchSingles(ctx context.Context, w io.Writer, c *idem.Client, f *benchFlag
 	if err := <-errs; err != nil {
 		return fmt.Errorf("single enqueue: %w", err)
 	}
-	report(w, fmt.Sprintf("enqueue single x%d goroutines", f.goroutines), f.singles, time.Since(start), slices.Concat(lat...))
+	rep.add(fmt.Sprintf("enqueue single x%d goroutines", f.goroutines), f.singles, time.Since(start), slices.Concat(lat...))
 	return nil
 }
 
-func benchDups(ctx context.Context, w io.Writer, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
+func benchDups(ctx context.Context, rep *benchReport, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
 	if n == 0 {
 		return nil
 	}
@@ -154,11 +161,11 @@ func benchDups(ctx context.Context, w io.Writer, c *idem.Client, n int, opts *id
 		}
 		lat = append(lat, time.Since(t))
 	}
-	report(w, "enqueue duplicate key", n, time.Since(start), lat)
+	rep.add("enqueue duplicate key", n, time.Since(start), lat)
 	return nil
 }
 
-func benchWork(ctx context.Context, w io.Writer, c *idem.Client, ran *atomic.Int64, total int) error {
+func benchWork(ctx context.Context, rep *benchReport, c *idem.Client, ran *atomic.Int64, total int) error {
 	start := time.Now()
 	if err := c.Start(ctx); err != nil {
 		return err
@@ -182,8 +189,9 @@ func benchWork(ctx context.Context, w io.Writer, c *idem.Client, ran *atomic.Int
 	if err != nil {
 		return err
 	}
-	report(w, "work (claim+run+complete)", total, elapsed, nil)
-	fmt.Fprintf(w, "  wait (run_at→start)   %s\n  run  (start→finish)   %s\n", percentiles(waits), percentiles(runs))
+	rep.add("work (claim+run+complete)", total, elapsed, nil)
+	rep.Wait, rep.Run = percentiles(waits), percentiles(runs)
+	rep.text("  wait (run_at→start)   %s\n  run  (start→finish)   %s\n", rep.Wait, rep.Run)
 	return nil
 }
 
@@ -208,12 +216,54 @@ func latencies(ctx context.Context, c *idem.Client) (waits, runs []time.Duration
 	}
 }
 
-func report(w io.Writer, what string, n int, d time.Duration, lat []time.Duration) {
-	fmt.Fprintf(w, "%-32s %8d jobs in %8.3fs = %10.0f jobs/s", what, n, d.Seconds(), float64(n)/d.Seconds())
-	if len(lat) > 0 {
-		fmt.Fprintf(w, "  latency %s", percentiles(lat))
+// benchReport prints the results of `idem bench` as text lines as they
+// come, or collects them for one JSON document (--json).
+type benchReport struct {
+	w      io.Writer
+	asJSON bool
+
+	Store string     `json:"store"`
+	Rows  []benchRow `json:"results"`
+	Wait  string     `json:"wait_latency,omitempty"`
+	Run   string     `json:"run_latency,omitempty"`
+}
+
+// benchRow is one measured step.
+type benchRow struct {
+	What      string  `json:"what"`
+	Jobs      int     `json:"jobs"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"jobs_per_second"`
+	Latency   string  `json:"latency,omitempty"`
+}
+
+// text prints a line unless the report is JSON.
+func (r *benchReport) text(format string, args ...any) {
+	if !r.asJSON {
+		fmt.Fprintf(r.w, format, args...)
 	}
-	fmt.Fprintln(w)
+}
+
+// add records (and in text mode prints) one step.
+func (r *benchReport) add(what string, n int, d time.Duration, lat []time.Duration) {
+	row := benchRow{What: what, Jobs: n, Seconds: d.Seconds(), PerSecond: float64(n) / d.Seconds()}
+	if len(lat) > 0 {
+		row.Latency = percentiles(lat)
+	}
+	r.Rows = append(r.Rows, row)
+	r.text("%-32s %8d jobs in %8.3fs = %10.0f jobs/s", what, n, row.Seconds, row.PerSecond)
+	if row.Latency != "" {
+		r.text("  latency %s", row.Latency)
+	}
+	r.text("\n")
+}
+
+// flush prints the JSON document in JSON mode.
+func (r *benchReport) flush() error {
+	if !r.asJSON {
+		return nil
+	}
+	return printJSON(r.w, r)
 }
 
 // percentiles formats p50/p95/p99 of ds (sorted in place).

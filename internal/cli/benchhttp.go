@@ -43,7 +43,9 @@ req/s and p50/p99 latency, for two workloads:
 Without --url it starts an in-process server on 127.0.0.1 with a temp SQLite
 file (or --database), which shares the CPU with the load generator.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchHTTP(cmd.Context(), cmd.OutOrStdout(), &f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchHTTP(cmd.Context(), cmd.OutOrStdout(), &f, wantJSON(cmd))
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "url", "", "server to load (default: an in-process server)")
@@ -56,7 +58,7 @@ file (or --database), which shares the CPU with the load generator.`,
 	return cmd
 }
 
-func runBenchHTTP(ctx context.Context, w io.Writer, f *benchHTTPFlags) error {
+func runBenchHTTP(ctx context.Context, w io.Writer, f *benchHTTPFlags, asJSON bool) error {
 	base, key := f.url, orEnv(f.apiKey, envAPIKey, "")
 	if base == "" {
 		url, secret, stop, err := startBenchServer(ctx, f.db)
@@ -69,7 +71,10 @@ func runBenchHTTP(ctx context.Context, w io.Writer, f *benchHTTPFlags) error {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: f.conc * 2, MaxIdleConnsPerHost: f.conc * 2,
 		IdleConnTimeout: time.Minute}}
 	defer hc.CloseIdleConnections()
-	fmt.Fprintf(w, "idem bench-http  url=%s  requests=%d  concurrency=%d\n", base, f.requests, f.conc)
+	if !asJSON {
+		fmt.Fprintf(w, "idem bench-http  url=%s  requests=%d  concurrency=%d\n", base, f.requests, f.conc)
+	}
+	var rows []map[string]any
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for _, mode := range f.modes {
 		var gen func(i int) (key string, body []byte)
@@ -90,8 +95,16 @@ func runBenchHTTP(ctx context.Context, w io.Writer, f *benchHTTPFlags) error {
 		if err != nil {
 			return err
 		}
+		if asJSON {
+			rows = append(rows, map[string]any{"mode": mode, "requests_per_second": res.rps, "p50_ms": ms(res.p50),
+				"p99_ms": ms(res.p99), "max_ms": ms(res.max), "statuses": res.statuses})
+			continue
+		}
 		fmt.Fprintf(w, "%-7s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  max %6.2f ms  statuses %v\n", mode, res.rps,
 			ms(res.p50), ms(res.p99), ms(res.max), res.statuses)
+	}
+	if asJSON {
+		return printJSON(w, map[string]any{"requests": f.requests, "concurrency": f.conc, "results": rows})
 	}
 	return nil
 }

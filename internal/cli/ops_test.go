@@ -250,3 +250,26 @@ func TestCompletion(t *testing.T) {
 		t.Fatalf("queue completion: %q", out)
 	}
 }
+
+// TestBenchJSON: bench and bench-http print one JSON document with --json.
+func TestBenchJSON(t *testing.T) {
+	t.Parallel()
+	out, errs, code := run(t, "bench", "--json", "--jobs", "20", "--singles", "10", "--dups", "5", "--workers", "2", "--goroutines", "2")
+	var rep struct {
+		Store   string `json:"store"`
+		Results []struct {
+			What string `json:"what"`
+			Jobs int    `json:"jobs"`
+		} `json:"results"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Store != "sqlite" || len(rep.Results) != 4 {
+		t.Fatalf("bench --json: %d %q %q", code, out, errs)
+	}
+	out, errs, code = run(t, "bench-http", "--json", "--requests", "20", "--concurrency", "2", "--keys", "3")
+	var hrep struct {
+		Results []map[string]any `json:"results"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &hrep) != nil || len(hrep.Results) != 2 {
+		t.Fatalf("bench-http --json: %d %q %q", code, out, errs)
+	}
+}
