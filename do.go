@@ -60,6 +60,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 				return nil, err
 			}
 			c.stats.cacheHits.Add(1)
+			c.observeDo(EventCacheHit, o.Tenant)
 			return &DoResult{Result: out, WasCached: true}, nil
 		}
 		now := c.now()
@@ -90,6 +91,7 @@ func (c *Client) doAcquire(ctx context.Context, key, owner string, o DoOpts) (*s
 // result, or releases the key on failure.
 func (c *Client) doRun(ctx context.Context, key, owner string, o DoOpts, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
 	c.stats.cacheMisses.Add(1)
+	c.observeDo(EventCacheMiss, o.Tenant)
 	start := c.now()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

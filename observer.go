@@ -19,9 +19,10 @@ const (
 	EventDeduplicated EventType = "deduplicated"
 	// EventClaimed: a worker (in-process or pull) took the job; Wait is set.
 	EventClaimed EventType = "claimed"
-	// EventCacheHit: a keyed job was answered from a cached result.
+	// EventCacheHit: a keyed job (or a Do call: JobID 0, no queue or
+	// kind) was answered from a cached result.
 	EventCacheHit EventType = "cache_hit"
-	// EventCacheMiss: a keyed job found no cached result and runs.
+	// EventCacheMiss: a keyed job (or a Do call) found no cached result and runs.
 	EventCacheMiss EventType = "cache_miss"
 	// EventFinished: an attempt ended; State, Outcome, Run and Err are set.
 	EventFinished EventType = "finished"
@@ -66,6 +67,14 @@ func (c *Client) observe(t EventType, row *JobRow, fill func(e *JobEvent)) {
 		fill(e)
 	}
 	c.cfg.Observer.ObserveJob(e)
+}
+
+// observeDo reports a cache hit or miss of Do (no job: JobID 0, Queue
+// and Kind empty).
+func (c *Client) observeDo(t EventType, tenant string) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.ObserveJob(&JobEvent{Type: t, Tenant: tenant})
+	}
 }
 
 // observeClaim reports a claim at now.
