@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -26,6 +27,9 @@ const (
 	EventCacheMiss EventType = "cache_miss"
 	// EventFinished: an attempt ended; State, Outcome, Run and Err are set.
 	EventFinished EventType = "finished"
+	// EventRescued: the job's lease expired and the rescuer took it back
+	// (on the maintenance leader); State is its new state.
+	EventRescued EventType = "rescued"
 )
 
 // JobEvent is one event of one job. Observers must not keep the pointer
@@ -74,6 +78,20 @@ func (c *Client) observe(t EventType, row *JobRow, fill func(e *JobEvent)) {
 func (c *Client) observeDo(t EventType, tenant string) {
 	if c.cfg.Observer != nil {
 		c.cfg.Observer.ObserveJob(&JobEvent{Type: t, Tenant: tenant})
+	}
+}
+
+// observeRescue reports rescued jobs, reading each (rescues are rare).
+func (c *Client) observeRescue(ctx context.Context, ids []int64) {
+	if c.cfg.Observer == nil {
+		return
+	}
+	for _, id := range ids {
+		row, err := c.store.JobGet(ctx, "", id)
+		if err != nil {
+			row = &JobRow{ID: id} // deleted meanwhile: report it unlabelled
+		}
+		c.observe(EventRescued, row, func(e *JobEvent) { e.State = row.State })
 	}
 }
 

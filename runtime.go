@@ -100,6 +100,7 @@ func (rt *runtime) startMaintenance(ctx context.Context) {
 		DeadRetention: cfg.DeadRetention, OnPromote: rt.wakeQueues}
 	rescue := *mc
 	rescue.Interval = cfg.RescueInterval
+	rescue.OnRescue = rt.c.observeRescue
 	retention := *mc
 	retention.Interval = cfg.MaintenanceInterval
 	r, p, t := maintenance.NewRescuer(rt.c.store, &rescue), maintenance.NewPromoter(rt.c.store, mc),

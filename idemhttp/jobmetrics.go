@@ -17,7 +17,7 @@ const DefaultMetricsMaxLabels = 50
 const otherLabel = "other"
 
 // JobMetrics is an idem.Observer that counts job events for Prometheus:
-// idem_jobs_{enqueued,deduplicated,claimed,completed,failed,retried,dead}_total,
+// idem_jobs_{enqueued,deduplicated,claimed,completed,failed,retried,dead,rescued}_total,
 // idem_cache_{hits,misses}_total and the idem_job_{wait,run}_seconds
 // histograms, labelled by queue and kind only (never tenant or job id).
 // Set it as idem.Config.Observer and register it on Server.Registry().
@@ -49,6 +49,7 @@ func NewJobMetrics(maxLabels int) *JobMetrics {
 		"jobs_dead_total":         "Jobs moved to the dead-letter queue.",
 		"cache_hits_total":        "Keyed jobs answered from a cached result.",
 		"cache_misses_total":      "Keyed jobs that ran because nothing was cached.",
+		"jobs_rescued_total":      "Jobs whose expired lease the rescuer took back.",
 	} {
 		m.counters[name] = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idem", Name: name, Help: help},
 			[]string{"queue", "kind"})
@@ -96,6 +97,8 @@ func (m *JobMetrics) ObserveJob(e *idem.JobEvent) {
 		inc("cache_hits_total")
 	case idem.EventCacheMiss:
 		inc("cache_misses_total")
+	case idem.EventRescued:
+		inc("jobs_rescued_total")
 	case idem.EventFinished:
 		m.finished(e, q, k)
 	}

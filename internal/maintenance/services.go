@@ -33,6 +33,8 @@ type Config struct {
 	DeadRetention      time.Duration
 	// OnPromote is told the queues that got available jobs (wake-ups).
 	OnPromote func(queues []string)
+	// OnRescue is told the ids of the jobs whose expired lease was rescued.
+	OnRescue func(ctx context.Context, ids []int64)
 }
 
 func (c *Config) withDefaults(interval time.Duration) Config {
@@ -70,6 +72,9 @@ func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 	for {
 		ids, err := r.store.JobRescue(ctx, &store.JobRescueParams{Now: r.cfg.Now().UTC(), Limit: r.cfg.Batch})
 		total += len(ids)
+		if len(ids) > 0 && r.cfg.OnRescue != nil {
+			r.cfg.OnRescue(ctx, ids)
+		}
 		if err != nil || len(ids) < r.cfg.Batch {
 			if len(ids) > 0 && r.cfg.OnPromote != nil {
 				r.cfg.OnPromote(nil)
