@@ -16,6 +16,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/ui"
 )
 
 // Environment variables and defaults of `idem serve`.
@@ -121,7 +122,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, f *serveFlags) erro
 	if opsAddr != "" {
 		apiHandler = server.APIHandler()
 	}
-	if err := addHTTP(&g, stdout, logger, "api", orEnv(f.listen, envListen, defaultListen), apiHandler, f.shutdownTimeout); err != nil {
+	if err := addHTTP(&g, stdout, logger, "api", orEnv(f.listen, envListen, defaultListen), ui.Mount(apiHandler, &ui.Config{Logger: logger}), f.shutdownTimeout); err != nil {
 		return err
 	}
 	if opsAddr != "" {
