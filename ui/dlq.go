@@ -63,10 +63,7 @@ func (h *Handler) dlq(w http.ResponseWriter, r *http.Request, s *session) {
 func (h *Handler) countDead(r *http.Request, cl *idemclient.Client, jq *jobQuery) ([]*idemclient.Job, bool, error) {
 	jq.Limit = dlqCountLimit
 	jq.list.Limit = dlqCountLimit
-	saved := h.cfg.ScanLimit
-	hh := *h
-	hh.cfg.ScanLimit = max(saved, dlqCountLimit)
-	page, err := hh.listJobs(r.Context(), cl, jq, true)
+	page, err := scanJobs(r.Context(), cl, jq, true, max(h.cfg.ScanLimit, dlqCountLimit))
 	if err != nil {
 		return nil, false, err
 	}

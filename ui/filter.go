@@ -155,6 +155,11 @@ type scanned struct {
 // API list, asking each time for at most the jobs still missing, so the
 // API's cursor always resumes exactly after the last job examined.
 func (h *Handler) listJobs(ctx context.Context, cl *idemclient.Client, jq *jobQuery, dlq bool) (*scanned, error) {
+	return scanJobs(ctx, cl, jq, dlq, h.cfg.ScanLimit)
+}
+
+// scanJobs is listJobs with an explicit bound on the jobs scanned.
+func scanJobs(ctx context.Context, cl *idemclient.Client, jq *jobQuery, dlq bool, scanLimit int) (*scanned, error) {
 	list := cl.ListJobs
 	if dlq {
 		list = cl.DLQList
@@ -177,12 +182,10 @@ func (h *Handler) listJobs(ctx context.Context, cl *idemclient.Client, jq *jobQu
 		if page.NextCursor == "" || len(out.Jobs) >= jq.Limit {
 			return out, nil
 		}
-		if out.Scanned >= h.cfg.ScanLimit {
+		if out.Scanned >= scanLimit {
 			out.Truncated = true
 			return out, nil
 		}
 		p.Cursor = page.NextCursor
 	}
 }
-
-func jsonUnmarshal(raw json.RawMessage, v any) error { return json.Unmarshal(raw, v) }

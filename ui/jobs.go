@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -149,18 +150,15 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request, s *session) {
 	h.render(w, r, http.StatusOK, "job", s, d)
 }
 
-// replayOf is metadata.replay_of of a replayed copy.
+// replayOf is metadata.replay_of of a replayed copy ("" otherwise).
 func replayOf(j *idemclient.Job) string {
-	m := &valueMatch{Path: []string{"replay_of"}}
-	if len(j.Metadata) == 0 {
+	var md struct {
+		ReplayOf string `json:"replay_of"`
+	}
+	if len(j.Metadata) == 0 || json.Unmarshal(j.Metadata, &md) != nil {
 		return ""
 	}
-	var md map[string]any
-	if err := jsonUnmarshal(j.Metadata, &md); err != nil {
-		return ""
-	}
-	v, _ := md[m.Path[0]].(string)
-	return v
+	return md.ReplayOf
 }
 
 // jobAction is a button on the job page: cancel, retry or replay.
