@@ -230,6 +230,15 @@ func TestBrowser(t *testing.T) {
 		}
 		checkA11y(t, ctx, axe, "jobs")
 		shot(t, ctx, dir, "jobs")
+		do(t, ctx, chromedp.Click(chromedp.CSS("#sel-"+ids[0])), chromedp.Click(chromedp.CSS("#sel-"+ids[1])),
+			chromedp.Click(chromedp.CSS(`button[value=cancel]`)))
+		waitJS(t, ctx, `document.querySelector('.msg.ok') !== null`)
+		if got := text(t, ctx, ".msg.ok"); !strings.Contains(got, "Cancelled 2 of 2") {
+			t.Fatalf("bulk cancel: %q", got)
+		}
+		if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-job] .st-cancelled').length`)); err != nil || n != 2 {
+			t.Fatalf("cancelled rows after bulk cancel: %d %v", n, err)
+		}
 	})
 
 	t.Run("bad filter input is a message, not an error page", func(t *testing.T) {
@@ -248,6 +257,7 @@ func TestBrowser(t *testing.T) {
 		if got := text(t, ctx, ".msg.error"); !strings.Contains(got, "not a job id") {
 			t.Errorf("job abc: %q", got)
 		}
+		checkA11y(t, ctx, axe, "error")
 	})
 
 	t.Run("dead job: attempts, requeue from the DLQ, completes", func(t *testing.T) {
@@ -285,6 +295,17 @@ func TestBrowser(t *testing.T) {
 		}
 		do(t, ctx, chromedp.Navigate(base+"/ui/jobs/"+id))
 		waitJS(t, ctx, `document.querySelector('.lead .state').textContent === 'completed'`)
+
+		// Replay makes a copy whose metadata points back to the original.
+		do(t, ctx, chromedp.Click(chromedp.CSS(`form[action$="/replay"] button`)))
+		waitJS(t, ctx, `document.querySelector('.msg.ok') !== null`)
+		if got := text(t, ctx, ".msg.ok"); !strings.Contains(got, "1 new job") {
+			t.Fatalf("replay: %q", got)
+		}
+		do(t, ctx, chromedp.Navigate(base+"/ui/jobs?meta=replay_of%3D"+id))
+		waitJS(t, ctx, `document.querySelectorAll('tr[data-job]').length === 1`)
+		do(t, ctx, chromedp.Click(chromedp.CSS(`tr[data-job] a`)))
+		waitJS(t, ctx, `document.querySelector('dl.facts') !== null && document.querySelector('dl.facts').textContent.includes('Replay of')`)
 	})
 
 	t.Run("requeue by filter shows the count first", func(t *testing.T) {
@@ -296,6 +317,7 @@ func TestBrowser(t *testing.T) {
 		if got := text(t, ctx, "#confirm-count"); !strings.Contains(got, "requeues 1 dead job") {
 			t.Fatalf("confirmation %q", got)
 		}
+		checkA11y(t, ctx, axe, "dlq-confirm")
 		shot(t, ctx, dir, "dlq-confirm")
 		do(t, ctx, chromedp.Click(chromedp.CSS(`form.card button[type=submit]`)))
 		waitJS(t, ctx, `document.querySelector('.msg.ok') !== null && document.querySelector('.msg.ok').textContent.includes('Requeued 1 dead jobs')`)
