@@ -70,6 +70,14 @@ func TestSign(t *testing.T) {
 			}
 		}
 	})
+	t.Run("matches the example in docs/webhooks.md", func(t *testing.T) {
+		t.Parallel()
+		body := `{"job_id":42,"kind":"order.shipped","args":{"order":42},"attempt":2,"idempotency_key":"order-42:shipped","partition_key":"customer-9"}`
+		got := Sign(sec, "order-42:shipped", time.Unix(1764133200, 0), []byte(body))
+		if got != "v1,YCU7Wcl7mclLiJw7EWLj+gPh4bq8g9YRNAU2hJUx+Vk=" {
+			t.Fatalf("Sign = %q", got)
+		}
+	})
 	t.Run("signer refuses no secrets", func(t *testing.T) {
 		t.Parallel()
 		if _, err := NewSigner(); !errors.Is(err, ErrNoSecrets) {

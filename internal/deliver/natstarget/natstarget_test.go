@@ -39,7 +39,7 @@ type bundle struct {
 // setup connects to the real NATS server and creates a uniquely named stream,
 // deleted when the test ends. Without a server it fails under
 // IDEM_REQUIRE_NATS=1 and skips loudly otherwise.
-func setup(t *testing.T) bundle {
+func setup(t testing.TB) bundle {
 	t.Helper()
 	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second), nats.NoReconnect())
 	if err != nil {
