@@ -271,6 +271,17 @@ func TestSenderAddressPolicy(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a followed redirect to the metadata address is refused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, &Config{FollowRedirects: true})
+		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		})
+		out := b.push(t, srv.URL)
+		if out.Class != ClassDead || !errors.Is(out.Err, ErrForbiddenAddress) {
+			t.Fatalf("%v %v", out.Class, out.Err)
+		}
+	})
 	t.Run("loopback is allowed by default", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -17,7 +18,16 @@ import (
 	"github.com/idem-dev/idem/internal/deliver"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain warns on stderr, visible without -v, when the NATS tests will
+// skip, then checks for leaked goroutines.
+func TestMain(m *testing.M) {
+	if nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second), nats.NoReconnect()); err != nil {
+		fmt.Fprintf(os.Stderr, "natstarget: NATS at %s not answering (%v): JetStream tests SKIP (FAIL under IDEM_REQUIRE_NATS=1)\n", natsURL(), err)
+	} else {
+		nc.Close()
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var _ deliver.Target = (*Target)(nil)
 
