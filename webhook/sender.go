@@ -149,6 +149,9 @@ func (s *Sender) Send(ctx context.Context, r *Request) Outcome {
 	if err != nil {
 		return Outcome{Class: ClassDead, Err: err}
 	}
+	if r.Signer != nil && r.ID == "" {
+		return Outcome{Class: ClassDead, Err: errors.New("webhook: a signed request needs an ID")}
+	}
 	release, err := s.slots.acquire(ctx, targetKey(u), s.cfg.SlotWait)
 	if err != nil {
 		return Outcome{Class: ClassRetry, Err: err}

@@ -208,6 +208,14 @@ func TestSenderResponses(t *testing.T) {
 		srv.Close()
 		wantClass(t, b.push(t, url), ClassRetry, 0)
 	})
+	t.Run("signed request without an id is dead", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		out := b.sender.Send(t.Context(), &Request{URL: "http://127.0.0.1:1/", Body: []byte("{}"), Signer: b.signer})
+		if out.Class != ClassDead || out.Err == nil {
+			t.Fatalf("%v %v", out.Class, out.Err)
+		}
+	})
 	t.Run("invalid url is dead", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
