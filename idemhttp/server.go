@@ -39,6 +39,7 @@ type Server struct {
 type route struct {
 	method, path string
 	ops          bool // no key; served by OpsHandler
+	public       bool // an API route served without a key
 	idempotent   bool // wrapped in the Idempotency-Key middleware
 	handler      func(w http.ResponseWriter, r *http.Request) error
 }
@@ -88,7 +89,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/idempotency/{key}", handler: s.getRecord},
 		{method: "DELETE", path: "/v1/idempotency/{key}", handler: s.deleteRecord},
 		{method: "GET", path: "/v1/stats", handler: s.stats},
-		{method: "GET", path: "/v1/openapi.json", handler: s.openAPI},
+		{method: "GET", path: "/v1/openapi.json", public: true, handler: s.openAPI},
 		{method: "GET", path: "/healthz", ops: true, handler: s.healthz},
 		{method: "GET", path: "/readyz", ops: true, handler: s.readyz},
 		{method: "GET", path: "/metrics", ops: true, handler: s.metricsHandler},
@@ -106,7 +107,7 @@ func (s *Server) mux(api, ops bool) http.Handler {
 		if rt.idempotent {
 			h = s.idemMW(h)
 		}
-		if !rt.ops {
+		if !rt.ops && !rt.public {
 			h = s.auth.wrap(s, h)
 		}
 		mux.Handle(rt.method+" "+rt.path, s.metrics.instrument(rt.method+" "+rt.path, h))
