@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -56,26 +57,17 @@ func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueP
 	return out, nil
 }
 
-// handlerKey finds the running job of a handler's context.
-type handlerKey struct{}
-
-// handlerJob is what a handler's context carries for JobCompleteTx.
-type handlerJob struct {
-	rt  *runtime
-	row *JobRow
-}
-
 // JobCompleteTx completes the job whose handler ctx belongs to, inside the
 // caller's transaction tx: the job is completed if and only if tx commits, so
 // a handler's own writes and its completion commit together (exactly-once
 // effects). The handler should return the same result afterwards; the
 // runtime's own completion then finds the job completed and does nothing.
 func JobCompleteTx[TTx any](ctx context.Context, tx TTx, result any) error {
-	hj, ok := ctx.Value(handlerKey{}).(*handlerJob)
+	ex, row, ok := executor.JobFromContext(ctx)
 	if !ok {
 		return errors.New("job complete tx: ctx is not a job handler's context")
 	}
-	ts, ok := hj.rt.c.store.(TxStore[TTx])
+	ts, ok := ex.Store().(TxStore[TTx])
 	if !ok {
 		return fmt.Errorf("job complete tx: %w", ErrNoTxSupport)
 	}
@@ -83,12 +75,12 @@ func JobCompleteTx[TTx any](ctx context.Context, tx TTx, result any) error {
 	if err != nil {
 		return err
 	}
-	fin := &store.JobFinishParams{ID: hj.row.ID, LeaseToken: hj.row.LeaseToken}
-	hj.rt.completeAttempt(hj.row, fin, res)
-	now := hj.rt.c.now()
+	fin := &store.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken}
+	ex.SetOutcome(fin, row, res, nil)
+	now := ex.Now()
 	fin.FinishedAt = now
-	if hj.row.StartedAt != nil {
-		fin.DurationMS = now.Sub(*hj.row.StartedAt).Milliseconds()
+	if row.StartedAt != nil {
+		fin.DurationMS = now.Sub(*row.StartedAt).Milliseconds()
 	}
 	errs, err := ts.JobFinishManyTx(ctx, tx, []*store.JobFinishParams{fin})
 	if err != nil {

@@ -138,7 +138,7 @@ func TestServicesStartAndStop(t *testing.T) {
 	st := openStore(t)
 	cfg := &maintenance.Config{Interval: time.Millisecond}
 	for _, s := range []interface {
-		Start(context.Context)
+		Start(context.Context) error
 		Stop()
 	}{maintenance.NewRescuer(st, cfg), maintenance.NewPromoter(st, cfg), maintenance.NewRetention(st, cfg)} {
 		s.Start(context.Background())
