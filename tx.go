@@ -20,7 +20,7 @@ type TxStore[TTx any] interface {
 var ErrNoTxSupport = errors.New("store does not support transactions of this type")
 
 // EnqueueTx inserts jobs inside the caller's transaction tx: they exist if and
-// only if tx commits. Local workers are woken after the call, so a worker may
+// only if tx commits. Validation, errors and results are EnqueueMany's. Local workers are woken after the call, so a worker may
 // look before the commit; polling (or LISTEN/NOTIFY) picks the jobs up once
 // committed.
 func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueParams) ([]EnqueueResult, error) {
@@ -28,33 +28,9 @@ func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueP
 	if !ok {
 		return nil, fmt.Errorf("enqueue tx: %w", ErrNoTxSupport)
 	}
-	if len(items) == 0 {
-		return nil, nil
-	}
-	if len(items) > MaxBatch {
-		return nil, fmt.Errorf("enqueue tx: batch of %d is over %d: %w", len(items), MaxBatch, ErrInvalid)
-	}
-	now := c.now()
-	params := make([]*store.JobInsertParams, len(items))
-	for i, it := range items {
-		p, err := c.insertParams(it, now)
-		if err != nil {
-			return nil, err
-		}
-		params[i] = p
-	}
-	res, err := ts.JobInsertManyTx(ctx, tx, &store.JobInsertManyParams{Jobs: params, Now: now})
-	if err != nil {
-		return nil, fmt.Errorf("enqueue tx: %w", err)
-	}
-	out := make([]EnqueueResult, len(res))
-	for i, r := range res {
-		out[i] = EnqueueResult{Job: r.Job, Existing: r.Existing, Err: r.Err}
-		if r.Err == nil && !r.Existing {
-			c.wake(r.Job.Queue)
-		}
-	}
-	return out, nil
+	return c.enqueueMany(ctx, items, func(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+		return ts.JobInsertManyTx(ctx, tx, p)
+	})
 }
 
 // JobCompleteTx completes the job whose handler ctx belongs to, inside the
