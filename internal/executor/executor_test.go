@@ -132,7 +132,9 @@ func TestSetOutcome(t *testing.T) {
 	})
 }
 
-func snooze(d time.Duration) error { return &idemtype.ControlError{Kind: idemtype.ControlSnooze, After: d} }
+func snooze(d time.Duration) error {
+	return &idemtype.ControlError{Kind: idemtype.ControlSnooze, After: d}
+}
 
 func control(k idemtype.ControlKind, d time.Duration) error {
 	return &idemtype.ControlError{Kind: k, After: d, Err: errors.New("boom")}
