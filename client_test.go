@@ -616,7 +616,7 @@ func TestDo(t *testing.T) {
 				defer wg.Done()
 				r, err := b.client.Do(ctx, "do-key", func(ctx context.Context) (any, error) {
 					calls.Add(1)
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond) // simulates work while the others wait on the key
 					return map[string]int{"area": 42}, nil
 				}, &idem.DoOpts{Wait: 10 * time.Second})
 				if err != nil {

@@ -68,7 +68,7 @@ func mpChild() int {
 		if err := logStart(j); err != nil {
 			return nil, err
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // simulates work
 		if j.Attempt < a.FailUntil {
 			return nil, errors.New("planned failure")
 		}
