@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store/pgstore"
 )
 
 func TestJobWait(t *testing.T) {
@@ -141,6 +142,42 @@ func TestJobWait(t *testing.T) {
 			t.Fatalf("JobWait of an unknown job: %v", err)
 		}
 	})
+}
+
+func TestJobWaitPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	waiter, pool, schema := pgSetup(t, nil)
+	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	workers := idem.NewWorkers()
+	workers.Handle("pg", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		return json.RawMessage(`"done"`), nil
+	})
+	worker, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(2), Logger: quietLogger(),
+		DisableMaintenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&bundle{client: worker}).start(t)
+	r, err := waiter.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "pg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	row, err := waiter.client.JobWait(waitCtx, r.Job.ID)
+	if err != nil || row.State != idem.StateCompleted || string(row.Result) != `"done"` {
+		t.Fatalf("JobWait on PostgreSQL: %+v %v", row, err)
+	}
+	// The worker's own client hears its completer at once.
+	r2, _ := worker.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "pg"})
+	if row, err := worker.JobWait(waitCtx, r2.Job.ID); err != nil || row.State != idem.StateCompleted {
+		t.Fatalf("local JobWait on PostgreSQL: %+v %v", row, err)
+	}
 }
 
 func TestEnqueueTxSharesEnqueueManyPath(t *testing.T) {

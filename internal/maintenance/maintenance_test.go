@@ -205,28 +205,3 @@ func TestServiceLoopSignals(t *testing.T) {
 	r.Stop()
 	<-r.Stopped()
 }
-
-func TestElectorCampaignsAndResigns(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st := openStore(t)
-	a := leadership.New(st, leadership.Config{Owner: "a", TTL: time.Hour})
-	a.TestSignals.Attempted.Init()
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = a.Start(ctx) // no-op while campaigning
-	if !a.TestSignals.Attempted.WaitOrTimeout(t) || !a.IsLeader() {
-		t.Fatal("a lone elector does not lead")
-	}
-	a.Stop()
-	a.Stop()
-	if a.IsLeader() {
-		t.Fatal("a leads after Stop")
-	}
-	b := leadership.New(st, leadership.Config{Owner: "b", TTL: time.Hour})
-	if ok, err := b.RunOnce(ctx); !ok || err != nil {
-		t.Fatalf("b cannot lead after a resigned: %v %v", ok, err)
-	}
-	leadership.New(st, leadership.Config{Owner: "c"}).Stop() // Stop without Start
-}
