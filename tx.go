@@ -16,7 +16,7 @@ type TxStore[TTx any] interface {
 	JobFinishManyTx(ctx context.Context, tx TTx, p []*store.JobFinishParams) ([]error, error)
 }
 
-// ErrNoTxSupport: the client's store cannot join a transaction of that type.
+// ErrNoTxSupport means the client's store cannot join a transaction of that type.
 var ErrNoTxSupport = errors.New("store does not support transactions of this type")
 
 // EnqueueTx inserts jobs inside the caller's transaction tx: they exist if and

@@ -143,7 +143,7 @@ func TestCompleter(t *testing.T) {
 			t.Fatalf("flushed %d", n)
 		}
 		c.Stop()
-		row, _ := cs.Store.JobGet(ctx, "t", fins[0].ID)
+		row, _ := cs.JobGet(ctx, "t", fins[0].ID)
 		if row.State != idemtype.StateCompleted || cs.calls.Load() != 3 {
 			t.Fatalf("state %s after %d calls", row.State, cs.calls.Load())
 		}
