@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/internal/completer"
@@ -135,9 +136,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.stopped = true
 	c.mu.Unlock()
 
-	for _, p := range rt.producers {
-		p.Stop() // no executor starts after this
-	}
+	stopAll(rt.producers) // no executor starts after this
 	c.notifier.Stop()
 	done := make(chan struct{})
 	go func() { rt.running.Wait(); close(done) }()
@@ -157,6 +156,17 @@ func (c *Client) Stop(ctx context.Context) error {
 		rt.elector.Stop()
 	}
 	return err
+}
+
+// stopAll stops services at once (a slow one does not delay the others'
+// cancellation) and waits for them all.
+func stopAll[S startstop.Service](services []S) {
+	var wg sync.WaitGroup
+	for _, s := range services {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Stop() }()
+	}
+	wg.Wait()
 }
 
 // releaseRunning gives the leases of every running job back to the store.
