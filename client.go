@@ -49,7 +49,9 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
 	cl := &Client{store: st, cfg: c, logger: c.Logger}
-	cl.exec = newExecutor(st, c, &cl.stats)
+	if cl.exec, err = newExecutor(st, c, &cl.stats); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
 	l, _ := st.(notifier.Listener)
 	cl.notifier = notifier.New(l, c.Logger)
 	return cl, nil

@@ -44,7 +44,7 @@ type runtime struct {
 
 // newExecutor builds the executor of c: the one place that turns an attempt
 // into a finish, for Go workers, pull workers and JobCompleteTx alike.
-func newExecutor(st store.Store, cfg *Config, stats *clientStats) *executor.Executor {
+func newExecutor(st store.Store, cfg *Config, stats *clientStats) (*executor.Executor, error) {
 	return executor.New(&executor.Config{
 		Store: st, Logger: cfg.Logger, Now: func() time.Time { return cfg.Now().UTC() },
 		LeaseDuration: cfg.LeaseDuration, CompressThreshold: cfg.CompressThreshold,
@@ -79,10 +79,14 @@ func (c *Client) Start(ctx context.Context) error {
 		kinds = c.cfg.Workers.Kinds() // Workers is set whenever there are queues
 	}
 	for name, q := range c.cfg.Queues {
-		p := producer.New(c.store, c.exec, rt.running, rt.completer.Submit, &producer.Config{
+		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.Submit, &producer.Config{
 			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
 			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
 			WorkerID: c.cfg.WorkerID, Kinds: kinds, Now: c.now, Logger: c.logger})
+		if err != nil {
+			rt.completer.Stop()
+			return fmt.Errorf("start: %w", err)
+		}
 		c.notifier.Subscribe(name, p.Wake)
 		rt.producers = append(rt.producers, p)
 	}

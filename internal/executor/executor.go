@@ -64,8 +64,14 @@ type Executor struct {
 	cfg Config
 }
 
-// New returns an executor on cfg.
-func New(cfg *Config) *Executor {
+// New returns an executor on cfg, or an error naming a missing field.
+func New(cfg *Config) (*Executor, error) {
+	if cfg == nil || cfg.Store == nil || cfg.Now == nil || cfg.ResultTTL == nil || cfg.RetryDelay == nil || cfg.Handler == nil {
+		return nil, errors.New("new executor: Store, Now, ResultTTL, RetryDelay and Handler are required")
+	}
+	if cfg.LeaseDuration <= 0 {
+		return nil, errors.New("new executor: LeaseDuration must be positive")
+	}
 	c := *cfg
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -76,7 +82,7 @@ func New(cfg *Config) *Executor {
 	if c.CacheMisses == nil {
 		c.CacheMisses = new(atomic.Int64)
 	}
-	return &Executor{cfg: c}
+	return &Executor{cfg: c}, nil
 }
 
 // Store returns the store the executor uses (JobCompleteTx joins its

@@ -39,13 +39,16 @@ func setup(t *testing.T) *bundle {
 	}
 	t.Cleanup(func() { st.Close() })
 	b := &bundle{store: st, handlers: map[string]executor.Handler{}}
-	b.exec = executor.New(&executor.Config{
+	b.exec, err = executor.New(&executor.Config{
 		Store: st, Now: func() time.Time { return now }, LeaseDuration: time.Minute, CompressThreshold: 64,
 		ResultTTL:  func(string) time.Duration { return time.Hour },
 		RetryDelay: func(row *idemtype.JobRow) time.Duration { return time.Duration(row.Attempt) * time.Second },
 		Handler:    func(kind string) executor.Handler { return b.handlers[kind] },
 		CacheHits:  &b.hits, CacheMisses: &b.misses,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return b
 }
 
@@ -239,6 +242,16 @@ func TestExecute(t *testing.T) {
 			t.Fatalf("run %v misses %d", run, b.misses.Load())
 		}
 	})
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	if _, err := executor.New(&executor.Config{}); err == nil {
+		t.Fatal("an empty config was accepted")
+	}
+	if _, err := executor.New(nil); err == nil {
+		t.Fatal("a nil config was accepted")
+	}
 }
 
 func TestResultCodec(t *testing.T) {

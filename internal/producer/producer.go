@@ -13,6 +13,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -58,13 +59,21 @@ type Producer struct {
 
 // New returns a producer that runs its jobs with exec, registers them in
 // running and hands their finishes to complete (the completer's Submit).
-func New(st store.Jobs, exec *executor.Executor, running *Running, complete func(*store.JobFinishParams), cfg *Config) *Producer {
+// It returns an error naming an invalid field of cfg.
+func New(st store.Jobs, exec *executor.Executor, running *Running, complete func(*store.JobFinishParams), cfg *Config) (*Producer, error) {
+	if st == nil || exec == nil || running == nil || complete == nil || cfg == nil {
+		return nil, errors.New("new producer: store, executor, running, complete and cfg are required")
+	}
+	if cfg.Queue == "" || cfg.MaxWorkers < 1 || cfg.FetchLimit < 1 || cfg.PollInterval <= 0 ||
+		cfg.LeaseDuration <= 0 || cfg.Now == nil {
+		return nil, fmt.Errorf("new producer %q: Queue, Now and positive MaxWorkers, FetchLimit, PollInterval and LeaseDuration are required", cfg.Queue)
+	}
 	c := *cfg
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return &Producer{cfg: c, store: st, exec: exec, running: running, complete: complete,
-		wakeCh: make(chan struct{}, 1)}
+		wakeCh: make(chan struct{}, 1)}, nil
 }
 
 // Wake makes the producer look for jobs now; it never blocks.

@@ -44,7 +44,7 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(func() { st.Close() })
 	b := &bundle{store: st, running: producer.NewRunning(), finished: make(chan int64, 1000),
 		handlers: map[string]executor.Handler{}}
-	b.exec = executor.New(&executor.Config{Store: st, Now: utcNow, LeaseDuration: time.Minute,
+	b.exec, err = executor.New(&executor.Config{Store: st, Now: utcNow, LeaseDuration: time.Minute,
 		ResultTTL:  func(string) time.Duration { return time.Hour },
 		RetryDelay: func(*idemtype.JobRow) time.Duration { return time.Hour },
 		Handler: func(kind string) executor.Handler {
@@ -52,6 +52,9 @@ func setup(t *testing.T) *bundle {
 			defer b.mu.Unlock()
 			return b.handlers[kind]
 		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.completer = completer.New(st, &completer.Config{Finished: func(ids []int64) {
 		for _, id := range ids {
 			b.finished <- id
@@ -70,9 +73,12 @@ func (b *bundle) handle(kind string, h executor.Handler) {
 
 func (b *bundle) producer(t *testing.T, workers int) *producer.Producer {
 	t.Helper()
-	p := producer.New(b.store, b.exec, b.running, b.completer.Submit, &producer.Config{
+	p, err := producer.New(b.store, b.exec, b.running, b.completer.Submit, &producer.Config{
 		Queue: "q", MaxWorkers: workers, FetchLimit: 10, PollInterval: time.Hour, LeaseDuration: time.Minute,
 		WorkerID: "w", Now: utcNow})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.TestSignals.Claimed.Init()
 	t.Cleanup(p.Stop)
 	return p
@@ -200,6 +206,25 @@ func TestProducer(t *testing.T) {
 			t.Fatalf("a dropped finish was written: %s", row.State)
 		}
 	})
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for name, cfg := range map[string]*producer.Config{
+		"no queue":      {MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Second, LeaseDuration: time.Minute, Now: utcNow},
+		"no workers":    {Queue: "q", FetchLimit: 1, PollInterval: time.Second, LeaseDuration: time.Minute, Now: utcNow},
+		"no poll":       {Queue: "q", MaxWorkers: 1, FetchLimit: 1, LeaseDuration: time.Minute, Now: utcNow},
+		"no clock":      {Queue: "q", MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Second, LeaseDuration: time.Minute},
+		"no fetch size": {Queue: "q", MaxWorkers: 1, PollInterval: time.Second, LeaseDuration: time.Minute, Now: utcNow},
+	} {
+		if _, err := producer.New(b.store, b.exec, b.running, b.completer.Submit, cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := producer.New(b.store, nil, b.running, b.completer.Submit, &producer.Config{}); err == nil {
+		t.Error("no executor: accepted")
+	}
 }
 
 func TestRunningAndHeartbeater(t *testing.T) {
