@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/executor"
+	"github.com/idem-dev/idem/internal/notifier"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -21,13 +23,13 @@ type Client struct {
 	logger *slog.Logger
 
 	stats    clientStats
-	inserted broadcaster // wakes long-polling claims
+	exec     *executor.Executor // turns attempts into finishes
+	notifier *notifier.Notifier // wake-ups: producers, long polls, JobWait
 
-	mu        sync.Mutex
-	started   bool
-	stopped   bool
-	runtime   *runtime // nil until Start
-	producers map[string]*producer
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	runtime *runtime // nil until Start
 }
 
 // clientStats counts cache hits and misses in this process.
@@ -46,7 +48,13 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
-	return &Client{store: st, cfg: c, logger: c.Logger}, nil
+	cl := &Client{store: st, cfg: c, logger: c.Logger}
+	if cl.exec, err = newExecutor(st, c, &cl.stats); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	l, _ := st.(notifier.Listener)
+	cl.notifier = notifier.New(l, c.Logger)
+	return cl, nil
 }
 
 // Store returns the store the client uses.
@@ -63,15 +71,7 @@ func (c *Client) tenant(t string) string {
 }
 
 // wake tells the local producer of queue that a job may be available.
-func (c *Client) wake(queue string) {
-	c.inserted.Broadcast()
-	c.mu.Lock()
-	p := c.producers[queue]
-	c.mu.Unlock()
-	if p != nil {
-		p.wake()
-	}
-}
+func (c *Client) wake(queue string) { c.notifier.Inserted(queue) }
 
 // JobGet returns a job of tenant ("" = the default tenant).
 func (c *Client) JobGet(ctx context.Context, tenant string, id int64) (*JobRow, error) {
@@ -126,8 +126,9 @@ func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRo
 	rt := c.runtime
 	c.mu.Unlock()
 	if rt != nil {
-		rt.cancelRunning(id, errors.New("job cancelled"))
+		rt.running.Cancel(id, errors.New("job cancelled"))
 	}
+	c.finished(id)
 	return row, nil
 }
 
