@@ -105,7 +105,8 @@ type Runner[Req, Resp any] struct {
 }
 
 // New returns a Runner that calls run with each batch. run must answer
-// every Call of its batch exactly once. Call Start to begin.
+// every Call of its batch exactly once; the calls slice is its own to keep
+// (a fresh one per batch). Call Start to begin.
 func New[Req, Resp any](cfg *Config[Req], run func(calls []*Call[Req, Resp])) *Runner[Req, Resp] {
 	var c Config[Req]
 	if cfg != nil {
