@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // JobClaim implements store.Jobs with one statement (see qClaim).

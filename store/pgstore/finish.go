@@ -8,9 +8,9 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // JobFinishMany implements store.Jobs in one transaction. Small requests

@@ -7,9 +7,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // JobGet implements store.Jobs.
