@@ -46,16 +46,53 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFi
 // notify, COMMIT]; releasing or cancelling dependants adds one each.
 func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams, own bool) ([]error, error) {
 	out := make([]error, len(p))
-	var (
-		ids, orig, durs                     []int64
-		tokens, states, errs, outc, targets []string
-		results                             []*string
-		cached, snooze                      []bool
-		runAts                              []*time.Time
-		fins                                []time.Time
-		statuses                            []int32
-		completing                          []int64
-	)
+	cols := newFinishColumns(p, out)
+	if len(cols.ids) == 0 {
+		return out, nil
+	}
+	finished, locked, err := s.finishJobs(ctx, q, cols, own)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.finishRepeats(ctx, q, p, out, finished); err != nil {
+		return nil, err
+	}
+	plan := planAfterFinish(p, out, finished)
+	if len(locked) > 0 {
+		qs, err := s.releaseDependants(ctx, q, locked, plan.now)
+		if err != nil {
+			return nil, err
+		}
+		plan.queues = append(plan.queues, qs...)
+	}
+	cancelled, err := s.cancelDependants(ctx, q, plan.killed, plan.now)
+	if err != nil {
+		return nil, err
+	}
+	plan.settle = append(plan.settle, cancelled...)
+	if err := s.finishCommit(ctx, q, plan, own); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishColumns are the finishes of a call as the column arrays qFinish
+// binds, plus the ids of the jobs being completed.
+type finishColumns struct {
+	ids, orig, durs                     []int64
+	tokens, states, errs, outc, targets []string
+	results                             []*string
+	cached, snooze                      []bool
+	runAts                              []*time.Time
+	fins                                []time.Time
+	statuses                            []int32
+	completing                          []int64
+}
+
+// newFinishColumns validates each finish (out[i] gets an item's error) and
+// returns the valid ones as columns.
+func newFinishColumns(p []*store.JobFinishParams, out []error) *finishColumns {
+	c := &finishColumns{}
 	for i, f := range p {
 		switch f.State {
 		case idemtype.StateCompleted, idemtype.StateRetryable, idemtype.StateScheduled,
@@ -64,153 +101,166 @@ func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams
 			out[i] = idemtype.Invalid("state", "cannot finish a job as %q", f.State)
 			continue
 		}
-		ids = append(ids, f.ID)
-		tokens = append(tokens, f.LeaseToken)
-		states = append(states, string(f.State))
-		errs = append(errs, f.Error)
-		results = append(results, nullText(f.Result))
-		cached = append(cached, f.WasCached)
-		orig = append(orig, f.OriginalJobID)
-		runAts = append(runAts, nullTime(f.RunAt))
-		snooze = append(snooze, f.Snooze)
-		fins = append(fins, store.OrNow(f.FinishedAt))
-		durs = append(durs, f.DurationMS)
-		outc = append(outc, string(f.Outcome))
-		statuses = append(statuses, int32(f.HTTPStatus))
-		targets = append(targets, f.Target)
-		if f.State == idemtype.StateCompleted {
-			completing = append(completing, f.ID)
-		}
+		c.add(f)
 	}
-	if len(ids) == 0 {
-		return out, nil
+	return c
+}
+
+func (c *finishColumns) add(f *store.JobFinishParams) {
+	c.ids = append(c.ids, f.ID)
+	c.tokens = append(c.tokens, f.LeaseToken)
+	c.states = append(c.states, string(f.State))
+	c.errs = append(c.errs, f.Error)
+	c.results = append(c.results, nullText(f.Result))
+	c.cached = append(c.cached, f.WasCached)
+	c.orig = append(c.orig, f.OriginalJobID)
+	c.runAts = append(c.runAts, nullTime(f.RunAt))
+	c.snooze = append(c.snooze, f.Snooze)
+	c.fins = append(c.fins, store.OrNow(f.FinishedAt))
+	c.durs = append(c.durs, f.DurationMS)
+	c.outc = append(c.outc, string(f.Outcome))
+	c.statuses = append(c.statuses, int32(f.HTTPStatus))
+	c.targets = append(c.targets, f.Target)
+	if f.State == idemtype.StateCompleted {
+		c.completing = append(c.completing, f.ID)
 	}
-	// First round trip. The pending dependants of the jobs being completed
-	// are locked after the finish (see qLockDependants); locking those of
-	// a completion that turns out to be refused is harmless.
+}
+
+// finishJobs is the first round trip: (BEGIN,) finish the jobs still
+// running under their token and lock the pending dependants of the jobs
+// being completed (see qLockDependants; locking those of a completion that
+// turns out to be refused is harmless).
+func (s *Store) finishJobs(ctx context.Context, q dbtx, c *finishColumns, own bool) (map[int64]finishedJob, []int64, error) {
 	b := &pgx.Batch{}
 	if own {
 		b.Queue("BEGIN")
 	}
-	b.Queue(s.sql(qFinish), ids, tokens, states, errs, results, cached, orig, runAts,
-		snooze, fins, durs, outc, statuses, targets)
-	if len(completing) > 0 {
-		b.Queue(s.sql(qLockDependants), completing)
+	b.Queue(s.sql(qFinish), c.ids, c.tokens, c.states, c.errs, c.results, c.cached, c.orig, c.runAts,
+		c.snooze, c.fins, c.durs, c.outc, c.statuses, c.targets)
+	if len(c.completing) > 0 {
+		b.Queue(s.sql(qLockDependants), c.completing)
 	}
-	finished := map[int64]finishedJob{}
-	var locked []int64
-	err := func() error {
-		br := q.SendBatch(ctx, b)
-		defer br.Close()
-		if own {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("begin: %w", err)
-			}
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	if own {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("begin: %w", err)
 		}
+	}
+	finished, err := readFinished(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	var locked []int64
+	if len(c.completing) > 0 {
 		rows, err := br.Query()
 		if err != nil {
-			return fmt.Errorf("finish: %w", err)
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
 		}
-		var id int64
-		var st, queue string
-		var runAt time.Time
-		var keyed bool
-		_, err = pgx.ForEachRow(rows, []any{&id, &st, &queue, &runAt, &keyed}, func() error {
-			finished[id] = finishedJob{idemtype.JobState(st), queue, runAt.UTC(), keyed}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("finish: %w", err)
+		if locked, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
 		}
-		if len(completing) > 0 {
-			rows, err := br.Query()
-			if err != nil {
-				return fmt.Errorf("lock dependants: %w", err)
-			}
-			if locked, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
-				return fmt.Errorf("lock dependants: %w", err)
-			}
-		}
-		return br.Close()
-	}()
+	}
+	return finished, locked, br.Close()
+}
+
+// readFinished reads the jobs qFinish finished, by id.
+func readFinished(br pgx.BatchResults) (map[int64]finishedJob, error) {
+	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("finish: %w", err)
 	}
-	if err := s.finishRepeats(ctx, q, p, out, finished); err != nil {
-		return nil, err
+	finished := map[int64]finishedJob{}
+	var id int64
+	var st, queue string
+	var runAt time.Time
+	var keyed bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &st, &queue, &runAt, &keyed}, func() error {
+		finished[id] = finishedJob{idemtype.JobState(st), queue, runAt.UTC(), keyed}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish: %w", err)
 	}
-	// Records of completed jobs, then leases and zero windows of all.
-	var cIDs, cDurs []int64
-	var cRes [][]byte
-	var cHash []string
-	var cComp []bool
-	var cFins []time.Time
-	var killed, settle []int64
-	var queues []string
-	now := time.Time{}
+	return finished, nil
+}
+
+// afterFinish is what the finished jobs leave to do: records to complete,
+// records to settle, dependants to cancel, queues to notify.
+type afterFinish struct {
+	cIDs, cDurs    []int64
+	cRes           [][]byte
+	cHash          []string
+	cComp          []bool
+	cFins          []time.Time
+	killed, settle []int64
+	queues         []string
+	now            time.Time // the latest finish time
+}
+
+// planAfterFinish collects the follow-up work of the jobs that finished.
+func planAfterFinish(p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) *afterFinish {
+	a := &afterFinish{}
 	for i, f := range p {
 		d, ok := finished[f.ID]
 		if out[i] != nil || !ok {
 			continue
 		}
 		if d.keyed {
-			settle = append(settle, f.ID)
+			a.settle = append(a.settle, f.ID)
 		}
 		fin := store.OrNow(f.FinishedAt)
-		if fin.After(now) {
-			now = fin
+		if fin.After(a.now) {
+			a.now = fin
 		}
 		switch d.state {
 		case idemtype.StateCompleted:
 			if d.keyed && !f.WasCached {
-				cIDs, cDurs = append(cIDs, f.ID), append(cDurs, f.DurationMS)
-				res := f.RecordResult
-				if res == nil {
-					res = []byte{}
-				}
-				cRes, cHash = append(cRes, res), append(cHash, f.ResultHash)
-				cComp, cFins = append(cComp, f.RecordCompressed), append(cFins, fin)
+				a.addRecord(f, fin)
 			}
 		case idemtype.StateDead, idemtype.StateCancelled:
-			killed = append(killed, f.ID)
+			a.killed = append(a.killed, f.ID)
 		case idemtype.StateRetryable, idemtype.StateScheduled:
 			if !d.runAt.After(fin) {
-				queues = append(queues, d.queue)
+				a.queues = append(a.queues, d.queue)
 			}
 		}
 	}
-	if len(locked) > 0 {
-		qs, err := s.releaseDependants(ctx, q, locked, now)
-		if err != nil {
-			return nil, err
-		}
-		queues = append(queues, qs...)
+	return a
+}
+
+// addRecord adds the idempotency record a completion writes.
+func (a *afterFinish) addRecord(f *store.JobFinishParams, fin time.Time) {
+	res := f.RecordResult
+	if res == nil {
+		res = []byte{}
 	}
-	cancelled, err := s.cancelDependants(ctx, q, killed, now)
-	if err != nil {
-		return nil, err
+	a.cIDs, a.cDurs = append(a.cIDs, f.ID), append(a.cDurs, f.DurationMS)
+	a.cRes, a.cHash = append(a.cRes, res), append(a.cHash, f.ResultHash)
+	a.cComp, a.cFins = append(a.cComp, f.RecordCompressed), append(a.cFins, fin)
+}
+
+// finishCommit is the last round trip: records, notifications and COMMIT.
+func (s *Store) finishCommit(ctx context.Context, q dbtx, a *afterFinish, own bool) error {
+	b := &pgx.Batch{}
+	if len(a.cIDs) > 0 {
+		b.Queue(s.sql(qCompleteRecords), a.cIDs, a.cRes, a.cHash, a.cComp, a.cFins, a.cDurs)
 	}
-	settle = append(settle, cancelled...)
-	// Last round trip: records, notifications and COMMIT.
-	b = &pgx.Batch{}
-	if len(cIDs) > 0 {
-		b.Queue(s.sql(qCompleteRecords), cIDs, cRes, cHash, cComp, cFins, cDurs)
+	if len(a.settle) > 0 {
+		b.Queue(s.sql(qSettleRecords), a.settle)
 	}
-	if len(settle) > 0 {
-		b.Queue(s.sql(qSettleRecords), settle)
-	}
-	if len(queues) > 0 {
-		b.Queue(qNotify, s.schema, queues)
+	if len(a.queues) > 0 {
+		b.Queue(qNotify, s.schema, a.queues)
 	}
 	if own {
 		b.Queue("COMMIT")
 	}
 	if b.Len() > 0 {
 		if err := q.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("records, notify, commit: %w", err)
+			return fmt.Errorf("records, notify, commit: %w", err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // releaseDependants makes the locked pending jobs whose dependencies have
