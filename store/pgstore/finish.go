@@ -1,11 +1,8 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -17,7 +14,7 @@ import (
 // of concurrent callers share transactions (see group.go).
 func (s *Store) JobFinishMany(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	if len(p) == 0 {
 		return []error{}, nil
@@ -330,7 +327,7 @@ func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFin
 			res = []byte(*h.result)
 		}
 		if ok && f.State == idemtype.StateCompleted && h.state == string(idemtype.StateCompleted) &&
-			h.token != "" && h.token == f.LeaseToken && jsonSame(res, f.Result) {
+			h.token != "" && h.token == f.LeaseToken && store.SameResult(res, f.Result) {
 			continue
 		}
 		out[i] = fmt.Errorf("finish job %d: %w", f.ID, idemtype.ErrLeaseLost)
@@ -372,18 +369,6 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 		}
 	}
 	return queues, nil
-}
-
-// jsonSame reports whether a and b are the same JSON value (nil = none).
-func jsonSame(a, b []byte) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return bytes.Equal(a, b)
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 // cancelDependants cancels the pending dependants of killed, transitively,

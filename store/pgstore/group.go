@@ -106,7 +106,7 @@ func admitDistinctJobs() func([]*store.JobFinishParams) bool {
 	}
 }
 
-// stopGroups stops the workers; callers still waiting get errClosed.
+// stopGroups stops the workers; callers still waiting get store.ErrClosed.
 func (s *Store) stopGroups() {
 	if s.groups == nil {
 		return
@@ -119,7 +119,7 @@ func (s *Store) stopGroups() {
 // groupErr maps a group's error for its caller.
 func (s *Store) groupErr(op string, err error) error {
 	if errors.Is(err, batch.ErrStopped) || (err != nil && s.groups.ctx.Err() != nil) {
-		return errClosed
+		return store.ErrClosed
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -205,7 +205,7 @@ func (s *Store) runFinishGroup(live []*finishReq) {
 // finishDirect finishes p in its own transaction (see finishTx).
 func (s *Store) finishDirect(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // callers are combined into shared transactions (see group.go).
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	if len(p.Jobs) == 0 {
 		return []store.JobInsertResult{}, nil
@@ -49,7 +49,7 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 		return s.insertSimple(ctx, items)
 	}
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -910,7 +910,7 @@ func (s *Store) insertSimple(ctx context.Context, items []*insertItem) ([]store.
 		}
 	}
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	_, args := insertArgs(items)
 	b := &pgx.Batch{}

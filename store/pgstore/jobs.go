@@ -79,10 +79,7 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 			}
 			rows, err = tx.Query(ctx, s.sql(qRetrySelectIDs), p.IDs, p.Filter.Tenant, from, limit)
 		} else {
-			limit := p.Limit
-			if limit <= 0 {
-				limit = 1000
-			}
+			limit := store.BatchLimit(p.Limit)
 			f := p.Filter
 			f.States = nil
 			where, args := jobFilterSQL(&f, 3)

@@ -34,10 +34,7 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtyp
 	if err != nil {
 		return nil, 0, err
 	}
-	limit := p.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 500
-	}
+	limit := store.ListLimit(p.Limit)
 	where, args := jobFilterSQL(&p.Filter, 3)
 	rows, err := db.Query(ctx, s.sql(qJobList(where)), append([]any{p.Cursor, limit + 1}, args...)...)
 	if err != nil {

@@ -166,14 +166,10 @@ func repeatCompletion(t *wtx, p *store.JobFinishParams) (error, error) {
 	if err != nil {
 		return nil, err
 	}
-	if state == string(idemtype.StateCompleted) && token == p.LeaseToken && token != "" && sameJSON(result, p.Result) {
+	if state == string(idemtype.StateCompleted) && token == p.LeaseToken && token != "" && store.SameResult(result, p.Result) {
 		return nil, nil
 	}
 	return lost, nil
-}
-
-func sameJSON(a, b []byte) bool {
-	return string(a) == string(b)
 }
 
 // onFinal updates the record of a job that reached a final state: a window-0

@@ -58,9 +58,6 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 	return out, nil
 }
 
-// DefaultRetryFilterLimit is JobRetryMany's limit for a filter when none is given.
-const DefaultRetryFilterLimit = 1000
-
 // JobRetryMany implements store.Jobs.
 func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) ([]*idemtype.JobRow, error) {
 	now := store.OrNow(p.Now)
@@ -102,7 +99,7 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 		f.States = nil
 		args = filterSQL(&sb, args, &f)
 		if limit <= 0 {
-			limit = DefaultRetryFilterLimit
+			limit = store.MaxBatch
 		}
 	}
 	sb.WriteString(" ORDER BY id")

@@ -12,25 +12,11 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// DefaultMaintenanceLimit is the batch size of maintenance calls given a
-// limit <= 0.
-const DefaultMaintenanceLimit = 1000
-
-func limitOr(n int) int {
-	if n <= 0 {
-		return DefaultMaintenanceLimit
-	}
-	return n
-}
-
-// leaseLostError is the LastError of a rescued job.
-const leaseLostError = "lease expired: the worker stopped heartbeating (lost)"
-
 // JobRescue implements store.Maintenance.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int64, error) {
 	now := store.OrNow(p.Now)
 	nowUS := toUS(now)
-	limit := limitOr(p.Limit)
+	limit := store.BatchLimit(p.Limit)
 	var out []int64
 	err := s.write(ctx, limit, func(t *wtx) error {
 		out = out[:0]
@@ -40,12 +26,12 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		}
 		for _, id := range ids {
 			// The lost attempt's row, from the job row before it changes.
-			if _, err := t.exec(qAttemptEndNow, nowUS, leaseLostError, id, string(idemtype.OutcomeLost), ""); err != nil {
+			if _, err := t.exec(qAttemptEndNow, nowUS, store.RescuedError, id, string(idemtype.OutcomeLost), ""); err != nil {
 				return err
 			}
 			var state, tenant, key string
 			var dedup, ttl int64
-			err := t.queryRow(qRescue, nowUS, leaseLostError, id).Scan(&state, &tenant, &key, &dedup, &ttl)
+			err := t.queryRow(qRescue, nowUS, store.RescuedError, id).Scan(&state, &tenant, &key, &dedup, &ttl)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -136,7 +122,7 @@ func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now ti
 // JobPromote implements store.Maintenance.
 func (s *Store) JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	nowUS := toUS(store.OrNow(now))
-	limit = limitOr(limit)
+	limit = store.BatchLimit(limit)
 	var queues []string
 	err := s.write(ctx, limit, func(t *wtx) error {
 		queues = queues[:0]
@@ -173,7 +159,7 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 		return toUS(t)
 	}
 	nowUS := toUS(store.OrNow(p.Now))
-	limit := limitOr(p.Limit)
+	limit := store.BatchLimit(p.Limit)
 	var n int
 	err := s.write(ctx, limit, func(t *wtx) error {
 		n = 0
@@ -207,7 +193,7 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 // RecordDeleteExpired implements store.Maintenance.
 func (s *Store) RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	nowUS := toUS(store.OrNow(now))
-	limit = limitOr(limit)
+	limit = store.BatchLimit(limit)
 	var n int64
 	err := s.write(ctx, limit, func(t *wtx) error {
 		res, err := t.exec(qRecordDeleteExpired, nowUS, limit)

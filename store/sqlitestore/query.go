@@ -77,15 +77,10 @@ func placeholders(n int) string {
 	return strings.Repeat("?,", n-1) + "?"
 }
 
-// MaxListLimit is the largest page JobList returns.
-const MaxListLimit = 500
-
 // JobList implements store.Jobs.
 func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error) {
 	limit := p.Limit
-	if limit <= 0 || limit > MaxListLimit {
-		limit = MaxListLimit
-	}
+	limit = store.ListLimit(limit)
 	var sb strings.Builder
 	sb.WriteString("SELECT " + jobCols + " FROM jobs WHERE 1=1")
 	args := filterSQL(&sb, nil, &p.Filter)

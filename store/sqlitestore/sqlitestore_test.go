@@ -452,7 +452,7 @@ func TestCloseAnswersPending(t *testing.T) {
 			defer wg.Done()
 			_, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{
 				Jobs: []*store.JobInsertParams{keyedJob("k", fmt.Sprint(i), "fp")}, Now: t0})
-			if err != nil && !errors.Is(err, ErrClosed) {
+			if err != nil && !errors.Is(err, store.ErrClosed) {
 				t.Errorf("insert: %v", err)
 			}
 		}()

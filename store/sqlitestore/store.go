@@ -142,9 +142,6 @@ func (c *Config) withDefaults() (Config, error) {
 	return out, nil
 }
 
-// ErrClosed is returned by calls on a closed Store.
-var ErrClosed = errors.New("sqlitestore: store is closed")
-
 // Store is the SQLite implementation of store.Store. It is safe for
 // concurrent use.
 type Store struct {
@@ -221,7 +218,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 }
 
 // Close stops the writer (operations still waiting are answered with
-// ErrClosed) and closes the connections. It is idempotent.
+// store.ErrClosed) and closes the connections. It is idempotent.
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
@@ -270,10 +267,10 @@ func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// readErr maps errors of the read pool after Close to ErrClosed.
+// readErr maps errors of the read pool after Close to store.ErrClosed.
 func (s *Store) readErr(err error) error {
 	if err != nil && s.w.isClosed() && strings.Contains(err.Error(), "database is closed") {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/batch"
+	"github.com/idem-dev/idem/store"
 )
 
 // gatherYields is how many times the writer yields to gather more queued
@@ -75,11 +76,11 @@ func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath s
 // misses a committed write.
 func (w *writer) submit(ctx context.Context, weight int, fn func(*wtx) error) error {
 	if w.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	_, err := w.runner.Submit(ctx, fn, weight)
 	if errors.Is(err, batch.ErrStopped) {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return err
 }
@@ -93,7 +94,7 @@ func (w *writer) start() {
 }
 
 // stop makes the writer finish its current group and exit; operations not
-// yet taken get ErrClosed. Committed groups are synced and answered first.
+// yet taken get store.ErrClosed. Committed groups are synced and answered first.
 func (w *writer) stop() {
 	w.stopOnce.Do(func() {
 		w.closed.Store(true)
