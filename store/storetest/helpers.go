@@ -398,3 +398,22 @@ func fmtAttempts(as []*idemtype.Attempt) string {
 
 // itoa formats an id.
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// finishAs finishes the claimed job j as state at now: completed with the
+// result {"ok":true}, or dead with the error "boom".
+func finishAs(t *testing.T, s store.Store, j *idemtype.JobRow, state idemtype.JobState, now time.Time) {
+	t.Helper()
+	p := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: state, FinishedAt: now,
+		Outcome: idemtype.OutcomeCompleted, RunAt: now}
+	if state == idemtype.StateCompleted {
+		p.Result = json.RawMessage(`{"ok":true}`)
+		p.RecordResult = []byte(`{"ok":true}`)
+		p.ResultHash = "h"
+	} else {
+		p.Outcome, p.Error = idemtype.OutcomeDead, "boom"
+	}
+	errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{p})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("JobFinishMany: %v %v", err, errs)
+	}
+}

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+)
+import (
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ func maintenanceCases() []testCase {
 		{"JobDeleteFinished/keeps_open_dedup_window", testDeleteFinishedWindow},
 		{"JobDeleteFinished/limit", testDeleteFinishedLimit},
 		{"RecordDeleteExpired/expired_only_up_to_limit", testRecordDeleteExpired},
+		{"JobRescue/retryable_or_dead_attempt_lost_lease_lost", testRescueLifecycle},
 	}
 }
 
@@ -340,4 +344,38 @@ func testRescueHeartbeat(t *testing.T, s store.Store) {
 	}
 	wantState(t, s, j.ID, idemtype.StateRunning)
 	wantIDs(t, "rescued after the extended lease", rescue(t, s, at(time.Hour+time.Second), 10), []int64{j.ID})
+}
+
+func testRescueLifecycle(t *testing.T, s store.Store) {
+	p := newJob("r")
+	p.MaxAttempts = 1
+	a := insertAll(t, s, base, newJob("r"), p)
+	got := claim(t, s, base, 10)
+	if len(got) != 2 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	ctx := t.Context()
+	if rescued, err := s.JobRescue(ctx, &store.JobRescueParams{Now: base.Add(30 * time.Second), Limit: 10}); err != nil || len(rescued) != 0 {
+		t.Fatalf("early rescue: %v %v", rescued, err)
+	}
+	rescued, err := s.JobRescue(ctx, &store.JobRescueParams{Now: base.Add(lease + time.Minute), Limit: 10})
+	if err != nil || len(rescued) != 2 {
+		t.Fatalf("rescue: %v %v", rescued, err)
+	}
+	if j := mustGet(t, s, a[0].Job.ID); j.State != idemtype.StateRetryable || j.LastError == "" {
+		t.Fatalf("rescued: %s", j.State)
+	}
+	if j := mustGet(t, s, a[1].Job.ID); j.State != idemtype.StateDead || j.FinishedAt == nil {
+		t.Fatalf("rescued at max attempts: %s", j.State)
+	}
+	att, err := s.AttemptList(ctx, "default", a[0].Job.ID)
+	if err != nil || len(att) != 1 || att[0].Outcome != idemtype.OutcomeLost {
+		t.Fatalf("attempts: %+v %v", att, err)
+	}
+	// The old lease is lost.
+	errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{{ID: got[0].ID, LeaseToken: got[0].LeaseToken,
+		State: idemtype.StateCompleted, FinishedAt: base}})
+	if err != nil || !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish after rescue: %v %v", err, errs)
+	}
 }

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+)
+import (
 	"testing"
 	"time"
 
@@ -29,6 +32,9 @@ func recordCases() []testCase {
 		{"RecordDelete/deletes_and_not_found", testRecordDelete},
 		{"RecordGet/expired_or_other_tenant_not_found", testRecordGetExpired},
 		{"RecordStats/counts", testRecordStats},
+		{"Records/lease_takeover_complete_expire", testRecordLease},
+		{"Records/cached_result_kept_after_window_zero_reopen", testResultKeptWindowZero},
+		{"Records/reopen_expiry_is_max_of_window_and_result", testReopenExpiry},
 	}
 }
 
@@ -454,4 +460,140 @@ func testAcquireMany(t *testing.T, s store.Store) {
 	if out, err := s.RecordAcquireMany(t.Context(), nil); err != nil || len(out) != 0 {
 		t.Errorf("empty batch: %v %v", out, err)
 	}
+}
+
+func testRecordLease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	acq := func(owner string, now time.Time) *store.RecordAcquireResult {
+		t.Helper()
+		r, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "k",
+			Owner: owner, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := acq("a", base); !r.Acquired || r.Record.LeaseOwner != "a" {
+		t.Fatalf("first acquire: %+v", r)
+	}
+	if r := acq("b", base.Add(time.Second)); r.Acquired || r.Record.LeaseOwner != "a" {
+		t.Fatalf("second acquire: %+v", r)
+	}
+	// Expired lease: taken over.
+	if r := acq("b", base.Add(2*time.Minute)); !r.Acquired || r.Record.LeaseOwner != "b" {
+		t.Fatalf("takeover: %+v", r)
+	}
+	err := s.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: "default", Key: "k", Owner: "a",
+		Result: []byte("r"), TTL: time.Hour, Now: base.Add(2 * time.Minute)})
+	if !errors.Is(err, idemtype.ErrLeaseLost) {
+		t.Fatalf("complete by old owner: %v", err)
+	}
+	now := base.Add(3 * time.Minute)
+	if err := s.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: "default", Key: "k", Owner: "b",
+		Result: []byte("r"), ResultHash: "h", TTL: 2 * time.Hour, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.RecordGet(ctx, "default", "k", now)
+	if err != nil || rec.Status != idemtype.RecordCompleted || string(rec.Result) != "r" ||
+		!rec.ExpiresAt.Equal(now.Add(2*time.Hour)) || rec.LeaseOwner != "" {
+		t.Fatalf("record: %+v %v", rec, err)
+	}
+	if r := acq("c", now); r.Acquired || string(r.Record.Result) != "r" {
+		t.Fatalf("acquire completed: %+v", r)
+	}
+	// Expired: gone for Get, and a new acquire starts afresh.
+	later := now.Add(3 * time.Hour)
+	if _, err := s.RecordGet(ctx, "default", "k", later); !errors.Is(err, idemtype.ErrNotFound) {
+		t.Fatalf("expired get: %v", err)
+	}
+	if r := acq("d", later); !r.Acquired || r.Record.Status != idemtype.RecordInProgress || r.Record.Result != nil {
+		t.Fatalf("acquire expired: %+v", r.Record)
+	}
+}
+
+func testResultKeptWindowZero(t *testing.T, s store.Store) {
+	const ttl = 24 * time.Hour
+	zero := func(kind string) *store.JobInsertParams {
+		p := keyed(kind, "K", "fp")
+		p.DedupWindow = 0
+		p.ResultTTL = ttl
+		return p
+	}
+	j1 := insert1(t, s, at(0), zero("k1"))
+	completeJob(t, s, j1, at(0), `"R"`) // completed at at(1s)
+	done := at(time.Second)
+	r := record(t, s, "default", "K", done)
+	wantTimeP(t, "ExpiresAt after job 1", r.ExpiresAt, done.Add(ttl))
+
+	// The window reopened: job 2; the record blocks while job 2 is
+	// unfinished (ExpiresAt nil) and still holds job 1's result.
+	j2 := insert1(t, s, at(time.Minute), zero("k2"))
+	if j2.ID == j1.ID {
+		t.Fatalf("no new job after the window-0 job finished")
+	}
+	r = record(t, s, "default", "K", at(time.Minute))
+	if r.JobID != j2.ID || r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
+		t.Errorf("reopened record: job %d status %s result job %d, want %d completed %d", r.JobID, r.Status, r.ResultJobID, j2.ID, j1.ID)
+	}
+	wantNil(t, "ExpiresAt of a reopened window-0 record", r.ExpiresAt)
+	wantNil(t, "DedupUntil of a reopened window-0 record", r.DedupUntil)
+
+	// Job 2 completes from the cache.
+	c := claimJob(t, s, j2, at(2*time.Minute))
+	fin := at(3 * time.Minute)
+	p := completion(c, `"R"`, fin)
+	p.WasCached, p.OriginalJobID, p.Outcome = true, j1.ID, idemtype.OutcomeCached
+	finish1(t, s, p)
+	r = record(t, s, "default", "K", fin)
+	if r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID || string(r.Result) != `"R"` {
+		t.Errorf("record after a cached finish: status %s result job %d result %s, want completed %d \"R\"",
+			r.Status, r.ResultJobID, r.Result, j1.ID)
+	}
+	wantTimeP(t, "CompletedAt after a cached finish", r.CompletedAt, done)
+	wantTimeP(t, "DedupUntil after a cached finish (window 0)", r.DedupUntil, fin)
+	wantTimeP(t, "ExpiresAt after a cached finish (window 0)", r.ExpiresAt, done.Add(ttl))
+	record(t, s, "default", "K", done.Add(ttl-time.Microsecond))
+	if _, err := s.RecordGet(t.Context(), "default", "K", done.Add(ttl)); err == nil {
+		t.Errorf("record still live at its expiry")
+	}
+
+	// A dead job 3 does not drop the result either.
+	j3 := insert1(t, s, at(4*time.Minute), zero("k3"))
+	killJob(t, s, j3, at(5*time.Minute))
+	r = record(t, s, "default", "K", at(6*time.Minute))
+	wantTimeP(t, "ExpiresAt after a dead window-0 job", r.ExpiresAt, done.Add(ttl))
+	if r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
+		t.Errorf("record after a dead job: status %s result job %d", r.Status, r.ResultJobID)
+	}
+}
+
+func testReopenExpiry(t *testing.T, s store.Store) {
+	// Window 1 h, TTL 24 h, completed at at(1m+1s).
+	done := at(time.Minute + time.Second)
+	for _, tc := range []struct {
+		key  string
+		ttl  time.Duration
+		want time.Time // ExpiresAt after the reopen at at(2h)
+	}{
+		{"LONG", 48 * time.Hour, done.Add(48 * time.Hour)}, // the result outlives the window
+		{"SHORT", time.Hour / 2, at(3 * time.Hour)},        // the window outlives the result
+	} {
+		j1 := insert1(t, s, at(0), keyed("k1"+tc.key, tc.key, "fp"))
+		completeJob(t, s, j1, at(time.Minute), `1`)
+		p := keyed("k2"+tc.key, tc.key, "fp")
+		p.ResultTTL = tc.ttl
+		j2 := insert1(t, s, at(2*time.Hour), p)
+		r := record(t, s, "default", tc.key, at(2*time.Hour))
+		if r.JobID != j2.ID || r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
+			t.Errorf("%s: record job %d status %s result job %d", tc.key, r.JobID, r.Status, r.ResultJobID)
+		}
+		wantTimeP(t, tc.key+": DedupUntil after reopen", r.DedupUntil, at(3*time.Hour))
+		wantTimeP(t, tc.key+": ExpiresAt after reopen", r.ExpiresAt, tc.want)
+	}
+	// A record without a result (its job died) expires with the new window.
+	d1 := insert1(t, s, at(0), keyed("kd1", "DEAD", "fp"))
+	killJob(t, s, d1, at(time.Minute))
+	insert1(t, s, at(2*time.Hour), keyed("kd2", "DEAD", "fp"))
+	r := record(t, s, "default", "DEAD", at(2*time.Hour))
+	wantTimeP(t, "DEAD: ExpiresAt after reopen", r.ExpiresAt, at(3*time.Hour))
 }
