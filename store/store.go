@@ -46,6 +46,20 @@ type Store interface {
 	Close() error
 }
 
+// Listener is an optional capability of a Store: a LISTEN/NOTIFY-like
+// signal that jobs became available, so workers need not wait for their next
+// poll. pgstore implements it; sqlitestore does not (its writer is in the
+// same process, which signals itself). Callers test for it with a type
+// assertion and keep polling as the fallback either way.
+type Listener interface {
+	// Listen returns a channel that receives the queue of each job made
+	// available by an insert (or a retry, promotion, release) committed
+	// after Listen returned, and "" when notifications may have been lost
+	// (after a reconnect), meaning "any queue may have jobs". Values may
+	// be merged within one transaction. The channel closes when ctx ends.
+	Listen(ctx context.Context) (<-chan string, error)
+}
+
 // Jobs is the part of the Store that creates, claims and finishes jobs.
 type Jobs interface {
 	// JobInsertMany inserts jobs in one transaction and returns one result

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -72,8 +71,6 @@ func TestConcurrentInsertOneKey(t *testing.T) {
 		t.Fatalf("jobs after 64 inserts of one key: %d (%v)", len(jobs), err)
 	}
 }
-
-
 
 // Two dependencies completing in concurrent transactions release their
 // dependant (no write skew).
@@ -158,34 +155,5 @@ func TestConcurrentMigrate(t *testing.T) {
 	}
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("migrate up again: %v", err)
-	}
-}
-
-// Listen delivers the queue of an inserted job.
-func TestListen(t *testing.T) {
-	t.Parallel()
-	s := newTestStore(t, 4)
-	ctx, cancel := context.WithCancel(t.Context())
-	ch, err := s.Listen(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := job("k")
-	p.Queue = "mail"
-	start := time.Now()
-	if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case q := <-ch:
-		if q != "mail" {
-			t.Fatalf("notification for %q, want mail", q)
-		}
-		t.Logf("notified after %v", time.Since(start))
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notification within 10s")
-	}
-	cancel()
-	for range ch { // closes when ctx ends
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
+// Store signals available jobs with LISTEN/NOTIFY.
+var _ store.Listener = (*Store)(nil)
+
 // maxListenDelay caps the reconnect backoff of Listen.
 const maxListenDelay = 30 * time.Second
 

@@ -135,8 +135,6 @@ func TestGroupCommitOneKey(t *testing.T) {
 	}
 }
 
-
-
 func ids(js []*idemtype.JobRow) []int64 {
 	out := make([]int64, len(js))
 	for i, j := range js {
@@ -144,8 +142,6 @@ func ids(js []*idemtype.JobRow) []int64 {
 	}
 	return out
 }
-
-
 
 func TestJobRecordLifecycle(t *testing.T) {
 	t.Parallel()
@@ -191,7 +187,6 @@ func TestJobRecordLifecycle(t *testing.T) {
 		t.Fatalf("repeat: %v %v", err, errs)
 	}
 }
-
 
 func TestRetentionKeepsOpenWindow(t *testing.T) {
 	t.Parallel()

@@ -23,6 +23,7 @@ func finishCases() []testCase {
 		{"JobFinishMany/completed_from_cache", testFinishCached},
 		{"JobFinishMany/wrong_token_lease_lost", testFinishWrongToken},
 		{"JobFinishMany/repeat_completion", testFinishRepeat},
+		{"JobFinishMany/repeat_completion_is_json_equal", testFinishRepeatJSONEqual},
 		{"JobFinishMany/retryable", testFinishRetryable},
 		{"JobFinishMany/snooze_does_not_count", testFinishSnooze},
 		{"JobFinishMany/dead_sets_last_error", testFinishDead},
@@ -151,6 +152,8 @@ func testFinishRepeat(t *testing.T, s store.Store) {
 	c := claimJob(t, s, j, at(0))
 	finish1(t, s, completion(c, `{"a":1}`, at(time.Second)))
 	wantOK(t, "repeat with the same token and result", finishAll(t, s, completion(c, `{"a":1}`, at(2*time.Second)))[0])
+	// JSON-equal, not byte-equal: whitespace does not matter.
+	wantOK(t, "repeat with whitespace", finishAll(t, s, completion(c, " {\n  \"a\" : 1 }\n", at(2*time.Second)))[0])
 	wantErr(t, "repeat with another result", finishAll(t, s, completion(c, `{"a":2}`, at(2*time.Second)))[0], idemtype.ErrLeaseLost)
 	other := completion(c, `{"a":1}`, at(2*time.Second))
 	other.LeaseToken = "another-token"
@@ -350,5 +353,24 @@ func testFinishExpiredLease(t *testing.T, s store.Store) {
 	}
 	if got := rescue(t, s, fin.Add(time.Hour), 10); len(got) != 0 {
 		t.Errorf("rescued %v after the late completion", got)
+	}
+}
+
+func testFinishRepeatJSONEqual(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), newJob("k"))
+	c := claimJob(t, s, j, at(0))
+	finish1(t, s, completion(c, `{"a":1,"b":[1,2],"c":{"x":"y","z":null}}`, at(time.Second)))
+	for _, res := range []string{
+		`{"c":{"z":null,"x":"y"},"b":[1,2],"a":1}`,
+		"{ \"a\": 1,\n\t\"b\": [ 1, 2 ], \"c\": {\"x\": \"y\", \"z\": null} }",
+	} {
+		wantOK(t, "repeat with "+res, finishAll(t, s, completion(c, res, at(2*time.Second)))[0])
+	}
+	for _, res := range []string{
+		`{"a":1,"b":[2,1],"c":{"x":"y","z":null}}`, // array order matters
+		`{"a":1,"b":[1,2],"c":{"x":"y"}}`,          // a missing null is another value
+		`{"a":"1","b":[1,2],"c":{"x":"y","z":null}}`,
+	} {
+		wantErr(t, "repeat with "+res, finishAll(t, s, completion(c, res, at(2*time.Second)))[0], idemtype.ErrLeaseLost)
 	}
 }

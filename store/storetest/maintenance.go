@@ -362,8 +362,8 @@ func testRescueLifecycle(t *testing.T, s store.Store) {
 	if err != nil || len(rescued) != 2 {
 		t.Fatalf("rescue: %v %v", rescued, err)
 	}
-	if j := mustGet(t, s, a[0].Job.ID); j.State != idemtype.StateRetryable || j.LastError == "" {
-		t.Fatalf("rescued: %s", j.State)
+	if j := mustGet(t, s, a[0].Job.ID); j.State != idemtype.StateRetryable || j.LastError != store.RescuedError {
+		t.Fatalf("rescued: %s %q, want retryable %q", j.State, j.LastError, store.RescuedError)
 	}
 	if j := mustGet(t, s, a[1].Job.ID); j.State != idemtype.StateDead || j.FinishedAt == nil {
 		t.Fatalf("rescued at max attempts: %s", j.State)

@@ -16,6 +16,7 @@ func queryCases() []testCase {
 		{"JobDelete/only_in_given_state", testJobDelete},
 		{"AttemptList/order_and_tenant", testAttemptList},
 		{"QueueStats/counts", testQueueStats},
+		{"JobList/page_is_at_most_MaxListLimit", testListLimit},
 	}
 }
 
@@ -252,5 +253,25 @@ func testQueueStats(t *testing.T, s store.Store) {
 	}
 	if q := queueStat(stats, "q2"); q != nil && q.OldestAvailable != nil {
 		wantTime(t, "q2 OldestAvailable", *q.OldestAvailable, at(0))
+	}
+}
+
+func testListLimit(t *testing.T, s store.Store) {
+	ps := make([]*store.JobInsertParams, store.MaxListLimit+1)
+	for i := range ps {
+		ps[i] = newJob("k")
+	}
+	insertNew(t, s, at(0), ps...)
+	for _, limit := range []int{0, -1, store.MaxListLimit + 1, 10 * store.MaxListLimit} {
+		jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Limit: limit})
+		wantOK(t, "JobList", err)
+		if len(jobs) != store.MaxListLimit {
+			t.Errorf("JobList limit %d: %d jobs, want %d", limit, len(jobs), store.MaxListLimit)
+		}
+	}
+	jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Limit: 7})
+	wantOK(t, "JobList", err)
+	if len(jobs) != 7 {
+		t.Errorf("JobList limit 7: %d jobs", len(jobs))
 	}
 }
