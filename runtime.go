@@ -202,7 +202,7 @@ func (rt *runtime) releaseRunning() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n, err := rt.c.store.JobReleaseMany(ctx, leases, rt.c.now())
+	n, err := rt.c.store.JobReleaseMany(ctx, &store.JobReleaseManyParams{Leases: leases, Now: rt.c.now()})
 	rt.c.logger.Info("released leases at shutdown", "jobs", n)
 	if err != nil {
 		return fmt.Errorf("release leases: %w", err)

@@ -82,7 +82,7 @@ type Jobs interface {
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]JobInsertResult, error)
 
 	// JobGet returns one job; tenant "" matches any tenant.
-	JobGet(ctx context.Context, tenant string, id int64) (*idemtype.JobRow, error)
+	JobGet(ctx context.Context, p *JobGetParams) (*idemtype.JobRow, error)
 
 	// JobList returns jobs matching the filter, newest (highest id) first,
 	// and the cursor of the next page (0 on the last page).
@@ -158,14 +158,14 @@ type Jobs interface {
 
 	// JobDelete deletes one job in state (and its attempts); ErrNotFound
 	// when there is no such job in that state in the tenant.
-	JobDelete(ctx context.Context, tenant string, id int64, state idemtype.JobState) error
+	JobDelete(ctx context.Context, p *JobDeleteParams) error
 
 	// AttemptList returns the attempts of a job, oldest first;
 	// ErrNotFound when the job does not exist in the tenant.
-	AttemptList(ctx context.Context, tenant string, jobID int64) ([]*idemtype.Attempt, error)
+	AttemptList(ctx context.Context, p *AttemptListParams) ([]*idemtype.Attempt, error)
 
 	// QueueStats counts jobs per queue and state (tenant "" = all).
-	QueueStats(ctx context.Context, tenant string, now time.Time) ([]*QueueStat, error)
+	QueueStats(ctx context.Context, p *QueueStatsParams) ([]*QueueStat, error)
 }
 
 // Records is the part of the Store that keeps idempotency records outside job
@@ -173,11 +173,11 @@ type Jobs interface {
 type Records interface {
 	// RecordGet returns a live record (ExpiresAt nil or > now);
 	// ErrNotFound otherwise.
-	RecordGet(ctx context.Context, tenant, key string, now time.Time) (*idemtype.Record, error)
+	RecordGet(ctx context.Context, p *RecordGetParams) (*idemtype.Record, error)
 
 	// RecordDelete deletes a record so the key may be used again;
 	// ErrNotFound when there is none.
-	RecordDelete(ctx context.Context, tenant, key string) error
+	RecordDelete(ctx context.Context, p *RecordDeleteParams) error
 
 	// RecordAcquire tries to take the execution lease of a key.
 	//   - No live record: one is created (in_progress, DedupUntil and
@@ -202,10 +202,10 @@ type Records interface {
 
 	// RecordRelease clears the execution lease if Owner holds it (no error
 	// otherwise). Failures are never cached: the status stays in_progress.
-	RecordRelease(ctx context.Context, tenant, key, owner string) error
+	RecordRelease(ctx context.Context, p *RecordReleaseParams) error
 
 	// RecordStats summarises the live and expired records (tenant "" = all).
-	RecordStats(ctx context.Context, tenant string, now time.Time) (*RecordStats, error)
+	RecordStats(ctx context.Context, p *RecordStatsParams) (*RecordStats, error)
 }
 
 // Maintenance is the part of the Store the background services use.
@@ -221,11 +221,11 @@ type Maintenance interface {
 	// available, RunAt = Now, Attempt decremented, lease cleared, attempt
 	// outcome released, record leases released. Leases that no longer
 	// match are skipped. It returns how many were released.
-	JobReleaseMany(ctx context.Context, leases []Lease, now time.Time) (int, error)
+	JobReleaseMany(ctx context.Context, p *JobReleaseManyParams) (int, error)
 
 	// JobPromote moves scheduled and retryable jobs whose RunAt <= now to
 	// available, up to limit, and returns the queues that got jobs.
-	JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error)
+	JobPromote(ctx context.Context, p *JobPromoteParams) ([]string, error)
 
 	// JobDeleteFinished deletes, up to Limit, completed jobs finished
 	// before CompletedBefore, cancelled before CancelledBefore and dead
@@ -235,7 +235,7 @@ type Maintenance interface {
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
 
 	// RecordDeleteExpired deletes up to limit records with ExpiresAt <= now.
-	RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
+	RecordDeleteExpired(ctx context.Context, p *RecordDeleteExpiredParams) (int, error)
 }
 
 // Leader elects one node for the background services that must run once.
@@ -245,7 +245,7 @@ type Leader interface {
 	// term is extended). It reports whether Owner leads.
 	LeaderAttempt(ctx context.Context, p *LeaderParams) (bool, error)
 	// LeaderResign ends Owner's term if it leads Name.
-	LeaderResign(ctx context.Context, name, owner string) error
+	LeaderResign(ctx context.Context, p *LeaderResignParams) error
 }
 
 // APIKeys stores the API keys of the HTTP server, by hash only.
@@ -253,11 +253,11 @@ type APIKeys interface {
 	// APIKeyCreate stores a key; the id must be unique (ErrInvalid otherwise).
 	APIKeyCreate(ctx context.Context, k *APIKey) error
 	// APIKeyByHash returns the unrevoked key with that hash; ErrNotFound.
-	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	APIKeyByHash(ctx context.Context, p *APIKeyByHashParams) (*APIKey, error)
 	// APIKeyList lists keys, revoked included, oldest first.
 	APIKeyList(ctx context.Context) ([]*APIKey, error)
 	// APIKeyRevoke revokes a key by id; ErrNotFound.
-	APIKeyRevoke(ctx context.Context, id string, now time.Time) error
+	APIKeyRevoke(ctx context.Context, p *APIKeyRevokeParams) error
 }
 
 // JobInsertParams is one job to insert. The runtime validates and fills in

@@ -101,7 +101,7 @@ func TestConcurrentDependencies(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		got, err := s.JobGet(t.Context(), "", dr[0].Job.ID)
+		got, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: dr[0].Job.ID})
 		if err != nil || got.State != idemtype.StateAvailable {
 			t.Fatalf("round %d: dependant %v %v, want available", round, got.State, err)
 		}

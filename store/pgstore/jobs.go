@@ -119,7 +119,8 @@ func collectJobsQuery(ctx context.Context, q querier, sql string, args ...any) (
 }
 
 // JobDelete implements store.Jobs.
-func (s *Store) JobDelete(ctx context.Context, tenant string, id int64, state idemtype.JobState) error {
+func (s *Store) JobDelete(ctx context.Context, params *store.JobDeleteParams) error {
+	tenant, id, state := params.Tenant, params.ID, params.State
 	db, err := s.db()
 	if err != nil {
 		return err

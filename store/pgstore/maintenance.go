@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -50,7 +49,8 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 }
 
 // JobReleaseMany implements store.Maintenance.
-func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now time.Time) (int, error) {
+func (s *Store) JobReleaseMany(ctx context.Context, params *store.JobReleaseManyParams) (int, error) {
+	leases, now := params.Leases, params.Now
 	now = store.OrNow(now)
 	n := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -83,7 +83,8 @@ func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now ti
 }
 
 // JobPromote implements store.Maintenance.
-func (s *Store) JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error) {
+func (s *Store) JobPromote(ctx context.Context, params *store.JobPromoteParams) ([]string, error) {
+	now, limit := params.Now, params.Limit
 	limit = store.BatchLimit(limit)
 	var out []string
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -126,7 +127,8 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 }
 
 // RecordDeleteExpired implements store.Maintenance.
-func (s *Store) RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDeleteExpiredParams) (int, error) {
+	now, limit := params.Now, params.Limit
 	db, err := s.db()
 	if err != nil {
 		return 0, err

@@ -13,7 +13,8 @@ import (
 )
 
 // JobGet implements store.Jobs.
-func (s *Store) JobGet(ctx context.Context, tenant string, id int64) (*idemtype.JobRow, error) {
+func (s *Store) JobGet(ctx context.Context, params *store.JobGetParams) (*idemtype.JobRow, error) {
+	tenant, id := params.Tenant, params.ID
 	db, err := s.db()
 	if err != nil {
 		return nil, err
@@ -53,7 +54,8 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtyp
 }
 
 // AttemptList implements store.Jobs.
-func (s *Store) AttemptList(ctx context.Context, tenant string, jobID int64) ([]*idemtype.Attempt, error) {
+func (s *Store) AttemptList(ctx context.Context, params *store.AttemptListParams) ([]*idemtype.Attempt, error) {
+	tenant, jobID := params.Tenant, params.JobID
 	db, err := s.db()
 	if err != nil {
 		return nil, err
@@ -90,7 +92,8 @@ func (s *Store) AttemptList(ctx context.Context, tenant string, jobID int64) ([]
 }
 
 // QueueStats implements store.Jobs.
-func (s *Store) QueueStats(ctx context.Context, tenant string, now time.Time) ([]*store.QueueStat, error) {
+func (s *Store) QueueStats(ctx context.Context, params *store.QueueStatsParams) ([]*store.QueueStat, error) {
+	tenant, now := params.Tenant, params.Now
 	db, err := s.db()
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
@@ -38,7 +37,8 @@ func (s *Store) APIKeyCreate(ctx context.Context, k *store.APIKey) error {
 }
 
 // APIKeyByHash implements store.APIKeys.
-func (s *Store) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+func (s *Store) APIKeyByHash(ctx context.Context, params *store.APIKeyByHashParams) (*store.APIKey, error) {
+	hash := params.Hash
 	k, err := scanAPIKey(s.readRow(ctx, qAPIKeyByHash, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("api key: %w", idemtype.ErrNotFound)
@@ -71,7 +71,8 @@ func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
 }
 
 // APIKeyRevoke implements store.APIKeys.
-func (s *Store) APIKeyRevoke(ctx context.Context, id string, now time.Time) error {
+func (s *Store) APIKeyRevoke(ctx context.Context, params *store.APIKeyRevokeParams) error {
+	id, now := params.ID, params.Now
 	nowUS := toUS(store.OrNow(now))
 	err := s.write(ctx, 1, func(t *wtx) error {
 		res, err := t.exec(qAPIKeyRevoke, nowUS, id)

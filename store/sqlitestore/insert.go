@@ -41,14 +41,14 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 // fingerprint). It only reports what is already committed; whether a job is
 // created is still decided by the unique constraint on the write path.
 func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
-	rec, err := s.RecordGet(ctx, p.Tenant, p.IdempotencyKey, now)
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: p.Tenant, Key: p.IdempotencyKey, Now: now})
 	if err != nil || rec.JobID == 0 || (rec.DedupUntil != nil && !rec.DedupUntil.After(now)) {
 		return store.JobInsertResult{}, false
 	}
 	if rec.Fingerprint != p.Fingerprint {
 		return store.JobInsertResult{Err: &idemtype.KeyReusedError{Key: p.IdempotencyKey, JobID: rec.JobID}}, true
 	}
-	job, err := s.JobGet(ctx, p.Tenant, rec.JobID)
+	job, err := s.JobGet(ctx, &store.JobGetParams{Tenant: p.Tenant, ID: rec.JobID})
 	if err != nil {
 		return store.JobInsertResult{}, false
 	}

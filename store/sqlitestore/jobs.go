@@ -144,7 +144,8 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 }
 
 // JobDelete implements store.Jobs.
-func (s *Store) JobDelete(ctx context.Context, tenant string, id int64, state idemtype.JobState) error {
+func (s *Store) JobDelete(ctx context.Context, params *store.JobDeleteParams) error {
+	tenant, id, state := params.Tenant, params.ID, params.State
 	err := s.write(ctx, 1, func(t *wtx) error {
 		res, err := t.exec(qJobDelete, id, string(state), tenant)
 		if err != nil {

@@ -30,7 +30,8 @@ func (s *Store) LeaderAttempt(ctx context.Context, p *store.LeaderParams) (bool,
 }
 
 // LeaderResign implements store.Leader.
-func (s *Store) LeaderResign(ctx context.Context, name, owner string) error {
+func (s *Store) LeaderResign(ctx context.Context, params *store.LeaderResignParams) error {
+	name, owner := params.Name, params.Owner
 	err := s.write(ctx, 1, func(t *wtx) error {
 		_, err := t.exec(qLeaderResign, name, owner)
 		return err

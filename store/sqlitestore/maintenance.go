@@ -79,7 +79,8 @@ func selectIDs(t *wtx, q string, args ...any) ([]int64, error) {
 }
 
 // JobReleaseMany implements store.Maintenance.
-func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now time.Time) (int, error) {
+func (s *Store) JobReleaseMany(ctx context.Context, params *store.JobReleaseManyParams) (int, error) {
+	leases, now := params.Leases, params.Now
 	if len(leases) == 0 {
 		return 0, nil
 	}
@@ -120,7 +121,8 @@ func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now ti
 }
 
 // JobPromote implements store.Maintenance.
-func (s *Store) JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error) {
+func (s *Store) JobPromote(ctx context.Context, params *store.JobPromoteParams) ([]string, error) {
+	now, limit := params.Now, params.Limit
 	nowUS := toUS(store.OrNow(now))
 	limit = store.BatchLimit(limit)
 	var queues []string
@@ -191,7 +193,8 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 }
 
 // RecordDeleteExpired implements store.Maintenance.
-func (s *Store) RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDeleteExpiredParams) (int, error) {
+	now, limit := params.Now, params.Limit
 	nowUS := toUS(store.OrNow(now))
 	limit = store.BatchLimit(limit)
 	var n int64

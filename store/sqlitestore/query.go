@@ -14,7 +14,8 @@ import (
 )
 
 // JobGet implements store.Jobs.
-func (s *Store) JobGet(ctx context.Context, tenant string, id int64) (*idemtype.JobRow, error) {
+func (s *Store) JobGet(ctx context.Context, params *store.JobGetParams) (*idemtype.JobRow, error) {
+	tenant, id := params.Tenant, params.ID
 	var row *sql.Row
 	if tenant == "" {
 		row = s.readRow(ctx, qJobGet, id)
@@ -115,7 +116,8 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtyp
 }
 
 // AttemptList implements store.Jobs.
-func (s *Store) AttemptList(ctx context.Context, tenant string, jobID int64) ([]*idemtype.Attempt, error) {
+func (s *Store) AttemptList(ctx context.Context, params *store.AttemptListParams) ([]*idemtype.Attempt, error) {
+	tenant, jobID := params.Tenant, params.JobID
 	var n int
 	if err := s.readRow(ctx, qJobExists, jobID, tenant).Scan(&n); err != nil {
 		return nil, fmt.Errorf("list attempts: %w", s.readErr(err))
@@ -143,7 +145,8 @@ func (s *Store) AttemptList(ctx context.Context, tenant string, jobID int64) ([]
 }
 
 // QueueStats implements store.Jobs.
-func (s *Store) QueueStats(ctx context.Context, tenant string, now time.Time) ([]*store.QueueStat, error) {
+func (s *Store) QueueStats(ctx context.Context, params *store.QueueStatsParams) ([]*store.QueueStat, error) {
+	tenant, now := params.Tenant, params.Now
 	now = store.OrNow(now)
 	byQueue := map[string]*store.QueueStat{}
 	get := func(q string) *store.QueueStat {

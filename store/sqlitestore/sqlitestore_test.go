@@ -76,7 +76,7 @@ func finish(t testing.TB, s *Store, j *idemtype.JobRow, state idemtype.JobState,
 
 func getJob(t testing.TB, s *Store, id int64) *idemtype.JobRow {
 	t.Helper()
-	j, err := s.JobGet(context.Background(), "", id)
+	j, err := s.JobGet(context.Background(), &store.JobGetParams{Tenant: "", ID: id})
 	if err != nil {
 		t.Fatalf("JobGet %d: %v", id, err)
 	}
@@ -150,7 +150,7 @@ func TestJobRecordLifecycle(t *testing.T) {
 	p := keyedJob("k", "key-1", "fp")
 	p.DedupWindow = 0
 	j := insert(t, s, t0, p)[0].Job
-	rec, err := s.RecordGet(ctx, "default", "key-1", t0)
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "key-1", Now: t0})
 	if err != nil || rec.JobID != j.ID || rec.DedupUntil != nil || rec.ExpiresAt != nil {
 		t.Fatalf("record after insert: %+v %v", rec, err)
 	}
@@ -162,7 +162,7 @@ func TestJobRecordLifecycle(t *testing.T) {
 	}
 	fin := t0.Add(time.Second)
 	finish(t, s, got[0], idemtype.StateCompleted, fin)
-	rec, err = s.RecordGet(ctx, "default", "key-1", fin)
+	rec, err = s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "key-1", Now: fin})
 	if err != nil || rec.Status != idemtype.RecordCompleted || rec.ResultJobID != j.ID ||
 		rec.DedupUntil == nil || !rec.DedupUntil.Equal(fin) || !rec.ExpiresAt.Equal(fin.Add(24*time.Hour)) ||
 		rec.LeaseOwner != "" {
@@ -173,7 +173,7 @@ func TestJobRecordLifecycle(t *testing.T) {
 	if j2.Existing || j2.Job.ID == j.ID {
 		t.Fatalf("after window: %+v", j2)
 	}
-	rec, _ = s.RecordGet(ctx, "default", "key-1", fin)
+	rec, _ = s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "key-1", Now: fin})
 	if rec.JobID != j2.Job.ID || rec.Status != idemtype.RecordCompleted || string(rec.Result) != `{"ok":true}` {
 		t.Fatalf("record after reopen: %+v", rec)
 	}
@@ -201,7 +201,7 @@ func TestRetentionKeepsOpenWindow(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("retention: %d %v", n, err)
 	}
-	if _, err := s.JobGet(ctx, "", res[1].Job.ID); !errors.Is(err, idemtype.ErrNotFound) {
+	if _, err := s.JobGet(ctx, &store.JobGetParams{Tenant: "", ID: res[1].Job.ID}); !errors.Is(err, idemtype.ErrNotFound) {
 		t.Fatalf("plain job kept: %v", err)
 	}
 	getJob(t, s, res[0].Job.ID)
@@ -232,7 +232,7 @@ func TestCloseAnswersPending(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 	wg.Wait()
-	if _, err := s.JobGet(context.Background(), "", 1); err == nil {
+	if _, err := s.JobGet(context.Background(), &store.JobGetParams{Tenant: "", ID: 1}); err == nil {
 		t.Fatal("read after close")
 	}
 }
@@ -268,10 +268,10 @@ func TestDeletedIDNotReused(t *testing.T) {
 	if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: last.ID, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.JobDelete(ctx, "default", last.ID, idemtype.StateCancelled); err != nil {
+	if err := s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "default", ID: last.ID, State: idemtype.StateCancelled}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.JobDelete(ctx, "default", last.ID, idemtype.StateCancelled); !errors.Is(err, idemtype.ErrNotFound) {
+	if err := s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "default", ID: last.ID, State: idemtype.StateCancelled}); !errors.Is(err, idemtype.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
 	if j := insert(t, s, t0, job("c"))[0].Job; j.ID <= last.ID {

@@ -100,7 +100,7 @@ func insert1(t *testing.T, s store.Store, now time.Time, p *store.JobInsertParam
 // mustGet returns a job of any tenant.
 func mustGet(t *testing.T, s store.Store, id int64) *idemtype.JobRow {
 	t.Helper()
-	j, err := s.JobGet(t.Context(), "", id)
+	j, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: id})
 	if err != nil {
 		t.Fatalf("JobGet(%d): %v", id, err)
 	}
@@ -207,7 +207,7 @@ func cancelJob(t *testing.T, s store.Store, j *idemtype.JobRow, now time.Time) *
 // attempts lists a job's attempts (any tenant).
 func attempts(t *testing.T, s store.Store, id int64) []*idemtype.Attempt {
 	t.Helper()
-	as, err := s.AttemptList(t.Context(), "", id)
+	as, err := s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "", JobID: id})
 	if err != nil {
 		t.Fatalf("AttemptList(%d): %v", id, err)
 	}
@@ -217,7 +217,7 @@ func attempts(t *testing.T, s store.Store, id int64) []*idemtype.Attempt {
 // record returns a live record, failing the test when there is none.
 func record(t *testing.T, s store.Store, tenant, key string, now time.Time) *idemtype.Record {
 	t.Helper()
-	r, err := s.RecordGet(t.Context(), tenant, key, now)
+	r, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: tenant, Key: key, Now: now})
 	if err != nil {
 		t.Fatalf("RecordGet(%s, %s, %v): %v", tenant, key, now, err)
 	}

@@ -216,13 +216,13 @@ func testJobGetTenant(t *testing.T, s store.Store) {
 	p := newJob("k")
 	p.Tenant = "t1"
 	j := insert1(t, s, at(0), p)
-	got, err := s.JobGet(t.Context(), "t1", j.ID)
+	got, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "t1", ID: j.ID})
 	if err != nil || got.ID != j.ID {
 		t.Errorf("JobGet(t1): %v %v", got, err)
 	}
-	_, err = s.JobGet(t.Context(), "t2", j.ID)
+	_, err = s.JobGet(t.Context(), &store.JobGetParams{Tenant: "t2", ID: j.ID})
 	wantErr(t, "JobGet(other tenant)", err, idemtype.ErrNotFound)
-	_, err = s.JobGet(t.Context(), "", j.ID+1000)
+	_, err = s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: j.ID + 1000})
 	wantErr(t, "JobGet(unknown id)", err, idemtype.ErrNotFound)
 }
 

@@ -40,7 +40,7 @@ func testCallsAfterClose(t *testing.T, s store.Store) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v, want nil (idempotent)", err)
 	}
-	_, err := s.JobGet(t.Context(), "", j.ID)
+	_, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: j.ID})
 	wantErr(t, "JobGet after Close", err, idemtype.ErrClosed)
 	_, err = s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{newJob("k")}, Now: at(0)})
 	wantErr(t, "JobInsertMany after Close", err, idemtype.ErrClosed)

@@ -134,7 +134,7 @@ func testRelease(t *testing.T, s store.Store) {
 	acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K", Owner: store.JobOwner(c0.ID), JobID: c0.ID,
 		LeaseUntil: at(time.Hour), Now: at(0)})
 	now := at(time.Minute)
-	n, err := s.JobReleaseMany(t.Context(), []store.Lease{leaseOf(c0), {ID: c1.ID, Token: "stale"}}, now)
+	n, err := s.JobReleaseMany(t.Context(), &store.JobReleaseManyParams{Leases: []store.Lease{leaseOf(c0), {ID: c1.ID, Token: "stale"}}, Now: now})
 	if err != nil {
 		t.Fatalf("JobReleaseMany: %v", err)
 	}
@@ -173,7 +173,7 @@ func testPromote(t *testing.T, s store.Store) {
 	finish1(t, s, failure(r, idemtype.StateRetryable, idemtype.OutcomeFailed, "x", at(2*time.Minute), at(time.Second)))
 	dep := insert1(t, s, at(0), dependsOn("pending", js[2]))
 
-	queues, err := s.JobPromote(t.Context(), at(3*time.Minute), 100)
+	queues, err := s.JobPromote(t.Context(), &store.JobPromoteParams{Now: at(3 * time.Minute), Limit: 100})
 	if err != nil {
 		t.Fatalf("JobPromote: %v", err)
 	}
@@ -192,7 +192,7 @@ func testPromote(t *testing.T, s store.Store) {
 	}
 
 	more := insertNew(t, s, at(0), mk("q5", "a", time.Minute), mk("q5", "b", time.Minute), mk("q5", "c", time.Minute))
-	if _, err := s.JobPromote(t.Context(), at(3*time.Minute), 2); err != nil {
+	if _, err := s.JobPromote(t.Context(), &store.JobPromoteParams{Now: at(3 * time.Minute), Limit: 2}); err != nil {
 		t.Fatalf("JobPromote: %v", err)
 	}
 	n := 0
@@ -219,9 +219,9 @@ func deleteFinished(t *testing.T, s store.Store, p *store.JobDeleteFinishedParam
 // gone checks a job and its attempts no longer exist.
 func gone(t *testing.T, s store.Store, id int64) {
 	t.Helper()
-	_, err := s.JobGet(t.Context(), "", id)
+	_, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: id})
 	wantErr(t, "JobGet of a deleted job", err, idemtype.ErrNotFound)
-	_, err = s.AttemptList(t.Context(), "", id)
+	_, err = s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "", JobID: id})
 	wantErr(t, "AttemptList of a deleted job", err, idemtype.ErrNotFound)
 }
 
@@ -307,7 +307,7 @@ func testRecordDeleteExpired(t *testing.T, s store.Store) {
 
 	del := func(now time.Time, limit int) int {
 		t.Helper()
-		n, err := s.RecordDeleteExpired(t.Context(), now, limit)
+		n, err := s.RecordDeleteExpired(t.Context(), &store.RecordDeleteExpiredParams{Now: now, Limit: limit})
 		if err != nil {
 			t.Fatalf("RecordDeleteExpired: %v", err)
 		}
@@ -322,7 +322,7 @@ func testRecordDeleteExpired(t *testing.T, s store.Store) {
 	if n := del(at(time.Hour), 2); n != 1 {
 		t.Errorf("deleted %d in the second round, want 1", n)
 	}
-	st, err := s.RecordStats(t.Context(), "", at(time.Hour))
+	st, err := s.RecordStats(t.Context(), &store.RecordStatsParams{Tenant: "", Now: at(time.Hour)})
 	if err != nil {
 		t.Fatalf("RecordStats: %v", err)
 	}
@@ -368,7 +368,7 @@ func testRescueLifecycle(t *testing.T, s store.Store) {
 	if j := mustGet(t, s, a[1].Job.ID); j.State != idemtype.StateDead || j.FinishedAt == nil {
 		t.Fatalf("rescued at max attempts: %s", j.State)
 	}
-	att, err := s.AttemptList(ctx, "default", a[0].Job.ID)
+	att, err := s.AttemptList(ctx, &store.AttemptListParams{Tenant: "default", JobID: a[0].Job.ID})
 	if err != nil || len(att) != 1 || att[0].Outcome != idemtype.OutcomeLost {
 		t.Fatalf("attempts: %+v %v", att, err)
 	}

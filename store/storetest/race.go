@@ -194,7 +194,7 @@ func testRaceClaims(t *testing.T, s store.Store) {
 			t.Errorf("job %d claimed %d times", id, n)
 		}
 	}
-	stats, err := s.QueueStats(t.Context(), "", at(time.Second))
+	stats, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Tenant: "", Now: at(time.Second)})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}

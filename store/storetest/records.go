@@ -253,7 +253,7 @@ func testAcquireSameOwner(t *testing.T, s store.Store) {
 	}
 	wantTimeP(t, "LeaseUntil after re-acquire", record(t, s, "default", "K", at(30*time.Second)).LeaseUntil, at(90*time.Second))
 	// A released lease is free for anyone.
-	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
 	if res := acquire(t, s, acq("K", "o2", at(40*time.Second))); !res.Acquired {
 		t.Errorf("released lease not free")
 	}
@@ -279,7 +279,7 @@ func testAcquireExpiredRecord(t *testing.T, s store.Store) {
 	wantOK(t, "complete", complete(t, s, "K", "o1", "old", at(time.Second)))
 	// TTL 48h, dedup 1h: expired from at(1s+48h).
 	later := at(time.Second + 48*time.Hour)
-	_, err := s.RecordGet(t.Context(), "default", "K", later)
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: later})
 	wantErr(t, "RecordGet of an expired record", err, idemtype.ErrNotFound)
 	res := acquire(t, s, acq("K", "o2", later))
 	if !res.Acquired {
@@ -342,7 +342,7 @@ func testRecordCompleteWrongOwner(t *testing.T, s store.Store) {
 	if r := record(t, s, "default", "K", at(time.Second)); r.Status != idemtype.RecordInProgress || r.LeaseOwner != "o1" {
 		t.Errorf("record after a refused complete: status %s owner %q", r.Status, r.LeaseOwner)
 	}
-	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
 	wantErr(t, "complete after release", complete(t, s, "K", "o1", "x", at(2*time.Second)), idemtype.ErrLeaseLost)
 	err := complete(t, s, "missing", "o1", "x", at(time.Second))
 	if err == nil {
@@ -352,25 +352,25 @@ func testRecordCompleteWrongOwner(t *testing.T, s store.Store) {
 
 func testRecordRelease(t *testing.T, s store.Store) {
 	acquire(t, s, acq("K", "o1", at(0)))
-	wantOK(t, "release by another owner", s.RecordRelease(t.Context(), "default", "K", "o2"))
+	wantOK(t, "release by another owner", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o2"}))
 	r := record(t, s, "default", "K", at(time.Second))
 	if r.LeaseOwner != "o1" {
 		t.Errorf("release by another owner cleared the lease (owner %q)", r.LeaseOwner)
 	}
-	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
 	r = record(t, s, "default", "K", at(time.Second))
 	if r.LeaseOwner != "" || r.Status != idemtype.RecordInProgress || r.Result != nil {
 		t.Errorf("after release: owner %q status %s result %q", r.LeaseOwner, r.Status, r.Result)
 	}
-	wantOK(t, "release of a missing key", s.RecordRelease(t.Context(), "default", "missing", "o1"))
+	wantOK(t, "release of a missing key", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "missing", Owner: "o1"}))
 }
 
 func testRecordDelete(t *testing.T, s store.Store) {
 	acquire(t, s, acq("K", "o1", at(0)))
-	wantErr(t, "delete in another tenant", s.RecordDelete(t.Context(), "other", "K"), idemtype.ErrNotFound)
-	wantErr(t, "delete of a missing key", s.RecordDelete(t.Context(), "default", "missing"), idemtype.ErrNotFound)
-	wantOK(t, "delete", s.RecordDelete(t.Context(), "default", "K"))
-	_, err := s.RecordGet(t.Context(), "default", "K", at(0))
+	wantErr(t, "delete in another tenant", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "other", Key: "K"}), idemtype.ErrNotFound)
+	wantErr(t, "delete of a missing key", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "missing"}), idemtype.ErrNotFound)
+	wantOK(t, "delete", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "K"}))
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: at(0)})
 	wantErr(t, "get after delete", err, idemtype.ErrNotFound)
 	if res := acquire(t, s, acq("K", "o2", at(time.Second))); !res.Acquired {
 		t.Errorf("deleted key not free")
@@ -380,11 +380,11 @@ func testRecordDelete(t *testing.T, s store.Store) {
 func testRecordGetExpired(t *testing.T, s store.Store) {
 	acquire(t, s, acq("K", "o1", at(0))) // expires at(24h)
 	record(t, s, "default", "K", at(24*time.Hour-time.Microsecond))
-	_, err := s.RecordGet(t.Context(), "default", "K", at(24*time.Hour))
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: at(24 * time.Hour)})
 	wantErr(t, "RecordGet at ExpiresAt", err, idemtype.ErrNotFound)
-	_, err = s.RecordGet(t.Context(), "other", "K", at(0))
+	_, err = s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "other", Key: "K", Now: at(0)})
 	wantErr(t, "RecordGet of another tenant", err, idemtype.ErrNotFound)
-	_, err = s.RecordGet(t.Context(), "default", "missing", at(0))
+	_, err = s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "missing", Now: at(0)})
 	wantErr(t, "RecordGet of a missing key", err, idemtype.ErrNotFound)
 }
 
@@ -415,7 +415,7 @@ func testRecordStats(t *testing.T, s store.Store) {
 	now := at(10 * time.Hour)
 	check := func(tenant string, want store.RecordStats) {
 		t.Helper()
-		got, err := s.RecordStats(t.Context(), tenant, now)
+		got, err := s.RecordStats(t.Context(), &store.RecordStatsParams{Tenant: tenant, Now: now})
 		if err != nil {
 			t.Fatalf("RecordStats(%q): %v", tenant, err)
 		}
@@ -493,7 +493,7 @@ func testRecordLease(t *testing.T, s store.Store) {
 		Result: []byte("r"), ResultHash: "h", TTL: 2 * time.Hour, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := s.RecordGet(ctx, "default", "k", now)
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "k", Now: now})
 	if err != nil || rec.Status != idemtype.RecordCompleted || string(rec.Result) != "r" ||
 		!rec.ExpiresAt.Equal(now.Add(2*time.Hour)) || rec.LeaseOwner != "" {
 		t.Fatalf("record: %+v %v", rec, err)
@@ -503,7 +503,7 @@ func testRecordLease(t *testing.T, s store.Store) {
 	}
 	// Expired: gone for Get, and a new acquire starts afresh.
 	later := now.Add(3 * time.Hour)
-	if _, err := s.RecordGet(ctx, "default", "k", later); !errors.Is(err, idemtype.ErrNotFound) {
+	if _, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "k", Now: later}); !errors.Is(err, idemtype.ErrNotFound) {
 		t.Fatalf("expired get: %v", err)
 	}
 	if r := acq("d", later); !r.Acquired || r.Record.Status != idemtype.RecordInProgress || r.Record.Result != nil {
@@ -553,7 +553,7 @@ func testResultKeptWindowZero(t *testing.T, s store.Store) {
 	wantTimeP(t, "DedupUntil after a cached finish (window 0)", r.DedupUntil, fin)
 	wantTimeP(t, "ExpiresAt after a cached finish (window 0)", r.ExpiresAt, done.Add(ttl))
 	record(t, s, "default", "K", done.Add(ttl-time.Microsecond))
-	if _, err := s.RecordGet(t.Context(), "default", "K", done.Add(ttl)); err == nil {
+	if _, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: done.Add(ttl)}); err == nil {
 		t.Errorf("record still live at its expiry")
 	}
 
