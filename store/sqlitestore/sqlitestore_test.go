@@ -135,14 +135,6 @@ func TestGroupCommitOneKey(t *testing.T) {
 	}
 }
 
-func ids(js []*idemtype.JobRow) []int64 {
-	out := make([]int64, len(js))
-	for i, j := range js {
-		out[i] = j.ID
-	}
-	return out
-}
-
 func TestJobRecordLifecycle(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, nil)
