@@ -14,7 +14,8 @@ import (
 //
 // A durable commit costs one WAL flush; on most disks that, not the SQL, is
 // what bounds single-job transactions per second. JobInsertMany and
-// JobFinishMany therefore hand small requests to a few group workers. A
+// JobFinishMany therefore hand small requests to a few group workers
+// (internal/batch Runners). A
 // worker takes the first request waiting, adds every other request already
 // queued (up to groupMaxJobs items) and runs them all in one transaction —
 // one round trip for keyless inserts and for requests with one key each

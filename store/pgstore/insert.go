@@ -68,8 +68,14 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 	if err != nil {
 		return nil, err
 	}
-	// The requests whose key existed, rerun together in one explicit
-	// transaction (each request is still whole: all or nothing).
+	return s.rerunExisting(ctx, conn, items, ends, res), nil
+}
+
+// rerunExisting reruns the requests whose key existed (their items hold
+// errRetryOwn after a modeOneShot insert) together in one explicit
+// transaction — each request is still whole: all or nothing — and fills in
+// their results.
+func (s *Store) rerunExisting(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, ends []int, res []store.JobInsertResult) []store.JobInsertResult {
 	var retry [][2]int
 	var fresh []*insertItem
 	start := 0
@@ -86,7 +92,7 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 		start = end
 	}
 	if len(retry) == 0 {
-		return res, nil
+		return res
 	}
 	again, err := s.insertOwn(ctx, conn, fresh)
 	if err == nil {
@@ -94,10 +100,16 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 		for _, r := range retry {
 			k += copy(res[r[0]:r[1]], again[k:])
 		}
-		return res, nil
+		return res
 	}
-	// The shared rerun failed: each request on its own, so that an error
-	// is only its own request's (the rest of the group has committed).
+	s.rerunEach(ctx, conn, items, retry, res)
+	return res
+}
+
+// rerunEach reruns each request of retry in its own transaction after the
+// shared rerun failed, so that an error is only its own request's (the rest
+// of the group has committed).
+func (s *Store) rerunEach(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, retry [][2]int, res []store.JobInsertResult) {
 	for _, r := range retry {
 		fresh := make([]*insertItem, 0, r[1]-r[0])
 		for _, it := range items[r[0]:r[1]] {
@@ -112,7 +124,6 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 			}
 		}
 	}
-	return res, nil
 }
 
 // insertOwn runs items in one explicit transaction on conn (modeOwn).

@@ -4,11 +4,12 @@
 //
 // Design for throughput:
 //   - One writer connection owned by one goroutine. Callers submit write
-//     operations through a channel; the writer takes everything queued (up to
-//     Config.MaxBatchOps operations or Config.MaxBatchItems items), runs each
-//     operation inside its own SAVEPOINT (a failing operation rolls back only
-//     itself), commits once and then answers every caller (group commit). One
-//     fsync thus covers many concurrent enqueues.
+//     operations to an internal/batch Runner; the writer takes everything
+//     queued (up to Config.MaxBatchOps operations or Config.MaxBatchItems
+//     items), runs the operations back to back — and, after a database
+//     error, again with one SAVEPOINT each, so a failing operation rolls
+//     back only itself — commits once and then answers every caller (group
+//     commit). One fsync thus covers many concurrent enqueues.
 //   - With Synchronous FULL (the default) a separate goroutine fsyncs the WAL
 //     after each group commit and only then answers the group's callers, so
 //     the writer executes the next group while the previous one is synced.
