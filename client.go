@@ -75,7 +75,7 @@ func (c *Client) wake(queue string) { c.notifier.Inserted(queue) }
 
 // JobGet returns a job of tenant ("" = the default tenant).
 func (c *Client) JobGet(ctx context.Context, tenant string, id int64) (*JobRow, error) {
-	return c.store.JobGet(ctx, c.tenant(tenant), id)
+	return c.store.JobGet(ctx, &store.JobGetParams{Tenant: c.tenant(tenant), ID: id})
 }
 
 // JobListParams selects a page of jobs.
@@ -168,17 +168,17 @@ func (c *Client) DLQRequeue(ctx context.Context, ids []int64, filter JobFilter) 
 
 // DLQDelete deletes a dead job with its attempts; ErrNotFound if it is not dead.
 func (c *Client) DLQDelete(ctx context.Context, tenant string, id int64) error {
-	return c.store.JobDelete(ctx, c.tenant(tenant), id, StateDead)
+	return c.store.JobDelete(ctx, &store.JobDeleteParams{Tenant: c.tenant(tenant), ID: id, State: StateDead})
 }
 
 // JobAttempts returns the attempts of a job, oldest first.
 func (c *Client) JobAttempts(ctx context.Context, tenant string, id int64) ([]*Attempt, error) {
-	return c.store.AttemptList(ctx, c.tenant(tenant), id)
+	return c.store.AttemptList(ctx, &store.AttemptListParams{Tenant: c.tenant(tenant), JobID: id})
 }
 
 // RecordGet returns the live idempotency record of key.
 func (c *Client) RecordGet(ctx context.Context, tenant, key string) (*Record, error) {
-	rec, err := c.store.RecordGet(ctx, c.tenant(tenant), key, c.now())
+	rec, err := c.store.RecordGet(ctx, &store.RecordGetParams{Tenant: c.tenant(tenant), Key: key, Now: c.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (c *Client) RecordGet(ctx context.Context, tenant, key string) (*Record, er
 
 // RecordDelete deletes an idempotency record so its key may be used again.
 func (c *Client) RecordDelete(ctx context.Context, tenant, key string) error {
-	return c.store.RecordDelete(ctx, c.tenant(tenant), key)
+	return c.store.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: c.tenant(tenant), Key: key})
 }
 
 // CacheStats summarises the idempotency records and this process's cache
@@ -209,7 +209,7 @@ type CacheStats struct {
 // CacheStats returns the statistics of the idempotency records of tenant
 // ("" = every tenant).
 func (c *Client) CacheStats(ctx context.Context, tenant string) (*CacheStats, error) {
-	rs, err := c.store.RecordStats(ctx, tenant, c.now())
+	rs, err := c.store.RecordStats(ctx, &store.RecordStatsParams{Tenant: tenant, Now: c.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -223,5 +223,5 @@ func (c *Client) CacheStats(ctx context.Context, tenant string) (*CacheStats, er
 
 // QueueStats counts jobs per queue and state for tenant ("" = every tenant).
 func (c *Client) QueueStats(ctx context.Context, tenant string) ([]*store.QueueStat, error) {
-	return c.store.QueueStats(ctx, tenant, c.now())
+	return c.store.QueueStats(ctx, &store.QueueStatsParams{Tenant: tenant, Now: c.now()})
 }

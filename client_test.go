@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 func TestEnqueue(t *testing.T) {
@@ -675,7 +676,7 @@ func TestDo(t *testing.T) {
 		if _, err := b.client.Do(ctx, "big", func(context.Context) (any, error) { return big, nil }, nil); err != nil {
 			t.Fatal(err)
 		}
-		raw, err := b.store.RecordGet(ctx, "default", "big", time.Now())
+		raw, err := b.store.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "big", Now: time.Now()})
 		if err != nil || !raw.Compressed || raw.SizeBytes >= int64(len(big)) {
 			t.Fatalf("stored record not compressed: %+v %v", raw, err)
 		}

@@ -120,7 +120,7 @@ func (c *Client) doRun(ctx context.Context, key, owner string, o DoOpts, fn func
 			return c.doStore(ctx, key, owner, o, out, start)
 		}
 	}
-	if rerr := c.store.RecordRelease(context.WithoutCancel(ctx), o.Tenant, key, owner); rerr != nil {
+	if rerr := c.store.RecordRelease(context.WithoutCancel(ctx), &store.RecordReleaseParams{Tenant: o.Tenant, Key: key, Owner: owner}); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("release key: %w", rerr))
 	}
 	return nil, err

@@ -181,7 +181,7 @@ func (c *Client) releaseRunning(rt *runtime) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n, err := c.store.JobReleaseMany(ctx, leases, c.now())
+	n, err := c.store.JobReleaseMany(ctx, &store.JobReleaseManyParams{Leases: leases, Now: c.now()})
 	c.logger.Info("released leases at shutdown", "jobs", n)
 	if err != nil {
 		return fmt.Errorf("release leases: %w", err)

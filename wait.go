@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"fmt"
+	"github.com/idem-dev/idem/store"
 	"time"
 )
 
@@ -24,7 +25,7 @@ func (c *Client) JobWait(ctx context.Context, id int64) (*JobRow, error) {
 		// Register before reading, so a finish between the read and the
 		// wait is not missed.
 		finished, stop := c.notifier.WaitFinished(id)
-		row, err := c.store.JobGet(ctx, "", id)
+		row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: id})
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("wait job %d: %w", id, err)

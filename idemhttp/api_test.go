@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idem-dev/idem/store"
 )
 
 func TestAPISQLite(t *testing.T) {
@@ -566,7 +568,7 @@ func testAuth(t *testing.T, open opener) {
 	keys, _ := e.st.APIKeyList(t.Context())
 	for _, k := range keys {
 		if k.Tenant == "c" {
-			if err := e.st.APIKeyRevoke(t.Context(), k.ID, time.Now()); err != nil {
+			if err := e.st.APIKeyRevoke(t.Context(), &store.APIKeyRevokeParams{ID: k.ID, Now: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 		}

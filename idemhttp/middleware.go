@@ -271,7 +271,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		if completed {
 			return
 		}
-		if err := m.st.RecordRelease(bg, tenant, key, owner); err != nil {
+		if err := m.st.RecordRelease(bg, &store.RecordReleaseParams{Tenant: tenant, Key: key, Owner: owner}); err != nil {
 			m.cfg.Logger.Error("idempotency key: release", "key", key, "err", err)
 		}
 	}()

@@ -101,7 +101,7 @@ type check struct {
 // readiness evaluates the thresholds over every tenant.
 func (s *Server) readiness(ctx context.Context) (status string, checks map[string]check) {
 	checks = map[string]check{}
-	list, err := s.store.QueueStats(ctx, "", s.now())
+	list, err := s.store.QueueStats(ctx, &store.QueueStatsParams{Tenant: "", Now: s.now()})
 	if err != nil {
 		checks["database"] = check{Status: "unhealthy", Detail: "the store did not answer"}
 		return "unhealthy", checks

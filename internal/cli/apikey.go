@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/store"
 )
 
 func newAPIKeyCmd() *cobra.Command {
@@ -63,7 +64,7 @@ func newAPIKeyCmd() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			if err := st.APIKeyRevoke(cmd.Context(), args[0], time.Now()); err != nil {
+			if err := st.APIKeyRevoke(cmd.Context(), &store.APIKeyRevokeParams{ID: args[0], Now: time.Now()}); err != nil {
 				return fmt.Errorf("revoke %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])

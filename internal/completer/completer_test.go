@@ -98,7 +98,7 @@ func TestCompleter(t *testing.T) {
 		}
 		c.Stop()
 		for _, f := range fins {
-			row, err := st.JobGet(ctx, "t", f.ID)
+			row, err := st.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: f.ID})
 			if err != nil || row.State != idemtype.StateCompleted {
 				t.Fatalf("job %d: %v %v", f.ID, row, err)
 			}
@@ -143,7 +143,7 @@ func TestCompleter(t *testing.T) {
 			t.Fatalf("flushed %d", n)
 		}
 		c.Stop()
-		row, _ := cs.JobGet(ctx, "t", fins[0].ID)
+		row, _ := cs.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: fins[0].ID})
 		if row.State != idemtype.StateCompleted || cs.calls.Load() != 3 {
 			t.Fatalf("state %s after %d calls", row.State, cs.calls.Load())
 		}
@@ -177,7 +177,7 @@ func TestCompleter(t *testing.T) {
 		c.Stop()
 		<-c.Stopped()
 		c.Submit(fins[1]) // dropped, does not block or panic
-		row, _ := st.JobGet(ctx, "t", fins[1].ID)
+		row, _ := st.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: fins[1].ID})
 		if row.State != idemtype.StateRunning {
 			t.Fatalf("a finish after Stop was written: %s", row.State)
 		}

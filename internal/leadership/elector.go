@@ -107,7 +107,7 @@ func (e *Elector) Stop() {
 	if e.leader.Swap(false) {
 		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
-		if err := e.store.LeaderResign(ctx, e.cfg.Name, e.cfg.Owner); err != nil {
+		if err := e.store.LeaderResign(ctx, &store.LeaderResignParams{Name: e.cfg.Name, Owner: e.cfg.Owner}); err != nil {
 			e.cfg.Logger.Warn("leader resign failed", "err", err)
 		}
 	}

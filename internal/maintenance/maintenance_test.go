@@ -100,7 +100,7 @@ func TestRetentionDeletesInBatchesAndKeepsOpenKeys(t *testing.T) {
 	if err != nil || n != 24 {
 		t.Fatalf("deleted %d (%v), want the 24 jobs without an open dedup window", n, err)
 	}
-	if _, err := st.JobGet(ctx, "t", rows[0].ID); err != nil {
+	if _, err := st.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: rows[0].ID}); err != nil {
 		t.Fatalf("the keyed job inside its 90-day window was deleted: %v", err)
 	}
 	clk.Set(base.Add(91 * 24 * time.Hour))
@@ -128,7 +128,7 @@ func TestRescuerReturnsExpiredLeases(t *testing.T) {
 	if n, err := r.RunOnce(ctx); err != nil || n != 3 || woken != 1 {
 		t.Fatalf("rescued %d (%v), woken %d", n, err, woken)
 	}
-	row, _ := st.JobGet(ctx, "t", jobs[0].ID)
+	row, _ := st.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: jobs[0].ID})
 	if row.State != idemtype.StateRetryable || row.Attempt != 1 {
 		t.Fatalf("rescued job: %s attempt %d", row.State, row.Attempt)
 	}

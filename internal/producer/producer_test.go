@@ -129,7 +129,7 @@ func TestProducer(t *testing.T) {
 		_ = p.Start(ctx)
 		b.waitFinished(t, len(ids))
 		for _, id := range ids {
-			row, err := b.store.JobGet(ctx, "t", id)
+			row, err := b.store.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: id})
 			if err != nil || row.State != idemtype.StateCompleted {
 				t.Fatalf("job %d: %v %v", id, row.State, err)
 			}
@@ -201,7 +201,7 @@ func TestProducer(t *testing.T) {
 		cause := errors.New("cancelled by test")
 		b.running.Cancel(id, cause)
 		b.running.Wait()
-		row, _ := b.store.JobGet(ctx, "t", id)
+		row, _ := b.store.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: id})
 		if row.State != idemtype.StateRunning {
 			t.Fatalf("a dropped finish was written: %s", row.State)
 		}
@@ -252,7 +252,7 @@ func TestRunningAndHeartbeater(t *testing.T) {
 	if n := h.RunOnce(ctx); n != 2 {
 		t.Fatalf("renewed %d leases", n)
 	}
-	row, _ := b.store.JobGet(ctx, "t", ids[0])
+	row, _ := b.store.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: ids[0]})
 	if row.LeaseExpiresAt == nil || time.Until(*row.LeaseExpiresAt) < 50*time.Minute {
 		t.Fatalf("lease not extended: %v", row.LeaseExpiresAt)
 	}
