@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/recordlease"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -78,7 +79,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 func (c *Client) doAcquire(ctx context.Context, key, owner string, o DoOpts) (*store.RecordAcquireResult, error) {
 	now := c.now()
 	res, err := c.store.RecordAcquire(ctx, &store.RecordAcquireParams{
-		Tenant: o.Tenant, Key: key, Owner: owner, LeaseUntil: now.Add(o.Lease),
+		Tenant: o.Tenant, Key: recordlease.Key(recordlease.PurposeDo, key), Owner: owner, LeaseUntil: now.Add(o.Lease),
 		DedupUntil: now, ExpiresAt: now.Add(o.TTL), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("do %q: %w", key, err)
@@ -120,7 +121,7 @@ func (c *Client) doRun(ctx context.Context, key, owner string, o DoOpts, fn func
 			return c.doStore(ctx, key, owner, o, out, start)
 		}
 	}
-	if rerr := c.store.RecordRelease(context.WithoutCancel(ctx), o.Tenant, key, owner); rerr != nil {
+	if rerr := c.store.RecordRelease(context.WithoutCancel(ctx), o.Tenant, recordlease.Key(recordlease.PurposeDo, key), owner); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("release key: %w", rerr))
 	}
 	return nil, err
@@ -146,10 +147,23 @@ func (c *Client) doStore(ctx context.Context, key, owner string, o DoOpts, out j
 	}
 	now := c.now()
 	err = c.store.RecordComplete(context.WithoutCancel(ctx), &store.RecordCompleteParams{
-		Tenant: o.Tenant, Key: key, Owner: owner, Result: enc.bytes, Compressed: enc.compressed,
+		Tenant: o.Tenant, Key: recordlease.Key(recordlease.PurposeDo, key), Owner: owner, Result: enc.bytes, Compressed: enc.compressed,
 		ResultHash: enc.hash, TTL: o.TTL, DurationMS: now.Sub(start).Milliseconds(), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("do %q: store result: %w", key, err)
 	}
 	return &DoResult{Result: stored}, nil
+}
+
+// DoRecordGet returns the live record of a Do key. Do keys have a namespace
+// of their own, apart from job idempotency keys (RecordGet reads those): a
+// job and a Do call with the same key never share a result.
+func (c *Client) DoRecordGet(ctx context.Context, tenant, key string) (*Record, error) {
+	return c.RecordGet(ctx, tenant, recordlease.Key(recordlease.PurposeDo, key))
+}
+
+// DoRecordDelete deletes the record of a Do key, so the next Do with it
+// runs fn again.
+func (c *Client) DoRecordDelete(ctx context.Context, tenant, key string) error {
+	return c.RecordDelete(ctx, tenant, recordlease.Key(recordlease.PurposeDo, key))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/recordlease"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -30,8 +31,10 @@ const (
 	// DefaultMaxResponseBytes: larger responses are not stored (the key is
 	// released, as for a failure).
 	DefaultMaxResponseBytes = 1 << 20
-	// DefaultNamespace prefixes the record keys of the middleware so they
-	// never collide with job keys of the same tenant.
+	// DefaultNamespace prefixes the middleware's keys within the records
+	// of the middleware. It does not separate them from job or Do keys:
+	// the middleware's records have a namespace of their own whatever the
+	// prefix (see MiddlewareConfig.Namespace).
 	DefaultNamespace = "http:"
 )
 
@@ -58,7 +61,10 @@ type MiddlewareConfig struct {
 	MaxBodyBytes int64
 	// MaxResponseBytes: larger responses are not stored; default DefaultMaxResponseBytes.
 	MaxResponseBytes int
-	// Namespace prefixes record keys; default DefaultNamespace.
+	// Namespace prefixes the Idempotency-Key within the middleware's own
+	// record namespace, so that two middlewares on one store and tenant
+	// keep apart; default DefaultNamespace. Job keys, Do keys and the
+	// middleware's keys never meet, whatever the Namespace or key.
 	Namespace string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -197,7 +203,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	fp := requestFingerprint(r, body)
-	tenant, rkey := m.cfg.Tenant(r), m.cfg.Namespace+key
+	tenant, rkey := m.cfg.Tenant(r), recordlease.Key(recordlease.PurposeHTTP, m.cfg.Namespace+key)
 	owner := fp[:16] + "." + store.NewToken()
 	res, err := m.acquire(r.Context(), tenant, rkey, owner)
 	if err != nil {
