@@ -220,9 +220,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // requestFingerprint is the hex SHA-256 of method, path and body.
 func requestFingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
-	io.WriteString(h, r.Method)
+	h.Write([]byte(r.Method))
 	h.Write([]byte{0})
-	io.WriteString(h, r.URL.Path)
+	h.Write([]byte(r.URL.Path))
 	h.Write([]byte{0})
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
