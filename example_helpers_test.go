@@ -37,8 +37,7 @@ func exampleJobWait(ctx context.Context, c *idem.Client, id int64) *idem.JobRow 
 		if err != nil {
 			panic(err)
 		}
-		switch job.State {
-		case idem.StateCompleted, idem.StateCancelled, idem.StateDead:
+		if job.State == idem.StateCompleted || job.State == idem.StateCancelled || job.State == idem.StateDead {
 			return job
 		}
 		if time.Now().After(deadline) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/idem-dev/idem"
 )
@@ -26,7 +27,7 @@ func ExampleClient_JobReplay() {
 	}
 	_ = json.Unmarshal(copies[0].Metadata, &meta)
 	fmt.Println("copies:", n, copies[0].Kind, string(copies[0].Args))
-	fmt.Println("copy of the original:", meta.ReplayOf == fmt.Sprint(orig.Job.ID))
+	fmt.Println("copy of the original:", meta.ReplayOf == strconv.FormatInt(orig.Job.ID, 10))
 	// Output:
 	// copies: 1 report {"day":"2026-11-25"}
 	// copy of the original: true

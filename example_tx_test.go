@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
@@ -45,7 +44,7 @@ func ExampleEnqueueTx() {
 			return nil, err
 		}
 		result := map[string]bool{"shipped": true}
-		if err := idem.JobCompleteTx(ctx, pgx.Tx(tx), result); err != nil {
+		if err := idem.JobCompleteTx(ctx, tx, result); err != nil {
 			return nil, err
 		}
 		return json.RawMessage(`{"shipped":true}`), tx.Commit(ctx)
@@ -61,7 +60,7 @@ func ExampleEnqueueTx() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := idem.EnqueueTx(ctx, client, pgx.Tx(tx), []idem.EnqueueParams{
+	res, err := idem.EnqueueTx(ctx, client, tx, []idem.EnqueueParams{
 		{Kind: "ship-order", Args: json.RawMessage(`{"order":"A-17"}`)}})
 	if err != nil || res[0].Err != nil {
 		panic(fmt.Sprint(err, res))
