@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/recordlease"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -676,11 +677,11 @@ func TestDo(t *testing.T) {
 		if _, err := b.client.Do(ctx, "big", func(context.Context) (any, error) { return big, nil }, nil); err != nil {
 			t.Fatal(err)
 		}
-		raw, err := b.store.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "big", Now: time.Now()})
+		raw, err := b.store.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: recordlease.Key(recordlease.PurposeDo, "big"), Now: time.Now()})
 		if err != nil || !raw.Compressed || raw.SizeBytes >= int64(len(big)) {
 			t.Fatalf("stored record not compressed: %+v %v", raw, err)
 		}
-		rec, err := b.client.RecordGet(ctx, "", "big")
+		rec, err := b.client.DoRecordGet(ctx, "", "big")
 		if err != nil || string(rec.Result) != `"`+big+`"` {
 			t.Fatalf("read back: %v", err)
 		}

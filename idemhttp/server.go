@@ -13,17 +13,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/store"
 )
 
 // Server serves the HTTP API. It is an http.Handler for every route;
 // APIHandler and OpsHandler split the API from the ops endpoints when they
 // listen on different addresses.
 type Server struct {
-	client *idem.Client
-	store  store.Store
+	client Client
+	store  Store
 	cfg    *Config
 
 	auth    *authenticator
@@ -46,7 +43,7 @@ type route struct {
 
 // NewServer returns the API server of client on st (the store the client
 // uses; its API keys and records serve auth and the middleware).
-func NewServer(client *idem.Client, st store.Store, cfg *Config) (*Server, error) {
+func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	if client == nil || st == nil {
 		return nil, errors.New("idemhttp: nil client or store")
 	}
