@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/idem-dev/idem"
 )
@@ -96,9 +95,12 @@ func BenchmarkEnqueueDedupHit(b *testing.B) {
 // BenchmarkWork measures claim + run + complete of no-op jobs with 100 workers.
 func BenchmarkWork(b *testing.B) {
 	var done atomic.Int64
+	all := make(chan struct{})
 	workers := idem.NewWorkers()
 	workers.Handle("noop", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
-		done.Add(1)
+		if done.Add(1) == int64(b.N) {
+			close(all)
+		}
 		return nil, nil
 	})
 	c := benchClient(b, &idem.Config{Workers: workers, Queues: queues(benchWorkers)})
@@ -116,9 +118,7 @@ func BenchmarkWork(b *testing.B) {
 	if err := c.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	for done.Load() < int64(b.N) {
-		time.Sleep(time.Millisecond)
-	}
+	<-all
 	_ = c.Stop(ctx) // waits for the last completions to be written
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")

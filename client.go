@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/executor"
+	"github.com/idem-dev/idem/internal/notifier"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -21,13 +23,13 @@ type Client struct {
 	logger *slog.Logger
 
 	stats    clientStats
-	inserted broadcaster // wakes long-polling claims
+	exec     *executor.Executor // turns attempts into finishes
+	notifier *notifier.Notifier // wake-ups: producers, long polls, JobWait
 
-	mu        sync.Mutex
-	started   bool
-	stopped   bool
-	runtime   *runtime // nil until Start
-	producers map[string]*producer
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	runtime *runtime // nil until Start
 }
 
 // clientStats counts cache hits and misses in this process.
@@ -46,7 +48,13 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
-	return &Client{store: st, cfg: c, logger: c.Logger}, nil
+	cl := &Client{store: st, cfg: c, logger: c.Logger}
+	if cl.exec, err = newExecutor(cl); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	l, _ := st.(notifier.Listener)
+	cl.notifier = notifier.New(l, c.Logger)
+	return cl, nil
 }
 
 // Store returns the store the client uses.
@@ -63,19 +71,11 @@ func (c *Client) tenant(t string) string {
 }
 
 // wake tells the local producer of queue that a job may be available.
-func (c *Client) wake(queue string) {
-	c.inserted.Broadcast()
-	c.mu.Lock()
-	p := c.producers[queue]
-	c.mu.Unlock()
-	if p != nil {
-		p.wake()
-	}
-}
+func (c *Client) wake(queue string) { c.notifier.Inserted(queue) }
 
 // JobGet returns a job of tenant ("" = the default tenant).
 func (c *Client) JobGet(ctx context.Context, tenant string, id int64) (*JobRow, error) {
-	return c.store.JobGet(ctx, c.tenant(tenant), id)
+	return c.store.JobGet(ctx, &store.JobGetParams{Tenant: c.tenant(tenant), ID: id})
 }
 
 // JobListParams selects a page of jobs.
@@ -126,8 +126,9 @@ func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRo
 	rt := c.runtime
 	c.mu.Unlock()
 	if rt != nil {
-		rt.cancelRunning(id, errors.New("job cancelled"))
+		rt.running.Cancel(id, errors.New("job cancelled"))
 	}
+	c.finished(id)
 	return row, nil
 }
 
@@ -167,17 +168,17 @@ func (c *Client) DLQRequeue(ctx context.Context, ids []int64, filter JobFilter) 
 
 // DLQDelete deletes a dead job with its attempts; ErrNotFound if it is not dead.
 func (c *Client) DLQDelete(ctx context.Context, tenant string, id int64) error {
-	return c.store.JobDelete(ctx, c.tenant(tenant), id, StateDead)
+	return c.store.JobDelete(ctx, &store.JobDeleteParams{Tenant: c.tenant(tenant), ID: id, State: StateDead})
 }
 
 // JobAttempts returns the attempts of a job, oldest first.
 func (c *Client) JobAttempts(ctx context.Context, tenant string, id int64) ([]*Attempt, error) {
-	return c.store.AttemptList(ctx, c.tenant(tenant), id)
+	return c.store.AttemptList(ctx, &store.AttemptListParams{Tenant: c.tenant(tenant), JobID: id})
 }
 
 // RecordGet returns the live idempotency record of key.
 func (c *Client) RecordGet(ctx context.Context, tenant, key string) (*Record, error) {
-	rec, err := c.store.RecordGet(ctx, c.tenant(tenant), key, c.now())
+	rec, err := c.store.RecordGet(ctx, &store.RecordGetParams{Tenant: c.tenant(tenant), Key: key, Now: c.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func (c *Client) RecordGet(ctx context.Context, tenant, key string) (*Record, er
 
 // RecordDelete deletes an idempotency record so its key may be used again.
 func (c *Client) RecordDelete(ctx context.Context, tenant, key string) error {
-	return c.store.RecordDelete(ctx, c.tenant(tenant), key)
+	return c.store.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: c.tenant(tenant), Key: key})
 }
 
 // CacheStats summarises the idempotency records and this process's cache
@@ -208,7 +209,7 @@ type CacheStats struct {
 // CacheStats returns the statistics of the idempotency records of tenant
 // ("" = every tenant).
 func (c *Client) CacheStats(ctx context.Context, tenant string) (*CacheStats, error) {
-	rs, err := c.store.RecordStats(ctx, tenant, c.now())
+	rs, err := c.store.RecordStats(ctx, &store.RecordStatsParams{Tenant: tenant, Now: c.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -222,5 +223,5 @@ func (c *Client) CacheStats(ctx context.Context, tenant string) (*CacheStats, er
 
 // QueueStats counts jobs per queue and state for tenant ("" = every tenant).
 func (c *Client) QueueStats(ctx context.Context, tenant string) ([]*store.QueueStat, error) {
-	return c.store.QueueStats(ctx, tenant, c.now())
+	return c.store.QueueStats(ctx, &store.QueueStatsParams{Tenant: tenant, Now: c.now()})
 }

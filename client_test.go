@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/recordlease"
+	"github.com/idem-dev/idem/store"
 )
 
 func TestEnqueue(t *testing.T) {
@@ -250,6 +252,7 @@ func TestExactlyOnceExecution(t *testing.T) {
 		return nil, nil
 	})
 	ctx := context.Background()
+	var all []int64
 	for off := 0; off < n; off += 1000 {
 		items := make([]idem.EnqueueParams, 1000)
 		for i := range items {
@@ -260,13 +263,17 @@ func TestExactlyOnceExecution(t *testing.T) {
 			t.Fatal(err)
 		}
 		maxID.Store(res[len(res)-1].Job.ID)
+		all = append(all, ids(res)...)
 	}
 	b.start(t)
-	waitFor(t, "every handler called", 300*time.Second, func() bool { return ran.Load() >= n })
-	waitFor(t, "all jobs completed", 30*time.Second, func() bool {
-		st, err := b.client.QueueStats(ctx, "")
-		return err == nil && len(st) == 1 && st[0].Counts[idem.StateCompleted] == n
-	})
+	for _, row := range waitAll(t, b.client, all, 300*time.Second) {
+		if row.State != idem.StateCompleted {
+			t.Fatalf("job %d: %s", row.ID, row.State)
+		}
+	}
+	if ran.Load() != n {
+		t.Fatalf("%d handler calls, want %d", ran.Load(), n)
+	}
 	for i := 1; i <= n; i++ {
 		if c := counts[i].Load(); c != 1 {
 			t.Fatalf("job %d ran %d times", i, c)
@@ -284,20 +291,29 @@ func TestHandlerControlFlow(t *testing.T) {
 		clock := &fakeClock{now: base}
 		policy := idem.RetryPolicy{Base: time.Second, Factor: 5, Jitter: -1} // seed 004: 1s, 5s, 25s
 		b := setup(t, &idem.Config{Queues: queues(1), Now: clock.Now, Retry: policy, DisableMaintenance: true})
-		var calls atomic.Int32
+		called := make(chan struct{}, 10)
 		b.workers.Handle("flaky", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
-			calls.Add(1)
+			called <- struct{}{}
 			return nil, errors.New("boom")
 		})
 		r, _ := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "flaky", Opts: &idem.EnqueueOpts{MaxAttempts: 4}})
 		b.start(t)
+		waitCalled := func() {
+			t.Helper()
+			select {
+			case <-called:
+			case <-time.After(waitTimeout):
+				t.Fatal("handler not called")
+			}
+		}
+		waitCalled()
 		for attempt, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second} {
 			row := waitState(t, b, r.Job.ID, idem.StateRetryable)
 			if row.Attempt != attempt+1 || !row.RunAt.Equal(clock.Now().Add(want)) || row.LastError != "boom" {
 				t.Fatalf("attempt %d: attempt=%d run_at=%s want now+%s", attempt+1, row.Attempt, row.RunAt, want)
 			}
 			clock.Add(want)
-			waitFor(t, "next attempt", 10*time.Second, func() bool { return calls.Load() == int32(attempt+2) })
+			waitCalled() // the next attempt started
 		}
 		row := waitState(t, b, r.Job.ID, idem.StateDead)
 		attempts, err := b.client.JobAttempts(ctx, "", row.ID)
@@ -560,14 +576,12 @@ func TestFIFOPartitions(t *testing.T) {
 				Opts: &idem.EnqueueOpts{PartitionKey: fmt.Sprintf("entity-%d", p)}})
 		}
 	}
-	if _, err := b.client.EnqueueMany(ctx, items); err != nil {
+	res, err := b.client.EnqueueMany(ctx, items)
+	if err != nil {
 		t.Fatal(err)
 	}
 	b.start(t)
-	waitFor(t, "all partitions done", 60*time.Second, func() bool {
-		st, err := b.client.QueueStats(ctx, "")
-		return err == nil && len(st) == 1 && st[0].Counts[idem.StateCompleted] == parts*per
-	})
+	waitAll(t, b.client, ids(res), 60*time.Second)
 	if overlap.Load() > 0 {
 		t.Fatalf("%d times two jobs of one partition ran at once", overlap.Load())
 	}
@@ -604,7 +618,7 @@ func TestDo(t *testing.T) {
 				defer wg.Done()
 				r, err := b.client.Do(ctx, "do-key", func(ctx context.Context) (any, error) {
 					calls.Add(1)
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond) // simulates work while the others wait on the key
 					return map[string]int{"area": 42}, nil
 				}, &idem.DoOpts{Wait: 10 * time.Second})
 				if err != nil {
@@ -663,11 +677,11 @@ func TestDo(t *testing.T) {
 		if _, err := b.client.Do(ctx, "big", func(context.Context) (any, error) { return big, nil }, nil); err != nil {
 			t.Fatal(err)
 		}
-		raw, err := b.store.RecordGet(ctx, "default", "big", time.Now())
+		raw, err := b.store.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: recordlease.Key(recordlease.PurposeDo, "big"), Now: time.Now()})
 		if err != nil || !raw.Compressed || raw.SizeBytes >= int64(len(big)) {
 			t.Fatalf("stored record not compressed: %+v %v", raw, err)
 		}
-		rec, err := b.client.RecordGet(ctx, "", "big")
+		rec, err := b.client.DoRecordGet(ctx, "", "big")
 		if err != nil || string(rec.Result) != `"`+big+`"` {
 			t.Fatalf("read back: %v", err)
 		}

@@ -2,44 +2,14 @@ package idem
 
 import (
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/idem-dev/idem/idemtype"
 )
-
-// controlError is the handler control flow a worker can return.
-type controlError struct {
-	kind  controlKind
-	after time.Duration
-	err   error
-}
-
-type controlKind int
-
-const (
-	controlSnooze controlKind = iota + 1
-	controlRetryAfter
-	controlPermanent
-	controlCancel
-)
-
-func (e *controlError) Error() string {
-	switch e.kind {
-	case controlSnooze:
-		return fmt.Sprintf("snooze %s", e.after)
-	case controlRetryAfter:
-		return fmt.Sprintf("retry after %s: %v", e.after, e.err)
-	case controlPermanent:
-		return fmt.Sprintf("permanent failure: %v", e.err)
-	default:
-		return fmt.Sprintf("cancelled: %v", e.err)
-	}
-}
-
-func (e *controlError) Unwrap() error { return e.err }
 
 // JobSnooze asks for the job to run again after d without using an attempt.
 func JobSnooze(d time.Duration) error {
-	return &controlError{kind: controlSnooze, after: max(d, 0)}
+	return &idemtype.ControlError{Kind: idemtype.ControlSnooze, After: max(d, 0)}
 }
 
 // JobRetryAfter fails the attempt and retries after d, overriding the backoff
@@ -48,7 +18,7 @@ func JobRetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		err = errors.New("retry requested")
 	}
-	return &controlError{kind: controlRetryAfter, after: max(d, 0), err: err}
+	return &idemtype.ControlError{Kind: idemtype.ControlRetryAfter, After: max(d, 0), Err: err}
 }
 
 // JobPermanent fails the job for good: it goes straight to dead (the
@@ -57,7 +27,7 @@ func JobPermanent(err error) error {
 	if err == nil {
 		err = errors.New("permanent failure")
 	}
-	return &controlError{kind: controlPermanent, err: err}
+	return &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: err}
 }
 
 // JobCancel cancels the job from its handler: no more attempts, state
@@ -66,5 +36,5 @@ func JobCancel(err error) error {
 	if err == nil {
 		err = errors.New("cancelled by handler")
 	}
-	return &controlError{kind: controlCancel, err: err}
+	return &idemtype.ControlError{Kind: idemtype.ControlCancel, Err: err}
 }

@@ -52,12 +52,9 @@ func crashChild() int {
 	if err := client.Start(ctx); err != nil {
 		return 2
 	}
-	for {
-		stats, err := client.QueueStats(ctx, "")
-		if err == nil && len(stats) == 1 && unfinished(stats[0].Counts) == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitEveryJob(ctx, client); err != nil {
+		fmt.Fprintln(os.Stderr, "wait:", err)
+		return 2
 	}
 	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -67,15 +64,24 @@ func crashChild() int {
 	return 0
 }
 
-// unfinished counts the jobs not in a final state.
-func unfinished(counts map[idem.JobState]int64) int64 {
-	var n int64
-	for state, c := range counts {
-		if !state.Finished() {
-			n += c
+// waitEveryJob waits with JobWait until every job of the store is finished.
+func waitEveryJob(ctx context.Context, client *idem.Client) error {
+	p := &idem.JobListParams{Limit: 500}
+	for {
+		rows, next, err := client.JobListAll(ctx, p)
+		if err != nil {
+			return err
 		}
+		for _, r := range rows {
+			if _, err := client.JobWait(ctx, r.ID); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		p.Cursor = next
 	}
-	return n
 }
 
 func startChild(t *testing.T, db, logPath string) *exec.Cmd {
@@ -109,11 +115,13 @@ func TestCrashRecovery(t *testing.T) {
 		items[i] = idem.EnqueueParams{Kind: "crash", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)),
 			Opts: &idem.EnqueueOpts{IdempotencyKey: fmt.Sprintf("crash-%d", i)}}
 	}
-	if _, err := client.EnqueueMany(ctx, items[:1000]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.EnqueueMany(ctx, items[1000:]); err != nil {
-		t.Fatal(err)
+	var all []int64
+	for _, chunk := range [][]idem.EnqueueParams{items[:1000], items[1000:]} {
+		res, err := client.EnqueueMany(ctx, chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ids(res)...)
 	}
 	completed := func() int64 {
 		st, err := client.QueueStats(ctx, "")
@@ -124,7 +132,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	first := startChild(t, db, logPath)
-	waitFor(t, "a third of the jobs done", 60*time.Second, func() bool { return completed() >= n/3 })
+	waitAll(t, client, all[:n/3], 60*time.Second) // oldest first: a third of the jobs done
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

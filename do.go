@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/recordlease"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -43,17 +44,18 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	o.Tenant = c.tenant(o.Tenant)
 	setDefault(&o.TTL, c.cfg.ResultTTL)
 	setDefault(&o.Lease, c.cfg.LeaseDuration)
-	owner := "do:" + store.NewToken()
+	p := &recordlease.Params{Tenant: o.Tenant, Purpose: recordlease.PurposeDo, Key: key,
+		Owner: "do:" + store.NewToken(), Lease: o.Lease, TTL: o.TTL, Now: c.now}
 	deadline := c.now().Add(o.Wait)
 	for {
-		res, err := c.doAcquire(ctx, key, owner, o)
+		lease, rec, err := recordlease.Acquire(ctx, c.store, p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("do %q: %w", key, err)
 		}
-		if res.Acquired {
-			return c.doRun(ctx, key, owner, o, fn)
+		if lease != nil {
+			c.observeDo(EventCacheMiss, o.Tenant)
+			return c.doRun(ctx, key, lease, fn)
 		}
-		rec := res.Record
 		if rec.Status == idemtype.RecordCompleted {
 			out, err := decodeResult(rec.Result, rec.Compressed)
 			if err != nil {
@@ -76,54 +78,30 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	}
 }
 
-func (c *Client) doAcquire(ctx context.Context, key, owner string, o DoOpts) (*store.RecordAcquireResult, error) {
-	now := c.now()
-	res, err := c.store.RecordAcquire(ctx, &store.RecordAcquireParams{
-		Tenant: o.Tenant, Key: key, Owner: owner, LeaseUntil: now.Add(o.Lease),
-		DedupUntil: now, ExpiresAt: now.Add(o.TTL), Now: now})
-	if err != nil {
-		return nil, fmt.Errorf("do %q: %w", key, err)
-	}
-	return res, nil
-}
-
-// doRun runs fn holding the lease (renewed every third of it) and stores the
-// result, or releases the key on failure.
-func (c *Client) doRun(ctx context.Context, key, owner string, o DoOpts, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
+// doRun runs fn holding the lease (renewed every third of it; fn's context
+// is cancelled with ErrLeaseLost if another owner takes the key) and
+// stores the result, or releases the key on failure.
+func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
 	c.stats.cacheMisses.Add(1)
-	c.observeDo(EventCacheMiss, o.Tenant)
 	start := c.now()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		t := time.NewTicker(o.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-			}
-			res, err := c.doAcquire(runCtx, key, owner, o)
-			if err == nil && !res.Acquired {
-				cancel(ErrLeaseLost)
-				return
-			}
+	stop := lease.Hold(runCtx, func(err error) {
+		if errors.Is(err, recordlease.ErrLost) {
+			cancel(ErrLeaseLost)
 		}
-	}()
+	})
 	v, err := c.callDo(runCtx, fn)
 	cancel(nil)
-	<-renewDone
+	stop()
 	if err == nil {
 		var out json.RawMessage
 		if out, err = marshalResult(v); err == nil {
-			return c.doStore(ctx, key, owner, o, out, start)
+			return c.doStore(ctx, key, lease, out, start)
 		}
 	}
-	if rerr := c.store.RecordRelease(context.WithoutCancel(ctx), o.Tenant, key, owner); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("release key: %w", rerr))
+	if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+		err = errors.Join(err, rerr)
 	}
 	return nil, err
 }
@@ -137,7 +115,7 @@ func (c *Client) callDo(ctx context.Context, fn func(ctx context.Context) (any, 
 	return fn(ctx)
 }
 
-func (c *Client) doStore(ctx context.Context, key, owner string, o DoOpts, out json.RawMessage, start time.Time) (*DoResult, error) {
+func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lease, out json.RawMessage, start time.Time) (*DoResult, error) {
 	stored := out
 	if stored == nil {
 		stored = json.RawMessage("null")
@@ -146,12 +124,23 @@ func (c *Client) doStore(ctx context.Context, key, owner string, o DoOpts, out j
 	if err != nil {
 		return nil, err
 	}
-	now := c.now()
-	err = c.store.RecordComplete(context.WithoutCancel(ctx), &store.RecordCompleteParams{
-		Tenant: o.Tenant, Key: key, Owner: owner, Result: enc.bytes, Compressed: enc.compressed,
-		ResultHash: enc.hash, TTL: o.TTL, DurationMS: now.Sub(start).Milliseconds(), Now: now})
+	err = lease.Complete(context.WithoutCancel(ctx), &recordlease.Result{Bytes: enc.bytes,
+		Compressed: enc.compressed, Hash: enc.hash, Duration: c.now().Sub(start)})
 	if err != nil {
 		return nil, fmt.Errorf("do %q: store result: %w", key, err)
 	}
 	return &DoResult{Result: stored}, nil
+}
+
+// DoRecordGet returns the live record of a Do key. Do keys have a namespace
+// of their own, apart from job idempotency keys (RecordGet reads those): a
+// job and a Do call with the same key never share a result.
+func (c *Client) DoRecordGet(ctx context.Context, tenant, key string) (*Record, error) {
+	return c.RecordGet(ctx, tenant, recordlease.Key(recordlease.PurposeDo, key))
+}
+
+// DoRecordDelete deletes the record of a Do key, so the next Do with it
+// runs fn again.
+func (c *Client) DoRecordDelete(ctx context.Context, tenant, key string) error {
+	return c.RecordDelete(ctx, tenant, recordlease.Key(recordlease.PurposeDo, key))
 }

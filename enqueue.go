@@ -85,6 +85,16 @@ func (c *Client) EnqueueRaw(ctx context.Context, p EnqueueParams) (*EnqueueResul
 // nothing is written; otherwise each result carries its own Err for what
 // the store refused (a reused key, an unknown dependency).
 func (c *Client) EnqueueMany(ctx context.Context, items []EnqueueParams) ([]EnqueueResult, error) {
+	return c.enqueueMany(ctx, items, c.store.JobInsertMany)
+}
+
+// insertFunc writes validated jobs: the store's JobInsertMany, or its
+// JobInsertManyTx bound to the caller's transaction.
+type insertFunc func(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error)
+
+// enqueueMany is the one enqueue path of EnqueueMany and EnqueueTx:
+// validation, defaults, fingerprints, the insert, and the result mapping.
+func (c *Client) enqueueMany(ctx context.Context, items []EnqueueParams, insert insertFunc) ([]EnqueueResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -103,12 +113,7 @@ func (c *Client) EnqueueMany(ctx context.Context, items []EnqueueParams) ([]Enqu
 		}
 		params[i] = p
 	}
-	return c.insert(ctx, params, now)
-}
-
-// insert hands validated params to the store and wakes local producers.
-func (c *Client) insert(ctx context.Context, params []*store.JobInsertParams, now time.Time) ([]EnqueueResult, error) {
-	res, err := c.store.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
+	res, err := insert(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store/sqlitestore"
@@ -30,13 +29,7 @@ func ExampleAddWorker() {
 	defer client.Stop(ctx)
 
 	res, _ := client.Enqueue(ctx, SendArgs{To: "ada@example.com"}, nil)
-	for {
-		job, _ := client.JobGet(ctx, "", res.Job.ID)
-		if job.State == idem.StateCompleted {
-			fmt.Println(job.State, string(job.Result))
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	job, _ := client.JobWait(ctx, res.Job.ID) // returns once the job is finished
+	fmt.Println(job.State, string(job.Result))
 	// Output: completed {"sent_to":"ada@example.com"}
 }

@@ -68,7 +68,7 @@ func mpChild() int {
 		if err := logStart(j); err != nil {
 			return nil, err
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // simulates work
 		if j.Attempt < a.FailUntil {
 			return nil, errors.New("planned failure")
 		}
@@ -263,28 +263,35 @@ func TestMultiProcessPostgres(t *testing.T) {
 		args, _ := json.Marshal(a)
 		items = append(items, idem.EnqueueParams{Kind: "mp", Args: args, Opts: opts})
 	}
+	var all []int64
 	for off := 0; off < n; off += idem.MaxBatch {
-		if _, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch]); err != nil {
+		res, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch])
+		if err != nil {
 			t.Fatal(err)
 		}
+		all = append(all, ids(res)...)
 	}
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		c.start(node)
 	}
-	var leader string
-	waitFor(t, "a leader and a third of the jobs done", 120*time.Second, func() bool {
-		leader = leaderOf(t, pool, c.schema)
-		return leader != "" && countState(t, pool, c.schema, idem.StateCompleted) >= n/3
-	})
+	// The nodes claim oldest first, so the first third of the jobs finished
+	// means about a third of the work is done; a leader leads by then.
+	waitAll(t, b.client, all[:n/3], 120*time.Second)
+	leader := leaderOf(t, pool, c.schema)
+	if leader == "" {
+		t.Fatal("no leader with a third of the jobs done")
+	}
 	c.kill(leader)
 	t.Logf("killed leader %s with %d jobs completed", leader, countState(t, pool, c.schema, idem.StateCompleted))
-	waitFor(t, "a new leader", 30*time.Second, func() bool {
-		l := leaderOf(t, pool, c.schema)
-		return l != "" && l != leader
-	})
-	waitFor(t, "every job completed", 300*time.Second, func() bool {
-		return countState(t, pool, c.schema, idem.StateCompleted) == n
-	})
+	// The killed leader's running jobs finish only once a new leader rescues
+	// them, so every job finished also proves a new election.
+	waitAll(t, b.client, all, 300*time.Second)
+	if got := countState(t, pool, c.schema, idem.StateCompleted); got != n {
+		t.Fatalf("%d of %d jobs completed", got, n)
+	}
+	if l := leaderOf(t, pool, c.schema); l == leader {
+		t.Fatalf("the killed node %s still leads", leader)
+	}
 	c.stopAll()
 
 	starts := c.starts()
@@ -365,23 +372,27 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 	for i := range items {
 		items[i] = idem.EnqueueParams{Kind: "tx-order", Opts: &idem.EnqueueOpts{Queue: "mp", MaxAttempts: 25}}
 	}
+	var all []int64
 	for off := 0; off < n; off += idem.MaxBatch {
-		if _, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch]); err != nil {
+		res, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch])
+		if err != nil {
 			t.Fatal(err)
 		}
+		all = append(all, ids(res)...)
 	}
 	c.start("node-a")
 	c.start("node-b")
 	for round := range 4 {
 		target := (round + 1) * n / 6
-		waitFor(t, "progress", 120*time.Second, func() bool { return countState(t, pool, c.schema, idem.StateCompleted) >= target })
+		waitAll(t, b.client, all[:target], 120*time.Second) // oldest first: about target jobs done
 		node := []string{"node-a", "node-b"}[round%2]
 		c.kill(node)
 		c.start(node)
 	}
-	waitFor(t, "every job completed", 300*time.Second, func() bool {
-		return countState(t, pool, c.schema, idem.StateCompleted) == n
-	})
+	waitAll(t, b.client, all, 300*time.Second)
+	if got := countState(t, pool, c.schema, idem.StateCompleted); got != n {
+		t.Fatalf("%d of %d jobs completed", got, n)
+	}
 	c.stopAll()
 	var bad int
 	err := pool.QueryRow(ctx, `

@@ -87,7 +87,7 @@ func (c *Client) observeRescue(ctx context.Context, ids []int64) {
 		return
 	}
 	for _, id := range ids {
-		row, err := c.store.JobGet(ctx, "", id)
+		row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: id})
 		if err != nil {
 			row = &JobRow{ID: id} // deleted meanwhile: report it unlabelled
 		}

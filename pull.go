@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -42,7 +42,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
 	poll := time.NewTicker(c.cfg.PollInterval)
 	defer poll.Stop()
 	for {
-		signal := c.inserted.C()
+		signal := c.notifier.InsertedC()
 		jobs, err := c.claimOnce(ctx, &p)
 		if err != nil || len(jobs) > 0 {
 			return jobs, err
@@ -100,24 +100,11 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 	}
 	out := make([]*JobRow, 0, len(jobs))
 	var settled []*store.JobFinishParams
-	rt := &runtime{c: c} // key handling shares the executor's code
-	keys := rt.acquireKeys(ctx, jobs)
+	keys := c.exec.AcquireKeys(ctx, jobs)
 	for _, j := range jobs {
 		c.observeClaim(j, now)
-		if j.IdempotencyKey == "" {
-			out = append(out, j)
-			continue
-		}
-		fin := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken}
-		run, err := rt.acquireKey(ctx, j, keys[j.ID], fin)
-		if err != nil {
-			fin = &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken}
-			rt.failAttempt(j, fin, err, now)
-			run = false
-		}
+		fin, run := c.exec.Settle(ctx, j, keys[j.ID])
 		if run {
-			c.stats.cacheMisses.Add(1)
-			c.observe(EventCacheMiss, j, nil)
 			out = append(out, j)
 			continue
 		}
@@ -128,6 +115,9 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 	if len(settled) > 0 {
 		if _, err := c.store.JobFinishMany(ctx, settled); err != nil {
 			return nil, fmt.Errorf("claim: settle cached jobs: %w", err)
+		}
+		for _, fin := range settled {
+			c.finished(fin.ID)
 		}
 	}
 	return out, nil
@@ -168,8 +158,7 @@ func (c *Client) Complete(ctx context.Context, tenant string, id int64, token st
 		return nil, err
 	}
 	fin := &store.JobFinishParams{ID: id, LeaseToken: token}
-	rt := &runtime{c: c}
-	rt.completeAttempt(row, fin, nullIfEmpty(result))
+	c.exec.SetOutcome(fin, row, executor.NullIfEmpty(result), nil)
 	return c.finishRemote(ctx, tenant, row, fin)
 }
 
@@ -196,7 +185,6 @@ func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string
 		p.Error = "failed"
 	}
 	fin := &store.JobFinishParams{ID: id, LeaseToken: token}
-	rt := &runtime{c: c}
 	var cause error = remoteError(p.Error)
 	switch {
 	case p.NoRetry:
@@ -204,7 +192,7 @@ func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string
 	case p.RetryAfter != nil:
 		cause = JobRetryAfter(*p.RetryAfter, cause)
 	}
-	rt.failAttempt(row, fin, cause, c.now())
+	c.exec.SetOutcome(fin, row, nil, cause)
 	fin.Error = p.Error
 	return c.finishRemote(ctx, tenant, row, fin)
 }
@@ -227,31 +215,6 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 		return nil, errs[0]
 	}
 	c.observeFinish(row, fin)
+	c.finished(row.ID)
 	return c.JobGet(ctx, tenant, row.ID)
-}
-
-// broadcaster wakes every waiter at once (long-polling claims).
-type broadcaster struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// C returns a channel closed at the next Broadcast.
-func (b *broadcaster) C() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch == nil {
-		b.ch = make(chan struct{})
-	}
-	return b.ch
-}
-
-// Broadcast wakes the current waiters.
-func (b *broadcaster) Broadcast() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch != nil {
-		close(b.ch)
-		b.ch = nil
-	}
 }

@@ -8,17 +8,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idem-dev/idem/internal/completer"
+	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/internal/leadership"
 	"github.com/idem-dev/idem/internal/maintenance"
+	"github.com/idem-dev/idem/internal/producer"
+	"github.com/idem-dev/idem/internal/startstop"
 	"github.com/idem-dev/idem/store"
 )
 
 // errShutdown is the cause of a handler context cancelled by Stop.
 var errShutdown = errors.New("client shutting down")
 
-// runtime is the working half of a started Client: one producer per queue,
-// the executors of claimed jobs, a heartbeater, a batching completer and the
-// leader-only maintenance services.
+// runtime is the working half of a started Client, assembled from the
+// engine's packages: one producer per queue (internal/producer) running its
+// jobs through the executor (internal/executor), the heartbeater of the
+// running jobs, the batching completer (internal/completer), the notifier's
+// LISTEN relay (internal/notifier) and the leader-only maintenance services
+// (internal/maintenance, internal/leadership).
 //
 // Shutdown order (Stop): 1. producers stop claiming; 2. running jobs get
 // until the Stop context ends to finish; 3. the rest have their handler
@@ -27,31 +34,33 @@ var errShutdown = errors.New("client shutting down")
 // expires meanwhile); 5. the completer drains; 6. maintenance stops and the
 // leader resigns.
 type runtime struct {
-	c *Client
-
-	handlerCtx    context.Context
-	cancelHandler context.CancelCauseFunc
-	claimCtx      context.Context
-	stopClaiming  context.CancelFunc
-
-	mu        sync.Mutex
-	running   map[int64]*runningJob
-	producers sync.WaitGroup // producers: they start executors, so Stop waits for them first
-	jobs      sync.WaitGroup // executors
-	loops     sync.WaitGroup // heartbeater, listener
-
-	completer *completer
-	elector   *leadership.Elector
-	services  []interface{ Stop() }
-	hbStop    chan struct{}
+	running     *producer.Running
+	producers   []*producer.Producer
+	heartbeater *producer.Heartbeater
+	completer   *completer.Completer
+	elector     *leadership.Elector
+	services    []startstop.Service
 }
 
-// runningJob is a job this process is executing.
-type runningJob struct {
-	row    *JobRow
-	key    *store.RecordAcquireResult // the batched key acquire; nil = acquire alone
-	cancel context.CancelCauseFunc
-	lost   bool // lease lost or released: drop the finish (guarded by runtime.mu)
+// newExecutor builds the executor of c: the one place that turns an attempt
+// into a finish, for Go workers, pull workers and JobCompleteTx alike.
+func newExecutor(c *Client) (*executor.Executor, error) {
+	cfg, stats := c.cfg, &c.stats
+	return executor.New(&executor.Config{
+		Store: c.store, Logger: cfg.Logger, Now: func() time.Time { return cfg.Now().UTC() },
+		LeaseDuration: cfg.LeaseDuration, CompressThreshold: cfg.CompressThreshold,
+		ResultTTL:  cfg.resultTTL,
+		RetryDelay: func(row *JobRow) time.Duration { return cfg.retryPolicy(row).Delay(row.Attempt, jitter()) },
+		Handler: func(kind string) executor.Handler {
+			if h := cfg.Workers.handler(kind); h != nil {
+				return executor.Handler(h)
+			}
+			return nil
+		},
+		CacheHits: &stats.cacheHits, CacheMisses: &stats.cacheMisses,
+		OnCacheHit:  func(row *JobRow) { c.observe(EventCacheHit, row, nil) },
+		OnCacheMiss: func(row *JobRow) { c.observe(EventCacheMiss, row, nil) },
+	})
 }
 
 // Start begins working the configured queues and, unless disabled, the
@@ -64,89 +73,61 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("start: client already started")
 	}
 	c.started = true
-	rt := &runtime{c: c, running: map[int64]*runningJob{}, hbStop: make(chan struct{})}
 	base := context.WithoutCancel(ctx)
-	rt.handlerCtx, rt.cancelHandler = context.WithCancelCause(base)
-	rt.claimCtx, rt.stopClaiming = context.WithCancel(base)
-	rt.completer = newCompleter(c.store, c.logger)
-	c.runtime = rt
-	c.producers = map[string]*producer{}
+	rt := &runtime{running: producer.NewRunning()}
+	rt.completer = completer.New(c.store, &completer.Config{Logger: c.logger, Finished: c.notifier.Finished})
+	_ = rt.completer.Start(base)
+	var kinds []string
+	if len(c.cfg.Queues) > 0 {
+		kinds = c.cfg.Workers.Kinds() // Workers is set whenever there are queues
+	}
 	for name, q := range c.cfg.Queues {
-		p := &producer{rt: rt, queue: name, max: q.MaxWorkers, wakeCh: make(chan struct{}, 1)}
-		c.producers[name] = p
-		rt.producers.Add(1)
-		go func() { defer rt.producers.Done(); p.run(rt.claimCtx) }()
+		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.Submit, &producer.Config{
+			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
+			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
+			WorkerID: c.cfg.WorkerID, Kinds: kinds, Now: c.now, Logger: c.logger,
+			OnClaim: c.observeClaim, OnFinish: c.observeFinish})
+		if err != nil {
+			rt.completer.Stop()
+			return fmt.Errorf("start: %w", err)
+		}
+		c.notifier.Subscribe(name, p.Wake)
+		rt.producers = append(rt.producers, p)
 	}
-	rt.loops.Add(1)
-	go func() { defer rt.loops.Done(); rt.heartbeat() }()
-	if l, ok := c.store.(listener); ok && len(c.producers) > 0 {
-		rt.loops.Add(1)
-		go func() { defer rt.loops.Done(); rt.listen(rt.claimCtx, l) }()
+	for _, p := range rt.producers {
+		_ = p.Start(base)
 	}
+	rt.heartbeater = producer.NewHeartbeater(c.store, rt.running, &producer.HeartbeaterConfig{
+		LeaseDuration: c.cfg.LeaseDuration, Now: c.now, Logger: c.logger})
+	_ = rt.heartbeater.Start(base)
+	_ = c.notifier.Start(base)
 	if !c.cfg.DisableMaintenance {
-		rt.startMaintenance(base)
+		rt.startMaintenance(base, c)
 	}
+	c.runtime = rt
 	return nil
 }
 
 // startMaintenance starts the elector and the leader-only services.
-func (rt *runtime) startMaintenance(ctx context.Context) {
-	cfg := rt.c.cfg
-	rt.elector = leadership.New(rt.c.store, leadership.Config{
+func (rt *runtime) startMaintenance(ctx context.Context, c *Client) {
+	cfg := c.cfg
+	rt.elector = leadership.New(c.store, leadership.Config{
 		Owner: cfg.WorkerID, TTL: cfg.LeaderTTL, Now: cfg.Now, Logger: cfg.Logger})
-	rt.elector.Start(ctx)
+	_ = rt.elector.Start(ctx)
 	mc := &maintenance.Config{Logger: cfg.Logger, Now: cfg.Now, IsLeader: rt.elector.IsLeader,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
-		DeadRetention: cfg.DeadRetention, OnPromote: rt.wakeQueues}
+		DeadRetention: cfg.DeadRetention, OnPromote: c.notifier.WakeQueues}
 	rescue := *mc
 	rescue.Interval = cfg.RescueInterval
-	rescue.OnRescue = rt.c.observeRescue
+	rescue.OnRescue = c.observeRescue
 	retention := *mc
 	retention.Interval = cfg.MaintenanceInterval
-	r, p, t := maintenance.NewRescuer(rt.c.store, &rescue), maintenance.NewPromoter(rt.c.store, mc),
-		maintenance.NewRetention(rt.c.store, &retention)
-	r.Start(ctx)
-	p.Start(ctx)
-	t.Start(ctx)
-	rt.services = []interface{ Stop() }{r, p, t}
-}
-
-// listener is implemented by stores that announce new jobs from other
-// processes (pgstore: LISTEN/NOTIFY). Polling stays the fallback.
-type listener interface {
-	Listen(ctx context.Context) (<-chan string, error)
-}
-
-// listen wakes the producer of every queue the store announces.
-func (rt *runtime) listen(ctx context.Context, l listener) {
-	ch, err := l.Listen(ctx)
-	if err != nil {
-		rt.c.logger.Warn("listen for new jobs failed; polling only", "err", err)
-		return
+	r, p, t := maintenance.NewRescuer(c.store, &rescue), maintenance.NewPromoter(c.store, mc),
+		maintenance.NewRetention(c.store, &retention)
+	rt.services = []startstop.Service{r, p, t}
+	for _, s := range rt.services {
+		_ = s.Start(ctx)
 	}
-	for queue := range ch {
-		rt.wakeQueues([]string{queue})
-	}
-}
-
-// wakeQueues wakes the named producers, or all of them for nil.
-func (rt *runtime) wakeQueues(queues []string) {
-	rt.c.mu.Lock()
-	defer rt.c.mu.Unlock()
-	for name, p := range rt.c.producers {
-		if queues == nil || contains(queues, name) {
-			p.wake()
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Stop shuts the client down gracefully: no new claims, running jobs get
@@ -164,20 +145,19 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.stopped = true
 	c.mu.Unlock()
 
-	rt.stopClaiming()
-	rt.producers.Wait() // no executor starts after this
+	stopAll(rt.producers) // no executor starts after this
+	c.notifier.Stop()
 	done := make(chan struct{})
-	go func() { rt.jobs.Wait(); close(done) }()
+	go func() { rt.running.Wait(); close(done) }()
 	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = rt.releaseRunning()
-		rt.cancelHandler(errShutdown)
+		err = c.releaseRunning(rt)
+		rt.running.CancelAll(errShutdown)
 	}
-	close(rt.hbStop)
-	rt.loops.Wait()
-	rt.completer.stop()
+	rt.heartbeater.Stop()
+	rt.completer.Stop()
 	for _, s := range rt.services {
 		s.Stop()
 	}
@@ -187,180 +167,31 @@ func (c *Client) Stop(ctx context.Context) error {
 	return err
 }
 
-// releaseRunning gives the leases of every running job back to the store.
-func (rt *runtime) releaseRunning() error {
-	rt.mu.Lock()
-	var leases []store.Lease
-	for id, j := range rt.running {
-		if !j.lost {
-			j.lost = true
-			leases = append(leases, store.Lease{ID: id, Token: j.row.LeaseToken})
-		}
+// stopAll stops services at once (a slow one does not delay the others'
+// cancellation) and waits for them all.
+func stopAll[S startstop.Service](services []S) {
+	var wg sync.WaitGroup
+	for _, s := range services {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Stop() }()
 	}
-	rt.mu.Unlock()
+	wg.Wait()
+}
+
+// releaseRunning gives the leases of every running job back to the store.
+func (c *Client) releaseRunning(rt *runtime) error {
+	leases := rt.running.Release()
 	if len(leases) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n, err := rt.c.store.JobReleaseMany(ctx, leases, rt.c.now())
-	rt.c.logger.Info("released leases at shutdown", "jobs", n)
+	n, err := c.store.JobReleaseMany(ctx, &store.JobReleaseManyParams{Leases: leases, Now: c.now()})
+	c.logger.Info("released leases at shutdown", "jobs", n)
 	if err != nil {
 		return fmt.Errorf("release leases: %w", err)
 	}
 	return nil
-}
-
-// cancelRunning cancels the handler of a locally running job.
-func (rt *runtime) cancelRunning(id int64, cause error) {
-	rt.mu.Lock()
-	j := rt.running[id]
-	if j != nil {
-		j.lost = true
-	}
-	rt.mu.Unlock()
-	if j != nil {
-		j.cancel(cause)
-	}
-}
-
-// heartbeat renews the leases of running jobs every third of the lease and
-// cancels the handlers of jobs whose lease was lost.
-func (rt *runtime) heartbeat() {
-	interval := rt.c.cfg.LeaseDuration / 3
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-rt.hbStop:
-			return
-		case <-t.C:
-		}
-		rt.heartbeatOnce()
-	}
-}
-
-func (rt *runtime) heartbeatOnce() {
-	rt.mu.Lock()
-	var leases []store.Lease
-	for id, j := range rt.running {
-		if !j.lost {
-			leases = append(leases, store.Lease{ID: id, Token: j.row.LeaseToken})
-		}
-	}
-	rt.mu.Unlock()
-	if len(leases) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), rt.c.cfg.LeaseDuration/3)
-	defer cancel()
-	now := rt.c.now()
-	errs, err := rt.c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
-		Leases: leases, Until: now.Add(rt.c.cfg.LeaseDuration), Now: now})
-	if err != nil {
-		rt.c.logger.Warn("heartbeat failed", "jobs", len(leases), "err", err)
-		return
-	}
-	for i, e := range errs {
-		if errors.Is(e, ErrLeaseLost) {
-			rt.c.logger.Debug("lease lost; cancelling handler", "job", leases[i].ID)
-			rt.cancelRunning(leases[i].ID, ErrLeaseLost)
-		}
-	}
-}
-
-// producer claims the jobs of one queue while it has free workers.
-type producer struct {
-	rt     *runtime
-	queue  string
-	max    int
-	wakeCh chan struct{}
-
-	mu     sync.Mutex
-	active int
-}
-
-func (p *producer) wake() {
-	select {
-	case p.wakeCh <- struct{}{}:
-	default:
-	}
-}
-
-// run claims until ctx ends: after a wake-up, a freed worker, or every
-// PollInterval; again at once while claims come back full.
-func (p *producer) run(ctx context.Context) {
-	cfg := p.rt.c.cfg
-	t := time.NewTicker(cfg.PollInterval)
-	defer t.Stop()
-	kinds := cfg.Workers.Kinds()
-	// While there is a backlog (the last claim came back full), wait until a
-	// quarter of the workers are free so that claims stay batched.
-	threshold := max(1, min(p.max/4, cfg.FetchLimit))
-	backlog := false
-	for ctx.Err() == nil {
-		p.mu.Lock()
-		free := p.max - p.active
-		p.mu.Unlock()
-		if free > 0 && (free >= threshold || !backlog) {
-			limit := min(free, cfg.FetchLimit)
-			n, err := p.claim(ctx, kinds, limit)
-			if err != nil && ctx.Err() == nil {
-				p.rt.c.logger.Warn("claim failed", "queue", p.queue, "err", err)
-			}
-			backlog = err == nil && n == limit
-			if backlog && free-n >= threshold {
-				continue
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-p.wakeCh:
-		case <-t.C:
-		}
-	}
-}
-
-// claim takes up to limit jobs and starts an executor for each.
-func (p *producer) claim(ctx context.Context, kinds []string, limit int) (int, error) {
-	now := p.rt.c.now()
-	jobs, err := p.rt.c.store.JobClaim(ctx, &store.JobClaimParams{
-		Queues: []string{p.queue}, Kinds: kinds, WorkerID: p.rt.c.cfg.WorkerID,
-		Limit: limit, LeaseUntil: now.Add(p.rt.c.cfg.LeaseDuration), Now: now})
-	if err != nil {
-		return 0, fmt.Errorf("claim jobs: %w", err)
-	}
-	p.mu.Lock()
-	p.active += len(jobs)
-	p.mu.Unlock()
-	keys := p.rt.acquireKeys(ctx, jobs)
-	for _, row := range jobs {
-		p.rt.c.observeClaim(row, now)
-		jctx, cancel := context.WithCancelCause(p.rt.handlerCtx)
-		j := &runningJob{row: row, cancel: cancel, key: keys[row.ID]}
-		p.rt.mu.Lock()
-		p.rt.running[row.ID] = j
-		p.rt.mu.Unlock()
-		p.rt.jobs.Add(1)
-		go func() {
-			defer p.rt.jobs.Done()
-			defer p.done(row.ID, cancel)
-			p.rt.execute(jctx, j)
-		}()
-	}
-	return len(jobs), nil
-}
-
-// done frees the worker slot of a finished job.
-func (p *producer) done(id int64, cancel context.CancelCauseFunc) {
-	cancel(nil)
-	p.rt.mu.Lock()
-	delete(p.rt.running, id)
-	p.rt.mu.Unlock()
-	p.mu.Lock()
-	p.active--
-	p.mu.Unlock()
-	p.wake()
 }
 
 // jitter returns a uniform random number in [0,1).

@@ -89,33 +89,69 @@ func (b *bundle) start(t *testing.T) {
 	})
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+// waitTimeout bounds every wait of a test on a job.
+const waitTimeout = 60 * time.Second
+
+// waitState waits until job id is in state: a finished state through
+// JobWait, any other through the client's finish notifications (each written
+// finish of the job wakes the wait, which then re-reads the job).
+func waitState(t *testing.T, b *bundle, id int64, state idem.JobState) *idem.JobRow {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	pause := time.Millisecond
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if state.Finished() {
+		row, err := b.client.JobWait(ctx, id)
+		if err != nil {
+			t.Fatalf("wait for job %d: %v", id, err)
 		}
-		time.Sleep(pause)
-		pause = min(2*pause, 100*time.Millisecond) // polls are reads that compete with the work
+		if row.State != state {
+			t.Fatalf("job %d finished %s, want %s", id, row.State, state)
+		}
+		return row
+	}
+	for {
+		written, stop := idem.WaitFinishWritten(b.client, id)
+		row, err := b.client.JobGet(ctx, "", id)
+		if err != nil {
+			stop()
+			t.Fatalf("get job %d: %v", id, err)
+		}
+		if row.State == state {
+			stop()
+			return row
+		}
+		select {
+		case <-written:
+		case <-ctx.Done():
+			t.Fatalf("job %d: still %s after %s, want %s", id, row.State, waitTimeout, state)
+		}
+		stop()
 	}
 }
 
-// waitState waits until job id is in state.
-func waitState(t *testing.T, b *bundle, id int64, state idem.JobState) *idem.JobRow {
+// waitAll waits until every job is finished and returns them.
+func waitAll(t *testing.T, c *idem.Client, ids []int64, timeout time.Duration) []*idem.JobRow {
 	t.Helper()
-	var row *idem.JobRow
-	waitFor(t, "job in state "+string(state), 20*time.Second, func() bool {
-		r, err := b.client.JobGet(context.Background(), "", id)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	rows := make([]*idem.JobRow, len(ids))
+	for i, id := range ids {
+		row, err := c.JobWait(ctx, id)
 		if err != nil {
-			t.Fatalf("get job %d: %v", id, err)
+			t.Fatalf("wait for job %d: %v", id, err)
 		}
-		row = r
-		return r.State == state
-	})
-	return row
+		rows[i] = row
+	}
+	return rows
+}
+
+// ids returns the job ids of enqueue results.
+func ids(res []idem.EnqueueResult) []int64 {
+	out := make([]int64, len(res))
+	for i, r := range res {
+		out[i] = r.Job.ID
+	}
+	return out
 }
 
 // queues is a one-queue config with n workers.

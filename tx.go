@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -15,11 +16,11 @@ type TxStore[TTx any] interface {
 	JobFinishManyTx(ctx context.Context, tx TTx, p []*store.JobFinishParams) ([]error, error)
 }
 
-// ErrNoTxSupport: the client's store cannot join a transaction of that type.
+// ErrNoTxSupport means the client's store cannot join a transaction of that type.
 var ErrNoTxSupport = errors.New("store does not support transactions of this type")
 
 // EnqueueTx inserts jobs inside the caller's transaction tx: they exist if and
-// only if tx commits. Local workers are woken after the call, so a worker may
+// only if tx commits. Validation, errors and results are EnqueueMany's. Local workers are woken after the call, so a worker may
 // look before the commit; polling (or LISTEN/NOTIFY) picks the jobs up once
 // committed.
 func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueParams) ([]EnqueueResult, error) {
@@ -27,42 +28,9 @@ func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueP
 	if !ok {
 		return nil, fmt.Errorf("enqueue tx: %w", ErrNoTxSupport)
 	}
-	if len(items) == 0 {
-		return nil, nil
-	}
-	if len(items) > MaxBatch {
-		return nil, fmt.Errorf("enqueue tx: batch of %d is over %d: %w", len(items), MaxBatch, ErrInvalid)
-	}
-	now := c.now()
-	params := make([]*store.JobInsertParams, len(items))
-	for i, it := range items {
-		p, err := c.insertParams(it, now)
-		if err != nil {
-			return nil, err
-		}
-		params[i] = p
-	}
-	res, err := ts.JobInsertManyTx(ctx, tx, &store.JobInsertManyParams{Jobs: params, Now: now})
-	if err != nil {
-		return nil, fmt.Errorf("enqueue tx: %w", err)
-	}
-	out := make([]EnqueueResult, len(res))
-	for i, r := range res {
-		out[i] = EnqueueResult{Job: r.Job, Existing: r.Existing, Err: r.Err}
-		if r.Err == nil && !r.Existing {
-			c.wake(r.Job.Queue)
-		}
-	}
-	return out, nil
-}
-
-// handlerKey finds the running job of a handler's context.
-type handlerKey struct{}
-
-// handlerJob is what a handler's context carries for JobCompleteTx.
-type handlerJob struct {
-	rt  *runtime
-	row *JobRow
+	return c.enqueueMany(ctx, items, func(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+		return ts.JobInsertManyTx(ctx, tx, p)
+	})
 }
 
 // JobCompleteTx completes the job whose handler ctx belongs to, inside the
@@ -71,11 +39,11 @@ type handlerJob struct {
 // effects). The handler should return the same result afterwards; the
 // runtime's own completion then finds the job completed and does nothing.
 func JobCompleteTx[TTx any](ctx context.Context, tx TTx, result any) error {
-	hj, ok := ctx.Value(handlerKey{}).(*handlerJob)
+	ex, row, ok := executor.JobFromContext(ctx)
 	if !ok {
 		return errors.New("job complete tx: ctx is not a job handler's context")
 	}
-	ts, ok := hj.rt.c.store.(TxStore[TTx])
+	ts, ok := ex.Store().(TxStore[TTx])
 	if !ok {
 		return fmt.Errorf("job complete tx: %w", ErrNoTxSupport)
 	}
@@ -83,12 +51,12 @@ func JobCompleteTx[TTx any](ctx context.Context, tx TTx, result any) error {
 	if err != nil {
 		return err
 	}
-	fin := &store.JobFinishParams{ID: hj.row.ID, LeaseToken: hj.row.LeaseToken}
-	hj.rt.completeAttempt(hj.row, fin, res)
-	now := hj.rt.c.now()
+	fin := &store.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken}
+	ex.SetOutcome(fin, row, res, nil)
+	now := ex.Now()
 	fin.FinishedAt = now
-	if hj.row.StartedAt != nil {
-		fin.DurationMS = now.Sub(*hj.row.StartedAt).Milliseconds()
+	if row.StartedAt != nil {
+		fin.DurationMS = now.Sub(*row.StartedAt).Milliseconds()
 	}
 	errs, err := ts.JobFinishManyTx(ctx, tx, []*store.JobFinishParams{fin})
 	if err != nil {

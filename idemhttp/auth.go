@@ -88,7 +88,7 @@ func (a *authenticator) lookup(ctx context.Context, secret string) (*store.APIKe
 			return e.key, nil
 		}
 	}
-	k, err := a.keys.APIKeyByHash(ctx, hash)
+	k, err := a.keys.APIKeyByHash(ctx, &store.APIKeyByHashParams{Hash: hash})
 	if err != nil {
 		return nil, err
 	}

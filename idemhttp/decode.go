@@ -194,3 +194,19 @@ func rawOrNil(b json.RawMessage) json.RawMessage {
 	}
 	return b
 }
+
+// explicitZero reports whether the JSON object body sets field to 0: the
+// wire structs cannot tell 0 from absent, and an explicit 0 is out of range
+// for max_attempts and limit (absent means the default).
+func explicitZero(body []byte, field string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return false
+	}
+	v, ok := m[field]
+	if !ok {
+		return false
+	}
+	var n *float64
+	return json.Unmarshal(v, &n) == nil && n != nil && *n == 0
+}

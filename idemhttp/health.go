@@ -162,7 +162,7 @@ func (s *Server) health(ctx context.Context, tenant string) (*Health, error) {
 
 // queueChecks are seed 003's: dead, available, oldest available, success rate.
 func (s *Server) queueChecks(ctx context.Context, tenant string, checks map[string]Check) error {
-	list, err := s.store.QueueStats(ctx, tenant, s.now())
+	list, err := s.store.QueueStats(ctx, &store.QueueStatsParams{Tenant: tenant, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("queue stats: %w", err)
 	}
@@ -329,7 +329,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
 	defer cancel()
 	checks := map[string]Check{}
-	if _, err := s.store.QueueStats(ctx, "", s.now()); err != nil {
+	if _, err := s.store.QueueStats(ctx, &store.QueueStatsParams{Now: s.now()}); err != nil {
 		checks["database"] = Check{Status: StatusUnhealthy, Detail: "the store did not answer: " + err.Error()}
 	} else {
 		checks["database"] = Check{Status: StatusHealthy}

@@ -58,6 +58,9 @@ func (s *Server) decodeEnqueue(body []byte, tenant, hk string) (idem.EnqueuePara
 	if err := decodeStrict(body, &req); err != nil {
 		return idem.EnqueueParams{}, err
 	}
+	if explicitZero(body, "max_attempts") {
+		return idem.EnqueueParams{}, invalid("max_attempts", "must be between 1 and 1000")
+	}
 	if hk != "" {
 		if req.IdempotencyKey != "" && req.IdempotencyKey != hk {
 			return idem.EnqueueParams{}, invalid("idempotency_key", "differs from the Idempotency-Key header")
@@ -119,6 +122,9 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	for i, raw := range req.Jobs {
 		var item wire.EnqueueRequest
 		err := decodeStrict(raw, &item)
+		if err == nil && explicitZero(raw, "max_attempts") {
+			err = invalid("max_attempts", "must be between 1 and 1000")
+		}
 		var p idem.EnqueueParams
 		if err == nil {
 			if item.IdempotencyKey == "" && hk != "" {

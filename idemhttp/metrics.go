@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
 )
 
 // httpMetrics are the request metrics of one server.
@@ -95,8 +96,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	now := c.s.now()
-	stats, err := c.s.store.QueueStats(ctx, "", now)
-	rs, err2 := c.s.store.RecordStats(ctx, "", now)
+	stats, err := c.s.store.QueueStats(ctx, &store.QueueStatsParams{Tenant: "", Now: now})
+	rs, err2 := c.s.store.RecordStats(ctx, &store.RecordStatsParams{Tenant: "", Now: now})
 	if err != nil || err2 != nil {
 		ch <- prometheus.MustNewConstMetric(c.descUp, prometheus.GaugeValue, 0)
 		return

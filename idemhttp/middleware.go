@@ -6,7 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/recordlease"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -30,8 +31,10 @@ const (
 	// DefaultMaxResponseBytes: larger responses are not stored (the key is
 	// released, as for a failure).
 	DefaultMaxResponseBytes = 1 << 20
-	// DefaultNamespace prefixes the record keys of the middleware so they
-	// never collide with job keys of the same tenant.
+	// DefaultNamespace prefixes the middleware's keys within the records
+	// of the middleware. It does not separate them from job or Do keys:
+	// the middleware's records have a namespace of their own whatever the
+	// prefix (see MiddlewareConfig.Namespace).
 	DefaultNamespace = "http:"
 )
 
@@ -58,7 +61,10 @@ type MiddlewareConfig struct {
 	MaxBodyBytes int64
 	// MaxResponseBytes: larger responses are not stored; default DefaultMaxResponseBytes.
 	MaxResponseBytes int
-	// Namespace prefixes record keys; default DefaultNamespace.
+	// Namespace prefixes the Idempotency-Key within the middleware's own
+	// record namespace, so that two middlewares on one store and tenant
+	// keep apart; default DefaultNamespace. Job keys, Do keys and the
+	// middleware's keys never meet, whatever the Namespace or key.
 	Namespace string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -127,7 +133,7 @@ type storedResponse struct {
 //     key: a retry with it runs the handler again.
 //
 // Records are scoped by cfg.Tenant and expire after cfg.TTL.
-func Middleware(st store.Records, cfg *MiddlewareConfig) func(http.Handler) http.Handler {
+func Middleware(st MiddlewareRecords, cfg *MiddlewareConfig) func(http.Handler) http.Handler {
 	var c MiddlewareConfig
 	if cfg != nil {
 		c = *cfg
@@ -137,7 +143,7 @@ func Middleware(st store.Records, cfg *MiddlewareConfig) func(http.Handler) http
 }
 
 type middleware struct {
-	st  store.Records
+	st  MiddlewareRecords
 	cfg MiddlewareConfig
 }
 
@@ -197,39 +203,29 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	fp := requestFingerprint(r, body)
-	tenant, rkey := m.cfg.Tenant(r), m.cfg.Namespace+key
-	owner := fp[:16] + "." + store.NewToken()
-	res, err := m.acquire(r.Context(), tenant, rkey, owner)
+	p := &recordlease.Params{Tenant: m.cfg.Tenant(r), Purpose: recordlease.PurposeHTTP, Key: m.cfg.Namespace + key,
+		Owner: fp[:16] + "." + store.NewToken(), Lease: m.cfg.Lease, TTL: m.cfg.TTL, Now: m.cfg.Now}
+	lease, rec, err := recordlease.Acquire(r.Context(), m.st, p)
 	if err != nil {
-		writeError(w, r, m.cfg.Logger, err)
+		writeError(w, r, m.cfg.Logger, fmt.Errorf("idempotency key: %w", err))
 		return
 	}
-	if !res.Acquired {
-		m.answerHeld(w, res.Record, fp)
+	if lease == nil {
+		m.answerHeld(w, rec, fp)
 		return
 	}
-	m.run(w, r, next, tenant, rkey, owner, fp)
+	m.run(w, r, next, lease, fp)
 }
 
 // requestFingerprint is the hex SHA-256 of method, path and body.
 func requestFingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
-	io.WriteString(h, r.Method)
+	h.Write([]byte(r.Method))
 	h.Write([]byte{0})
-	io.WriteString(h, r.URL.Path)
+	h.Write([]byte(r.URL.Path))
 	h.Write([]byte{0})
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func (m *middleware) acquire(ctx context.Context, tenant, key, owner string) (*store.RecordAcquireResult, error) {
-	now := m.cfg.Now().UTC()
-	res, err := m.st.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: tenant, Key: key, Owner: owner,
-		LeaseUntil: now.Add(m.cfg.Lease), DedupUntil: now, ExpiresAt: now.Add(m.cfg.TTL), Now: now})
-	if err != nil {
-		return nil, errors.Join(errors.New("idempotency key: acquire"), err)
-	}
-	return res, nil
 }
 
 // answerHeld answers a request whose key is held or completed.
@@ -261,9 +257,11 @@ func (m *middleware) answerHeld(w http.ResponseWriter, rec *idemtype.Record, fp 
 }
 
 // run serves the request holding the key, then stores or releases it.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, tenant, key, owner, fp string) {
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, lease *recordlease.Lease, fp string) {
 	bg := context.WithoutCancel(r.Context())
-	stop := m.renew(bg, tenant, key, owner)
+	stop := lease.Hold(bg, func(err error) {
+		m.cfg.Logger.Warn("idempotency key: renew", "key", lease.StoredKey(), "err", err)
+	})
 	cw := &captureWriter{ResponseWriter: w, max: m.cfg.MaxResponseBytes}
 	completed := false
 	defer func() {
@@ -271,8 +269,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		if completed {
 			return
 		}
-		if err := m.st.RecordRelease(bg, tenant, key, owner); err != nil {
-			m.cfg.Logger.Error("idempotency key: release", "key", key, "err", err)
+		if err := lease.Release(bg); err != nil {
+			m.cfg.Logger.Error("idempotency key: release", "err", err)
 		}
 	}()
 	next.ServeHTTP(cw, r)
@@ -287,36 +285,11 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		return
 	}
 	sum := sha256.Sum256(env)
-	now := m.cfg.Now().UTC()
-	err = m.st.RecordComplete(bg, &store.RecordCompleteParams{Tenant: tenant, Key: key, Owner: owner,
-		Result: env, ResultHash: hex.EncodeToString(sum[:]), TTL: m.cfg.TTL, Now: now})
-	if err != nil {
-		m.cfg.Logger.Error("idempotency key: store response", "key", key, "err", err)
+	if err := lease.Complete(bg, &recordlease.Result{Bytes: env, Hash: hex.EncodeToString(sum[:])}); err != nil {
+		m.cfg.Logger.Error("idempotency key: store response", "err", err)
 		return
 	}
 	completed = true
-}
-
-// renew extends the in-flight lease every third of it until stopped.
-func (m *middleware) renew(ctx context.Context, tenant, key, owner string) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(m.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if _, err := m.acquire(ctx, tenant, key, owner); err != nil {
-					m.cfg.Logger.Warn("idempotency key: renew", "key", key, "err", err)
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 // captureWriter passes a response through and keeps a copy of it.

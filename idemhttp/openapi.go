@@ -5,8 +5,10 @@ import (
 	"net/http"
 )
 
-// openAPIDoc is the OpenAPI 3.1 document of the API; a test checks that it
-// lists exactly the registered routes.
+// openAPIDoc is the OpenAPI 3.1 document of the API, served without an API
+// key. Tests check that it lists exactly the registered routes and validate
+// every request and response of the API tests against it
+// (openapi_validate_test.go).
 //
 //go:embed openapi.json
 var openAPIDoc []byte

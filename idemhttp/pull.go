@@ -10,8 +10,15 @@ import (
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	var req wire.ClaimRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
+	body, err := readBody(r, s.cfg.MaxBodyBytes, false)
+	if err != nil {
 		return err
+	}
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	if explicitZero(body, "limit") {
+		return invalid("limit", "must be between 1 and 100")
 	}
 	lease, err := parseDuration("lease", req.Lease)
 	if err != nil {

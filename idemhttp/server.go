@@ -13,17 +13,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/store"
 )
 
 // Server serves the HTTP API. It is an http.Handler for every route;
 // APIHandler and OpsHandler split the API from the ops endpoints when they
 // listen on different addresses.
 type Server struct {
-	client *idem.Client
-	store  store.Store
+	client Client
+	store  Store
 	cfg    *Config
 
 	auth    *authenticator
@@ -39,13 +36,14 @@ type Server struct {
 type route struct {
 	method, path string
 	ops          bool // no key; served by OpsHandler
+	public       bool // an API route served without a key
 	idempotent   bool // wrapped in the Idempotency-Key middleware
 	handler      func(w http.ResponseWriter, r *http.Request) error
 }
 
 // NewServer returns the API server of client on st (the store the client
 // uses; its API keys and records serve auth and the middleware).
-func NewServer(client *idem.Client, st store.Store, cfg *Config) (*Server, error) {
+func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	if client == nil || st == nil {
 		return nil, errors.New("idemhttp: nil client or store")
 	}
@@ -89,7 +87,7 @@ func (s *Server) routeTable() []route {
 		{method: "DELETE", path: "/v1/idempotency/{key}", handler: s.deleteRecord},
 		{method: "GET", path: "/v1/stats", handler: s.stats},
 		{method: "GET", path: "/v1/health", handler: s.getHealth},
-		{method: "GET", path: "/v1/openapi.json", handler: s.openAPI},
+		{method: "GET", path: "/v1/openapi.json", public: true, handler: s.openAPI},
 		{method: "GET", path: "/healthz", ops: true, handler: s.healthz},
 		{method: "GET", path: "/readyz", ops: true, handler: s.readyz},
 		{method: "GET", path: "/metrics", ops: true, handler: s.metricsHandler},
@@ -107,7 +105,7 @@ func (s *Server) mux(api, ops bool) http.Handler {
 		if rt.idempotent {
 			h = s.idemMW(h)
 		}
-		if !rt.ops {
+		if !rt.ops && !rt.public {
 			h = s.auth.wrap(s, h)
 		}
 		mux.Handle(rt.method+" "+rt.path, s.metrics.instrument(rt.method+" "+rt.path, h))

@@ -77,7 +77,7 @@ func setup(t *testing.T, open opener, o *setupOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(server)
+	srv := httptest.NewServer(openAPIValidator(t, server))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, st: st, client: client, server: server, srv: srv}
 	e.admin = e.newKey("default", true)

@@ -22,6 +22,8 @@ var (
 	ErrInvalid = errors.New("invalid input")
 	// ErrKeyInProgress: an idempotency key is held by a live execution lease.
 	ErrKeyInProgress = errors.New("idempotency key is in progress")
+	// ErrClosed: the store (or the client owning it) was closed.
+	ErrClosed = errors.New("closed")
 )
 
 // KeyReusedError is returned when an idempotency key is reused with a

@@ -17,6 +17,21 @@
 //     errors.Is: ErrNotFound, ErrLeaseLost, ErrWrongState, ErrKeyReused
 //     (as *idemtype.KeyReusedError), ErrInvalid.
 //   - Times are stored with at least microsecond precision and returned in UTC.
+//   - Every method takes (ctx, *XParams) (or a slice of them for the Many
+//     forms that decide items one by one); a nil slice or batch is a no-op.
+//   - After Close every call fails with ErrClosed (errors.Is
+//     idemtype.ErrClosed); Close is idempotent.
+//   - JobList pages hold at most MaxListLimit jobs; maintenance calls and
+//     JobRetryMany by filter take at most MaxBatch rows when their Limit is
+//     <= 0 (see ListLimit, BatchLimit).
+//   - A repeated completion (same job, same lease token) succeeds without
+//     writing when its result is the same JSON value as the committed one
+//     (SameResult: key order and whitespace do not matter) and fails with
+//     ErrLeaseLost otherwise.
+//   - A rescued job's LastError is RescuedError.
+//
+// Optional capabilities are separate interfaces a Store may implement
+// (Listener); callers test for them with a type assertion.
 package store
 
 import (
@@ -42,8 +57,24 @@ type Store interface {
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
 	Migrate(ctx context.Context) error
-	// Close releases the store's connections. Calls after Close fail.
+	// Close releases the store's connections; callers waiting on a batch
+	// still queued get ErrClosed, and every later call fails with ErrClosed.
+	// It is idempotent.
 	Close() error
+}
+
+// Listener is an optional capability of a Store: a LISTEN/NOTIFY-like
+// signal that jobs became available, so workers need not wait for their next
+// poll. pgstore implements it; sqlitestore does not (its writer is in the
+// same process, which signals itself). Callers test for it with a type
+// assertion and keep polling as the fallback either way.
+type Listener interface {
+	// Listen returns a channel that receives the queue of each job made
+	// available by an insert (or a retry, promotion, release) committed
+	// after Listen returned, and "" when notifications may have been lost
+	// (after a reconnect), meaning "any queue may have jobs". Values may
+	// be merged within one transaction. The channel closes when ctx ends.
+	Listen(ctx context.Context) (<-chan string, error)
 }
 
 // Jobs is the part of the Store that creates, claims and finishes jobs.
@@ -67,8 +98,9 @@ type Jobs interface {
 	// available otherwise.
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]JobInsertResult, error)
 
-	// JobGet returns one job; tenant "" matches any tenant.
-	JobGet(ctx context.Context, tenant string, id int64) (*idemtype.JobRow, error)
+	// JobGet returns the job ID of Tenant (Tenant "" matches any tenant);
+	// ErrNotFound when there is none.
+	JobGet(ctx context.Context, p *JobGetParams) (*idemtype.JobRow, error)
 
 	// JobList returns jobs matching the filter, newest (highest id) first,
 	// and the cursor of the next page (0 on the last page).
@@ -101,8 +133,10 @@ type Jobs interface {
 	// JobFinishMany records the end of attempts, in one transaction. The
 	// result has one error per item: nil, ErrLeaseLost when the job is not
 	// running under LeaseToken. Repeating a completion with the same token
-	// and the same Result on a job that is already completed is not an
-	// error (nil); with another result it is ErrLeaseLost. A finish with
+	// and the same Result (SameResult: JSON-equal, key order and
+	// whitespace do not matter) on a job that is already completed is not
+	// an error (nil) and writes nothing; with another result it is
+	// ErrLeaseLost. A finish with
 	// the token of a job that is still running is accepted even when its
 	// lease has expired (LeaseExpiresAt <= Now) but the rescuer has not
 	// taken it yet: the work is done, refusing it would only cause a rerun.
@@ -142,28 +176,31 @@ type Jobs interface {
 	// when IDs is empty, up to Limit. It returns the rows it moved.
 	JobRetryMany(ctx context.Context, p *JobRetryManyParams) ([]*idemtype.JobRow, error)
 
-	// JobDelete deletes one job in state (and its attempts); ErrNotFound
-	// when there is no such job in that state in the tenant.
-	JobDelete(ctx context.Context, tenant string, id int64, state idemtype.JobState) error
+	// JobDelete deletes the job ID (and its attempts) only if it is in
+	// State; ErrNotFound when there is no such job in that state in the
+	// tenant. The id is never reused.
+	JobDelete(ctx context.Context, p *JobDeleteParams) error
 
-	// AttemptList returns the attempts of a job, oldest first;
-	// ErrNotFound when the job does not exist in the tenant.
-	AttemptList(ctx context.Context, tenant string, jobID int64) ([]*idemtype.Attempt, error)
+	// AttemptList returns the attempts of job JobID, oldest first (an
+	// attempt is written once, when it ends); ErrNotFound when the job does
+	// not exist in the tenant.
+	AttemptList(ctx context.Context, p *AttemptListParams) ([]*idemtype.Attempt, error)
 
-	// QueueStats counts jobs per queue and state (tenant "" = all).
-	QueueStats(ctx context.Context, tenant string, now time.Time) ([]*QueueStat, error)
+	// QueueStats counts jobs per queue and state as of Now (Tenant "" =
+	// all tenants), in one consistent read.
+	QueueStats(ctx context.Context, p *QueueStatsParams) ([]*QueueStat, error)
 }
 
 // Records is the part of the Store that keeps idempotency records outside job
 // creation: the execution lease and the result cache, for jobs and for Do.
 type Records interface {
-	// RecordGet returns a live record (ExpiresAt nil or > now);
-	// ErrNotFound otherwise.
-	RecordGet(ctx context.Context, tenant, key string, now time.Time) (*idemtype.Record, error)
+	// RecordGet returns the record (Tenant, Key) if it is live at Now
+	// (ExpiresAt nil or > Now); ErrNotFound otherwise.
+	RecordGet(ctx context.Context, p *RecordGetParams) (*idemtype.Record, error)
 
-	// RecordDelete deletes a record so the key may be used again;
-	// ErrNotFound when there is none.
-	RecordDelete(ctx context.Context, tenant, key string) error
+	// RecordDelete deletes the record (Tenant, Key) so the key may be used
+	// again; ErrNotFound when there is none.
+	RecordDelete(ctx context.Context, p *RecordDeleteParams) error
 
 	// RecordAcquire tries to take the execution lease of a key.
 	//   - No live record: one is created (in_progress, DedupUntil and
@@ -186,12 +223,14 @@ type Records interface {
 	// CompletedAt = Now, ExpiresAt = max(DedupUntil, Now + TTL), lease cleared.
 	RecordComplete(ctx context.Context, p *RecordCompleteParams) error
 
-	// RecordRelease clears the execution lease if Owner holds it (no error
-	// otherwise). Failures are never cached: the status stays in_progress.
-	RecordRelease(ctx context.Context, tenant, key, owner string) error
+	// RecordRelease clears the execution lease of (Tenant, Key) if Owner
+	// holds it (no error otherwise). Failures are never cached: the status
+	// stays in_progress.
+	RecordRelease(ctx context.Context, p *RecordReleaseParams) error
 
-	// RecordStats summarises the live and expired records (tenant "" = all).
-	RecordStats(ctx context.Context, tenant string, now time.Time) (*RecordStats, error)
+	// RecordStats summarises the records live and expired at Now (Tenant
+	// "" = all tenants).
+	RecordStats(ctx context.Context, p *RecordStatsParams) (*RecordStats, error)
 }
 
 // Maintenance is the part of the Store the background services use.
@@ -205,13 +244,15 @@ type Maintenance interface {
 
 	// JobReleaseMany gives running jobs back (graceful shutdown): state
 	// available, RunAt = Now, Attempt decremented, lease cleared, attempt
-	// outcome released, record leases released. Leases that no longer
-	// match are skipped. It returns how many were released.
-	JobReleaseMany(ctx context.Context, leases []Lease, now time.Time) (int, error)
+	// outcome released, record leases released, for each of Leases whose
+	// token still matches; the others are skipped. It returns how many
+	// were released.
+	JobReleaseMany(ctx context.Context, p *JobReleaseManyParams) (int, error)
 
-	// JobPromote moves scheduled and retryable jobs whose RunAt <= now to
-	// available, up to limit, and returns the queues that got jobs.
-	JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// JobPromote moves scheduled and retryable jobs whose RunAt <= Now to
+	// available, up to Limit (BatchLimit), and returns the queues that got
+	// jobs, so their workers can be woken.
+	JobPromote(ctx context.Context, p *JobPromoteParams) ([]string, error)
 
 	// JobDeleteFinished deletes, up to Limit, completed jobs finished
 	// before CompletedBefore, cancelled before CancelledBefore and dead
@@ -220,8 +261,10 @@ type Maintenance interface {
 	// its dedup window is open. It returns how many it deleted.
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
 
-	// RecordDeleteExpired deletes up to limit records with ExpiresAt <= now.
-	RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
+	// RecordDeleteExpired deletes up to Limit (BatchLimit) records with
+	// ExpiresAt <= Now and returns how many it deleted; live records and
+	// records without ExpiresAt are kept.
+	RecordDeleteExpired(ctx context.Context, p *RecordDeleteExpiredParams) (int, error)
 }
 
 // Leader elects one node for the background services that must run once.
@@ -230,20 +273,24 @@ type Leader interface {
 	// no leader, the leader's term expired, or Owner already leads (then the
 	// term is extended). It reports whether Owner leads.
 	LeaderAttempt(ctx context.Context, p *LeaderParams) (bool, error)
-	// LeaderResign ends Owner's term if it leads Name.
-	LeaderResign(ctx context.Context, name, owner string) error
+	// LeaderResign ends Owner's term if it leads Name, so another node can
+	// lead at once; no error when Owner does not lead.
+	LeaderResign(ctx context.Context, p *LeaderResignParams) error
 }
 
 // APIKeys stores the API keys of the HTTP server, by hash only.
 type APIKeys interface {
 	// APIKeyCreate stores a key; the id must be unique (ErrInvalid otherwise).
 	APIKeyCreate(ctx context.Context, k *APIKey) error
-	// APIKeyByHash returns the unrevoked key with that hash; ErrNotFound.
-	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	// APIKeyByHash returns the unrevoked key whose secret hashes to Hash;
+	// ErrNotFound when there is none or it is revoked.
+	APIKeyByHash(ctx context.Context, p *APIKeyByHashParams) (*APIKey, error)
 	// APIKeyList lists keys, revoked included, oldest first.
 	APIKeyList(ctx context.Context) ([]*APIKey, error)
-	// APIKeyRevoke revokes a key by id; ErrNotFound.
-	APIKeyRevoke(ctx context.Context, id string, now time.Time) error
+	// APIKeyRevoke revokes the key ID at Now: APIKeyByHash no longer
+	// returns it, APIKeyList still does; ErrNotFound when there is no such
+	// key.
+	APIKeyRevoke(ctx context.Context, p *APIKeyRevokeParams) error
 }
 
 // JobInsertParams is one job to insert. The runtime validates and fills in

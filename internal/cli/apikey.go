@@ -105,7 +105,7 @@ func newAPIKeyRevokeCmd(open func(context.Context) (store.Store, error)) *cobra.
 				return err
 			}
 			defer st.Close()
-			if err := st.APIKeyRevoke(cmd.Context(), args[0], time.Now()); err != nil {
+			if err := st.APIKeyRevoke(cmd.Context(), &store.APIKeyRevokeParams{ID: args[0], Now: time.Now()}); err != nil {
 				return fmt.Errorf("revoke %s: %w", args[0], err)
 			}
 			if wantJSON(cmd) {

@@ -16,6 +16,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/ui"
 )
 
 // Environment variables and defaults of `idem serve`.
@@ -163,7 +164,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	// Bind every listener before anything is written to the database: a
 	// busy port fails start-up without minting an admin key.
 	var listeners []*listener
-	api, err := listen("api", cfg.Listen, apiHandler)
+	api, err := listen("api", cfg.Listen, ui.Mount(apiHandler, &ui.Config{Logger: logger}))
 	if err != nil {
 		return err
 	}

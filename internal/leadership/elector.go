@@ -7,10 +7,11 @@ package leadership
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-dev/idem/internal/startstop"
+	"github.com/idem-dev/idem/internal/testsignal"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -28,13 +29,15 @@ type Config struct {
 
 // Elector keeps trying to lead and reports whether it does.
 type Elector struct {
+	startstop.BaseStartStop
 	store  store.Leader
 	cfg    Config
 	leader atomic.Bool
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	// TestSignals tell tests about campaigns; inert unless initialised.
+	TestSignals struct {
+		Attempted testsignal.Signal[bool] // an attempt ended; true = leads
+	}
 }
 
 // New returns an elector; Owner must be set.
@@ -70,47 +73,41 @@ func (e *Elector) RunOnce(ctx context.Context) (bool, error) {
 	return ok, err
 }
 
-// Start campaigns in the background until Stop.
-func (e *Elector) Start(ctx context.Context) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel != nil {
-		return
+// Start campaigns in the background until Stop; a second Start while
+// campaigning is a no-op.
+func (e *Elector) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := e.StartInit(ctx)
+	if !shouldStart {
+		return nil
 	}
-	ctx, e.cancel = context.WithCancel(ctx)
-	e.done = make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
+	go func() {
+		started()
+		defer stopped()
 		t := time.NewTicker(e.cfg.TTL / 3)
 		defer t.Stop()
 		for {
-			if _, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			ok, err := e.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
 				e.cfg.Logger.Warn("leader election failed", "err", err)
 			}
+			e.TestSignals.Attempted.Signal(ok)
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
 		}
-	}(e.done)
+	}()
+	return nil
 }
 
-// Stop ends the campaign and resigns; idempotent.
+// Stop ends the campaign and resigns; idempotent, and safe without Start.
 func (e *Elector) Stop() {
-	e.mu.Lock()
-	cancel, done := e.cancel, e.done
-	e.cancel = nil
-	e.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
+	e.BaseStartStop.Stop()
 	if e.leader.Swap(false) {
 		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
-		if err := e.store.LeaderResign(ctx, e.cfg.Name, e.cfg.Owner); err != nil {
+		if err := e.store.LeaderResign(ctx, &store.LeaderResignParams{Name: e.cfg.Name, Owner: e.cfg.Owner}); err != nil {
 			e.cfg.Logger.Warn("leader resign failed", "err", err)
 		}
 	}

@@ -1,45 +1,51 @@
 // Package maintenance holds the background services that keep the job tables
 // healthy: the rescuer (expired leases), the promoter (due scheduled jobs)
 // and retention (old jobs, expired idempotency records). They run on the
-// elected leader only and share one lifecycle shape: NewX(store, *Config),
-// Start(ctx), RunOnce(ctx) for tests, and an idempotent Stop.
+// elected leader only and share one lifecycle shape (internal/startstop):
+// NewX(store, *Config), Start(ctx), RunOnce(ctx) for tests, an idempotent
+// Stop, and a test signal after each run.
 package maintenance
 
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/idem-dev/idem/internal/startstop"
+	"github.com/idem-dev/idem/internal/testsignal"
 )
 
 // loop runs fn every interval until stopped; fn runs only while gate allows.
 type loop struct {
+	startstop.BaseStartStop
 	name     string
 	interval time.Duration
 	logger   *slog.Logger
 	gate     func() bool
 	fn       func(ctx context.Context) (int, error)
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	// TestSignals tell tests about runs; inert unless initialised.
+	TestSignals struct {
+		Ran testsignal.Signal[int] // a run touched this many rows (-1: skipped, not leader)
+	}
 }
 
 // Start runs the service in the background until Stop; a second Start while
 // running is a no-op.
-func (l *loop) Start(ctx context.Context) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancel != nil {
-		return
+func (l *loop) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := l.StartInit(ctx)
+	if !shouldStart {
+		return nil
 	}
-	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
-	go l.run(ctx, l.done)
+	go func() {
+		started()
+		defer stopped()
+		l.run(ctx)
+	}()
+	return nil
 }
 
-func (l *loop) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (l *loop) run(ctx context.Context) {
 	t := time.NewTicker(l.interval)
 	defer t.Stop()
 	for {
@@ -49,6 +55,7 @@ func (l *loop) run(ctx context.Context, done chan struct{}) {
 		case <-t.C:
 		}
 		if l.gate != nil && !l.gate() {
+			l.TestSignals.Ran.Signal(-1)
 			continue
 		}
 		n, err := l.fn(ctx)
@@ -58,18 +65,7 @@ func (l *loop) run(ctx context.Context, done chan struct{}) {
 		case n > 0:
 			l.logger.Debug("maintenance", "service", l.name, "rows", n)
 		}
-	}
-}
-
-// Stop ends the service and waits for its current run; idempotent.
-func (l *loop) Stop() {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.cancel = nil
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
+		l.TestSignals.Ran.Signal(n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,7 +100,7 @@ func TestRetentionDeletesInBatchesAndKeepsOpenKeys(t *testing.T) {
 	if err != nil || n != 24 {
 		t.Fatalf("deleted %d (%v), want the 24 jobs without an open dedup window", n, err)
 	}
-	if _, err := st.JobGet(ctx, "t", rows[0].ID); err != nil {
+	if _, err := st.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: rows[0].ID}); err != nil {
 		t.Fatalf("the keyed job inside its 90-day window was deleted: %v", err)
 	}
 	clk.Set(base.Add(91 * 24 * time.Hour))
@@ -127,7 +128,7 @@ func TestRescuerReturnsExpiredLeases(t *testing.T) {
 	if n, err := r.RunOnce(ctx); err != nil || n != 3 || woken != 1 {
 		t.Fatalf("rescued %d (%v), woken %d", n, err, woken)
 	}
-	row, _ := st.JobGet(ctx, "t", jobs[0].ID)
+	row, _ := st.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: jobs[0].ID})
 	if row.State != idemtype.StateRetryable || row.Attempt != 1 {
 		t.Fatalf("rescued job: %s attempt %d", row.State, row.Attempt)
 	}
@@ -138,7 +139,7 @@ func TestServicesStartAndStop(t *testing.T) {
 	st := openStore(t)
 	cfg := &maintenance.Config{Interval: time.Millisecond}
 	for _, s := range []interface {
-		Start(context.Context)
+		Start(context.Context) error
 		Stop()
 	}{maintenance.NewRescuer(st, cfg), maintenance.NewPromoter(st, cfg), maintenance.NewRetention(st, cfg)} {
 		s.Start(context.Background())
@@ -168,4 +169,39 @@ func TestLeaderElection(t *testing.T) {
 	if ok, _ := a.RunOnce(ctx); ok {
 		t.Fatal("a leads again while b's term is live")
 	}
+}
+
+func TestServiceLoopSignals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	clk := &clock{now: base}
+	insert(t, st, base, 2, "")
+	if _, err := st.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 2,
+		LeaseUntil: base.Add(time.Second), Now: base}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(base.Add(time.Minute))
+	var leader atomic.Bool
+	r := maintenance.NewRescuer(st, &maintenance.Config{Now: clk.Now, Interval: time.Millisecond, IsLeader: leader.Load})
+	r.TestSignals.Ran.Init()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	if n := r.TestSignals.Ran.WaitOrTimeout(t); n != -1 {
+		t.Fatalf("a follower ran: %d", n)
+	}
+	leader.Store(true)
+	for {
+		n := r.TestSignals.Ran.WaitOrTimeout(t)
+		if n == 2 {
+			break // the first run as leader rescued both expired leases
+		}
+		if n != -1 {
+			t.Fatalf("rescued %d, want 2", n)
+		}
+	}
+	r.Stop()
+	<-r.Stopped()
 }

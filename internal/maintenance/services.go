@@ -54,13 +54,13 @@ func (c *Config) withDefaults(interval time.Duration) Config {
 // Rescuer returns running jobs whose lease expired to retryable (or dead at
 // their last attempt): a crashed worker's jobs run again elsewhere.
 type Rescuer struct {
-	store store.Store
+	store store.Maintenance
 	cfg   Config
 	loop
 }
 
 // NewRescuer returns a rescuer; cfg may be nil.
-func NewRescuer(st store.Store, cfg *Config) *Rescuer {
+func NewRescuer(st store.Maintenance, cfg *Config) *Rescuer {
 	r := &Rescuer{store: st, cfg: cfg.withDefaults(DefaultRescueInterval)}
 	r.loop = loop{name: "rescuer", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce}
 	return r
@@ -87,13 +87,13 @@ func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 // Promoter moves due scheduled and retryable jobs to available, so that
 // lists and stats show them as such and other nodes are woken.
 type Promoter struct {
-	store store.Store
+	store store.Maintenance
 	cfg   Config
 	loop
 }
 
 // NewPromoter returns a promoter; cfg may be nil.
-func NewPromoter(st store.Store, cfg *Config) *Promoter {
+func NewPromoter(st store.Maintenance, cfg *Config) *Promoter {
 	p := &Promoter{store: st, cfg: cfg.withDefaults(DefaultPromoteInterval)}
 	p.loop = loop{name: "promoter", interval: p.cfg.Interval, logger: p.cfg.Logger, gate: p.cfg.IsLeader, fn: p.RunOnce}
 	return p
@@ -101,7 +101,7 @@ func NewPromoter(st store.Store, cfg *Config) *Promoter {
 
 // RunOnce promotes one batch of due jobs and returns how many queues got jobs.
 func (p *Promoter) RunOnce(ctx context.Context) (int, error) {
-	queues, err := p.store.JobPromote(ctx, p.cfg.Now().UTC(), p.cfg.Batch)
+	queues, err := p.store.JobPromote(ctx, &store.JobPromoteParams{Now: p.cfg.Now().UTC(), Limit: p.cfg.Batch})
 	if len(queues) > 0 && p.cfg.OnPromote != nil {
 		p.cfg.OnPromote(queues)
 	}
@@ -112,13 +112,13 @@ func (p *Promoter) RunOnce(ctx context.Context) (int, error) {
 // idempotency records, in small batches. Records outlive job rows: a job an
 // open dedup window points to is kept.
 type Retention struct {
-	store store.Store
+	store store.Maintenance
 	cfg   Config
 	loop
 }
 
 // NewRetention returns a retention service; cfg may be nil.
-func NewRetention(st store.Store, cfg *Config) *Retention {
+func NewRetention(st store.Maintenance, cfg *Config) *Retention {
 	r := &Retention{store: st, cfg: cfg.withDefaults(DefaultRetentionInterval)}
 	r.loop = loop{name: "retention", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce}
 	return r
@@ -151,7 +151,7 @@ func (r *Retention) RunOnce(ctx context.Context) (int, error) {
 		}
 	}
 	for ctx.Err() == nil {
-		n, err := r.store.RecordDeleteExpired(ctx, now, r.cfg.Batch)
+		n, err := r.store.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: now, Limit: r.cfg.Batch})
 		total += n
 		if err != nil || n < r.cfg.Batch {
 			return total, err

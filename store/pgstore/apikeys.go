@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,7 +31,8 @@ func (s *Store) APIKeyCreate(ctx context.Context, k *store.APIKey) error {
 }
 
 // APIKeyByHash implements store.APIKeys.
-func (s *Store) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+func (s *Store) APIKeyByHash(ctx context.Context, params *store.APIKeyByHashParams) (*store.APIKey, error) {
+	hash := params.Hash
 	db, err := s.db()
 	if err != nil {
 		return nil, err
@@ -73,7 +73,8 @@ func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
 }
 
 // APIKeyRevoke implements store.APIKeys.
-func (s *Store) APIKeyRevoke(ctx context.Context, id string, now time.Time) error {
+func (s *Store) APIKeyRevoke(ctx context.Context, params *store.APIKeyRevokeParams) error {
+	id, now := params.ID, params.Now
 	db, err := s.db()
 	if err != nil {
 		return err

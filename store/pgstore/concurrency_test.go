@@ -1,9 +1,7 @@
 package pgstore
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -74,144 +72,6 @@ func TestConcurrentInsertOneKey(t *testing.T) {
 	}
 }
 
-// Eight claimers over 2,000 jobs: every job is claimed exactly once.
-func TestConcurrentClaims(t *testing.T) {
-	t.Parallel()
-	s := newTestStore(t, 10)
-	const total = 2000
-	batch := make([]*store.JobInsertParams, total)
-	for i := range batch {
-		batch[i] = job("k")
-	}
-	if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: batch}); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	seen := map[int64]int{}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				jobs, err := s.JobClaim(t.Context(), claimParams(10))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(jobs) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, j := range jobs {
-					seen[j.ID]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(seen) != total {
-		t.Fatalf("claimed %d distinct jobs, want %d", len(seen), total)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("job %d claimed %d times", id, n)
-		}
-	}
-}
-
-// FIFO partitions keep their order and never run two jobs at once under
-// concurrent claimers and inserters.
-func TestConcurrentFIFO(t *testing.T) {
-	t.Parallel()
-	s := newTestStore(t, 12)
-	const parts, per = 10, 40
-	var wg sync.WaitGroup
-	// Two inserters per partition, one job per transaction.
-	for p := range 2 * parts {
-		wg.Go(func() {
-			p := p % parts
-			for i := range per / 2 {
-				jp := job("k")
-				jp.PartitionKey = fmt.Sprintf("p%d", p)
-				jp.Args = json.RawMessage(fmt.Sprintf(`{"seq":%d}`, i))
-				if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{jp}}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	var mu sync.Mutex
-	running := map[string]bool{}   // claimed, finish not called yet
-	finishing := map[string]bool{} // finish called, not returned (may have committed)
-	order := map[string][]int64{}
-	done := 0
-	for range 6 {
-		wg.Go(func() {
-			deadline := time.Now().Add(60 * time.Second)
-			for time.Now().Before(deadline) {
-				mu.Lock()
-				finished := done == parts*per
-				mu.Unlock()
-				if finished {
-					return
-				}
-				jobs, err := s.JobClaim(t.Context(), claimParams(4))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				var fin []*store.JobFinishParams
-				mu.Lock()
-				for _, j := range jobs {
-					if running[j.PartitionKey] && !finishing[j.PartitionKey] {
-						t.Errorf("partition %s: job %d claimed while its head runs", j.PartitionKey, j.ID)
-					}
-					running[j.PartitionKey] = true
-					order[j.PartitionKey] = append(order[j.PartitionKey], j.ID)
-				}
-				mu.Unlock()
-				for _, j := range jobs {
-					fin = append(fin, complete(j))
-				}
-				if len(fin) > 0 {
-					mu.Lock()
-					for _, j := range jobs {
-						finishing[j.PartitionKey] = true
-					}
-					mu.Unlock()
-					if _, err := s.JobFinishMany(t.Context(), fin); err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					for _, j := range jobs {
-						if order[j.PartitionKey][len(order[j.PartitionKey])-1] == j.ID {
-							running[j.PartitionKey], finishing[j.PartitionKey] = false, false
-						}
-					}
-					done += len(fin)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for p, ids := range order {
-		for i := 1; i < len(ids); i++ {
-			if ids[i] <= ids[i-1] {
-				t.Fatalf("partition %s ran out of id order: %v", p, ids)
-			}
-		}
-		if len(ids) != per {
-			t.Fatalf("partition %s ran %d jobs, want %d", p, len(ids), per)
-		}
-	}
-	if done != parts*per {
-		t.Fatalf("completed %d jobs, want %d", done, parts*per)
-	}
-}
-
 // Two dependencies completing in concurrent transactions release their
 // dependant (no write skew).
 func TestConcurrentDependencies(t *testing.T) {
@@ -241,7 +101,7 @@ func TestConcurrentDependencies(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		got, err := s.JobGet(t.Context(), "", dr[0].Job.ID)
+		got, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: dr[0].Job.ID})
 		if err != nil || got.State != idemtype.StateAvailable {
 			t.Fatalf("round %d: dependant %v %v, want available", round, got.State, err)
 		}
@@ -295,34 +155,5 @@ func TestConcurrentMigrate(t *testing.T) {
 	}
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("migrate up again: %v", err)
-	}
-}
-
-// Listen delivers the queue of an inserted job.
-func TestListen(t *testing.T) {
-	t.Parallel()
-	s := newTestStore(t, 4)
-	ctx, cancel := context.WithCancel(t.Context())
-	ch, err := s.Listen(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := job("k")
-	p.Queue = "mail"
-	start := time.Now()
-	if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case q := <-ch:
-		if q != "mail" {
-			t.Fatalf("notification for %q, want mail", q)
-		}
-		t.Logf("notified after %v", time.Since(start))
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notification within 10s")
-	}
-	cancel()
-	for range ch { // closes when ctx ends
 	}
 }

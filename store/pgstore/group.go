@@ -2,10 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
+	"github.com/idem-dev/idem/internal/batch"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -13,7 +14,8 @@ import (
 //
 // A durable commit costs one WAL flush; on most disks that, not the SQL, is
 // what bounds single-job transactions per second. JobInsertMany and
-// JobFinishMany therefore hand small requests to a few group workers. A
+// JobFinishMany therefore hand small requests to a few group workers
+// (internal/batch Runners). A
 // worker takes the first request waiting, adds every other request already
 // queued (up to groupMaxJobs items) and runs them all in one transaction —
 // one round trip for keyless inserts and for requests with one key each
@@ -52,12 +54,12 @@ const (
 	groupFinishMaxReq = 64
 )
 
-// groups runs the group workers of a Store.
+// groups runs the group workers of a Store: two batch.Runners, whose
+// gathering is described above; runInsertGroup and runFinishGroup run one
+// group each.
 type groups struct {
-	insert chan *insertReq
-	finish chan *finishReq
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	insert *batch.Runner[*store.JobInsertManyParams, []store.JobInsertResult]
+	finish *batch.Runner[[]*store.JobFinishParams, []error]
 	// ctx bounds the shared transactions; Close cancels it, so a worker
 	// stuck on an unresponsive database does not hold Close up.
 	ctx    context.Context
@@ -67,266 +69,144 @@ type groups struct {
 	finishGroups, finishReqs atomic.Int64
 }
 
-// insertReq is one caller's JobInsertMany waiting for its group.
-type insertReq struct {
-	ctx  context.Context
-	p    *store.JobInsertManyParams
-	done chan insertResp
-}
-
-type insertResp struct {
-	res []store.JobInsertResult
-	err error
-}
-
-// finishReq is one caller's JobFinishMany waiting for its group.
-type finishReq struct {
-	ctx  context.Context
-	p    []*store.JobFinishParams
-	done chan finishResp
-}
-
-type finishResp struct {
-	errs []error
-	err  error
-}
+type (
+	insertReq = batch.Call[*store.JobInsertManyParams, []store.JobInsertResult]
+	finishReq = batch.Call[[]*store.JobFinishParams, []error]
+)
 
 // startGroups starts n workers of each kind.
 func (s *Store) startGroups(n int) {
-	g := &groups{
-		insert: make(chan *insertReq, 4*groupMaxJobs),
-		finish: make(chan *finishReq, 4*groupMaxJobs),
-		stop:   make(chan struct{}),
-	}
+	g := &groups{}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.insert = batch.New(&batch.Config[*store.JobInsertManyParams]{
+		MaxCount: groupMaxJobs, MaxWeight: groupMaxJobs, Runners: n, ReturnOnCancel: true,
+	}, s.runInsertGroup)
+	g.finish = batch.New(&batch.Config[[]*store.JobFinishParams]{
+		MaxCount: groupMaxJobs, MaxWeight: groupMaxJobs, Runners: n, ReturnOnCancel: true,
+		Admit: admitDistinctJobs,
+	}, s.runFinishGroup)
 	s.groups = g
-	for range n {
-		g.wg.Add(2)
-		go s.insertWorker()
-		go s.finishWorker()
+	g.insert.Start()
+	g.finish.Start()
+}
+
+// admitDistinctJobs keeps two finishes of one job out of one group: the
+// second waits for the next group.
+func admitDistinctJobs() func([]*store.JobFinishParams) bool {
+	seen := map[int64]bool{}
+	return func(p []*store.JobFinishParams) bool {
+		for _, f := range p {
+			if seen[f.ID] {
+				return false
+			}
+		}
+		for _, f := range p {
+			seen[f.ID] = true
+		}
+		return true
 	}
 }
 
-// stopGroups stops the workers; callers still waiting get errClosed.
+// stopGroups stops the workers; callers still waiting get store.ErrClosed.
 func (s *Store) stopGroups() {
 	if s.groups == nil {
 		return
 	}
-	close(s.groups.stop)
 	s.groups.cancel()
-	s.groups.wg.Wait()
+	s.groups.insert.Stop()
+	s.groups.finish.Stop()
+}
+
+// groupErr maps a group's error for its caller.
+func (s *Store) groupErr(op string, err error) error {
+	if errors.Is(err, batch.ErrStopped) || (err != nil && s.groups.ctx.Err() != nil) {
+		return store.ErrClosed
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // groupInsert queues p for an insert group and waits for its results.
 func (s *Store) groupInsert(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
-	g := s.groups
-	r := &insertReq{ctx: ctx, p: p, done: make(chan insertResp, 1)}
-	select {
-	case g.insert <- r:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("insert jobs: %w", ctx.Err())
-	case <-g.stop:
-		return nil, errClosed
+	res, err := s.groups.insert.Submit(ctx, p, len(p.Jobs))
+	if err != nil {
+		return nil, s.groupErr("insert jobs", err)
 	}
-	select {
-	case resp := <-r.done:
-		if resp.err != nil {
-			return nil, fmt.Errorf("insert jobs: %w", resp.err)
-		}
-		return resp.res, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("insert jobs: %w", ctx.Err())
-	case <-g.stop:
-		return nil, errClosed
-	}
-}
-
-// insertWorker runs insert groups until the store closes.
-func (s *Store) insertWorker() {
-	g := s.groups
-	defer g.wg.Done()
-	for {
-		var first *insertReq
-		select {
-		case first = <-g.insert:
-		case <-g.stop:
-			return
-		}
-		group := []*insertReq{first}
-		n := len(first.p.Jobs)
-	fill:
-		for n < groupMaxJobs {
-			select {
-			case r := <-g.insert:
-				group = append(group, r)
-				n += len(r.p.Jobs)
-			default:
-				break fill
-			}
-		}
-		s.runInsertGroup(group)
-	}
+	return res, nil
 }
 
 // runInsertGroup inserts the requests of a group in one transaction and
 // answers each; after a statement error each request runs on its own.
-func (s *Store) runInsertGroup(group []*insertReq) {
-	live := group[:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- insertResp{err: err}
-			continue
-		}
-		live = append(live, r)
-	}
-	if len(live) == 0 {
-		return
-	}
+func (s *Store) runInsertGroup(live []*insertReq) {
 	s.groups.insertGroups.Add(1)
 	s.groups.insertReqs.Add(int64(len(live)))
 	ctx := s.groups.ctx
 	var items []*insertItem
 	var ends []int
 	for _, r := range live {
-		items = append(items, newItems(r.p)...)
+		items = append(items, newItems(r.Req)...)
 		ends = append(ends, len(items))
 	}
 	res, err := s.insertDirect(ctx, items, ends)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			res, err := s.insertDirect(ctx, newItems(r.p), nil)
-			r.done <- insertResp{res: res, err: err}
+			r.Answer(s.insertDirect(ctx, newItems(r.Req), nil))
 		}
 		return
 	}
 	k := 0
 	for _, r := range live {
 		if err != nil {
-			r.done <- insertResp{err: err}
+			r.Answer(nil, err)
 			continue
 		}
-		r.done <- insertResp{res: res[k : k+len(r.p.Jobs) : k+len(r.p.Jobs)]}
-		k += len(r.p.Jobs)
+		n := len(r.Req.Jobs)
+		r.Answer(res[k:k+n:k+n], nil)
+		k += n
 	}
 }
 
 // groupFinish queues p for a finish group and waits for its results.
 func (s *Store) groupFinish(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
-	g := s.groups
-	r := &finishReq{ctx: ctx, p: p, done: make(chan finishResp, 1)}
-	select {
-	case g.finish <- r:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("finish jobs: %w", ctx.Err())
-	case <-g.stop:
-		return nil, errClosed
+	errs, err := s.groups.finish.Submit(ctx, p, len(p))
+	if err != nil {
+		return nil, s.groupErr("finish jobs", err)
 	}
-	select {
-	case resp := <-r.done:
-		if resp.err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", resp.err)
-		}
-		return resp.errs, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("finish jobs: %w", ctx.Err())
-	case <-g.stop:
-		return nil, errClosed
-	}
-}
-
-// finishWorker runs finish groups until the store closes. A request that
-// finishes a job already in the group is kept for the next group.
-func (s *Store) finishWorker() {
-	g := s.groups
-	defer g.wg.Done()
-	var next *finishReq
-	for {
-		first := next
-		next = nil
-		if first == nil {
-			select {
-			case first = <-g.finish:
-			case <-g.stop:
-				return
-			}
-		}
-		group := []*finishReq{first}
-		seen := map[int64]bool{}
-		n := 0
-		add := func(r *finishReq) bool {
-			for _, f := range r.p {
-				if seen[f.ID] {
-					return false
-				}
-			}
-			for _, f := range r.p {
-				seen[f.ID] = true
-			}
-			n += len(r.p)
-			return true
-		}
-		add(first)
-	fill:
-		for n < groupMaxJobs {
-			select {
-			case r := <-g.finish:
-				if !add(r) {
-					next = r
-					break fill
-				}
-				group = append(group, r)
-			default:
-				break fill
-			}
-		}
-		s.runFinishGroup(group)
-	}
+	return errs, nil
 }
 
 // runFinishGroup finishes the requests of a group in one transaction and
 // answers each; after a statement error each request runs on its own.
-func (s *Store) runFinishGroup(group []*finishReq) {
-	live := group[:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- finishResp{err: err}
-			continue
-		}
-		live = append(live, r)
-	}
-	if len(live) == 0 {
-		return
-	}
+func (s *Store) runFinishGroup(live []*finishReq) {
 	s.groups.finishGroups.Add(1)
 	s.groups.finishReqs.Add(int64(len(live)))
 	var all []*store.JobFinishParams
 	for _, r := range live {
-		all = append(all, r.p...)
+		all = append(all, r.Req...)
 	}
 	ctx := s.groups.ctx
 	errs, err := s.finishDirect(ctx, all)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			errs, err := s.finishDirect(ctx, r.p)
-			r.done <- finishResp{errs: errs, err: err}
+			r.Answer(s.finishDirect(ctx, r.Req))
 		}
 		return
 	}
 	k := 0
 	for _, r := range live {
 		if err != nil {
-			r.done <- finishResp{err: err}
+			r.Answer(nil, err)
 			continue
 		}
-		r.done <- finishResp{errs: errs[k : k+len(r.p) : k+len(r.p)]}
-		k += len(r.p)
+		n := len(r.Req)
+		r.Answer(errs[k:k+n:k+n], nil)
+		k += n
 	}
 }
 
 // finishDirect finishes p in its own transaction (see finishTx).
 func (s *Store) finishDirect(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

@@ -164,11 +164,11 @@ func TestGroupCommitFinish(t *testing.T) {
 	}
 	wg.Wait()
 	for _, j := range jobs {
-		got, err := s.JobGet(t.Context(), "", j.ID)
+		got, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: j.ID})
 		if err != nil || got.State != idemtype.StateCompleted {
 			t.Fatalf("job %d: %v %v", j.ID, got, err)
 		}
-		as, err := s.AttemptList(t.Context(), "", j.ID)
+		as, err := s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "", JobID: j.ID})
 		if err != nil || len(as) != 1 || as[0].Outcome != idemtype.OutcomeCompleted {
 			t.Fatalf("job %d attempts: %v", j.ID, err)
 		}

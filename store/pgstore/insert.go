@@ -22,7 +22,7 @@ import (
 // callers are combined into shared transactions (see group.go).
 func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	if len(p.Jobs) == 0 {
 		return []store.JobInsertResult{}, nil
@@ -49,7 +49,7 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 		return s.insertSimple(ctx, items)
 	}
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -68,8 +68,14 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 	if err != nil {
 		return nil, err
 	}
-	// The requests whose key existed, rerun together in one explicit
-	// transaction (each request is still whole: all or nothing).
+	return s.rerunExisting(ctx, conn, items, ends, res), nil
+}
+
+// rerunExisting reruns the requests whose key existed (their items hold
+// errRetryOwn after a modeOneShot insert) together in one explicit
+// transaction — each request is still whole: all or nothing — and fills in
+// their results.
+func (s *Store) rerunExisting(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, ends []int, res []store.JobInsertResult) []store.JobInsertResult {
 	var retry [][2]int
 	var fresh []*insertItem
 	start := 0
@@ -86,7 +92,7 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 		start = end
 	}
 	if len(retry) == 0 {
-		return res, nil
+		return res
 	}
 	again, err := s.insertOwn(ctx, conn, fresh)
 	if err == nil {
@@ -94,10 +100,16 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 		for _, r := range retry {
 			k += copy(res[r[0]:r[1]], again[k:])
 		}
-		return res, nil
+		return res
 	}
-	// The shared rerun failed: each request on its own, so that an error
-	// is only its own request's (the rest of the group has committed).
+	s.rerunEach(ctx, conn, items, retry, res)
+	return res
+}
+
+// rerunEach reruns each request of retry in its own transaction after the
+// shared rerun failed, so that an error is only its own request's (the rest
+// of the group has committed).
+func (s *Store) rerunEach(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, retry [][2]int, res []store.JobInsertResult) {
 	for _, r := range retry {
 		fresh := make([]*insertItem, 0, r[1]-r[0])
 		for _, it := range items[r[0]:r[1]] {
@@ -112,7 +124,6 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 			}
 		}
 	}
-	return res, nil
 }
 
 // insertOwn runs items in one explicit transaction on conn (modeOwn).
@@ -207,174 +218,235 @@ type dbtx interface {
 // created. Keys that existed take the general path below, with the ids
 // already allocated, in the same transaction.
 func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode txMode) ([]store.JobInsertResult, error) {
-	res := make([]store.JobInsertResult, len(items))
+	k := &keyedInsert{items: items, res: make([]store.JobInsertResult, len(items)),
+		fps: map[rk]string{}, jobOfKey: map[rk]int64{}, byID: map[int64]*idemtype.JobRow{}}
 	own := mode == modeOwn
-	begin := own
-	if hasDeps(items) {
-		if begin {
-			if _, err := q.Exec(ctx, "BEGIN"); err != nil {
-				return nil, fmt.Errorf("begin: %w", err)
-			}
-			begin = false
-		}
-		if err := s.insertDeps(ctx, q, items, res); err != nil {
+	begin, err := s.insertStates(ctx, q, items, k.res, own)
+	if err != nil {
+		return nil, err
+	}
+	lead, rank := k.leaders()
+	// Records decide the keyed items: the unique constraint on (tenant, key)
+	// with ON CONFLICT, never a read followed by a write.
+	if err := s.insertFast(ctx, q, items, k.res, rank, begin, mode == modeOneShot, k.fps, k.jobOfKey, k.byID); err != nil {
+		return nil, err
+	}
+	pending := k.pending(lead)
+	if mode == modeOneShot && len(pending) > 0 {
+		k.retryOwn(pending)
+		pending = nil
+	}
+	if len(pending) > 0 {
+		if err := s.insertExistingKeys(ctx, q, k, pending); err != nil {
 			return nil, err
 		}
-	} else {
-		setInitialStates(items)
 	}
-	leaders := map[rk]int{}
-	for i, it := range items {
-		if res[i].Err != nil {
+	if err := s.readKeyJobs(ctx, q, k); err != nil {
+		return nil, err
+	}
+	k.answerDuplicates()
+	if mode == modeOneShot {
+		// Committed with qInsertFast (and notified there).
+		return k.res, nil
+	}
+	if err := s.insertCommit(ctx, q, k, own); err != nil {
+		return nil, err
+	}
+	return k.res, nil
+}
+
+// keyedInsert is the state of one insertTx: the items, their results, and
+// what the records of their keys said.
+type keyedInsert struct {
+	items    []*insertItem
+	res      []store.JobInsertResult
+	fps      map[rk]string              // fingerprint of each key's record
+	jobOfKey map[rk]int64               // job each key's record points to
+	byID     map[int64]*idemtype.JobRow // jobs read or created, by id
+}
+
+// insertStates decides each item's initial state: by its dependencies
+// (which need the transaction to have begun) or without. It reports
+// whether BEGIN is still to be sent.
+func (s *Store) insertStates(ctx context.Context, q dbtx, items []*insertItem, res []store.JobInsertResult, own bool) (bool, error) {
+	if !hasDeps(items) {
+		setInitialStates(items)
+		return own, nil
+	}
+	if own {
+		if _, err := q.Exec(ctx, "BEGIN"); err != nil {
+			return false, fmt.Errorf("begin: %w", err)
+		}
+	}
+	return false, s.insertDeps(ctx, q, items, res)
+}
+
+// leaders marks keyless items for creation and returns the first item of
+// each key (its leader) in (tenant, key) order, with each leader's rank.
+// Keys go in one order in every statement that locks records, so
+// concurrent batches never deadlock.
+func (k *keyedInsert) leaders() ([]int, map[int]int) {
+	first := map[rk]int{}
+	for i, it := range k.items {
+		if k.res[i].Err != nil {
 			continue
 		}
 		if it.p.IdempotencyKey == "" {
 			it.create = true
 			continue
 		}
-		k := rk{it.p.Tenant, it.p.IdempotencyKey}
-		if _, ok := leaders[k]; !ok {
-			leaders[k] = i
+		key := rk{it.p.Tenant, it.p.IdempotencyKey}
+		if _, ok := first[key]; !ok {
+			first[key] = i
 		}
 	}
-	lead := make([]int, 0, len(leaders))
-	for _, i := range leaders {
+	lead := make([]int, 0, len(first))
+	for _, i := range first {
 		lead = append(lead, i)
 	}
-	// Keys in one order (tenant, key) in every statement that locks
-	// records, so concurrent batches never deadlock.
 	sort.Slice(lead, func(a, b int) bool {
-		pa, pb := items[lead[a]].p, items[lead[b]].p
+		pa, pb := k.items[lead[a]].p, k.items[lead[b]].p
 		if pa.Tenant != pb.Tenant {
 			return pa.Tenant < pb.Tenant
 		}
 		return pa.IdempotencyKey < pb.IdempotencyKey
 	})
-	rank := map[int]int{}
+	rank := make(map[int]int, len(lead))
 	for r, i := range lead {
 		rank[i] = r + 1
 	}
-	// Records decide the keyed items: the unique constraint on (tenant, key)
-	// with ON CONFLICT, never a read followed by a write.
-	fps := map[rk]string{}
-	jobOfKey := map[rk]int64{}
-	byID := map[int64]*idemtype.JobRow{}
-	if err := s.insertFast(ctx, q, items, res, rank, begin, mode == modeOneShot, fps, jobOfKey, byID); err != nil {
-		return nil, err
-	}
+	return lead, rank
+}
+
+// pending returns the leaders whose key already had a record.
+func (k *keyedInsert) pending(lead []int) []int {
 	var pending []int
 	for _, i := range lead {
-		if res[i].Job == nil {
+		if k.res[i].Job == nil {
 			pending = append(pending, i)
 		}
 	}
-	if mode == modeOneShot && len(pending) > 0 {
-		// Nothing of these keys' requests was inserted (one key per
-		// request): the caller reruns them in their own transactions.
-		retry := map[rk]bool{}
-		for _, i := range pending {
-			retry[rk{items[i].p.Tenant, items[i].p.IdempotencyKey}] = true
-		}
-		for i, it := range items {
-			if it.p.IdempotencyKey != "" && retry[rk{it.p.Tenant, it.p.IdempotencyKey}] {
-				res[i] = store.JobInsertResult{Err: errRetryOwn}
-			}
-		}
-		pending = nil
+	return pending
+}
+
+// retryOwn marks every item of the pending keys for a rerun in its own
+// transaction: nothing of these keys' requests was inserted (one key per
+// request).
+func (k *keyedInsert) retryOwn(pending []int) {
+	retry := map[rk]bool{}
+	for _, i := range pending {
+		retry[rk{k.items[i].p.Tenant, k.items[i].p.IdempotencyKey}] = true
 	}
-	if len(pending) > 0 {
-		// Keys that exist: read them (a new statement sees the winners'
-		// committed rows). Open windows are duplicates; closed windows are
-		// reopened by the conditional upsert, which decides atomically.
-		var err error
-		for range 3 {
-			if pending, err = s.existingKeys(ctx, q, items, pending, fps, jobOfKey); err != nil {
-				return nil, err
-			}
-			if len(pending) == 0 {
-				break
-			}
-			if pending, err = s.upsertRecords(ctx, q, qUpsertRecords, items, pending, fps, jobOfKey); err != nil {
-				return nil, err
-			}
-		}
-		for _, i := range pending {
-			res[i].Err = fmt.Errorf("idempotency key %q changed concurrently, try again", items[i].p.IdempotencyKey)
-		}
-		// The reopened keys' jobs, with the ids allocated above.
-		reopened := make([]*insertItem, len(items))
-		for i, it := range items {
-			if it.create && res[i].Job == nil && res[i].Err == nil {
-				reopened[i] = it
-			} else {
-				reopened[i] = &insertItem{p: it.p}
-			}
-		}
-		created, err := s.insertJobs(ctx, q, reopened)
-		if err != nil {
-			return nil, err
-		}
-		for i, j := range created {
-			res[i] = store.JobInsertResult{Job: j}
-			byID[j.ID] = j
+	for i, it := range k.items {
+		if it.p.IdempotencyKey != "" && retry[rk{it.p.Tenant, it.p.IdempotencyKey}] {
+			k.res[i] = store.JobInsertResult{Err: errRetryOwn}
 		}
 	}
-	// Items whose key was in its window: fetch the jobs the records point to.
+}
+
+// insertExistingKeys settles keys that exist: read them (a new statement
+// sees the winners' committed rows). Open windows are duplicates; closed
+// windows are reopened by the conditional upsert, which decides
+// atomically; the reopened keys' jobs are then inserted.
+func (s *Store) insertExistingKeys(ctx context.Context, q dbtx, k *keyedInsert, pending []int) error {
+	var err error
+	for range 3 {
+		if pending, err = s.existingKeys(ctx, q, k.items, pending, k.fps, k.jobOfKey); err != nil {
+			return err
+		}
+		if len(pending) == 0 {
+			break
+		}
+		if pending, err = s.upsertRecords(ctx, q, qUpsertRecords, k.items, pending, k.fps, k.jobOfKey); err != nil {
+			return err
+		}
+	}
+	for _, i := range pending {
+		k.res[i].Err = fmt.Errorf("idempotency key %q changed concurrently, try again", k.items[i].p.IdempotencyKey)
+	}
+	reopened := make([]*insertItem, len(k.items))
+	for i, it := range k.items {
+		if it.create && k.res[i].Job == nil && k.res[i].Err == nil {
+			reopened[i] = it
+		} else {
+			reopened[i] = &insertItem{p: it.p}
+		}
+	}
+	created, err := s.insertJobs(ctx, q, reopened)
+	if err != nil {
+		return err
+	}
+	for i, j := range created {
+		k.res[i] = store.JobInsertResult{Job: j}
+		k.byID[j.ID] = j
+	}
+	return nil
+}
+
+// readKeyJobs reads the jobs that the records of in-window keys point to.
+func (s *Store) readKeyJobs(ctx context.Context, q dbtx, k *keyedInsert) error {
 	var want []int64
-	for i, it := range items {
-		if res[i].Err == nil && res[i].Job == nil && !it.create {
-			if id := jobOfKey[rk{it.p.Tenant, it.p.IdempotencyKey}]; id != 0 && byID[id] == nil {
+	for i, it := range k.items {
+		if k.res[i].Err == nil && k.res[i].Job == nil && !it.create {
+			if id := k.jobOfKey[rk{it.p.Tenant, it.p.IdempotencyKey}]; id != 0 && k.byID[id] == nil {
 				want = append(want, id)
 			}
 		}
 	}
-	if len(want) > 0 {
-		rows, err := q.Query(ctx, s.sql(qJobsByID), want)
-		if err != nil {
-			return nil, fmt.Errorf("read existing jobs: %w", err)
-		}
-		jobs, err := collectJobs(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read existing jobs: %w", err)
-		}
-		for _, j := range jobs {
-			byID[j.ID] = j
-		}
+	if len(want) == 0 {
+		return nil
 	}
-	for i, it := range items {
-		if res[i].Err != nil || res[i].Job != nil || it.create {
+	rows, err := q.Query(ctx, s.sql(qJobsByID), want)
+	if err != nil {
+		return fmt.Errorf("read existing jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return fmt.Errorf("read existing jobs: %w", err)
+	}
+	for _, j := range jobs {
+		k.byID[j.ID] = j
+	}
+	return nil
+}
+
+// answerDuplicates answers the items whose key was in its window: the
+// existing job, or KeyReusedError when the request differs.
+func (k *keyedInsert) answerDuplicates() {
+	for i, it := range k.items {
+		if k.res[i].Err != nil || k.res[i].Job != nil || it.create {
 			continue
 		}
-		k := rk{it.p.Tenant, it.p.IdempotencyKey}
-		id := jobOfKey[k]
+		key := rk{it.p.Tenant, it.p.IdempotencyKey}
+		id := k.jobOfKey[key]
 		switch {
-		case id == 0 || byID[id] == nil:
-			res[i].Err = fmt.Errorf("idempotency key %q: job %d of the record: %w", it.p.IdempotencyKey, id, idemtype.ErrNotFound)
-		case fps[k] != it.p.Fingerprint:
-			res[i].Err = &idemtype.KeyReusedError{Key: it.p.IdempotencyKey, JobID: id}
+		case id == 0 || k.byID[id] == nil:
+			k.res[i].Err = fmt.Errorf("idempotency key %q: job %d of the record: %w", it.p.IdempotencyKey, id, idemtype.ErrNotFound)
+		case k.fps[key] != it.p.Fingerprint:
+			k.res[i].Err = &idemtype.KeyReusedError{Key: it.p.IdempotencyKey, JobID: id}
 		default:
-			res[i] = store.JobInsertResult{Job: byID[id], Existing: true}
+			k.res[i] = store.JobInsertResult{Job: k.byID[id], Existing: true}
 		}
 	}
+}
+
+// insertCommit is the last round trip: settle the records of jobs inserted
+// cancelled, notify the queues of available jobs, and COMMIT when the
+// transaction is ours.
+func (s *Store) insertCommit(ctx context.Context, q dbtx, k *keyedInsert, own bool) error {
 	var settle []int64
 	var queues []string
-	for i, it := range items {
-		if res[i].Err != nil || res[i].Existing || res[i].Job == nil {
+	for i, it := range k.items {
+		if k.res[i].Err != nil || k.res[i].Existing || k.res[i].Job == nil {
 			continue
 		}
 		if it.state == idemtype.StateCancelled && it.p.IdempotencyKey != "" {
-			settle = append(settle, res[i].Job.ID)
+			settle = append(settle, k.res[i].Job.ID)
 		}
 		if it.state == idemtype.StateAvailable {
 			queues = append(queues, it.p.Queue)
 		}
 	}
-	if mode == modeOneShot {
-		// Committed with qInsertFast (and notified there).
-		return res, nil
-	}
-	// The last statements, with COMMIT when the transaction is ours: one
-	// round trip.
 	b := &pgx.Batch{}
 	if len(settle) > 0 {
 		b.Queue(s.sql(qSettleRecords), settle)
@@ -387,10 +459,10 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 	}
 	if b.Len() > 0 {
 		if err := q.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("settle, notify, commit: %w", err)
+			return fmt.Errorf("settle, notify, commit: %w", err)
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // txMode says who owns insertTx's transaction.
@@ -849,7 +921,7 @@ func (s *Store) insertSimple(ctx context.Context, items []*insertItem) ([]store.
 		}
 	}
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	_, args := insertArgs(items)
 	b := &pgx.Batch{}

@@ -31,7 +31,8 @@ func (s *Store) LeaderAttempt(ctx context.Context, p *store.LeaderParams) (bool,
 }
 
 // LeaderResign implements store.Leader.
-func (s *Store) LeaderResign(ctx context.Context, name, owner string) error {
+func (s *Store) LeaderResign(ctx context.Context, params *store.LeaderResignParams) error {
+	name, owner := params.Name, params.Owner
 	db, err := s.db()
 	if err != nil {
 		return err

@@ -5,7 +5,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/store"
 )
+
+// Store signals available jobs with LISTEN/NOTIFY.
+var _ store.Listener = (*Store)(nil)
 
 // maxListenDelay caps the reconnect backoff of Listen.
 const maxListenDelay = 30 * time.Second
@@ -19,7 +24,7 @@ const maxListenDelay = 30 * time.Second
 // closed when ctx ends. The first connection is made before Listen returns.
 func (s *Store) Listen(ctx context.Context) (<-chan string, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	conn, err := s.listenConn(ctx)
 	if err != nil {

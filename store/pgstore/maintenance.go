@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,13 +13,10 @@ import (
 // JobRescue implements store.Maintenance.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int64, error) {
 	now := store.OrNow(p.Now)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
+	limit := store.BatchLimit(p.Limit)
 	var out []int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.sql(qRescue), now, limit)
+		rows, err := tx.Query(ctx, s.sql(qRescue), now, limit, store.RescuedError)
 		if err != nil {
 			return err
 		}
@@ -53,7 +49,8 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 }
 
 // JobReleaseMany implements store.Maintenance.
-func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now time.Time) (int, error) {
+func (s *Store) JobReleaseMany(ctx context.Context, params *store.JobReleaseManyParams) (int, error) {
+	leases, now := params.Leases, params.Now
 	now = store.OrNow(now)
 	n := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -86,10 +83,9 @@ func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now ti
 }
 
 // JobPromote implements store.Maintenance.
-func (s *Store) JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	if limit <= 0 {
-		limit = 1000
-	}
+func (s *Store) JobPromote(ctx context.Context, params *store.JobPromoteParams) ([]string, error) {
+	now, limit := params.Now, params.Limit
+	limit = store.BatchLimit(limit)
 	var out []string
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, s.sql(qPromote), store.OrNow(now), limit)
@@ -121,10 +117,7 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 	if err != nil {
 		return 0, err
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
+	limit := store.BatchLimit(p.Limit)
 	tag, err := db.Exec(ctx, s.sql(qDeleteFinished), nullTime(p.CompletedBefore), nullTime(p.CancelledBefore),
 		nullTime(p.DeadBefore), store.OrNow(p.Now), limit)
 	if err != nil {
@@ -134,14 +127,13 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 }
 
 // RecordDeleteExpired implements store.Maintenance.
-func (s *Store) RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDeleteExpiredParams) (int, error) {
+	now, limit := params.Now, params.Limit
 	db, err := s.db()
 	if err != nil {
 		return 0, err
 	}
-	if limit <= 0 {
-		limit = 1000
-	}
+	limit = store.BatchLimit(limit)
 	tag, err := db.Exec(ctx, s.sql(qDeleteExpiredRecords), store.OrNow(now), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired records: %w", err)

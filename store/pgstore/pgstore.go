@@ -72,9 +72,6 @@ type Store struct {
 	groups    *groups // nil when group commit is off
 }
 
-// errClosed is returned by every call after Close.
-var errClosed = errors.New("pgstore: store is closed")
-
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the
 // schema to the newest version. The pool stays the caller's: Close does not
 // close it.
@@ -178,10 +175,10 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// db returns the pool, or errClosed after Close.
+// db returns the pool, or store.ErrClosed after Close.
 func (s *Store) db() (querier, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, store.ErrClosed
 	}
 	return s.pool, nil
 }
@@ -190,7 +187,7 @@ func (s *Store) db() (querier, error) {
 // returns nil.
 func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if s.closed.Load() {
-		return errClosed
+		return store.ErrClosed
 	}
 	return pgx.BeginFunc(ctx, s.pool, fn)
 }

@@ -482,8 +482,7 @@ const (
         state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retryable' END,
         run_at = CASE WHEN j.attempt >= j.max_attempts THEN j.run_at ELSE $1 END,
         finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1::timestamptz END,
-        last_error = 'lease expired at ' || to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-            || ' (worker ' || j.worker_id || '): lease lost',
+        last_error = $3,
         lease_expires_at = NULL
     FROM cand WHERE j.id = cand.id
     RETURNING j.id, j.state, j.queue, j.last_error, j.attempt, j.started_at, j.worker_id

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,7 +13,8 @@ import (
 )
 
 // RecordGet implements store.Records.
-func (s *Store) RecordGet(ctx context.Context, tenant, key string, now time.Time) (*idemtype.Record, error) {
+func (s *Store) RecordGet(ctx context.Context, params *store.RecordGetParams) (*idemtype.Record, error) {
+	tenant, key, now := params.Tenant, params.Key, params.Now
 	db, err := s.db()
 	if err != nil {
 		return nil, err
@@ -30,7 +30,8 @@ func (s *Store) RecordGet(ctx context.Context, tenant, key string, now time.Time
 }
 
 // RecordDelete implements store.Records.
-func (s *Store) RecordDelete(ctx context.Context, tenant, key string) error {
+func (s *Store) RecordDelete(ctx context.Context, params *store.RecordDeleteParams) error {
+	tenant, key := params.Tenant, params.Key
 	db, err := s.db()
 	if err != nil {
 		return err
@@ -164,7 +165,8 @@ func (s *Store) RecordComplete(ctx context.Context, p *store.RecordCompleteParam
 }
 
 // RecordRelease implements store.Records.
-func (s *Store) RecordRelease(ctx context.Context, tenant, key, owner string) error {
+func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleaseParams) error {
+	tenant, key, owner := params.Tenant, params.Key, params.Owner
 	db, err := s.db()
 	if err != nil {
 		return err
@@ -176,7 +178,8 @@ func (s *Store) RecordRelease(ctx context.Context, tenant, key, owner string) er
 }
 
 // RecordStats implements store.Records.
-func (s *Store) RecordStats(ctx context.Context, tenant string, now time.Time) (*store.RecordStats, error) {
+func (s *Store) RecordStats(ctx context.Context, params *store.RecordStatsParams) (*store.RecordStats, error) {
+	tenant, now := params.Tenant, params.Now
 	db, err := s.db()
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func TestAttemptRowWrittenAtEnd(t *testing.T) {
 	if got := attemptRows(t, s, jobs[0].ID); got != 0 {
 		t.Errorf("attempt rows after claim: %d, want 0", got)
 	}
-	as, err := s.AttemptList(ctx, "", jobs[0].ID)
+	as, err := s.AttemptList(ctx, &store.AttemptListParams{Tenant: "", JobID: jobs[0].ID})
 	if err != nil || len(as) != 1 || as[0].Outcome != idemtype.OutcomeRunning || as[0].Attempt != 1 ||
 		as[0].WorkerID != "w" || !as[0].StartedAt.Equal(t0) || as[0].FinishedAt != nil {
 		t.Fatalf("running attempts: %v %+v", err, as)
@@ -69,7 +69,7 @@ func TestAttemptRowWrittenAtEnd(t *testing.T) {
 			t.Fatalf("job %d: %d attempt rows, want 1", j.ID, got)
 		}
 	}
-	as, err = s.AttemptList(ctx, "", jobs[n-1].ID)
+	as, err = s.AttemptList(ctx, &store.AttemptListParams{Tenant: "", JobID: jobs[n-1].ID})
 	if err != nil || len(as) != 1 {
 		t.Fatalf("attempts: %v %+v", err, as)
 	}
@@ -108,12 +108,12 @@ SELECT id, attempt, started_at, 'running', worker_id FROM jobs WHERE id = ?`, j.
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	as, err := s.AttemptList(ctx, "", r[0].Job.ID)
+	as, err := s.AttemptList(ctx, &store.AttemptListParams{Tenant: "", JobID: r[0].Job.ID})
 	if err != nil || len(as) != 1 || as[0].Outcome != idemtype.OutcomeRunning {
 		t.Fatalf("attempts after migrate: %v %+v", err, as)
 	}
 	finish(t, s, j, idemtype.StateCompleted, t0.Add(time.Second))
-	as, err = s.AttemptList(ctx, "", j.ID)
+	as, err = s.AttemptList(ctx, &store.AttemptListParams{Tenant: "", JobID: j.ID})
 	if err != nil || len(as) != 1 || as[0].Outcome != idemtype.OutcomeCompleted || as[0].Attempt != 1 {
 		t.Fatalf("attempts after finish: %v %+v", err, as)
 	}

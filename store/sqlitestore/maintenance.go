@@ -12,25 +12,11 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// DefaultMaintenanceLimit is the batch size of maintenance calls given a
-// limit <= 0.
-const DefaultMaintenanceLimit = 1000
-
-func limitOr(n int) int {
-	if n <= 0 {
-		return DefaultMaintenanceLimit
-	}
-	return n
-}
-
-// leaseLostError is the LastError of a rescued job.
-const leaseLostError = "lease expired: the worker stopped heartbeating (lost)"
-
 // JobRescue implements store.Maintenance.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int64, error) {
 	now := store.OrNow(p.Now)
 	nowUS := toUS(now)
-	limit := limitOr(p.Limit)
+	limit := store.BatchLimit(p.Limit)
 	var out []int64
 	err := s.write(ctx, limit, func(t *wtx) error {
 		out = out[:0]
@@ -40,12 +26,12 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		}
 		for _, id := range ids {
 			// The lost attempt's row, from the job row before it changes.
-			if _, err := t.exec(qAttemptEndNow, nowUS, leaseLostError, id, string(idemtype.OutcomeLost), ""); err != nil {
+			if _, err := t.exec(qAttemptEndNow, nowUS, store.RescuedError, id, string(idemtype.OutcomeLost), ""); err != nil {
 				return err
 			}
 			var state, tenant, key string
 			var dedup, ttl int64
-			err := t.queryRow(qRescue, nowUS, leaseLostError, id).Scan(&state, &tenant, &key, &dedup, &ttl)
+			err := t.queryRow(qRescue, nowUS, store.RescuedError, id).Scan(&state, &tenant, &key, &dedup, &ttl)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -93,7 +79,8 @@ func selectIDs(t *wtx, q string, args ...any) ([]int64, error) {
 }
 
 // JobReleaseMany implements store.Maintenance.
-func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now time.Time) (int, error) {
+func (s *Store) JobReleaseMany(ctx context.Context, params *store.JobReleaseManyParams) (int, error) {
+	leases, now := params.Leases, params.Now
 	if len(leases) == 0 {
 		return 0, nil
 	}
@@ -134,9 +121,10 @@ func (s *Store) JobReleaseMany(ctx context.Context, leases []store.Lease, now ti
 }
 
 // JobPromote implements store.Maintenance.
-func (s *Store) JobPromote(ctx context.Context, now time.Time, limit int) ([]string, error) {
+func (s *Store) JobPromote(ctx context.Context, params *store.JobPromoteParams) ([]string, error) {
+	now, limit := params.Now, params.Limit
 	nowUS := toUS(store.OrNow(now))
-	limit = limitOr(limit)
+	limit = store.BatchLimit(limit)
 	var queues []string
 	err := s.write(ctx, limit, func(t *wtx) error {
 		queues = queues[:0]
@@ -173,7 +161,7 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 		return toUS(t)
 	}
 	nowUS := toUS(store.OrNow(p.Now))
-	limit := limitOr(p.Limit)
+	limit := store.BatchLimit(p.Limit)
 	var n int
 	err := s.write(ctx, limit, func(t *wtx) error {
 		n = 0
@@ -205,9 +193,10 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 }
 
 // RecordDeleteExpired implements store.Maintenance.
-func (s *Store) RecordDeleteExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDeleteExpiredParams) (int, error) {
+	now, limit := params.Now, params.Limit
 	nowUS := toUS(store.OrNow(now))
-	limit = limitOr(limit)
+	limit = store.BatchLimit(limit)
 	var n int64
 	err := s.write(ctx, limit, func(t *wtx) error {
 		res, err := t.exec(qRecordDeleteExpired, nowUS, limit)
@@ -223,64 +212,6 @@ func (s *Store) RecordDeleteExpired(ctx context.Context, now time.Time, limit in
 	return int(n), nil
 }
 
-// LeaderAttempt implements store.Leader.
-func (s *Store) LeaderAttempt(ctx context.Context, p *store.LeaderParams) (bool, error) {
-	now := store.OrNow(p.Now)
-	var leads bool
-	err := s.write(ctx, 1, func(t *wtx) error {
-		var owner string
-		err := t.queryRow(qLeaderAttempt, p.Name, p.Owner, toUS(now.Add(p.TTL)), toUS(now)).Scan(&owner)
-		if errors.Is(err, sql.ErrNoRows) {
-			leads = false
-			return nil
-		}
-		leads = err == nil && owner == p.Owner
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("leader attempt: %w", err)
-	}
-	return leads, nil
-}
-
-// LeaderResign implements store.Leader.
-func (s *Store) LeaderResign(ctx context.Context, name, owner string) error {
-	err := s.write(ctx, 1, func(t *wtx) error {
-		_, err := t.exec(qLeaderResign, name, owner)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("leader resign: %w", err)
-	}
-	return nil
-}
-
-// APIKeyCreate implements store.APIKeys.
-func (s *Store) APIKeyCreate(ctx context.Context, k *store.APIKey) error {
-	if k.ID == "" {
-		return fmt.Errorf("create api key: %w", idemtype.Invalid("id", "empty"))
-	}
-	created := store.OrNow(k.CreatedAt)
-	var revoked any
-	if k.RevokedAt != nil {
-		revoked = toUS(*k.RevokedAt)
-	}
-	err := s.write(ctx, 1, func(t *wtx) error {
-		res, err := t.exec(qAPIKeyCreate, k.ID, k.Hash, k.Tenant, boolInt(k.Admin), k.Name, toUS(created), revoked)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return idemtype.Invalid("id", "api key %q already exists", k.ID)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("create api key: %w", err)
-	}
-	return nil
-}
-
 func scanAPIKey(sc scanner) (*store.APIKey, error) {
 	var k store.APIKey
 	var admin int
@@ -293,56 +224,4 @@ func scanAPIKey(sc scanner) (*store.APIKey, error) {
 	k.CreatedAt = fromUS(created)
 	k.RevokedAt = ptrUS(revoked)
 	return &k, nil
-}
-
-// APIKeyByHash implements store.APIKeys.
-func (s *Store) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	k, err := scanAPIKey(s.readRow(ctx, qAPIKeyByHash, hash))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("api key: %w", idemtype.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("api key: %w", s.readErr(err))
-	}
-	return k, nil
-}
-
-// APIKeyList implements store.APIKeys.
-func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
-	rows, err := s.rdb.QueryContext(ctx, qAPIKeyList)
-	if err != nil {
-		return nil, fmt.Errorf("list api keys: %w", s.readErr(err))
-	}
-	defer rows.Close()
-	var out []*store.APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	return out, nil
-}
-
-// APIKeyRevoke implements store.APIKeys.
-func (s *Store) APIKeyRevoke(ctx context.Context, id string, now time.Time) error {
-	nowUS := toUS(store.OrNow(now))
-	err := s.write(ctx, 1, func(t *wtx) error {
-		res, err := t.exec(qAPIKeyRevoke, nowUS, id)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("api key %q: %w", id, idemtype.ErrNotFound)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("revoke api key: %w", err)
-	}
-	return nil
 }

@@ -13,7 +13,8 @@ import (
 
 // RecordGet implements store.Records. A tenant of "" matches the key in any
 // tenant (the first by tenant name).
-func (s *Store) RecordGet(ctx context.Context, tenant, key string, now time.Time) (*idemtype.Record, error) {
+func (s *Store) RecordGet(ctx context.Context, params *store.RecordGetParams) (*idemtype.Record, error) {
+	tenant, key, now := params.Tenant, params.Key, params.Now
 	q := qRecordGet
 	if tenant == "" {
 		q = qRecordGetAny
@@ -29,7 +30,8 @@ func (s *Store) RecordGet(ctx context.Context, tenant, key string, now time.Time
 }
 
 // RecordDelete implements store.Records.
-func (s *Store) RecordDelete(ctx context.Context, tenant, key string) error {
+func (s *Store) RecordDelete(ctx context.Context, params *store.RecordDeleteParams) error {
+	tenant, key := params.Tenant, params.Key
 	err := s.write(ctx, 1, func(t *wtx) error {
 		res, err := t.exec(qRecordDelete, tenant, key)
 		if err != nil {
@@ -117,7 +119,8 @@ func (s *Store) RecordComplete(ctx context.Context, p *store.RecordCompleteParam
 }
 
 // RecordRelease implements store.Records.
-func (s *Store) RecordRelease(ctx context.Context, tenant, key, owner string) error {
+func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleaseParams) error {
+	tenant, key, owner := params.Tenant, params.Key, params.Owner
 	err := s.write(ctx, 1, func(t *wtx) error {
 		_, err := t.exec(qKeyLeaseRelease, tenant, key, owner)
 		return err
@@ -129,7 +132,8 @@ func (s *Store) RecordRelease(ctx context.Context, tenant, key, owner string) er
 }
 
 // RecordStats implements store.Records.
-func (s *Store) RecordStats(ctx context.Context, tenant string, now time.Time) (*store.RecordStats, error) {
+func (s *Store) RecordStats(ctx context.Context, params *store.RecordStatsParams) (*store.RecordStats, error) {
+	tenant, now := params.Tenant, params.Now
 	now = store.OrNow(now)
 	var st store.RecordStats
 	err := s.readRow(ctx, qRecordStats, tenant, toUS(now), toUS(now.Add(24*time.Hour))).

@@ -76,7 +76,7 @@ func finish(t testing.TB, s *Store, j *idemtype.JobRow, state idemtype.JobState,
 
 func getJob(t testing.TB, s *Store, id int64) *idemtype.JobRow {
 	t.Helper()
-	j, err := s.JobGet(context.Background(), "", id)
+	j, err := s.JobGet(context.Background(), &store.JobGetParams{Tenant: "", ID: id})
 	if err != nil {
 		t.Fatalf("JobGet %d: %v", id, err)
 	}
@@ -135,207 +135,6 @@ func TestGroupCommitOneKey(t *testing.T) {
 	}
 }
 
-func TestConcurrentClaims(t *testing.T) {
-	t.Parallel()
-	s := openTest(t, nil)
-	const total = 2000
-	ps := make([]*store.JobInsertParams, total)
-	for i := range ps {
-		ps[i] = job("c")
-	}
-	for _, r := range insert(t, s, t0, ps...) {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
-	var mu sync.Mutex
-	seen := map[int64]int{}
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				jobs, err := s.JobClaim(context.Background(), &store.JobClaimParams{Queues: []string{"default"},
-					WorkerID: "w", Limit: 37, LeaseUntil: t0.Add(time.Minute), Now: t0})
-				if err != nil {
-					t.Errorf("claim: %v", err)
-					return
-				}
-				if len(jobs) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, j := range jobs {
-					seen[j.ID]++
-					if j.State != idemtype.StateRunning || j.Attempt != 1 || j.LeaseToken == "" {
-						t.Errorf("bad claimed row %+v", j)
-					}
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(seen) != total {
-		t.Fatalf("claimed %d distinct jobs, want %d", len(seen), total)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("job %d claimed %d times", id, n)
-		}
-	}
-}
-
-func TestFIFOHead(t *testing.T) {
-	t.Parallel()
-	s := openTest(t, nil)
-	a, b := job("p"), job("p")
-	a.PartitionKey, b.PartitionKey = "entity-1", "entity-1"
-	c := job("p")
-	c.PartitionKey = "entity-2"
-	res := insert(t, s, t0, a, b, c)
-	got := claim(t, s, t0, 10)
-	if len(got) != 2 || got[0].ID != res[0].Job.ID || got[1].ID != res[2].Job.ID {
-		t.Fatalf("first claim: %v", ids(got))
-	}
-	// A retrying head blocks its partition.
-	errs, err := s.JobFinishMany(context.Background(), []*store.JobFinishParams{{ID: got[0].ID,
-		LeaseToken: got[0].LeaseToken, State: idemtype.StateRetryable, Outcome: idemtype.OutcomeFailed,
-		Error: "x", RunAt: t0.Add(time.Hour), FinishedAt: t0}})
-	if err != nil || errs[0] != nil {
-		t.Fatal(err, errs)
-	}
-	if got := claim(t, s, t0, 10); len(got) != 0 {
-		t.Fatalf("claimed behind a retrying head: %v", ids(got))
-	}
-	// A dead head releases it.
-	got = claim(t, s, t0.Add(time.Hour), 10)
-	if len(got) != 1 || got[0].ID != res[0].Job.ID || got[0].Attempt != 2 {
-		t.Fatalf("retry claim: %v", ids(got))
-	}
-	finish(t, s, got[0], idemtype.StateDead, t0.Add(time.Hour))
-	got = claim(t, s, t0.Add(time.Hour), 10)
-	if len(got) != 1 || got[0].ID != res[1].Job.ID {
-		t.Fatalf("after dead head: %v", ids(got))
-	}
-}
-
-func ids(js []*idemtype.JobRow) []int64 {
-	out := make([]int64, len(js))
-	for i, j := range js {
-		out[i] = j.ID
-	}
-	return out
-}
-
-func TestDependencies(t *testing.T) {
-	t.Parallel()
-	s := openTest(t, nil)
-	root := insert(t, s, t0, job("root"))[0].Job
-	child := job("child")
-	child.DependsOn = []int64{root.ID}
-	c := insert(t, s, t0, child)[0].Job
-	if c.State != idemtype.StatePending {
-		t.Fatalf("child state %s", c.State)
-	}
-	grand := job("grand")
-	grand.DependsOn = []int64{c.ID}
-	g := insert(t, s, t0, grand)[0].Job
-	missing := job("x")
-	missing.DependsOn = []int64{99999}
-	if r := insert(t, s, t0, missing)[0]; r.Err == nil {
-		t.Fatal("missing dependency accepted")
-	}
-
-	got := claim(t, s, t0, 10)
-	if len(got) != 1 || got[0].ID != root.ID {
-		t.Fatalf("claimed %v", ids(got))
-	}
-	finish(t, s, got[0], idemtype.StateCompleted, t0)
-	if st := getJob(t, s, c.ID).State; st != idemtype.StateAvailable {
-		t.Fatalf("child after completion: %s", st)
-	}
-	if st := getJob(t, s, g.ID).State; st != idemtype.StatePending {
-		t.Fatalf("grandchild: %s", st)
-	}
-
-	// Cascade: a dead job cancels its pending dependants transitively.
-	r2 := insert(t, s, t0, job("r2"))[0].Job
-	d1 := job("d1")
-	d1.DependsOn = []int64{r2.ID}
-	j1 := insert(t, s, t0, d1)[0].Job
-	d2 := job("d2")
-	d2.DependsOn = []int64{j1.ID}
-	j2 := insert(t, s, t0, d2)[0].Job
-	if _, err := s.JobCancel(context.Background(), &store.JobCancelParams{ID: r2.ID, Reason: "stop", Now: t0}); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []int64{j1.ID, j2.ID} {
-		j := getJob(t, s, id)
-		if j.State != idemtype.StateCancelled || j.LastError == "" || j.FinishedAt == nil {
-			t.Fatalf("dependant %d: %s %q", id, j.State, j.LastError)
-		}
-	}
-	// A new job depending on a cancelled one starts cancelled.
-	d3 := job("d3")
-	d3.DependsOn = []int64{r2.ID}
-	if j := insert(t, s, t0, d3)[0].Job; j.State != idemtype.StateCancelled {
-		t.Fatalf("d3: %s", j.State)
-	}
-}
-
-func TestRecords(t *testing.T) {
-	t.Parallel()
-	s := openTest(t, nil)
-	ctx := context.Background()
-	acq := func(owner string, now time.Time) *store.RecordAcquireResult {
-		t.Helper()
-		r, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "k",
-			Owner: owner, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour), Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	if r := acq("a", t0); !r.Acquired || r.Record.LeaseOwner != "a" {
-		t.Fatalf("first acquire: %+v", r)
-	}
-	if r := acq("b", t0.Add(time.Second)); r.Acquired || r.Record.LeaseOwner != "a" {
-		t.Fatalf("second acquire: %+v", r)
-	}
-	// Expired lease: taken over.
-	if r := acq("b", t0.Add(2*time.Minute)); !r.Acquired || r.Record.LeaseOwner != "b" {
-		t.Fatalf("takeover: %+v", r)
-	}
-	err := s.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: "default", Key: "k", Owner: "a",
-		Result: []byte("r"), TTL: time.Hour, Now: t0.Add(2 * time.Minute)})
-	if !errors.Is(err, idemtype.ErrLeaseLost) {
-		t.Fatalf("complete by old owner: %v", err)
-	}
-	now := t0.Add(3 * time.Minute)
-	if err := s.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: "default", Key: "k", Owner: "b",
-		Result: []byte("r"), ResultHash: "h", TTL: 2 * time.Hour, Now: now}); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := s.RecordGet(ctx, "default", "k", now)
-	if err != nil || rec.Status != idemtype.RecordCompleted || string(rec.Result) != "r" ||
-		!rec.ExpiresAt.Equal(now.Add(2*time.Hour)) || rec.LeaseOwner != "" {
-		t.Fatalf("record: %+v %v", rec, err)
-	}
-	if r := acq("c", now); r.Acquired || string(r.Record.Result) != "r" {
-		t.Fatalf("acquire completed: %+v", r)
-	}
-	// Expired: gone for Get, and a new acquire starts afresh.
-	later := now.Add(3 * time.Hour)
-	if _, err := s.RecordGet(ctx, "default", "k", later); !errors.Is(err, idemtype.ErrNotFound) {
-		t.Fatalf("expired get: %v", err)
-	}
-	if r := acq("d", later); !r.Acquired || r.Record.Status != idemtype.RecordInProgress || r.Record.Result != nil {
-		t.Fatalf("acquire expired: %+v", r.Record)
-	}
-}
-
 func TestJobRecordLifecycle(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, nil)
@@ -343,7 +142,7 @@ func TestJobRecordLifecycle(t *testing.T) {
 	p := keyedJob("k", "key-1", "fp")
 	p.DedupWindow = 0
 	j := insert(t, s, t0, p)[0].Job
-	rec, err := s.RecordGet(ctx, "default", "key-1", t0)
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "key-1", Now: t0})
 	if err != nil || rec.JobID != j.ID || rec.DedupUntil != nil || rec.ExpiresAt != nil {
 		t.Fatalf("record after insert: %+v %v", rec, err)
 	}
@@ -355,7 +154,7 @@ func TestJobRecordLifecycle(t *testing.T) {
 	}
 	fin := t0.Add(time.Second)
 	finish(t, s, got[0], idemtype.StateCompleted, fin)
-	rec, err = s.RecordGet(ctx, "default", "key-1", fin)
+	rec, err = s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "key-1", Now: fin})
 	if err != nil || rec.Status != idemtype.RecordCompleted || rec.ResultJobID != j.ID ||
 		rec.DedupUntil == nil || !rec.DedupUntil.Equal(fin) || !rec.ExpiresAt.Equal(fin.Add(24*time.Hour)) ||
 		rec.LeaseOwner != "" {
@@ -366,7 +165,7 @@ func TestJobRecordLifecycle(t *testing.T) {
 	if j2.Existing || j2.Job.ID == j.ID {
 		t.Fatalf("after window: %+v", j2)
 	}
-	rec, _ = s.RecordGet(ctx, "default", "key-1", fin)
+	rec, _ = s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "key-1", Now: fin})
 	if rec.JobID != j2.Job.ID || rec.Status != idemtype.RecordCompleted || string(rec.Result) != `{"ok":true}` {
 		t.Fatalf("record after reopen: %+v", rec)
 	}
@@ -378,42 +177,6 @@ func TestJobRecordLifecycle(t *testing.T) {
 	errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{p2, &p3})
 	if err != nil || errs[0] != nil || !errors.Is(errs[1], idemtype.ErrLeaseLost) {
 		t.Fatalf("repeat: %v %v", err, errs)
-	}
-}
-
-func TestRescue(t *testing.T) {
-	t.Parallel()
-	s := openTest(t, nil)
-	p := job("r")
-	p.MaxAttempts = 1
-	a := insert(t, s, t0, job("r"), p)
-	got := claim(t, s, t0, 10)
-	if len(got) != 2 {
-		t.Fatalf("claimed %d", len(got))
-	}
-	ctx := context.Background()
-	if rescued, err := s.JobRescue(ctx, &store.JobRescueParams{Now: t0.Add(30 * time.Second), Limit: 10}); err != nil || len(rescued) != 0 {
-		t.Fatalf("early rescue: %v %v", rescued, err)
-	}
-	rescued, err := s.JobRescue(ctx, &store.JobRescueParams{Now: t0.Add(2 * time.Minute), Limit: 10})
-	if err != nil || len(rescued) != 2 {
-		t.Fatalf("rescue: %v %v", rescued, err)
-	}
-	if j := getJob(t, s, a[0].Job.ID); j.State != idemtype.StateRetryable || j.LastError == "" {
-		t.Fatalf("rescued: %s", j.State)
-	}
-	if j := getJob(t, s, a[1].Job.ID); j.State != idemtype.StateDead || j.FinishedAt == nil {
-		t.Fatalf("rescued at max attempts: %s", j.State)
-	}
-	att, err := s.AttemptList(ctx, "default", a[0].Job.ID)
-	if err != nil || len(att) != 1 || att[0].Outcome != idemtype.OutcomeLost {
-		t.Fatalf("attempts: %+v %v", att, err)
-	}
-	// The old lease is lost.
-	errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{{ID: got[0].ID, LeaseToken: got[0].LeaseToken,
-		State: idemtype.StateCompleted, FinishedAt: t0}})
-	if err != nil || !errors.Is(errs[0], idemtype.ErrLeaseLost) {
-		t.Fatalf("finish after rescue: %v %v", err, errs)
 	}
 }
 
@@ -430,7 +193,7 @@ func TestRetentionKeepsOpenWindow(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("retention: %d %v", n, err)
 	}
-	if _, err := s.JobGet(ctx, "", res[1].Job.ID); !errors.Is(err, idemtype.ErrNotFound) {
+	if _, err := s.JobGet(ctx, &store.JobGetParams{Tenant: "", ID: res[1].Job.ID}); !errors.Is(err, idemtype.ErrNotFound) {
 		t.Fatalf("plain job kept: %v", err)
 	}
 	getJob(t, s, res[0].Job.ID)
@@ -452,7 +215,7 @@ func TestCloseAnswersPending(t *testing.T) {
 			defer wg.Done()
 			_, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{
 				Jobs: []*store.JobInsertParams{keyedJob("k", fmt.Sprint(i), "fp")}, Now: t0})
-			if err != nil && !errors.Is(err, ErrClosed) {
+			if err != nil && !errors.Is(err, store.ErrClosed) {
 				t.Errorf("insert: %v", err)
 			}
 		}()
@@ -461,7 +224,7 @@ func TestCloseAnswersPending(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 	wg.Wait()
-	if _, err := s.JobGet(context.Background(), "", 1); err == nil {
+	if _, err := s.JobGet(context.Background(), &store.JobGetParams{Tenant: "", ID: 1}); err == nil {
 		t.Fatal("read after close")
 	}
 }
@@ -497,10 +260,10 @@ func TestDeletedIDNotReused(t *testing.T) {
 	if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: last.ID, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.JobDelete(ctx, "default", last.ID, idemtype.StateCancelled); err != nil {
+	if err := s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "default", ID: last.ID, State: idemtype.StateCancelled}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.JobDelete(ctx, "default", last.ID, idemtype.StateCancelled); !errors.Is(err, idemtype.ErrNotFound) {
+	if err := s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "default", ID: last.ID, State: idemtype.StateCancelled}); !errors.Is(err, idemtype.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
 	if j := insert(t, s, t0, job("c"))[0].Job; j.ID <= last.ID {

@@ -4,11 +4,12 @@
 //
 // Design for throughput:
 //   - One writer connection owned by one goroutine. Callers submit write
-//     operations through a channel; the writer takes everything queued (up to
-//     Config.MaxBatchOps operations or Config.MaxBatchItems items), runs each
-//     operation inside its own SAVEPOINT (a failing operation rolls back only
-//     itself), commits once and then answers every caller (group commit). One
-//     fsync thus covers many concurrent enqueues.
+//     operations to an internal/batch Runner; the writer takes everything
+//     queued (up to Config.MaxBatchOps operations or Config.MaxBatchItems
+//     items), runs the operations back to back — and, after a database
+//     error, again with one SAVEPOINT each, so a failing operation rolls
+//     back only itself — commits once and then answers every caller (group
+//     commit). One fsync thus covers many concurrent enqueues.
 //   - With Synchronous FULL (the default) a separate goroutine fsyncs the WAL
 //     after each group commit and only then answers the group's callers, so
 //     the writer executes the next group while the previous one is synced.
@@ -142,9 +143,6 @@ func (c *Config) withDefaults() (Config, error) {
 	return out, nil
 }
 
-// ErrClosed is returned by calls on a closed Store.
-var ErrClosed = errors.New("sqlitestore: store is closed")
-
 // Store is the SQLite implementation of store.Store. It is safe for
 // concurrent use.
 type Store struct {
@@ -221,7 +219,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 }
 
 // Close stops the writer (operations still waiting are answered with
-// ErrClosed) and closes the connections. It is idempotent.
+// store.ErrClosed) and closes the connections. It is idempotent.
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
@@ -270,10 +268,10 @@ func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// readErr maps errors of the read pool after Close to ErrClosed.
+// readErr maps errors of the read pool after Close to store.ErrClosed.
 func (s *Store) readErr(err error) error {
 	if err != nil && s.w.isClosed() && strings.Contains(err.Error(), "database is closed") {
-		return ErrClosed
+		return store.ErrClosed
 	}
 	return err
 }

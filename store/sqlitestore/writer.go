@@ -8,34 +8,31 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/batch"
+	"github.com/idem-dev/idem/store"
 )
 
 // gatherYields is how many times the writer yields to gather more queued
 // operations before it starts a group commit.
 const gatherYields = 2
 
-// writeOp is one write operation waiting for the writer.
-type writeOp struct {
-	ctx    context.Context
-	weight int
-	fn     func(w *wtx) error
-	done   chan error
-}
+// writeFn is one write operation: it runs inside the writer's transaction.
+type writeFn = func(w *wtx) error
 
-// writer owns the single write connection and runs group commits.
+// writeOp is one write operation inside a group commit.
+type writeOp = batch.Call[writeFn, struct{}]
+
+// writer owns the single write connection and runs group commits. The
+// gathering (take everything queued, up to MaxBatchOps operations and
+// MaxBatchItems items) is a batch.Runner; the writer runs each group.
 type writer struct {
 	conn     *sql.Conn
-	ops      chan *writeOp // unbuffered: a blocked sender is a queued op
-	quit     chan struct{}
-	stopped  chan struct{}
+	runner   *batch.Runner[writeFn, struct{}]
 	closed   atomic.Bool
-	maxOps   int
-	maxItems int
 	log      *slog.Logger
 	tx       *wtx
 	stopOnce sync.Once
@@ -57,49 +54,34 @@ type syncJob struct {
 }
 
 func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath string) *writer {
-	return &writer{
+	w := &writer{
 		walPath:  walPath,
 		syncq:    make(chan syncJob, 64),
 		syncDone: make(chan struct{}),
 		conn:     conn,
-		ops:      make(chan *writeOp),
-		quit:     make(chan struct{}),
-		stopped:  make(chan struct{}),
-		maxOps:   maxOps,
-		maxItems: maxItems,
 		log:      log,
 		tx:       &wtx{conn: conn, stmts: make(map[string]*sql.Stmt)},
 	}
+	w.runner = batch.New(&batch.Config[writeFn]{
+		MaxCount:  maxOps,
+		MaxWeight: maxItems,
+		Yields:    gatherYields,
+	}, w.runBatch)
+	return w
 }
 
-var opPool = sync.Pool{New: func() any { return &writeOp{done: make(chan error, 1)} }}
-
 // submit hands fn to the writer and waits for the group commit that ran it.
+// Once taken into a group, the op is always answered (after commit or
+// rollback, and the WAL fsync); the caller waits for that answer so it never
+// misses a committed write.
 func (w *writer) submit(ctx context.Context, weight int, fn func(*wtx) error) error {
 	if w.closed.Load() {
-		return ErrClosed
+		return store.ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	_, err := w.runner.Submit(ctx, fn, weight)
+	if errors.Is(err, batch.ErrStopped) {
+		return store.ErrClosed
 	}
-	op := opPool.Get().(*writeOp)
-	op.ctx, op.weight, op.fn = ctx, weight, fn
-	select {
-	case w.ops <- op:
-	case <-w.quit:
-		op.ctx, op.fn = nil, nil
-		opPool.Put(op)
-		return ErrClosed
-	case <-ctx.Done():
-		op.ctx, op.fn = nil, nil
-		opPool.Put(op)
-		return ctx.Err()
-	}
-	// Once taken, the op is always answered (after commit or rollback); we
-	// wait for the answer so the caller never misses a committed write.
-	err := <-op.done
-	op.ctx, op.fn = nil, nil
-	opPool.Put(op)
 	return err
 }
 
@@ -108,16 +90,15 @@ func (w *writer) isClosed() bool { return w.closed.Load() }
 // start runs the writer (and the syncer) goroutines.
 func (w *writer) start() {
 	go w.syncLoop()
-	go w.run()
+	w.runner.Start()
 }
 
-// stop makes the writer finish its current batch and exit; operations not
-// yet taken get ErrClosed. Committed groups are synced and answered first.
+// stop makes the writer finish its current group and exit; operations not
+// yet taken get store.ErrClosed. Committed groups are synced and answered first.
 func (w *writer) stop() {
 	w.stopOnce.Do(func() {
 		w.closed.Store(true)
-		close(w.quit)
-		<-w.stopped
+		w.runner.Stop()
 		close(w.syncq)
 	})
 	<-w.syncDone
@@ -152,9 +133,9 @@ func (w *writer) syncLoop() {
 		for _, j := range jobs {
 			for i, op := range j.ops {
 				if err != nil && j.errs[i] == nil {
-					op.done <- err
+					op.Answer(struct{}{}, err)
 				} else {
-					op.done <- j.errs[i]
+					op.Answer(struct{}{}, j.errs[i])
 				}
 			}
 		}
@@ -184,42 +165,6 @@ func (w *writer) close() error {
 	return w.conn.Close()
 }
 
-func (w *writer) run() {
-	defer close(w.stopped)
-	batch := make([]*writeOp, 0, w.maxOps)
-	for {
-		var first *writeOp
-		select {
-		case first = <-w.ops:
-		case <-w.quit:
-			return
-		}
-		batch = append(batch[:0], first)
-		items := first.weight
-		// Take everything queued. When the queue looks empty, yield a
-		// couple of times first: callers just answered by the previous
-		// commit are usually about to submit again, and a commit (an
-		// fsync) costs far more than a yield.
-		yields := 0
-	drain:
-		for len(batch) < w.maxOps && items < w.maxItems {
-			select {
-			case op := <-w.ops:
-				batch = append(batch, op)
-				items += op.weight
-			default:
-				if yields >= gatherYields {
-					break drain
-				}
-				yields++
-				runtime.Gosched()
-			}
-		}
-		w.runBatch(batch)
-		clear(batch)
-	}
-}
-
 // runBatch runs ops in one transaction and answers them after the commit.
 //
 // Fast path: the ops run back to back without savepoints. An op's logical
@@ -236,14 +181,14 @@ func (w *writer) runBatch(batch []*writeOp) {
 		errs, _, fatal = w.runOnce(batch, true)
 	}
 	if fatal == nil && w.walPath != "" {
-		w.syncq <- syncJob{ops: append([]*writeOp(nil), batch...), errs: errs}
+		w.syncq <- syncJob{ops: batch, errs: errs}
 		return
 	}
 	for i, op := range batch {
 		if fatal != nil {
-			op.done <- fatal
+			op.Answer(struct{}{}, fatal)
 		} else {
-			op.done <- errs[i]
+			op.Answer(struct{}{}, errs[i])
 		}
 	}
 }
@@ -259,12 +204,12 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 	}
 	errs = make([]error, len(batch))
 	for i, op := range batch {
-		if err := op.ctx.Err(); err != nil {
+		if err := op.Context().Err(); err != nil {
 			errs[i] = err
 			continue
 		}
 		if !savepoints {
-			err := op.fn(t)
+			err := op.Req(t)
 			if err != nil && !isLogical(err) {
 				w.rollback()
 				return nil, true, nil
@@ -276,7 +221,7 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 			w.rollback()
 			return nil, false, fmt.Errorf("savepoint: %w", err)
 		}
-		if err := op.fn(t); err != nil {
+		if err := op.Req(t); err != nil {
 			errs[i] = err
 			if _, rerr := t.exec("ROLLBACK TO op"); rerr != nil {
 				w.rollback()

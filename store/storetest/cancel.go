@@ -222,7 +222,7 @@ func testRetryByFilter(t *testing.T, s store.Store) {
 	}
 	wantIDSet(t, "moved by filter", append(ids(moved), ids(moved2)...), []int64{q1a.ID, q1b.ID})
 	wantState(t, s, cancelled.ID, idemtype.StateCancelled)
-	stats, err := s.QueueStats(t.Context(), "", at(time.Hour))
+	stats, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Tenant: "", Now: at(time.Hour)})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}

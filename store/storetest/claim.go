@@ -24,6 +24,8 @@ func claimCases() []testCase {
 		{"JobClaim/partition_dead_or_cancelled_head_releases", testPartitionDeadReleases},
 		{"JobClaim/partition_scheduled_or_pending_head_blocks", testPartitionWaitingHeadBlocks},
 		{"JobClaim/partitions_in_other_queues_independent", testPartitionQueues},
+		{"JobClaim/fifo_head_blocks_its_partition", testFIFOHead},
+		{"JobClaim/partitions_scoped_by_tenant", testPartitionTenants},
 	}
 }
 
@@ -279,4 +281,58 @@ func testPartitionQueues(t *testing.T, s store.Store) {
 	js := insertNew(t, s, at(0), partitioned("a1", "q1", "A"), partitioned("a2", "q1", "A"), partitioned("c1", "q2", "A"))
 	wantIDs(t, "q1", ids(claim(t, s, at(0), 10, "q1")), []int64{js[0].ID})
 	wantIDs(t, "q2 while q1's partition A runs", ids(claim(t, s, at(0), 10, "q2")), []int64{js[2].ID})
+}
+
+func testFIFOHead(t *testing.T, s store.Store) {
+	a, b := newJob("p"), newJob("p")
+	a.PartitionKey, b.PartitionKey = "entity-1", "entity-1"
+	c := newJob("p")
+	c.PartitionKey = "entity-2"
+	res := insertAll(t, s, base, a, b, c)
+	got := claim(t, s, base, 10)
+	if len(got) != 2 || got[0].ID != res[0].Job.ID || got[1].ID != res[2].Job.ID {
+		t.Fatalf("first claim: %v", ids(got))
+	}
+	// A retrying head blocks its partition.
+	errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{{ID: got[0].ID,
+		LeaseToken: got[0].LeaseToken, State: idemtype.StateRetryable, Outcome: idemtype.OutcomeFailed,
+		Error: "x", RunAt: base.Add(time.Hour), FinishedAt: base}})
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	if got := claim(t, s, base, 10); len(got) != 0 {
+		t.Fatalf("claimed behind a retrying head: %v", ids(got))
+	}
+	// A dead head releases it.
+	got = claim(t, s, base.Add(time.Hour), 10)
+	if len(got) != 1 || got[0].ID != res[0].Job.ID || got[0].Attempt != 2 {
+		t.Fatalf("retry claim: %v", ids(got))
+	}
+	finishAs(t, s, got[0], idemtype.StateDead, base.Add(time.Hour))
+	got = claim(t, s, base.Add(time.Hour), 10)
+	if len(got) != 1 || got[0].ID != res[1].Job.ID {
+		t.Fatalf("after dead head: %v", ids(got))
+	}
+}
+
+func testPartitionTenants(t *testing.T, s store.Store) {
+	mk := func(kind, tenant string) *store.JobInsertParams {
+		p := partitioned(kind, "q", "P")
+		p.Tenant = tenant
+		return p
+	}
+	js := insertNew(t, s, at(0), mk("a1", "a"), mk("b1", "b"), mk("a2", "a"), mk("b2", "b"))
+	a1, b1, a2, b2 := js[0], js[1], js[2], js[3]
+	got := claim(t, s, at(0), 10, "q")
+	wantIDSet(t, "heads of the two tenants' partitions", ids(got), []int64{a1.ID, b1.ID})
+	for _, c := range got {
+		if c.ID == b1.ID {
+			finish1(t, s, completion(c, `1`, at(time.Second)))
+		}
+	}
+	wantIDs(t, "after tenant b's head completed", ids(claim(t, s, at(2*time.Second), 10, "q")), []int64{b2.ID})
+	if again := claim(t, s, at(2*time.Second), 10, "q"); len(again) != 0 {
+		t.Errorf("claimed %v while tenant a's head runs", ids(again))
+	}
+	_ = a2
 }

@@ -13,6 +13,7 @@ func heartbeatCases() []testCase {
 	return []testCase{
 		{"JobHeartbeatMany/extends_lease", testHeartbeatExtends},
 		{"JobHeartbeatMany/lease_lost_per_item", testHeartbeatLost},
+		{"JobHeartbeatMany/expired_lease_lost", testHeartbeatExpired},
 	}
 }
 
@@ -22,6 +23,7 @@ func finishCases() []testCase {
 		{"JobFinishMany/completed_from_cache", testFinishCached},
 		{"JobFinishMany/wrong_token_lease_lost", testFinishWrongToken},
 		{"JobFinishMany/repeat_completion", testFinishRepeat},
+		{"JobFinishMany/repeat_completion_is_json_equal", testFinishRepeatJSONEqual},
 		{"JobFinishMany/retryable", testFinishRetryable},
 		{"JobFinishMany/snooze_does_not_count", testFinishSnooze},
 		{"JobFinishMany/dead_sets_last_error", testFinishDead},
@@ -30,6 +32,7 @@ func finishCases() []testCase {
 		{"JobFinishMany/completion_releases_dependants", testFinishReleasesDependants},
 		{"JobFinishMany/dead_cancels_dependants_transitively", testFinishDeadCancelsDependants},
 		{"JobFinishMany/cancelled_cancels_dependants", testFinishCancelCancelsDependants},
+		{"JobFinishMany/expired_lease_not_rescued_accepted", testFinishExpiredLease},
 	}
 }
 
@@ -149,6 +152,8 @@ func testFinishRepeat(t *testing.T, s store.Store) {
 	c := claimJob(t, s, j, at(0))
 	finish1(t, s, completion(c, `{"a":1}`, at(time.Second)))
 	wantOK(t, "repeat with the same token and result", finishAll(t, s, completion(c, `{"a":1}`, at(2*time.Second)))[0])
+	// JSON-equal, not byte-equal: whitespace does not matter.
+	wantOK(t, "repeat with whitespace", finishAll(t, s, completion(c, " {\n  \"a\" : 1 }\n", at(2*time.Second)))[0])
 	wantErr(t, "repeat with another result", finishAll(t, s, completion(c, `{"a":2}`, at(2*time.Second)))[0], idemtype.ErrLeaseLost)
 	other := completion(c, `{"a":1}`, at(2*time.Second))
 	other.LeaseToken = "another-token"
@@ -318,5 +323,54 @@ func checkCancelledDependants(t *testing.T, s store.Store, root *idemtype.JobRow
 		if got.LastError == "" || !(strings.Contains(got.LastError, itoa(d.DependsOn[0])) || strings.Contains(got.LastError, itoa(root.ID))) {
 			t.Errorf("LastError of transitive dependant %d = %q: names neither its dependency %d nor %d", d.ID, got.LastError, d.DependsOn[0], root.ID)
 		}
+	}
+}
+
+func testHeartbeatExpired(t *testing.T, s store.Store) {
+	insertNew(t, s, at(0), newJob("k"), newJob("k"))
+	c := claim(t, s, at(0), 2) // leases until at(lease)
+	errs := heartbeat(t, s, at(lease+10*time.Minute), at(lease), leaseOf(c[0]))
+	wantErr(t, "heartbeat at the lease expiry", errs[0], idemtype.ErrLeaseLost)
+	got := wantState(t, s, c[0].ID, idemtype.StateRunning)
+	wantTimeP(t, "LeaseExpiresAt after a refused heartbeat", got.LeaseExpiresAt, at(lease))
+	wantOK(t, "heartbeat just before the expiry",
+		heartbeat(t, s, at(lease+10*time.Minute), at(lease-time.Microsecond), leaseOf(c[1]))[0])
+}
+
+func testFinishExpiredLease(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), keyed("k", "K", "fp"))
+	c := claimJob(t, s, j, at(0))
+	fin := at(lease + time.Minute) // expired, not rescued
+	finish1(t, s, completion(c, `"late"`, fin))
+	got := wantState(t, s, j.ID, idemtype.StateCompleted)
+	wantJSON(t, "Result of a late completion", got.Result, `"late"`)
+	wantNoLease(t, got)
+	if as := attempts(t, s, j.ID); len(as) != 1 || as[0].Outcome != idemtype.OutcomeCompleted {
+		t.Errorf("attempts %s, want one completed", fmtAttempts(as))
+	}
+	if r := record(t, s, "default", "K", fin); r.Status != idemtype.RecordCompleted || r.ResultJobID != j.ID {
+		t.Errorf("record after a late completion: status %s result job %d", r.Status, r.ResultJobID)
+	}
+	if got := rescue(t, s, fin.Add(time.Hour), 10); len(got) != 0 {
+		t.Errorf("rescued %v after the late completion", got)
+	}
+}
+
+func testFinishRepeatJSONEqual(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), newJob("k"))
+	c := claimJob(t, s, j, at(0))
+	finish1(t, s, completion(c, `{"a":1,"b":[1,2],"c":{"x":"y","z":null}}`, at(time.Second)))
+	for _, res := range []string{
+		`{"c":{"z":null,"x":"y"},"b":[1,2],"a":1}`,
+		"{ \"a\": 1,\n\t\"b\": [ 1, 2 ], \"c\": {\"x\": \"y\", \"z\": null} }",
+	} {
+		wantOK(t, "repeat with "+res, finishAll(t, s, completion(c, res, at(2*time.Second)))[0])
+	}
+	for _, res := range []string{
+		`{"a":1,"b":[2,1],"c":{"x":"y","z":null}}`, // array order matters
+		`{"a":1,"b":[1,2],"c":{"x":"y"}}`,          // a missing null is another value
+		`{"a":"1","b":[1,2],"c":{"x":"y","z":null}}`,
+	} {
+		wantErr(t, "repeat with "+res, finishAll(t, s, completion(c, res, at(2*time.Second)))[0], idemtype.ErrLeaseLost)
 	}
 }

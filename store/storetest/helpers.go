@@ -100,7 +100,7 @@ func insert1(t *testing.T, s store.Store, now time.Time, p *store.JobInsertParam
 // mustGet returns a job of any tenant.
 func mustGet(t *testing.T, s store.Store, id int64) *idemtype.JobRow {
 	t.Helper()
-	j, err := s.JobGet(t.Context(), "", id)
+	j, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: id})
 	if err != nil {
 		t.Fatalf("JobGet(%d): %v", id, err)
 	}
@@ -207,7 +207,7 @@ func cancelJob(t *testing.T, s store.Store, j *idemtype.JobRow, now time.Time) *
 // attempts lists a job's attempts (any tenant).
 func attempts(t *testing.T, s store.Store, id int64) []*idemtype.Attempt {
 	t.Helper()
-	as, err := s.AttemptList(t.Context(), "", id)
+	as, err := s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "", JobID: id})
 	if err != nil {
 		t.Fatalf("AttemptList(%d): %v", id, err)
 	}
@@ -217,7 +217,7 @@ func attempts(t *testing.T, s store.Store, id int64) []*idemtype.Attempt {
 // record returns a live record, failing the test when there is none.
 func record(t *testing.T, s store.Store, tenant, key string, now time.Time) *idemtype.Record {
 	t.Helper()
-	r, err := s.RecordGet(t.Context(), tenant, key, now)
+	r, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: tenant, Key: key, Now: now})
 	if err != nil {
 		t.Fatalf("RecordGet(%s, %s, %v): %v", tenant, key, now, err)
 	}
@@ -398,3 +398,22 @@ func fmtAttempts(as []*idemtype.Attempt) string {
 
 // itoa formats an id.
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// finishAs finishes the claimed job j as state at now: completed with the
+// result {"ok":true}, or dead with the error "boom".
+func finishAs(t *testing.T, s store.Store, j *idemtype.JobRow, state idemtype.JobState, now time.Time) {
+	t.Helper()
+	p := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: state, FinishedAt: now,
+		Outcome: idemtype.OutcomeCompleted, RunAt: now}
+	if state == idemtype.StateCompleted {
+		p.Result = json.RawMessage(`{"ok":true}`)
+		p.RecordResult = []byte(`{"ok":true}`)
+		p.ResultHash = "h"
+	} else {
+		p.Outcome, p.Error = idemtype.OutcomeDead, "boom"
+	}
+	errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{p})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("JobFinishMany: %v %v", err, errs)
+	}
+}

@@ -126,7 +126,7 @@ func testKeyTenantScope(t *testing.T, s store.Store) {
 	if r := record(t, s, "b", "K", at(0)); r.JobID != jb.ID || r.Fingerprint != b.Fingerprint || r.Tenant != "b" {
 		t.Errorf("record of tenant b: job %d fingerprint %s tenant %s", r.JobID, r.Fingerprint, r.Tenant)
 	}
-	_, err := s.RecordGet(t.Context(), "c", "K", at(0))
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "c", Key: "K", Now: at(0)})
 	wantErr(t, "RecordGet(other tenant)", err, idemtype.ErrNotFound)
 }
 
@@ -233,10 +233,10 @@ func testKeyDuplicateInBatch(t *testing.T, s store.Store) {
 
 func testKeyAfterRecordDelete(t *testing.T, s store.Store) {
 	j1 := insert1(t, s, at(0), keyed("k", "K", "one"))
-	wantOK(t, "RecordDelete", s.RecordDelete(t.Context(), "default", "K"))
-	_, err := s.RecordGet(t.Context(), "default", "K", at(0))
+	wantOK(t, "RecordDelete", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "K"}))
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: at(0)})
 	wantErr(t, "RecordGet after delete", err, idemtype.ErrNotFound)
-	wantErr(t, "second RecordDelete", s.RecordDelete(t.Context(), "default", "K"), idemtype.ErrNotFound)
+	wantErr(t, "second RecordDelete", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "K"}), idemtype.ErrNotFound)
 	j2 := insert1(t, s, at(time.Minute), keyed("k", "K", "two"))
 	if j2.ID == j1.ID {
 		t.Errorf("no new job after RecordDelete")

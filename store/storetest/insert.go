@@ -20,6 +20,7 @@ func insertCases() []testCase {
 		{"JobInsertMany/ids_increase_in_batch_order", testInsertIDOrder},
 		{"JobInsertMany/times_utc_microseconds", testInsertTimes},
 		{"JobGet/tenant_scoping", testJobGetTenant},
+		{"JobInsertMany/dependencies_release_and_cascade", testDependencies},
 	}
 }
 
@@ -215,12 +216,66 @@ func testJobGetTenant(t *testing.T, s store.Store) {
 	p := newJob("k")
 	p.Tenant = "t1"
 	j := insert1(t, s, at(0), p)
-	got, err := s.JobGet(t.Context(), "t1", j.ID)
+	got, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "t1", ID: j.ID})
 	if err != nil || got.ID != j.ID {
 		t.Errorf("JobGet(t1): %v %v", got, err)
 	}
-	_, err = s.JobGet(t.Context(), "t2", j.ID)
+	_, err = s.JobGet(t.Context(), &store.JobGetParams{Tenant: "t2", ID: j.ID})
 	wantErr(t, "JobGet(other tenant)", err, idemtype.ErrNotFound)
-	_, err = s.JobGet(t.Context(), "", j.ID+1000)
+	_, err = s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: j.ID + 1000})
 	wantErr(t, "JobGet(unknown id)", err, idemtype.ErrNotFound)
+}
+
+func testDependencies(t *testing.T, s store.Store) {
+	root := insertAll(t, s, base, newJob("root"))[0].Job
+	child := newJob("child")
+	child.DependsOn = []int64{root.ID}
+	c := insertAll(t, s, base, child)[0].Job
+	if c.State != idemtype.StatePending {
+		t.Fatalf("child state %s", c.State)
+	}
+	grand := newJob("grand")
+	grand.DependsOn = []int64{c.ID}
+	g := insertAll(t, s, base, grand)[0].Job
+	missing := newJob("x")
+	missing.DependsOn = []int64{99999}
+	if r := insertAll(t, s, base, missing)[0]; r.Err == nil {
+		t.Fatal("missing dependency accepted")
+	}
+
+	got := claim(t, s, base, 10)
+	if len(got) != 1 || got[0].ID != root.ID {
+		t.Fatalf("claimed %v", ids(got))
+	}
+	finishAs(t, s, got[0], idemtype.StateCompleted, base)
+	if st := mustGet(t, s, c.ID).State; st != idemtype.StateAvailable {
+		t.Fatalf("child after completion: %s", st)
+	}
+	if st := mustGet(t, s, g.ID).State; st != idemtype.StatePending {
+		t.Fatalf("grandchild: %s", st)
+	}
+
+	// Cascade: a dead job cancels its pending dependants transitively.
+	r2 := insertAll(t, s, base, newJob("r2"))[0].Job
+	d1 := newJob("d1")
+	d1.DependsOn = []int64{r2.ID}
+	j1 := insertAll(t, s, base, d1)[0].Job
+	d2 := newJob("d2")
+	d2.DependsOn = []int64{j1.ID}
+	j2 := insertAll(t, s, base, d2)[0].Job
+	if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: r2.ID, Reason: "stop", Now: base}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{j1.ID, j2.ID} {
+		j := mustGet(t, s, id)
+		if j.State != idemtype.StateCancelled || j.LastError == "" || j.FinishedAt == nil {
+			t.Fatalf("dependant %d: %s %q", id, j.State, j.LastError)
+		}
+	}
+	// A new job depending on a cancelled one starts cancelled.
+	d3 := newJob("d3")
+	d3.DependsOn = []int64{r2.ID}
+	if j := insertAll(t, s, base, d3)[0].Job; j.State != idemtype.StateCancelled {
+		t.Fatalf("d3: %s", j.State)
+	}
 }

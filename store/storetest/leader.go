@@ -60,13 +60,13 @@ func testLeaderResign(t *testing.T, s store.Store) {
 	if !lead(t, s, "m", "A", at(0)) {
 		t.Fatalf("A refused")
 	}
-	if err := s.LeaderResign(t.Context(), "m", "B"); err != nil {
+	if err := s.LeaderResign(t.Context(), &store.LeaderResignParams{Name: "m", Owner: "B"}); err != nil {
 		t.Fatalf("LeaderResign by a non-leader: %v", err)
 	}
 	if lead(t, s, "m", "B", at(time.Second)) {
 		t.Errorf("B leads after a resign by B, who did not lead")
 	}
-	if err := s.LeaderResign(t.Context(), "m", "A"); err != nil {
+	if err := s.LeaderResign(t.Context(), &store.LeaderResignParams{Name: "m", Owner: "A"}); err != nil {
 		t.Fatalf("LeaderResign: %v", err)
 	}
 	if !lead(t, s, "m", "B", at(2*time.Second)) {
@@ -85,7 +85,7 @@ func testAPIKeys(t *testing.T, s store.Store) {
 	wantOK(t, "create k2", s.APIKeyCreate(ctx, k2))
 	wantErr(t, "duplicate id", s.APIKeyCreate(ctx, &store.APIKey{ID: "k1", Hash: hash("other"), Tenant: "x", CreatedAt: at(0)}), idemtype.ErrInvalid)
 
-	got, err := s.APIKeyByHash(ctx, hash("secret2"))
+	got, err := s.APIKeyByHash(ctx, &store.APIKeyByHashParams{Hash: hash("secret2")})
 	if err != nil {
 		t.Fatalf("APIKeyByHash: %v", err)
 	}
@@ -93,13 +93,13 @@ func testAPIKeys(t *testing.T, s store.Store) {
 		t.Errorf("by hash: %+v", got)
 	}
 	wantTime(t, "CreatedAt", got.CreatedAt, at(time.Minute))
-	_, err = s.APIKeyByHash(ctx, hash("nope"))
+	_, err = s.APIKeyByHash(ctx, &store.APIKeyByHashParams{Hash: hash("nope")})
 	wantErr(t, "unknown hash", err, idemtype.ErrNotFound)
 
-	wantOK(t, "revoke", s.APIKeyRevoke(ctx, "k1", at(time.Hour)))
-	_, err = s.APIKeyByHash(ctx, hash("secret1"))
+	wantOK(t, "revoke", s.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: "k1", Now: at(time.Hour)}))
+	_, err = s.APIKeyByHash(ctx, &store.APIKeyByHashParams{Hash: hash("secret1")})
 	wantErr(t, "revoked key by hash", err, idemtype.ErrNotFound)
-	wantErr(t, "revoke unknown", s.APIKeyRevoke(ctx, "nope", at(time.Hour)), idemtype.ErrNotFound)
+	wantErr(t, "revoke unknown", s.APIKeyRevoke(ctx, &store.APIKeyRevokeParams{ID: "nope", Now: at(time.Hour)}), idemtype.ErrNotFound)
 
 	keys, err := s.APIKeyList(ctx)
 	if err != nil {

@@ -33,15 +33,23 @@ func testMigrateAgain(t *testing.T, s store.Store) {
 
 func testCallsAfterClose(t *testing.T, s store.Store) {
 	j := insert1(t, s, at(0), newJob("k"))
+	c := claimJob(t, s, insert1(t, s, at(0), newJob("c")), at(0))
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := s.JobGet(t.Context(), "", j.ID); err == nil {
-		t.Errorf("JobGet after Close: no error")
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v, want nil (idempotent)", err)
 	}
-	if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{newJob("k")}, Now: at(0)}); err == nil {
-		t.Errorf("JobInsertMany after Close: no error")
-	}
+	_, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: j.ID})
+	wantErr(t, "JobGet after Close", err, idemtype.ErrClosed)
+	_, err = s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{newJob("k")}, Now: at(0)})
+	wantErr(t, "JobInsertMany after Close", err, idemtype.ErrClosed)
+	_, err = s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1,
+		LeaseUntil: at(time.Minute), Now: at(0)})
+	wantErr(t, "JobClaim after Close", err, idemtype.ErrClosed)
+	_, err = s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(c, `{}`, at(time.Second))})
+	wantErr(t, "JobFinishMany after Close", err, idemtype.ErrClosed)
+	wantErr(t, "store.ErrClosed", store.ErrClosed, idemtype.ErrClosed)
 }
 
 func testZeroNow(t *testing.T, s store.Store) {

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+)
+import (
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ func maintenanceCases() []testCase {
 		{"JobDeleteFinished/keeps_open_dedup_window", testDeleteFinishedWindow},
 		{"JobDeleteFinished/limit", testDeleteFinishedLimit},
 		{"RecordDeleteExpired/expired_only_up_to_limit", testRecordDeleteExpired},
+		{"JobRescue/retryable_or_dead_attempt_lost_lease_lost", testRescueLifecycle},
 	}
 }
 
@@ -130,7 +134,7 @@ func testRelease(t *testing.T, s store.Store) {
 	acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K", Owner: store.JobOwner(c0.ID), JobID: c0.ID,
 		LeaseUntil: at(time.Hour), Now: at(0)})
 	now := at(time.Minute)
-	n, err := s.JobReleaseMany(t.Context(), []store.Lease{leaseOf(c0), {ID: c1.ID, Token: "stale"}}, now)
+	n, err := s.JobReleaseMany(t.Context(), &store.JobReleaseManyParams{Leases: []store.Lease{leaseOf(c0), {ID: c1.ID, Token: "stale"}}, Now: now})
 	if err != nil {
 		t.Fatalf("JobReleaseMany: %v", err)
 	}
@@ -169,7 +173,7 @@ func testPromote(t *testing.T, s store.Store) {
 	finish1(t, s, failure(r, idemtype.StateRetryable, idemtype.OutcomeFailed, "x", at(2*time.Minute), at(time.Second)))
 	dep := insert1(t, s, at(0), dependsOn("pending", js[2]))
 
-	queues, err := s.JobPromote(t.Context(), at(3*time.Minute), 100)
+	queues, err := s.JobPromote(t.Context(), &store.JobPromoteParams{Now: at(3 * time.Minute), Limit: 100})
 	if err != nil {
 		t.Fatalf("JobPromote: %v", err)
 	}
@@ -188,7 +192,7 @@ func testPromote(t *testing.T, s store.Store) {
 	}
 
 	more := insertNew(t, s, at(0), mk("q5", "a", time.Minute), mk("q5", "b", time.Minute), mk("q5", "c", time.Minute))
-	if _, err := s.JobPromote(t.Context(), at(3*time.Minute), 2); err != nil {
+	if _, err := s.JobPromote(t.Context(), &store.JobPromoteParams{Now: at(3 * time.Minute), Limit: 2}); err != nil {
 		t.Fatalf("JobPromote: %v", err)
 	}
 	n := 0
@@ -215,9 +219,9 @@ func deleteFinished(t *testing.T, s store.Store, p *store.JobDeleteFinishedParam
 // gone checks a job and its attempts no longer exist.
 func gone(t *testing.T, s store.Store, id int64) {
 	t.Helper()
-	_, err := s.JobGet(t.Context(), "", id)
+	_, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: id})
 	wantErr(t, "JobGet of a deleted job", err, idemtype.ErrNotFound)
-	_, err = s.AttemptList(t.Context(), "", id)
+	_, err = s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "", JobID: id})
 	wantErr(t, "AttemptList of a deleted job", err, idemtype.ErrNotFound)
 }
 
@@ -303,7 +307,7 @@ func testRecordDeleteExpired(t *testing.T, s store.Store) {
 
 	del := func(now time.Time, limit int) int {
 		t.Helper()
-		n, err := s.RecordDeleteExpired(t.Context(), now, limit)
+		n, err := s.RecordDeleteExpired(t.Context(), &store.RecordDeleteExpiredParams{Now: now, Limit: limit})
 		if err != nil {
 			t.Fatalf("RecordDeleteExpired: %v", err)
 		}
@@ -318,7 +322,7 @@ func testRecordDeleteExpired(t *testing.T, s store.Store) {
 	if n := del(at(time.Hour), 2); n != 1 {
 		t.Errorf("deleted %d in the second round, want 1", n)
 	}
-	st, err := s.RecordStats(t.Context(), "", at(time.Hour))
+	st, err := s.RecordStats(t.Context(), &store.RecordStatsParams{Tenant: "", Now: at(time.Hour)})
 	if err != nil {
 		t.Fatalf("RecordStats: %v", err)
 	}
@@ -340,4 +344,38 @@ func testRescueHeartbeat(t *testing.T, s store.Store) {
 	}
 	wantState(t, s, j.ID, idemtype.StateRunning)
 	wantIDs(t, "rescued after the extended lease", rescue(t, s, at(time.Hour+time.Second), 10), []int64{j.ID})
+}
+
+func testRescueLifecycle(t *testing.T, s store.Store) {
+	p := newJob("r")
+	p.MaxAttempts = 1
+	a := insertAll(t, s, base, newJob("r"), p)
+	got := claim(t, s, base, 10)
+	if len(got) != 2 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	ctx := t.Context()
+	if rescued, err := s.JobRescue(ctx, &store.JobRescueParams{Now: base.Add(30 * time.Second), Limit: 10}); err != nil || len(rescued) != 0 {
+		t.Fatalf("early rescue: %v %v", rescued, err)
+	}
+	rescued, err := s.JobRescue(ctx, &store.JobRescueParams{Now: base.Add(lease + time.Minute), Limit: 10})
+	if err != nil || len(rescued) != 2 {
+		t.Fatalf("rescue: %v %v", rescued, err)
+	}
+	if j := mustGet(t, s, a[0].Job.ID); j.State != idemtype.StateRetryable || j.LastError != store.RescuedError {
+		t.Fatalf("rescued: %s %q, want retryable %q", j.State, j.LastError, store.RescuedError)
+	}
+	if j := mustGet(t, s, a[1].Job.ID); j.State != idemtype.StateDead || j.FinishedAt == nil {
+		t.Fatalf("rescued at max attempts: %s", j.State)
+	}
+	att, err := s.AttemptList(ctx, &store.AttemptListParams{Tenant: "default", JobID: a[0].Job.ID})
+	if err != nil || len(att) != 1 || att[0].Outcome != idemtype.OutcomeLost {
+		t.Fatalf("attempts: %+v %v", att, err)
+	}
+	// The old lease is lost.
+	errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{{ID: got[0].ID, LeaseToken: got[0].LeaseToken,
+		State: idemtype.StateCompleted, FinishedAt: base}})
+	if err != nil || !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish after rescue: %v %v", err, errs)
+	}
 }

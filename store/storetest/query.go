@@ -16,6 +16,7 @@ func queryCases() []testCase {
 		{"JobDelete/only_in_given_state", testJobDelete},
 		{"AttemptList/order_and_tenant", testAttemptList},
 		{"QueueStats/counts", testQueueStats},
+		{"JobList/page_is_at_most_MaxListLimit", testListLimit},
 	}
 }
 
@@ -137,19 +138,19 @@ func testJobDelete(t *testing.T, s store.Store) {
 	p.Tenant = "a"
 	dead := killJob(t, s, insert1(t, s, at(0), p), at(0))
 	ctx := t.Context()
-	wantErr(t, "delete in the wrong state", s.JobDelete(ctx, "a", dead.ID, idemtype.StateCompleted), idemtype.ErrNotFound)
-	wantErr(t, "delete in another tenant", s.JobDelete(ctx, "b", dead.ID, idemtype.StateDead), idemtype.ErrNotFound)
-	wantErr(t, "delete of an unknown job", s.JobDelete(ctx, "a", dead.ID+1000, idemtype.StateDead), idemtype.ErrNotFound)
+	wantErr(t, "delete in the wrong state", s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "a", ID: dead.ID, State: idemtype.StateCompleted}), idemtype.ErrNotFound)
+	wantErr(t, "delete in another tenant", s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "b", ID: dead.ID, State: idemtype.StateDead}), idemtype.ErrNotFound)
+	wantErr(t, "delete of an unknown job", s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "a", ID: dead.ID + 1000, State: idemtype.StateDead}), idemtype.ErrNotFound)
 	wantState(t, s, dead.ID, idemtype.StateDead)
-	wantOK(t, "delete", s.JobDelete(ctx, "a", dead.ID, idemtype.StateDead))
-	_, err := s.JobGet(ctx, "", dead.ID)
+	wantOK(t, "delete", s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "a", ID: dead.ID, State: idemtype.StateDead}))
+	_, err := s.JobGet(ctx, &store.JobGetParams{Tenant: "", ID: dead.ID})
 	wantErr(t, "get after delete", err, idemtype.ErrNotFound)
-	_, err = s.AttemptList(ctx, "", dead.ID)
+	_, err = s.AttemptList(ctx, &store.AttemptListParams{Tenant: "", JobID: dead.ID})
 	wantErr(t, "attempts after delete", err, idemtype.ErrNotFound)
-	wantErr(t, "second delete", s.JobDelete(ctx, "a", dead.ID, idemtype.StateDead), idemtype.ErrNotFound)
+	wantErr(t, "second delete", s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "a", ID: dead.ID, State: idemtype.StateDead}), idemtype.ErrNotFound)
 	// Tenant "" deletes in any tenant.
 	other := killJob(t, s, insert1(t, s, at(0), newJob("other")), at(0))
-	wantOK(t, "delete with tenant \"\"", s.JobDelete(ctx, "", other.ID, idemtype.StateDead))
+	wantOK(t, "delete with tenant \"\"", s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "", ID: other.ID, State: idemtype.StateDead}))
 }
 
 func testAttemptList(t *testing.T, s store.Store) {
@@ -163,7 +164,7 @@ func testAttemptList(t *testing.T, s store.Store) {
 	}
 	c := claimJob(t, s, j, at(2*time.Minute))
 	finish1(t, s, completion(c, `1`, at(2*time.Minute+time.Second)))
-	as, err := s.AttemptList(t.Context(), "a", j.ID)
+	as, err := s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "a", JobID: j.ID})
 	if err != nil {
 		t.Fatalf("AttemptList: %v", err)
 	}
@@ -179,12 +180,12 @@ func testAttemptList(t *testing.T, s store.Store) {
 		wantTime(t, "StartedAt", a.StartedAt, at(time.Duration(i)*time.Minute))
 		wantTimeP(t, "FinishedAt", a.FinishedAt, at(time.Duration(i)*time.Minute+time.Second))
 	}
-	_, err = s.AttemptList(t.Context(), "b", j.ID)
+	_, err = s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "b", JobID: j.ID})
 	wantErr(t, "AttemptList in another tenant", err, idemtype.ErrNotFound)
-	_, err = s.AttemptList(t.Context(), "a", j.ID+1000)
+	_, err = s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "a", JobID: j.ID + 1000})
 	wantErr(t, "AttemptList of an unknown job", err, idemtype.ErrNotFound)
 	fresh := insert1(t, s, at(0), newJob("fresh"))
-	if as, err := s.AttemptList(t.Context(), "default", fresh.ID); err != nil || len(as) != 0 {
+	if as, err := s.AttemptList(t.Context(), &store.AttemptListParams{Tenant: "default", JobID: fresh.ID}); err != nil || len(as) != 0 {
 		t.Errorf("AttemptList of an unclaimed job: %v %v, want none", as, err)
 	}
 }
@@ -207,7 +208,7 @@ func testQueueStats(t *testing.T, s store.Store) {
 	mk("a", "q2", "avail_q2", 0)
 
 	now := at(30 * time.Second)
-	stats, err := s.QueueStats(t.Context(), "a", now)
+	stats, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Tenant: "a", Now: now})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}
@@ -231,7 +232,7 @@ func testQueueStats(t *testing.T, s store.Store) {
 		t.Errorf("q1 Completed1m %d Failed1m %d, want 1 and 2", q1.Completed1m, q1.Failed1m)
 	}
 
-	all, err := s.QueueStats(t.Context(), "", now)
+	all, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Tenant: "", Now: now})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}
@@ -240,7 +241,7 @@ func testQueueStats(t *testing.T, s store.Store) {
 	}
 	wantTimeP(t, "all tenants q1 OldestAvailable", queueStat(all, "q1").OldestAvailable, at(-time.Hour))
 
-	later, err := s.QueueStats(t.Context(), "a", at(10*time.Minute))
+	later, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Tenant: "a", Now: at(10 * time.Minute)})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}
@@ -252,5 +253,25 @@ func testQueueStats(t *testing.T, s store.Store) {
 	}
 	if q := queueStat(stats, "q2"); q != nil && q.OldestAvailable != nil {
 		wantTime(t, "q2 OldestAvailable", *q.OldestAvailable, at(0))
+	}
+}
+
+func testListLimit(t *testing.T, s store.Store) {
+	ps := make([]*store.JobInsertParams, store.MaxListLimit+1)
+	for i := range ps {
+		ps[i] = newJob("k")
+	}
+	insertNew(t, s, at(0), ps...)
+	for _, limit := range []int{0, -1, store.MaxListLimit + 1, 10 * store.MaxListLimit} {
+		jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Limit: limit})
+		wantOK(t, "JobList", err)
+		if len(jobs) != store.MaxListLimit {
+			t.Errorf("JobList limit %d: %d jobs, want %d", limit, len(jobs), store.MaxListLimit)
+		}
+	}
+	jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Limit: 7})
+	wantOK(t, "JobList", err)
+	if len(jobs) != 7 {
+		t.Errorf("JobList limit 7: %d jobs", len(jobs))
 	}
 }

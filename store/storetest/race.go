@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"encoding/json"
+)
+import (
 	"fmt"
 	"sync"
 	"testing"
@@ -16,6 +19,8 @@ func raceCases() []testCase {
 		{"Race/50_keys_16_concurrent_inserters", testRaceManyKeys},
 		{"Race/claims_8_workers_2000_jobs", testRaceClaims},
 		{"Race/partitions_never_run_twice", testRacePartitions},
+		{"JobClaim/concurrent_claimers_take_each_job_once", testConcurrentClaims},
+		{"JobClaim/concurrent_fifo_keeps_order", testConcurrentFIFO},
 	}
 }
 
@@ -189,7 +194,7 @@ func testRaceClaims(t *testing.T, s store.Store) {
 			t.Errorf("job %d claimed %d times", id, n)
 		}
 	}
-	stats, err := s.QueueStats(t.Context(), "", at(time.Second))
+	stats, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Tenant: "", Now: at(time.Second)})
 	if err != nil {
 		t.Fatalf("QueueStats: %v", err)
 	}
@@ -280,5 +285,146 @@ func testRacePartitions(t *testing.T, s store.Store) {
 				break
 			}
 		}
+	}
+}
+
+func testConcurrentClaims(t *testing.T, s store.Store) {
+	const total = 2000
+	ps := make([]*store.JobInsertParams, total)
+	for i := range ps {
+		ps[i] = newJob("c")
+	}
+	for _, r := range insertAll(t, s, base, ps...) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
+					WorkerID: "w", Limit: 37, LeaseUntil: base.Add(time.Minute), Now: base})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					seen[j.ID]++
+					if j.State != idemtype.StateRunning || j.Attempt != 1 || j.LeaseToken == "" {
+						t.Errorf("bad claimed row %+v", j)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != total {
+		t.Fatalf("claimed %d distinct jobs, want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("job %d claimed %d times", id, n)
+		}
+	}
+}
+
+// FIFO partitions keep their order and never run two jobs at once under
+// concurrent claimers and inserters.
+func testConcurrentFIFO(t *testing.T, s store.Store) {
+	const parts, per = 10, 40
+	var wg sync.WaitGroup
+	// Two inserters per partition, one job per transaction.
+	for p := range 2 * parts {
+		wg.Go(func() {
+			p := p % parts
+			for i := range per / 2 {
+				jp := newJob("k")
+				jp.PartitionKey = fmt.Sprintf("p%d", p)
+				jp.Args = json.RawMessage(fmt.Sprintf(`{"seq":%d}`, i))
+				if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{jp}, Now: base}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var mu sync.Mutex
+	running := map[string]bool{}   // claimed, finish not called yet
+	finishing := map[string]bool{} // finish called, not returned (may have committed)
+	order := map[string][]int64{}
+	done := 0
+	for range 6 {
+		wg.Go(func() {
+			deadline := time.Now().Add(60 * time.Second)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				finished := done == parts*per
+				mu.Unlock()
+				if finished {
+					return
+				}
+				jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 4, LeaseUntil: at(time.Minute), Now: base})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var fin []*store.JobFinishParams
+				mu.Lock()
+				for _, j := range jobs {
+					if running[j.PartitionKey] && !finishing[j.PartitionKey] {
+						t.Errorf("partition %s: job %d claimed while its head runs", j.PartitionKey, j.ID)
+					}
+					running[j.PartitionKey] = true
+					order[j.PartitionKey] = append(order[j.PartitionKey], j.ID)
+				}
+				mu.Unlock()
+				for _, j := range jobs {
+					fin = append(fin, completion(j, `{}`, base))
+				}
+				if len(fin) > 0 {
+					mu.Lock()
+					for _, j := range jobs {
+						finishing[j.PartitionKey] = true
+					}
+					mu.Unlock()
+					if _, err := s.JobFinishMany(t.Context(), fin); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, j := range jobs {
+						if order[j.PartitionKey][len(order[j.PartitionKey])-1] == j.ID {
+							running[j.PartitionKey], finishing[j.PartitionKey] = false, false
+						}
+					}
+					done += len(fin)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for p, ids := range order {
+		for i := 1; i < len(ids); i++ {
+			if ids[i] <= ids[i-1] {
+				t.Fatalf("partition %s ran out of id order: %v", p, ids)
+			}
+		}
+		if len(ids) != per {
+			t.Fatalf("partition %s ran %d jobs, want %d", p, len(ids), per)
+		}
+	}
+	if done != parts*per {
+		t.Fatalf("completed %d jobs, want %d", done, parts*per)
 	}
 }

@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"errors"
+)
+import (
 	"testing"
 	"time"
 
@@ -29,6 +32,9 @@ func recordCases() []testCase {
 		{"RecordDelete/deletes_and_not_found", testRecordDelete},
 		{"RecordGet/expired_or_other_tenant_not_found", testRecordGetExpired},
 		{"RecordStats/counts", testRecordStats},
+		{"Records/lease_takeover_complete_expire", testRecordLease},
+		{"Records/cached_result_kept_after_window_zero_reopen", testResultKeptWindowZero},
+		{"Records/reopen_expiry_is_max_of_window_and_result", testReopenExpiry},
 	}
 }
 
@@ -247,7 +253,7 @@ func testAcquireSameOwner(t *testing.T, s store.Store) {
 	}
 	wantTimeP(t, "LeaseUntil after re-acquire", record(t, s, "default", "K", at(30*time.Second)).LeaseUntil, at(90*time.Second))
 	// A released lease is free for anyone.
-	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
 	if res := acquire(t, s, acq("K", "o2", at(40*time.Second))); !res.Acquired {
 		t.Errorf("released lease not free")
 	}
@@ -273,7 +279,7 @@ func testAcquireExpiredRecord(t *testing.T, s store.Store) {
 	wantOK(t, "complete", complete(t, s, "K", "o1", "old", at(time.Second)))
 	// TTL 48h, dedup 1h: expired from at(1s+48h).
 	later := at(time.Second + 48*time.Hour)
-	_, err := s.RecordGet(t.Context(), "default", "K", later)
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: later})
 	wantErr(t, "RecordGet of an expired record", err, idemtype.ErrNotFound)
 	res := acquire(t, s, acq("K", "o2", later))
 	if !res.Acquired {
@@ -336,7 +342,7 @@ func testRecordCompleteWrongOwner(t *testing.T, s store.Store) {
 	if r := record(t, s, "default", "K", at(time.Second)); r.Status != idemtype.RecordInProgress || r.LeaseOwner != "o1" {
 		t.Errorf("record after a refused complete: status %s owner %q", r.Status, r.LeaseOwner)
 	}
-	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
 	wantErr(t, "complete after release", complete(t, s, "K", "o1", "x", at(2*time.Second)), idemtype.ErrLeaseLost)
 	err := complete(t, s, "missing", "o1", "x", at(time.Second))
 	if err == nil {
@@ -346,25 +352,25 @@ func testRecordCompleteWrongOwner(t *testing.T, s store.Store) {
 
 func testRecordRelease(t *testing.T, s store.Store) {
 	acquire(t, s, acq("K", "o1", at(0)))
-	wantOK(t, "release by another owner", s.RecordRelease(t.Context(), "default", "K", "o2"))
+	wantOK(t, "release by another owner", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o2"}))
 	r := record(t, s, "default", "K", at(time.Second))
 	if r.LeaseOwner != "o1" {
 		t.Errorf("release by another owner cleared the lease (owner %q)", r.LeaseOwner)
 	}
-	wantOK(t, "release", s.RecordRelease(t.Context(), "default", "K", "o1"))
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
 	r = record(t, s, "default", "K", at(time.Second))
 	if r.LeaseOwner != "" || r.Status != idemtype.RecordInProgress || r.Result != nil {
 		t.Errorf("after release: owner %q status %s result %q", r.LeaseOwner, r.Status, r.Result)
 	}
-	wantOK(t, "release of a missing key", s.RecordRelease(t.Context(), "default", "missing", "o1"))
+	wantOK(t, "release of a missing key", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "missing", Owner: "o1"}))
 }
 
 func testRecordDelete(t *testing.T, s store.Store) {
 	acquire(t, s, acq("K", "o1", at(0)))
-	wantErr(t, "delete in another tenant", s.RecordDelete(t.Context(), "other", "K"), idemtype.ErrNotFound)
-	wantErr(t, "delete of a missing key", s.RecordDelete(t.Context(), "default", "missing"), idemtype.ErrNotFound)
-	wantOK(t, "delete", s.RecordDelete(t.Context(), "default", "K"))
-	_, err := s.RecordGet(t.Context(), "default", "K", at(0))
+	wantErr(t, "delete in another tenant", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "other", Key: "K"}), idemtype.ErrNotFound)
+	wantErr(t, "delete of a missing key", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "missing"}), idemtype.ErrNotFound)
+	wantOK(t, "delete", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "K"}))
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: at(0)})
 	wantErr(t, "get after delete", err, idemtype.ErrNotFound)
 	if res := acquire(t, s, acq("K", "o2", at(time.Second))); !res.Acquired {
 		t.Errorf("deleted key not free")
@@ -374,11 +380,11 @@ func testRecordDelete(t *testing.T, s store.Store) {
 func testRecordGetExpired(t *testing.T, s store.Store) {
 	acquire(t, s, acq("K", "o1", at(0))) // expires at(24h)
 	record(t, s, "default", "K", at(24*time.Hour-time.Microsecond))
-	_, err := s.RecordGet(t.Context(), "default", "K", at(24*time.Hour))
+	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: at(24 * time.Hour)})
 	wantErr(t, "RecordGet at ExpiresAt", err, idemtype.ErrNotFound)
-	_, err = s.RecordGet(t.Context(), "other", "K", at(0))
+	_, err = s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "other", Key: "K", Now: at(0)})
 	wantErr(t, "RecordGet of another tenant", err, idemtype.ErrNotFound)
-	_, err = s.RecordGet(t.Context(), "default", "missing", at(0))
+	_, err = s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "missing", Now: at(0)})
 	wantErr(t, "RecordGet of a missing key", err, idemtype.ErrNotFound)
 }
 
@@ -409,7 +415,7 @@ func testRecordStats(t *testing.T, s store.Store) {
 	now := at(10 * time.Hour)
 	check := func(tenant string, want store.RecordStats) {
 		t.Helper()
-		got, err := s.RecordStats(t.Context(), tenant, now)
+		got, err := s.RecordStats(t.Context(), &store.RecordStatsParams{Tenant: tenant, Now: now})
 		if err != nil {
 			t.Fatalf("RecordStats(%q): %v", tenant, err)
 		}
@@ -454,4 +460,140 @@ func testAcquireMany(t *testing.T, s store.Store) {
 	if out, err := s.RecordAcquireMany(t.Context(), nil); err != nil || len(out) != 0 {
 		t.Errorf("empty batch: %v %v", out, err)
 	}
+}
+
+func testRecordLease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	acq := func(owner string, now time.Time) *store.RecordAcquireResult {
+		t.Helper()
+		r, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "k",
+			Owner: owner, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := acq("a", base); !r.Acquired || r.Record.LeaseOwner != "a" {
+		t.Fatalf("first acquire: %+v", r)
+	}
+	if r := acq("b", base.Add(time.Second)); r.Acquired || r.Record.LeaseOwner != "a" {
+		t.Fatalf("second acquire: %+v", r)
+	}
+	// Expired lease: taken over.
+	if r := acq("b", base.Add(2*time.Minute)); !r.Acquired || r.Record.LeaseOwner != "b" {
+		t.Fatalf("takeover: %+v", r)
+	}
+	err := s.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: "default", Key: "k", Owner: "a",
+		Result: []byte("r"), TTL: time.Hour, Now: base.Add(2 * time.Minute)})
+	if !errors.Is(err, idemtype.ErrLeaseLost) {
+		t.Fatalf("complete by old owner: %v", err)
+	}
+	now := base.Add(3 * time.Minute)
+	if err := s.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: "default", Key: "k", Owner: "b",
+		Result: []byte("r"), ResultHash: "h", TTL: 2 * time.Hour, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "k", Now: now})
+	if err != nil || rec.Status != idemtype.RecordCompleted || string(rec.Result) != "r" ||
+		!rec.ExpiresAt.Equal(now.Add(2*time.Hour)) || rec.LeaseOwner != "" {
+		t.Fatalf("record: %+v %v", rec, err)
+	}
+	if r := acq("c", now); r.Acquired || string(r.Record.Result) != "r" {
+		t.Fatalf("acquire completed: %+v", r)
+	}
+	// Expired: gone for Get, and a new acquire starts afresh.
+	later := now.Add(3 * time.Hour)
+	if _, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "k", Now: later}); !errors.Is(err, idemtype.ErrNotFound) {
+		t.Fatalf("expired get: %v", err)
+	}
+	if r := acq("d", later); !r.Acquired || r.Record.Status != idemtype.RecordInProgress || r.Record.Result != nil {
+		t.Fatalf("acquire expired: %+v", r.Record)
+	}
+}
+
+func testResultKeptWindowZero(t *testing.T, s store.Store) {
+	const ttl = 24 * time.Hour
+	zero := func(kind string) *store.JobInsertParams {
+		p := keyed(kind, "K", "fp")
+		p.DedupWindow = 0
+		p.ResultTTL = ttl
+		return p
+	}
+	j1 := insert1(t, s, at(0), zero("k1"))
+	completeJob(t, s, j1, at(0), `"R"`) // completed at at(1s)
+	done := at(time.Second)
+	r := record(t, s, "default", "K", done)
+	wantTimeP(t, "ExpiresAt after job 1", r.ExpiresAt, done.Add(ttl))
+
+	// The window reopened: job 2; the record blocks while job 2 is
+	// unfinished (ExpiresAt nil) and still holds job 1's result.
+	j2 := insert1(t, s, at(time.Minute), zero("k2"))
+	if j2.ID == j1.ID {
+		t.Fatalf("no new job after the window-0 job finished")
+	}
+	r = record(t, s, "default", "K", at(time.Minute))
+	if r.JobID != j2.ID || r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
+		t.Errorf("reopened record: job %d status %s result job %d, want %d completed %d", r.JobID, r.Status, r.ResultJobID, j2.ID, j1.ID)
+	}
+	wantNil(t, "ExpiresAt of a reopened window-0 record", r.ExpiresAt)
+	wantNil(t, "DedupUntil of a reopened window-0 record", r.DedupUntil)
+
+	// Job 2 completes from the cache.
+	c := claimJob(t, s, j2, at(2*time.Minute))
+	fin := at(3 * time.Minute)
+	p := completion(c, `"R"`, fin)
+	p.WasCached, p.OriginalJobID, p.Outcome = true, j1.ID, idemtype.OutcomeCached
+	finish1(t, s, p)
+	r = record(t, s, "default", "K", fin)
+	if r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID || string(r.Result) != `"R"` {
+		t.Errorf("record after a cached finish: status %s result job %d result %s, want completed %d \"R\"",
+			r.Status, r.ResultJobID, r.Result, j1.ID)
+	}
+	wantTimeP(t, "CompletedAt after a cached finish", r.CompletedAt, done)
+	wantTimeP(t, "DedupUntil after a cached finish (window 0)", r.DedupUntil, fin)
+	wantTimeP(t, "ExpiresAt after a cached finish (window 0)", r.ExpiresAt, done.Add(ttl))
+	record(t, s, "default", "K", done.Add(ttl-time.Microsecond))
+	if _, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: done.Add(ttl)}); err == nil {
+		t.Errorf("record still live at its expiry")
+	}
+
+	// A dead job 3 does not drop the result either.
+	j3 := insert1(t, s, at(4*time.Minute), zero("k3"))
+	killJob(t, s, j3, at(5*time.Minute))
+	r = record(t, s, "default", "K", at(6*time.Minute))
+	wantTimeP(t, "ExpiresAt after a dead window-0 job", r.ExpiresAt, done.Add(ttl))
+	if r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
+		t.Errorf("record after a dead job: status %s result job %d", r.Status, r.ResultJobID)
+	}
+}
+
+func testReopenExpiry(t *testing.T, s store.Store) {
+	// Window 1 h, TTL 24 h, completed at at(1m+1s).
+	done := at(time.Minute + time.Second)
+	for _, tc := range []struct {
+		key  string
+		ttl  time.Duration
+		want time.Time // ExpiresAt after the reopen at at(2h)
+	}{
+		{"LONG", 48 * time.Hour, done.Add(48 * time.Hour)}, // the result outlives the window
+		{"SHORT", time.Hour / 2, at(3 * time.Hour)},        // the window outlives the result
+	} {
+		j1 := insert1(t, s, at(0), keyed("k1"+tc.key, tc.key, "fp"))
+		completeJob(t, s, j1, at(time.Minute), `1`)
+		p := keyed("k2"+tc.key, tc.key, "fp")
+		p.ResultTTL = tc.ttl
+		j2 := insert1(t, s, at(2*time.Hour), p)
+		r := record(t, s, "default", tc.key, at(2*time.Hour))
+		if r.JobID != j2.ID || r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
+			t.Errorf("%s: record job %d status %s result job %d", tc.key, r.JobID, r.Status, r.ResultJobID)
+		}
+		wantTimeP(t, tc.key+": DedupUntil after reopen", r.DedupUntil, at(3*time.Hour))
+		wantTimeP(t, tc.key+": ExpiresAt after reopen", r.ExpiresAt, tc.want)
+	}
+	// A record without a result (its job died) expires with the new window.
+	d1 := insert1(t, s, at(0), keyed("kd1", "DEAD", "fp"))
+	killJob(t, s, d1, at(time.Minute))
+	insert1(t, s, at(2*time.Hour), keyed("kd2", "DEAD", "fp"))
+	r := record(t, s, "default", "DEAD", at(2*time.Hour))
+	wantTimeP(t, "DEAD: ExpiresAt after reopen", r.ExpiresAt, at(3*time.Hour))
 }

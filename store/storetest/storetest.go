@@ -45,8 +45,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, leaderCases()...)
 	all = append(all, apiKeyCases()...)
 	all = append(all, lifecycleCases()...)
-	all = append(all, contractCases()...)
 	all = append(all, counterCases()...)
+	all = append(all, listenCases()...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

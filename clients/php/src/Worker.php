@@ -1,0 +1,126 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Idem;
+
+/**
+ * A pull worker: claims jobs with a long poll, runs the handler of each
+ * kind through the middleware (Laravel's job-middleware shape:
+ * fn(array $job, callable $next)), completes with the handler's result or
+ * fails with its exception (PermanentError: no retry). PHP runs one job at
+ * a time, so a handler that may outlast the lease calls $ctx->heartbeat().
+ * stop() (from a handler, a middleware or a signal handler) ends the loop
+ * after the current job; SIGTERM and SIGINT call it when pcntl is loaded.
+ */
+class Worker
+{
+    /** @var array<string, callable(array, JobContext): mixed> */
+    private array $handlers = [];
+    /** @var list<callable(array, callable): mixed> */
+    private array $middleware = [];
+    private bool $stopping = false;
+    /** @var callable(\Throwable): void */
+    private $onError;
+
+    /** @param list<string> $queues */
+    public function __construct(
+        private Client $client,
+        private array $queues,
+        private string $workerId,
+        private string $lease = '30s',
+        private string $wait = '20s',
+        ?callable $onError = null,
+    ) {
+        $this->onError = $onError ?? static fn (\Throwable $e) => error_log('idem worker: ' . $e->getMessage());
+    }
+
+    /** handle registers the handler of a kind: fn(array $job, JobContext $ctx): mixed (the result). */
+    public function handle(string $kind, callable $handler): self
+    {
+        $this->handlers[$kind] = $handler;
+        return $this;
+    }
+
+    /** register registers a BaseIdempotentJob subclass under its kind. */
+    public function register(string $jobClass): self
+    {
+        if (!is_subclass_of($jobClass, BaseIdempotentJob::class)) {
+            throw new \InvalidArgumentException("$jobClass is not a BaseIdempotentJob");
+        }
+        return $this->handle($jobClass::kind(), static fn (array $job, JobContext $ctx) => $jobClass::fromClaimed($job)->runWith($ctx));
+    }
+
+    /** through adds a middleware: fn(array $job, callable $next): mixed. */
+    public function through(callable $middleware): self
+    {
+        $this->middleware[] = $middleware;
+        return $this;
+    }
+
+    public function stop(): void
+    {
+        $this->stopping = true;
+    }
+
+    /**
+     * run claims and runs jobs until stop(), $maxJobs jobs, or $maxSeconds.
+     * It returns how many jobs it ran.
+     */
+    public function run(?int $maxJobs = null, ?float $maxSeconds = null): int
+    {
+        $this->stopping = false;
+        if (function_exists('pcntl_async_signals')) {
+            pcntl_async_signals(true);
+            pcntl_signal(SIGTERM, fn () => $this->stop());
+            pcntl_signal(SIGINT, fn () => $this->stop());
+        }
+        $deadline = $maxSeconds === null ? null : microtime(true) + $maxSeconds;
+        $ran = 0;
+        while (!$this->stopping && ($maxJobs === null || $ran < $maxJobs)) {
+            $wait = $this->wait;
+            if ($deadline !== null) {
+                $left = $deadline - microtime(true);
+                if ($left <= 0) {
+                    break;
+                }
+                $wait = min(Client::seconds($this->wait), $left) * 1000 . 'ms';
+            }
+            try {
+                $jobs = $this->client->claim($this->queues, $this->workerId, 1, $this->lease, $wait, array_keys($this->handlers) ?: null);
+            } catch (\Throwable $e) {
+                ($this->onError)($e);
+                usleep(500_000);
+                continue;
+            }
+            foreach ($jobs as $job) {
+                $this->runJob($job);
+                $ran++;
+            }
+        }
+        return $ran;
+    }
+
+    /** @param array<string,mixed> $job */
+    private function runJob(array $job): void
+    {
+        $handler = $this->handlers[$job['kind']] ?? null;
+        $ctx = new JobContext($this->client, $job, $this->lease);
+        $core = $handler === null
+            ? static fn (array $job) => throw new PermanentError('no handler for kind ' . $job['kind'])
+            : static fn (array $job) => $handler($job, $ctx);
+        $pipeline = array_reduce(array_reverse($this->middleware),
+            static fn (callable $next, callable $mw) => static fn (array $job) => $mw($job, $next), $core);
+        try {
+            try {
+                $result = $pipeline($job);
+            } catch (\Throwable $e) {
+                $this->client->fail($job, $e->getMessage() ?: get_class($e), $e instanceof PermanentError ? false : null);
+                return;
+            }
+            $this->client->complete($job, $result);
+        } catch (\Throwable $e) {
+            ($this->onError)($e);
+        }
+    }
+}

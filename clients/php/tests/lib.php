@@ -1,0 +1,125 @@
+<?php
+
+declare(strict_types=1);
+
+// A tiny test runner: test() registers, run() prints "N passed, M failed"
+// and exits non-zero on a failure.
+
+require __DIR__ . '/../autoload.php';
+
+final class AssertionFailed extends Exception
+{
+}
+
+/** @var list<array{string, callable}> */
+$GLOBALS['__tests'] = [];
+
+function test(string $name, callable $fn): void
+{
+    $GLOBALS['__tests'][] = [$name, $fn];
+}
+
+function check(bool $cond, string $msg = 'assertion failed'): void
+{
+    if (!$cond) {
+        throw new AssertionFailed($msg);
+    }
+}
+
+function same(mixed $want, mixed $got, string $msg = ''): void
+{
+    if ($want !== $got) {
+        throw new AssertionFailed(($msg ? "$msg: " : '') . 'want ' . var_export($want, true) . ', got ' . var_export($got, true));
+    }
+}
+
+/** throws runs $fn and returns what it threw (of $class), failing if nothing. */
+function throws(string $class, callable $fn): Throwable
+{
+    try {
+        $fn();
+    } catch (Throwable $e) {
+        if ($e instanceof $class) {
+            return $e;
+        }
+        throw new AssertionFailed("want $class, got " . get_class($e) . ': ' . $e->getMessage());
+    }
+    throw new AssertionFailed("want $class, nothing was thrown");
+}
+
+function run_tests(): never
+{
+    $pass = $fail = 0;
+    foreach ($GLOBALS['__tests'] as [$name, $fn]) {
+        try {
+            $fn();
+            $pass++;
+            echo "ok   $name\n";
+        } catch (Throwable $e) {
+            $fail++;
+            echo "FAIL $name\n     " . get_class($e) . ': ' . $e->getMessage() . "\n     at " . $e->getFile() . ':' . $e->getLine() . "\n";
+        }
+    }
+    echo "$pass passed, $fail failed\n";
+    exit($fail === 0 && $pass > 0 ? 0 : 1);
+}
+
+/** A real `idem serve` on a temp SQLite file and a free port. */
+final class TestServer
+{
+    public string $url;
+    public string $adminKey;
+    /** @var resource */
+    private $proc;
+    private string $dir;
+
+    public function __construct()
+    {
+        $bin = getenv('IDEM_BIN') ?: self::build();
+        $this->dir = sys_get_temp_dir() . '/idem-php-' . bin2hex(random_bytes(6));
+        mkdir($this->dir);
+        $cmd = [$bin, 'serve', '--database', $this->dir . '/idem.db', '--listen', '127.0.0.1:0', '--log-level', 'warn'];
+        $this->proc = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['file', $this->dir . '/stderr', 'w']], $pipes);
+        if (!is_resource($this->proc)) {
+            throw new RuntimeException('cannot start idem serve');
+        }
+        $out = '';
+        $deadline = microtime(true) + 30;
+        stream_set_blocking($pipes[1], false);
+        while (microtime(true) < $deadline) {
+            $out .= (string) fgets($pipes[1]);
+            if (preg_match('/IDEM_API_KEY=(\S+)/', $out, $k) && preg_match('#api listening on (http://\S+)#', $out, $u)) {
+                $this->adminKey = $k[1];
+                $this->url = $u[1];
+                return;
+            }
+            if (!proc_get_status($this->proc)['running']) {
+                break;
+            }
+            usleep(20_000);
+        }
+        throw new RuntimeException("idem serve did not start: $out " . @file_get_contents($this->dir . '/stderr'));
+    }
+
+    private static function build(): string
+    {
+        static $bin = null;
+        if ($bin === null) {
+            $bin = sys_get_temp_dir() . '/idem-php-bin-' . getmypid();
+            $root = dirname(__DIR__, 3);
+            exec('cd ' . escapeshellarg($root) . ' && go build -o ' . escapeshellarg($bin) . ' ./cmd/idem 2>&1', $o, $rc);
+            if ($rc !== 0) {
+                throw new RuntimeException("go build: " . implode("\n", $o));
+            }
+            register_shutdown_function(static fn () => @unlink($bin));
+        }
+        return $bin;
+    }
+
+    public function stop(): void
+    {
+        proc_terminate($this->proc, SIGTERM);
+        proc_close($this->proc);
+        exec('rm -rf ' . escapeshellarg($this->dir));
+    }
+}

@@ -1,0 +1,134 @@
+// A pull-worker loop: claim with long poll, heartbeat while the handler
+// runs, complete or fail, and stop cleanly when an AbortSignal fires.
+import type { ClaimedJob, Duration, Idem } from "./index.js";
+
+/** Throw PermanentError from a handler to fail the job without retries. */
+export class PermanentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "PermanentError";
+  }
+}
+
+export interface JobContext {
+  /** Aborted when the lease is lost (a heartbeat was refused). */
+  signal: AbortSignal;
+}
+
+export interface WorkerOptions {
+  queues: string[];
+  workerId: string;
+  /** Runs one job; its return value (JSON) is the job's result. */
+  handler: (job: ClaimedJob, ctx: JobContext) => Promise<unknown>;
+  /** Stops the loop: no new claims; jobs in flight finish first. */
+  signal: AbortSignal;
+  kinds?: string[];
+  /** Jobs run at once (and the claim limit); default 1, at most 100. */
+  concurrency?: number;
+  /** Lease per claim and heartbeat; default "30s". */
+  lease?: Duration;
+  /** Long-poll wait of a claim; default "20s". */
+  wait?: Duration;
+  /** Milliseconds between heartbeats; default a third of the lease. */
+  heartbeatMs?: number;
+  /** Errors of the loop itself (claims, completes); default console.error. */
+  onError?: (err: unknown) => void;
+}
+
+/** durationMs parses the simple Go durations used here ("30s", "1m", "500ms"). */
+export function durationMs(d: string): number {
+  const units: Record<string, number> = { ns: 1e-6, us: 1e-3, "µs": 1e-3, "μs": 1e-3, ms: 1, s: 1000, m: 60000, h: 3600000 };
+  let total = 0;
+  const re = /([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h)/g;
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(d)) !== null) {
+    const n = m[1];
+    const u = m[2];
+    if (n === undefined || u === undefined) continue;
+    total += Number(n) * (units[u] ?? 0);
+  }
+  return total;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+function isAbort(err: unknown): boolean {
+  return err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError");
+}
+
+/**
+ * runWorker claims and runs jobs until opts.signal aborts; it resolves
+ * after the jobs in flight are completed or failed. A handler that throws
+ * fails its job (retried by the server's policy; PermanentError: dead now).
+ */
+export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void> {
+  const lease = opts.lease ?? "30s";
+  const wait = opts.wait ?? "20s";
+  const limit = Math.min(Math.max(opts.concurrency ?? 1, 1), 100);
+  const beat = opts.heartbeatMs ?? Math.max(durationMs(lease) / 3, 100);
+  const onError = opts.onError ?? ((err: unknown) => console.error("idem worker:", err));
+  const running = new Set<Promise<void>>();
+
+  const run = async (job: ClaimedJob): Promise<void> => {
+    const lost = new AbortController();
+    const timer = setInterval(() => {
+      client.heartbeat(job, lease).catch((err: unknown) => {
+        onError(err);
+        lost.abort(err);
+      });
+    }, beat);
+    try {
+      let result: unknown;
+      try {
+        result = await opts.handler(job, { signal: lost.signal });
+      } catch (err) {
+        clearInterval(timer);
+        const msg = err instanceof Error ? err.message : String(err);
+        await client.fail(job, msg, { retry: !(err instanceof PermanentError) });
+        return;
+      }
+      clearInterval(timer);
+      await client.complete(job, result);
+    } catch (err) {
+      onError(err);
+    } finally {
+      clearInterval(timer);
+    }
+  };
+
+  while (!opts.signal.aborted) {
+    const free = limit - running.size;
+    if (free <= 0) {
+      await Promise.race(running);
+      continue;
+    }
+    let jobs: ClaimedJob[];
+    try {
+      jobs = await client.claim(
+        { queues: opts.queues, worker_id: opts.workerId, limit: free, lease, wait, ...(opts.kinds ? { kinds: opts.kinds } : {}) },
+        { signal: opts.signal },
+      );
+    } catch (err) {
+      if (opts.signal.aborted || isAbort(err)) break;
+      onError(err);
+      await sleep(1000, opts.signal);
+      continue;
+    }
+    for (const job of jobs) {
+      const p = run(job).finally(() => running.delete(p));
+      running.add(p);
+    }
+  }
+  await Promise.all(running);
+}

@@ -1,0 +1,64 @@
+// Starts a real `idem serve` on a temp SQLite file and a free port.
+import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
+
+export interface TestServer {
+  url: string;
+  adminKey: string;
+  stop(): Promise<void>;
+}
+
+let built: string | undefined;
+
+/** idemBinary builds ./cmd/idem once per process (or uses $IDEM_BIN). */
+export function idemBinary(): string {
+  if (process.env.IDEM_BIN) return process.env.IDEM_BIN;
+  if (built) return built;
+  const dir = mkdtempSync(join(tmpdir(), "idem-ts-bin-"));
+  const bin = join(dir, "idem");
+  execFileSync("go", ["build", "-o", bin, "./cmd/idem"], { cwd: repoRoot, stdio: "inherit" });
+  built = bin;
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  return bin;
+}
+
+export async function startServer(): Promise<TestServer> {
+  const dir = mkdtempSync(join(tmpdir(), "idem-ts-"));
+  const child: ChildProcess = spawn(idemBinary(), ["serve", "--database", join(dir, "idem.db"), "--listen", "127.0.0.1:0", "--log-level", "warn"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let errOut = "";
+  child.stderr?.on("data", (b: Buffer) => (errOut += b.toString()));
+  const { url, adminKey } = await new Promise<{ url: string; adminKey: string }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`idem serve did not start: ${out} ${errOut}`)), 30000);
+    child.on("exit", (code) => reject(new Error(`idem serve exited ${code}: ${out} ${errOut}`)));
+    child.stdout?.on("data", (b: Buffer) => {
+      out += b.toString();
+      const key = /IDEM_API_KEY=(\S+)/.exec(out)?.[1];
+      const url = /api listening on (http:\/\/\S+)/.exec(out)?.[1];
+      if (key && url) {
+        clearTimeout(timer);
+        resolve({ url, adminKey: key });
+      }
+    });
+  });
+  return {
+    url,
+    adminKey,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.removeAllListeners("exit");
+        child.on("exit", () => {
+          rmSync(dir, { recursive: true, force: true });
+          resolve();
+        });
+        child.kill("SIGTERM");
+      }),
+  };
+}

@@ -1,0 +1,78 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store/pgstore"
+)
+
+// EnqueueTx and JobCompleteTx join the application's own PostgreSQL
+// transaction: a job exists if and only if the transaction that enqueued
+// it commits, and a handler's own writes commit together with its job's
+// completion (exactly-once effects). Only pgstore joins transactions (of
+// type pgx.Tx); the SQLite store answers idem.ErrNoTxSupport.
+//
+// The example has no output check because it needs a PostgreSQL server
+// (IDEM_EXAMPLE_DATABASE_URL); tx_test.go runs the same flow on one.
+func ExampleEnqueueTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("IDEM_EXAMPLE_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	st, err := pgstore.New(ctx, pool, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+
+	workers := idem.NewWorkers()
+	workers.Handle("ship-order", func(ctx context.Context, job *idem.JobRow) (json.RawMessage, error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, "UPDATE orders SET shipped = true WHERE job_id = $1", job.ID); err != nil {
+			return nil, err
+		}
+		result := map[string]bool{"shipped": true}
+		if err := idem.JobCompleteTx(ctx, tx, result); err != nil {
+			return nil, err
+		}
+		return json.RawMessage(`{"shipped":true}`), tx.Commit(ctx)
+	})
+	client, err := idem.NewClient(st, &idem.Config{Workers: workers,
+		Queues: map[string]idem.QueueConfig{idem.DefaultQueue: {MaxWorkers: 2}}})
+	if err != nil {
+		panic(err)
+	}
+
+	// The order and its shipping job commit together, or neither exists.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	res, err := idem.EnqueueTx(ctx, client, tx, []idem.EnqueueParams{
+		{Kind: "ship-order", Args: json.RawMessage(`{"order":"A-17"}`)}})
+	if err != nil || res[0].Err != nil {
+		panic(fmt.Sprint(err, res))
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO orders (id, job_id) VALUES ($1, $2)", "A-17", res[0].Job.ID); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		panic(err)
+	}
+	_ = client.Start(ctx)
+	defer client.Stop(ctx)
+	job := exampleJobWait(ctx, client, res[0].Job.ID)
+	fmt.Println(job.State, string(job.Result))
+}

@@ -1,0 +1,63 @@
+package idemhttp
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Client is what the Server needs of the idem client; *idem.Client
+// implements it. The server calls nothing else of it.
+type Client interface {
+	EnqueueRaw(ctx context.Context, p idem.EnqueueParams) (*idem.EnqueueResult, error)
+	EnqueueMany(ctx context.Context, items []idem.EnqueueParams) ([]idem.EnqueueResult, error)
+	ValidateEnqueue(p idem.EnqueueParams) error
+	JobGet(ctx context.Context, tenant string, id int64) (*idem.JobRow, error)
+	JobList(ctx context.Context, p *idem.JobListParams) ([]*idem.JobRow, int64, error)
+	JobAttempts(ctx context.Context, tenant string, id int64) ([]*idem.Attempt, error)
+	JobCancel(ctx context.Context, tenant string, id int64) (*idem.JobRow, error)
+	JobRetry(ctx context.Context, tenant string, id int64, runAt time.Time) (*idem.JobRow, error)
+	JobReplay(ctx context.Context, p *idem.ReplayParams) (int, error)
+	DLQRequeue(ctx context.Context, ids []int64, filter idem.JobFilter) (int, error)
+	DLQDelete(ctx context.Context, tenant string, id int64) error
+	Claim(ctx context.Context, p idem.ClaimParams) ([]*idem.JobRow, error)
+	Heartbeat(ctx context.Context, tenant string, id int64, token string, lease time.Duration) (time.Time, error)
+	Complete(ctx context.Context, tenant string, id int64, token string, result json.RawMessage) (*idem.JobRow, error)
+	Fail(ctx context.Context, tenant string, id int64, token string, p idem.FailParams) (*idem.JobRow, error)
+	RecordGet(ctx context.Context, tenant, key string) (*idem.Record, error)
+	RecordDelete(ctx context.Context, tenant, key string) error
+	CacheStats(ctx context.Context, tenant string) (*idem.CacheStats, error)
+	QueueStats(ctx context.Context, tenant string) ([]*store.QueueStat, error)
+}
+
+// MiddlewareRecords is what Middleware needs of a store: the record
+// methods that take, keep and give up the execution lease of a key. Every
+// store.Records implements it.
+type MiddlewareRecords interface {
+	RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error)
+	RecordComplete(ctx context.Context, p *store.RecordCompleteParams) error
+	RecordRelease(ctx context.Context, p *store.RecordReleaseParams) error
+}
+
+// Store is what the Server needs of the store beside the client: API keys
+// for authentication, the records of its Idempotency-Key middleware, and
+// the statistics of records and queues for metrics, and the recent jobs of
+// every tenant that /v1/health and the per-kind statistics sample. Every
+// store.Store implements it.
+type Store interface {
+	store.APIKeys
+	MiddlewareRecords
+	RecordStats(ctx context.Context, p *store.RecordStatsParams) (*store.RecordStats, error)
+	QueueStats(ctx context.Context, p *store.QueueStatsParams) ([]*store.QueueStat, error)
+	JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error)
+}
+
+// Both implementations are checked here, where the interfaces are declared.
+var (
+	_ Client = (*idem.Client)(nil)
+	_ Store  = store.Store(nil)
+)

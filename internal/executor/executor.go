@@ -1,0 +1,334 @@
+// Package executor runs one attempt of a claimed job and turns its outcome
+// into a finish: the store.JobFinishParams the completer writes.
+//
+// A keyed job first takes the execution lease of its idempotency key: a
+// completed record finishes the job from the cache, a live lease held by
+// another job snoozes it (no attempt used), otherwise the handler runs.
+// SetOutcome is the one mapping from (result, error) to the job's next state;
+// Go workers (Execute), pull workers (idem.Client.Complete and Fail) and
+// idem.JobCompleteTx all use it, so a rule about outcomes lives here once.
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// MinKeyWait and MaxKeyWait bound how long a job whose idempotency key is
+// held by another live execution snoozes before it looks again.
+const (
+	MinKeyWait = 50 * time.Millisecond
+	MaxKeyWait = 5 * time.Second
+)
+
+// Handler runs one job and returns its result as JSON (nil = null).
+type Handler func(ctx context.Context, row *idemtype.JobRow) (json.RawMessage, error)
+
+// Config configures an Executor. Store, Now, ResultTTL, RetryDelay and
+// Handler are required.
+type Config struct {
+	// Store holds the idempotency records.
+	Store store.Store
+	// Logger receives warnings; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; its times are used as given (pass UTC).
+	Now func() time.Time
+	// LeaseDuration is the key lease of a job claimed without a lease expiry.
+	LeaseDuration time.Duration
+	// CompressThreshold: results above this many bytes are stored
+	// gzip-compressed in the record; negative = never.
+	CompressThreshold int
+	// ResultTTL is how long the result of a kind is cached.
+	ResultTTL func(kind string) time.Duration
+	// RetryDelay is the backoff after the failed attempt row.Attempt.
+	RetryDelay func(row *idemtype.JobRow) time.Duration
+	// Handler returns the handler of a kind, or nil.
+	Handler func(kind string) Handler
+	// CacheHits and CacheMisses count jobs answered from the cache and
+	// executions that ran; nil = not counted.
+	CacheHits, CacheMisses *atomic.Int64
+	// OnCacheHit and OnCacheMiss are told of each keyed job answered from
+	// the cache and of each keyed job that runs because nothing was cached
+	// (Go and pull workers alike); nil = not told. They run on the
+	// executor's goroutines and must not block.
+	OnCacheHit, OnCacheMiss func(row *idemtype.JobRow)
+}
+
+// Executor runs attempts. It is safe for concurrent use and holds no state
+// between calls.
+type Executor struct {
+	cfg Config
+}
+
+// New returns an executor on cfg, or an error naming a missing field.
+func New(cfg *Config) (*Executor, error) {
+	if cfg == nil || cfg.Store == nil || cfg.Now == nil || cfg.ResultTTL == nil || cfg.RetryDelay == nil || cfg.Handler == nil {
+		return nil, errors.New("new executor: Store, Now, ResultTTL, RetryDelay and Handler are required")
+	}
+	if cfg.LeaseDuration <= 0 {
+		return nil, errors.New("new executor: LeaseDuration must be positive")
+	}
+	c := *cfg
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.CacheHits == nil {
+		c.CacheHits = new(atomic.Int64)
+	}
+	if c.CacheMisses == nil {
+		c.CacheMisses = new(atomic.Int64)
+	}
+	return &Executor{cfg: c}, nil
+}
+
+// Store returns the store the executor uses (JobCompleteTx joins its
+// transactions).
+func (e *Executor) Store() store.Store { return e.cfg.Store }
+
+// Now returns the executor's clock reading.
+func (e *Executor) Now() time.Time { return e.cfg.Now() }
+
+// Execute runs one claimed job to its finish: from the result cache when its
+// key holds a completed result, else through its handler. key is the outcome
+// of a batched AcquireKeys for this job, or nil to acquire alone. The
+// returned finish has FinishedAt and DurationMS set.
+func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) *store.JobFinishParams {
+	start := e.cfg.Now()
+	fin, run := e.Settle(ctx, row, key)
+	if run {
+		ctx = WithJob(ctx, e, row)
+		res, err := e.callHandler(ctx, row)
+		e.SetOutcome(fin, row, res, err)
+	}
+	now := e.cfg.Now()
+	fin.FinishedAt, fin.DurationMS = now, now.Sub(start).Milliseconds()
+	return fin
+}
+
+// Settle does the key step of an attempt: it reports whether the handler
+// must run. When not, fin holds the finish: cached, snoozed behind another
+// holder of the key, or failed because the key could not be acquired.
+func (e *Executor) Settle(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) (fin *store.JobFinishParams, run bool) {
+	fin = &store.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken}
+	if row.IdempotencyKey == "" {
+		return fin, true
+	}
+	run, err := e.acquireKey(ctx, row, key, fin)
+	if err != nil {
+		e.cfg.Logger.Warn("acquire idempotency key failed", "job", row.ID, "err", err)
+		fin = &store.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken}
+		e.SetOutcome(fin, row, nil, err)
+		return fin, false
+	}
+	if run {
+		e.cfg.CacheMisses.Add(1)
+		if e.cfg.OnCacheMiss != nil {
+			e.cfg.OnCacheMiss(row)
+		}
+	}
+	return fin, run
+}
+
+// keyParams is the execution-lease request for a keyed job.
+func (e *Executor) keyParams(row *idemtype.JobRow, now time.Time) *store.RecordAcquireParams {
+	lease := now.Add(e.cfg.LeaseDuration)
+	if row.LeaseExpiresAt != nil {
+		lease = *row.LeaseExpiresAt
+	}
+	return &store.RecordAcquireParams{
+		Tenant: row.Tenant, Key: row.IdempotencyKey, Owner: store.JobOwner(row.ID), JobID: row.ID,
+		LeaseUntil: lease, DedupUntil: now, ExpiresAt: now.Add(e.cfg.ResultTTL(row.Kind)), Now: now}
+}
+
+// AcquireKeys takes the execution leases of the keyed jobs of a claim in one
+// store call; a failure leaves each job to try alone (nil entries).
+func (e *Executor) AcquireKeys(ctx context.Context, jobs []*idemtype.JobRow) map[int64]*store.RecordAcquireResult {
+	now := e.cfg.Now()
+	var rows []*idemtype.JobRow
+	var ps []*store.RecordAcquireParams
+	for _, j := range jobs {
+		if j.IdempotencyKey != "" {
+			rows = append(rows, j)
+			ps = append(ps, e.keyParams(j, now))
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	res, err := e.cfg.Store.RecordAcquireMany(ctx, ps)
+	if err != nil {
+		e.cfg.Logger.Warn("acquire idempotency keys failed; trying one by one", "jobs", len(ps), "err", err)
+		return nil
+	}
+	out := make(map[int64]*store.RecordAcquireResult, len(rows))
+	for i, r := range rows {
+		out[r.ID] = res[i]
+	}
+	return out
+}
+
+// acquireKey takes the execution lease of the job's key, unless res already
+// holds the outcome of a batched acquire. It reports whether the handler
+// should run; when not, fin is filled (cached or snoozed).
+func (e *Executor) acquireKey(ctx context.Context, row *idemtype.JobRow, res *store.RecordAcquireResult, fin *store.JobFinishParams) (bool, error) {
+	now := e.cfg.Now()
+	if res == nil {
+		var err error
+		if res, err = e.cfg.Store.RecordAcquire(ctx, e.keyParams(row, now)); err != nil {
+			return false, fmt.Errorf("acquire key: %w", err)
+		}
+	}
+	if res.Acquired {
+		return true, nil
+	}
+	rec := res.Record
+	if rec.Status == idemtype.RecordCompleted {
+		out, err := DecodeResult(rec.Result, rec.Compressed)
+		if err != nil {
+			return false, err
+		}
+		e.cfg.CacheHits.Add(1)
+		if e.cfg.OnCacheHit != nil {
+			e.cfg.OnCacheHit(row)
+		}
+		fin.State, fin.Outcome = idemtype.StateCompleted, idemtype.OutcomeCached
+		fin.Result, fin.WasCached, fin.OriginalJobID = NullIfEmpty(out), true, rec.ResultJobID
+		return false, nil
+	}
+	wait := MaxKeyWait
+	if rec.LeaseUntil != nil {
+		wait = min(max(rec.LeaseUntil.Sub(now), MinKeyWait), MaxKeyWait)
+	}
+	fin.State, fin.Outcome, fin.Snooze = idemtype.StateScheduled, idemtype.OutcomeSnoozed, true
+	fin.RunAt = now.Add(wait)
+	fin.Error = fmt.Sprintf("idempotency key held by %s", rec.LeaseOwner)
+	return false, nil
+}
+
+// NullIfEmpty returns nil for an empty result (stored as SQL NULL).
+func NullIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// callHandler runs the job's handler, turning a panic into an error with the
+// stack.
+func (e *Executor) callHandler(ctx context.Context, row *idemtype.JobRow) (res []byte, err error) {
+	h := e.cfg.Handler(row.Kind)
+	if h == nil {
+		return nil, fmt.Errorf("no worker registered for kind %q", row.Kind)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: string(debug.Stack())}
+		}
+	}()
+	return h(ctx, row)
+}
+
+// PanicError is a recovered handler panic.
+type PanicError struct {
+	Value any    // what the handler panicked with
+	Stack string // the goroutine's stack at the panic
+}
+
+// Error includes the stack, which the attempt record keeps.
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack) }
+
+// SetOutcome fills fin with what follows an attempt of row that returned
+// res and err: completed (with the result to cache for a keyed job), or for
+// an error snoozed, cancelled, dead, or retryable with backoff (dead when
+// attempts are exhausted). It is the one outcome rule of every kind of
+// worker.
+func (e *Executor) SetOutcome(fin *store.JobFinishParams, row *idemtype.JobRow, res []byte, err error) {
+	if err == nil {
+		e.complete(fin, row, res)
+		return
+	}
+	e.fail(fin, row, err)
+}
+
+// complete fills fin for a successful attempt.
+func (e *Executor) complete(fin *store.JobFinishParams, row *idemtype.JobRow, res []byte) {
+	fin.State, fin.Outcome, fin.Result = idemtype.StateCompleted, idemtype.OutcomeCompleted, res
+	if row.IdempotencyKey == "" {
+		return
+	}
+	stored := res
+	if stored == nil {
+		stored = []byte("null")
+	}
+	enc, err := EncodeResult(stored, e.cfg.CompressThreshold)
+	if err != nil {
+		e.cfg.Logger.Warn("encode result", "job", row.ID, "err", err)
+	}
+	fin.RecordResult, fin.RecordCompressed, fin.ResultHash = enc.Bytes, enc.Compressed, enc.Hash
+}
+
+// fail fills fin for a failed attempt from the handler's error.
+func (e *Executor) fail(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
+	now := e.cfg.Now()
+	fin.Error = err.Error()
+	var ce *idemtype.ControlError
+	if errors.As(err, &ce) {
+		switch ce.Kind {
+		case idemtype.ControlSnooze:
+			fin.State, fin.Outcome, fin.Snooze, fin.RunAt = idemtype.StateScheduled, idemtype.OutcomeSnoozed, true, now.Add(ce.After)
+			fin.Error = ""
+			return
+		case idemtype.ControlCancel:
+			fin.State, fin.Outcome = idemtype.StateCancelled, idemtype.OutcomeCancelled
+			return
+		case idemtype.ControlPermanent:
+			fin.State, fin.Outcome = idemtype.StateDead, idemtype.OutcomeDead
+			return
+		case idemtype.ControlRetryAfter:
+			retryOrDie(fin, row, now.Add(ce.After))
+			return
+		}
+	}
+	retryOrDie(fin, row, now.Add(e.cfg.RetryDelay(row)))
+}
+
+func retryOrDie(fin *store.JobFinishParams, row *idemtype.JobRow, at time.Time) {
+	if row.Attempt >= row.MaxAttempts {
+		fin.State, fin.Outcome = idemtype.StateDead, idemtype.OutcomeDead
+		return
+	}
+	fin.State, fin.Outcome, fin.RunAt = idemtype.StateRetryable, idemtype.OutcomeFailed, at
+}
+
+// runningKey finds the running job of a handler's context.
+type runningKey struct{}
+
+// running is what a handler's context carries.
+type running struct {
+	exec *Executor
+	row  *idemtype.JobRow
+}
+
+// WithJob returns ctx carrying the job it runs, for JobFromContext.
+func WithJob(ctx context.Context, e *Executor, row *idemtype.JobRow) context.Context {
+	return context.WithValue(ctx, runningKey{}, &running{exec: e, row: row})
+}
+
+// JobFromContext returns the executor and job of a handler's context; ok is
+// false outside a handler.
+func JobFromContext(ctx context.Context) (e *Executor, row *idemtype.JobRow, ok bool) {
+	r, ok := ctx.Value(runningKey{}).(*running)
+	if !ok {
+		return nil, nil, false
+	}
+	return r.exec, r.row, true
+}

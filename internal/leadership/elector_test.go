@@ -1,0 +1,77 @@
+package leadership_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/idem-dev/idem/internal/leadership"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/sqlitestore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestElectorCampaignsAndResigns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	a := leadership.New(st, leadership.Config{Owner: "a", TTL: time.Hour})
+	a.TestSignals.Attempted.Init()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Start(ctx) // no-op while campaigning
+	if !a.TestSignals.Attempted.WaitOrTimeout(t) || !a.IsLeader() {
+		t.Fatal("a lone elector does not lead")
+	}
+	a.Stop()
+	a.Stop()
+	if a.IsLeader() {
+		t.Fatal("a leads after Stop")
+	}
+	b := leadership.New(st, leadership.Config{Owner: "b", TTL: time.Hour})
+	if ok, err := b.RunOnce(ctx); !ok || err != nil {
+		t.Fatalf("b cannot lead after a resigned: %v %v", ok, err)
+	}
+	leadership.New(st, leadership.Config{Owner: "c"}).Stop() // Stop without Start
+}
+
+func TestElectorTakesOverAfterResign(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	a := leadership.New(st, leadership.Config{Owner: "a", TTL: time.Hour})
+	b := leadership.New(st, leadership.Config{Owner: "b", TTL: 3 * time.Millisecond})
+	a.TestSignals.Attempted.Init()
+	b.TestSignals.Attempted.Init()
+	_ = a.Start(ctx)
+	if !a.TestSignals.Attempted.WaitOrTimeout(t) {
+		t.Fatal("a does not lead")
+	}
+	_ = b.Start(ctx)
+	defer b.Stop()
+	if b.TestSignals.Attempted.WaitOrTimeout(t) {
+		t.Fatal("b leads beside a")
+	}
+	a.Stop() // resigns: b leads at its next attempt, without waiting for a's hour
+	for won := false; !won; {
+		won = b.TestSignals.Attempted.WaitOrTimeout(t) // every TTL/3 = 1ms
+	}
+	if !b.IsLeader() {
+		t.Fatal("b is not leader after winning")
+	}
+}

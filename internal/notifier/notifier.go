@@ -1,0 +1,183 @@
+// Package notifier carries the wake-ups of a process: a job inserted or
+// promoted wakes the producer of its queue, a long-polling pull claim, and
+// a finished job wakes those waiting for it (idem.Client.JobWait). Stores
+// that announce inserts from other processes (pgstore: LISTEN/NOTIFY)
+// implement Listener; the notifier then relays their announcements as local
+// wake-ups. Polling stays the fallback for everything the notifier cannot
+// hear (SQLite writes by other processes, jobs finished elsewhere).
+package notifier
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/idem-dev/idem/internal/startstop"
+)
+
+// Listener is implemented by stores that announce new jobs from other
+// processes: the channel carries the queue of each insert until ctx ends.
+type Listener interface {
+	Listen(ctx context.Context) (<-chan string, error)
+}
+
+// Notifier routes wake-ups. Its zero value is not usable; call New.
+type Notifier struct {
+	startstop.BaseStartStop
+	listener Listener // nil: local wake-ups only
+	logger   *slog.Logger
+
+	inserted Broadcaster // long-polling claims
+
+	mu       sync.Mutex
+	queues   map[string]func()              // the wake-up of each queue's producer
+	finished map[int64]map[*waiter]struct{} // JobWait waiters by job id
+}
+
+type waiter struct{ ch chan struct{} }
+
+// New returns a notifier; l may be nil (no remote announcements).
+func New(l Listener, logger *slog.Logger) *Notifier {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Notifier{listener: l, logger: logger, queues: map[string]func(){},
+		finished: map[int64]map[*waiter]struct{}{}}
+}
+
+// Subscribe makes wake the wake-up of queue (one per queue).
+func (n *Notifier) Subscribe(queue string, wake func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.queues[queue] = wake
+}
+
+// Start relays the listener's announcements until Stop; without a listener
+// or subscribed queues it does nothing.
+func (n *Notifier) Start(ctx context.Context) error {
+	n.mu.Lock()
+	idle := n.listener == nil || len(n.queues) == 0
+	n.mu.Unlock()
+	if idle {
+		return nil
+	}
+	ctx, shouldStart, started, stopped := n.StartInit(ctx)
+	if !shouldStart {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		n.listen(ctx)
+	}()
+	return nil
+}
+
+// listen wakes the producer of every queue the store announces.
+func (n *Notifier) listen(ctx context.Context) {
+	ch, err := n.listener.Listen(ctx)
+	if err != nil {
+		n.logger.Warn("listen for new jobs failed; polling only", "err", err)
+		return
+	}
+	for queue := range ch {
+		n.WakeQueues([]string{queue})
+	}
+}
+
+// Inserted tells long-polling claims and the producer of queue that a job
+// may be available.
+func (n *Notifier) Inserted(queue string) {
+	n.inserted.Broadcast()
+	n.mu.Lock()
+	wake := n.queues[queue]
+	n.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
+}
+
+// InsertedC returns a channel closed at the next insert (for long polls).
+func (n *Notifier) InsertedC() <-chan struct{} { return n.inserted.C() }
+
+// WakeQueues wakes the named producers, or all of them for nil.
+func (n *Notifier) WakeQueues(queues []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if queues == nil {
+		for _, wake := range n.queues {
+			wake()
+		}
+		return
+	}
+	for _, q := range queues {
+		if wake := n.queues[q]; wake != nil {
+			wake()
+		}
+	}
+}
+
+// WaitFinished returns a channel closed when Finished reports job id, and
+// the function that stops waiting (call it when done either way).
+func (n *Notifier) WaitFinished(id int64) (<-chan struct{}, func()) {
+	w := &waiter{ch: make(chan struct{})}
+	n.mu.Lock()
+	ws := n.finished[id]
+	if ws == nil {
+		ws = map[*waiter]struct{}{}
+		n.finished[id] = ws
+	}
+	ws[w] = struct{}{}
+	n.mu.Unlock()
+	return w.ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if ws := n.finished[id]; ws != nil {
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(n.finished, id)
+			}
+		}
+	}
+}
+
+// Finished wakes the waiters of the given jobs: their finishes were written.
+func (n *Notifier) Finished(ids []int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.finished) == 0 {
+		return
+	}
+	for _, id := range ids {
+		for w := range n.finished[id] {
+			close(w.ch)
+		}
+		delete(n.finished, id)
+	}
+}
+
+// Broadcaster wakes every waiter at once. The zero value is ready to use.
+type Broadcaster struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// C returns a channel closed at the next Broadcast.
+func (b *Broadcaster) C() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+// Broadcast wakes the current waiters.
+func (b *Broadcaster) Broadcast() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+}

@@ -1,0 +1,99 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/startstop"
+	"github.com/idem-dev/idem/internal/testsignal"
+	"github.com/idem-dev/idem/store"
+)
+
+// HeartbeaterConfig configures a Heartbeater.
+type HeartbeaterConfig struct {
+	// LeaseDuration is the lease each renewal grants; renewals run every
+	// third of it. Required.
+	LeaseDuration time.Duration
+	// Now is the clock; default time.Now (UTC).
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Heartbeater renews the leases of the running jobs every third of the
+// lease in one store call, and cancels the handlers of jobs whose lease was
+// lost (cancelled elsewhere, rescued).
+type Heartbeater struct {
+	startstop.BaseStartStop
+	store   store.Jobs
+	running *Running
+	cfg     HeartbeaterConfig
+
+	// TestSignals tell tests about renewals; inert unless initialised.
+	TestSignals struct {
+		Renewed testsignal.Signal[int] // one run renewed (or tried) this many leases
+	}
+}
+
+// NewHeartbeater returns a heartbeater for running.
+func NewHeartbeater(st store.Jobs, running *Running, cfg *HeartbeaterConfig) *Heartbeater {
+	c := *cfg
+	if c.Now == nil {
+		c.Now = func() time.Time { return time.Now().UTC() }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return &Heartbeater{store: st, running: running, cfg: c}
+}
+
+// Start renews in the background until Stop.
+func (h *Heartbeater) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := h.StartInit(ctx)
+	if !shouldStart {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		t := time.NewTicker(h.cfg.LeaseDuration / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			h.RunOnce(context.WithoutCancel(ctx))
+		}
+	}()
+	return nil
+}
+
+// RunOnce renews every running lease once and returns how many it sent.
+func (h *Heartbeater) RunOnce(ctx context.Context) int {
+	leases := h.running.Leases()
+	defer func() { h.TestSignals.Renewed.Signal(len(leases)) }()
+	if len(leases) == 0 {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.LeaseDuration/3)
+	defer cancel()
+	now := h.cfg.Now()
+	errs, err := h.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
+		Leases: leases, Until: now.Add(h.cfg.LeaseDuration), Now: now})
+	if err != nil {
+		h.cfg.Logger.Warn("heartbeat failed", "jobs", len(leases), "err", err)
+		return len(leases)
+	}
+	for i, e := range errs {
+		if errors.Is(e, idemtype.ErrLeaseLost) {
+			h.cfg.Logger.Debug("lease lost; cancelling handler", "job", leases[i].ID)
+			h.running.Cancel(leases[i].ID, idemtype.ErrLeaseLost)
+		}
+	}
+	return len(leases)
+}

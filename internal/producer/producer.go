@@ -1,0 +1,187 @@
+// Package producer holds the claim loop of a queue and what it needs around
+// the executors it starts: the registry of running jobs (Running) and the
+// heartbeater that renews their leases (Heartbeater).
+//
+// A Producer claims up to min(free workers, FetchLimit) jobs of its queue
+// in one store call when woken (a local insert, a freed worker, a
+// LISTEN/NOTIFY announcement relayed by the notifier) or every PollInterval;
+// while there is a backlog (the last claim came back full) it waits until a
+// quarter of the workers are free, so claims stay batched. Each claimed job
+// runs in its own goroutine through the executor, and its finish goes to the
+// completer unless the lease was lost meanwhile.
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/executor"
+	"github.com/idem-dev/idem/internal/startstop"
+	"github.com/idem-dev/idem/internal/testsignal"
+	"github.com/idem-dev/idem/store"
+)
+
+// Config configures a Producer. Every field but Logger is required.
+type Config struct {
+	Queue         string        // the queue it claims from
+	MaxWorkers    int           // jobs of the queue run at once by this process
+	FetchLimit    int           // most jobs in one claim
+	PollInterval  time.Duration // claim at least this often
+	LeaseDuration time.Duration // lease of a claim
+	WorkerID      string        // names this process in attempts
+	Kinds         []string      // kinds it has handlers for
+	Now           func() time.Time
+	Logger        *slog.Logger
+	// OnClaim is told of each claimed job and the claim time; OnFinish of
+	// each finish handed to the completer (not of one whose lease was lost
+	// meanwhile). nil = not told. They run on the producer's and executors'
+	// goroutines and must not block.
+	OnClaim  func(row *idemtype.JobRow, now time.Time)
+	OnFinish func(row *idemtype.JobRow, fin *store.JobFinishParams)
+}
+
+// Producer claims the jobs of one queue while it has free workers.
+type Producer struct {
+	startstop.BaseStartStop
+	cfg      Config
+	store    store.Jobs
+	exec     *executor.Executor
+	running  *Running
+	complete func(*store.JobFinishParams)
+	wakeCh   chan struct{}
+
+	mu     sync.Mutex
+	active int
+
+	// TestSignals tell tests about claims; inert unless initialised.
+	TestSignals struct {
+		Claimed testsignal.Signal[int] // a claim returned this many jobs
+	}
+}
+
+// New returns a producer that runs its jobs with exec, registers them in
+// running and hands their finishes to complete (the completer's Submit).
+// It returns an error naming an invalid field of cfg.
+func New(st store.Jobs, exec *executor.Executor, running *Running, complete func(*store.JobFinishParams), cfg *Config) (*Producer, error) {
+	if st == nil || exec == nil || running == nil || complete == nil || cfg == nil {
+		return nil, errors.New("new producer: store, executor, running, complete and cfg are required")
+	}
+	if cfg.Queue == "" || cfg.MaxWorkers < 1 || cfg.FetchLimit < 1 || cfg.PollInterval <= 0 ||
+		cfg.LeaseDuration <= 0 || cfg.Now == nil {
+		return nil, fmt.Errorf("new producer %q: Queue, Now and positive MaxWorkers, FetchLimit, PollInterval and LeaseDuration are required", cfg.Queue)
+	}
+	c := *cfg
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return &Producer{cfg: c, store: st, exec: exec, running: running, complete: complete,
+		wakeCh: make(chan struct{}, 1)}, nil
+}
+
+// Wake makes the producer look for jobs now; it never blocks.
+func (p *Producer) Wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// Start claims in the background until Stop. Handlers run in contexts that
+// Stop does not cancel (cancel them through Running); values of ctx reach
+// them.
+func (p *Producer) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := p.StartInit(ctx)
+	if !shouldStart {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		p.run(ctx)
+	}()
+	return nil
+}
+
+// run claims until ctx ends: after a wake-up, a freed worker, or every
+// PollInterval; again at once while claims come back full.
+func (p *Producer) run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.PollInterval)
+	defer t.Stop()
+	handlerCtx := context.WithoutCancel(ctx)
+	// While there is a backlog (the last claim came back full), wait until a
+	// quarter of the workers are free so that claims stay batched.
+	threshold := max(1, min(p.cfg.MaxWorkers/4, p.cfg.FetchLimit))
+	backlog := false
+	for ctx.Err() == nil {
+		p.mu.Lock()
+		free := p.cfg.MaxWorkers - p.active
+		p.mu.Unlock()
+		if free > 0 && (free >= threshold || !backlog) {
+			limit := min(free, p.cfg.FetchLimit)
+			n, err := p.claim(ctx, handlerCtx, limit)
+			if err != nil && ctx.Err() == nil {
+				p.cfg.Logger.Warn("claim failed", "queue", p.cfg.Queue, "err", err)
+			}
+			backlog = err == nil && n == limit
+			if backlog && free-n >= threshold {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.wakeCh:
+		case <-t.C:
+		}
+	}
+}
+
+// claim takes up to limit jobs and starts an executor for each.
+func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (int, error) {
+	now := p.cfg.Now()
+	jobs, err := p.store.JobClaim(ctx, &store.JobClaimParams{
+		Queues: []string{p.cfg.Queue}, Kinds: p.cfg.Kinds, WorkerID: p.cfg.WorkerID,
+		Limit: limit, LeaseUntil: now.Add(p.cfg.LeaseDuration), Now: now})
+	if err != nil {
+		return 0, fmt.Errorf("claim jobs: %w", err)
+	}
+	p.mu.Lock()
+	p.active += len(jobs)
+	p.mu.Unlock()
+	keys := p.exec.AcquireKeys(ctx, jobs)
+	for _, row := range jobs {
+		if p.cfg.OnClaim != nil {
+			p.cfg.OnClaim(row, now)
+		}
+		jctx, cancel := context.WithCancelCause(handlerCtx)
+		j := p.running.add(row, cancel)
+		key := keys[row.ID]
+		go func() {
+			defer p.running.done()
+			defer p.done(row.ID, cancel)
+			fin := p.exec.Execute(jctx, row, key)
+			if !p.running.isLost(j) {
+				if p.cfg.OnFinish != nil {
+					p.cfg.OnFinish(row, fin)
+				}
+				p.complete(fin)
+			}
+		}()
+	}
+	p.TestSignals.Claimed.Signal(len(jobs))
+	return len(jobs), nil
+}
+
+// done frees the worker slot of a finished job.
+func (p *Producer) done(id int64, cancel context.CancelCauseFunc) {
+	cancel(nil)
+	p.running.remove(id)
+	p.mu.Lock()
+	p.active--
+	p.mu.Unlock()
+	p.Wake()
+}

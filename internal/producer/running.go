@@ -1,0 +1,120 @@
+package producer
+
+import (
+	"context"
+	"sync"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Running is the registry of the jobs this process executes, shared by the
+// producers (which add and remove them), the heartbeater (which renews their
+// leases) and the client (which cancels them and releases them at shutdown).
+type Running struct {
+	mu   sync.Mutex
+	jobs map[int64]*runningJob
+	wg   sync.WaitGroup // one per registered job
+}
+
+// runningJob is a job this process is executing.
+type runningJob struct {
+	row    *idemtype.JobRow
+	cancel context.CancelCauseFunc
+	lost   bool // lease lost or released: drop the finish (guarded by Running.mu)
+}
+
+// NewRunning returns an empty registry.
+func NewRunning() *Running { return &Running{jobs: map[int64]*runningJob{}} }
+
+// add registers a job whose handler context cancel cancels.
+func (r *Running) add(row *idemtype.JobRow, cancel context.CancelCauseFunc) *runningJob {
+	j := &runningJob{row: row, cancel: cancel}
+	r.wg.Add(1)
+	r.mu.Lock()
+	r.jobs[row.ID] = j
+	r.mu.Unlock()
+	return j
+}
+
+// remove forgets a job whose executor returned.
+func (r *Running) remove(id int64) {
+	r.mu.Lock()
+	delete(r.jobs, id)
+	r.mu.Unlock()
+}
+
+// done marks one registered job's goroutine as returned (after remove).
+func (r *Running) done() { r.wg.Done() }
+
+// isLost reports whether j's finish must be dropped.
+func (r *Running) isLost(j *runningJob) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return j.lost
+}
+
+// Len returns how many jobs are running.
+func (r *Running) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.jobs)
+}
+
+// Cancel cancels the handler of a running job with cause and drops its
+// finish; it does nothing for a job not running here.
+func (r *Running) Cancel(id int64, cause error) {
+	r.mu.Lock()
+	j := r.jobs[id]
+	if j != nil {
+		j.lost = true
+	}
+	r.mu.Unlock()
+	if j != nil {
+		j.cancel(cause)
+	}
+}
+
+// CancelAll cancels the handler of every running job with cause.
+func (r *Running) CancelAll(cause error) {
+	r.mu.Lock()
+	cancels := make([]context.CancelCauseFunc, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		cancels = append(cancels, j.cancel)
+	}
+	r.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(cause)
+	}
+}
+
+// Leases returns the leases of the running jobs whose finish still counts.
+func (r *Running) Leases() []store.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var leases []store.Lease
+	for id, j := range r.jobs {
+		if !j.lost {
+			leases = append(leases, store.Lease{ID: id, Token: j.row.LeaseToken})
+		}
+	}
+	return leases
+}
+
+// Release marks every running job lost (its finish will be dropped) and
+// returns their leases, to give back to the store at shutdown.
+func (r *Running) Release() []store.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var leases []store.Lease
+	for id, j := range r.jobs {
+		if !j.lost {
+			j.lost = true
+			leases = append(leases, store.Lease{ID: id, Token: j.row.LeaseToken})
+		}
+	}
+	return leases
+}
+
+// Wait blocks until every registered job's goroutine has returned.
+func (r *Running) Wait() { r.wg.Wait() }

@@ -1,0 +1,169 @@
+package recordlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Records is what a lease needs of the store: the record methods of
+// store.Records that take, keep and give up the execution lease of a key.
+type Records interface {
+	RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error)
+	RecordComplete(ctx context.Context, p *store.RecordCompleteParams) error
+	RecordRelease(ctx context.Context, p *store.RecordReleaseParams) error
+}
+
+// Params names a record key and how long it is held and kept.
+type Params struct {
+	// Tenant scopes the record.
+	Tenant string
+	// Purpose is the key's namespace; Key is the caller's key in it.
+	Purpose Purpose
+	Key     string
+	// Owner identifies the holder (a random token per execution).
+	Owner string
+	// Lease is how long the key is held without renewal; Hold renews it
+	// every third of it. Must be positive.
+	Lease time.Duration
+	// TTL is how long a completed result is kept.
+	TTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	// renewed, when set (tests), receives the outcome of each renewal.
+	renewed chan<- error
+}
+
+// Lease is the execution lease of one record key, held by Params.Owner.
+// Exactly one of Complete and Release should end it.
+type Lease struct {
+	st Records
+	p  Params
+}
+
+// Acquire tries to take the execution lease of the key. When it is taken
+// it returns the lease; otherwise it returns the record that holds the key
+// (completed, with its result, or in progress, with its holder).
+func Acquire(ctx context.Context, st Records, p *Params) (*Lease, *idemtype.Record, error) {
+	if p.Lease <= 0 {
+		return nil, nil, errors.New("record lease: lease must be positive")
+	}
+	l := &Lease{st: st, p: *p}
+	if l.p.Now == nil {
+		l.p.Now = time.Now
+	}
+	res, err := l.acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !res.Acquired {
+		return nil, res.Record, nil
+	}
+	return l, nil, nil
+}
+
+// StoredKey is the key of the lease as stored (with its namespace).
+func (l *Lease) StoredKey() string { return Key(l.p.Purpose, l.p.Key) }
+
+// acquire takes or renews the lease (RecordAcquire renews the lease of its
+// owner).
+func (l *Lease) acquire(ctx context.Context) (*store.RecordAcquireResult, error) {
+	now := l.p.Now().UTC()
+	res, err := l.st.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: l.p.Tenant, Key: l.StoredKey(),
+		Owner: l.p.Owner, LeaseUntil: now.Add(l.p.Lease), DedupUntil: now, ExpiresAt: now.Add(l.p.TTL), Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("acquire key %q: %w", l.p.Key, err)
+	}
+	return res, nil
+}
+
+// ErrLost is what Hold reports when another owner took the key: the lease
+// lapsed (a stall longer than the lease) and was taken over.
+var ErrLost = fmt.Errorf("record lease: %w", idemtype.ErrLeaseLost)
+
+// Hold renews the lease every third of its duration until stop is called
+// (stop waits for the renewer to end; call it once). When a renewal fails,
+// onErr is called from the renewing goroutine with the error, ErrLost
+// when another owner holds the key; renewal stops after ErrLost, and goes
+// on after other errors (the store may recover before the lease lapses).
+// onErr may be nil.
+func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(l.p.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := l.renew(ctx)
+			if l.p.renewed != nil {
+				select {
+				case l.p.renewed <- err:
+				case <-done:
+				}
+			}
+			if err != nil && onErr != nil {
+				onErr(err)
+			}
+			if errors.Is(err, ErrLost) {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-finished }) }
+}
+
+// renew extends the lease once.
+func (l *Lease) renew(ctx context.Context) error {
+	res, err := l.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	if !res.Acquired {
+		return ErrLost
+	}
+	return nil
+}
+
+// Result is what Complete stores.
+type Result struct {
+	Bytes      []byte // the result as stored
+	Compressed bool   // Bytes are compressed
+	Hash       string // hex SHA-256 of the result
+	Duration   time.Duration
+}
+
+// Complete stores the result on the record and ends the lease. It fails
+// with idemtype.ErrLeaseLost when the owner no longer holds the key.
+func (l *Lease) Complete(ctx context.Context, r *Result) error {
+	err := l.st.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: l.p.Tenant, Key: l.StoredKey(),
+		Owner: l.p.Owner, Result: r.Bytes, Compressed: r.Compressed, ResultHash: r.Hash, TTL: l.p.TTL,
+		DurationMS: r.Duration.Milliseconds(), Now: l.p.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("complete key %q: %w", l.p.Key, err)
+	}
+	return nil
+}
+
+// Release gives the key up without a result, so that the next acquirer
+// runs again (failures are never cached).
+func (l *Lease) Release(ctx context.Context) error {
+	if err := l.st.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: l.p.Tenant, Key: l.StoredKey(), Owner: l.p.Owner}); err != nil {
+		return fmt.Errorf("release key %q: %w", l.p.Key, err)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package store
+
+import (
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// Parameters of the Store methods that address one row or take a time and a
+// limit. Every method of the seam takes (ctx, *XParams).
+
+// JobGetParams selects one job.
+type JobGetParams struct {
+	Tenant string // "" = any tenant
+	ID     int64
+}
+
+// JobDeleteParams selects the job JobDelete deletes.
+type JobDeleteParams struct {
+	Tenant string // "" = any tenant
+	ID     int64
+	State  idemtype.JobState // the job is deleted only in this state
+}
+
+// AttemptListParams selects the job whose attempts AttemptList returns.
+type AttemptListParams struct {
+	Tenant string // "" = any tenant
+	JobID  int64
+}
+
+// QueueStatsParams scopes QueueStats.
+type QueueStatsParams struct {
+	Tenant string    // "" = all tenants
+	Now    time.Time // zero = time.Now()
+}
+
+// RecordGetParams selects one idempotency record.
+type RecordGetParams struct {
+	Tenant string
+	Key    string
+	Now    time.Time // records with ExpiresAt <= Now are gone; zero = time.Now()
+}
+
+// RecordDeleteParams selects the record RecordDelete deletes.
+type RecordDeleteParams struct {
+	Tenant string
+	Key    string
+}
+
+// RecordReleaseParams selects the lease RecordRelease clears.
+type RecordReleaseParams struct {
+	Tenant string
+	Key    string
+	Owner  string // the lease is cleared only if Owner holds it
+}
+
+// RecordStatsParams scopes RecordStats.
+type RecordStatsParams struct {
+	Tenant string    // "" = all tenants
+	Now    time.Time // zero = time.Now()
+}
+
+// JobReleaseManyParams lists the running jobs JobReleaseMany gives back.
+type JobReleaseManyParams struct {
+	Leases []Lease
+	Now    time.Time // zero = time.Now()
+}
+
+// JobPromoteParams bounds one JobPromote call.
+type JobPromoteParams struct {
+	Now   time.Time // zero = time.Now()
+	Limit int       // <= 0 = MaxBatch
+}
+
+// RecordDeleteExpiredParams bounds one RecordDeleteExpired call.
+type RecordDeleteExpiredParams struct {
+	Now   time.Time // zero = time.Now()
+	Limit int       // <= 0 = MaxBatch
+}
+
+// LeaderResignParams names the term LeaderResign ends.
+type LeaderResignParams struct {
+	Name  string
+	Owner string // the term ends only if Owner leads
+}
+
+// APIKeyByHashParams selects an API key by the hash of its secret.
+type APIKeyByHashParams struct {
+	Hash string
+}
+
+// APIKeyRevokeParams selects the API key APIKeyRevoke revokes.
+type APIKeyRevokeParams struct {
+	ID  string
+	Now time.Time // RevokedAt; zero = time.Now()
+}

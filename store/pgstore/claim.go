@@ -1,0 +1,73 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// JobClaim implements store.Jobs with one statement (see qClaim).
+func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemtype.JobRow, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 || len(p.Queues) == 0 {
+		return nil, nil
+	}
+	now := store.OrNow(p.Now)
+	var kinds []string
+	if p.Kinds != nil {
+		kinds = p.Kinds
+	}
+	rows, err := db.Query(ctx, s.sql(qClaim), now, p.Queues, kinds, p.Tenant, p.Limit, p.LeaseUntil, p.WorkerID)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// JobHeartbeatMany implements store.Jobs.
+func (s *Store) JobHeartbeatMany(ctx context.Context, p *store.JobHeartbeatParams) ([]error, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	ids, tokens := splitLeases(p.Leases)
+	rows, err := db.Query(ctx, s.sql(qHeartbeat), ids, tokens, p.Until, store.OrNow(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	ok, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	alive := map[int64]bool{}
+	for _, id := range ok {
+		alive[id] = true
+	}
+	out := make([]error, len(p.Leases))
+	for i, l := range p.Leases {
+		if !alive[l.ID] {
+			out[i] = fmt.Errorf("heartbeat job %d: %w", l.ID, idemtype.ErrLeaseLost)
+		}
+	}
+	return out, nil
+}
+
+// splitLeases returns the ids and tokens of leases.
+func splitLeases(ls []store.Lease) ([]int64, []string) {
+	ids := make([]int64, len(ls))
+	tokens := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i], tokens[i] = l.ID, l.Token
+	}
+	return ids, tokens
+}

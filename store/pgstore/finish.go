@@ -1,0 +1,390 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// JobFinishMany implements store.Jobs in one transaction. Small requests
+// of concurrent callers share transactions (see group.go).
+func (s *Store) JobFinishMany(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	if len(p) == 0 {
+		return []error{}, nil
+	}
+	if s.groups != nil && len(p) <= groupFinishMaxReq {
+		return s.groupFinish(ctx, p)
+	}
+	out, err := s.finishDirect(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobFinishManyTx is JobFinishMany inside the caller's transaction tx, so
+// a handler's own writes and its job's completion commit together.
+func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams) ([]error, error) {
+	return s.finishTx(ctx, tx, p, false)
+}
+
+// finishTx finishes p. When own is true, q is a connection outside any
+// transaction: finishTx begins one with its first statements and commits
+// it with its last (the caller rolls back when it returns an error). The
+// common case takes two round trips: [BEGIN, qFinish, lock the pending
+// dependants of the completions] and [complete records, settle records,
+// notify, COMMIT]; releasing or cancelling dependants adds one each.
+func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams, own bool) ([]error, error) {
+	out := make([]error, len(p))
+	cols := newFinishColumns(p, out)
+	if len(cols.ids) == 0 {
+		return out, nil
+	}
+	finished, locked, err := s.finishJobs(ctx, q, cols, own)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.finishRepeats(ctx, q, p, out, finished); err != nil {
+		return nil, err
+	}
+	plan := planAfterFinish(p, out, finished)
+	if len(locked) > 0 {
+		qs, err := s.releaseDependants(ctx, q, locked, plan.now)
+		if err != nil {
+			return nil, err
+		}
+		plan.queues = append(plan.queues, qs...)
+	}
+	cancelled, err := s.cancelDependants(ctx, q, plan.killed, plan.now)
+	if err != nil {
+		return nil, err
+	}
+	plan.settle = append(plan.settle, cancelled...)
+	if err := s.finishCommit(ctx, q, plan, own); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishColumns are the finishes of a call as the column arrays qFinish
+// binds, plus the ids of the jobs being completed.
+type finishColumns struct {
+	ids, orig, durs                     []int64
+	tokens, states, errs, outc, targets []string
+	results                             []*string
+	cached, snooze                      []bool
+	runAts                              []*time.Time
+	fins                                []time.Time
+	statuses                            []int32
+	completing                          []int64
+}
+
+// newFinishColumns validates each finish (out[i] gets an item's error) and
+// returns the valid ones as columns.
+func newFinishColumns(p []*store.JobFinishParams, out []error) *finishColumns {
+	c := &finishColumns{}
+	for i, f := range p {
+		switch f.State {
+		case idemtype.StateCompleted, idemtype.StateRetryable, idemtype.StateScheduled,
+			idemtype.StateDead, idemtype.StateCancelled:
+		default:
+			out[i] = idemtype.Invalid("state", "cannot finish a job as %q", f.State)
+			continue
+		}
+		c.add(f)
+	}
+	return c
+}
+
+func (c *finishColumns) add(f *store.JobFinishParams) {
+	c.ids = append(c.ids, f.ID)
+	c.tokens = append(c.tokens, f.LeaseToken)
+	c.states = append(c.states, string(f.State))
+	c.errs = append(c.errs, f.Error)
+	c.results = append(c.results, nullText(f.Result))
+	c.cached = append(c.cached, f.WasCached)
+	c.orig = append(c.orig, f.OriginalJobID)
+	c.runAts = append(c.runAts, nullTime(f.RunAt))
+	c.snooze = append(c.snooze, f.Snooze)
+	c.fins = append(c.fins, store.OrNow(f.FinishedAt))
+	c.durs = append(c.durs, f.DurationMS)
+	c.outc = append(c.outc, string(f.Outcome))
+	c.statuses = append(c.statuses, int32(f.HTTPStatus))
+	c.targets = append(c.targets, f.Target)
+	if f.State == idemtype.StateCompleted {
+		c.completing = append(c.completing, f.ID)
+	}
+}
+
+// finishJobs is the first round trip: (BEGIN,) finish the jobs still
+// running under their token and lock the pending dependants of the jobs
+// being completed (see qLockDependants; locking those of a completion that
+// turns out to be refused is harmless).
+func (s *Store) finishJobs(ctx context.Context, q dbtx, c *finishColumns, own bool) (map[int64]finishedJob, []int64, error) {
+	b := &pgx.Batch{}
+	if own {
+		b.Queue("BEGIN")
+	}
+	b.Queue(s.sql(qFinish), c.ids, c.tokens, c.states, c.errs, c.results, c.cached, c.orig, c.runAts,
+		c.snooze, c.fins, c.durs, c.outc, c.statuses, c.targets)
+	if len(c.completing) > 0 {
+		b.Queue(s.sql(qLockDependants), c.completing)
+	}
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	if own {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("begin: %w", err)
+		}
+	}
+	finished, err := readFinished(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	var locked []int64
+	if len(c.completing) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
+		}
+		if locked, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
+		}
+	}
+	return finished, locked, br.Close()
+}
+
+// readFinished reads the jobs qFinish finished, by id.
+func readFinished(br pgx.BatchResults) (map[int64]finishedJob, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("finish: %w", err)
+	}
+	finished := map[int64]finishedJob{}
+	var id int64
+	var st, queue string
+	var runAt time.Time
+	var keyed bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &st, &queue, &runAt, &keyed}, func() error {
+		finished[id] = finishedJob{idemtype.JobState(st), queue, runAt.UTC(), keyed}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish: %w", err)
+	}
+	return finished, nil
+}
+
+// afterFinish is what the finished jobs leave to do: records to complete,
+// records to settle, dependants to cancel, queues to notify.
+type afterFinish struct {
+	cIDs, cDurs    []int64
+	cRes           [][]byte
+	cHash          []string
+	cComp          []bool
+	cFins          []time.Time
+	killed, settle []int64
+	queues         []string
+	now            time.Time // the latest finish time
+}
+
+// planAfterFinish collects the follow-up work of the jobs that finished.
+func planAfterFinish(p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) *afterFinish {
+	a := &afterFinish{}
+	for i, f := range p {
+		d, ok := finished[f.ID]
+		if out[i] != nil || !ok {
+			continue
+		}
+		if d.keyed {
+			a.settle = append(a.settle, f.ID)
+		}
+		fin := store.OrNow(f.FinishedAt)
+		if fin.After(a.now) {
+			a.now = fin
+		}
+		switch d.state {
+		case idemtype.StateCompleted:
+			if d.keyed && !f.WasCached {
+				a.addRecord(f, fin)
+			}
+		case idemtype.StateDead, idemtype.StateCancelled:
+			a.killed = append(a.killed, f.ID)
+		case idemtype.StateRetryable, idemtype.StateScheduled:
+			if !d.runAt.After(fin) {
+				a.queues = append(a.queues, d.queue)
+			}
+		}
+	}
+	return a
+}
+
+// addRecord adds the idempotency record a completion writes.
+func (a *afterFinish) addRecord(f *store.JobFinishParams, fin time.Time) {
+	res := f.RecordResult
+	if res == nil {
+		res = []byte{}
+	}
+	a.cIDs, a.cDurs = append(a.cIDs, f.ID), append(a.cDurs, f.DurationMS)
+	a.cRes, a.cHash = append(a.cRes, res), append(a.cHash, f.ResultHash)
+	a.cComp, a.cFins = append(a.cComp, f.RecordCompressed), append(a.cFins, fin)
+}
+
+// finishCommit is the last round trip: records, notifications and COMMIT.
+func (s *Store) finishCommit(ctx context.Context, q dbtx, a *afterFinish, own bool) error {
+	b := &pgx.Batch{}
+	if len(a.cIDs) > 0 {
+		b.Queue(s.sql(qCompleteRecords), a.cIDs, a.cRes, a.cHash, a.cComp, a.cFins, a.cDurs)
+	}
+	if len(a.settle) > 0 {
+		b.Queue(s.sql(qSettleRecords), a.settle)
+	}
+	if len(a.queues) > 0 {
+		b.Queue(qNotify, s.schema, a.queues)
+	}
+	if own {
+		b.Queue("COMMIT")
+	}
+	if b.Len() > 0 {
+		if err := q.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("records, notify, commit: %w", err)
+		}
+	}
+	return nil
+}
+
+// releaseDependants makes the locked pending jobs whose dependencies have
+// all completed available (or scheduled); it returns the queues that got
+// available jobs.
+func (s *Store) releaseDependants(ctx context.Context, q querier, locked []int64, now time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, s.sql(qReleaseDependants), locked, now)
+	if err != nil {
+		return nil, fmt.Errorf("release dependants: %w", err)
+	}
+	var queues []string
+	var qn, st string
+	_, err = pgx.ForEachRow(rows, []any{&qn, &st}, func() error {
+		if st == string(idemtype.StateAvailable) {
+			queues = append(queues, qn)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release dependants: %w", err)
+	}
+	return queues, nil
+}
+
+// finishRepeats sets the errors of items that did not match a running
+// lease: nil for a repeated identical completion, ErrLeaseLost otherwise.
+func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) error {
+	var missed []int64
+	for i, f := range p {
+		if out[i] == nil {
+			if _, ok := finished[f.ID]; !ok {
+				missed = append(missed, f.ID)
+			}
+		}
+	}
+	if len(missed) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, s.sql(qFinishedRepeat), missed)
+	if err != nil {
+		return fmt.Errorf("read finished jobs: %w", err)
+	}
+	type seen struct {
+		state, token string
+		result       *string
+	}
+	have := map[int64]seen{}
+	var id int64
+	var sn seen
+	_, err = pgx.ForEachRow(rows, []any{&id, &sn.state, &sn.token, &sn.result}, func() error {
+		have[id] = sn
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read finished jobs: %w", err)
+	}
+	for i, f := range p {
+		if out[i] != nil {
+			continue
+		}
+		if _, ok := finished[f.ID]; ok {
+			continue
+		}
+		h, ok := have[f.ID]
+		var res []byte
+		if ok && h.result != nil {
+			res = []byte(*h.result)
+		}
+		if ok && f.State == idemtype.StateCompleted && h.state == string(idemtype.StateCompleted) &&
+			h.token != "" && h.token == f.LeaseToken && store.SameResult(res, f.Result) {
+			continue
+		}
+		out[i] = fmt.Errorf("finish job %d: %w", f.ID, idemtype.ErrLeaseLost)
+	}
+	return nil
+}
+
+// afterFinal runs the side effects of jobs that reached a state: completed
+// jobs release their dependants, dead and cancelled ones cancel theirs
+// (transitively), and the records of all of them (and of the dependants
+// cancelled) are settled. It returns the queues that got available jobs.
+func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, settle []int64, now time.Time) ([]string, error) {
+	var queues []string
+	if len(completed) > 0 {
+		rows, err := tx.Query(ctx, s.sql(qLockDependants), completed)
+		if err != nil {
+			return nil, fmt.Errorf("lock dependants: %w", err)
+		}
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("lock dependants: %w", err)
+		}
+		if len(locked) > 0 {
+			qs, err := s.releaseDependants(ctx, tx, locked, now)
+			if err != nil {
+				return nil, err
+			}
+			queues = append(queues, qs...)
+		}
+	}
+	cancelled, err := s.cancelDependants(ctx, tx, killed, now)
+	if err != nil {
+		return nil, err
+	}
+	settle = append(settle, cancelled...)
+	if len(settle) > 0 {
+		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
+			return nil, fmt.Errorf("settle records: %w", err)
+		}
+	}
+	return queues, nil
+}
+
+// cancelDependants cancels the pending dependants of killed, transitively,
+// and returns every job it cancelled.
+func (s *Store) cancelDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]int64, error) {
+	var all []int64
+	for len(killed) > 0 {
+		rows, err := q.Query(ctx, s.sql(qCancelDependants), killed, now)
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		all = append(all, killed...)
+	}
+	return all, nil
+}

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// Rules every backend shares. They live here once so the backends cannot
+// drift; package storetest proves each of them for every backend.
+
+const (
+	// MaxListLimit is the largest page JobList returns; a Limit <= 0 or
+	// above it means MaxListLimit.
+	MaxListLimit = 500
+	// MaxBatch is the batch size of maintenance calls (rescue, promote,
+	// delete finished, delete expired records) and of JobRetryMany by
+	// filter when their Limit is <= 0.
+	MaxBatch = 1000
+)
+
+// ListLimit returns the page size JobList uses for a requested limit.
+func ListLimit(limit int) int {
+	if limit <= 0 || limit > MaxListLimit {
+		return MaxListLimit
+	}
+	return limit
+}
+
+// BatchLimit returns the batch size a maintenance call uses for a
+// requested limit.
+func BatchLimit(limit int) int {
+	if limit <= 0 {
+		return MaxBatch
+	}
+	return limit
+}
+
+// ErrClosed is returned by every call on a closed store. It wraps
+// idemtype.ErrClosed.
+var ErrClosed = fmt.Errorf("store: %w", idemtype.ErrClosed)
+
+// RescuedError is the LastError (and the attempt's error) of a job that
+// JobRescue took back from a worker whose lease expired.
+const RescuedError = "lease expired: the worker stopped heartbeating (lost)"
+
+// SameResult reports whether two results of a completion are the same JSON
+// value: a repeated completion with a result that differs only in key order
+// or whitespace is the same completion. nil or empty means no result. Bytes
+// that are not JSON are compared as bytes.
+func SameResult(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}

@@ -1,0 +1,233 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// JobFinishMany implements store.Jobs.
+func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) ([]error, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	errs := make([]error, len(ps))
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	idList := jsonIDs(ids)
+	err := s.write(ctx, len(ps), func(t *wtx) error {
+		deps, err := withDependants(t, idList)
+		if err != nil {
+			return err
+		}
+		if distinctIDs(ps) {
+			es, err := finishBatch(t, ps, deps)
+			if err != nil {
+				return err
+			}
+			copy(errs, es)
+			return nil
+		}
+		for i, p := range ps {
+			e, err := finishOne(t, p, deps[p.ID])
+			if err != nil {
+				return err
+			}
+			errs[i] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return errs, nil
+}
+
+// finishOne ends one attempt; it returns the item's error and an error that
+// fails the whole operation.
+func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, error) {
+	fin := store.OrNow(p.FinishedAt)
+	finUS := toUS(fin)
+	var finished, runAt any
+	if p.State.Finished() {
+		finished = finUS
+	}
+	if (p.State == idemtype.StateRetryable || p.State == idemtype.StateScheduled) && !p.RunAt.IsZero() {
+		runAt = toUS(p.RunAt)
+	}
+	var result any
+	if p.State == idemtype.StateCompleted {
+		result = nullBytes(p.Result)
+	}
+	var (
+		tenant, key string
+		dedupUS     int64
+		ttlUS       int64
+	)
+	// The attempt row is written once, now that it ended, from the job row
+	// as it still is (attempt number, started_at, worker); only while the
+	// job runs under this token, so a repeat completion writes nothing.
+	if _, err := t.exec(qAttemptInsertFinish, p.ID, p.LeaseToken, finUS, p.DurationMS, string(p.Outcome),
+		p.Error, p.Target, p.HTTPStatus); err != nil {
+		return nil, fmt.Errorf("end attempt: %w", err)
+	}
+	err := t.queryRow(qJobFinish, string(p.State), finished, p.Error, result, boolInt(p.WasCached),
+		p.OriginalJobID, runAt, boolInt(p.Snooze), p.ID, p.LeaseToken).Scan(&tenant, &key, &dedupUS, &ttlUS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return repeatCompletion(t, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, finishTail(t, p, hasDependants, finishedRow{tenant: tenant, key: key, dedupUS: dedupUS, ttlUS: ttlUS})
+}
+
+// finishTail does what a finished job needs beyond its own row and attempt:
+// its dependants and its idempotency record.
+func finishTail(t *wtx, p *store.JobFinishParams, hasDependants bool, r finishedRow) error {
+	fin := store.OrNow(p.FinishedAt)
+	finUS := toUS(fin)
+	tenant, key, dedupUS, ttlUS := r.tenant, r.key, r.dedupUS, r.ttlUS
+	owner := store.JobOwner(p.ID)
+	switch {
+	case !hasDependants:
+	case p.State == idemtype.StateCompleted:
+		if _, err := t.exec(qDependantsRelease, finUS, p.ID); err != nil {
+			return fmt.Errorf("release dependants: %w", err)
+		}
+	case p.State == idemtype.StateDead || p.State == idemtype.StateCancelled:
+		if err := cancelDependants(t, p.ID, p.State, finUS); err != nil {
+			return err
+		}
+	}
+	if key == "" {
+		return nil
+	}
+	if p.State.Finished() {
+		if err := onFinal(t, tenant, key, p.ID, dedupUS, ttlUS, fin); err != nil {
+			return err
+		}
+	}
+	if p.State == idemtype.StateCompleted && !p.WasCached {
+		rec := p.RecordResult
+		if rec == nil {
+			rec = []byte{}
+		}
+		if _, err := t.exec(qKeyComplete, rec, p.ResultHash, boolInt(p.RecordCompressed), p.ID, finUS,
+			ttlUS, p.DurationMS, tenant, key, owner); err != nil {
+			return fmt.Errorf("complete record: %w", err)
+		}
+		return nil
+	}
+	if _, err := t.exec(qKeyLeaseRelease, tenant, key, owner); err != nil {
+		return fmt.Errorf("release record lease: %w", err)
+	}
+	return nil
+}
+
+// jsonIDs formats ids as a JSON array (for json_each).
+func jsonIDs(ids []int64) string {
+	return "[" + formatIDs(ids) + "]"
+}
+
+// withDependants returns which jobs of the JSON id list have dependants.
+func withDependants(t *wtx, idList string) (map[int64]bool, error) {
+	ids, err := selectIDs(t, qHasDependants, idList)
+	if err != nil {
+		return nil, fmt.Errorf("find dependants: %w", err)
+	}
+	m := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m, nil
+}
+
+// repeatCompletion decides a finish whose lease does not match: a repeat of
+// the same completion is accepted, anything else lost its lease.
+func repeatCompletion(t *wtx, p *store.JobFinishParams) (error, error) {
+	lost := fmt.Errorf("finish job %d: %w", p.ID, idemtype.ErrLeaseLost)
+	if p.State != idemtype.StateCompleted {
+		return lost, nil
+	}
+	var state, token string
+	var result []byte
+	err := t.queryRow(qJobFinishedCheck, p.ID).Scan(&state, &token, &result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return lost, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if state == string(idemtype.StateCompleted) && token == p.LeaseToken && token != "" && store.SameResult(result, p.Result) {
+		return nil, nil
+	}
+	return lost, nil
+}
+
+// onFinal updates the record of a job that reached a final state: a window-0
+// key stops blocking (DedupUntil = finish), and a record without an expiry
+// gets one.
+func onFinal(t *wtx, tenant, key string, id, dedupUS, ttlUS int64, fin time.Time) error {
+	if key == "" {
+		return nil
+	}
+	q := qKeyFinalWindow
+	if dedupUS == 0 {
+		q = qKeyFinal
+	}
+	if _, err := t.exec(q, toUS(fin), tenant, key, id, ttlUS); err != nil {
+		return fmt.Errorf("finalise record: %w", err)
+	}
+	return nil
+}
+
+// cancelDependants cancels the pending dependants of id, transitively.
+func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) error {
+	type item struct {
+		id    int64
+		state idemtype.JobState
+	}
+	queue := []item{{id, state}}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		msg := fmt.Sprintf("dependency %d is %s", cur.id, cur.state)
+		rows, err := t.query(qDependantsCancel, finUS, msg, cur.id)
+		if err != nil {
+			return fmt.Errorf("cancel dependants: %w", err)
+		}
+		type keyed struct {
+			id          int64
+			tenant, key string
+			dedup, ttl  int64
+		}
+		var ks []keyed
+		for rows.Next() {
+			var k keyed
+			if err := rows.Scan(&k.id, &k.tenant, &k.key, &k.dedup, &k.ttl); err != nil {
+				rows.Close()
+				return err
+			}
+			ks = append(ks, k)
+			queue = append(queue, item{k.id, idemtype.StateCancelled})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, k := range ks {
+			if err := onFinal(t, k.tenant, k.key, k.id, k.dedup, k.ttl, fromUS(finUS)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// JobInsertMany implements store.Jobs.
+func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+	if p == nil || len(p.Jobs) == 0 {
+		return nil, nil
+	}
+	now := truncUS(store.OrNow(p.Now))
+	if len(p.Jobs) == 1 && p.Jobs[0].IdempotencyKey != "" {
+		if res, ok := s.existing(ctx, p.Jobs[0], now); ok {
+			return []store.JobInsertResult{res}, nil
+		}
+	}
+	var results []store.JobInsertResult
+	err := s.write(ctx, len(p.Jobs), func(t *wtx) error {
+		var err error
+		results, err = insertJobs(t, p.Jobs, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	return results, nil
+}
+
+// existing answers a repeated key from the read pool, without taking the
+// writer: when the key's record is live, its dedup window open and its job
+// still stored, the result is that job (or a KeyReusedError for another
+// fingerprint). It only reports what is already committed; whether a job is
+// created is still decided by the unique constraint on the write path.
+func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: p.Tenant, Key: p.IdempotencyKey, Now: now})
+	if err != nil || rec.JobID == 0 || (rec.DedupUntil != nil && !rec.DedupUntil.After(now)) {
+		return store.JobInsertResult{}, false
+	}
+	if rec.Fingerprint != p.Fingerprint {
+		return store.JobInsertResult{Err: &idemtype.KeyReusedError{Key: p.IdempotencyKey, JobID: rec.JobID}}, true
+	}
+	job, err := s.JobGet(ctx, &store.JobGetParams{Tenant: p.Tenant, ID: rec.JobID})
+	if err != nil {
+		return store.JobInsertResult{}, false
+	}
+	return store.JobInsertResult{Job: job, Existing: true}, true
+}
+
+// plainBatch is how many unkeyed, dependency-free jobs go in one multi-row INSERT.
+const plainBatch = 128
+
+func insertJobs(t *wtx, jobs []*store.JobInsertParams, now time.Time) ([]store.JobInsertResult, error) {
+	results := make([]store.JobInsertResult, len(jobs))
+	// Plain jobs (no key, no dependencies) are gathered and inserted with
+	// multi-row INSERTs; the rest go one by one. Ids follow item order
+	// because ids are allocated here, not by the INSERT.
+	var pending []*idemtype.JobRow
+	flush := func() error {
+		for len(pending) > 0 {
+			n := len(pending)
+			if n > plainBatch {
+				n = plainBatch
+			}
+			if err := insertPlainRows(t, pending[:n]); err != nil {
+				return err
+			}
+			pending = pending[n:]
+		}
+		return nil
+	}
+	for i, jp := range jobs {
+		if jp == nil {
+			results[i].Err = idemtype.Invalid("job", "nil job")
+			continue
+		}
+		if jp.IdempotencyKey == "" && len(jp.DependsOn) == 0 {
+			id, err := t.takeID()
+			if err != nil {
+				return nil, err
+			}
+			row := newRow(id, jp, now, idemtype.StateAvailable, "")
+			results[i].Job = row
+			pending = append(pending, row)
+			continue
+		}
+		if err := flush(); err != nil {
+			return nil, err
+		}
+		res, err := insertOne(t, jp, now)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// newRow builds the stored row of a new job.
+func newRow(id int64, jp *store.JobInsertParams, now time.Time, state idemtype.JobState, lastErr string) *idemtype.JobRow {
+	args := jp.Args
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	row := &idemtype.JobRow{
+		ID: id, Tenant: jp.Tenant, Queue: jp.Queue, Kind: jp.Kind, Args: args,
+		State: state, Priority: jp.Priority, MaxAttempts: jp.MaxAttempts,
+		RunAt: truncUS(jp.RunAt), CreatedAt: now, PartitionKey: jp.PartitionKey,
+		IdempotencyKey: jp.IdempotencyKey, Metadata: jp.Metadata, LastError: lastErr,
+		RetryPolicy: jp.RetryPolicy,
+	}
+	if jp.RunAt.IsZero() {
+		row.RunAt = now
+	}
+	if row.State == idemtype.StateAvailable && row.RunAt.After(now) {
+		row.State = idemtype.StateScheduled
+	}
+	if len(jp.DependsOn) > 0 {
+		row.DependsOn = append([]int64(nil), jp.DependsOn...)
+	}
+	if state.Finished() {
+		f := now
+		row.FinishedAt = &f
+	}
+	return row
+}
+
+// insertPlainRows inserts jobs without key or dependencies with one
+// multi-row INSERT binding only the columns they set.
+func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
+	args := make([]any, 0, len(rows)*jobInsertPlainCols)
+	for _, r := range rows {
+		args = append(args, r.ID, r.Tenant, r.Queue, r.Kind, []byte(r.Args), string(r.State),
+			r.Priority, r.MaxAttempts, toUS(r.RunAt), toUS(r.CreatedAt), r.PartitionKey, nullBytes(r.Metadata), nullBytes(r.RetryPolicy))
+	}
+	q := qJobInsertPlainHead + strings.Repeat(jobInsertPlainRow+",", len(rows)-1) + jobInsertPlainRow
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	return nil
+}
+
+// insertRows inserts rows with one multi-row INSERT. params supplies the
+// dedup window and result TTL per row (nil = zero).
+func insertRows(t *wtx, rows []*idemtype.JobRow, params []*store.JobInsertParams) error {
+	args := make([]any, 0, len(rows)*jobInsertCols)
+	for i, r := range rows {
+		var dedup, ttl int64
+		if params != nil {
+			dedup, ttl = params[i].DedupWindow.Microseconds(), params[i].ResultTTL.Microseconds()
+		}
+		var finished any
+		if r.FinishedAt != nil {
+			finished = toUS(*r.FinishedAt)
+		}
+		var deps any
+		if len(r.DependsOn) > 0 {
+			deps = formatIDs(r.DependsOn)
+		}
+		args = append(args, r.ID, r.Tenant, r.Queue, r.Kind, []byte(r.Args), string(r.State),
+			r.Priority, r.MaxAttempts, toUS(r.RunAt), toUS(r.CreatedAt), finished, r.PartitionKey,
+			r.IdempotencyKey, deps, r.LastError, nullBytes(r.Metadata), dedup, ttl, nullBytes(r.RetryPolicy))
+	}
+	q := qJobInsert
+	if len(rows) > 1 {
+		q = qJobInsertMultiHead + strings.Repeat(jobInsertRow+",", len(rows)-1) + jobInsertRow
+	}
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("insert job: %w", err)
+	}
+	return nil
+}
+
+// insertOne inserts a job with a key or dependencies. Logical failures are
+// decided before anything is written, so they need no savepoint.
+func insertOne(t *wtx, jp *store.JobInsertParams, now time.Time) (store.JobInsertResult, error) {
+	state, lastErr, itemErr, err := initialState(t, jp)
+	if err != nil || itemErr != nil {
+		return store.JobInsertResult{Err: itemErr}, err
+	}
+	id, err := t.peekID()
+	if err != nil {
+		return store.JobInsertResult{}, err
+	}
+	if jp.IdempotencyKey != "" {
+		var dedupUntil any
+		if jp.DedupWindow > 0 {
+			dedupUntil = toUS(now.Add(jp.DedupWindow))
+		}
+		res, err := t.exec(qKeyTake, jp.Tenant, jp.IdempotencyKey, jp.Fingerprint, id, toUS(now), dedupUntil,
+			jp.ResultTTL.Microseconds())
+		if err != nil {
+			return store.JobInsertResult{}, fmt.Errorf("take key: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return existing(t, jp)
+		}
+	}
+	if _, err := t.takeID(); err != nil {
+		return store.JobInsertResult{}, err
+	}
+	row := newRow(id, jp, now, state, lastErr)
+	if err := insertRows(t, []*idemtype.JobRow{row}, []*store.JobInsertParams{jp}); err != nil {
+		return store.JobInsertResult{}, err
+	}
+	for _, dep := range row.DependsOn {
+		if _, err := t.exec(qJobDepInsert, id, dep); err != nil {
+			return store.JobInsertResult{}, fmt.Errorf("insert dependency: %w", err)
+		}
+	}
+	if row.State.Finished() {
+		if err := onFinal(t, row.Tenant, row.IdempotencyKey, row.ID, jp.DedupWindow.Microseconds(), jp.ResultTTL.Microseconds(), now); err != nil {
+			return store.JobInsertResult{}, err
+		}
+	}
+	return store.JobInsertResult{Job: row}, nil
+}
+
+// initialState decides a new job's state from its dependencies.
+func initialState(t *wtx, jp *store.JobInsertParams) (state idemtype.JobState, lastErr string, itemErr, err error) {
+	state = idemtype.StateAvailable
+	for _, dep := range jp.DependsOn {
+		var st, tenant string
+		err := t.queryRow(qJobDepState, dep).Scan(&st, &tenant)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && tenant != jp.Tenant) {
+			return "", "", fmt.Errorf("dependency %d: %w", dep, idemtype.ErrNotFound), nil
+		}
+		if err != nil {
+			return "", "", nil, fmt.Errorf("read dependency: %w", err)
+		}
+		switch js := idemtype.JobState(st); {
+		case js == idemtype.StateDead || js == idemtype.StateCancelled:
+			if state != idemtype.StateCancelled {
+				state, lastErr = idemtype.StateCancelled, fmt.Sprintf("dependency %d is %s", dep, js)
+			}
+		case !js.Finished() && state != idemtype.StateCancelled:
+			state = idemtype.StatePending
+		}
+	}
+	return state, lastErr, nil, nil
+}
+
+// existing answers an insert whose key is in its dedup window.
+func existing(t *wtx, jp *store.JobInsertParams) (store.JobInsertResult, error) {
+	var jobID int64
+	var fp string
+	if err := t.queryRow(qKeyGet, jp.Tenant, jp.IdempotencyKey).Scan(&jobID, &fp); err != nil {
+		return store.JobInsertResult{}, fmt.Errorf("read key: %w", err)
+	}
+	if fp != jp.Fingerprint {
+		return store.JobInsertResult{Err: &idemtype.KeyReusedError{Key: jp.IdempotencyKey, JobID: jobID}}, nil
+	}
+	row, err := scanJob(t.queryRow(qJobGet, jobID))
+	if err != nil {
+		return store.JobInsertResult{}, fmt.Errorf("read existing job: %w", err)
+	}
+	return store.JobInsertResult{Job: row, Existing: true}, nil
+}
