@@ -376,6 +376,30 @@ func (cl *Client) Ready(ctx context.Context) (*Ready, error) {
 	return &out, err
 }
 
+// HealthReport is the reply of GET /v1/health: the job health checks of
+// the client's tenant (of every tenant for an admin key without a tenant).
+type HealthReport struct {
+	Status string                 `json:"status"` // healthy, degraded or unhealthy
+	Checks map[string]HealthCheck `json:"checks"`
+}
+
+// HealthCheck is one check of a HealthReport.
+type HealthCheck struct {
+	Status    string  `json:"status"` // healthy, degraded or unhealthy
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	Detail    string  `json:"detail,omitempty"`
+}
+
+// HealthChecks returns the job health checks of GET /v1/health (dead and
+// waiting jobs, success and retry rates, the result cache). Unlike Ready
+// it is served on the API listener and answers 200 whatever the status.
+func (cl *Client) HealthChecks(ctx context.Context) (*HealthReport, error) {
+	var out HealthReport
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/health", out: &out})
+	return nilIfErr(&out, err)
+}
+
 // Health returns nil while the server answers /healthz.
 func (cl *Client) Health(ctx context.Context) error {
 	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/healthz"})

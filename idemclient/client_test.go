@@ -208,8 +208,8 @@ func TestPullWorkerFlow(t *testing.T) {
 	if st, err := cl.Stats(ctx); err != nil || st.Queues["q"] == nil {
 		t.Fatalf("stats %v %v", st, err)
 	}
-	if r, err := cl.Ready(ctx); err != nil || r.Status != "degraded" { // 1 of 2 attempts failed in the last minute
-		t.Fatalf("ready %v %v", r, err)
+	if h, err := cl.HealthChecks(ctx); err != nil || h.Status != "degraded" || h.Checks["success_rate_1m"].Status != "degraded" { // 1 of 2 attempts failed in the last minute
+		t.Fatalf("health %+v %v", h, err)
 	}
 	batch, err := cl.EnqueueBatch(ctx, []*idemclient.EnqueueRequest{{Kind: "a"}, {Kind: ""}})
 	if err != nil || len(batch) != 2 || batch[0].Job == nil || batch[1].Error == nil {

@@ -140,31 +140,21 @@ func (h *Handler) lastHour(ctx context.Context, cl *idemclient.Client, now time.
 	return done, dead, err
 }
 
-// health fills the readiness checks: server-wide, so shown to admin keys.
+// health fills the job health checks of GET /v1/health: server-wide, so
+// shown to admin keys.
 func (h *Handler) health(ctx context.Context, cl *idemclient.Client, s *session, d *overviewData) {
 	if !s.admin {
 		d.Health = "The server's health checks cover every tenant; sign in with an admin key to see them."
 		return
 	}
-	rd, err := cl.Ready(ctx)
-	if rd == nil || rd.Status == "" {
-		d.Health = "Health checks are not served on this listener (see --ops-listen)."
-		if err != nil {
-			d.Health += " " + problemText(err)
-		}
+	rep, err := cl.HealthChecks(ctx)
+	if err != nil {
+		d.Health = "Health checks are unavailable: " + problemText(err)
 		return
 	}
-	d.Status = rd.Status
-	for name, raw := range rd.Checks {
-		var c struct {
-			Status    string  `json:"status"`
-			Value     float64 `json:"value"`
-			Threshold float64 `json:"threshold"`
-			Detail    string  `json:"detail"`
-		}
-		if json.Unmarshal(raw, &c) == nil {
-			d.Checks = append(d.Checks, checkRow{Name: name, Status: c.Status, Value: c.Value, Limit: c.Threshold, Detail: c.Detail})
-		}
+	d.Status = rep.Status
+	for name, c := range rep.Checks {
+		d.Checks = append(d.Checks, checkRow{Name: name, Status: c.Status, Value: c.Value, Limit: c.Threshold, Detail: c.Detail})
 	}
 	slices.SortFunc(d.Checks, func(a, b checkRow) int {
 		if a.Name < b.Name {
