@@ -69,7 +69,7 @@ func (c *CacheCounters) Flush(ctx context.Context) error {
 	c.pending = map[string]map[string]int64{}
 	c.mu.Unlock()
 	for tenant, deltas := range batch {
-		if err := c.store.CounterAdd(ctx, tenant, deltas); err != nil {
+		if err := c.store.CounterAdd(ctx, &store.CounterAddParams{Tenant: tenant, Deltas: deltas}); err != nil {
 			c.restore(tenant, deltas)
 			return err
 		}
@@ -132,7 +132,7 @@ func (s *Server) persistedCache(ctx context.Context, tenant string, cs *idem.Cac
 	if !ok {
 		return nil
 	}
-	m, err := sc.CounterGet(ctx, tenant)
+	m, err := sc.CounterGet(ctx, &store.CounterGetParams{Tenant: tenant})
 	if err != nil {
 		return err
 	}

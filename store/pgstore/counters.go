@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/store"
 )
 
 const (
@@ -17,7 +19,8 @@ ON CONFLICT (tenant, name) DO UPDATE SET value = {schema}.counters.value + exclu
 
 // CounterAdd implements store.Counters. Names are written in sorted order
 // so concurrent adders lock rows in the same order.
-func (s *Store) CounterAdd(ctx context.Context, tenant string, deltas map[string]int64) error {
+func (s *Store) CounterAdd(ctx context.Context, p *store.CounterAddParams) error {
+	tenant, deltas := p.Tenant, p.Deltas
 	if len(deltas) == 0 {
 		return nil
 	}
@@ -41,7 +44,8 @@ func (s *Store) CounterAdd(ctx context.Context, tenant string, deltas map[string
 }
 
 // CounterGet implements store.Counters.
-func (s *Store) CounterGet(ctx context.Context, tenant string) (map[string]int64, error) {
+func (s *Store) CounterGet(ctx context.Context, p *store.CounterGetParams) (map[string]int64, error) {
+	tenant := p.Tenant
 	db, err := s.db()
 	if err != nil {
 		return nil, err

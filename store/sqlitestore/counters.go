@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/idem-dev/idem/store"
 )
 
 const (
@@ -14,7 +16,8 @@ ON CONFLICT (tenant, name) DO UPDATE SET value = value + excluded.value`
 )
 
 // CounterAdd implements store.Counters.
-func (s *Store) CounterAdd(ctx context.Context, tenant string, deltas map[string]int64) error {
+func (s *Store) CounterAdd(ctx context.Context, p *store.CounterAddParams) error {
+	tenant, deltas := p.Tenant, p.Deltas
 	if len(deltas) == 0 {
 		return nil
 	}
@@ -38,7 +41,8 @@ func (s *Store) CounterAdd(ctx context.Context, tenant string, deltas map[string
 }
 
 // CounterGet implements store.Counters.
-func (s *Store) CounterGet(ctx context.Context, tenant string) (map[string]int64, error) {
+func (s *Store) CounterGet(ctx context.Context, p *store.CounterGetParams) (map[string]int64, error) {
+	tenant := p.Tenant
 	q, args := qCounterGet, []any{tenant}
 	if tenant == "" {
 		q, args = qCounterGetAll, nil

@@ -14,18 +14,18 @@ func counterCases() []testCase {
 		{"Counters/AddCreatesAndAccumulatesPerTenant", func(t *testing.T, s store.Store) {
 			c := counters(t, s)
 			ctx := context.Background()
-			if got, err := c.CounterGet(ctx, "a"); err != nil || len(got) != 0 {
+			if got, err := c.CounterGet(ctx, &store.CounterGetParams{Tenant: "a"}); err != nil || len(got) != 0 {
 				t.Fatalf("empty: %v %v", got, err)
 			}
-			must(t, c.CounterAdd(ctx, "a", map[string]int64{store.CounterCacheHits: 2, store.CounterCacheMisses: 1}))
-			must(t, c.CounterAdd(ctx, "a", map[string]int64{store.CounterCacheHits: 3}))
-			must(t, c.CounterAdd(ctx, "b", map[string]int64{store.CounterCacheHits: 10}))
-			must(t, c.CounterAdd(ctx, "b", nil))
-			a, err := c.CounterGet(ctx, "a")
+			must(t, c.CounterAdd(ctx, &store.CounterAddParams{Tenant: "a", Deltas: map[string]int64{store.CounterCacheHits: 2, store.CounterCacheMisses: 1}}))
+			must(t, c.CounterAdd(ctx, &store.CounterAddParams{Tenant: "a", Deltas: map[string]int64{store.CounterCacheHits: 3}}))
+			must(t, c.CounterAdd(ctx, &store.CounterAddParams{Tenant: "b", Deltas: map[string]int64{store.CounterCacheHits: 10}}))
+			must(t, c.CounterAdd(ctx, &store.CounterAddParams{Tenant: "b"}))
+			a, err := c.CounterGet(ctx, &store.CounterGetParams{Tenant: "a"})
 			if err != nil || a[store.CounterCacheHits] != 5 || a[store.CounterCacheMisses] != 1 {
 				t.Fatalf("tenant a: %v %v", a, err)
 			}
-			all, err := c.CounterGet(ctx, "")
+			all, err := c.CounterGet(ctx, &store.CounterGetParams{})
 			if err != nil || all[store.CounterCacheHits] != 15 || all[store.CounterCacheMisses] != 1 || len(all) != 2 {
 				t.Fatalf("all tenants: %v %v", all, err)
 			}
@@ -37,14 +37,14 @@ func counterCases() []testCase {
 			for range 8 {
 				wg.Go(func() {
 					for range 5 {
-						if err := c.CounterAdd(ctx, "t", map[string]int64{store.CounterCacheMisses: 1, store.CounterCacheHits: 2}); err != nil {
+						if err := c.CounterAdd(ctx, &store.CounterAddParams{Tenant: "t", Deltas: map[string]int64{store.CounterCacheMisses: 1, store.CounterCacheHits: 2}}); err != nil {
 							t.Error(err)
 						}
 					}
 				})
 			}
 			wg.Wait()
-			got, err := c.CounterGet(ctx, "t")
+			got, err := c.CounterGet(ctx, &store.CounterGetParams{Tenant: "t"})
 			if err != nil || got[store.CounterCacheMisses] != 40 || got[store.CounterCacheHits] != 80 {
 				t.Fatalf("after concurrent adds: %v %v", got, err)
 			}
