@@ -233,7 +233,7 @@ func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idem.db")
 	var wg sync.WaitGroup
-	for range 2 {
+	for range 8 { // several Stores opening one new file at once race to switch it to WAL
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -32,7 +32,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idem-dev/idem/store"
 )
@@ -184,7 +185,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
-	conn, err := wdb.Conn(ctx)
+	conn, err := connectWriter(ctx, wdb, c.BusyTimeout)
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -216,6 +217,27 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// connectWriter opens the writer's connection. Switching a new database to
+// WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once, without
+// calling the busy handler, when two processes (or two Stores) open the same
+// new file at the same moment and both try to upgrade their locks; the
+// loser retries here until busyTimeout has passed.
+func connectWriter(ctx context.Context, db *sql.DB, busyTimeout time.Duration) (*sql.Conn, error) {
+	deadline := time.Now().Add(busyTimeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		conn, err := db.Conn(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 // Close stops the writer (operations still waiting are answered with
