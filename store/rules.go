@@ -64,3 +64,29 @@ func SameResult(a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// TargetCheck validates a target for TargetPut and returns its secrets as
+// the JSON the backends store.
+func TargetCheck(t *DeliveryTarget) (string, error) {
+	switch {
+	case t.Tenant == "":
+		return "", idemtype.Invalid("tenant", "empty")
+	case t.Name == "":
+		return "", idemtype.Invalid("name", "empty")
+	case t.URL == "":
+		return "", idemtype.Invalid("url", "empty")
+	case t.Queue == "" && t.Kind == "":
+		return "", idemtype.Invalid("queue", "a target needs a queue or a kind")
+	case t.Timeout < 0:
+		return "", idemtype.Invalid("timeout", "negative")
+	}
+	secrets := t.Secrets
+	if secrets == nil {
+		secrets = []string{}
+	}
+	b, err := json.Marshal(secrets)
+	if err != nil {
+		return "", fmt.Errorf("encode secrets: %w", err)
+	}
+	return string(b), nil
+}

@@ -53,6 +53,7 @@ type Store interface {
 	Maintenance
 	Leader
 	APIKeys
+	Targets
 
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
@@ -497,6 +498,46 @@ type LeaderParams struct {
 	Owner string
 	TTL   time.Duration
 	Now   time.Time
+}
+
+// Targets stores the delivery targets of the runtime: webhook URLs that
+// the jobs of a queue or a kind are pushed to instead of a Go handler.
+type Targets interface {
+	// TargetPut creates or replaces the target (Tenant, Name) and reports
+	// whether it was created. CreatedAt is kept on a replace.
+	TargetPut(ctx context.Context, t *DeliveryTarget) (created bool, err error)
+	// TargetList lists the targets of Tenant ("" = all), by tenant and name.
+	TargetList(ctx context.Context, p *TargetListParams) ([]*DeliveryTarget, error)
+	// TargetDelete deletes the target (Tenant, Name); ErrNotFound when there
+	// is none.
+	TargetDelete(ctx context.Context, p *TargetDeleteParams) error
+}
+
+// DeliveryTarget is a stored push target. A job matches it when its tenant
+// is Tenant and its queue and kind equal Queue and Kind where these are set;
+// at least one of them is set.
+type DeliveryTarget struct {
+	Tenant  string
+	Name    string
+	Queue   string // "" = any queue
+	Kind    string // "" = any kind
+	URL     string
+	Secrets []string // whsec_… secrets, the first signs first; stored as given
+	// Timeout bounds one push; 0 = the sender's default.
+	Timeout   time.Duration
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// TargetListParams scopes TargetList.
+type TargetListParams struct {
+	Tenant string // "" = every tenant
+}
+
+// TargetDeleteParams selects the target TargetDelete deletes.
+type TargetDeleteParams struct {
+	Tenant string
+	Name   string
 }
 
 // APIKey is a stored API key (the secret itself is never stored).
