@@ -24,6 +24,7 @@ type Client struct {
 
 	stats    clientStats
 	exec     *executor.Executor // turns attempts into finishes
+	targets  *targetSet         // delivery targets of jobs without a Go worker
 	notifier *notifier.Notifier // wake-ups: producers, long polls, JobWait
 
 	mu      sync.Mutex
@@ -49,7 +50,10 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
 	cl := &Client{store: st, cfg: c, logger: c.Logger}
-	if cl.exec, err = newExecutor(st, c, &cl.stats); err != nil {
+	if cl.targets, err = newTargetSet(st, c.Delivery, cl.now); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
+	if cl.exec, err = newExecutor(st, c, &cl.stats, cl.targets); err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
 	l, _ := st.(notifier.Listener)

@@ -91,6 +91,10 @@ type Config struct {
 	DeadRetention      time.Duration
 	// LeaderTTL is the term of the maintenance leader; default DefaultLeaderTTL.
 	LeaderTTL time.Duration
+
+	// Delivery configures the push of jobs to webhook targets (queues with
+	// QueueConfig.Deliver); nil = defaults.
+	Delivery *DeliveryConfig
 }
 
 // QueueConfig configures one queue worked by a client.
@@ -98,6 +102,10 @@ type QueueConfig struct {
 	// MaxWorkers is how many jobs of the queue this process runs at once;
 	// default DefaultMaxWorkers.
 	MaxWorkers int
+	// Deliver: the queue's jobs whose kind has no Go worker are delivered to
+	// their stored Target (Client.TargetPut) instead; the queue then claims
+	// jobs of every kind.
+	Deliver bool
 }
 
 // withDefaults returns a copy of c with every zero field defaulted, or an
@@ -131,7 +139,12 @@ func (c *Config) withDefaults() (*Config, error) {
 	setDefault(&cfg.CancelledRetention, DefaultCancelledRetention)
 	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
-		return nil, errors.New("config: Queues set but Workers is nil")
+		cfg.Workers = NewWorkers() // delivery-only queues need no Go worker
+		for name, q := range cfg.Queues {
+			if !q.Deliver {
+				return nil, fmt.Errorf("config: queue %q needs Workers (or Deliver)", name)
+			}
+		}
 	}
 	queues := make(map[string]QueueConfig, len(cfg.Queues))
 	for name, q := range cfg.Queues {

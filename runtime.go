@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/completer"
+	"github.com/idem-dev/idem/internal/deliver"
 	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/internal/leadership"
 	"github.com/idem-dev/idem/internal/maintenance"
@@ -44,7 +45,7 @@ type runtime struct {
 
 // newExecutor builds the executor of c: the one place that turns an attempt
 // into a finish, for Go workers, pull workers and JobCompleteTx alike.
-func newExecutor(st store.Store, cfg *Config, stats *clientStats) (*executor.Executor, error) {
+func newExecutor(st store.Store, cfg *Config, stats *clientStats, targets *targetSet) (*executor.Executor, error) {
 	return executor.New(&executor.Config{
 		Store: st, Logger: cfg.Logger, Now: func() time.Time { return cfg.Now().UTC() },
 		LeaseDuration: cfg.LeaseDuration, CompressThreshold: cfg.CompressThreshold,
@@ -55,6 +56,12 @@ func newExecutor(st store.Store, cfg *Config, stats *clientStats) (*executor.Exe
 				return executor.Handler(h)
 			}
 			return nil
+		},
+		Target: func(ctx context.Context, row *JobRow) (deliver.Target, string, error) {
+			if !cfg.Queues[row.Queue].Deliver {
+				return nil, "", nil
+			}
+			return targets.lookup(ctx, row)
 		},
 		CacheHits: &stats.cacheHits, CacheMisses: &stats.cacheMisses,
 	})
@@ -82,7 +89,7 @@ func (c *Client) Start(ctx context.Context) error {
 		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.Submit, &producer.Config{
 			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
 			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
-			WorkerID: c.cfg.WorkerID, Kinds: kinds, Now: c.now, Logger: c.logger})
+			WorkerID: c.cfg.WorkerID, Kinds: queueKinds(kinds, q), Now: c.now, Logger: c.logger})
 		if err != nil {
 			rt.completer.Stop()
 			return fmt.Errorf("start: %w", err)
@@ -153,6 +160,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	rt.heartbeater.Stop()
 	rt.completer.Stop()
+	c.targets.sender.Close() // no push runs any more; drop idle connections
 	for _, s := range rt.services {
 		s.Stop()
 	}
@@ -191,3 +199,12 @@ func (c *Client) releaseRunning(rt *runtime) error {
 
 // jitter returns a uniform random number in [0,1).
 func jitter() float64 { return rand.Float64() }
+
+// queueKinds returns the kinds a queue claims: those with a Go worker, or
+// every kind (nil) when the queue delivers to targets.
+func queueKinds(kinds []string, q QueueConfig) []string {
+	if q.Deliver {
+		return nil
+	}
+	return kinds
+}
