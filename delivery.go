@@ -60,6 +60,23 @@ func (c *Client) TargetPut(ctx context.Context, t *Target) (created bool, err er
 	if t == nil {
 		return false, idemtype.Invalid("target", "nil")
 	}
+	if err := ValidateName("name", t.Name); err != nil {
+		return false, err
+	}
+	for field, v := range map[string]string{"queue": t.Queue, "kind": t.Kind} {
+		if v == "" {
+			continue
+		}
+		if err := ValidateName(field, v); err != nil {
+			return false, err
+		}
+	}
+	if t.Queue == "" && t.Kind == "" {
+		return false, idemtype.Invalid("queue", "a target needs a queue or a kind")
+	}
+	if t.Timeout < 0 {
+		return false, idemtype.Invalid("timeout", "must not be negative")
+	}
 	if err := c.targets.sender.CheckURL(ctx, t.URL); err != nil {
 		return false, fmt.Errorf("put target: %w", idemtype.Invalid("url", "%v", err))
 	}
@@ -94,6 +111,21 @@ func (c *Client) TargetList(ctx context.Context, tenant string) ([]*Target, erro
 			SecretCount: len(r.Secrets), Timeout: r.Timeout, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	}
 	return out, nil
+}
+
+// TargetGet returns the target name of tenant ("" = the default tenant),
+// without its secrets; ErrNotFound when there is none.
+func (c *Client) TargetGet(ctx context.Context, tenant, name string) (*Target, error) {
+	list, err := c.TargetList(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range list {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("target %q: %w", name, idemtype.ErrNotFound)
 }
 
 // TargetDelete deletes a target; ErrNotFound when there is none. Jobs that

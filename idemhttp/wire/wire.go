@@ -311,3 +311,34 @@ func (j *JobID) UnmarshalJSON(b []byte) error {
 }
 
 var stringType = reflect.TypeOf("")
+
+// TargetPut is the body of PUT /v1/targets/{name}.
+type TargetPut struct {
+	URL   string `json:"url"`
+	Queue string `json:"queue,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	// Secrets sign each push (whsec_…), the first listed first. Omitted: a
+	// secret is generated and returned once; [] sends unsigned pushes.
+	Secrets *[]string `json:"secrets,omitempty"`
+	Timeout *string   `json:"timeout,omitempty"` // a Go duration; default the server's
+}
+
+// Target is a delivery target as the API shows it: never its secrets.
+type Target struct {
+	Name        string    `json:"name"`
+	URL         string    `json:"url"`
+	Queue       string    `json:"queue,omitempty"`
+	Kind        string    `json:"kind,omitempty"`
+	SecretCount int       `json:"secret_count"`
+	Timeout     string    `json:"timeout,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// Secret is the generated signing secret, in the reply that created it
+	// only.
+	Secret string `json:"secret,omitempty"`
+}
+
+// TargetList is the reply of GET /v1/targets.
+type TargetList struct {
+	Targets []*Target `json:"targets"`
+}
