@@ -33,6 +33,7 @@ const (
 type serveFlags struct {
 	db, listen, opsListen, logLevel, logFormat string
 	shutdownTimeout                            time.Duration
+	delivery                                   deliveryFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -64,6 +65,7 @@ to --shutdown-timeout), then stop the runtime gracefully.`,
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env "+envLogLevel+", default info)")
 	fl.StringVar(&f.logFormat, "log-format", "", "text or json (env "+envLogFormat+", default text)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdownTTL, "how long in-flight requests and jobs get at shutdown")
+	f.delivery.register(cmd)
 	return cmd
 }
 
@@ -107,7 +109,11 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, f *serveFlags) erro
 	if err := ensureAdminKey(ctx, st, stdout); err != nil {
 		return err
 	}
-	client, err := idem.NewClient(st, &idem.Config{Logger: logger})
+	queues, err := f.delivery.config()
+	if err != nil {
+		return err
+	}
+	client, err := idem.NewClient(st, &idem.Config{Logger: logger, Queues: queues})
 	if err != nil {
 		return err
 	}
