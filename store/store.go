@@ -511,6 +511,18 @@ type Targets interface {
 	// TargetDelete deletes the target (Tenant, Name); ErrNotFound when there
 	// is none.
 	TargetDelete(ctx context.Context, p *TargetDeleteParams) error
+	// AttemptDeliveryList returns the ended attempts that name a target
+	// (Attempt.Target != ""), of jobs of Tenant ("" = all), finished at or
+	// after Since, newest first, at most Limit (<= 0 = MaxBatch): the
+	// delivery log the per-target statistics are computed from.
+	AttemptDeliveryList(ctx context.Context, p *AttemptDeliveryListParams) ([]*idemtype.Attempt, error)
+}
+
+// AttemptDeliveryListParams selects recent delivery attempts.
+type AttemptDeliveryListParams struct {
+	Tenant string
+	Since  time.Time
+	Limit  int
 }
 
 // DeliveryTarget is a stored push target. A job matches it when its tenant

@@ -24,7 +24,41 @@ ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded
 RETURNING (xmax = 0)`
 	qTargetList   = `SELECT ` + targetCols + ` FROM {schema}.delivery_targets WHERE ($1 = '' OR tenant = $1) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM {schema}.delivery_targets WHERE tenant = $1 AND name = $2`
+	// qAttemptDeliveryList: $1 tenant ("" = all), $2 since, $3 limit.
+	qAttemptDeliveryList = `SELECT job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id, target, http_status
+FROM {schema}.attempts
+WHERE target <> '' AND finished_at >= $2 AND ($1 = '' OR job_id IN (SELECT id FROM {schema}.jobs WHERE tenant = $1))
+ORDER BY finished_at DESC LIMIT $3`
 )
+
+// AttemptDeliveryList implements store.Targets.
+func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliveryListParams) ([]*idemtype.Attempt, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.MaxBatch
+	}
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, s.sql(qAttemptDeliveryList), p.Tenant, p.Since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []*idemtype.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list delivery attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	return out, nil
+}
 
 // TargetPut implements store.Targets.
 func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, error) {

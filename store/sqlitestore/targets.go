@@ -24,7 +24,36 @@ ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded
 RETURNING created_at = updated_at`
 	qTargetList   = `SELECT ` + targetCols + ` FROM delivery_targets WHERE (? = '' OR tenant = ?) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM delivery_targets WHERE tenant = ? AND name = ?`
+	// qAttemptDeliveryList: ?1 tenant ("" = all), ?2 since, ?3 limit.
+	qAttemptDeliveryList = `SELECT ` + attemptCols + ` FROM attempts
+WHERE target <> '' AND finished_at >= ?2 AND (?1 = '' OR job_id IN (SELECT id FROM jobs WHERE tenant = ?1))
+ORDER BY finished_at DESC LIMIT ?3`
 )
+
+// AttemptDeliveryList implements store.Targets.
+func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliveryListParams) ([]*idemtype.Attempt, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.MaxBatch
+	}
+	rows, err := s.readRows(ctx, qAttemptDeliveryList, p.Tenant, toUS(p.Since), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*idemtype.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list delivery attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	return out, nil
+}
 
 // TargetPut implements store.Targets.
 func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, error) {

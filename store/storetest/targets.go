@@ -13,6 +13,7 @@ func targetCases() []testCase {
 	return []testCase{
 		{"Targets/put-list-replace-delete", testTargetLifecycle},
 		{"Targets/invalid", testTargetInvalid},
+		{"Targets/delivery-attempts", testAttemptDeliveryList},
 	}
 }
 
@@ -81,5 +82,44 @@ func testTargetInvalid(t *testing.T, s store.Store) {
 	wantOK(t, "list", err)
 	if len(got) != 0 {
 		t.Fatalf("invalid puts stored %d targets", len(got))
+	}
+}
+
+// testAttemptDeliveryList: the attempts that name a target are listed
+// newest first, from Since, per tenant, up to Limit, with their status;
+// attempts without a target are not.
+func testAttemptDeliveryList(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	other := newJob("hook")
+	other.Tenant = "t2"
+	jobs := insertNew(t, s, at(0), newJob("hook"), newJob("hook"), newJob("plain"), other)
+	for i, j := range jobs {
+		r := claimJob(t, s, j, at(time.Duration(i)*time.Minute))
+		fin := failure(r, idemtype.StateRetryable, idemtype.OutcomeFailed, "HTTP 503", at(time.Hour), at(time.Duration(i)*time.Minute+time.Second))
+		if j.Kind == "hook" {
+			fin.Target, fin.HTTPStatus = "orders", 503
+		}
+		finish1(t, s, fin)
+	}
+	r := claimJob(t, s, mustGet(t, s, jobs[0].ID), at(time.Hour))
+	fin := completion(r, `{"ok":true}`, at(time.Hour+time.Second))
+	fin.Target, fin.HTTPStatus = "orders", 200
+	finish1(t, s, fin)
+
+	got, err := s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Tenant: "default", Since: at(0)})
+	wantOK(t, "list", err)
+	if len(got) != 3 || got[0].HTTPStatus != 200 || got[0].JobID != jobs[0].ID || got[1].JobID != jobs[1].ID ||
+		got[2].JobID != jobs[0].ID || got[2].HTTPStatus != 503 || got[1].Target != "orders" || got[1].DurationMS != 3 {
+		t.Fatalf("delivery attempts = %+v", got)
+	}
+	got, err = s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Since: at(90 * time.Second), Limit: 10})
+	wantOK(t, "list since", err)
+	if len(got) != 2 || got[1].JobID != jobs[3].ID {
+		t.Fatalf("since 90s, all tenants = %+v, want the t2 job's and the completion", got)
+	}
+	got, err = s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Since: at(0), Limit: 1})
+	wantOK(t, "limit", err)
+	if len(got) != 1 || got[0].HTTPStatus != 200 {
+		t.Fatalf("limit 1 = %+v", got)
 	}
 }

@@ -1,1 +1,2 @@
+DROP INDEX {schema}.attempts_delivery_idx;
 DROP TABLE {schema}.delivery_targets;

@@ -13,3 +13,6 @@ CREATE TABLE {schema}.delivery_targets (
     updated_at timestamptz NOT NULL,
     PRIMARY KEY (tenant, name)
 );
+
+-- The delivery log: recent attempts that name a target (per-target stats).
+CREATE INDEX attempts_delivery_idx ON {schema}.attempts (finished_at) WHERE target <> '';

@@ -13,3 +13,6 @@ CREATE TABLE delivery_targets (
     updated_at INTEGER NOT NULL,
     PRIMARY KEY (tenant, name)
 );
+
+-- The delivery log: recent attempts that name a target (per-target stats).
+CREATE INDEX attempts_delivery ON attempts (finished_at) WHERE target <> '';
