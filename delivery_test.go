@@ -146,6 +146,14 @@ func testFlakyDelivery(t *testing.T, b *bundle) {
 	if want := `response: "database down"`; !strings.Contains(atts[0].Error, want) {
 		t.Errorf("attempt 1 error %q lacks the response excerpt %s", atts[0].Error, want)
 	}
+	stats, err := b.client.TargetStats(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || stats[0].Target != "orders" || stats[0].Attempts != 3 || stats[0].Completed != 1 ||
+		stats[0].Retried != 2 || stats[0].Statuses[500] != 1 || stats[0].SuccessRate < 0.33 || stats[0].SuccessRate > 0.34 {
+		t.Errorf("target stats = %+v", stats[0])
+	}
 }
 
 func TestDeliveryFlakyReceiver(t *testing.T) {

@@ -78,6 +78,12 @@ func testTargetDelivery(t *testing.T, open opener) {
 	if att["target"] != "orders" || att["http_status"] != float64(200) {
 		t.Fatalf("attempt %v", att)
 	}
+	r = e.req("GET", "/v1/stats", e.admin, nil)
+	expect(t, r, 200, "")
+	ts, _ := r.json(t)["targets"].(map[string]any)["orders"].(map[string]any)
+	if ts["attempts"] != float64(1) || ts["success_rate"] != float64(1) || ts["statuses"].(map[string]any)["200"] != float64(1) {
+		t.Fatalf("stats of target orders: %s", r.body)
+	}
 	mu.Lock()
 	if len(ids) != 1 || ids[0] != "job_"+id {
 		t.Errorf("receiver saw webhook-ids %v, want [job_%s]", ids, id)

@@ -245,6 +245,19 @@ type QueueStats struct {
 type Stats struct {
 	Queues      map[string]*QueueStats `json:"queues"`
 	Idempotency *CacheStats            `json:"idempotency"`
+	// Targets are the delivery targets with attempts in the last hour.
+	Targets map[string]*TargetStats `json:"targets,omitempty"`
+}
+
+// TargetStats are the recent delivery attempts of one target.
+type TargetStats struct {
+	Attempts    int            `json:"attempts"`
+	Completed   int            `json:"completed"`
+	Retried     int            `json:"retried"`
+	Dead        int            `json:"dead"`
+	SuccessRate float64        `json:"success_rate"`
+	LatencyMS   Percentiles    `json:"latency_ms"`
+	Statuses    map[string]int `json:"statuses"`
 }
 
 // StringList is a list that decodes from "a", "a,b" or ["a","b"] (blank

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -86,7 +88,29 @@ func newTargetsCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted target %s\n", args[0])
 			return nil
 		}}
-	cmd.AddCommand(list, putCmd, del)
+	stats := &cobra.Command{Use: "stats", Short: "Success rate and latency per target over the last hour", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			st, err := cl.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if af.json {
+				return printJSON(cmd.OutOrStdout(), st.Targets)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TARGET	ATTEMPTS	OK	RETRY	DEAD	SUCCESS	P50 MS	P95 MS	P99 MS")
+			for _, name := range slices.Sorted(maps.Keys(st.Targets)) {
+				t := st.Targets[name]
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f%%\t%.0f\t%.0f\t%.0f\n", name, t.Attempts, t.Completed, t.Retried,
+					t.Dead, 100*t.SuccessRate, t.LatencyMS.P50, t.LatencyMS.P95, t.LatencyMS.P99)
+			}
+			return tw.Flush()
+		}}
+	cmd.AddCommand(list, putCmd, del, stats)
 	return cmd
 }
 

@@ -44,7 +44,9 @@ func (e *Executor) deliver(ctx context.Context, row *idemtype.JobRow, fin *store
 		JobID: row.ID, Kind: row.Kind, Args: row.Args, Attempt: row.Attempt,
 		IdempotencyKey: row.IdempotencyKey, PartitionKey: row.PartitionKey,
 	})
-	fin.Target, fin.HTTPStatus = name, out.Status
+	if !errors.Is(out.Err, webhook.ErrTargetBusy) {
+		fin.Target, fin.HTTPStatus = name, out.Status
+	}
 	switch {
 	case errors.Is(out.Err, webhook.ErrTargetBusy):
 		// The target's slots are full: a slow endpoint holds its own slots,
