@@ -54,6 +54,7 @@ type Store interface {
 	Leader
 	APIKeys
 	Targets
+	Events
 
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
@@ -261,6 +262,10 @@ type Maintenance interface {
 	// attempts — except jobs an idempotency record still points to while
 	// its dedup window is open. It returns how many it deleted.
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
+
+	// EventDeleteBefore deletes, up to Limit, events of the event log
+	// created before Before, and returns how many (topic retention).
+	EventDeleteBefore(ctx context.Context, p *EventDeleteBeforeParams) (int, error)
 
 	// RecordDeleteExpired deletes up to Limit (BatchLimit) records with
 	// ExpiresAt <= Now and returns how many it deleted; live records and
@@ -518,6 +523,52 @@ type Targets interface {
 	AttemptDeliveryList(ctx context.Context, p *AttemptDeliveryListParams) ([]*idemtype.Attempt, error)
 }
 
+// Events is the event log of the topics: every published event, kept for
+// the event retention (90 days by default), independent of the delivery
+// jobs made from it.
+type Events interface {
+	// EventInsert appends an event. With a Key, an event of the same
+	// (Tenant, Topic, Key) that exists is returned instead with existing =
+	// true (decided by a unique constraint). ID and CreatedAt are set.
+	EventInsert(ctx context.Context, e *Event) (ev *Event, existing bool, err error)
+	// EventList returns the events of Tenant and Topic matching the
+	// filter, oldest first (by ID), after AfterID, at most Limit.
+	EventList(ctx context.Context, p *EventListParams) ([]*Event, error)
+}
+
+// Event is one published event.
+type Event struct {
+	ID           int64
+	Tenant       string
+	Topic        string
+	Key          string // "" = not deduplicated
+	Type         string
+	PartitionKey string // the entity; "" = none
+	Payload      json.RawMessage
+	Metadata     json.RawMessage // a JSON object or nil
+	CreatedAt    time.Time
+}
+
+// EventListParams filters the event log. Zero fields do not filter.
+type EventListParams struct {
+	Tenant       string
+	Topic        string
+	PartitionKey string
+	Types        []string
+	// MetaKey and MetaValue: the metadata's top-level MetaKey is the string
+	// MetaValue.
+	MetaKey, MetaValue string
+	From, To           time.Time // CreatedAt >= From, < To
+	AfterID            int64
+	Limit              int // <= 0 = MaxBatch
+}
+
+// EventDeleteBeforeParams bounds one EventDeleteBefore call.
+type EventDeleteBeforeParams struct {
+	Before time.Time
+	Limit  int // <= 0 = MaxBatch
+}
+
 // AttemptDeliveryListParams selects recent delivery attempts.
 type AttemptDeliveryListParams struct {
 	Tenant string
@@ -535,6 +586,10 @@ type DeliveryTarget struct {
 	Kind    string // "" = any kind
 	URL     string
 	Secrets []string // whsec_… secrets, the first signs first; stored as given
+	// Topic makes the target a subscription of that topic (its name is the
+	// subscription's); EventTypes filters the events it gets (none = all).
+	Topic      string
+	EventTypes []string
 	// Timeout bounds one push; 0 = the sender's default.
 	Timeout   time.Duration
 	CreatedAt time.Time

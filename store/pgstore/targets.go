@@ -14,13 +14,13 @@ import (
 
 // The queries of the delivery_targets table.
 const (
-	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at`
+	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
 	// qTargetPut inserts or replaces a target; xmax = 0 marks an insert.
 	qTargetPut = `INSERT INTO {schema}.delivery_targets (` + targetCols + `)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, $10::jsonb)
 ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
     url = excluded.url, secrets = excluded.secrets, timeout_ms = excluded.timeout_ms,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types
 RETURNING (xmax = 0)`
 	qTargetList   = `SELECT ` + targetCols + ` FROM {schema}.delivery_targets WHERE ($1 = '' OR tenant = $1) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM {schema}.delivery_targets WHERE tenant = $1 AND name = $2`
@@ -62,7 +62,7 @@ func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliver
 
 // TargetPut implements store.Targets.
 func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, error) {
-	secrets, err := store.TargetCheck(t)
+	secrets, types, err := store.TargetCheck(t)
 	if err != nil {
 		return false, fmt.Errorf("put target: %w", err)
 	}
@@ -72,7 +72,7 @@ func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, e
 	}
 	var created bool
 	err = db.QueryRow(ctx, s.sql(qTargetPut), t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
-		t.Timeout.Milliseconds(), store.OrNow(t.UpdatedAt)).Scan(&created)
+		t.Timeout.Milliseconds(), store.OrNow(t.UpdatedAt), t.Topic, types).Scan(&created)
 	if err != nil {
 		return false, fmt.Errorf("put target: %w", err)
 	}
@@ -123,10 +123,13 @@ func (s *Store) TargetDelete(ctx context.Context, p *store.TargetDeleteParams) e
 // scanTarget reads one delivery_targets row.
 func scanTarget(row pgx.Row) (*store.DeliveryTarget, error) {
 	var t store.DeliveryTarget
-	var secrets []byte
+	var secrets, types []byte
 	var timeoutMS int64
-	if err := row.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &t.CreatedAt, &t.UpdatedAt); err != nil {
+	if err := row.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &t.CreatedAt, &t.UpdatedAt, &t.Topic, &types); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(types, &t.EventTypes); err != nil {
+		return nil, fmt.Errorf("target %q event types: %w", t.Name, err)
 	}
 	if err := json.Unmarshal(secrets, &t.Secrets); err != nil {
 		return nil, fmt.Errorf("target %q secrets: %w", t.Name, err)

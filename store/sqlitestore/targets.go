@@ -13,14 +13,14 @@ import (
 
 // The queries of the delivery_targets table.
 const (
-	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at`
+	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
 	// qTargetPut inserts or replaces a target; created_at is kept on a
 	// replace, so "created" is updated_at = created_at.
 	qTargetPut = `INSERT INTO delivery_targets (` + targetCols + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
     url = excluded.url, secrets = excluded.secrets, timeout_ms = excluded.timeout_ms,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types
 RETURNING created_at = updated_at`
 	qTargetList   = `SELECT ` + targetCols + ` FROM delivery_targets WHERE (? = '' OR tenant = ?) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM delivery_targets WHERE tenant = ? AND name = ?`
@@ -57,7 +57,7 @@ func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliver
 
 // TargetPut implements store.Targets.
 func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, error) {
-	secrets, err := store.TargetCheck(t)
+	secrets, types, err := store.TargetCheck(t)
 	if err != nil {
 		return false, fmt.Errorf("put target: %w", err)
 	}
@@ -65,7 +65,7 @@ func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, e
 	var created bool
 	err = s.write(ctx, 1, func(w *wtx) error {
 		return w.queryRow(qTargetPut, t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
-			t.Timeout.Milliseconds(), now, now).Scan(&created)
+			t.Timeout.Milliseconds(), now, now, t.Topic, types).Scan(&created)
 	})
 	if err != nil {
 		return false, fmt.Errorf("put target: %w", err)
@@ -115,10 +115,13 @@ func (s *Store) TargetDelete(ctx context.Context, p *store.TargetDeleteParams) e
 // scanTarget reads one delivery_targets row.
 func scanTarget(rows *sql.Rows) (*store.DeliveryTarget, error) {
 	var t store.DeliveryTarget
-	var secrets string
+	var secrets, types string
 	var timeoutMS, created, updated int64
-	if err := rows.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &created, &updated); err != nil {
+	if err := rows.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &created, &updated, &t.Topic, &types); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(types), &t.EventTypes); err != nil {
+		return nil, fmt.Errorf("target %q event types: %w", t.Name, err)
 	}
 	if err := json.Unmarshal([]byte(secrets), &t.Secrets); err != nil {
 		return nil, fmt.Errorf("target %q secrets: %w", t.Name, err)

@@ -16,3 +16,24 @@ CREATE TABLE {schema}.delivery_targets (
 
 -- The delivery log: recent attempts that name a target (per-target stats).
 CREATE INDEX attempts_delivery_idx ON {schema}.attempts (finished_at) WHERE target <> '';
+
+-- Topic subscriptions are targets of a topic, with an event-type filter.
+ALTER TABLE {schema}.delivery_targets ADD COLUMN topic text NOT NULL DEFAULT '';
+ALTER TABLE {schema}.delivery_targets ADD COLUMN event_types jsonb NOT NULL DEFAULT '[]';
+
+-- The event log of the topics (kept 90 days by default, independent of
+-- the delivery jobs made from each event).
+CREATE TABLE {schema}.events (
+    id            bigserial PRIMARY KEY,
+    tenant        text        NOT NULL,
+    topic         text        NOT NULL,
+    event_key     text        NOT NULL DEFAULT '',
+    type          text        NOT NULL DEFAULT '',
+    partition_key text        NOT NULL DEFAULT '',
+    payload       json        NOT NULL,
+    metadata      json,
+    created_at    timestamptz NOT NULL
+);
+CREATE UNIQUE INDEX events_key_idx ON {schema}.events (tenant, topic, event_key) WHERE event_key <> '';
+CREATE INDEX events_topic_idx ON {schema}.events (tenant, topic, id);
+CREATE INDEX events_created_idx ON {schema}.events (created_at);

@@ -16,3 +16,24 @@ CREATE TABLE delivery_targets (
 
 -- The delivery log: recent attempts that name a target (per-target stats).
 CREATE INDEX attempts_delivery ON attempts (finished_at) WHERE target <> '';
+
+-- Topic subscriptions are targets of a topic, with an event-type filter.
+ALTER TABLE delivery_targets ADD COLUMN topic TEXT NOT NULL DEFAULT '';
+ALTER TABLE delivery_targets ADD COLUMN event_types TEXT NOT NULL DEFAULT '[]';
+
+-- The event log of the topics (kept 90 days by default, independent of
+-- the delivery jobs made from each event).
+CREATE TABLE events (
+    id            INTEGER PRIMARY KEY,
+    tenant        TEXT    NOT NULL,
+    topic         TEXT    NOT NULL,
+    event_key     TEXT    NOT NULL DEFAULT '',
+    type          TEXT    NOT NULL DEFAULT '',
+    partition_key TEXT    NOT NULL DEFAULT '',
+    payload       TEXT    NOT NULL,
+    metadata      TEXT,
+    created_at    INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX events_key ON events (tenant, topic, event_key) WHERE event_key <> '';
+CREATE INDEX events_topic ON events (tenant, topic, id);
+CREATE INDEX events_created ON events (created_at);
