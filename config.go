@@ -95,6 +95,13 @@ type Config struct {
 	// Delivery configures the push of jobs to webhook targets (queues with
 	// QueueConfig.Deliver); nil = defaults.
 	Delivery *DeliveryConfig
+	// TopicQueue is the queue of the delivery jobs of topic events; default
+	// DefaultTopicQueue. Work it with QueueConfig.Deliver to deliver them.
+	TopicQueue string
+	// EventRetention is how long the event log keeps an event (replay
+	// look-back), independent of the delivery jobs; default
+	// DefaultEventRetention; negative keeps events forever.
+	EventRetention time.Duration
 }
 
 // QueueConfig configures one queue worked by a client.
@@ -138,6 +145,8 @@ func (c *Config) withDefaults() (*Config, error) {
 	setDefault(&cfg.CompletedRetention, DefaultCompletedRetention)
 	setDefault(&cfg.CancelledRetention, DefaultCancelledRetention)
 	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
+	setDefault(&cfg.TopicQueue, DefaultTopicQueue)
+	setDefault(&cfg.EventRetention, DefaultEventRetention)
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
 		cfg.Workers = NewWorkers() // delivery-only queues need no Go worker
 		for name, q := range cfg.Queues {

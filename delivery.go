@@ -60,6 +60,11 @@ func (c *Client) TargetPut(ctx context.Context, t *Target) (created bool, err er
 	if t == nil {
 		return false, idemtype.Invalid("target", "nil")
 	}
+	return c.targetPut(ctx, t, "", nil)
+}
+
+// targetPut stores a target, or a subscription of topic.
+func (c *Client) targetPut(ctx context.Context, t *Target, topic string, types []string) (created bool, err error) {
 	if err := ValidateName("name", t.Name); err != nil {
 		return false, err
 	}
@@ -89,7 +94,7 @@ func (c *Client) TargetPut(ctx context.Context, t *Target) (created bool, err er
 	}
 	created, err = c.store.TargetPut(ctx, &store.DeliveryTarget{
 		Tenant: c.tenant(t.Tenant), Name: t.Name, Queue: t.Queue, Kind: t.Kind, URL: t.URL,
-		Secrets: secrets, Timeout: t.Timeout, UpdatedAt: c.now(),
+		Secrets: secrets, Timeout: t.Timeout, UpdatedAt: c.now(), Topic: topic, EventTypes: types,
 	})
 	if err != nil {
 		return false, err
@@ -105,10 +110,13 @@ func (c *Client) TargetList(ctx context.Context, tenant string) ([]*Target, erro
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Target, len(rows))
-	for i, r := range rows {
-		out[i] = &Target{Tenant: r.Tenant, Name: r.Name, Queue: r.Queue, Kind: r.Kind, URL: r.URL,
-			SecretCount: len(r.Secrets), Timeout: r.Timeout, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	out := make([]*Target, 0, len(rows))
+	for _, r := range rows {
+		if r.Topic != "" {
+			continue // a subscription: SubscriptionList
+		}
+		out = append(out, &Target{Tenant: r.Tenant, Name: r.Name, Queue: r.Queue, Kind: r.Kind, URL: r.URL,
+			SecretCount: len(r.Secrets), Timeout: r.Timeout, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 	}
 	return out, nil
 }
