@@ -85,6 +85,21 @@ func (c *Client) SubscriptionList(ctx context.Context, tenant, topic string) ([]
 	return out, nil
 }
 
+// SubscriptionGet returns one subscription without its secrets;
+// ErrNotFound when there is none.
+func (c *Client) SubscriptionGet(ctx context.Context, tenant, topic, name string) (*Subscription, error) {
+	list, err := c.SubscriptionList(ctx, tenant, topic)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range list {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("subscription %s/%s: %w", topic, name, idemtype.ErrNotFound)
+}
+
 // SubscriptionDelete deletes a subscription; ErrNotFound when there is none.
 // Its pending deliveries wait (retrying) for a subscription of that name.
 func (c *Client) SubscriptionDelete(ctx context.Context, tenant, topic, name string) error {
