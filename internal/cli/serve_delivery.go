@@ -16,8 +16,9 @@ const envDeliverQueues = "IDEM_DELIVER_QUEUES"
 
 // deliveryFlags are the delivery inputs of `idem serve`.
 type deliveryFlags struct {
-	queues  []string
-	workers int
+	queues   []string
+	workers  int
+	noTopics bool
 }
 
 // register adds the delivery flags to serve.
@@ -25,14 +26,18 @@ func (d *deliveryFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringArrayVar(&d.queues, "deliver", nil, "push the jobs of this queue to its webhook targets (repeatable; env "+envDeliverQueues+", comma-separated)")
 	fl.IntVar(&d.workers, "deliver-workers", idem.DefaultMaxWorkers*5, "concurrent deliveries per delivered queue in this process")
+	fl.BoolVar(&d.noTopics, "no-topic-delivery", false, "do not deliver the events of topics (queue "+idem.DefaultTopicQueue+") from this process")
 }
 
-// config returns the client configuration of the delivered queues; nil when
-// there are none.
+// config returns the client configuration of the delivered queues: those
+// named and, unless disabled, the topic queue; nil when there are none.
 func (d *deliveryFlags) config() (map[string]idem.QueueConfig, error) {
 	names := d.queues
 	if len(names) == 0 && os.Getenv(envDeliverQueues) != "" {
 		names = strings.Split(os.Getenv(envDeliverQueues), ",")
+	}
+	if !d.noTopics {
+		names = append(names, idem.DefaultTopicQueue)
 	}
 	if len(names) == 0 {
 		return nil, nil
