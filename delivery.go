@@ -3,11 +3,17 @@ package idem
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/deliver"
+	"github.com/idem-dev/idem/internal/deliver/natstarget"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/webhook"
 )
@@ -82,8 +88,8 @@ func (c *Client) targetPut(ctx context.Context, t *Target, topic string, types [
 	if t.Timeout < 0 {
 		return false, idemtype.Invalid("timeout", "must not be negative")
 	}
-	if err := c.targets.sender.CheckURL(ctx, t.URL); err != nil {
-		return false, fmt.Errorf("put target: %w", idemtype.Invalid("url", "%v", err))
+	if err := c.targets.checkURL(ctx, t.URL); err != nil {
+		return false, fmt.Errorf("put target: %w", err)
 	}
 	secrets := make([]string, len(t.Secrets))
 	for i, s := range t.Secrets {
@@ -159,6 +165,7 @@ type targetSet struct {
 	rows   []*store.DeliveryTarget
 	readAt time.Time // zero: read again
 	built  map[string]*builtTarget
+	nats   map[string]*nats.Conn // by server address, for nats:// targets
 }
 
 // builtTarget is a target ready to deliver, for one version of its row.
@@ -183,7 +190,8 @@ func newTargetSet(st store.Store, cfg *DeliveryConfig, now func() time.Time) (*t
 	if err != nil {
 		return nil, fmt.Errorf("delivery: %w", err)
 	}
-	return &targetSet{store: st, sender: sender, refresh: d.TargetRefresh, now: now, built: map[string]*builtTarget{}}, nil
+	return &targetSet{store: st, sender: sender, refresh: d.TargetRefresh, now: now, built: map[string]*builtTarget{},
+		nats: map[string]*nats.Conn{}}, nil
 }
 
 // invalidate makes the next lookup re-read the targets.
@@ -220,8 +228,60 @@ func (s *targetSet) lookup(ctx context.Context, row *JobRow) (deliver.Target, st
 	return t, r.Name, nil
 }
 
-// build makes the webhook target of a row.
+// checkURL validates a target URL: http(s) against the sender's address
+// policy, or nats://host:port/subject.
+func (s *targetSet) checkURL(ctx context.Context, raw string) error {
+	if strings.HasPrefix(raw, "nats://") {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			return idemtype.Invalid("url", "want nats://host:port/subject")
+		}
+		return nil
+	}
+	if err := s.sender.CheckURL(ctx, raw); err != nil {
+		return idemtype.Invalid("url", "%v", err)
+	}
+	return nil
+}
+
+// close drops idle HTTP connections and closes the NATS connections.
+func (s *targetSet) close() {
+	s.sender.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for addr, nc := range s.nats {
+		nc.Close()
+		delete(s.nats, addr)
+	}
+	s.built = map[string]*builtTarget{}
+}
+
+// buildNATS makes the JetStream target of a nats://host:port/subject row,
+// connecting to the server once per address. s.mu is held.
+func (s *targetSet) buildNATS(r *store.DeliveryTarget) (deliver.Target, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", r.Name, err)
+	}
+	nc := s.nats[u.Host]
+	if nc == nil || nc.IsClosed() {
+		if nc, err = nats.Connect("nats://"+u.Host, nats.Name("idem"), nats.Timeout(5*time.Second)); err != nil {
+			return nil, fmt.Errorf("target %q: connect to nats: %w", r.Name, err)
+		}
+		s.nats[u.Host] = nc
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: jetstream: %w", r.Name, err)
+	}
+	return natstarget.New(js, &natstarget.Config{Subject: strings.Trim(u.Path, "/"), Timeout: r.Timeout})
+}
+
+// build makes the webhook or NATS target of a row.
 func (s *targetSet) build(r *store.DeliveryTarget) (deliver.Target, error) {
+	if strings.HasPrefix(r.URL, "nats://") {
+		return s.buildNATS(r)
+	}
 	secrets := make([]webhook.Secret, len(r.Secrets))
 	for i, raw := range r.Secrets {
 		sec, err := webhook.ParseSecret(raw)

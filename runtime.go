@@ -160,7 +160,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	rt.heartbeater.Stop()
 	rt.completer.Stop()
-	c.targets.sender.Close() // no push runs any more; drop idle connections
+	c.targets.close() // no delivery runs any more: drop connections
 	for _, s := range rt.services {
 		s.Stop()
 	}
