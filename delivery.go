@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/deliver"
 	"github.com/idem-dev/idem/internal/deliver/natstarget"
+	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/webhook"
 )
@@ -213,6 +216,12 @@ func (s *targetSet) lookup(ctx context.Context, row *JobRow) (deliver.Target, st
 		s.rows, s.readAt = rows, now
 	}
 	r := matchTarget(s.rows, row)
+	if name := namedTarget(row.Metadata); name != "" {
+		r = findTarget(s.rows, row.Tenant, name)
+		if r == nil {
+			return nil, "", fmt.Errorf("%w: job names target %q", executor.ErrNoTarget, name)
+		}
+	}
 	if r == nil {
 		return nil, "", nil
 	}
@@ -295,6 +304,35 @@ func (s *targetSet) build(r *store.DeliveryTarget) (deliver.Target, error) {
 		return nil, fmt.Errorf("target %q: %w", r.Name, err)
 	}
 	return t, nil
+}
+
+// MetaDeliveryTarget is the job metadata field that names the stored target
+// a job goes to, over the match by queue and kind (seed 003's per-job
+// delivery targets): EnqueueOpts.Metadata {"delivery_target": "orders"}.
+const MetaDeliveryTarget = "delivery_target"
+
+// namedTarget returns the target a job's metadata names, or "".
+func namedTarget(meta json.RawMessage) string {
+	if len(meta) == 0 || !bytes.Contains(meta, []byte(MetaDeliveryTarget)) {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return ""
+	}
+	var name string
+	_ = json.Unmarshal(m[MetaDeliveryTarget], &name)
+	return name
+}
+
+// findTarget returns the target name of tenant, or nil.
+func findTarget(rows []*store.DeliveryTarget, tenant, name string) *store.DeliveryTarget {
+	for _, r := range rows {
+		if r.Tenant == tenant && r.Name == name {
+			return r
+		}
+	}
+	return nil
 }
 
 // matchTarget returns the most specific target of row's tenant: queue and

@@ -304,3 +304,43 @@ func TestTargetPutInvalid(t *testing.T) {
 		t.Fatalf("list = %+v, want one target with SecretCount 1 and no secrets", list)
 	}
 }
+
+// TestDeliveryNamedTarget: a job whose metadata names a target goes there,
+// over the queue's target; a job naming an unknown target retries with an
+// error saying so.
+func TestDeliveryNamedTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := deliveryConfig()
+	cfg.MaxAttempts = 2
+	b := setup(t, cfg)
+	queueRcv := newReceiver(t, nil, func(int, http.ResponseWriter) {})
+	namedRcv := newReceiver(t, nil, func(int, http.ResponseWriter) {})
+	for _, tg := range []*idem.Target{{Name: "queue", Queue: "hooks", URL: queueRcv.srv.URL}, {Name: "special", Kind: "unused", URL: namedRcv.srv.URL}} {
+		if _, err := b.client.TargetPut(ctx, tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.start(t)
+	res, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "x", Opts: &idem.EnqueueOpts{Queue: "hooks",
+		Metadata: json.RawMessage(`{"delivery_target":"special","other":1}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, b, res.Job.ID, idem.StateCompleted)
+	if q, _ := queueRcv.seen(); len(q) != 0 {
+		t.Errorf("queue target got %d pushes", len(q))
+	}
+	if n, _ := namedRcv.seen(); len(n) != 1 {
+		t.Errorf("named target got %d pushes, want 1", len(n))
+	}
+	res, err = b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "x", Opts: &idem.EnqueueOpts{Queue: "hooks",
+		Metadata: json.RawMessage(`{"delivery_target":"nope"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := waitState(t, b, res.Job.ID, idem.StateDead)
+	if !strings.Contains(row.LastError, `job names target "nope"`) {
+		t.Errorf("last error %q", row.LastError)
+	}
+}
