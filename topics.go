@@ -166,6 +166,15 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 	if err := validateEvent(&ev); err != nil {
 		return nil, err
 	}
+	subs, err := c.subscriptions(ctx, ev.Tenant, ev.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	for _, s := range subs {
+		if typeMatches(s.EventTypes, ev.Type) {
+			ev.Deliveries++
+		}
+	}
 	stored, existing, err := c.store.EventInsert(ctx, &ev)
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)

@@ -223,7 +223,7 @@ func TestTopicReplay(t *testing.T) {
 	audit.wait(t, 7+4)
 
 	list, err := b.client.EventList(ctx, &idem.EventFilter{Topic: "orders", Types: []string{"created"}}, 0, 10)
-	if err != nil || len(list) != 2 || list[0].ID != published[0].ID {
+	if err != nil || len(list) != 2 || list[0].ID != published[0].ID || list[0].Deliveries != 2 {
 		t.Fatalf("event list: %v %v", list, err)
 	}
 	_, err = b.client.EventReplay(ctx, &idem.EventFilter{}, "")

@@ -185,7 +185,8 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	out := wire.EventList{Events: make([]*wire.Event, 0, len(evs))}
 	for _, e := range evs {
 		out.Events = append(out.Events, &wire.Event{ID: formatID(e.ID), Topic: e.Topic, Key: e.Key, Type: e.Type,
-			PartitionKey: e.PartitionKey, Payload: e.Payload, Metadata: e.Metadata, CreatedAt: e.CreatedAt})
+			PartitionKey: e.PartitionKey, Payload: e.Payload, Metadata: e.Metadata, CreatedAt: e.CreatedAt,
+			Deliveries: e.Deliveries})
 	}
 	if len(evs) == limit {
 		out.NextCursor = formatID(evs[len(evs)-1].ID)

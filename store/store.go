@@ -547,6 +547,9 @@ type Event struct {
 	Payload      json.RawMessage
 	Metadata     json.RawMessage // a JSON object or nil
 	CreatedAt    time.Time
+	// Deliveries is how many subscriptions the event was fanned out to
+	// when it was published (replays not counted).
+	Deliveries int
 }
 
 // EventListParams filters the event log. Zero fields do not filter.

@@ -410,6 +410,8 @@ type Event struct {
 	Payload      json.RawMessage `json:"payload"`
 	Metadata     json.RawMessage `json:"metadata,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
+	// Deliveries is how many subscriptions the event reached when published.
+	Deliveries int `json:"deliveries"`
 }
 
 // EventList is the reply of GET /v1/topics/{topic}/events.

@@ -153,9 +153,9 @@ func newEventsCmd(af *apiFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"events": evs, "next_cursor": next})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTYPE\tENTITY\tKEY\tCREATED")
+			fmt.Fprintln(tw, "ID\tTYPE\tENTITY\tKEY\tDELIVERIES\tCREATED")
 			for _, e := range evs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, dash(e.Type), dash(e.PartitionKey), dash(e.Key), fmtTime(&e.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, dash(e.Type), dash(e.PartitionKey), dash(e.Key), e.Deliveries, fmtTime(&e.CreatedAt))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

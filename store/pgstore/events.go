@@ -13,9 +13,9 @@ import (
 
 // The queries of the events table (the event log of the topics).
 const (
-	eventCols    = `id, tenant, topic, event_key, type, partition_key, payload::text, metadata::text, created_at`
-	qEventInsert = `INSERT INTO {schema}.events (tenant, topic, event_key, type, partition_key, payload, metadata, created_at)
-VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8) ON CONFLICT DO NOTHING RETURNING ` + eventCols
+	eventCols    = `id, tenant, topic, event_key, type, partition_key, payload::text, metadata::text, created_at, deliveries`
+	qEventInsert = `INSERT INTO {schema}.events (tenant, topic, event_key, type, partition_key, payload, metadata, created_at, deliveries)
+VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8, $9) ON CONFLICT DO NOTHING RETURNING ` + eventCols
 	qEventByKey = `SELECT ` + eventCols + ` FROM {schema}.events WHERE tenant = $1 AND topic = $2 AND event_key = $3`
 	qEventList  = `SELECT ` + eventCols + ` FROM {schema}.events
 WHERE tenant = $1 AND topic = $2 AND id > $9
@@ -43,7 +43,7 @@ func (s *Store) EventInsert(ctx context.Context, e *store.Event) (*store.Event, 
 		meta = &m
 	}
 	ev, err := scanEvent(db.QueryRow(ctx, s.sql(qEventInsert), e.Tenant, e.Topic, e.Key, e.Type, e.PartitionKey,
-		string(e.Payload), meta, store.OrNow(e.CreatedAt)))
+		string(e.Payload), meta, store.OrNow(e.CreatedAt), e.Deliveries))
 	if errors.Is(err, pgx.ErrNoRows) {
 		ev, err = scanEvent(db.QueryRow(ctx, s.sql(qEventByKey), e.Tenant, e.Topic, e.Key))
 		if err != nil {
@@ -117,7 +117,7 @@ func scanEvent(row pgx.Row) (*store.Event, error) {
 	var e store.Event
 	var payload string
 	var meta *string
-	if err := row.Scan(&e.ID, &e.Tenant, &e.Topic, &e.Key, &e.Type, &e.PartitionKey, &payload, &meta, &e.CreatedAt); err != nil {
+	if err := row.Scan(&e.ID, &e.Tenant, &e.Topic, &e.Key, &e.Type, &e.PartitionKey, &payload, &meta, &e.CreatedAt, &e.Deliveries); err != nil {
 		return nil, err
 	}
 	e.Payload = json.RawMessage(payload)

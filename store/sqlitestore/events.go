@@ -12,9 +12,9 @@ import (
 
 // The queries of the events table (the event log of the topics).
 const (
-	eventCols    = `id, tenant, topic, event_key, type, partition_key, payload, metadata, created_at`
-	qEventInsert = `INSERT INTO events (tenant, topic, event_key, type, partition_key, payload, metadata, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING ` + eventCols
+	eventCols    = `id, tenant, topic, event_key, type, partition_key, payload, metadata, created_at, deliveries`
+	qEventInsert = `INSERT INTO events (tenant, topic, event_key, type, partition_key, payload, metadata, created_at, deliveries)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING ` + eventCols
 	qEventByKey = `SELECT ` + eventCols + ` FROM events WHERE tenant = ? AND topic = ? AND event_key = ?`
 	// qEventList: ?1 tenant, ?2 topic, ?3 partition key, ?4 types (JSON
 	// array), ?5 metadata path, ?6 metadata value, ?7 from, ?8 to (0 = none),
@@ -38,7 +38,7 @@ func (s *Store) EventInsert(ctx context.Context, e *store.Event) (*store.Event, 
 	existing := false
 	err := s.write(ctx, 1, func(w *wtx) error {
 		ev, err := scanEvent(w.queryRow(qEventInsert, e.Tenant, e.Topic, e.Key, e.Type, e.PartitionKey,
-			string(e.Payload), nullJSON(e.Metadata), toUS(store.OrNow(e.CreatedAt))))
+			string(e.Payload), nullJSON(e.Metadata), toUS(store.OrNow(e.CreatedAt)), e.Deliveries))
 		if errors.Is(err, sql.ErrNoRows) {
 			existing = true
 			ev, err = scanEvent(w.queryRow(qEventByKey, e.Tenant, e.Topic, e.Key))
@@ -118,7 +118,7 @@ func scanEvent(sc scanner) (*store.Event, error) {
 	var payload string
 	var meta sql.NullString
 	var created int64
-	if err := sc.Scan(&e.ID, &e.Tenant, &e.Topic, &e.Key, &e.Type, &e.PartitionKey, &payload, &meta, &created); err != nil {
+	if err := sc.Scan(&e.ID, &e.Tenant, &e.Topic, &e.Key, &e.Type, &e.PartitionKey, &payload, &meta, &created, &e.Deliveries); err != nil {
 		return nil, err
 	}
 	e.Payload = json.RawMessage(payload)

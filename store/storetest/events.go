@@ -24,7 +24,7 @@ func testEventLog(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	ev := func(key, typ, entity, meta string, d time.Duration) *store.Event {
 		e := &store.Event{Tenant: "t", Topic: "orders", Key: key, Type: typ, PartitionKey: entity,
-			Payload: json.RawMessage(`{"n":1}`), CreatedAt: at(d)}
+			Payload: json.RawMessage(`{"n":1}`), CreatedAt: at(d), Deliveries: 2}
 		if meta != "" {
 			e.Metadata = json.RawMessage(meta)
 		}
@@ -39,7 +39,7 @@ func testEventLog(t *testing.T, s store.Store) {
 	} {
 		got, existing, err := s.EventInsert(ctx, e)
 		wantOK(t, "insert", err)
-		if existing || got.ID == 0 || !got.CreatedAt.Equal(e.CreatedAt) || string(got.Payload) != `{"n":1}` {
+		if existing || got.ID == 0 || !got.CreatedAt.Equal(e.CreatedAt) || string(got.Payload) != `{"n":1}` || got.Deliveries != 2 {
 			t.Fatalf("insert %d: %+v existing=%v", i, got, existing)
 		}
 		ids = append(ids, got.ID)

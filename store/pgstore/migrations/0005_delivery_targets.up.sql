@@ -32,6 +32,7 @@ CREATE TABLE {schema}.events (
     partition_key text        NOT NULL DEFAULT '',
     payload       json        NOT NULL,
     metadata      json,
+    deliveries    integer     NOT NULL DEFAULT 0,
     created_at    timestamptz NOT NULL
 );
 CREATE UNIQUE INDEX events_key_idx ON {schema}.events (tenant, topic, event_key) WHERE event_key <> '';

@@ -32,6 +32,7 @@ CREATE TABLE events (
     partition_key TEXT    NOT NULL DEFAULT '',
     payload       TEXT    NOT NULL,
     metadata      TEXT,
+    deliveries    INTEGER NOT NULL DEFAULT 0,
     created_at    INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX events_key ON events (tenant, topic, event_key) WHERE event_key <> '';
