@@ -24,6 +24,7 @@ type Client struct {
 
 	stats    clientStats
 	exec     *executor.Executor // turns attempts into finishes
+	targets  *targetSet         // delivery targets of jobs without a Go worker
 	notifier *notifier.Notifier // wake-ups: producers, long polls, JobWait
 
 	mu      sync.Mutex
@@ -49,6 +50,9 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
 	cl := &Client{store: st, cfg: c, logger: c.Logger}
+	if cl.targets, err = newTargetSet(st, c.Delivery, cl.now); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
 	if cl.exec, err = newExecutor(cl); err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}

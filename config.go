@@ -94,6 +94,17 @@ type Config struct {
 	// Observer receives every job event (enqueued, deduplicated, claimed,
 	// cache hit and miss, finished) for metrics and logs; nil = none.
 	Observer Observer
+
+	// Delivery configures the push of jobs to webhook targets (queues with
+	// QueueConfig.Deliver); nil = defaults.
+	Delivery *DeliveryConfig
+	// TopicQueue is the queue of the delivery jobs of topic events; default
+	// DefaultTopicQueue. Work it with QueueConfig.Deliver to deliver them.
+	TopicQueue string
+	// EventRetention is how long the event log keeps an event (replay
+	// look-back), independent of the delivery jobs; default
+	// DefaultEventRetention; negative keeps events forever.
+	EventRetention time.Duration
 }
 
 // QueueConfig configures one queue worked by a client.
@@ -101,6 +112,10 @@ type QueueConfig struct {
 	// MaxWorkers is how many jobs of the queue this process runs at once;
 	// default DefaultMaxWorkers.
 	MaxWorkers int
+	// Deliver: the queue's jobs whose kind has no Go worker are delivered to
+	// their stored Target (Client.TargetPut) instead; the queue then claims
+	// jobs of every kind.
+	Deliver bool
 }
 
 // withDefaults returns a copy of c with every zero field defaulted, or an
@@ -133,8 +148,15 @@ func (c *Config) withDefaults() (*Config, error) {
 	setDefault(&cfg.CompletedRetention, DefaultCompletedRetention)
 	setDefault(&cfg.CancelledRetention, DefaultCancelledRetention)
 	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
+	setDefault(&cfg.TopicQueue, DefaultTopicQueue)
+	setDefault(&cfg.EventRetention, DefaultEventRetention)
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
-		return nil, errors.New("config: Queues set but Workers is nil")
+		cfg.Workers = NewWorkers() // delivery-only queues need no Go worker
+		for name, q := range cfg.Queues {
+			if !q.Deliver {
+				return nil, fmt.Errorf("config: queue %q needs Workers (or Deliver)", name)
+			}
+		}
 	}
 	queues := make(map[string]QueueConfig, len(cfg.Queues))
 	for name, q := range cfg.Queues {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/completer"
+	"github.com/idem-dev/idem/internal/deliver"
 	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/internal/leadership"
 	"github.com/idem-dev/idem/internal/maintenance"
@@ -45,7 +46,7 @@ type runtime struct {
 // newExecutor builds the executor of c: the one place that turns an attempt
 // into a finish, for Go workers, pull workers and JobCompleteTx alike.
 func newExecutor(c *Client) (*executor.Executor, error) {
-	cfg, stats := c.cfg, &c.stats
+	cfg, stats, targets := c.cfg, &c.stats, c.targets
 	return executor.New(&executor.Config{
 		Store: c.store, Logger: cfg.Logger, Now: func() time.Time { return cfg.Now().UTC() },
 		LeaseDuration: cfg.LeaseDuration, CompressThreshold: cfg.CompressThreshold,
@@ -56,6 +57,12 @@ func newExecutor(c *Client) (*executor.Executor, error) {
 				return executor.Handler(h)
 			}
 			return nil
+		},
+		Target: func(ctx context.Context, row *JobRow) (deliver.Target, string, error) {
+			if !cfg.Queues[row.Queue].Deliver {
+				return nil, "", nil
+			}
+			return targets.lookup(ctx, row)
 		},
 		CacheHits: &stats.cacheHits, CacheMisses: &stats.cacheMisses,
 		OnCacheHit:  func(row *JobRow) { c.observe(EventCacheHit, row, nil) },
@@ -85,7 +92,7 @@ func (c *Client) Start(ctx context.Context) error {
 		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.Submit, &producer.Config{
 			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
 			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
-			WorkerID: c.cfg.WorkerID, Kinds: kinds, Now: c.now, Logger: c.logger,
+			WorkerID: c.cfg.WorkerID, Kinds: queueKinds(kinds, q), Now: c.now, Logger: c.logger,
 			OnClaim: c.observeClaim, OnFinish: c.observeFinish})
 		if err != nil {
 			rt.completer.Stop()
@@ -116,7 +123,7 @@ func (rt *runtime) startMaintenance(ctx context.Context, c *Client) {
 	_ = rt.elector.Start(ctx)
 	mc := &maintenance.Config{Logger: cfg.Logger, Now: cfg.Now, IsLeader: rt.elector.IsLeader,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
-		DeadRetention: cfg.DeadRetention, OnPromote: c.notifier.WakeQueues}
+		DeadRetention: cfg.DeadRetention, EventRetention: max(cfg.EventRetention, 0), OnPromote: c.notifier.WakeQueues}
 	rescue := *mc
 	rescue.Interval = cfg.RescueInterval
 	rescue.OnRescue = c.observeRescue
@@ -158,6 +165,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	rt.heartbeater.Stop()
 	rt.completer.Stop()
+	c.targets.close() // no delivery runs any more: drop connections
 	for _, s := range rt.services {
 		s.Stop()
 	}
@@ -196,3 +204,12 @@ func (c *Client) releaseRunning(rt *runtime) error {
 
 // jitter returns a uniform random number in [0,1).
 func jitter() float64 { return rand.Float64() }
+
+// queueKinds returns the kinds a queue claims: those with a Go worker, or
+// every kind (nil) when the queue delivers to targets.
+func queueKinds(kinds []string, q QueueConfig) []string {
+	if q.Deliver {
+		return nil
+	}
+	return kinds
+}

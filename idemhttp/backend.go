@@ -32,6 +32,18 @@ type Client interface {
 	RecordDelete(ctx context.Context, tenant, key string) error
 	CacheStats(ctx context.Context, tenant string) (*idem.CacheStats, error)
 	QueueStats(ctx context.Context, tenant string) ([]*store.QueueStat, error)
+	TargetPut(ctx context.Context, t *idem.Target) (created bool, err error)
+	TargetGet(ctx context.Context, tenant, name string) (*idem.Target, error)
+	TargetList(ctx context.Context, tenant string) ([]*idem.Target, error)
+	TargetDelete(ctx context.Context, tenant, name string) error
+	TargetStats(ctx context.Context, opts *idem.TargetStatsOpts) ([]*idem.TargetStat, error)
+	Publish(ctx context.Context, e *idem.Event) (*idem.PublishResult, error)
+	EventList(ctx context.Context, f *idem.EventFilter, afterID int64, limit int) ([]*idem.Event, error)
+	EventReplay(ctx context.Context, f *idem.EventFilter, subscription string) (*idem.ReplayResult, error)
+	SubscriptionPut(ctx context.Context, s *idem.Subscription) (bool, error)
+	SubscriptionGet(ctx context.Context, tenant, topic, name string) (*idem.Subscription, error)
+	SubscriptionList(ctx context.Context, tenant, topic string) ([]*idem.Subscription, error)
+	SubscriptionDelete(ctx context.Context, tenant, topic, name string) error
 }
 
 // MiddlewareRecords is what Middleware needs of a store: the record

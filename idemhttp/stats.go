@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/idem-dev/idem"
@@ -87,6 +88,31 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs}, Kinds: kinds})
+	targets, err := s.targetStats(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs, Targets: targets}, Kinds: kinds})
 	return nil
+}
+
+// targetStats renders the per-target delivery statistics; nil when no
+// target had attempts.
+func (s *Server) targetStats(ctx context.Context, tenant string) (map[string]*wire.TargetStats, error) {
+	list, err := s.client.TargetStats(ctx, &idem.TargetStatsOpts{Tenant: tenant})
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	out := make(map[string]*wire.TargetStats, len(list))
+	for _, t := range list {
+		st := &wire.TargetStats{Attempts: t.Attempts, Completed: t.Completed, Retried: t.Retried, Dead: t.Dead,
+			SuccessRate: t.SuccessRate, LatencyMS: wire.Percentiles{P50: ms(t.P50), P95: ms(t.P95), P99: ms(t.P99)},
+			Statuses: make(map[string]int, len(t.Statuses))}
+		for code, n := range t.Statuses {
+			st.Statuses[strconv.Itoa(code)] = n
+		}
+		out[t.Target] = st
+	}
+	return out, nil
 }

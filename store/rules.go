@@ -64,3 +64,45 @@ func SameResult(a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// TargetCheck validates a target for TargetPut and returns its secrets and
+// event types as the JSON the backends store.
+func TargetCheck(t *DeliveryTarget) (secrets, types string, err error) {
+	switch {
+	case t.Tenant == "":
+		return "", "", idemtype.Invalid("tenant", "empty")
+	case t.Name == "":
+		return "", "", idemtype.Invalid("name", "empty")
+	case t.URL == "":
+		return "", "", idemtype.Invalid("url", "empty")
+	case t.Queue == "" && t.Kind == "":
+		return "", "", idemtype.Invalid("queue", "a target needs a queue or a kind")
+	case t.Timeout < 0:
+		return "", "", idemtype.Invalid("timeout", "negative")
+	}
+	return jsonList(t.Secrets), jsonList(t.EventTypes), nil
+}
+
+// jsonList encodes a string list as a JSON array ([] when empty).
+func jsonList(l []string) string {
+	if len(l) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(l) // strings always encode
+	return string(b)
+}
+
+// EventCheck validates an event for EventInsert.
+func EventCheck(e *Event) error {
+	switch {
+	case e.Tenant == "":
+		return idemtype.Invalid("tenant", "empty")
+	case e.Topic == "":
+		return idemtype.Invalid("topic", "empty")
+	case !json.Valid(e.Payload):
+		return idemtype.Invalid("payload", "not valid JSON")
+	case len(e.Metadata) > 0 && (!json.Valid(e.Metadata) || bytes.TrimSpace(e.Metadata)[0] != '{'):
+		return idemtype.Invalid("metadata", "not a JSON object")
+	}
+	return nil
+}

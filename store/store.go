@@ -53,6 +53,8 @@ type Store interface {
 	Maintenance
 	Leader
 	APIKeys
+	Targets
+	Events
 
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
@@ -260,6 +262,10 @@ type Maintenance interface {
 	// attempts — except jobs an idempotency record still points to while
 	// its dedup window is open. It returns how many it deleted.
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
+
+	// EventDeleteBefore deletes, up to Limit, events of the event log
+	// created before Before, and returns how many (topic retention).
+	EventDeleteBefore(ctx context.Context, p *EventDeleteBeforeParams) (int, error)
 
 	// RecordDeleteExpired deletes up to Limit (BatchLimit) records with
 	// ExpiresAt <= Now and returns how many it deleted; live records and
@@ -497,6 +503,111 @@ type LeaderParams struct {
 	Owner string
 	TTL   time.Duration
 	Now   time.Time
+}
+
+// Targets stores the delivery targets of the runtime: webhook URLs that
+// the jobs of a queue or a kind are pushed to instead of a Go handler.
+type Targets interface {
+	// TargetPut creates or replaces the target (Tenant, Name) and reports
+	// whether it was created. CreatedAt is kept on a replace.
+	TargetPut(ctx context.Context, t *DeliveryTarget) (created bool, err error)
+	// TargetList lists the targets of Tenant ("" = all), by tenant and name.
+	TargetList(ctx context.Context, p *TargetListParams) ([]*DeliveryTarget, error)
+	// TargetDelete deletes the target (Tenant, Name); ErrNotFound when there
+	// is none.
+	TargetDelete(ctx context.Context, p *TargetDeleteParams) error
+	// AttemptDeliveryList returns the ended attempts that name a target
+	// (Attempt.Target != ""), of jobs of Tenant ("" = all), finished at or
+	// after Since, newest first, at most Limit (<= 0 = MaxBatch): the
+	// delivery log the per-target statistics are computed from.
+	AttemptDeliveryList(ctx context.Context, p *AttemptDeliveryListParams) ([]*idemtype.Attempt, error)
+}
+
+// Events is the event log of the topics: every published event, kept for
+// the event retention (90 days by default), independent of the delivery
+// jobs made from it.
+type Events interface {
+	// EventInsert appends an event. With a Key, an event of the same
+	// (Tenant, Topic, Key) that exists is returned instead with existing =
+	// true (decided by a unique constraint). ID and CreatedAt are set.
+	EventInsert(ctx context.Context, e *Event) (ev *Event, existing bool, err error)
+	// EventList returns the events of Tenant and Topic matching the
+	// filter, oldest first (by ID), after AfterID, at most Limit.
+	EventList(ctx context.Context, p *EventListParams) ([]*Event, error)
+}
+
+// Event is one published event.
+type Event struct {
+	ID           int64
+	Tenant       string
+	Topic        string
+	Key          string // "" = not deduplicated
+	Type         string
+	PartitionKey string // the entity; "" = none
+	Payload      json.RawMessage
+	Metadata     json.RawMessage // a JSON object or nil
+	CreatedAt    time.Time
+	// Deliveries is how many subscriptions the event was fanned out to
+	// when it was published (replays not counted).
+	Deliveries int
+}
+
+// EventListParams filters the event log. Zero fields do not filter.
+type EventListParams struct {
+	Tenant       string
+	Topic        string
+	PartitionKey string
+	Types        []string
+	// MetaKey and MetaValue: the metadata's top-level MetaKey is the string
+	// MetaValue.
+	MetaKey, MetaValue string
+	From, To           time.Time // CreatedAt >= From, < To
+	AfterID            int64
+	Limit              int // <= 0 = MaxBatch
+}
+
+// EventDeleteBeforeParams bounds one EventDeleteBefore call.
+type EventDeleteBeforeParams struct {
+	Before time.Time
+	Limit  int // <= 0 = MaxBatch
+}
+
+// AttemptDeliveryListParams selects recent delivery attempts.
+type AttemptDeliveryListParams struct {
+	Tenant string
+	Since  time.Time
+	Limit  int
+}
+
+// DeliveryTarget is a stored push target. A job matches it when its tenant
+// is Tenant and its queue and kind equal Queue and Kind where these are set;
+// at least one of them is set.
+type DeliveryTarget struct {
+	Tenant  string
+	Name    string
+	Queue   string // "" = any queue
+	Kind    string // "" = any kind
+	URL     string
+	Secrets []string // whsec_… secrets, the first signs first; stored as given
+	// Topic makes the target a subscription of that topic (its name is the
+	// subscription's); EventTypes filters the events it gets (none = all).
+	Topic      string
+	EventTypes []string
+	// Timeout bounds one push; 0 = the sender's default.
+	Timeout   time.Duration
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// TargetListParams scopes TargetList.
+type TargetListParams struct {
+	Tenant string // "" = every tenant
+}
+
+// TargetDeleteParams selects the target TargetDelete deletes.
+type TargetDeleteParams struct {
+	Tenant string
+	Name   string
 }
 
 // APIKey is a stored API key (the secret itself is never stored).

@@ -245,6 +245,19 @@ type QueueStats struct {
 type Stats struct {
 	Queues      map[string]*QueueStats `json:"queues"`
 	Idempotency *CacheStats            `json:"idempotency"`
+	// Targets are the delivery targets with attempts in the last hour.
+	Targets map[string]*TargetStats `json:"targets,omitempty"`
+}
+
+// TargetStats are the recent delivery attempts of one target.
+type TargetStats struct {
+	Attempts    int            `json:"attempts"`
+	Completed   int            `json:"completed"`
+	Retried     int            `json:"retried"`
+	Dead        int            `json:"dead"`
+	SuccessRate float64        `json:"success_rate"`
+	LatencyMS   Percentiles    `json:"latency_ms"`
+	Statuses    map[string]int `json:"statuses"`
 }
 
 // StringList is a list that decodes from "a", "a,b" or ["a","b"] (blank
@@ -311,3 +324,114 @@ func (j *JobID) UnmarshalJSON(b []byte) error {
 }
 
 var stringType = reflect.TypeOf("")
+
+// TargetPut is the body of PUT /v1/targets/{name}.
+type TargetPut struct {
+	URL   string `json:"url"`
+	Queue string `json:"queue,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	// Secrets sign each push (whsec_…), the first listed first. Omitted: a
+	// secret is generated and returned once; [] sends unsigned pushes.
+	Secrets *[]string `json:"secrets,omitempty"`
+	Timeout *string   `json:"timeout,omitempty"` // a Go duration; default the server's
+}
+
+// Target is a delivery target as the API shows it: never its secrets.
+type Target struct {
+	Name        string    `json:"name"`
+	URL         string    `json:"url"`
+	Queue       string    `json:"queue,omitempty"`
+	Kind        string    `json:"kind,omitempty"`
+	SecretCount int       `json:"secret_count"`
+	Timeout     string    `json:"timeout,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// Secret is the generated signing secret, in the reply that created it
+	// only.
+	Secret string `json:"secret,omitempty"`
+}
+
+// TargetList is the reply of GET /v1/targets.
+type TargetList struct {
+	Targets []*Target `json:"targets"`
+}
+
+// SubscriptionPut is the body of PUT /v1/topics/{topic}/subscriptions/{name}.
+type SubscriptionPut struct {
+	URL string `json:"url"`
+	// Secret signs each push (whsec_…). Omitted: one is generated and
+	// returned once; "" sends unsigned pushes.
+	Secret     *string  `json:"secret,omitempty"`
+	EventTypes []string `json:"event_types,omitempty"`
+	Timeout    *string  `json:"timeout,omitempty"`
+}
+
+// Subscription is a subscription as the API shows it: never its secret.
+type Subscription struct {
+	Topic       string    `json:"topic"`
+	Name        string    `json:"name"`
+	URL         string    `json:"url"`
+	EventTypes  []string  `json:"event_types,omitempty"`
+	SecretCount int       `json:"secret_count"`
+	Timeout     string    `json:"timeout,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	Secret      string    `json:"secret,omitempty"` // generated, in the creating reply only
+}
+
+// SubscriptionList is the reply of GET /v1/topics/{topic}/subscriptions.
+type SubscriptionList struct {
+	Subscriptions []*Subscription `json:"subscriptions"`
+}
+
+// PublishRequest is the body of POST /v1/topics/{topic}/events.
+type PublishRequest struct {
+	Key          string          `json:"key,omitempty"`
+	Type         string          `json:"type,omitempty"`
+	PartitionKey string          `json:"partition_key,omitempty"`
+	Payload      json.RawMessage `json:"payload"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+}
+
+// PublishReply is the reply of POST /v1/topics/{topic}/events.
+type PublishReply struct {
+	EventID    string `json:"event_id"`
+	Deliveries int    `json:"deliveries"`
+	Existing   bool   `json:"existing"`
+}
+
+// Event is one event of the event log.
+type Event struct {
+	ID           string          `json:"id"`
+	Topic        string          `json:"topic"`
+	Key          string          `json:"key,omitempty"`
+	Type         string          `json:"type,omitempty"`
+	PartitionKey string          `json:"partition_key,omitempty"`
+	Payload      json.RawMessage `json:"payload"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	// Deliveries is how many subscriptions the event reached when published.
+	Deliveries int `json:"deliveries"`
+}
+
+// EventList is the reply of GET /v1/topics/{topic}/events.
+type EventList struct {
+	Events     []*Event `json:"events"`
+	NextCursor string   `json:"next_cursor,omitempty"`
+}
+
+// EventReplayRequest is the body of POST /v1/topics/{topic}/replay.
+type EventReplayRequest struct {
+	PartitionKey string            `json:"partition_key,omitempty"`
+	Types        []string          `json:"types,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"` // at most one key: value
+	From         *string           `json:"from,omitempty"`
+	To           *string           `json:"to,omitempty"`
+	Subscription string            `json:"subscription,omitempty"`
+}
+
+// EventReplayReply counts a replay.
+type EventReplayReply struct {
+	Events     int `json:"events"`
+	Deliveries int `json:"deliveries"`
+}

@@ -119,6 +119,9 @@ type ServeConfig struct {
 	} `koanf:"maintenance" toml:"maintenance"`
 	// jsonOut: --json was given (stdout lines as JSON); not a setting.
 	jsonOut bool
+	// delivery: the delivery flags of `idem serve` (queues pushed to
+	// webhook targets, topic delivery); flags only, not settings.
+	delivery deliveryFlags
 
 	HTTP struct {
 		MaxBodyBytes int64    `koanf:"max_body_bytes" toml:"max_body_bytes"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -225,10 +226,14 @@ func newJobsCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"attempts": atts})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ATTEMPT\tSTARTED\tDURATION\tOUTCOME\tWORKER\tERROR")
+			fmt.Fprintln(tw, "ATTEMPT\tSTARTED\tDURATION\tOUTCOME\tWORKER\tTARGET\tSTATUS\tERROR")
 			for _, a := range atts {
-				fmt.Fprintf(tw, "%d\t%s\t%dms\t%s\t%s\t%s\n", a.Attempt, fmtTime(&a.StartedAt), a.DurationMS, a.Outcome,
-					dash(a.Worker), dash(truncate(a.Error, 80)))
+				status := "-"
+				if a.HTTPStatus != 0 {
+					status = strconv.Itoa(a.HTTPStatus)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%dms\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, fmtTime(&a.StartedAt), a.DurationMS, a.Outcome,
+					dash(a.Worker), dash(a.Target), status, dash(truncate(a.Error, 80)))
 			}
 			return tw.Flush()
 		}}

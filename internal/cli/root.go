@@ -53,6 +53,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newMigrateCmd(), newKeyCmd(), newBenchCmd(), newServeCmd(), newAPIKeyCmd(),
 		newEnqueueCmd(), newJobsCmd(), newDLQCmd(), newStatsCmd(), newBenchHTTPCmd(), newVersionCmd())
+	root.AddCommand(newTargetsCmd(), newTopicsCmd())
 	return root
 }
 

@@ -32,6 +32,7 @@ const (
 func newServeCmd() *cobra.Command {
 	var configPath string
 	var printCfg bool
+	var deliv deliveryFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API server",
@@ -67,6 +68,7 @@ to shutdown_timeout), then stop the runtime gracefully.`,
 				cfg.Log.Format = "json" // --json: every line JSON unless the format was chosen
 			}
 			cfg.jsonOut = wantJSON(cmd)
+			cfg.delivery = deliv
 			if printCfg && cfg.jsonOut {
 				m, err := configMap(cfg)
 				if err != nil {
@@ -97,6 +99,7 @@ to shutdown_timeout), then stop the runtime gracefully.`,
 	fl.String("shutdown-timeout", "", "how long in-flight requests and jobs get at shutdown (env IDEM_SHUTDOWN_TIMEOUT, default 30s)")
 	_ = cmd.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	deliv.register(cmd)
 	return cmd
 }
 
@@ -145,7 +148,11 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 		counters = idemhttp.NewCacheCounters(sc, 0, logger)
 		obs = append(obs, counters)
 	}
-	client, err := idem.NewClient(st, cfg.clientConfig(&idem.Config{Logger: logger, Observer: obs}))
+	queues, err := cfg.delivery.config()
+	if err != nil {
+		return usageErr(err)
+	}
+	client, err := idem.NewClient(st, cfg.clientConfig(&idem.Config{Logger: logger, Observer: obs, Queues: queues}))
 	if err != nil {
 		return usageErr(err)
 	}

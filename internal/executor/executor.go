@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/deliver"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -53,6 +54,10 @@ type Config struct {
 	RetryDelay func(row *idemtype.JobRow) time.Duration
 	// Handler returns the handler of a kind, or nil.
 	Handler func(kind string) Handler
+	// Target returns the delivery target of a job whose kind has no
+	// handler, with its name for the attempt log; a nil target means none
+	// matches. Nil: jobs without a handler fail.
+	Target func(ctx context.Context, row *idemtype.JobRow) (deliver.Target, string, error)
 	// CacheHits and CacheMisses count jobs answered from the cache and
 	// executions that ran; nil = not counted.
 	CacheHits, CacheMisses *atomic.Int64
@@ -105,9 +110,7 @@ func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store
 	start := e.cfg.Now()
 	fin, run := e.Settle(ctx, row, key)
 	if run {
-		ctx = WithJob(ctx, e, row)
-		res, err := e.callHandler(ctx, row)
-		e.SetOutcome(fin, row, res, err)
+		e.run(ctx, row, fin)
 	}
 	now := e.cfg.Now()
 	fin.FinishedAt, fin.DurationMS = now, now.Sub(start).Milliseconds()
@@ -235,6 +238,18 @@ func (e *Executor) callHandler(ctx context.Context, row *idemtype.JobRow) (res [
 		}
 	}()
 	return h(ctx, row)
+}
+
+// run makes the attempt: the kind's handler, else a delivery to the job's
+// target.
+func (e *Executor) run(ctx context.Context, row *idemtype.JobRow, fin *store.JobFinishParams) {
+	if e.cfg.Handler(row.Kind) == nil && e.cfg.Target != nil {
+		e.deliver(ctx, row, fin)
+		return
+	}
+	ctx = WithJob(ctx, e, row)
+	res, err := e.callHandler(ctx, row)
+	e.SetOutcome(fin, row, res, err)
 }
 
 // PanicError is a recovered handler panic.

@@ -31,6 +31,9 @@ type Config struct {
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DeadRetention      time.Duration
+	// EventRetention: events of the topics' event log older than this are
+	// deleted; 0 keeps them.
+	EventRetention time.Duration
 	// OnPromote is told the queues that got available jobs (wake-ups).
 	OnPromote func(queues []string)
 	// OnRescue is told the ids of the jobs whose expired lease was rescued.
@@ -108,8 +111,9 @@ func (p *Promoter) RunOnce(ctx context.Context) (int, error) {
 	return len(queues), err
 }
 
-// Retention deletes finished jobs past their retention and expired
-// idempotency records, in small batches. Records outlive job rows: a job an
+// Retention deletes finished jobs past their retention, expired
+// idempotency records and events past the event retention, in small
+// batches. Records outlive job rows: a job an
 // open dedup window points to is kept.
 type Retention struct {
 	store store.Maintenance
@@ -152,6 +156,16 @@ func (r *Retention) RunOnce(ctx context.Context) (int, error) {
 	}
 	for ctx.Err() == nil {
 		n, err := r.store.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: now, Limit: r.cfg.Batch})
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < r.cfg.Batch {
+			break
+		}
+	}
+	for r.cfg.EventRetention > 0 && ctx.Err() == nil {
+		n, err := r.store.EventDeleteBefore(ctx, &store.EventDeleteBeforeParams{Before: now.Add(-r.cfg.EventRetention), Limit: r.cfg.Batch})
 		total += n
 		if err != nil || n < r.cfg.Batch {
 			return total, err

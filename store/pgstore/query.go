@@ -74,16 +74,11 @@ func (s *Store) AttemptList(ctx context.Context, params *store.AttemptListParams
 	defer rows.Close()
 	var out []*idemtype.Attempt
 	for rows.Next() {
-		var a idemtype.Attempt
-		var outcome string
-		var status int32
-		if err := rows.Scan(&a.JobID, &a.Attempt, &a.StartedAt, &a.FinishedAt, &a.DurationMS, &outcome,
-			&a.Error, &a.WorkerID, &a.Target, &status); err != nil {
+		a, err := scanAttempt(rows)
+		if err != nil {
 			return nil, fmt.Errorf("list attempts: %w", err)
 		}
-		a.Outcome, a.HTTPStatus = idemtype.Outcome(outcome), int(status)
-		a.StartedAt, a.FinishedAt = utc(a.StartedAt), utcP(a.FinishedAt)
-		out = append(out, &a)
+		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)

@@ -90,3 +90,18 @@ func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
 	k.RevokedAt = utcP(k.RevokedAt)
 	return &k, nil
 }
+
+// scanAttempt reads one attempt: job_id, attempt, started_at, finished_at,
+// duration_ms, outcome, error, worker_id, target, http_status.
+func scanAttempt(row pgx.Row) (*idemtype.Attempt, error) {
+	var a idemtype.Attempt
+	var outcome string
+	var status int32
+	if err := row.Scan(&a.JobID, &a.Attempt, &a.StartedAt, &a.FinishedAt, &a.DurationMS, &outcome,
+		&a.Error, &a.WorkerID, &a.Target, &status); err != nil {
+		return nil, err
+	}
+	a.Outcome, a.HTTPStatus = idemtype.Outcome(outcome), int(status)
+	a.StartedAt, a.FinishedAt = utc(a.StartedAt), utcP(a.FinishedAt)
+	return &a, nil
+}

@@ -1,0 +1,359 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/deliver"
+	"github.com/idem-dev/idem/internal/deliver/natstarget"
+	"github.com/idem-dev/idem/internal/executor"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/webhook"
+)
+
+// DefaultTargetRefresh is how often a client re-reads the stored delivery
+// targets (a target put through this client is seen at once).
+const DefaultTargetRefresh = 2 * time.Second
+
+// DefaultDeliverySlotWait is how long a push waits for a slot of a target
+// at its concurrency cap before its job snoozes and the worker moves on, so
+// a slow endpoint never holds the workers of others (used when
+// DeliveryConfig.Webhook leaves SlotWait 0).
+const DefaultDeliverySlotWait = 50 * time.Millisecond
+
+// DeliveryConfig configures the delivery of jobs to webhook targets.
+type DeliveryConfig struct {
+	// Webhook configures the HTTP sender shared by every webhook target:
+	// default timeout, per-target concurrency cap, body limit, address
+	// policy. Nil: webhook.Config's defaults.
+	Webhook *webhook.Config
+	// TargetRefresh is how often the stored targets are re-read; default
+	// DefaultTargetRefresh.
+	TargetRefresh time.Duration
+}
+
+// Target is a webhook the jobs of a queue or a kind are pushed to (see
+// docs/webhooks.md). A job of a queue worked with QueueConfig.Deliver whose
+// kind has no Go worker goes to the most specific matching target: one
+// naming both its queue and kind, else its kind, else its queue.
+type Target struct {
+	Tenant string // "" = the client's default tenant
+	Name   string // unique per tenant; the attempt log names it
+	Queue  string // match jobs of this queue; "" = any queue
+	Kind   string // match jobs of this kind; "" = any kind (Queue or Kind is required)
+	URL    string // absolute http(s) URL, checked against the address policy
+	// Secrets sign every push, the first listed first (several while one is
+	// rotated). TargetList never returns them; SecretCount says how many.
+	Secrets     []webhook.Secret
+	SecretCount int
+	// Timeout bounds one push; 0 = DeliveryConfig.Webhook's timeout.
+	Timeout   time.Duration
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// TargetPut creates or replaces a target and reports whether it was created.
+// An invalid target is an *idemtype.InvalidError naming the field; nothing is
+// stored.
+func (c *Client) TargetPut(ctx context.Context, t *Target) (created bool, err error) {
+	if t == nil {
+		return false, idemtype.Invalid("target", "nil")
+	}
+	return c.targetPut(ctx, t, "", nil)
+}
+
+// targetPut stores a target, or a subscription of topic.
+func (c *Client) targetPut(ctx context.Context, t *Target, topic string, types []string) (created bool, err error) {
+	if err := ValidateName("name", t.Name); err != nil {
+		return false, err
+	}
+	for field, v := range map[string]string{"queue": t.Queue, "kind": t.Kind} {
+		if v == "" {
+			continue
+		}
+		if err := ValidateName(field, v); err != nil {
+			return false, err
+		}
+	}
+	if t.Queue == "" && t.Kind == "" {
+		return false, idemtype.Invalid("queue", "a target needs a queue or a kind")
+	}
+	if t.Timeout < 0 {
+		return false, idemtype.Invalid("timeout", "must not be negative")
+	}
+	if err := c.targets.checkURL(ctx, t.URL); err != nil {
+		return false, fmt.Errorf("put target: %w", err)
+	}
+	secrets := make([]string, len(t.Secrets))
+	for i, s := range t.Secrets {
+		if s.IsZero() {
+			return false, fmt.Errorf("put target: %w", idemtype.Invalid("secrets", "secret %d is empty", i))
+		}
+		secrets[i] = s.Reveal()
+	}
+	created, err = c.store.TargetPut(ctx, &store.DeliveryTarget{
+		Tenant: c.tenant(t.Tenant), Name: t.Name, Queue: t.Queue, Kind: t.Kind, URL: t.URL,
+		Secrets: secrets, Timeout: t.Timeout, UpdatedAt: c.now(), Topic: topic, EventTypes: types,
+	})
+	if err != nil {
+		return false, err
+	}
+	c.targets.invalidate()
+	return created, nil
+}
+
+// TargetList returns the targets of tenant ("" = the default tenant), by
+// name, without their secrets.
+func (c *Client) TargetList(ctx context.Context, tenant string) ([]*Target, error) {
+	rows, err := c.store.TargetList(ctx, &store.TargetListParams{Tenant: c.tenant(tenant)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Target, 0, len(rows))
+	for _, r := range rows {
+		if r.Topic != "" {
+			continue // a subscription: SubscriptionList
+		}
+		out = append(out, &Target{Tenant: r.Tenant, Name: r.Name, Queue: r.Queue, Kind: r.Kind, URL: r.URL,
+			SecretCount: len(r.Secrets), Timeout: r.Timeout, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+	}
+	return out, nil
+}
+
+// TargetGet returns the target name of tenant ("" = the default tenant),
+// without its secrets; ErrNotFound when there is none.
+func (c *Client) TargetGet(ctx context.Context, tenant, name string) (*Target, error) {
+	list, err := c.TargetList(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range list {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("target %q: %w", name, idemtype.ErrNotFound)
+}
+
+// TargetDelete deletes a target; ErrNotFound when there is none. Jobs that
+// matched it wait (retrying) for another target.
+func (c *Client) TargetDelete(ctx context.Context, tenant, name string) error {
+	if err := c.store.TargetDelete(ctx, &store.TargetDeleteParams{Tenant: c.tenant(tenant), Name: name}); err != nil {
+		return err
+	}
+	c.targets.invalidate()
+	return nil
+}
+
+// targetSet resolves the target of a job from the stored targets, re-read
+// every refresh interval or after a change made through this client. Built
+// targets are kept while their row is unchanged.
+type targetSet struct {
+	store   store.Store
+	sender  *webhook.Sender
+	refresh time.Duration
+	now     func() time.Time
+
+	mu     sync.Mutex
+	rows   []*store.DeliveryTarget
+	readAt time.Time // zero: read again
+	built  map[string]*builtTarget
+	nats   map[string]*nats.Conn // by server address, for nats:// targets
+}
+
+// builtTarget is a target ready to deliver, for one version of its row.
+type builtTarget struct {
+	updatedAt time.Time
+	target    deliver.Target
+}
+
+// newTargetSet builds the sender and the (empty) set of cfg.
+func newTargetSet(st store.Store, cfg *DeliveryConfig, now func() time.Time) (*targetSet, error) {
+	var d DeliveryConfig
+	if cfg != nil {
+		d = *cfg
+	}
+	setDefault(&d.TargetRefresh, DefaultTargetRefresh)
+	var wc webhook.Config
+	if d.Webhook != nil {
+		wc = *d.Webhook
+	}
+	setDefault(&wc.SlotWait, DefaultDeliverySlotWait)
+	sender, err := webhook.NewSender(&wc)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: %w", err)
+	}
+	return &targetSet{store: st, sender: sender, refresh: d.TargetRefresh, now: now, built: map[string]*builtTarget{},
+		nats: map[string]*nats.Conn{}}, nil
+}
+
+// invalidate makes the next lookup re-read the targets.
+func (s *targetSet) invalidate() {
+	s.mu.Lock()
+	s.readAt = time.Time{}
+	s.mu.Unlock()
+}
+
+// lookup returns the target of row and its name; nil when none matches.
+func (s *targetSet) lookup(ctx context.Context, row *JobRow) (deliver.Target, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := s.now(); s.readAt.IsZero() || now.Sub(s.readAt) >= s.refresh {
+		rows, err := s.store.TargetList(ctx, &store.TargetListParams{})
+		if err != nil {
+			return nil, "", fmt.Errorf("read delivery targets: %w", err)
+		}
+		s.rows, s.readAt = rows, now
+	}
+	r := matchTarget(s.rows, row)
+	if name := namedTarget(row.Metadata); name != "" {
+		r = findTarget(s.rows, row.Tenant, name)
+		if r == nil {
+			return nil, "", fmt.Errorf("%w: job names target %q", executor.ErrNoTarget, name)
+		}
+	}
+	if r == nil {
+		return nil, "", nil
+	}
+	key := r.Tenant + "\x00" + r.Name
+	if b := s.built[key]; b != nil && b.updatedAt.Equal(r.UpdatedAt) {
+		return b.target, r.Name, nil
+	}
+	t, err := s.build(r)
+	if err != nil {
+		return nil, r.Name, err
+	}
+	s.built[key] = &builtTarget{updatedAt: r.UpdatedAt, target: t}
+	return t, r.Name, nil
+}
+
+// checkURL validates a target URL: http(s) against the sender's address
+// policy, or nats://host:port/subject.
+func (s *targetSet) checkURL(ctx context.Context, raw string) error {
+	if strings.HasPrefix(raw, "nats://") {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			return idemtype.Invalid("url", "want nats://host:port/subject")
+		}
+		return nil
+	}
+	if err := s.sender.CheckURL(ctx, raw); err != nil {
+		return idemtype.Invalid("url", "%v", err)
+	}
+	return nil
+}
+
+// close drops idle HTTP connections and closes the NATS connections.
+func (s *targetSet) close() {
+	s.sender.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for addr, nc := range s.nats {
+		nc.Close()
+		delete(s.nats, addr)
+	}
+	s.built = map[string]*builtTarget{}
+}
+
+// buildNATS makes the JetStream target of a nats://host:port/subject row,
+// connecting to the server once per address. s.mu is held.
+func (s *targetSet) buildNATS(r *store.DeliveryTarget) (deliver.Target, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", r.Name, err)
+	}
+	nc := s.nats[u.Host]
+	if nc == nil || nc.IsClosed() {
+		if nc, err = nats.Connect("nats://"+u.Host, nats.Name("idem"), nats.Timeout(5*time.Second)); err != nil {
+			return nil, fmt.Errorf("target %q: connect to nats: %w", r.Name, err)
+		}
+		s.nats[u.Host] = nc
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: jetstream: %w", r.Name, err)
+	}
+	return natstarget.New(js, &natstarget.Config{Subject: strings.Trim(u.Path, "/"), Timeout: r.Timeout})
+}
+
+// build makes the webhook or NATS target of a row.
+func (s *targetSet) build(r *store.DeliveryTarget) (deliver.Target, error) {
+	if strings.HasPrefix(r.URL, "nats://") {
+		return s.buildNATS(r)
+	}
+	secrets := make([]webhook.Secret, len(r.Secrets))
+	for i, raw := range r.Secrets {
+		sec, err := webhook.ParseSecret(raw)
+		if err != nil {
+			return nil, &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: fmt.Errorf("target %q: secret %d: %w", r.Name, i, err)}
+		}
+		secrets[i] = sec
+	}
+	t, err := deliver.NewWebhook(s.sender, &deliver.WebhookConfig{URL: r.URL, Secrets: secrets, Timeout: r.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", r.Name, err)
+	}
+	return t, nil
+}
+
+// MetaDeliveryTarget is the job metadata field that names the stored target
+// a job goes to, over the match by queue and kind (seed 003's per-job
+// delivery targets): EnqueueOpts.Metadata {"delivery_target": "orders"}.
+const MetaDeliveryTarget = "delivery_target"
+
+// namedTarget returns the target a job's metadata names, or "".
+func namedTarget(meta json.RawMessage) string {
+	if len(meta) == 0 || !bytes.Contains(meta, []byte(MetaDeliveryTarget)) {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return ""
+	}
+	var name string
+	_ = json.Unmarshal(m[MetaDeliveryTarget], &name)
+	return name
+}
+
+// findTarget returns the target name of tenant, or nil.
+func findTarget(rows []*store.DeliveryTarget, tenant, name string) *store.DeliveryTarget {
+	for _, r := range rows {
+		if r.Tenant == tenant && r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// matchTarget returns the most specific target of row's tenant: queue and
+// kind, then kind, then queue; by name among equals.
+func matchTarget(rows []*store.DeliveryTarget, row *JobRow) *store.DeliveryTarget {
+	var best *store.DeliveryTarget
+	bestRank := 0
+	for _, r := range rows {
+		if r.Tenant != row.Tenant || (r.Queue != "" && r.Queue != row.Queue) || (r.Kind != "" && r.Kind != row.Kind) {
+			continue
+		}
+		rank := 1
+		if r.Kind != "" {
+			rank = 2
+		}
+		if r.Kind != "" && r.Queue != "" {
+			rank = 3
+		}
+		if rank > bestRank || rank == bestRank && r.Name < best.Name {
+			best, bestRank = r, rank
+		}
+	}
+	return best
+}

@@ -1,0 +1,99 @@
+package idem
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Defaults of TargetStats.
+const (
+	// DefaultTargetStatsWindow is how far back TargetStats looks.
+	DefaultTargetStatsWindow = time.Hour
+	// DefaultTargetStatsSample caps the attempts TargetStats reads.
+	DefaultTargetStatsSample = 10000
+)
+
+// TargetStat summarises the recent attempts of one delivery target.
+type TargetStat struct {
+	Target    string
+	Attempts  int // attempts in the window
+	Completed int // answered 2xx
+	Retried   int // failed, to be retried (429, 5xx, timeouts, connection errors)
+	Dead      int // failed for good (410, other 4xx)
+	// SuccessRate is Completed / (Completed + Retried + Dead).
+	SuccessRate float64
+	// Latency percentiles of the attempts' durations.
+	P50, P95, P99 time.Duration
+	// Statuses counts the attempts by HTTP status (0: no response).
+	Statuses map[int]int
+}
+
+// TargetStatsOpts scopes TargetStats; nil means every default.
+type TargetStatsOpts struct {
+	Tenant string        // "" = the default tenant
+	Window time.Duration // default DefaultTargetStatsWindow
+	Sample int           // default DefaultTargetStatsSample
+}
+
+// TargetStats returns, per target, the success rate and latency
+// percentiles of its attempts in the window (the newest Sample attempts),
+// ordered by target name.
+func (c *Client) TargetStats(ctx context.Context, opts *TargetStatsOpts) ([]*TargetStat, error) {
+	var o TargetStatsOpts
+	if opts != nil {
+		o = *opts
+	}
+	setDefault(&o.Window, DefaultTargetStatsWindow)
+	setDefault(&o.Sample, DefaultTargetStatsSample)
+	atts, err := c.store.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{
+		Tenant: c.tenant(o.Tenant), Since: c.now().Add(-o.Window), Limit: o.Sample})
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]*TargetStat{}
+	lat := map[string][]time.Duration{}
+	for _, a := range atts {
+		if a.Outcome == idemtype.OutcomeSnoozed {
+			continue // never sent: the target was at its concurrency cap
+		}
+		s := by[a.Target]
+		if s == nil {
+			s = &TargetStat{Target: a.Target, Statuses: map[int]int{}}
+			by[a.Target] = s
+		}
+		s.Attempts++
+		s.Statuses[a.HTTPStatus]++
+		switch a.Outcome {
+		case idemtype.OutcomeCompleted:
+			s.Completed++
+		case idemtype.OutcomeDead:
+			s.Dead++
+		default:
+			s.Retried++
+		}
+		lat[a.Target] = append(lat[a.Target], time.Duration(a.DurationMS)*time.Millisecond)
+	}
+	out := make([]*TargetStat, 0, len(by))
+	for name, s := range by {
+		s.SuccessRate = float64(s.Completed) / float64(s.Attempts)
+		s.P50, s.P95, s.P99 = percentiles(lat[name])
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *TargetStat) int { return strings.Compare(a.Target, b.Target) })
+	return out, nil
+}
+
+// percentiles returns the 50th, 95th and 99th percentiles (nearest rank).
+func percentiles(v []time.Duration) (p50, p95, p99 time.Duration) {
+	if len(v) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(v)
+	at := func(p float64) time.Duration { return v[min(len(v)-1, int(p*float64(len(v))))] }
+	return at(0.50), at(0.95), at(0.99)
+}

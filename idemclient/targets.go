@@ -1,0 +1,42 @@
+package idemclient
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/idem-dev/idem/idemhttp/wire"
+)
+
+// Target is a delivery target as the API shows it (never its secrets;
+// Secret holds a generated one in the reply that created it).
+type Target = wire.Target
+
+// TargetPut is the body of PutTarget. Secrets nil: the server generates one
+// and returns it once; a pointer to an empty slice: unsigned pushes.
+type TargetPut = wire.TargetPut
+
+// PutTarget creates or replaces the target name; created reports a 201.
+func (cl *Client) PutTarget(ctx context.Context, name string, t *TargetPut) (out *Target, created bool, err error) {
+	out = new(Target)
+	status, err := cl.do(ctx, &call{method: http.MethodPut, path: targetPath(name), body: t, out: out})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, status == http.StatusCreated, nil
+}
+
+// Targets lists the delivery targets of the tenant.
+func (cl *Client) Targets(ctx context.Context) ([]*Target, error) {
+	var out wire.TargetList
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/targets", out: &out})
+	return out.Targets, err
+}
+
+// DeleteTarget deletes the target name.
+func (cl *Client) DeleteTarget(ctx context.Context, name string) error {
+	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: targetPath(name)})
+	return err
+}
+
+func targetPath(name string) string { return "/v1/targets/" + url.PathEscape(name) }

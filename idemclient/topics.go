@@ -1,0 +1,92 @@
+package idemclient
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/idem-dev/idem/idemhttp/wire"
+)
+
+// Subscription is a topic subscription as the API shows it (Secret: a
+// generated one, in the reply that created it only).
+type Subscription = wire.Subscription
+
+// SubscriptionPut is the body of PutSubscription.
+type SubscriptionPut = wire.SubscriptionPut
+
+// PublishRequest is one event to publish.
+type PublishRequest = wire.PublishRequest
+
+// PublishReply is the outcome of Publish.
+type PublishReply = wire.PublishReply
+
+// Event is one event of the event log.
+type Event = wire.Event
+
+// EventReplayRequest selects the events Replay delivers again.
+type EventReplayRequest = wire.EventReplayRequest
+
+// EventReplayReply counts a replay.
+type EventReplayReply = wire.EventReplayReply
+
+func topicPath(topic, suffix string) string { return "/v1/topics/" + url.PathEscape(topic) + suffix }
+
+// PutSubscription creates or replaces a subscription; created reports a 201.
+func (cl *Client) PutSubscription(ctx context.Context, topic, name string, s *SubscriptionPut) (*Subscription, bool, error) {
+	var out Subscription
+	status, err := cl.do(ctx, &call{method: http.MethodPut, path: topicPath(topic, "/subscriptions/"+url.PathEscape(name)), body: s, out: &out})
+	if err != nil {
+		return nil, false, err
+	}
+	return &out, status == http.StatusCreated, nil
+}
+
+// Subscriptions lists the subscriptions of a topic.
+func (cl *Client) Subscriptions(ctx context.Context, topic string) ([]*Subscription, error) {
+	var out wire.SubscriptionList
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: topicPath(topic, "/subscriptions"), out: &out})
+	return out.Subscriptions, err
+}
+
+// DeleteSubscription deletes a subscription.
+func (cl *Client) DeleteSubscription(ctx context.Context, topic, name string) error {
+	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: topicPath(topic, "/subscriptions/"+url.PathEscape(name))})
+	return err
+}
+
+// Publish publishes an event to a topic.
+func (cl *Client) Publish(ctx context.Context, topic string, e *PublishRequest) (*PublishReply, error) {
+	var out PublishReply
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "/events"), body: e, out: &out})
+	return nilIfErr(&out, err)
+}
+
+// Events returns a page of the event log of a topic, oldest first, and the
+// cursor of the next page ("" on the last).
+func (cl *Client) Events(ctx context.Context, topic, partitionKey string, types []string, limit int, cursor string) ([]*Event, string, error) {
+	q := url.Values{}
+	if partitionKey != "" {
+		q.Set("partition_key", partitionKey)
+	}
+	for _, t := range types {
+		q.Add("type", t)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var out wire.EventList
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: topicPath(topic, "/events"), query: q, out: &out})
+	return out.Events, out.NextCursor, err
+}
+
+// ReplayEvents delivers the selected events of a topic again.
+func (cl *Client) ReplayEvents(ctx context.Context, topic string, r *EventReplayRequest) (*EventReplayReply, error) {
+	var out EventReplayReply
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "/replay"), body: r, out: &out})
+	return nilIfErr(&out, err)
+}

@@ -1,0 +1,123 @@
+package idemhttp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/webhook"
+)
+
+func TestTargetsAPI(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": openPostgres} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("deliver end to end", func(t *testing.T) { t.Parallel(); testTargetDelivery(t, open) })
+			t.Run("bad input", func(t *testing.T) { t.Parallel(); testTargetBadInput(t, open) })
+		})
+	}
+}
+
+// testTargetDelivery: a target put over the API with a generated secret
+// receives the jobs of its queue, signed with that secret; the secret is
+// shown once; the attempt log names the target and status.
+func testTargetDelivery(t *testing.T, open opener) {
+	var mu sync.Mutex
+	var secret []webhook.Secret
+	var ids []string
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if err := webhook.Verify(secret, r.Header, body, time.Now(), 0); err != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		ids = append(ids, r.Header.Get("webhook-id"))
+		_, _ = io.WriteString(w, `{"received":true}`)
+	}))
+	t.Cleanup(rcv.Close)
+	e := setup(t, open, &setupOpts{start: true, clientCfg: &idem.Config{DisableMaintenance: true,
+		Queues: map[string]idem.QueueConfig{"hooks": {Deliver: true}}, PollInterval: 20 * time.Millisecond}})
+
+	r := e.req("PUT", "/v1/targets/orders", e.admin, map[string]any{"url": rcv.URL, "queue": "hooks", "timeout": "5s"})
+	expect(t, r, 201, "")
+	got := r.json(t)
+	sec, err := webhook.ParseSecret(got["secret"].(string))
+	if err != nil || got["secret_count"] != float64(1) {
+		t.Fatalf("put reply %s: %v", r.body, err)
+	}
+	mu.Lock()
+	secret = []webhook.Secret{sec}
+	mu.Unlock()
+	for _, path := range []string{"/v1/targets/orders", "/v1/targets"} {
+		r = e.req("GET", path, e.admin, nil)
+		expect(t, r, 200, "")
+		if _, ok := r.json(t)["secret"]; ok {
+			t.Fatalf("GET %s returns the secret: %s", path, r.body)
+		}
+	}
+	id := e.enqueue(e.admin, map[string]any{"kind": "order.shipped", "queue": "hooks", "args": map[string]any{"order": 42}})
+	n, _ := strconv.ParseInt(id, 10, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	job, err := e.client.JobWait(ctx, n)
+	if err != nil || job.State != idem.StateCompleted || string(job.Result) != `{"received":true}` {
+		t.Fatalf("job %+v: %v", job, err)
+	}
+	r = e.req("GET", "/v1/jobs/"+id+"/attempts", e.admin, nil)
+	expect(t, r, 200, "")
+	att := r.json(t)["attempts"].([]any)[0].(map[string]any)
+	if att["target"] != "orders" || att["http_status"] != float64(200) {
+		t.Fatalf("attempt %v", att)
+	}
+	r = e.req("GET", "/v1/stats", e.admin, nil)
+	expect(t, r, 200, "")
+	ts, _ := r.json(t)["targets"].(map[string]any)["orders"].(map[string]any)
+	if ts["attempts"] != float64(1) || ts["success_rate"] != float64(1) || ts["statuses"].(map[string]any)["200"] != float64(1) {
+		t.Fatalf("stats of target orders: %s", r.body)
+	}
+	mu.Lock()
+	if len(ids) != 1 || ids[0] != "job_"+id {
+		t.Errorf("receiver saw webhook-ids %v, want [job_%s]", ids, id)
+	}
+	mu.Unlock()
+
+	r = e.req("PUT", "/v1/targets/orders", e.admin, map[string]any{"url": rcv.URL, "kind": "k", "secrets": []string{}})
+	expect(t, r, 200, "")
+	if m := r.json(t); m["secret_count"] != float64(0) || m["secret"] != nil {
+		t.Fatalf("replace reply %s", r.body)
+	}
+	expect(t, e.req("DELETE", "/v1/targets/orders", e.admin, nil), 204, "")
+	expect(t, e.req("GET", "/v1/targets/orders", e.admin, nil), 404, "/problems/not-found")
+	expect(t, e.req("GET", "/v1/targets/orders", e.keyA, nil), 404, "/problems/not-found")
+}
+
+// testTargetBadInput: 400 problems naming the field; nothing stored.
+func testTargetBadInput(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	for field, body := range map[string]any{
+		"url":     map[string]any{"url": "http://169.254.169.254/x", "queue": "q"},
+		"queue":   map[string]any{"url": "http://127.0.0.1:9/x"},
+		"secrets": map[string]any{"url": "http://127.0.0.1:9/x", "queue": "q", "secrets": []string{"nope"}},
+		"timeout": map[string]any{"url": "http://127.0.0.1:9/x", "queue": "q", "timeout": "soon"},
+	} {
+		r := e.req("PUT", "/v1/targets/t1", e.keyA, body)
+		expect(t, r, 400, "/problems/invalid-request")
+		if errs, _ := r.json(t)["errors"].(map[string]any); errs[field] == nil {
+			t.Errorf("%s: problem does not name the field: %s", field, r.body)
+		}
+	}
+	r := e.req("GET", "/v1/targets", e.keyA, nil)
+	expect(t, r, 200, "")
+	if n := len(r.json(t)["targets"].([]any)); n != 0 {
+		t.Fatalf("bad puts stored %d targets", n)
+	}
+}

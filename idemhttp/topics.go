@@ -1,0 +1,242 @@
+package idemhttp
+
+import (
+	"crypto/rand"
+	"net/http"
+	"strconv"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/webhook"
+)
+
+// pathTopic returns the {topic} path value, validated.
+func pathTopic(r *http.Request) (string, error) {
+	t := r.PathValue("topic")
+	if err := idem.ValidateName("topic", t); err != nil {
+		return "", err
+	}
+	return t, nil
+}
+
+// putSubscription creates (201) or replaces (200) a subscription; a
+// generated secret is in the reply once.
+func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
+	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	name, err := pathName(r)
+	if err != nil {
+		return err
+	}
+	var req wire.SubscriptionPut
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	timeout, err := parseDuration("timeout", req.Timeout)
+	if err != nil {
+		return err
+	}
+	sub := &idem.Subscription{Tenant: tenantOf(r), Topic: topic, Name: name, URL: req.URL, EventTypes: req.EventTypes}
+	if timeout != nil {
+		sub.Timeout = *timeout
+	}
+	var generated webhook.Secret
+	switch {
+	case req.Secret == nil:
+		key := make([]byte, 32)
+		_, _ = rand.Read(key) // crypto/rand does not fail on supported platforms
+		generated = webhook.NewSecret(key)
+		sub.Secrets = []webhook.Secret{generated}
+	case *req.Secret != "":
+		sec, err := webhook.ParseSecret(*req.Secret)
+		if err != nil {
+			return invalid("secret", "want whsec_ followed by base64")
+		}
+		sub.Secrets = []webhook.Secret{sec}
+	}
+	created, err := s.client.SubscriptionPut(r.Context(), sub)
+	if err != nil {
+		return err
+	}
+	got, err := s.client.SubscriptionGet(r.Context(), sub.Tenant, topic, name)
+	if err != nil {
+		return err
+	}
+	out := renderSubscription(got)
+	if !generated.IsZero() {
+		out.Secret = generated.Reveal()
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, out)
+	return nil
+}
+
+func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) error {
+	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	name, err := pathName(r)
+	if err != nil {
+		return err
+	}
+	sub, err := s.client.SubscriptionGet(r.Context(), tenantOf(r), topic, name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderSubscription(sub))
+	return nil
+}
+
+func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error {
+	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	list, err := s.client.SubscriptionList(r.Context(), tenantOf(r), topic)
+	if err != nil {
+		return err
+	}
+	out := wire.SubscriptionList{Subscriptions: make([]*wire.Subscription, 0, len(list))}
+	for _, sub := range list {
+		out.Subscriptions = append(out.Subscriptions, renderSubscription(sub))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) error {
+	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	name, err := pathName(r)
+	if err != nil {
+		return err
+	}
+	if err := s.client.SubscriptionDelete(r.Context(), tenantOf(r), topic, name); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// publish appends an event: 201, or 200 with Idempotent-Replayed when its
+// key was published before.
+func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
+	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	var req wire.PublishRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	if len(req.Payload) == 0 {
+		return invalid("payload", "required")
+	}
+	res, err := s.client.Publish(r.Context(), &idem.Event{Tenant: tenantOf(r), Topic: topic, Key: req.Key, Type: req.Type,
+		PartitionKey: req.PartitionKey, Payload: req.Payload, Metadata: rawOrNil(req.Metadata)})
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Existing {
+		status = http.StatusOK
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeJSON(w, status, wire.PublishReply{EventID: formatID(res.Event.ID), Deliveries: res.Deliveries, Existing: res.Existing})
+	return nil
+}
+
+// listEvents pages through the event log of a topic, oldest first.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
+	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := &idem.EventFilter{Tenant: tenantOf(r), Topic: topic, PartitionKey: q.Get("partition_key"), Types: q["type"]}
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return invalid("limit", "must be an integer from 1 to 500")
+		}
+		limit = n
+	}
+	var after int64
+	if v := q.Get("cursor"); v != "" {
+		id, ok := parseID(v)
+		if !ok {
+			return invalid("cursor", "malformed cursor")
+		}
+		after = id
+	}
+	evs, err := s.client.EventList(r.Context(), f, after, limit)
+	if err != nil {
+		return err
+	}
+	out := wire.EventList{Events: make([]*wire.Event, 0, len(evs))}
+	for _, e := range evs {
+		out.Events = append(out.Events, &wire.Event{ID: formatID(e.ID), Topic: e.Topic, Key: e.Key, Type: e.Type,
+			PartitionKey: e.PartitionKey, Payload: e.Payload, Metadata: e.Metadata, CreatedAt: e.CreatedAt,
+			Deliveries: e.Deliveries})
+	}
+	if len(evs) == limit {
+		out.NextCursor = formatID(evs[len(evs)-1].ID)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// replayEvents delivers the selected events of the log again.
+func (s *Server) replayEvents(w http.ResponseWriter, r *http.Request) error {
+	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	var req wire.EventReplayRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	f := &idem.EventFilter{Tenant: tenantOf(r), Topic: topic, PartitionKey: req.PartitionKey, Types: req.Types}
+	if len(req.Metadata) > 1 {
+		return invalid("metadata", "at most one key")
+	}
+	for k, v := range req.Metadata {
+		f.MetaKey, f.MetaValue = k, v
+	}
+	if f.From, err = parseTime("from", req.From); err != nil {
+		return err
+	}
+	if f.To, err = parseTime("to", req.To); err != nil {
+		return err
+	}
+	if req.Subscription != "" {
+		if _, err := s.client.SubscriptionGet(r.Context(), f.Tenant, topic, req.Subscription); err != nil {
+			return err
+		}
+	}
+	res, err := s.client.EventReplay(r.Context(), f, req.Subscription)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wire.EventReplayReply{Events: res.Events, Deliveries: res.Deliveries})
+	return nil
+}
+
+// renderSubscription converts a subscription, without secrets.
+func renderSubscription(sub *idem.Subscription) *wire.Subscription {
+	out := &wire.Subscription{Topic: sub.Topic, Name: sub.Name, URL: sub.URL, EventTypes: sub.EventTypes,
+		SecretCount: sub.SecretCount, CreatedAt: sub.CreatedAt, UpdatedAt: sub.UpdatedAt}
+	if sub.Timeout > 0 {
+		out.Timeout = sub.Timeout.String()
+	}
+	return out
+}

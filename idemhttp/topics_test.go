@@ -1,0 +1,124 @@
+package idemhttp_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/webhook"
+)
+
+// TestTopicsAPI: subscriptions, publish with key dedup, the event log and
+// replay over real HTTP, every exchange checked against the document.
+func TestTopicsAPI(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": openPostgres} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testTopicsAPI(t, open)
+		})
+	}
+}
+
+func testTopicsAPI(t *testing.T, open opener) {
+	var mu sync.Mutex
+	var secret []webhook.Secret
+	got := map[string]int{} // webhook-id → pushes
+	done := make(chan struct{}, 100)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if webhook.Verify(secret, r.Header, body, time.Now(), 0) != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		got[r.Header.Get("webhook-id")]++
+		done <- struct{}{}
+	}))
+	t.Cleanup(rcv.Close)
+	e := setup(t, open, &setupOpts{start: true, clientCfg: &idem.Config{DisableMaintenance: true, PollInterval: 20 * time.Millisecond,
+		Queues: map[string]idem.QueueConfig{idem.DefaultTopicQueue: {Deliver: true}}}})
+	wait := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("delivery did not arrive")
+			}
+		}
+	}
+
+	r := e.req("PUT", "/v1/topics/orders/subscriptions/billing", e.keyA, map[string]any{"url": rcv.URL, "event_types": []string{"paid"}})
+	expect(t, r, 201, "")
+	sec, err := webhook.ParseSecret(r.json(t)["secret"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	secret = []webhook.Secret{sec}
+	mu.Unlock()
+	r = e.req("GET", "/v1/topics/orders/subscriptions", e.keyA, nil)
+	expect(t, r, 200, "")
+	if subs := r.json(t)["subscriptions"].([]any); len(subs) != 1 || subs[0].(map[string]any)["secret"] != nil {
+		t.Fatalf("list: %s", r.body)
+	}
+	expect(t, e.req("GET", "/v1/topics/orders/subscriptions/billing", e.keyB, nil), 404, "/problems/not-found")
+	expect(t, e.req("GET", "/v1/targets", e.keyA, nil), 200, "") // subscriptions are not listed as targets
+
+	pub := map[string]any{"key": "o1-paid", "type": "paid", "partition_key": "o1", "payload": map[string]any{"amount": 5}, "metadata": map[string]any{"region": "eu"}}
+	r = e.req("POST", "/v1/topics/orders/events", e.keyA, pub)
+	expect(t, r, 201, "")
+	if m := r.json(t); m["deliveries"] != float64(1) || m["existing"] != false {
+		t.Fatalf("publish: %s", r.body)
+	}
+	wait(1)
+	r = e.req("POST", "/v1/topics/orders/events", e.keyA, pub)
+	expect(t, r, 200, "")
+	if r.header.Get("Idempotent-Replayed") != "true" || r.json(t)["existing"] != true {
+		t.Fatalf("repeat: %s", r.body)
+	}
+	r = e.req("POST", "/v1/topics/orders/events", e.keyA, map[string]any{"type": "created", "partition_key": "o2", "payload": 1})
+	expect(t, r, 201, "")
+	if r.json(t)["deliveries"] != float64(0) {
+		t.Fatalf("filtered type delivered: %s", r.body)
+	}
+	r = e.req("GET", "/v1/topics/orders/events?limit=1", e.keyA, nil)
+	expect(t, r, 200, "")
+	cursor, _ := r.json(t)["next_cursor"].(string)
+	r = e.req("GET", "/v1/topics/orders/events?limit=5&cursor="+cursor, e.keyA, nil)
+	expect(t, r, 200, "")
+	if evs := r.json(t)["events"].([]any); len(evs) != 1 || evs[0].(map[string]any)["type"] != "created" || evs[0].(map[string]any)["deliveries"] != float64(0) {
+		t.Fatalf("page 2: %s", r.body)
+	}
+
+	r = e.req("POST", "/v1/topics/orders/replay", e.keyA, map[string]any{"metadata": map[string]string{"region": "eu"}, "subscription": "billing"})
+	expect(t, r, 200, "")
+	if m := r.json(t); m["events"] != float64(1) || m["deliveries"] != float64(1) {
+		t.Fatalf("replay: %s", r.body)
+	}
+	wait(1)
+	mu.Lock()
+	if len(got) != 2 || got["event-1/billing"] != 1 {
+		t.Errorf("receiver saw %v, want the original (event-1/billing) and one replay", got)
+	}
+	mu.Unlock()
+
+	for field, body := range map[string]any{
+		"payload":       map[string]any{"type": "x"},
+		"metadata":      map[string]any{"payload": 1, "metadata": []int{1}},
+		"partition_key": map[string]any{"payload": 1, "partition_key": "has space"},
+	} {
+		r = e.req("POST", "/v1/topics/orders/events", e.keyA, body)
+		if r.status != 400 {
+			t.Errorf("%s: status %d %s", field, r.status, r.body)
+		}
+	}
+	expect(t, e.req("POST", "/v1/topics/orders/replay", e.keyA, map[string]any{"subscription": "nope"}), 404, "/problems/not-found")
+	expect(t, e.req("DELETE", "/v1/topics/orders/subscriptions/billing", e.keyA, nil), 204, "")
+}

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/idemclient"
+)
+
+// newTopicsCmd publishes events and manages subscriptions, the event log
+// and replays over the HTTP API.
+func newTopicsCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{Use: "topics", Short: "Publish events, manage subscriptions, read and replay the event log"}
+	af.register(cmd)
+	cmd.AddCommand(newSubscribeCmd(&af), newUnsubscribeCmd(&af), newSubscriptionsCmd(&af), newPublishCmd(&af),
+		newEventsCmd(&af), newEventReplayCmd(&af))
+	return cmd
+}
+
+func newSubscribeCmd(af *apiFlags) *cobra.Command {
+	var req idemclient.SubscriptionPut
+	var secret, timeout string
+	var unsigned bool
+	c := &cobra.Command{Use: "subscribe TOPIC NAME", Short: "Create or replace a subscription (a generated secret is printed once)",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			r := req
+			if secret != "" || unsigned {
+				r.Secret = &secret
+			}
+			if timeout != "" {
+				r.Timeout = &timeout
+			}
+			s, created, err := cl.PutSubscription(cmd.Context(), args[0], args[1], &r)
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), s)
+			}
+			verb := map[bool]string{true: "created", false: "replaced"}[created]
+			fmt.Fprintf(cmd.OutOrStdout(), "%s subscription %s/%s\n", verb, s.Topic, s.Name)
+			if s.Secret != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "signing secret (shown only once): %s\n", s.Secret)
+			}
+			return nil
+		}}
+	fl := c.Flags()
+	fl.StringVar(&req.URL, "target-url", "", "webhook URL, or nats://host:port/subject (required)")
+	fl.StringSliceVar(&req.EventTypes, "type", nil, "only events of these types (repeatable)")
+	fl.StringVar(&secret, "secret", "", "signing secret whsec_… (default: generated)")
+	fl.BoolVar(&unsigned, "unsigned", false, "send pushes without a signature")
+	fl.StringVar(&timeout, "timeout", "", "timeout of one push, e.g. 10s")
+	_ = c.MarkFlagRequired("target-url")
+	return c
+}
+
+func newUnsubscribeCmd(af *apiFlags) *cobra.Command {
+	return &cobra.Command{Use: "unsubscribe TOPIC NAME", Short: "Delete a subscription", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.DeleteSubscription(cmd.Context(), args[0], args[1]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted subscription %s/%s\n", args[0], args[1])
+			return nil
+		}}
+}
+
+func newSubscriptionsCmd(af *apiFlags) *cobra.Command {
+	return &cobra.Command{Use: "subscriptions TOPIC", Short: "List the subscriptions of a topic", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			subs, err := cl.Subscriptions(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), subs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tURL\tTYPES\tSECRETS")
+			for _, s := range subs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Name, s.URL, dash(strings.Join(s.EventTypes, ",")), s.SecretCount)
+			}
+			return tw.Flush()
+		}}
+}
+
+func newPublishCmd(af *apiFlags) *cobra.Command {
+	var req idemclient.PublishRequest
+	var payload, metadata string
+	c := &cobra.Command{Use: "publish TOPIC", Short: "Publish an event", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			r := req
+			r.Payload = json.RawMessage(payload)
+			if metadata != "" {
+				r.Metadata = json.RawMessage(metadata)
+			}
+			res, err := cl.Publish(cmd.Context(), args[0], &r)
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "event %s: %d deliveries (existing: %v)\n", res.EventID, res.Deliveries, res.Existing)
+			return nil
+		}}
+	fl := c.Flags()
+	fl.StringVar(&req.Key, "key", "", "deduplication key")
+	fl.StringVar(&req.Type, "type", "", "event type")
+	fl.StringVar(&req.PartitionKey, "partition-key", "", "the entity (order per entity)")
+	fl.StringVar(&payload, "payload", "{}", "payload JSON")
+	fl.StringVar(&metadata, "metadata", "", "metadata JSON object")
+	return c
+}
+
+func newEventsCmd(af *apiFlags) *cobra.Command {
+	var partition, cursor string
+	var types []string
+	var limit int
+	c := &cobra.Command{Use: "events TOPIC", Short: "List the event log of a topic, oldest first", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			evs, next, err := cl.Events(cmd.Context(), args[0], partition, types, limit, cursor)
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"events": evs, "next_cursor": next})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTYPE\tENTITY\tKEY\tDELIVERIES\tCREATED")
+			for _, e := range evs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, dash(e.Type), dash(e.PartitionKey), dash(e.Key), e.Deliveries, fmtTime(&e.CreatedAt))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if next != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "next page: --cursor %s\n", next)
+			}
+			return nil
+		}}
+	fl := c.Flags()
+	fl.StringVar(&partition, "partition-key", "", "only this entity")
+	fl.StringSliceVar(&types, "type", nil, "only these types")
+	fl.IntVar(&limit, "limit", 50, "page size (max 500)")
+	fl.StringVar(&cursor, "cursor", "", "next page")
+	return c
+}
+
+func newEventReplayCmd(af *apiFlags) *cobra.Command {
+	var req idemclient.EventReplayRequest
+	var meta, from, to string
+	c := &cobra.Command{Use: "replay TOPIC", Short: "Deliver events of the log again (new deliveries naming the originals)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			r := req
+			if meta != "" {
+				k, v, ok := strings.Cut(meta, "=")
+				if !ok {
+					return fmt.Errorf("--metadata: want key=value")
+				}
+				r.Metadata = map[string]string{k: v}
+			}
+			if from != "" {
+				r.From = &from
+			}
+			if to != "" {
+				r.To = &to
+			}
+			res, err := cl.ReplayEvents(cmd.Context(), args[0], &r)
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "replayed %d events: %d deliveries\n", res.Events, res.Deliveries)
+			return nil
+		}}
+	fl := c.Flags()
+	fl.StringVar(&req.PartitionKey, "partition-key", "", "only this entity")
+	fl.StringSliceVar(&req.Types, "type", nil, "only these types")
+	fl.StringVar(&meta, "metadata", "", "only events whose metadata has key=value")
+	fl.StringVar(&from, "from", "", "created at or after (RFC 3339)")
+	fl.StringVar(&to, "to", "", "created before (RFC 3339)")
+	fl.StringVar(&req.Subscription, "subscription", "", "only to this subscription")
+	return c
+}

@@ -1,0 +1,101 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/deliver"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/webhook"
+)
+
+// BusyWait is how long a job snoozes when its target's concurrency cap is
+// full.
+const BusyWait = 250 * time.Millisecond
+
+// MaxErrorExcerpt is how many bytes of a failed delivery's response the
+// attempt's error keeps.
+const MaxErrorExcerpt = 512
+
+// ErrNoTarget is the error of an attempt whose job has neither a handler nor
+// a matching delivery target; it retries, so a target added later takes it.
+var ErrNoTarget = errors.New("no worker registered and no delivery target matches")
+
+// deliver makes the attempt of a job without a handler by delivering it to
+// its target, and maps the target's outcome through SetOutcome: completed
+// with the response as result; retry with the job's backoff but no sooner
+// than the target's Retry-After; dead. The attempt records the target's
+// name and HTTP status.
+func (e *Executor) deliver(ctx context.Context, row *idemtype.JobRow, fin *store.JobFinishParams) {
+	tgt, name, err := e.cfg.Target(ctx, row)
+	if err == nil && tgt == nil {
+		err = fmt.Errorf("%w: queue %q, kind %q", ErrNoTarget, row.Queue, row.Kind)
+	}
+	if err != nil {
+		e.SetOutcome(fin, row, nil, err)
+		return
+	}
+	out := tgt.Deliver(ctx, &deliver.Delivery{
+		JobID: row.ID, Kind: row.Kind, Args: row.Args, Attempt: row.Attempt,
+		IdempotencyKey: row.IdempotencyKey, PartitionKey: row.PartitionKey,
+	})
+	if !errors.Is(out.Err, webhook.ErrTargetBusy) {
+		fin.Target, fin.HTTPStatus = name, out.Status
+	}
+	switch {
+	case errors.Is(out.Err, webhook.ErrTargetBusy):
+		// The target's slots are full: a slow endpoint holds its own slots,
+		// this worker goes back to other jobs; the attempt does not count.
+		e.SetOutcome(fin, row, nil, &idemtype.ControlError{Kind: idemtype.ControlSnooze, After: BusyWait})
+	case out.Class == deliver.Completed:
+		e.SetOutcome(fin, row, ResultJSON(out.Result), nil)
+	case out.Class == deliver.Dead:
+		e.SetOutcome(fin, row, nil, &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: deliveryError(out)})
+	default:
+		after := max(e.cfg.RetryDelay(row), out.RetryAfter)
+		e.SetOutcome(fin, row, nil, &idemtype.ControlError{Kind: idemtype.ControlRetryAfter, After: after, Err: deliveryError(out)})
+	}
+}
+
+// ResultJSON turns a target's answer into a job result: JSON as it is, other
+// text as a JSON string, nothing as no result.
+func ResultJSON(body []byte) json.RawMessage {
+	if len(body) == 0 {
+		return nil
+	}
+	if json.Valid(body) {
+		return body
+	}
+	b, _ := json.Marshal(string(body)) // a string always encodes
+	return b
+}
+
+// deliveryError is the attempt's error: the target's, with an excerpt of
+// the response when there was one.
+func deliveryError(out deliver.Outcome) error {
+	err := out.Err
+	if err == nil {
+		err = fmt.Errorf("delivery %s", out.Class)
+	}
+	if len(out.Result) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; response: %q", err, excerpt(out.Result, MaxErrorExcerpt))
+}
+
+// excerpt returns at most n bytes of b, cut at a rune boundary.
+func excerpt(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	b = b[:n]
+	for len(b) > 0 && !utf8.Valid(b) {
+		b = b[:len(b)-1]
+	}
+	return string(b) + "…"
+}

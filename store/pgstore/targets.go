@@ -1,0 +1,140 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// The queries of the delivery_targets table.
+const (
+	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
+	// qTargetPut inserts or replaces a target; xmax = 0 marks an insert.
+	qTargetPut = `INSERT INTO {schema}.delivery_targets (` + targetCols + `)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, $10::jsonb)
+ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
+    url = excluded.url, secrets = excluded.secrets, timeout_ms = excluded.timeout_ms,
+    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types
+RETURNING (xmax = 0)`
+	qTargetList   = `SELECT ` + targetCols + ` FROM {schema}.delivery_targets WHERE ($1 = '' OR tenant = $1) ORDER BY tenant, name`
+	qTargetDelete = `DELETE FROM {schema}.delivery_targets WHERE tenant = $1 AND name = $2`
+	// qAttemptDeliveryList: $1 tenant ("" = all), $2 since, $3 limit.
+	qAttemptDeliveryList = `SELECT job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id, target, http_status
+FROM {schema}.attempts
+WHERE target <> '' AND finished_at >= $2 AND ($1 = '' OR job_id IN (SELECT id FROM {schema}.jobs WHERE tenant = $1))
+ORDER BY finished_at DESC LIMIT $3`
+)
+
+// AttemptDeliveryList implements store.Targets.
+func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliveryListParams) ([]*idemtype.Attempt, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.MaxBatch
+	}
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, s.sql(qAttemptDeliveryList), p.Tenant, p.Since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []*idemtype.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list delivery attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	return out, nil
+}
+
+// TargetPut implements store.Targets.
+func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, error) {
+	secrets, types, err := store.TargetCheck(t)
+	if err != nil {
+		return false, fmt.Errorf("put target: %w", err)
+	}
+	db, err := s.db()
+	if err != nil {
+		return false, err
+	}
+	var created bool
+	err = db.QueryRow(ctx, s.sql(qTargetPut), t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
+		t.Timeout.Milliseconds(), store.OrNow(t.UpdatedAt), t.Topic, types).Scan(&created)
+	if err != nil {
+		return false, fmt.Errorf("put target: %w", err)
+	}
+	return created, nil
+}
+
+// TargetList implements store.Targets.
+func (s *Store) TargetList(ctx context.Context, p *store.TargetListParams) ([]*store.DeliveryTarget, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, s.sql(qTargetList), p.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list targets: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.DeliveryTarget
+	for rows.Next() {
+		t, err := scanTarget(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list targets: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list targets: %w", err)
+	}
+	return out, nil
+}
+
+// TargetDelete implements store.Targets.
+func (s *Store) TargetDelete(ctx context.Context, p *store.TargetDeleteParams) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, s.sql(qTargetDelete), p.Tenant, p.Name)
+	if err != nil {
+		return fmt.Errorf("delete target: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete target %q: %w", p.Name, idemtype.ErrNotFound)
+	}
+	return nil
+}
+
+// scanTarget reads one delivery_targets row.
+func scanTarget(row pgx.Row) (*store.DeliveryTarget, error) {
+	var t store.DeliveryTarget
+	var secrets, types []byte
+	var timeoutMS int64
+	if err := row.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &t.CreatedAt, &t.UpdatedAt, &t.Topic, &types); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(types, &t.EventTypes); err != nil {
+		return nil, fmt.Errorf("target %q event types: %w", t.Name, err)
+	}
+	if err := json.Unmarshal(secrets, &t.Secrets); err != nil {
+		return nil, fmt.Errorf("target %q secrets: %w", t.Name, err)
+	}
+	t.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	t.CreatedAt, t.UpdatedAt = utc(t.CreatedAt), utc(t.UpdatedAt)
+	return &t, nil
+}

@@ -1,0 +1,132 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// The queries of the delivery_targets table.
+const (
+	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
+	// qTargetPut inserts or replaces a target; created_at is kept on a
+	// replace, so "created" is updated_at = created_at.
+	qTargetPut = `INSERT INTO delivery_targets (` + targetCols + `)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
+    url = excluded.url, secrets = excluded.secrets, timeout_ms = excluded.timeout_ms,
+    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types
+RETURNING created_at = updated_at`
+	qTargetList   = `SELECT ` + targetCols + ` FROM delivery_targets WHERE (? = '' OR tenant = ?) ORDER BY tenant, name`
+	qTargetDelete = `DELETE FROM delivery_targets WHERE tenant = ? AND name = ?`
+	// qAttemptDeliveryList: ?1 tenant ("" = all), ?2 since, ?3 limit.
+	qAttemptDeliveryList = `SELECT ` + attemptCols + ` FROM attempts
+WHERE target <> '' AND finished_at >= ?2 AND (?1 = '' OR job_id IN (SELECT id FROM jobs WHERE tenant = ?1))
+ORDER BY finished_at DESC LIMIT ?3`
+)
+
+// AttemptDeliveryList implements store.Targets.
+func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliveryListParams) ([]*idemtype.Attempt, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.MaxBatch
+	}
+	rows, err := s.readRows(ctx, qAttemptDeliveryList, p.Tenant, toUS(p.Since), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*idemtype.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list delivery attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list delivery attempts: %w", err)
+	}
+	return out, nil
+}
+
+// TargetPut implements store.Targets.
+func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, error) {
+	secrets, types, err := store.TargetCheck(t)
+	if err != nil {
+		return false, fmt.Errorf("put target: %w", err)
+	}
+	now := toUS(store.OrNow(t.UpdatedAt))
+	var created bool
+	err = s.write(ctx, 1, func(w *wtx) error {
+		return w.queryRow(qTargetPut, t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
+			t.Timeout.Milliseconds(), now, now, t.Topic, types).Scan(&created)
+	})
+	if err != nil {
+		return false, fmt.Errorf("put target: %w", err)
+	}
+	return created, nil
+}
+
+// TargetList implements store.Targets.
+func (s *Store) TargetList(ctx context.Context, p *store.TargetListParams) ([]*store.DeliveryTarget, error) {
+	rows, err := s.readRows(ctx, qTargetList, p.Tenant, p.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list targets: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*store.DeliveryTarget
+	for rows.Next() {
+		t, err := scanTarget(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list targets: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list targets: %w", err)
+	}
+	return out, nil
+}
+
+// TargetDelete implements store.Targets.
+func (s *Store) TargetDelete(ctx context.Context, p *store.TargetDeleteParams) error {
+	err := s.write(ctx, 1, func(w *wtx) error {
+		res, err := w.exec(qTargetDelete, p.Tenant, p.Name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("target %q: %w", p.Name, idemtype.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete target: %w", err)
+	}
+	return nil
+}
+
+// scanTarget reads one delivery_targets row.
+func scanTarget(rows *sql.Rows) (*store.DeliveryTarget, error) {
+	var t store.DeliveryTarget
+	var secrets, types string
+	var timeoutMS, created, updated int64
+	if err := rows.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &created, &updated, &t.Topic, &types); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(types), &t.EventTypes); err != nil {
+		return nil, fmt.Errorf("target %q event types: %w", t.Name, err)
+	}
+	if err := json.Unmarshal([]byte(secrets), &t.Secrets); err != nil {
+		return nil, fmt.Errorf("target %q secrets: %w", t.Name, err)
+	}
+	t.Timeout = time.Duration(timeoutMS) * time.Millisecond
+	t.CreatedAt, t.UpdatedAt = fromUS(created), fromUS(updated)
+	return &t, nil
+}

@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// eventCases are the cases of the event log; they run with the target cases.
+func eventCases() []testCase {
+	return []testCase{
+		{"Events/insert-dedup-list-delete", testEventLog},
+	}
+}
+
+// testEventLog: a key deduplicates per (tenant, topic); the list filters by
+// entity, types, a metadata value and time, oldest first, after a cursor;
+// retention deletes by age; bad events are refused.
+func testEventLog(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	ev := func(key, typ, entity, meta string, d time.Duration) *store.Event {
+		e := &store.Event{Tenant: "t", Topic: "orders", Key: key, Type: typ, PartitionKey: entity,
+			Payload: json.RawMessage(`{"n":1}`), CreatedAt: at(d), Deliveries: 2}
+		if meta != "" {
+			e.Metadata = json.RawMessage(meta)
+		}
+		return e
+	}
+	var ids []int64
+	for i, e := range []*store.Event{
+		ev("k1", "created", "order-1", `{"region":"eu"}`, 0),
+		ev("k2", "paid", "order-1", `{"region":"us"}`, time.Minute),
+		ev("", "created", "order-2", "", 2*time.Minute),
+		ev("k4", "shipped", "order-1", `{"region":"eu"}`, 3*time.Minute),
+	} {
+		got, existing, err := s.EventInsert(ctx, e)
+		wantOK(t, "insert", err)
+		if existing || got.ID == 0 || !got.CreatedAt.Equal(e.CreatedAt) || string(got.Payload) != `{"n":1}` || got.Deliveries != 2 {
+			t.Fatalf("insert %d: %+v existing=%v", i, got, existing)
+		}
+		ids = append(ids, got.ID)
+	}
+	again, existing, err := s.EventInsert(ctx, ev("k1", "other", "x", "", time.Hour))
+	wantOK(t, "repeat key", err)
+	if !existing || again.ID != ids[0] || again.Type != "created" || string(again.Metadata) != `{"region":"eu"}` {
+		t.Fatalf("repeat key: %+v existing=%v, want event %d", again, existing, ids[0])
+	}
+	other := ev("k1", "created", "order-1", "", 0)
+	other.Topic = "payments"
+	if _, existing, err := s.EventInsert(ctx, other); err != nil || existing {
+		t.Fatalf("same key, other topic: existing=%v err=%v", existing, err)
+	}
+	list := func(p store.EventListParams) []int64 {
+		t.Helper()
+		p.Tenant, p.Topic = "t", "orders"
+		got, err := s.EventList(ctx, &p)
+		wantOK(t, "list", err)
+		var out []int64
+		for _, e := range got {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	wantIDs(t, "all", list(store.EventListParams{}), ids)
+	wantIDs(t, "entity", list(store.EventListParams{PartitionKey: "order-1"}), []int64{ids[0], ids[1], ids[3]})
+	wantIDs(t, "types", list(store.EventListParams{Types: []string{"created", "shipped"}}), []int64{ids[0], ids[2], ids[3]})
+	wantIDs(t, "metadata", list(store.EventListParams{MetaKey: "region", MetaValue: "eu"}), []int64{ids[0], ids[3]})
+	wantIDs(t, "time range", list(store.EventListParams{From: at(time.Minute), To: at(3 * time.Minute)}), []int64{ids[1], ids[2]})
+	wantIDs(t, "after, limit", list(store.EventListParams{AfterID: ids[0], Limit: 2}), []int64{ids[1], ids[2]})
+
+	n, err := s.EventDeleteBefore(ctx, &store.EventDeleteBeforeParams{Before: at(2 * time.Minute)})
+	wantOK(t, "delete", err)
+	if n != 3 { // two of orders, one of payments
+		t.Fatalf("deleted %d events, want 3", n)
+	}
+	wantIDs(t, "after retention", list(store.EventListParams{}), []int64{ids[2], ids[3]})
+
+	for _, bad := range []*store.Event{
+		{Tenant: "t", Payload: json.RawMessage(`{}`)},
+		{Tenant: "t", Topic: "o", Payload: json.RawMessage(`{`)},
+		{Tenant: "t", Topic: "o", Payload: json.RawMessage(`{}`), Metadata: json.RawMessage(`[1]`)},
+	} {
+		_, _, err := s.EventInsert(ctx, bad)
+		wantErr(t, "bad event", err, idemtype.ErrInvalid)
+	}
+}

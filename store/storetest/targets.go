@@ -1,0 +1,125 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+func targetCases() []testCase {
+	return []testCase{
+		{"Targets/put-list-replace-delete", testTargetLifecycle},
+		{"Targets/invalid", testTargetInvalid},
+		{"Targets/delivery-attempts", testAttemptDeliveryList},
+	}
+}
+
+// testTargetLifecycle: TargetPut creates then replaces (keeping CreatedAt),
+// TargetList filters by tenant in (tenant, name) order, TargetDelete removes
+// one and says ErrNotFound after.
+func testTargetLifecycle(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := &store.DeliveryTarget{Tenant: "t1", Name: "b-orders", Queue: "orders", URL: "http://127.0.0.1:1/a",
+		Secrets: []string{"whsec_one", "whsec_two"}, Timeout: 1500 * time.Millisecond, UpdatedAt: at(0)}
+	created, err := s.TargetPut(ctx, a)
+	wantOK(t, "put", err)
+	if !created {
+		t.Fatalf("first put: created = false")
+	}
+	b := &store.DeliveryTarget{Tenant: "t1", Name: "a-mail", Kind: "mail.send", URL: "http://127.0.0.1:1/b", UpdatedAt: at(time.Second)}
+	_, err = s.TargetPut(ctx, b)
+	wantOK(t, "put b", err)
+	_, err = s.TargetPut(ctx, &store.DeliveryTarget{Tenant: "t2", Name: "x", Queue: "q", URL: "http://h/x", UpdatedAt: at(0)})
+	wantOK(t, "put t2", err)
+
+	repl := *a
+	repl.URL, repl.Secrets, repl.UpdatedAt = "http://127.0.0.1:1/new", []string{"whsec_three"}, at(time.Minute)
+	created, err = s.TargetPut(ctx, &repl)
+	wantOK(t, "replace", err)
+	if created {
+		t.Fatalf("replace: created = true")
+	}
+	got, err := s.TargetList(ctx, &store.TargetListParams{Tenant: "t1"})
+	wantOK(t, "list", err)
+	if len(got) != 2 || got[0].Name != "a-mail" || got[1].Name != "b-orders" {
+		t.Fatalf("list t1 = %+v, want a-mail, b-orders", got)
+	}
+	o := got[1]
+	if o.URL != repl.URL || len(o.Secrets) != 1 || o.Secrets[0] != "whsec_three" || o.Queue != "orders" ||
+		o.Timeout != 1500*time.Millisecond || !o.CreatedAt.Equal(at(0)) || !o.UpdatedAt.Equal(at(time.Minute)) {
+		t.Fatalf("replaced target = %+v", o)
+	}
+	if got[0].Secrets == nil || len(got[0].Secrets) != 0 {
+		t.Fatalf("no secrets: got %#v, want empty", got[0].Secrets)
+	}
+	all, err := s.TargetList(ctx, &store.TargetListParams{})
+	wantOK(t, "list all", err)
+	if len(all) != 3 {
+		t.Fatalf("list all: %d targets, want 3", len(all))
+	}
+	wantOK(t, "delete", s.TargetDelete(ctx, &store.TargetDeleteParams{Tenant: "t1", Name: "a-mail"}))
+	wantErr(t, "delete again", s.TargetDelete(ctx, &store.TargetDeleteParams{Tenant: "t1", Name: "a-mail"}), idemtype.ErrNotFound)
+	wantErr(t, "delete other tenant", s.TargetDelete(ctx, &store.TargetDeleteParams{Tenant: "t1", Name: "x"}), idemtype.ErrNotFound)
+}
+
+// testTargetInvalid: a target without a name, URL or scope is refused with
+// ErrInvalid and nothing is stored.
+func testTargetInvalid(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, bad := range []*store.DeliveryTarget{
+		{Tenant: "t", URL: "http://h", Queue: "q"},
+		{Tenant: "t", Name: "n", Queue: "q"},
+		{Tenant: "t", Name: "n", URL: "http://h"},
+		{Tenant: "t", Name: "n", URL: "http://h", Queue: "q", Timeout: -time.Second},
+	} {
+		_, err := s.TargetPut(ctx, bad)
+		wantErr(t, "put invalid", err, idemtype.ErrInvalid)
+	}
+	got, err := s.TargetList(ctx, &store.TargetListParams{})
+	wantOK(t, "list", err)
+	if len(got) != 0 {
+		t.Fatalf("invalid puts stored %d targets", len(got))
+	}
+}
+
+// testAttemptDeliveryList: the attempts that name a target are listed
+// newest first, from Since, per tenant, up to Limit, with their status;
+// attempts without a target are not.
+func testAttemptDeliveryList(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	other := newJob("hook")
+	other.Tenant = "t2"
+	jobs := insertNew(t, s, at(0), newJob("hook"), newJob("hook"), newJob("plain"), other)
+	for i, j := range jobs {
+		r := claimJob(t, s, j, at(time.Duration(i)*time.Minute))
+		fin := failure(r, idemtype.StateRetryable, idemtype.OutcomeFailed, "HTTP 503", at(time.Hour), at(time.Duration(i)*time.Minute+time.Second))
+		if j.Kind == "hook" {
+			fin.Target, fin.HTTPStatus = "orders", 503
+		}
+		finish1(t, s, fin)
+	}
+	r := claimJob(t, s, mustGet(t, s, jobs[0].ID), at(time.Hour))
+	fin := completion(r, `{"ok":true}`, at(time.Hour+time.Second))
+	fin.Target, fin.HTTPStatus = "orders", 200
+	finish1(t, s, fin)
+
+	got, err := s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Tenant: "default", Since: at(0)})
+	wantOK(t, "list", err)
+	if len(got) != 3 || got[0].HTTPStatus != 200 || got[0].JobID != jobs[0].ID || got[1].JobID != jobs[1].ID ||
+		got[2].JobID != jobs[0].ID || got[2].HTTPStatus != 503 || got[1].Target != "orders" || got[1].DurationMS != 3 {
+		t.Fatalf("delivery attempts = %+v", got)
+	}
+	got, err = s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Since: at(90 * time.Second), Limit: 10})
+	wantOK(t, "list since", err)
+	if len(got) != 2 || got[1].JobID != jobs[3].ID {
+		t.Fatalf("since 90s, all tenants = %+v, want the t2 job's and the completion", got)
+	}
+	got, err = s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Since: at(0), Limit: 1})
+	wantOK(t, "limit", err)
+	if len(got) != 1 || got[0].HTTPStatus != 200 {
+		t.Fatalf("limit 1 = %+v", got)
+	}
+}

@@ -1,0 +1,331 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/webhook"
+)
+
+// Defaults of the topics.
+const (
+	// DefaultTopicQueue is the queue of the delivery jobs of topic events.
+	DefaultTopicQueue = "topics"
+	// DefaultEventRetention is how long the event log keeps an event.
+	DefaultEventRetention = 90 * 24 * time.Hour
+)
+
+// Subscription is a webhook that receives the events of a topic. Each event
+// becomes one delivery job per subscription (its own retries, attempt log
+// and dead letter), partitioned by subscription and entity, so the events of
+// one entity reach one subscription in order while a subscription that is
+// down never holds back the others.
+type Subscription struct {
+	Tenant string // "" = the client's default tenant
+	Topic  string
+	Name   string // unique per topic
+	URL    string
+	// Secrets sign each push; never returned by SubscriptionList.
+	Secrets     []webhook.Secret
+	SecretCount int
+	// EventTypes: only events of these types; none = every event.
+	EventTypes []string
+	Timeout    time.Duration
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// subscriptionTarget names the stored target of a subscription: its name
+// in the attempt log is "topic/name", the kind of its delivery jobs
+// "topic:topic/name".
+func subscriptionTarget(topic, name string) (targetName, kind string) {
+	return topic + "/" + name, "topic:" + topic + "/" + name
+}
+
+// SubscriptionPut creates or replaces a subscription and reports whether it
+// was created.
+func (c *Client) SubscriptionPut(ctx context.Context, s *Subscription) (bool, error) {
+	if s == nil {
+		return false, idemtype.Invalid("subscription", "nil")
+	}
+	if err := ValidateName("topic", s.Topic); err != nil {
+		return false, err
+	}
+	if err := ValidateName("name", s.Name); err != nil {
+		return false, err
+	}
+	for _, et := range s.EventTypes {
+		if err := ValidateName("event_types", et); err != nil {
+			return false, err
+		}
+	}
+	name, kind := subscriptionTarget(s.Topic, s.Name)
+	return c.targetPut(ctx, &Target{Tenant: s.Tenant, Name: name, Kind: kind, URL: s.URL, Secrets: s.Secrets,
+		Timeout: s.Timeout}, s.Topic, s.EventTypes)
+}
+
+// SubscriptionList returns the subscriptions of a topic, by name, without
+// their secrets.
+func (c *Client) SubscriptionList(ctx context.Context, tenant, topic string) ([]*Subscription, error) {
+	rows, err := c.subscriptions(ctx, c.tenant(tenant), topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Subscription, len(rows))
+	for i, r := range rows {
+		out[i] = &Subscription{Tenant: r.Tenant, Topic: r.Topic, Name: r.Name[len(topic)+1:], URL: r.URL,
+			SecretCount: len(r.Secrets), EventTypes: r.EventTypes, Timeout: r.Timeout,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	}
+	return out, nil
+}
+
+// SubscriptionGet returns one subscription without its secrets;
+// ErrNotFound when there is none.
+func (c *Client) SubscriptionGet(ctx context.Context, tenant, topic, name string) (*Subscription, error) {
+	list, err := c.SubscriptionList(ctx, tenant, topic)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range list {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("subscription %s/%s: %w", topic, name, idemtype.ErrNotFound)
+}
+
+// SubscriptionDelete deletes a subscription; ErrNotFound when there is none.
+// Its pending deliveries wait (retrying) for a subscription of that name.
+func (c *Client) SubscriptionDelete(ctx context.Context, tenant, topic, name string) error {
+	target, _ := subscriptionTarget(topic, name)
+	return c.TargetDelete(ctx, tenant, target)
+}
+
+// subscriptions reads the stored subscriptions of a topic.
+func (c *Client) subscriptions(ctx context.Context, tenant, topic string) ([]*store.DeliveryTarget, error) {
+	rows, err := c.store.TargetList(ctx, &store.TargetListParams{Tenant: tenant})
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.DeliveryTarget
+	for _, r := range rows {
+		if r.Topic == topic {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Event is one event published to a topic.
+type Event = store.Event
+
+// PublishResult is the outcome of Publish.
+type PublishResult struct {
+	Event *Event
+	// Existing: the key was published before; Event is that event and no
+	// event was added (its missing deliveries, if any, were created).
+	Existing bool
+	// Deliveries is how many subscriptions the event goes to.
+	Deliveries int
+}
+
+// EventEnvelope is the args of a delivery job, and so the "args" a
+// subscriber receives (docs/topics.md).
+type EventEnvelope struct {
+	EventID      string          `json:"event_id"`
+	Topic        string          `json:"topic"`
+	Type         string          `json:"type,omitempty"`
+	Key          string          `json:"key,omitempty"`
+	PartitionKey string          `json:"partition_key,omitempty"`
+	Payload      json.RawMessage `json:"payload"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	// ReplayOf is set on a replay: the id of the original event.
+	ReplayOf string `json:"replay_of,omitempty"`
+}
+
+// Publish appends an event to the topic's event log and creates one
+// delivery job per subscription whose event types match. A repeated Key
+// returns the existing event (Existing) and creates only the deliveries it
+// lacks, so a publish retried after a crash completes its fan-out.
+func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) {
+	if e == nil {
+		return nil, idemtype.Invalid("event", "nil")
+	}
+	ev := *e
+	ev.Tenant, ev.CreatedAt = c.tenant(ev.Tenant), c.now()
+	if len(ev.Payload) == 0 {
+		ev.Payload = json.RawMessage("null")
+	}
+	if err := validateEvent(&ev); err != nil {
+		return nil, err
+	}
+	subs, err := c.subscriptions(ctx, ev.Tenant, ev.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	for _, s := range subs {
+		if typeMatches(s.EventTypes, ev.Type) {
+			ev.Deliveries++
+		}
+	}
+	stored, existing, err := c.store.EventInsert(ctx, &ev)
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	n, err := c.fanOut(ctx, stored, "", false)
+	if err != nil {
+		return nil, fmt.Errorf("publish event %d: %w", stored.ID, err)
+	}
+	return &PublishResult{Event: stored, Existing: existing, Deliveries: n}, nil
+}
+
+// validateEvent checks what Publish is given.
+func validateEvent(e *Event) error {
+	if err := ValidateName("topic", e.Topic); err != nil {
+		return err
+	}
+	for field, v := range map[string]string{"type": e.Type, "key": e.Key, "partition_key": e.PartitionKey} {
+		if v == "" {
+			continue
+		}
+		if err := ValidateKey(field, v); err != nil {
+			return err
+		}
+	}
+	return store.EventCheck(e)
+}
+
+// fanOut enqueues the deliveries of ev: to every matching subscription, or
+// to the one named only. A replay makes new deliveries (no idempotency key)
+// that reference the original; a publish makes keyed ones, one per event
+// and subscription.
+func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool) (int, error) {
+	subs, err := c.subscriptions(ctx, ev.Tenant, ev.Topic)
+	if err != nil {
+		return 0, err
+	}
+	env := EventEnvelope{EventID: strconv.FormatInt(ev.ID, 10), Topic: ev.Topic, Type: ev.Type, Key: ev.Key,
+		PartitionKey: ev.PartitionKey, Payload: ev.Payload, Metadata: ev.Metadata, CreatedAt: ev.CreatedAt}
+	if replay {
+		env.ReplayOf = env.EventID
+	}
+	args, err := json.Marshal(env)
+	if err != nil {
+		return 0, fmt.Errorf("encode event: %w", err)
+	}
+	var ps []EnqueueParams
+	for _, s := range subs {
+		sub := s.Name[len(ev.Topic)+1:]
+		if (only != "" && sub != only) || !typeMatches(s.EventTypes, ev.Type) {
+			continue
+		}
+		_, kind := subscriptionTarget(ev.Topic, sub)
+		meta, _ := json.Marshal(map[string]any{"event_id": env.EventID, "topic": ev.Topic, "subscription": sub, "replay": replay})
+		opts := &EnqueueOpts{Tenant: ev.Tenant, Queue: c.cfg.TopicQueue, Metadata: meta}
+		if ev.PartitionKey != "" {
+			opts.PartitionKey = sub + "/" + ev.PartitionKey
+		}
+		if !replay {
+			opts.IdempotencyKey = "event-" + env.EventID + "/" + sub
+		}
+		ps = append(ps, EnqueueParams{Kind: kind, Args: args, Opts: opts})
+	}
+	if len(ps) == 0 {
+		return 0, nil
+	}
+	res, err := c.EnqueueMany(ctx, ps)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return 0, r.Err
+		}
+	}
+	return len(ps), nil
+}
+
+// typeMatches reports whether a subscription with filter types takes an
+// event of type t.
+func typeMatches(types []string, t string) bool {
+	if len(types) == 0 {
+		return true
+	}
+	for _, x := range types {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// EventFilter selects events of the log for EventList and Replay.
+type EventFilter struct {
+	Tenant       string // "" = the default tenant
+	Topic        string // required
+	PartitionKey string // the entity
+	Types        []string
+	// MetaKey and MetaValue: the metadata's top-level MetaKey is the string
+	// MetaValue.
+	MetaKey, MetaValue string
+	From, To           time.Time // CreatedAt in [From, To); zero = open
+}
+
+func (f *EventFilter) params(tenant string) *store.EventListParams {
+	return &store.EventListParams{Tenant: tenant, Topic: f.Topic, PartitionKey: f.PartitionKey, Types: f.Types,
+		MetaKey: f.MetaKey, MetaValue: f.MetaValue, From: f.From, To: f.To}
+}
+
+// EventList returns up to limit events of the log matching f after the
+// event afterID, oldest first.
+func (c *Client) EventList(ctx context.Context, f *EventFilter, afterID int64, limit int) ([]*Event, error) {
+	if err := ValidateName("topic", f.Topic); err != nil {
+		return nil, err
+	}
+	p := f.params(c.tenant(f.Tenant))
+	p.AfterID, p.Limit = afterID, min(max(limit, 1), store.MaxBatch)
+	return c.store.EventList(ctx, p)
+}
+
+// ReplayResult counts a replay.
+type ReplayResult struct {
+	Events     int // events of the log replayed
+	Deliveries int // delivery jobs created
+}
+
+// EventReplay delivers again the events f selects, oldest first, to every
+// current subscription whose types match, or only to subscription when not
+// "". Replays are new delivery jobs (new webhook-id) whose args carry
+// replay_of, the original event's id.
+func (c *Client) EventReplay(ctx context.Context, f *EventFilter, subscription string) (*ReplayResult, error) {
+	if err := ValidateName("topic", f.Topic); err != nil {
+		return nil, err
+	}
+	p := f.params(c.tenant(f.Tenant))
+	var out ReplayResult
+	for {
+		evs, err := c.store.EventList(ctx, p)
+		if err != nil {
+			return &out, fmt.Errorf("replay: %w", err)
+		}
+		for _, ev := range evs {
+			n, err := c.fanOut(ctx, ev, subscription, true)
+			if err != nil {
+				return &out, fmt.Errorf("replay event %d: %w", ev.ID, err)
+			}
+			out.Events++
+			out.Deliveries += n
+		}
+		if len(evs) < store.MaxBatch {
+			return &out, nil
+		}
+		p.AfterID = evs[len(evs)-1].ID
+	}
+}

@@ -1,0 +1,233 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/deliver"
+)
+
+// subscriber is a real endpoint that deduplicates by webhook-id and
+// records the events it accepted, in arrival order.
+type subscriber struct {
+	srv  *httptest.Server
+	down atomic.Bool // answer 503 while set
+
+	mu       sync.Mutex
+	seen     map[string]bool
+	events   []idem.EventEnvelope
+	requests int
+	changed  chan struct{}
+}
+
+func newSubscriber(t *testing.T) *subscriber {
+	t.Helper()
+	s := &subscriber{seen: map[string]bool{}, changed: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.requests++
+		if s.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		id := r.Header.Get("webhook-id")
+		if !s.seen[id] {
+			var p deliver.Payload
+			var env idem.EventEnvelope
+			if json.Unmarshal(body, &p) != nil || json.Unmarshal(p.Args, &env) != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			s.seen[id] = true
+			s.events = append(s.events, env)
+			close(s.changed)
+			s.changed = make(chan struct{})
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// wait returns the accepted events once there are n.
+func (s *subscriber) wait(t *testing.T, n int) []idem.EventEnvelope {
+	t.Helper()
+	timeout := time.After(waitTimeout)
+	for {
+		s.mu.Lock()
+		if len(s.events) >= n {
+			out := append([]idem.EventEnvelope(nil), s.events...)
+			s.mu.Unlock()
+			return out
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("subscriber got %d events, want %d", len(s.events), n)
+		}
+	}
+}
+
+func (s *subscriber) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
+// topicConfig delivers the topics queue with fast retries and many attempts.
+func topicConfig() *idem.Config {
+	return &idem.Config{
+		Queues:       map[string]idem.QueueConfig{idem.DefaultTopicQueue: {MaxWorkers: 10, Deliver: true}},
+		RetryByQueue: map[string]idem.RetryPolicy{idem.DefaultTopicQueue: {Delays: []time.Duration{20 * time.Millisecond}, Jitter: -1}},
+		MaxAttempts:  1000,
+		PollInterval: 20 * time.Millisecond,
+	}
+}
+
+// checkOrder fails unless each entity's events arrived in publish order.
+func checkOrder(t *testing.T, who string, evs []idem.EventEnvelope) {
+	t.Helper()
+	last := map[string]int{}
+	for _, e := range evs {
+		var p struct{ Seq int }
+		_ = json.Unmarshal(e.Payload, &p)
+		if p.Seq <= last[e.PartitionKey] {
+			t.Errorf("%s: %s event %d after %d", who, e.PartitionKey, p.Seq, last[e.PartitionKey])
+		}
+		last[e.PartitionKey] = p.Seq
+	}
+}
+
+// testTopicFanOut: three subscriptions, one down for a while: the other two
+// get every event meanwhile, in order per entity; the third catches up in
+// order once it is back; a republished key adds nothing.
+func testTopicFanOut(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	subs := map[string]*subscriber{"a": newSubscriber(t), "b": newSubscriber(t), "c": newSubscriber(t)}
+	subs["c"].down.Store(true)
+	for name, s := range subs {
+		if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: name, URL: s.srv.URL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.start(t)
+	const n = 12
+	for i := 1; i <= n; i++ {
+		res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: fmt.Sprintf("e%d", i), Type: "order.updated",
+			PartitionKey: fmt.Sprintf("order-%d", i%3), Payload: json.RawMessage(fmt.Sprintf(`{"seq":%d}`, i))})
+		if err != nil || res.Deliveries != 3 || res.Existing {
+			t.Fatalf("publish %d: %+v %v", i, res, err)
+		}
+	}
+	checkOrder(t, "a", subs["a"].wait(t, n))
+	checkOrder(t, "b", subs["b"].wait(t, n))
+	if got := subs["c"].count(); got != 0 {
+		t.Fatalf("c accepted %d events while down", got)
+	}
+	subs["c"].mu.Lock()
+	refused := subs["c"].requests
+	subs["c"].mu.Unlock()
+	if refused == 0 {
+		t.Fatal("c was never tried while down")
+	}
+	subs["c"].down.Store(false)
+	checkOrder(t, "c", subs["c"].wait(t, n))
+
+	res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "e1", Payload: json.RawMessage(`{"seq":99}`)})
+	if err != nil || !res.Existing || res.Event.Type != "order.updated" {
+		t.Fatalf("republish: %+v %v", res, err)
+	}
+	jobs, _, err := b.client.JobList(ctx, &idem.JobListParams{Limit: 500})
+	if err != nil || len(jobs) != 3*n {
+		t.Fatalf("%d delivery jobs (%v), want %d", len(jobs), err, 3*n)
+	}
+}
+
+func TestTopicFanOut(t *testing.T) {
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testTopicFanOut(t, setup(t, topicConfig()))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		b, _, _ := pgSetup(t, topicConfig())
+		testTopicFanOut(t, b)
+	})
+}
+
+// TestTopicReplay: replays by entity, by types to one subscription, by a
+// metadata value and by time range are new deliveries that name the
+// original event.
+func TestTopicReplay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, topicConfig())
+	main, audit := newSubscriber(t), newSubscriber(t)
+	for name, s := range map[string]*subscriber{"main": main, "audit": audit} {
+		if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: name, URL: s.srv.URL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "paid-only", URL: audit.srv.URL + "/paid",
+		EventTypes: []string{"paid"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	type ev struct{ entity, typ, region string }
+	var published []*idem.Event
+	for i, e := range []ev{{"x", "created", "eu"}, {"y", "created", "us"}, {"x", "paid", "eu"}, {"y", "paid", "us"}, {"x", "shipped", "us"}} {
+		res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Type: e.typ, PartitionKey: e.entity,
+			Metadata: json.RawMessage(`{"region":"` + e.region + `"}`), Payload: json.RawMessage(fmt.Sprintf(`{"seq":%d}`, i+1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		published = append(published, res.Event)
+	}
+	main.wait(t, 5)
+	audit.wait(t, 7) // 5 via audit, 2 via paid-only
+
+	replay := func(f idem.EventFilter, sub string, wantEvents, wantDeliveries int) {
+		t.Helper()
+		f.Topic = "orders"
+		res, err := b.client.EventReplay(ctx, &f, sub)
+		if err != nil || res.Events != wantEvents || res.Deliveries != wantDeliveries {
+			t.Fatalf("replay %+v to %q: %+v %v, want %d events %d deliveries", f, sub, res, err, wantEvents, wantDeliveries)
+		}
+	}
+	replay(idem.EventFilter{PartitionKey: "x"}, "main", 3, 3)
+	got := main.wait(t, 8)[5:]
+	for i, e := range got {
+		if e.PartitionKey != "x" || e.ReplayOf == "" || e.ReplayOf != e.EventID {
+			t.Errorf("replayed %d: %+v", i, e)
+		}
+	}
+	checkOrder(t, "main replay", got)
+	replay(idem.EventFilter{Types: []string{"paid"}}, "", 2, 6) // main, audit, paid-only
+	replay(idem.EventFilter{MetaKey: "region", MetaValue: "eu"}, "main", 2, 2)
+	replay(idem.EventFilter{From: published[3].CreatedAt, To: published[4].CreatedAt.Add(time.Microsecond)}, "main", 2, 2)
+	main.wait(t, 8+2+2+2)
+	audit.wait(t, 7+4)
+
+	list, err := b.client.EventList(ctx, &idem.EventFilter{Topic: "orders", Types: []string{"created"}}, 0, 10)
+	if err != nil || len(list) != 2 || list[0].ID != published[0].ID || list[0].Deliveries != 2 {
+		t.Fatalf("event list: %v %v", list, err)
+	}
+	_, err = b.client.EventReplay(ctx, &idem.EventFilter{}, "")
+	if err == nil {
+		t.Fatal("replay without a topic: no error")
+	}
+}
