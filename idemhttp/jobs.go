@@ -20,7 +20,7 @@ func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.En
 	if err != nil {
 		return idem.EnqueueParams{}, err
 	}
-	dedup, err := parseDuration("dedup_window", req.DedupWindow)
+	dedup, err := parseDedupWindow(req.DedupWindow)
 	if err != nil {
 		return idem.EnqueueParams{}, err
 	}

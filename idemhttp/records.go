@@ -45,7 +45,7 @@ func (s *Server) cacheStats(r *http.Request) (*wire.CacheStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Expiring24h: cs.Expiring24h,
+	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Completed: cs.Completed, Failed: cs.Failed, Expiring24h: cs.Expiring24h,
 		Expired: cs.Expired, SizeBytes: cs.SizeBytes, Hits: cs.Hits, Misses: cs.Misses, HitRate: cs.HitRate}, nil
 }
 

@@ -123,6 +123,10 @@ type RecordStatus string
 const (
 	RecordInProgress RecordStatus = "in_progress"
 	RecordCompleted  RecordStatus = "completed"
+	// RecordFailed: the record's job is dead or cancelled without a result
+	// (seed 002's "failed"). It is computed when the record is read, so a
+	// requeued job's record reads in_progress again.
+	RecordFailed RecordStatus = "failed"
 )
 
 // Record is an idempotency record: (tenant, key) → status, owning job and,

@@ -214,6 +214,8 @@ type Record struct {
 type CacheStats struct {
 	Entries     int64   `json:"entries"`
 	InProgress  int64   `json:"in_progress"`
+	Completed   int64   `json:"completed"`
+	Failed      int64   `json:"failed"` // job dead or cancelled without a result
 	Expiring24h int64   `json:"expiring_24h"`
 	Expired     int64   `json:"expired"`
 	SizeBytes   int64   `json:"size_bytes"`

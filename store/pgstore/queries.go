@@ -422,7 +422,15 @@ const (
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
     dedup_until, expires_at, duration_ms`
 
-	qRecordGet = `SELECT ` + recordCols + ` FROM {schema}.records
+	// recordReadCols is recordCols for reads: a record in progress whose
+	// job is dead or cancelled reads 'failed' (store.RecordFailed).
+	recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = records.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
+    fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
+    result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
+    dedup_until, expires_at, duration_ms`
+
+	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records
 WHERE ($1 = '' OR tenant = $1) AND key = $2 AND (expires_at IS NULL OR expires_at > $3)
 ORDER BY tenant LIMIT 1`
 
@@ -463,11 +471,15 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 
 	qRecordStats = `SELECT
     count(*) FILTER (WHERE expires_at IS NULL OR expires_at > $2),
-    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress'),
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND NOT failed),
     count(*) FILTER (WHERE expires_at > $2 AND expires_at <= $2::timestamptz + interval '24 hours'),
     count(*) FILTER (WHERE expires_at <= $2),
-    COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint
-FROM {schema}.records WHERE ($1 = '' OR tenant = $1)`
+    COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint,
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'completed'),
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND failed)
+FROM (SELECT k.expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
+    FROM {schema}.records k WHERE ($1 = '' OR k.tenant = $1)) k`
 )
 
 // Maintenance.

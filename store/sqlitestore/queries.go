@@ -13,6 +13,14 @@ const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, res
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
 expires_at, duration_ms`
 
+// recordReadCols is recordCols for reads: a record in progress whose job is
+// dead or cancelled reads 'failed' (store.RecordFailed).
+const recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
+    WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
+fingerprint, job_id, result_job_id, result, result_hash,
+size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
+expires_at, duration_ms`
+
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
 
@@ -280,8 +288,8 @@ LIMIT ?5`
 
 // Records.
 const (
-	qRecordGet       = `SELECT ` + recordCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)`
-	qRecordGetAny    = `SELECT ` + recordCols + ` FROM idem_keys WHERE key = ?2 AND (expires_at IS NULL OR expires_at > ?3) AND ?1 = '' ORDER BY tenant LIMIT 1`
+	qRecordGet       = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)`
+	qRecordGetAny    = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE key = ?2 AND (expires_at IS NULL OR expires_at > ?3) AND ?1 = '' ORDER BY tenant LIMIT 1`
 	qRecordGetWriter = `SELECT ` + recordCols + ` FROM idem_keys WHERE tenant = ? AND key = ?`
 	qRecordDelete    = `DELETE FROM idem_keys WHERE tenant = ? AND key = ?`
 
@@ -328,11 +336,15 @@ WHERE tenant = ?7 AND key = ?8 AND lease_owner = ?9 AND status = 'in_progress'
 
 	qRecordStats = `SELECT
     COALESCE(sum(expires_at IS NULL OR expires_at > ?2), 0),
-    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress'), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND NOT failed), 0),
     COALESCE(sum(expires_at > ?2 AND expires_at <= ?3), 0),
     COALESCE(sum(expires_at <= ?2), 0),
-    COALESCE(sum(CASE WHEN expires_at IS NULL OR expires_at > ?2 THEN size_bytes ELSE 0 END), 0)
-FROM idem_keys WHERE (?1 = '' OR tenant = ?1)`
+    COALESCE(sum(CASE WHEN expires_at IS NULL OR expires_at > ?2 THEN size_bytes ELSE 0 END), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'completed'), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND failed), 0)
+FROM (SELECT k.expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
+        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
+    FROM idem_keys k WHERE (?1 = '' OR k.tenant = ?1))`
 )
 
 // Leader and API keys.
