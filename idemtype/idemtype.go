@@ -80,6 +80,16 @@ type JobRow struct {
 	// RetryPolicy is the job's own backoff policy as JSON (the root package
 	// defines its form); nil = the queue's or kind's policy.
 	RetryPolicy json.RawMessage
+	// ErrorCode is the code of the latest failed attempt (seed 004's
+	// error_code, set with idem.JobErrorCode or a pull worker's fail);
+	// "" = none.
+	ErrorCode string
+	// ResolvedAt is when a dead job was marked resolved (seed 002's
+	// resolved_at); nil while unresolved. A resolved job stays dead, kept
+	// for audit, and leaves the unresolved count of the dead-letter queue.
+	ResolvedAt *time.Time
+	// ResolutionNote is the note given when the job was resolved.
+	ResolutionNote string
 	// Lease fields are set while running.
 	LeaseToken     string
 	LeaseExpiresAt *time.Time

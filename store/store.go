@@ -181,6 +181,12 @@ type Jobs interface {
 	// tenant. The id is never reused.
 	JobDelete(ctx context.Context, p *JobDeleteParams) error
 
+	// JobResolve marks the dead job ID resolved at Now with Note and
+	// returns it. Resolving a resolved job changes nothing and returns it
+	// (the first resolution is kept). A job that is not dead is
+	// ErrWrongState; unknown (or other tenant) is ErrNotFound.
+	JobResolve(ctx context.Context, p *JobResolveParams) (*idemtype.JobRow, error)
+
 	// AttemptList returns the attempts of job JobID, oldest first (an
 	// attempt is written once, when it ends); ErrNotFound when the job does
 	// not exist in the tenant.
@@ -344,6 +350,10 @@ type JobFilter struct {
 	IdempotencyKey string
 	Since          time.Time // created at or after; zero = no bound
 	Until          time.Time // created before; zero = no bound
+	ErrorCode      string    // the latest failure's code; "" = any
+	// Resolved selects resolved (true) or unresolved (false) jobs; nil =
+	// both. Only dead jobs are ever resolved.
+	Resolved *bool
 }
 
 // JobListParams selects one page of jobs.
@@ -386,6 +396,9 @@ type JobFinishParams struct {
 	State   idemtype.JobState
 	Outcome idemtype.Outcome // the attempt's outcome
 	Error   string           // the attempt's error (LastError of the job)
+	// ErrorCode is the failure's code (the job's ErrorCode) when Error is
+	// set; "" = none.
+	ErrorCode string
 	// Result is the job's result (JSON) when completed.
 	Result        json.RawMessage
 	WasCached     bool
@@ -402,6 +415,14 @@ type JobFinishParams struct {
 	RecordResult     []byte
 	RecordCompressed bool
 	ResultHash       string
+}
+
+// JobResolveParams marks a dead job resolved.
+type JobResolveParams struct {
+	Tenant string // "" = any
+	ID     int64
+	Note   string
+	Now    time.Time
 }
 
 // JobCancelParams cancels one job.
@@ -433,6 +454,9 @@ type QueueStat struct {
 	// with outcome completed/cached and failed/dead/lost.
 	Completed1m int64
 	Failed1m    int64
+	// DeadUnresolved counts the dead jobs not marked resolved (the
+	// dead-letter backlog the seeds alert on); Counts[dead] has them all.
+	DeadUnresolved int64
 }
 
 // RecordAcquireParams tries to take the execution lease of a key.

@@ -7,7 +7,7 @@ package sqlitestore
 const jobCols = `id, tenant, queue, kind, args, state, priority, attempt, max_attempts, run_at,
 created_at, started_at, finished_at, partition_key, idempotency_key, depends_on, result,
 was_cached, original_job_id, last_error, metadata, lease_token, lease_expires_at, worker_id,
-retry_policy`
+retry_policy, error_code, resolved_at, resolution_note`
 
 const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
@@ -120,7 +120,8 @@ const (
 ORDER BY k, o`
 	qJobExists = `SELECT count(*) FROM jobs WHERE id = ? AND (?2 = '' OR tenant = ?2)`
 
-	qStatsCounts = `SELECT queue, state, count(*) FROM jobs WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
+	qStatsCounts = `SELECT queue, state, count(*), COALESCE(sum(resolved_at IS NULL), 0) FROM jobs
+WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
 	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
 WHERE ` + sqlClaimable + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue`
 	qStats1m = `SELECT j.queue,
@@ -152,11 +153,13 @@ RETURNING tenant, idempotency_key`
 	// qJobFinish ends the attempt of a running job.
 	// ?1 state, ?2 finished_at (NULL unless final), ?3 error, ?4 result,
 	// ?5 was_cached, ?6 original_job_id, ?7 run_at (NULL = keep),
-	// ?8 snooze (1 = attempt does not count), ?9 id, ?10 token.
+	// ?8 snooze (1 = attempt does not count), ?9 id, ?10 token, ?11 error
+	// code.
 	qJobFinish = `UPDATE jobs SET
     state            = ?1,
     finished_at      = ?2,
     last_error       = CASE WHEN ?3 <> '' THEN ?3 ELSE last_error END,
+    error_code       = CASE WHEN ?3 <> '' THEN ?11 ELSE error_code END,
     result           = CASE WHEN ?1 = 'completed' THEN ?4 ELSE result END,
     was_cached       = ?5,
     original_job_id  = ?6,
@@ -238,8 +241,14 @@ SELECT id, attempt, started_at, ?1, max(0, (?1 - started_at) / 1000), ?4, ?2, wo
 WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 
 	qJobRetry = `UPDATE jobs SET state = CASE WHEN ?1 > ?2 THEN 'scheduled' ELSE 'available' END,
-    run_at = ?1, attempt = 0, finished_at = NULL, lease_expires_at = NULL
+    run_at = ?1, attempt = 0, finished_at = NULL, lease_expires_at = NULL,
+    resolved_at = NULL, resolution_note = ''
 WHERE id = ?3 RETURNING ` + jobCols
+
+	// qJobResolve marks dead job ?1 resolved at ?2 with note ?3 unless it
+	// already is; qJobCancelGet then reads it.
+	qJobResolve = `UPDATE jobs SET resolved_at = ?2, resolution_note = ?3
+WHERE id = ?1 AND state = 'dead' AND resolved_at IS NULL AND (?4 = '' OR tenant = ?4)`
 
 	qJobDelete      = `DELETE FROM jobs WHERE id = ?1 AND state = ?2 AND (?3 = '' OR tenant = ?3)`
 	qJobDeleteByID  = `DELETE FROM jobs WHERE id = ?`

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -14,6 +15,12 @@ func seedCases() []testCase {
 	return []testCase{
 		{"Records/dead_or_cancelled_job_reads_failed", testRecordFailedStatus},
 		{"RecordStats/counts_by_status", testRecordStatsByStatus},
+		{"JobFinishMany/error_code_of_latest_failure", testErrorCode},
+		{"JobResolve/marks_dead_job_resolved_once", testResolve},
+		{"JobResolve/not_dead_unknown_other_tenant", testResolveRejects},
+		{"JobList/by_error_code_and_resolution", testListByCode},
+		{"JobRetryMany/by_error_code_clears_resolution", testRequeueByCode},
+		{"QueueStats/dead_unresolved", testStatsUnresolved},
 	}
 }
 
@@ -47,5 +54,126 @@ func testRecordStatsByStatus(t *testing.T, s store.Store) {
 	if st.Entries != 3 || st.Completed != 1 || st.Failed != 1 || st.InProgress != 1 {
 		t.Errorf("stats: entries %d completed %d failed %d in progress %d, want 3 1 1 1",
 			st.Entries, st.Completed, st.Failed, st.InProgress)
+	}
+}
+
+// deadWith claims j at now and ends it dead with error code code.
+func deadWith(t *testing.T, s store.Store, j *idemtype.JobRow, code string, now time.Time) *idemtype.JobRow {
+	t.Helper()
+	r := claimJob(t, s, j, now)
+	f := failure(r, idemtype.StateDead, idemtype.OutcomeDead, "fatal "+code, time.Time{}, now.Add(time.Second))
+	f.ErrorCode = code
+	finish1(t, s, f)
+	return mustGet(t, s, j.ID)
+}
+
+func listIDs(t *testing.T, s store.Store, f store.JobFilter) []int64 {
+	t.Helper()
+	jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Filter: f, Limit: 100})
+	wantOK(t, "JobList", err)
+	return sorted(ids(jobs))
+}
+
+func resolve(t *testing.T, s store.Store, id int64, note string, now time.Time) *idemtype.JobRow {
+	t.Helper()
+	j, err := s.JobResolve(t.Context(), &store.JobResolveParams{ID: id, Note: note, Now: now})
+	wantOK(t, "JobResolve", err)
+	return j
+}
+
+func testErrorCode(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), newJob("k"))
+	r := claimJob(t, s, j, at(0))
+	f := failure(r, idemtype.StateRetryable, idemtype.OutcomeFailed, "timeout", at(time.Minute), at(time.Second))
+	f.ErrorCode = "GEO_TIMEOUT"
+	finish1(t, s, f)
+	if got := mustGet(t, s, j.ID); got.ErrorCode != "GEO_TIMEOUT" || got.LastError != "timeout" {
+		t.Fatalf("after a coded failure: code %q error %q", got.ErrorCode, got.LastError)
+	}
+	// The next failure without a code clears it: the code is the latest failure's.
+	r = claimJob(t, s, j, at(2*time.Minute))
+	finish1(t, s, failure(r, idemtype.StateDead, idemtype.OutcomeDead, "boom", time.Time{}, at(3*time.Minute)))
+	if got := mustGet(t, s, j.ID); got.ErrorCode != "" || got.ResolvedAt != nil || got.ResolutionNote != "" {
+		t.Fatalf("after an uncoded failure: code %q resolved %v note %q", got.ErrorCode, got.ResolvedAt, got.ResolutionNote)
+	}
+}
+
+func testResolve(t *testing.T, s store.Store) {
+	j := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "E1", at(0))
+	got := resolve(t, s, j.ID, "fixed upstream", at(time.Hour))
+	if got.State != idemtype.StateDead || got.ResolutionNote != "fixed upstream" || got.ErrorCode != "E1" {
+		t.Fatalf("resolved job: state %s note %q code %q", got.State, got.ResolutionNote, got.ErrorCode)
+	}
+	wantTimeP(t, "ResolvedAt", got.ResolvedAt, at(time.Hour))
+	again := resolve(t, s, j.ID, "second note", at(2*time.Hour))
+	wantTimeP(t, "ResolvedAt after a repeat", again.ResolvedAt, at(time.Hour))
+	if again.ResolutionNote != "fixed upstream" {
+		t.Errorf("a repeat changed the note to %q", again.ResolutionNote)
+	}
+	wantTimeP(t, "ResolvedAt read back", mustGet(t, s, j.ID).ResolvedAt, at(time.Hour))
+}
+
+func testResolveRejects(t *testing.T, s store.Store) {
+	done := completeJob(t, s, insert1(t, s, at(0), newJob("k")), at(0), `1`)
+	dead := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "", at(0))
+	live := insert1(t, s, at(0), newJob("k"))
+	for _, c := range []struct {
+		name   string
+		p      *store.JobResolveParams
+		target error
+	}{
+		{"available", &store.JobResolveParams{ID: live.ID, Now: at(time.Hour)}, idemtype.ErrWrongState},
+		{"completed", &store.JobResolveParams{ID: done.ID, Now: at(time.Hour)}, idemtype.ErrWrongState},
+		{"unknown", &store.JobResolveParams{ID: dead.ID + 1000, Now: at(time.Hour)}, idemtype.ErrNotFound},
+		{"other tenant", &store.JobResolveParams{Tenant: "other", ID: dead.ID, Now: at(time.Hour)}, idemtype.ErrNotFound},
+	} {
+		_, err := s.JobResolve(t.Context(), c.p)
+		if !errors.Is(err, c.target) {
+			t.Errorf("%s: err %v, want %v", c.name, err, c.target)
+		}
+	}
+	for _, j := range []*idemtype.JobRow{live, done, dead} {
+		if got := mustGet(t, s, j.ID); got.ResolvedAt != nil || got.ResolutionNote != "" {
+			t.Errorf("job %d written by a refused resolve: %+v", j.ID, got)
+		}
+	}
+}
+
+func testListByCode(t *testing.T, s store.Store) {
+	a := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "TIMEOUT", at(0))
+	b := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "TIMEOUT", at(0))
+	c := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "BAD_INPUT", at(0))
+	resolve(t, s, b.ID, "", at(time.Hour))
+	dead := []idemtype.JobState{idemtype.StateDead}
+	yes, no := true, false
+	wantIDs(t, "TIMEOUT", listIDs(t, s, store.JobFilter{States: dead, ErrorCode: "TIMEOUT"}), []int64{a.ID, b.ID})
+	wantIDs(t, "unresolved TIMEOUT", listIDs(t, s, store.JobFilter{States: dead, ErrorCode: "TIMEOUT", Resolved: &no}), []int64{a.ID})
+	wantIDs(t, "resolved", listIDs(t, s, store.JobFilter{States: dead, Resolved: &yes}), []int64{b.ID})
+	wantIDs(t, "unresolved", listIDs(t, s, store.JobFilter{Resolved: &no}), []int64{a.ID, c.ID})
+}
+
+func testRequeueByCode(t *testing.T, s store.Store) {
+	a := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "TIMEOUT", at(0))
+	b := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "BAD_INPUT", at(0))
+	resolve(t, s, a.ID, "will retry", at(time.Hour))
+	moved, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{Filter: store.JobFilter{ErrorCode: "TIMEOUT"},
+		FromStates: []idemtype.JobState{idemtype.StateDead}, Now: at(2 * time.Hour)})
+	wantOK(t, "JobRetryMany", err)
+	wantIDs(t, "requeued", ids(moved), []int64{a.ID})
+	got := wantState(t, s, a.ID, idemtype.StateAvailable)
+	if got.ResolvedAt != nil || got.ResolutionNote != "" {
+		t.Errorf("a requeued job keeps its resolution: %v %q", got.ResolvedAt, got.ResolutionNote)
+	}
+	wantState(t, s, b.ID, idemtype.StateDead)
+}
+
+func testStatsUnresolved(t *testing.T, s store.Store) {
+	a := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "", at(0))
+	deadWith(t, s, insert1(t, s, at(0), newJob("k")), "", at(0))
+	resolve(t, s, a.ID, "", at(time.Hour))
+	st, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Now: at(time.Hour)})
+	wantOK(t, "QueueStats", err)
+	if len(st) != 1 || st[0].Counts[idemtype.StateDead] != 2 || st[0].DeadUnresolved != 1 {
+		t.Fatalf("stats: %+v", st)
 	}
 }
