@@ -493,12 +493,12 @@ type RecordCompleteParams struct {
 
 // RecordStats summarises idempotency records.
 type RecordStats struct {
-	Entries     int64 // live records
-	InProgress  int64 // live records in progress (not failed)
-	Completed   int64 // live records holding a result
+	Entries    int64 // live records
+	InProgress int64 // live records in progress (not failed)
+	Completed  int64 // live records holding a result
 	// Failed counts live records whose job is dead or cancelled without a
 	// result (they read idemtype.RecordFailed).
-	Failed int64
+	Failed      int64
 	Expiring24h int64 // live records expiring within 24 h
 	Expired     int64 // records past ExpiresAt not yet deleted
 	SizeBytes   int64 // stored result bytes of live records
