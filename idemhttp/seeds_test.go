@@ -24,9 +24,11 @@ func TestSeedsPostgres(t *testing.T) {
 
 func runSeedSuite(t *testing.T, open opener) {
 	tests := map[string]func(t *testing.T, open opener){
-		"key charset":          testKeyCharset,
-		"record failed":        testRecordFailedHTTP,
-		"dedup window forever": testDedupForever,
+		"key charset":            testKeyCharset,
+		"record failed":          testRecordFailedHTTP,
+		"dedup window forever":   testDedupForever,
+		"dead letters":           testDeadLetters,
+		"dead letters bad input": testDeadLettersBadInput,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -108,4 +110,105 @@ func testDedupForever(t *testing.T, open opener) {
 	}
 	r = e.req("POST", "/v1/jobs", e.keyA, map[string]any{"kind": "k", "dedup_window": "for ever"})
 	expect(t, r, 400, "/problems/invalid-request")
+}
+
+// deadCoded makes a dead job in queue with error code code through a pull
+// worker's fail and returns its id.
+func (e *env) deadCoded(key, queue, code string) string {
+	e.t.Helper()
+	id := e.enqueue(key, map[string]any{"kind": "geo", "queue": queue})
+	j := e.claim(key, queue)
+	r := e.req("POST", "/v1/jobs/"+id+"/fail", key, map[string]any{"lease_token": j["lease_token"],
+		"error": "upstream said no", "retry": false, "error_code": code})
+	expect(e.t, r, 200, "")
+	if m := r.json(e.t); m["state"] != "dead" || m["error_code"] != code {
+		e.t.Fatalf("fail with a code: %s", r.body)
+	}
+	return id
+}
+
+func listed(t *testing.T, r *resp) []string {
+	t.Helper()
+	expect(t, r, 200, "")
+	var out []string
+	for _, j := range r.json(t)["jobs"].([]any) {
+		out = append(out, j.(map[string]any)["id"].(string))
+	}
+	return out
+}
+
+func testDeadLetters(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	timeout := e.deadCoded(e.keyA, "geo", "GEO_TIMEOUT")
+	bad := e.deadCoded(e.keyA, "geo", "BAD_INPUT")
+	if got := listed(t, e.req("GET", "/v1/dlq?error_code=GEO_TIMEOUT", e.keyA, nil)); len(got) != 1 || got[0] != timeout {
+		t.Fatalf("dlq by code: %v, want [%s]", got, timeout)
+	}
+	r := e.req("POST", "/v1/dlq/"+timeout+"/resolve", e.keyA, map[string]any{"note": "provider outage, reprocessed by hand"})
+	expect(t, r, 200, "")
+	j := r.json(t)
+	if j["state"] != "dead" || j["resolution_note"] != "provider outage, reprocessed by hand" || j["resolved_at"] == nil {
+		t.Fatalf("resolved job: %s", r.body)
+	}
+	t.Run("repeat keeps the first resolution", func(t *testing.T) {
+		r := e.req("POST", "/v1/dlq/"+timeout+"/resolve", e.keyA, nil)
+		expect(t, r, 200, "")
+		if m := r.json(t); m["resolved_at"] != j["resolved_at"] || m["resolution_note"] != j["resolution_note"] {
+			t.Fatalf("repeat: %s", r.body)
+		}
+	})
+	if got := listed(t, e.req("GET", "/v1/dlq?resolved=false", e.keyA, nil)); len(got) != 1 || got[0] != bad {
+		t.Fatalf("unresolved dlq: %v, want [%s]", got, bad)
+	}
+	if got := listed(t, e.req("GET", "/v1/dlq", e.keyA, nil)); len(got) != 2 {
+		t.Fatalf("a resolved job left the dlq: %v", got)
+	}
+	r = e.req("GET", "/v1/stats", e.keyA, nil)
+	expect(t, r, 200, "")
+	q := r.json(t)["queues"].(map[string]any)["geo"].(map[string]any)
+	if q["dead_unresolved"] != float64(1) || q["counts"].(map[string]any)["dead"] != float64(2) {
+		t.Fatalf("stats: %v", q)
+	}
+	r = e.req("POST", "/v1/dlq/requeue", e.keyA, map[string]any{"filter": map[string]any{"error_code": "BAD_INPUT"}})
+	expect(t, r, 200, "")
+	if r.json(t)["requeued"] != float64(1) {
+		t.Fatalf("requeue by code: %s", r.body)
+	}
+	if s := e.req("GET", "/v1/jobs/"+bad, e.keyA, nil).job(t)["state"]; s != "available" {
+		t.Fatalf("requeued job is %v", s)
+	}
+}
+
+func testDeadLettersBadInput(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	dead := e.deadCoded(e.keyA, "q", "E1")
+	live := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "other"})
+	r := e.req("POST", "/v1/dlq/"+live+"/resolve", e.keyA, map[string]any{"note": "x"})
+	expect(t, r, 409, "/problems/wrong-state")
+	r = e.req("POST", "/v1/dlq/999999/resolve", e.keyA, nil)
+	expect(t, r, 404, "/problems/not-found")
+	r = e.req("POST", "/v1/dlq/"+dead+"/resolve", e.keyB, nil)
+	expect(t, r, 404, "/problems/not-found")
+	r = e.req("POST", "/v1/dlq/"+dead+"/resolve", e.keyA, map[string]any{"note": strings.Repeat("n", 5000)})
+	expect(t, r, 400, "/problems/invalid-request")
+	r = e.req("GET", "/v1/dlq?resolved=maybe", e.keyA, nil)
+	expect(t, r, 400, "/problems/invalid-request")
+	for _, id := range []string{live, dead} {
+		if j := e.req("GET", "/v1/jobs/"+id, e.keyA, nil).job(t); j["resolved_at"] != nil || j["resolution_note"] != nil {
+			t.Fatalf("job %s written by a refused resolve: %v", id, j)
+		}
+	}
+	t.Run("error code with a space", func(t *testing.T) {
+		id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "codes"})
+		j := e.claim(e.keyA, "codes")
+		r := e.req("POST", "/v1/jobs/"+id+"/fail", e.keyA, map[string]any{"lease_token": j["lease_token"],
+			"error": "x", "error_code": "NOT VALID"})
+		expect(t, r, 400, "/problems/invalid-request")
+		if errs, _ := r.json(t)["errors"].(map[string]any); errs["error_code"] == nil {
+			t.Fatalf("problem does not name error_code: %s", r.body)
+		}
+		if s := e.req("GET", "/v1/jobs/"+id, e.keyA, nil).job(t)["state"]; s != "running" {
+			t.Fatalf("job is %v after a refused fail, want running", s)
+		}
+	})
 }

@@ -81,6 +81,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/dlq", handler: s.listDLQ},
 		{method: "POST", path: "/v1/dlq/requeue", idempotent: true, handler: s.requeue},
 		{method: "DELETE", path: "/v1/dlq/{id}", handler: s.deleteDead},
+		{method: "POST", path: "/v1/dlq/{id}/resolve", idempotent: true, handler: s.resolveDead},
 		{method: "POST", path: "/v1/claim", idempotent: true, handler: s.claim},
 		{method: "POST", path: "/v1/jobs/{id}/heartbeat", handler: s.heartbeat},
 		{method: "POST", path: "/v1/jobs/{id}/complete", idempotent: true, handler: s.complete},
