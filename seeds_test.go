@@ -1,0 +1,157 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// Seed-fidelity behaviours of the Go API (issue 12).
+
+func TestValidateKey(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		key      string
+		keyOK    bool
+		nameOK   bool
+		wantText string
+	}{
+		{"plain", "order-1234", true, true, ""},
+		{"space", "order 1234", true, false, ""},
+		{"tilde and bang", "!~", true, true, ""},
+		{"255 characters", strings.Repeat("k", 255), true, true, ""},
+		{"256 characters", strings.Repeat("k", 256), false, false, "1 to 255"},
+		{"empty", "", false, false, ""},
+		{"control character", "a\x01b", false, false, "printable"},
+		{"NUL", "a\x00b", false, false, "printable"},
+		{"DEL", "a\x7f", false, false, "printable"},
+		{"UTF-8", "clé", false, false, "printable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := idem.ValidateKey("idempotency_key", c.key)
+			if (err == nil) != c.keyOK {
+				t.Fatalf("ValidateKey(%q) = %v, want ok %v", c.key, err, c.keyOK)
+			}
+			if err != nil && (!errors.Is(err, idem.ErrInvalid) || !strings.Contains(err.Error(), c.wantText)) {
+				t.Fatalf("ValidateKey(%q) = %v, want an ErrInvalid mentioning %q", c.key, err, c.wantText)
+			}
+			if err := idem.ValidateName("queue", c.key); (err == nil) != c.nameOK {
+				t.Fatalf("ValidateName(%q) = %v, want ok %v", c.key, err, c.nameOK)
+			}
+		})
+	}
+}
+
+func TestEnqueueKeyValidationWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	for _, k := range []string{strings.Repeat("x", 256), "bad\nkey"} {
+		_, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "k", Opts: &idem.EnqueueOpts{IdempotencyKey: k}})
+		var inv *idemtype.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "idempotency_key" {
+			t.Fatalf("key %q: err %v, want an InvalidError on idempotency_key", k, err)
+		}
+	}
+	if jobs, _, err := b.client.JobList(ctx, &idem.JobListParams{}); err != nil || len(jobs) != 0 {
+		t.Fatalf("jobs after refused enqueues: %d (%v)", len(jobs), err)
+	}
+}
+
+func TestDedupForever(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b := setup(t, &idem.Config{DedupWindow: idem.DedupForever, Now: clock.Now})
+	ctx := context.Background()
+	p := idem.EnqueueParams{Kind: "upload", Args: []byte(`{"file":"a.csv"}`), Opts: &idem.EnqueueOpts{IdempotencyKey: "upload-a"}}
+	first, err := b.client.EnqueueRaw(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.JobCancel(ctx, "", first.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(50 * 365 * 24 * time.Hour) // fifty years later the key still holds
+	again, err := b.client.EnqueueRaw(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Existing || again.Job.ID != first.Job.ID {
+		t.Fatalf("after fifty years: existing %v job %d, want the first job %d", again.Existing, again.Job.ID, first.Job.ID)
+	}
+	rec, err := b.client.RecordGet(ctx, "", "upload-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != idemtype.RecordFailed || rec.DedupUntil == nil || rec.DedupUntil.Year() < 2125 {
+		t.Fatalf("record: status %s dedup until %v", rec.Status, rec.DedupUntil)
+	}
+}
+
+// GeoArgs is the args type of the dead-letter tests.
+type GeoArgs struct {
+	Fence string `json:"fence"`
+}
+
+func (GeoArgs) Kind() string { return "geo" }
+
+func TestJobErrorCodeAndResolve(t *testing.T) {
+	t.Parallel()
+	workers := idem.NewWorkers()
+	idem.AddWorker(workers, idem.WorkFunc[GeoArgs](func(ctx context.Context, job *idem.Job[GeoArgs]) (any, error) {
+		return nil, idem.JobPermanent(idem.JobErrorCode("GEO_INVALID_POLYGON", errors.New("ring not closed")))
+	}))
+	b := setup(t, &idem.Config{Workers: workers, Queues: queues(2)})
+	b.start(t)
+	ctx := context.Background()
+	res, err := b.client.Enqueue(ctx, GeoArgs{Fence: "f1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := waitState(t, b, res.Job.ID, idem.StateDead)
+	if dead.ErrorCode != "GEO_INVALID_POLYGON" || !strings.Contains(dead.LastError, "ring not closed") {
+		t.Fatalf("dead job: code %q error %q", dead.ErrorCode, dead.LastError)
+	}
+	jobs, _, err := b.client.JobList(ctx, &idem.JobListParams{Filter: idem.JobFilter{
+		States: []idem.JobState{idem.StateDead}, ErrorCode: "GEO_INVALID_POLYGON"}})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("dlq by code: %d jobs (%v)", len(jobs), err)
+	}
+	t.Run("resolve a job that is not dead", func(t *testing.T) {
+		live, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "nobody", Opts: &idem.EnqueueOpts{Queue: "idle"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.client.DLQResolve(ctx, "", live.Job.ID, "no"); !errors.Is(err, idem.ErrWrongState) {
+			t.Fatalf("resolve an available job: %v, want ErrWrongState", err)
+		}
+		if _, err := b.client.DLQResolve(ctx, "", 987654, "no"); !errors.Is(err, idem.ErrNotFound) {
+			t.Fatalf("resolve an unknown job: %v, want ErrNotFound", err)
+		}
+		if _, err := b.client.DLQResolve(ctx, "", dead.ID, "bad\x00note"); !errors.Is(err, idem.ErrInvalid) {
+			t.Fatalf("resolve with a NUL in the note: %v, want ErrInvalid", err)
+		}
+	})
+	got, err := b.client.DLQResolve(ctx, "", dead.ID, "polygon fixed at the source")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResolvedAt == nil || got.ResolutionNote != "polygon fixed at the source" || got.State != idem.StateDead {
+		t.Fatalf("resolved: %+v", got)
+	}
+	stats, err := b.client.QueueStats(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range stats {
+		if q.Queue == idem.DefaultQueue && (q.DeadUnresolved != 0 || q.Counts[idem.StateDead] != 1) {
+			t.Fatalf("stats after resolve: unresolved %d dead %d", q.DeadUnresolved, q.Counts[idem.StateDead])
+		}
+	}
+}
