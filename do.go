@@ -21,10 +21,19 @@ type DoOpts struct {
 	Wait time.Duration
 }
 
-// DoResult is what Do returns.
+// DoResult is what Do returns (seed 000's cache result: WasCached, Key,
+// OriginalJobId, ExecutionTimeMs).
 type DoResult struct {
 	Result    json.RawMessage
-	WasCached bool // fn did not run: the key's result was cached
+	WasCached bool   // fn did not run: the key's result was cached
+	Key       string // the idempotency key
+	// OriginalJobID is the job whose result this is when a job stored it;
+	// 0 when Do (or a result lease) stored it.
+	OriginalJobID int64
+	// StoredAt is when the result was stored.
+	StoredAt *time.Time
+	// Duration is how long the run that produced the result took.
+	Duration time.Duration
 }
 
 // Do runs fn at most once per key while its result is kept: a completed
@@ -55,12 +64,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		}
 		rec := res.Record
 		if rec.Status == idemtype.RecordCompleted {
-			out, err := decodeResult(rec.Result, rec.Compressed)
-			if err != nil {
-				return nil, err
-			}
-			c.stats.cacheHits.Add(1)
-			return &DoResult{Result: out, WasCached: true}, nil
+			return c.cachedDoResult(key, rec)
 		}
 		now := c.now()
 		if !now.Before(deadline) {
@@ -90,6 +94,7 @@ func (c *Client) doAcquire(ctx context.Context, key, owner string, o DoOpts) (*s
 // result, or releases the key on failure.
 func (c *Client) doRun(ctx context.Context, key, owner string, o DoOpts, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
 	c.stats.cacheMisses.Add(1)
+	c.cfg.Logger.Debug("result cache miss", "key", key, "tenant", o.Tenant)
 	start := c.now()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -123,6 +128,7 @@ func (c *Client) doRun(ctx context.Context, key, owner string, o DoOpts, fn func
 	if rerr := c.store.RecordRelease(context.WithoutCancel(ctx), &store.RecordReleaseParams{Tenant: o.Tenant, Key: key, Owner: owner}); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("release key: %w", rerr))
 	}
+	c.cfg.Logger.Debug("result failure not cached", "key", key, "tenant", o.Tenant, "err", err)
 	return nil, err
 }
 
@@ -151,5 +157,7 @@ func (c *Client) doStore(ctx context.Context, key, owner string, o DoOpts, out j
 	if err != nil {
 		return nil, fmt.Errorf("do %q: store result: %w", key, err)
 	}
-	return &DoResult{Result: stored}, nil
+	d := now.Sub(start).Truncate(time.Millisecond)
+	c.cfg.Logger.Debug("result stored", "key", key, "tenant", o.Tenant, "duration_ms", d.Milliseconds())
+	return &DoResult{Result: stored, Key: key, StoredAt: &now, Duration: d}, nil
 }

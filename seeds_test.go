@@ -1,9 +1,12 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,6 +155,63 @@ func TestJobErrorCodeAndResolve(t *testing.T) {
 	for _, q := range stats {
 		if q.Queue == idem.DefaultQueue && (q.DeadUnresolved != 0 || q.Counts[idem.StateDead] != 1) {
 			t.Fatalf("stats after resolve: unresolved %d dead %d", q.DeadUnresolved, q.Counts[idem.StateDead])
+		}
+	}
+}
+
+// lockedBuffer is a log sink safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestDoReportsAndLogs(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	b := setup(t, &idem.Config{Now: clock.Now,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	ctx := context.Background()
+	runs := 0
+	fn := func(context.Context) (any, error) {
+		runs++
+		clock.Add(1500 * time.Millisecond) // the geoprocessing takes 1.5 s
+		return map[string]int{"features": 42}, nil
+	}
+	first, err := b.client.Do(ctx, "geo:job-1", fn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.WasCached || first.Key != "geo:job-1" || first.Duration != 1500*time.Millisecond || first.StoredAt == nil {
+		t.Fatalf("first: %+v", first)
+	}
+	second, err := b.client.Do(ctx, "geo:job-1", fn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.WasCached || runs != 1 || second.Duration != first.Duration || !second.StoredAt.Equal(*first.StoredAt) ||
+		string(second.Result) != `{"features":42}` {
+		t.Fatalf("second: %+v (runs %d)", second, runs)
+	}
+	if _, err := b.client.Do(ctx, "geo:job-2", func(context.Context) (any, error) { return nil, errors.New("boom") }, nil); err == nil {
+		t.Fatal("a failing fn returned no error")
+	}
+	for _, want := range []string{`msg="result cache miss" key=geo:job-1`, `msg="result stored" key=geo:job-1`,
+		`msg="result cache hit" key=geo:job-1`, `msg="result failure not cached" key=geo:job-2`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
 )
 
 func pathKey(r *http.Request) (string, error) {
@@ -20,11 +21,19 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	withResult, err := includeResult(r)
+	if err != nil {
+		return err
+	}
 	rec, err := s.client.RecordGet(r.Context(), tenantOf(r), k)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, renderRecord(rec))
+	out := renderRecord(rec)
+	if withResult && rec.Status == idemtype.RecordCompleted {
+		out.Result = rec.Result
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -1,8 +1,11 @@
 package idemhttp_test
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +32,8 @@ func runSeedSuite(t *testing.T, open opener) {
 		"dedup window forever":   testDedupForever,
 		"dead letters":           testDeadLetters,
 		"dead letters bad input": testDeadLettersBadInput,
+		"result lease":           testResultLease,
+		"result lease race":      testResultLeaseRace,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -211,4 +216,119 @@ func testDeadLettersBadInput(t *testing.T, open opener) {
 			t.Fatalf("job is %v after a refused fail, want running", s)
 		}
 	})
+}
+
+func testResultLease(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	base := "/v1/idempotency/" + url.PathEscape("geo job-7 sha256:ab")
+	r := e.req("POST", base+"/lease", e.keyA, map[string]any{"lease": "30s", "result_ttl": "1h"})
+	expect(t, r, 200, "")
+	l := r.json(t)
+	if l["acquired"] != true || l["cached"] != false || l["lease_token"] == "" {
+		t.Fatalf("first acquire: %s", r.body)
+	}
+	token := l["lease_token"].(string)
+	t.Run("held by the first", func(t *testing.T) {
+		expect(t, e.req("POST", base+"/lease", e.keyA, nil), 409, "/problems/idempotency-key-in-progress")
+	})
+	t.Run("another tenant has its own key", func(t *testing.T) {
+		r := e.req("POST", base+"/lease", e.keyB, nil)
+		expect(t, r, 200, "")
+		if r.json(t)["acquired"] != true {
+			t.Fatalf("tenant b: %s", r.body)
+		}
+	})
+	r = e.req("POST", base+"/lease/renew", e.keyA, map[string]any{"lease_token": token, "lease": "1m"})
+	expect(t, r, 200, "")
+	expect(t, e.req("POST", base+"/lease/complete", e.keyA, map[string]any{"lease_token": "not-mine", "result": 1}), 409, "/problems/lease-lost")
+	r = e.req("POST", base+"/lease/complete", e.keyA, map[string]any{"lease_token": token,
+		"result": map[string]any{"features_processed": 1200}, "duration_ms": 850})
+	expect(t, r, 200, "")
+	if m := r.json(t); m["cached"] != false || m["duration_ms"] != float64(850) || m["stored_at"] == nil {
+		t.Fatalf("complete: %s", r.body)
+	}
+	r = e.req("POST", base+"/lease", e.keyA, nil)
+	expect(t, r, 200, "")
+	if m := r.json(t); m["acquired"] != false || m["cached"] != true || m["duration_ms"] != float64(850) ||
+		m["result"].(map[string]any)["features_processed"] != float64(1200) {
+		t.Fatalf("cached acquire: %s", r.body)
+	}
+	r = e.req("GET", base+"?include=result", e.keyA, nil)
+	expect(t, r, 200, "")
+	if m := r.json(t); m["status"] != "completed" || m["result"].(map[string]any)["features_processed"] != float64(1200) {
+		t.Fatalf("record with its result: %s", r.body)
+	}
+	if m := e.req("GET", base, e.keyA, nil).json(t); m["result"] != nil {
+		t.Fatalf("result shown without include: %v", m)
+	}
+	t.Run("release does not cache the failure", func(t *testing.T) {
+		k := "/v1/idempotency/fails"
+		tok := e.req("POST", k+"/lease", e.keyA, nil).json(t)["lease_token"].(string)
+		expect(t, e.req("POST", k+"/lease/release", e.keyA, map[string]any{"lease_token": tok}), 204, "")
+		r := e.req("POST", k+"/lease", e.keyA, nil)
+		expect(t, r, 200, "")
+		if r.json(t)["acquired"] != true {
+			t.Fatalf("after a release: %s", r.body)
+		}
+	})
+	t.Run("bad input", func(t *testing.T) {
+		expect(t, e.req("GET", base+"?include=everything", e.keyA, nil), 400, "/problems/invalid-request")
+		expect(t, e.req("POST", "/v1/idempotency/"+strings.Repeat("k", 256)+"/lease", e.keyA, nil), 400, "/problems/invalid-request")
+		expect(t, e.req("POST", "/v1/idempotency/"+url.PathEscape("a\x01")+"/lease", e.keyA, nil), 400, "/problems/invalid-request")
+		expect(t, e.req("POST", base+"/lease", e.keyA, map[string]any{"lease": "0s"}), 400, "/problems/invalid-request")
+		expect(t, e.req("POST", base+"/lease/complete", e.keyA, map[string]any{"lease_token": ""}), 400, "/problems/invalid-request")
+		if _, err := e.client.RecordGet(t.Context(), "a", strings.Repeat("k", 256)); err == nil {
+			t.Fatal("a refused key was written")
+		}
+	})
+}
+
+// testResultLeaseRace: many clients race for one key over HTTP; the work
+// runs exactly once and every client ends with its result.
+func testResultLeaseRace(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	const clients = 12
+	var ran atomic.Int32
+	var wg sync.WaitGroup
+	results := make([]string, clients)
+	path := "/v1/idempotency/race-key/lease"
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r := e.req("POST", path, e.keyA, nil)
+				if r.status == 409 {
+					continue // another client holds the lease: ask again
+				}
+				if r.status != 200 {
+					t.Errorf("client %d: %d %s", i, r.status, r.body)
+					return
+				}
+				m := r.json(t)
+				if m["cached"] == true {
+					results[i] = fmt.Sprint(m["result"])
+					return
+				}
+				n := ran.Add(1)
+				c := e.req("POST", "/v1/idempotency/race-key/lease/complete", e.keyA,
+					map[string]any{"lease_token": m["lease_token"], "result": map[string]any{"run": n}})
+				if c.status != 200 {
+					t.Errorf("client %d complete: %d %s", i, c.status, c.body)
+					return
+				}
+				results[i] = fmt.Sprint(c.json(t)["result"])
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("the work ran %d times, want 1", n)
+	}
+	for i, r := range results {
+		if r != "map[run:1]" {
+			t.Fatalf("client %d got %q, want the one result", i, r)
+		}
+	}
 }

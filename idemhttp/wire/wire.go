@@ -219,6 +219,8 @@ type Record struct {
 	DedupUntil  *time.Time `json:"dedup_until"`
 	ExpiresAt   *time.Time `json:"expires_at"`
 	SizeBytes   int64      `json:"size_bytes"`
+	// Result is the stored result, with ?include=result only.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // CacheStats summarises the idempotency records.

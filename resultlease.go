@@ -1,0 +1,155 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// The result-cache lease is Do taken apart for callers that cannot pass a
+// function (other languages over HTTP, seed 000's GetCachedResult /
+// StoreCachedResult): ResultLeaseAcquire returns the cached result or a
+// lease token; the holder runs the work and calls ResultLeaseComplete with
+// the result, or ResultLeaseRelease when the work failed (failures are never
+// cached), and ResultLeaseRenew while it runs longer than the lease. The
+// semantics are Do's: one live holder per key, an expired holder is taken
+// over, a completed result is served until its TTL ends. Keys share Do's
+// records.
+
+// ResultLeaseOpts are the options of ResultLeaseAcquire; nil means every
+// default.
+type ResultLeaseOpts struct {
+	Tenant string        // default Config.Tenant
+	Lease  time.Duration // how long the lease lasts unless renewed; default Config.LeaseDuration
+	TTL    time.Duration // how long a completed result is kept; default Config.ResultTTL
+}
+
+// ResultLease is the outcome of ResultLeaseAcquire: either the cached result
+// (Cached) or a lease (Token, Until) to run the work under.
+type ResultLease struct {
+	Key string
+	// Cached is set when the key already holds a completed result; the
+	// work must not run.
+	Cached *DoResult
+	// Token identifies the lease; "" when Cached.
+	Token string
+	Until time.Time
+}
+
+// resultLeaseOwner is the record owner of a lease token.
+func resultLeaseOwner(token string) string { return "lease:" + token }
+
+// ResultLeaseAcquire returns the key's cached result, or takes its
+// execution lease. A key held by another live lease (or a running Do or
+// job) is ErrKeyInProgress.
+func (c *Client) ResultLeaseAcquire(ctx context.Context, key string, opts *ResultLeaseOpts) (*ResultLease, error) {
+	if err := ValidateKey("key", key); err != nil {
+		return nil, err
+	}
+	o := ResultLeaseOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	setDefault(&o.Lease, c.cfg.LeaseDuration)
+	setDefault(&o.TTL, c.cfg.ResultTTL)
+	token := store.NewToken()
+	do := DoOpts{Tenant: c.tenant(o.Tenant), TTL: o.TTL, Lease: o.Lease}
+	res, err := c.doAcquire(ctx, key, resultLeaseOwner(token), do)
+	if err != nil {
+		return nil, err
+	}
+	if res.Acquired {
+		c.stats.cacheMisses.Add(1)
+		c.cfg.Logger.Debug("result cache miss", "key", key, "tenant", do.Tenant)
+		return &ResultLease{Key: key, Token: token, Until: *res.Record.LeaseUntil}, nil
+	}
+	if res.Record.Status != idemtype.RecordCompleted {
+		return nil, fmt.Errorf("lease %q: %w", key, ErrKeyInProgress)
+	}
+	cached, err := c.cachedDoResult(key, res.Record)
+	if err != nil {
+		return nil, err
+	}
+	return &ResultLease{Key: key, Cached: cached}, nil
+}
+
+// ResultLeaseRenew extends the lease of token to now + lease (default
+// Config.LeaseDuration) and returns its new end. A lease taken over by
+// another holder is ErrLeaseLost.
+func (c *Client) ResultLeaseRenew(ctx context.Context, tenant, key, token string, lease time.Duration) (time.Time, error) {
+	if err := validateLease(key, token); err != nil {
+		return time.Time{}, err
+	}
+	setDefault(&lease, c.cfg.LeaseDuration)
+	res, err := c.doAcquire(ctx, key, resultLeaseOwner(token), DoOpts{Tenant: c.tenant(tenant), Lease: lease, TTL: c.cfg.ResultTTL})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !res.Acquired {
+		return time.Time{}, fmt.Errorf("renew %q: %w", key, ErrLeaseLost)
+	}
+	return *res.Record.LeaseUntil, nil
+}
+
+// ResultLeaseComplete stores result (JSON; nil = null) as the key's result
+// for ttl (default Config.ResultTTL) and ends the lease. duration is how long
+// the work took (0 = since the record was created). A lease lost to another
+// holder is ErrLeaseLost and stores nothing.
+func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token string, result json.RawMessage, ttl, duration time.Duration) (*DoResult, error) {
+	if err := validateLease(key, token); err != nil {
+		return nil, err
+	}
+	if result != nil && !json.Valid(result) {
+		return nil, idemtype.Invalid("result", "must be JSON")
+	}
+	setDefault(&ttl, c.cfg.ResultTTL)
+	tenant = c.tenant(tenant)
+	if duration <= 0 {
+		if rec, err := c.store.RecordGet(ctx, &store.RecordGetParams{Tenant: tenant, Key: key, Now: c.now()}); err == nil {
+			duration = c.now().Sub(rec.CreatedAt)
+		}
+	}
+	o := DoOpts{Tenant: tenant, TTL: ttl}
+	return c.doStore(ctx, key, resultLeaseOwner(token), o, result, c.now().Add(-duration))
+}
+
+// ResultLeaseRelease gives the key up after failed work: nothing is cached
+// and the next acquirer runs the work. Releasing a lease no longer held
+// changes nothing.
+func (c *Client) ResultLeaseRelease(ctx context.Context, tenant, key, token string) error {
+	if err := validateLease(key, token); err != nil {
+		return err
+	}
+	err := c.store.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: c.tenant(tenant), Key: key, Owner: resultLeaseOwner(token)})
+	if err != nil {
+		return fmt.Errorf("release %q: %w", key, err)
+	}
+	c.cfg.Logger.Debug("result failure not cached", "key", key, "tenant", c.tenant(tenant))
+	return nil
+}
+
+func validateLease(key, token string) error {
+	if err := ValidateKey("key", key); err != nil {
+		return err
+	}
+	if token == "" || len(token) > 128 {
+		return idemtype.Invalid("lease_token", "must be the token of an acquired lease")
+	}
+	return nil
+}
+
+// cachedDoResult is the DoResult of a completed record.
+func (c *Client) cachedDoResult(key string, rec *idemtype.Record) (*DoResult, error) {
+	out, err := decodeResult(rec.Result, rec.Compressed)
+	if err != nil {
+		return nil, err
+	}
+	c.stats.cacheHits.Add(1)
+	c.cfg.Logger.Debug("result cache hit", "key", key, "tenant", rec.Tenant, "original_job", rec.ResultJobID)
+	return &DoResult{Result: out, WasCached: true, Key: key, OriginalJobID: rec.ResultJobID,
+		StoredAt: rec.CompletedAt, Duration: time.Duration(rec.DurationMS) * time.Millisecond}, nil
+}
