@@ -96,6 +96,16 @@ type JobRow struct {
 	WorkerID       string
 }
 
+// Batch is a group of jobs created together under one key (seed 001): its
+// jobs carry its id and its counts are theirs.
+type Batch struct {
+	ID        int64
+	Tenant    string
+	Key       string
+	CreatedAt time.Time
+	Metadata  json.RawMessage // nil = none
+}
+
 // Outcome is how an attempt ended.
 type Outcome string
 

@@ -187,6 +187,17 @@ type Jobs interface {
 	// ErrWrongState; unknown (or other tenant) is ErrNotFound.
 	JobResolve(ctx context.Context, p *JobResolveParams) (*idemtype.JobRow, error)
 
+	// BatchCreate creates the batch (Tenant, Key) and its jobs in one
+	// transaction, the jobs carrying the batch's id. When the batch exists
+	// it returns it with Existing set and creates nothing. A job that
+	// cannot be created (any JobInsertResult.Err) fails the whole call
+	// with that error and creates nothing.
+	BatchCreate(ctx context.Context, p *BatchCreateParams) (*BatchCreateResult, error)
+
+	// BatchGet returns the batch ID; unknown (or other tenant) is
+	// ErrNotFound. Its jobs are listed with JobFilter.BatchID.
+	BatchGet(ctx context.Context, p *BatchGetParams) (*idemtype.Batch, error)
+
 	// AttemptList returns the attempts of job JobID, oldest first (an
 	// attempt is written once, when it ends); ErrNotFound when the job does
 	// not exist in the tenant.
@@ -351,6 +362,7 @@ type JobFilter struct {
 	Since          time.Time // created at or after; zero = no bound
 	Until          time.Time // created before; zero = no bound
 	ErrorCode      string    // the latest failure's code; "" = any
+	BatchID        int64     // only the jobs of this batch; 0 = any
 	// Resolved selects resolved (true) or unresolved (false) jobs; nil =
 	// both. Only dead jobs are ever resolved.
 	Resolved *bool
@@ -415,6 +427,28 @@ type JobFinishParams struct {
 	RecordResult     []byte
 	RecordCompressed bool
 	ResultHash       string
+}
+
+// BatchCreateParams creates a batch with its jobs.
+type BatchCreateParams struct {
+	Tenant   string
+	Key      string
+	Metadata []byte // JSON; nil = none
+	Jobs     []*JobInsertParams
+	Now      time.Time
+}
+
+// BatchCreateResult is the outcome of BatchCreate.
+type BatchCreateResult struct {
+	Batch    *idemtype.Batch
+	Existing bool              // the batch existed: nothing was created
+	Jobs     []JobInsertResult // the created jobs in order; nil when Existing
+}
+
+// BatchGetParams reads one batch.
+type BatchGetParams struct {
+	Tenant string // "" = any
+	ID     int64
 }
 
 // JobResolveParams marks a dead job resolved.

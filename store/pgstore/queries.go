@@ -613,6 +613,9 @@ func jobFilterSQL(f *store.JobFilter, first int) (string, []any) {
 	if f.IdempotencyKey != "" {
 		add("j.idempotency_key = $?", f.IdempotencyKey)
 	}
+	if f.BatchID != 0 {
+		add("j.batch_id = $?", f.BatchID)
+	}
 	if f.ErrorCode != "" {
 		add("j.error_code = $?", f.ErrorCode)
 	}

@@ -60,6 +60,10 @@ func filterSQL(sb *strings.Builder, args []any, f *store.JobFilter) []any {
 		sb.WriteString(" AND idempotency_key = ?")
 		args = append(args, f.IdempotencyKey)
 	}
+	if f.BatchID != 0 {
+		sb.WriteString(" AND batch_id = ?")
+		args = append(args, f.BatchID)
+	}
 	if f.ErrorCode != "" {
 		sb.WriteString(" AND error_code = ?")
 		args = append(args, f.ErrorCode)

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,10 @@ func seedCases() []testCase {
 		{"JobList/by_error_code_and_resolution", testListByCode},
 		{"JobRetryMany/by_error_code_clears_resolution", testRequeueByCode},
 		{"QueueStats/dead_unresolved", testStatsUnresolved},
+		{"BatchCreate/creates_batch_and_jobs_once", testBatchCreate},
+		{"BatchCreate/failed_item_creates_nothing", testBatchCreateItemError},
+		{"BatchCreate/race_one_batch_16_creators", testBatchRace},
+		{"BatchGet/unknown_and_other_tenant", testBatchGetNotFound},
 	}
 }
 
@@ -175,5 +181,102 @@ func testStatsUnresolved(t *testing.T, s store.Store) {
 	wantOK(t, "QueueStats", err)
 	if len(st) != 1 || st[0].Counts[idemtype.StateDead] != 2 || st[0].DeadUnresolved != 1 {
 		t.Fatalf("stats: %+v", st)
+	}
+}
+
+// batchJobs returns insert params for n keyed jobs of a batch with key bkey.
+func batchJobs(bkey string, n int) []*store.JobInsertParams {
+	out := make([]*store.JobInsertParams, n)
+	for i := range out {
+		out[i] = keyed("upload", fmt.Sprintf("%s/%d", bkey, i), fmt.Sprintf("fp%d", i))
+	}
+	return out
+}
+
+func batchCreate(t *testing.T, s store.Store, key string, jobs []*store.JobInsertParams, now time.Time) *store.BatchCreateResult {
+	t.Helper()
+	r, err := s.BatchCreate(t.Context(), &store.BatchCreateParams{Tenant: "default", Key: key, Metadata: []byte(`{"files":3}`), Jobs: jobs, Now: now})
+	wantOK(t, "BatchCreate", err)
+	return r
+}
+
+func testBatchCreate(t *testing.T, s store.Store) {
+	first := batchCreate(t, s, "B1", batchJobs("B1", 3), at(0))
+	if first.Existing || len(first.Jobs) != 3 || first.Batch.ID == 0 || first.Batch.Key != "B1" {
+		t.Fatalf("first create: %+v", first)
+	}
+	wantTime(t, "CreatedAt", first.Batch.CreatedAt, at(0))
+	wantIDs(t, "batch jobs", listIDs(t, s, store.JobFilter{BatchID: first.Batch.ID}), sorted(ids([]*idemtype.JobRow{
+		first.Jobs[0].Job, first.Jobs[1].Job, first.Jobs[2].Job})))
+	again := batchCreate(t, s, "B1", batchJobs("B1", 5), at(time.Minute))
+	if !again.Existing || again.Batch.ID != first.Batch.ID || again.Jobs != nil {
+		t.Fatalf("repeat: %+v", again)
+	}
+	if n := len(listIDs(t, s, store.JobFilter{})); n != 3 {
+		t.Fatalf("%d jobs after a repeated batch, want 3", n)
+	}
+	got, err := s.BatchGet(t.Context(), &store.BatchGetParams{Tenant: "default", ID: first.Batch.ID})
+	wantOK(t, "BatchGet", err)
+	if got.Key != "B1" || string(got.Metadata) != `{"files":3}` {
+		t.Fatalf("BatchGet: %+v", got)
+	}
+	wantTime(t, "BatchGet CreatedAt", got.CreatedAt, at(0))
+}
+
+func testBatchCreateItemError(t *testing.T, s store.Store) {
+	jobs := batchJobs("B2", 3)
+	jobs[2].DependsOn = []int64{987654} // no such job
+	_, err := s.BatchCreate(t.Context(), &store.BatchCreateParams{Tenant: "default", Key: "B2", Jobs: jobs, Now: at(0)})
+	if err == nil {
+		t.Fatal("a batch with a bad item was created")
+	}
+	if n := len(listIDs(t, s, store.JobFilter{})); n != 0 {
+		t.Fatalf("%d jobs written by a failed batch", n)
+	}
+	if _, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "B2/0", Now: at(0)}); !errors.Is(err, idemtype.ErrNotFound) {
+		t.Fatalf("a failed batch left a record: %v", err)
+	}
+	// The key is free: the corrected batch is created.
+	if r := batchCreate(t, s, "B2", batchJobs("B2", 3), at(time.Second)); r.Existing || len(r.Jobs) != 3 {
+		t.Fatalf("corrected batch: %+v", r)
+	}
+}
+
+func testBatchRace(t *testing.T, s store.Store) {
+	const creators, children = 16, 4
+	var created atomic.Int32
+	var batchID atomic.Int64
+	err := parallel(creators, func(i int) error {
+		r, err := s.BatchCreate(t.Context(), &store.BatchCreateParams{Tenant: "default", Key: "R",
+			Jobs: batchJobs("R", children), Now: at(0)})
+		if err != nil {
+			return err
+		}
+		if !r.Existing {
+			created.Add(1)
+		}
+		if old := batchID.Swap(r.Batch.ID); old != 0 && old != r.Batch.ID {
+			return fmt.Errorf("batch %d, another saw %d", r.Batch.ID, old)
+		}
+		return nil
+	})
+	wantOK(t, "concurrent BatchCreate", err)
+	if n := created.Load(); n != 1 {
+		t.Fatalf("%d creators created the batch, want 1", n)
+	}
+	if n := len(listIDs(t, s, store.JobFilter{})); n != children {
+		t.Fatalf("%d jobs, want %d", n, children)
+	}
+	if n := len(listIDs(t, s, store.JobFilter{BatchID: batchID.Load()})); n != children {
+		t.Fatalf("%d jobs in the batch, want %d", n, children)
+	}
+}
+
+func testBatchGetNotFound(t *testing.T, s store.Store) {
+	b := batchCreate(t, s, "B3", batchJobs("B3", 1), at(0))
+	for _, p := range []*store.BatchGetParams{{Tenant: "other", ID: b.Batch.ID}, {ID: b.Batch.ID + 100}} {
+		if _, err := s.BatchGet(t.Context(), p); !errors.Is(err, idemtype.ErrNotFound) {
+			t.Errorf("BatchGet(%+v): %v, want ErrNotFound", p, err)
+		}
 	}
 }
