@@ -34,6 +34,8 @@ func runSeedSuite(t *testing.T, open opener) {
 		"dead letters bad input": testDeadLettersBadInput,
 		"result lease":           testResultLease,
 		"result lease race":      testResultLeaseRace,
+		"batches":                testBatchesHTTP,
+		"batches bad input":      testBatchesBadInput,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -330,5 +332,85 @@ func testResultLeaseRace(t *testing.T, open opener) {
 		if r != "map[run:1]" {
 			t.Fatalf("client %d got %q, want the one result", i, r)
 		}
+	}
+}
+
+func testBatchesHTTP(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	body := map[string]any{"metadata": map[string]any{"user": "u1"}, "jobs": []map[string]any{
+		{"kind": "upload", "queue": "uploads", "args": map[string]any{"file": "a.csv"}},
+		{"kind": "upload", "queue": "uploads", "args": map[string]any{"file": "b.csv"}},
+		{"kind": "upload", "queue": "uploads", "args": map[string]any{"file": "c.csv"}, "idempotency_key": "row-3"},
+	}}
+	r := e.req("POST", "/v1/batches", e.keyA, body, "Idempotency-Key", "upload-42")
+	expect(t, r, 201, "")
+	m := r.json(t)
+	b := m["batch"].(map[string]any)
+	id := b["id"].(string)
+	if m["existing"] != false || b["total"] != float64(3) || b["counts"].(map[string]any)["available"] != float64(3) ||
+		b["key"] != "upload-42" || r.header.Get("Location") != "/v1/batches/"+id {
+		t.Fatalf("create: %s", r.body)
+	}
+	jobs := b["jobs"].([]any)
+	if k := jobs[2].(map[string]any)["idempotency_key"]; k != "upload-42/row-3" {
+		t.Fatalf("own key of the third job: %v", k)
+	}
+	// A double click with the jobs in another order: the same batch.
+	body["jobs"] = []map[string]any{body["jobs"].([]map[string]any)[1], body["jobs"].([]map[string]any)[0]}
+	body["key"] = "upload-42"
+	r = e.req("POST", "/v1/batches", e.keyA, body)
+	expect(t, r, 200, "")
+	if m := r.json(t); m["existing"] != true || m["batch"].(map[string]any)["id"] != id || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat: %s", r.body)
+	}
+	if n := e.countJobs(); n != 3 {
+		t.Fatalf("%d jobs after a double click, want 3", n)
+	}
+	j := e.claim(e.keyA, "uploads")
+	expect(t, e.req("POST", "/v1/jobs/"+j["id"].(string)+"/complete", e.keyA, map[string]any{"lease_token": j["lease_token"]}), 200, "")
+	r = e.req("GET", "/v1/batches/"+id, e.keyA, nil)
+	expect(t, r, 200, "")
+	if c := r.json(t)["counts"].(map[string]any); c["completed"] != float64(1) || c["available"] != float64(2) {
+		t.Fatalf("counts: %v", c)
+	}
+	r = e.req("POST", "/v1/batches/"+id+"/cancel", e.keyA, nil)
+	expect(t, r, 200, "")
+	if m := r.json(t); m["finished"] != true || m["counts"].(map[string]any)["cancelled"] != float64(2) {
+		t.Fatalf("cancel: %s", r.body)
+	}
+	expect(t, e.req("GET", "/v1/batches/"+id, e.keyB, nil), 404, "/problems/not-found")
+}
+
+func testBatchesBadInput(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	one := []map[string]any{{"kind": "upload"}}
+	for name, c := range map[string]struct {
+		body  map[string]any
+		field string
+	}{
+		"no key":       {map[string]any{"jobs": one}, "key"},
+		"key too long": {map[string]any{"key": strings.Repeat("k", 256), "jobs": one}, "key"},
+		"control char": {map[string]any{"key": "a\u0001b", "jobs": one}, "key"},
+		"no jobs":      {map[string]any{"key": "b1", "jobs": []any{}}, "jobs"},
+		"bad job":      {map[string]any{"key": "b1", "jobs": []map[string]any{{"kind": "ok"}, {"kind": ""}}}, "jobs[1].kind"},
+		"bad job key":  {map[string]any{"key": "b1", "jobs": []map[string]any{{"kind": "k", "idempotency_key": "a\tb"}}}, "jobs[0].idempotency_key"},
+		"bad metadata": {map[string]any{"key": "b1", "metadata": []int{1}, "jobs": one}, "metadata"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.req("POST", "/v1/batches", e.keyA, c.body)
+			expect(t, r, 400, "/problems/invalid-request")
+			if errs, _ := r.json(t)["errors"].(map[string]any); errs[c.field] == nil {
+				t.Fatalf("problem does not name %s: %s", c.field, r.body)
+			}
+		})
+	}
+	r := e.req("POST", "/v1/batches", e.keyA, map[string]any{"key": "b2", "jobs": []map[string]any{{"kind": "k", "depends_on": []string{"999999"}}}})
+	if r.status < 400 || r.status >= 500 {
+		t.Fatalf("a missing dependency: %d %s", r.status, r.body)
+	}
+	expect(t, e.req("GET", "/v1/batches/999999", e.keyA, nil), 404, "/problems/not-found")
+	expect(t, e.req("POST", "/v1/batches/999999/cancel", e.keyA, nil), 404, "/problems/not-found")
+	if n := e.countJobs(); n != 0 {
+		t.Fatalf("%d jobs written by refused batches", n)
 	}
 }
