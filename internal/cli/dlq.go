@@ -25,7 +25,7 @@ func newDLQCmd() *cobra.Command {
 			var filter *idemclient.Filter
 			if len(args) == 0 {
 				p := rf.params()
-				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" {
+				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" && f.ErrorCode == "" {
 					return errors.New("give ids, a filter (--queue, --kind, …) or --all")
 				}
 				filter = &p.Filter
@@ -57,6 +57,6 @@ func newDLQCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted job %s\n", args[0])
 			return nil
 		}}
-	cmd.AddCommand(list, requeue, del)
+	cmd.AddCommand(list, requeue, del, newDLQResolveCmd(&af))
 	return cmd
 }
