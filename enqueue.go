@@ -159,6 +159,9 @@ func (c *Client) buildInsert(it EnqueueParams, now time.Time, withFingerprint bo
 	setDefault(&p.Tenant, c.cfg.Tenant)
 	setDefault(&p.Queue, DefaultQueue)
 	setDefault(&p.MaxAttempts, c.cfg.MaxAttempts)
+	if err := c.cfg.setAutoKey(p); err != nil {
+		return nil, err
+	}
 	if len(p.Args) == 0 {
 		p.Args = json.RawMessage("{}")
 	}

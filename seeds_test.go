@@ -3,6 +3,7 @@ package idem_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/key"
 )
 
 // Seed-fidelity behaviours of the Go API (issue 12).
@@ -214,4 +216,62 @@ func TestDoReportsAndLogs(t *testing.T) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}
 	}
+}
+
+func TestAutoKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &idem.Config{
+		AutoKeyByQueue: map[string]idem.AutoKey{"notifications": {}},
+		AutoKeyByKind:  map[string]idem.AutoKey{"send_email": {Action: "send_email", NoTenant: true}},
+	})
+	ctx := context.Background()
+	enqueue := func(kind, queue, meta, args string) (*idem.EnqueueResult, error) {
+		return b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: kind, Args: json.RawMessage(args),
+			Opts: &idem.EnqueueOpts{Queue: queue, Metadata: json.RawMessage(meta)}})
+	}
+	first, err := enqueue("send_email", "", `{"user":"user-1"}`, `{"to":"a@x","template":"welcome"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := key.Scoped("", "user-1", "send_email", []byte(`{"template":"welcome","to":"a@x"}`))
+	if first.Job.IdempotencyKey != want || !strings.HasPrefix(want, "_user-1_send_email_") {
+		t.Fatalf("derived key %q, want %q", first.Job.IdempotencyKey, want)
+	}
+	again, err := enqueue("send_email", "", `{"user":"user-1"}`, `{"template":"welcome","to":"a@x"}`)
+	if err != nil || !again.Existing || again.Job.ID != first.Job.ID {
+		t.Fatalf("same user and args: %+v %v", again, err)
+	}
+	other, err := enqueue("send_email", "", `{"user":"user-2"}`, `{"to":"a@x","template":"welcome"}`)
+	if err != nil || other.Existing {
+		t.Fatalf("another user: %+v %v", other, err)
+	}
+	byQueue, err := enqueue("push", "notifications", ``, `{"n":1}`)
+	if err != nil || byQueue.Job.IdempotencyKey != mustScoped(t, "default", "", "push", `{"n":1}`) {
+		t.Fatalf("by queue: %+v %v", byQueue, err)
+	}
+	plain, err := enqueue("push", "other", ``, `{"n":1}`)
+	if err != nil || plain.Job.IdempotencyKey != "" {
+		t.Fatalf("unconfigured queue got key %q (%v)", plain.Job.IdempotencyKey, err)
+	}
+	t.Run("bad user writes nothing", func(t *testing.T) {
+		var inv *idemtype.InvalidError
+		if _, err := enqueue("send_email", "", `{"user":"a_b"}`, `{}`); !errors.As(err, &inv) || inv.Field != "metadata.user" {
+			t.Fatalf("user with '_': %v", err)
+		}
+		if _, err := enqueue("send_email", "", `{"user":7}`, `{}`); !errors.As(err, &inv) || inv.Field != "metadata.user" {
+			t.Fatalf("numeric user: %v", err)
+		}
+		if jobs, _, _ := b.client.JobList(ctx, &idem.JobListParams{}); len(jobs) != 4 {
+			t.Fatalf("%d jobs, want 4", len(jobs))
+		}
+	})
+}
+
+func mustScoped(t *testing.T, tenant, user, action, args string) string {
+	t.Helper()
+	k, err := key.Scoped(tenant, user, action, []byte(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
