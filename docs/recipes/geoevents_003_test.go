@@ -39,7 +39,8 @@ func Example_geoEventQueue() {
 	}
 	c.Complete(ctx, "", jobs[1].ID, jobs[1].LeaseToken, nil) // fence B delivered
 	head := jobs[0]                                          // evt-1 keeps failing; evt-2 waits behind it
-	for range 10 {                                           // bounded: five attempts are expected
+	// Bounded: five attempts are expected.
+	for range 10 {
 		j, _ := c.Fail(ctx, "", head.ID, head.LeaseToken, idem.FailParams{Error: "push target down"})
 		if j.State != idem.StateRetryable {
 			fmt.Printf("attempt %d: %s\n", j.Attempt, j.State)
