@@ -20,6 +20,7 @@ func seedCases() []testCase {
 		{"JobFinishMany/error_code_of_latest_failure", testErrorCode},
 		{"JobResolve/marks_dead_job_resolved_once", testResolve},
 		{"JobResolve/not_dead_unknown_other_tenant", testResolveRejects},
+		{"JobResolve/race_8_resolvers_one_resolution", testResolveRace},
 		{"JobList/by_error_code_and_resolution", testListByCode},
 		{"JobRetryMany/by_error_code_clears_resolution", testRequeueByCode},
 		{"QueueStats/dead_unresolved", testStatsUnresolved},
@@ -278,5 +279,31 @@ func testBatchGetNotFound(t *testing.T, s store.Store) {
 		if _, err := s.BatchGet(t.Context(), p); !errors.Is(err, idemtype.ErrNotFound) {
 			t.Errorf("BatchGet(%+v): %v, want ErrNotFound", p, err)
 		}
+	}
+}
+
+func testResolveRace(t *testing.T, s store.Store) {
+	j := deadWith(t, s, insert1(t, s, at(0), newJob("k")), "E", at(0))
+	const n = 8
+	notes := make([]string, n)
+	times := make([]time.Time, n)
+	err := parallel(n, func(i int) error {
+		r, err := s.JobResolve(t.Context(), &store.JobResolveParams{ID: j.ID, Note: fmt.Sprintf("note %d", i),
+			Now: at(time.Hour + time.Duration(i)*time.Second)})
+		if err != nil {
+			return err
+		}
+		notes[i], times[i] = r.ResolutionNote, *r.ResolvedAt
+		return nil
+	})
+	wantOK(t, "concurrent JobResolve", err)
+	for i := range n {
+		if notes[i] != notes[0] || !times[i].Equal(times[0]) {
+			t.Fatalf("resolver %d saw %q at %v, resolver 0 %q at %v", i, notes[i], times[i], notes[0], times[0])
+		}
+	}
+	got := mustGet(t, s, j.ID)
+	if got.ResolutionNote != notes[0] || !got.ResolvedAt.Equal(times[0]) {
+		t.Fatalf("stored %q at %v, resolvers saw %q at %v", got.ResolutionNote, got.ResolvedAt, notes[0], times[0])
 	}
 }
