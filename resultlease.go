@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -56,7 +58,9 @@ func (c *Client) ResultLeaseAcquire(ctx context.Context, key string, opts *Resul
 	}
 	setDefault(&o.Lease, c.cfg.LeaseDuration)
 	setDefault(&o.TTL, c.cfg.ResultTTL)
-	token := store.NewToken()
+	// The token carries the time the lease was taken (hex unix ms), so
+	// Complete can report how long the work took without a column.
+	token := strconv.FormatInt(c.now().UnixMilli(), 16) + "." + store.NewToken()
 	do := DoOpts{Tenant: c.tenant(o.Tenant), TTL: o.TTL, Lease: o.Lease}
 	res, err := c.doAcquire(ctx, key, resultLeaseOwner(token), do)
 	if err != nil {
@@ -97,7 +101,7 @@ func (c *Client) ResultLeaseRenew(ctx context.Context, tenant, key, token string
 
 // ResultLeaseComplete stores result (JSON; nil = null) as the key's result
 // for ttl (default Config.ResultTTL) and ends the lease. duration is how long
-// the work took (0 = since the record was created). A lease lost to another
+// the work took (0 = since the lease was taken). A lease lost to another
 // holder is ErrLeaseLost and stores nothing.
 func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token string, result json.RawMessage, ttl, duration time.Duration) (*DoResult, error) {
 	if err := validateLease(key, token); err != nil {
@@ -109,9 +113,7 @@ func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token str
 	setDefault(&ttl, c.cfg.ResultTTL)
 	tenant = c.tenant(tenant)
 	if duration <= 0 {
-		if rec, err := c.store.RecordGet(ctx, &store.RecordGetParams{Tenant: tenant, Key: key, Now: c.now()}); err == nil {
-			duration = c.now().Sub(rec.CreatedAt)
-		}
+		duration = leaseAge(token, c.now())
 	}
 	o := DoOpts{Tenant: tenant, TTL: ttl}
 	return c.doStore(ctx, key, resultLeaseOwner(token), o, result, c.now().Add(-duration))
@@ -152,4 +154,18 @@ func (c *Client) cachedDoResult(key string, rec *idemtype.Record) (*DoResult, er
 	c.cfg.Logger.Debug("result cache hit", "key", key, "tenant", rec.Tenant, "original_job", rec.ResultJobID)
 	return &DoResult{Result: out, WasCached: true, Key: key, OriginalJobID: rec.ResultJobID,
 		StoredAt: rec.CompletedAt, Duration: time.Duration(rec.DurationMS) * time.Millisecond}, nil
+}
+
+// leaseAge is how long ago the lease of token was taken; 0 when the token
+// does not carry the time.
+func leaseAge(token string, now time.Time) time.Duration {
+	ms, _, ok := strings.Cut(token, ".")
+	if !ok {
+		return 0
+	}
+	at, err := strconv.ParseInt(ms, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return max(now.Sub(time.UnixMilli(at)), 0)
 }

@@ -275,3 +275,46 @@ func mustScoped(t *testing.T, tenant, user, action, args string) string {
 	}
 	return k
 }
+
+func TestResultLeaseTakeover(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	b := setup(t, &idem.Config{Now: clock.Now})
+	ctx := context.Background()
+	first, err := b.client.ResultLeaseAcquire(ctx, "geo:7", &idem.ResultLeaseOpts{Lease: 30 * time.Second})
+	if err != nil || first.Token == "" {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	if _, err := b.client.ResultLeaseAcquire(ctx, "geo:7", nil); !errors.Is(err, idem.ErrKeyInProgress) {
+		t.Fatalf("held key: %v, want ErrKeyInProgress", err)
+	}
+	clock.Add(31 * time.Second) // the first holder crashed: its lease expires
+	second, err := b.client.ResultLeaseAcquire(ctx, "geo:7", nil)
+	if err != nil || second.Token == "" || second.Token == first.Token {
+		t.Fatalf("takeover: %+v %v", second, err)
+	}
+	if _, err := b.client.ResultLeaseRenew(ctx, "", "geo:7", first.Token, 0); !errors.Is(err, idem.ErrLeaseLost) {
+		t.Fatalf("renew of the lost lease: %v, want ErrLeaseLost", err)
+	}
+	if _, err := b.client.ResultLeaseComplete(ctx, "", "geo:7", first.Token, json.RawMessage(`1`), 0, 0); !errors.Is(err, idem.ErrLeaseLost) {
+		t.Fatalf("complete of the lost lease: %v, want ErrLeaseLost", err)
+	}
+	// A release by the old holder changes nothing.
+	if err := b.client.ResultLeaseRelease(ctx, "", "geo:7", first.Token); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Second)
+	res, err := b.client.ResultLeaseComplete(ctx, "", "geo:7", second.Token, json.RawMessage(`{"n":2}`), time.Hour, 0)
+	if err != nil || res.Duration != 2*time.Second {
+		t.Fatalf("complete: %+v %v", res, err)
+	}
+	hit, err := b.client.ResultLeaseAcquire(ctx, "geo:7", nil)
+	if err != nil || hit.Cached == nil || string(hit.Cached.Result) != `{"n":2}` {
+		t.Fatalf("hit: %+v %v", hit, err)
+	}
+	clock.Add(61 * time.Minute) // past the result TTL the work runs again
+	again, err := b.client.ResultLeaseAcquire(ctx, "geo:7", nil)
+	if err != nil || again.Cached != nil {
+		t.Fatalf("after the TTL: %+v %v", again, err)
+	}
+}
