@@ -1,4 +1,4 @@
--- 0006: dead letters that can be resolved (seed 002 resolved_at, seed 004
+-- 0006: seed fidelity. Dead letters that can be resolved (seed 002 resolved_at, seed 004
 -- is_resolved) and the error code of a job's latest failure (seed 004
 -- error_code).
 ALTER TABLE jobs ADD COLUMN error_code TEXT NOT NULL DEFAULT '';
