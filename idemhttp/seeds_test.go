@@ -36,6 +36,7 @@ func runSeedSuite(t *testing.T, open opener) {
 		"result lease race":      testResultLeaseRace,
 		"batches":                testBatchesHTTP,
 		"batches bad input":      testBatchesBadInput,
+		"batches race":           testBatchesRace,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -412,5 +413,43 @@ func testBatchesBadInput(t *testing.T, open opener) {
 	expect(t, e.req("POST", "/v1/batches/999999/cancel", e.keyA, nil), 404, "/problems/not-found")
 	if n := e.countJobs(); n != 0 {
 		t.Fatalf("%d jobs written by refused batches", n)
+	}
+}
+
+// testBatchesRace: 12 clients send the same batch at once (a burst of
+// double clicks); exactly one creates it, nothing is created twice.
+func testBatchesRace(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	const clients = 12
+	body := map[string]any{"key": "burst", "jobs": []map[string]any{{"kind": "a"}, {"kind": "b"}, {"kind": "c"}}}
+	var created atomic.Int32
+	ids := make([]string, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.req("POST", "/v1/batches", e.keyA, body)
+			if r.status != 201 && r.status != 200 {
+				t.Errorf("client %d: %d %s", i, r.status, r.body)
+				return
+			}
+			if r.status == 201 {
+				created.Add(1)
+			}
+			ids[i] = r.json(t)["batch"].(map[string]any)["id"].(string)
+		}()
+	}
+	wg.Wait()
+	if n := created.Load(); n != 1 {
+		t.Fatalf("%d clients created the batch, want 1", n)
+	}
+	for i, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("client %d got batch %s, client 0 batch %s", i, id, ids[0])
+		}
+	}
+	if n := e.countJobs(); n != 3 {
+		t.Fatalf("%d jobs, want 3", n)
 	}
 }
