@@ -53,7 +53,7 @@ func TestEnqueue(t *testing.T) {
 			{Kind: ""},
 			{Kind: "k", Args: json.RawMessage(`{bad`)},
 			{Kind: "k", Opts: &idem.EnqueueOpts{IdempotencyKey: strings.Repeat("x", 256)}},
-			{Kind: "k", Opts: &idem.EnqueueOpts{IdempotencyKey: "has space"}},
+			{Kind: "k", Opts: &idem.EnqueueOpts{IdempotencyKey: "has\ttab"}}, // a space is allowed; a control character is not
 			{Kind: "k", Opts: &idem.EnqueueOpts{MaxAttempts: -1}},
 			{Kind: "k", Opts: &idem.EnqueueOpts{Metadata: json.RawMessage(`[1]`)}},
 			{Kind: "k", Opts: &idem.EnqueueOpts{DependsOn: []int64{0}}},

@@ -63,6 +63,10 @@ type Config struct {
 	// DefaultResultTTL; ResultTTLByKind overrides it per kind.
 	ResultTTL       time.Duration
 	ResultTTLByKind map[string]time.Duration
+	// AutoKeyByQueue and AutoKeyByKind derive the idempotency key of jobs
+	// enqueued without one (seed 002); the kind's entry wins. See AutoKey.
+	AutoKeyByQueue map[string]AutoKey
+	AutoKeyByKind  map[string]AutoKey
 	// CompressThreshold: results larger than this many bytes are stored
 	// gzip-compressed in the idempotency record; default
 	// DefaultCompressThreshold; negative = never.

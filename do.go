@@ -22,10 +22,19 @@ type DoOpts struct {
 	Wait time.Duration
 }
 
-// DoResult is what Do returns.
+// DoResult is what Do returns (seed 000's cache result: WasCached, Key,
+// OriginalJobId, ExecutionTimeMs).
 type DoResult struct {
 	Result    json.RawMessage
-	WasCached bool // fn did not run: the key's result was cached
+	WasCached bool   // fn did not run: the key's result was cached
+	Key       string // the idempotency key
+	// OriginalJobID is the job whose result this is when a job stored it;
+	// 0 when Do (or a result lease) stored it.
+	OriginalJobID int64
+	// StoredAt is when the result was stored.
+	StoredAt *time.Time
+	// Duration is how long the run that produced the result took.
+	Duration time.Duration
 }
 
 // Do runs fn at most once per key while its result is kept: a completed
@@ -57,13 +66,8 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 			return c.doRun(ctx, key, lease, fn)
 		}
 		if rec.Status == idemtype.RecordCompleted {
-			out, err := decodeResult(rec.Result, rec.Compressed)
-			if err != nil {
-				return nil, err
-			}
-			c.stats.cacheHits.Add(1)
 			c.observeDo(EventCacheHit, o.Tenant)
-			return &DoResult{Result: out, WasCached: true}, nil
+			return c.cachedDoResult(key, rec)
 		}
 		now := c.now()
 		if !now.Before(deadline) {
@@ -83,6 +87,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 // stores the result, or releases the key on failure.
 func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
 	c.stats.cacheMisses.Add(1)
+	c.cfg.Logger.Debug("result cache miss", "key", key, "tenant", lease.Tenant())
 	start := c.now()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -103,6 +108,7 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 	if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
+	c.cfg.Logger.Debug("result failure not cached", "key", key, "tenant", lease.Tenant(), "err", err)
 	return nil, err
 }
 
@@ -124,12 +130,15 @@ func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lea
 	if err != nil {
 		return nil, err
 	}
+	now := c.now()
+	d := now.Sub(start).Truncate(time.Millisecond)
 	err = lease.Complete(context.WithoutCancel(ctx), &recordlease.Result{Bytes: enc.bytes,
-		Compressed: enc.compressed, Hash: enc.hash, Duration: c.now().Sub(start)})
+		Compressed: enc.compressed, Hash: enc.hash, Duration: d})
 	if err != nil {
 		return nil, fmt.Errorf("do %q: store result: %w", key, err)
 	}
-	return &DoResult{Result: stored}, nil
+	c.cfg.Logger.Debug("result stored", "key", key, "tenant", lease.Tenant(), "duration_ms", d.Milliseconds())
+	return &DoResult{Result: stored, Key: key, StoredAt: &now, Duration: d}, nil
 }
 
 // DoRecordGet returns the live record of a Do key. Do keys have a namespace

@@ -166,6 +166,9 @@ func (c *Client) buildInsert(it EnqueueParams, now time.Time, withFingerprint bo
 	setDefault(&p.Tenant, c.cfg.Tenant)
 	setDefault(&p.Queue, DefaultQueue)
 	setDefault(&p.MaxAttempts, c.cfg.MaxAttempts)
+	if err := c.cfg.setAutoKey(p); err != nil {
+		return nil, err
+	}
 	if len(p.Args) == 0 {
 		p.Args = json.RawMessage("{}")
 	}
@@ -240,23 +243,32 @@ func validateInsert(p *store.JobInsertParams) error {
 	return nil
 }
 
-// ValidateName checks a tenant, queue or kind: 1–255 bytes of printable
-// ASCII without spaces.
+// ValidateName checks a tenant, queue, kind or worker id: 1–255 bytes of
+// printable ASCII without spaces (0x21–0x7E).
 func ValidateName(field, v string) error {
 	if v == "" {
 		return idemtype.Invalid(field, "must not be empty")
 	}
-	return ValidateKey(field, v)
+	return validateASCII(field, v, 0x21, "must be printable ASCII without spaces")
 }
 
-// ValidateKey checks a key: 1–255 bytes of printable ASCII.
+// ValidateKey checks an idempotency or partition key: 1–255 bytes of
+// printable ASCII, the space included (0x20–0x7E), as the HTTP API
+// documents. A key outside that range (a control character, a byte of a
+// multi-byte UTF-8 character) is an *idemtype.ValidationError naming field.
 func ValidateKey(field, v string) error {
+	return validateASCII(field, v, 0x20, "must be printable ASCII (0x20-0x7E)")
+}
+
+// validateASCII checks that v has 1 to MaxKeyLength bytes, each between low
+// and 0x7E.
+func validateASCII(field, v string, low byte, msg string) error {
 	if len(v) == 0 || len(v) > MaxKeyLength {
 		return idemtype.Invalid(field, "must be 1 to %d characters", MaxKeyLength)
 	}
 	for i := 0; i < len(v); i++ {
-		if v[i] < 0x21 || v[i] > 0x7e {
-			return idemtype.Invalid(field, "must be printable ASCII without spaces")
+		if v[i] < low || v[i] > 0x7e {
+			return idemtype.Invalid(field, "%s", msg)
 		}
 	}
 	return nil

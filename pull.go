@@ -169,6 +169,9 @@ type FailParams struct {
 	NoRetry bool
 	// RetryAfter overrides the backoff policy when not nil.
 	RetryAfter *time.Duration
+	// ErrorCode is the failure's code (seed 004's error_code), stored as
+	// the job's ErrorCode; "" = none. 1–255 printable ASCII without spaces.
+	ErrorCode string
 }
 
 // Fail records the failure of a remotely worked job: retryable with backoff,
@@ -176,6 +179,11 @@ type FailParams struct {
 func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string, p FailParams) (*JobRow, error) {
 	if p.RetryAfter != nil && *p.RetryAfter < 0 {
 		return nil, idemtype.Invalid("retry_after", "must not be negative")
+	}
+	if p.ErrorCode != "" {
+		if err := ValidateName("error_code", p.ErrorCode); err != nil {
+			return nil, err
+		}
 	}
 	row, err := c.JobGet(ctx, tenant, id)
 	if err != nil {
@@ -186,6 +194,9 @@ func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string
 	}
 	fin := &store.JobFinishParams{ID: id, LeaseToken: token}
 	var cause error = remoteError(p.Error)
+	if p.ErrorCode != "" {
+		cause = JobErrorCode(p.ErrorCode, cause)
+	}
 	switch {
 	case p.NoRetry:
 		cause = JobPermanent(cause)

@@ -112,6 +112,8 @@ type Filter struct {
 	Kind           string    `json:"kind,omitempty"`
 	PartitionKey   string    `json:"partition_key,omitempty"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	ErrorCode      string    `json:"error_code,omitempty"`
+	Resolved       *bool     `json:"resolved,omitempty"`
 	Since          time.Time `json:"-"`
 	Until          time.Time `json:"-"`
 }
@@ -121,7 +123,8 @@ func (f Filter) MarshalJSON() ([]byte, error) { return json.Marshal(f.wire()) }
 
 func (f *Filter) wire() *wire.Filter {
 	return &wire.Filter{State: f.States, Queue: f.Queue, Kind: f.Kind, PartitionKey: f.PartitionKey,
-		IdempotencyKey: f.IdempotencyKey, Since: timeText(f.Since), Until: timeText(f.Until)}
+		IdempotencyKey: f.IdempotencyKey, ErrorCode: f.ErrorCode, Resolved: f.Resolved,
+		Since: timeText(f.Since), Until: timeText(f.Until)}
 }
 
 // timeText renders t as RFC 3339 (as time.Time does in JSON); nil when zero.
@@ -172,6 +175,10 @@ func (p *ListParams) query() url.Values {
 	set("kind", p.Kind)
 	set("partition_key", p.PartitionKey)
 	set("idempotency_key", p.IdempotencyKey)
+	set("error_code", p.ErrorCode)
+	if p.Resolved != nil {
+		set("resolved", strconv.FormatBool(*p.Resolved))
+	}
 	if !p.Since.IsZero() {
 		set("since", p.Since.UTC().Format(time.RFC3339Nano))
 	}
@@ -306,11 +313,14 @@ type FailRequest struct {
 	NoRetry bool
 	// RetryAfter overrides the backoff when not nil (0 = claimable at once).
 	RetryAfter *time.Duration
+	// ErrorCode is the failure's code (seed 004's error_code); "" = none.
+	ErrorCode string
 }
 
 // Fail records a failed attempt of a claimed job.
 func (cl *Client) Fail(ctx context.Context, id, token string, req *FailRequest) (*Job, error) {
-	body := &wire.FailRequest{LeaseToken: token, Error: req.Error, RetryAfter: durationText(req.RetryAfter)}
+	body := &wire.FailRequest{LeaseToken: token, Error: req.Error, RetryAfter: durationText(req.RetryAfter),
+		ErrorCode: req.ErrorCode}
 	if req.NoRetry {
 		no := false
 		body.Retry = &no

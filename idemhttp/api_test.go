@@ -484,8 +484,8 @@ func testPull(t *testing.T, open opener) {
 
 func testRecords(t *testing.T, open opener) {
 	e := setup(t, open, nil)
-	r := e.req("GET", "/v1/idempotency/"+url.PathEscape("rec/1 x"), e.keyA, nil)
-	expect(t, r, 400, "/problems/invalid-request") // spaces are not allowed in keys
+	r := e.req("GET", "/v1/idempotency/"+url.PathEscape("rec/1\tx"), e.keyA, nil)
+	expect(t, r, 400, "/problems/invalid-request") // control characters are not allowed in keys
 	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "idempotency_key": "rec/1", "queue": "q"})
 	r = e.req("GET", "/v1/idempotency/"+url.PathEscape("rec/1"), e.keyA, nil)
 	expect(t, r, 200, "")

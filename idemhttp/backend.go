@@ -44,6 +44,14 @@ type Client interface {
 	SubscriptionGet(ctx context.Context, tenant, topic, name string) (*idem.Subscription, error)
 	SubscriptionList(ctx context.Context, tenant, topic string) ([]*idem.Subscription, error)
 	SubscriptionDelete(ctx context.Context, tenant, topic, name string) error
+	BatchCancel(ctx context.Context, tenant string, id int64) (*idem.Batch, error)
+	BatchCreate(ctx context.Context, p idem.BatchCreateParams) (*idem.Batch, error)
+	BatchGet(ctx context.Context, tenant string, id int64) (*idem.Batch, error)
+	DLQResolve(ctx context.Context, tenant string, id int64, note string) (*idem.JobRow, error)
+	ResultLeaseAcquire(ctx context.Context, key string, opts *idem.ResultLeaseOpts) (*idem.ResultLease, error)
+	ResultLeaseComplete(ctx context.Context, tenant, key, token string, result json.RawMessage, ttl, duration time.Duration) (*idem.DoResult, error)
+	ResultLeaseRelease(ctx context.Context, tenant, key, token string) error
+	ResultLeaseRenew(ctx context.Context, tenant, key, token string, lease time.Duration) (time.Time, error)
 }
 
 // MiddlewareRecords is what Middleware needs of a store: the record

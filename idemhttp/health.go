@@ -169,7 +169,7 @@ func (s *Server) queueChecks(ctx context.Context, tenant string, checks map[stri
 	var dead, avail, done, failed int64
 	var oldest time.Duration
 	for _, q := range list {
-		dead += q.Counts[idemtype.StateDead]
+		dead += q.DeadUnresolved // resolved dead letters are kept for audit only
 		avail += q.Counts[idemtype.StateAvailable]
 		done += q.Completed1m
 		failed += q.Failed1m

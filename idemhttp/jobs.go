@@ -20,7 +20,7 @@ func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.En
 	if err != nil {
 		return idem.EnqueueParams{}, err
 	}
-	dedup, err := parseDuration("dedup_window", req.DedupWindow)
+	dedup, err := parseDedupWindow(req.DedupWindow)
 	if err != nil {
 		return idem.EnqueueParams{}, err
 	}
@@ -186,6 +186,9 @@ func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
 	f.Queue, f.Kind = q.Get("queue"), q.Get("kind")
 	f.PartitionKey, f.IdempotencyKey = q.Get("partition_key"), q.Get("idempotency_key")
 	var err error
+	if err = deadLetterQuery(q, f); err != nil {
+		return nil, err
+	}
 	for _, t := range []struct {
 		name string
 		dst  *time.Time
@@ -303,7 +306,7 @@ func (s *Server) attempts(w http.ResponseWriter, r *http.Request) error {
 // jobFilter converts a body filter.
 func jobFilter(f *wire.Filter, tenant string) (idem.JobFilter, error) {
 	out := idem.JobFilter{Tenant: tenant, Queue: f.Queue, Kind: f.Kind, PartitionKey: f.PartitionKey,
-		IdempotencyKey: f.IdempotencyKey}
+		IdempotencyKey: f.IdempotencyKey, ErrorCode: f.ErrorCode, Resolved: f.Resolved}
 	for _, s := range f.State {
 		st := idemtype.JobState(s)
 		if !st.Valid() {

@@ -126,7 +126,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Error) > 64<<10 {
 		return invalid("error", "at most 64 KiB")
 	}
-	p := idem.FailParams{Error: req.Error, NoRetry: req.Retry != nil && !*req.Retry, RetryAfter: after}
+	p := idem.FailParams{Error: req.Error, NoRetry: req.Retry != nil && !*req.Retry, RetryAfter: after,
+		ErrorCode: req.ErrorCode}
 	job, err := s.client.Fail(r.Context(), tenantOf(r), id, req.LeaseToken, p)
 	if err != nil {
 		return err

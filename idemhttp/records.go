@@ -5,6 +5,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
 )
 
 func pathKey(r *http.Request) (string, error) {
@@ -20,11 +21,19 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	withResult, err := includeResult(r)
+	if err != nil {
+		return err
+	}
 	rec, err := s.client.RecordGet(r.Context(), tenantOf(r), k)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, renderRecord(rec))
+	out := renderRecord(rec)
+	if withResult && rec.Status == idemtype.RecordCompleted {
+		out.Result = rec.Result
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -48,7 +57,7 @@ func (s *Server) cacheStats(r *http.Request) (*wire.CacheStats, error) {
 	if err := s.persistedCache(r.Context(), tenantOf(r), cs); err != nil {
 		return nil, err
 	}
-	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Expiring24h: cs.Expiring24h,
+	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Completed: cs.Completed, Failed: cs.Failed, Expiring24h: cs.Expiring24h,
 		Expired: cs.Expired, SizeBytes: cs.SizeBytes, Hits: cs.Hits, Misses: cs.Misses, HitRate: cs.HitRate}, nil
 }
 

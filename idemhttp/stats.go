@@ -20,7 +20,8 @@ const latencySample = 200
 
 // queueStats renders the counts and rates of one queue (without latencies).
 func queueStats(st *store.QueueStat, now time.Time) *wire.QueueStats {
-	q := &wire.QueueStats{Counts: map[string]int64{}, Completed1m: st.Completed1m, Failed1m: st.Failed1m}
+	q := &wire.QueueStats{Counts: map[string]int64{}, Completed1m: st.Completed1m, Failed1m: st.Failed1m,
+		DeadUnresolved: st.DeadUnresolved}
 	for _, state := range idemtype.AllStates {
 		q.Counts[string(state)] = st.Counts[state]
 	}

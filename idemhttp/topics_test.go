@@ -112,7 +112,7 @@ func testTopicsAPI(t *testing.T, open opener) {
 	for field, body := range map[string]any{
 		"payload":       map[string]any{"type": "x"},
 		"metadata":      map[string]any{"payload": 1, "metadata": []int{1}},
-		"partition_key": map[string]any{"payload": 1, "partition_key": "has space"},
+		"partition_key": map[string]any{"payload": 1, "partition_key": "has\ttab"},
 	} {
 		r = e.req("POST", "/v1/topics/orders/events", e.keyA, body)
 		if r.status != 400 {

@@ -14,7 +14,8 @@ func renderJob(j *idemtype.JobRow, withLease bool) *wire.Job {
 		State: string(j.State), Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		RunAt: j.RunAt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
 		PartitionKey: j.PartitionKey, IdempotencyKey: j.IdempotencyKey, Result: rawOrNil(j.Result),
-		WasCached: j.WasCached, LastError: j.LastError, Metadata: rawOrNil(j.Metadata), WorkerID: j.WorkerID,
+		WasCached: j.WasCached, LastError: j.LastError, ErrorCode: j.ErrorCode,
+		ResolvedAt: j.ResolvedAt, ResolutionNote: j.ResolutionNote, Metadata: rawOrNil(j.Metadata), WorkerID: j.WorkerID,
 	}
 	if len(out.Args) == 0 {
 		out.Args = json.RawMessage("{}")

@@ -1,6 +1,7 @@
 package idemtype
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -41,3 +42,27 @@ func (e *ControlError) Error() string {
 
 // Unwrap returns the cause.
 func (e *ControlError) Unwrap() error { return e.Err }
+
+// CodedError is a failure with an error code (seed 004's error_code): built
+// by idem.JobErrorCode, read by the executor with ErrorCodeOf and stored as
+// the job's ErrorCode.
+type CodedError struct {
+	Code string
+	Err  error
+}
+
+// Error returns the cause's message prefixed by the code.
+func (e *CodedError) Error() string { return fmt.Sprintf("%s: %v", e.Code, e.Err) }
+
+// Unwrap returns the cause.
+func (e *CodedError) Unwrap() error { return e.Err }
+
+// ErrorCodeOf returns the code of the outermost CodedError in err's chain,
+// or "" when there is none.
+func ErrorCodeOf(err error) string {
+	var ce *CodedError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
+}

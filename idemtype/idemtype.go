@@ -80,10 +80,30 @@ type JobRow struct {
 	// RetryPolicy is the job's own backoff policy as JSON (the root package
 	// defines its form); nil = the queue's or kind's policy.
 	RetryPolicy json.RawMessage
+	// ErrorCode is the code of the latest failed attempt (seed 004's
+	// error_code, set with idem.JobErrorCode or a pull worker's fail);
+	// "" = none.
+	ErrorCode string
+	// ResolvedAt is when a dead job was marked resolved (seed 002's
+	// resolved_at); nil while unresolved. A resolved job stays dead, kept
+	// for audit, and leaves the unresolved count of the dead-letter queue.
+	ResolvedAt *time.Time
+	// ResolutionNote is the note given when the job was resolved.
+	ResolutionNote string
 	// Lease fields are set while running.
 	LeaseToken     string
 	LeaseExpiresAt *time.Time
 	WorkerID       string
+}
+
+// Batch is a group of jobs created together under one key (seed 001): its
+// jobs carry its id and its counts are theirs.
+type Batch struct {
+	ID        int64
+	Tenant    string
+	Key       string
+	CreatedAt time.Time
+	Metadata  json.RawMessage // nil = none
 }
 
 // Outcome is how an attempt ended.
@@ -123,6 +143,10 @@ type RecordStatus string
 const (
 	RecordInProgress RecordStatus = "in_progress"
 	RecordCompleted  RecordStatus = "completed"
+	// RecordFailed: the record's job is dead or cancelled without a result
+	// (seed 002's "failed"). It is computed when the record is read, so a
+	// requeued job's record reads in_progress again.
+	RecordFailed RecordStatus = "failed"
 )
 
 // Record is an idempotency record: (tenant, key) → status, owning job and,

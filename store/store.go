@@ -183,6 +183,23 @@ type Jobs interface {
 	// tenant. The id is never reused.
 	JobDelete(ctx context.Context, p *JobDeleteParams) error
 
+	// JobResolve marks the dead job ID resolved at Now with Note and
+	// returns it. Resolving a resolved job changes nothing and returns it
+	// (the first resolution is kept). A job that is not dead is
+	// ErrWrongState; unknown (or other tenant) is ErrNotFound.
+	JobResolve(ctx context.Context, p *JobResolveParams) (*idemtype.JobRow, error)
+
+	// BatchCreate creates the batch (Tenant, Key) and its jobs in one
+	// transaction, the jobs carrying the batch's id. When the batch exists
+	// it returns it with Existing set and creates nothing. A job that
+	// cannot be created (any JobInsertResult.Err) fails the whole call
+	// with that error and creates nothing.
+	BatchCreate(ctx context.Context, p *BatchCreateParams) (*BatchCreateResult, error)
+
+	// BatchGet returns the batch ID; unknown (or other tenant) is
+	// ErrNotFound. Its jobs are listed with JobFilter.BatchID.
+	BatchGet(ctx context.Context, p *BatchGetParams) (*idemtype.Batch, error)
+
 	// AttemptList returns the attempts of job JobID, oldest first (an
 	// attempt is written once, when it ends); ErrNotFound when the job does
 	// not exist in the tenant.
@@ -350,6 +367,11 @@ type JobFilter struct {
 	IdempotencyKey string
 	Since          time.Time // created at or after; zero = no bound
 	Until          time.Time // created before; zero = no bound
+	ErrorCode      string    // the latest failure's code; "" = any
+	BatchID        int64     // only the jobs of this batch; 0 = any
+	// Resolved selects resolved (true) or unresolved (false) jobs; nil =
+	// both. Only dead jobs are ever resolved.
+	Resolved *bool
 }
 
 // JobListParams selects one page of jobs.
@@ -392,6 +414,9 @@ type JobFinishParams struct {
 	State   idemtype.JobState
 	Outcome idemtype.Outcome // the attempt's outcome
 	Error   string           // the attempt's error (LastError of the job)
+	// ErrorCode is the failure's code (the job's ErrorCode) when Error is
+	// set; "" = none.
+	ErrorCode string
 	// Result is the job's result (JSON) when completed.
 	Result        json.RawMessage
 	WasCached     bool
@@ -408,6 +433,36 @@ type JobFinishParams struct {
 	RecordResult     []byte
 	RecordCompressed bool
 	ResultHash       string
+}
+
+// BatchCreateParams creates a batch with its jobs.
+type BatchCreateParams struct {
+	Tenant   string
+	Key      string
+	Metadata []byte // JSON; nil = none
+	Jobs     []*JobInsertParams
+	Now      time.Time
+}
+
+// BatchCreateResult is the outcome of BatchCreate.
+type BatchCreateResult struct {
+	Batch    *idemtype.Batch
+	Existing bool              // the batch existed: nothing was created
+	Jobs     []JobInsertResult // the created jobs in order; nil when Existing
+}
+
+// BatchGetParams reads one batch.
+type BatchGetParams struct {
+	Tenant string // "" = any
+	ID     int64
+}
+
+// JobResolveParams marks a dead job resolved.
+type JobResolveParams struct {
+	Tenant string // "" = any
+	ID     int64
+	Note   string
+	Now    time.Time
 }
 
 // JobCancelParams cancels one job.
@@ -439,6 +494,9 @@ type QueueStat struct {
 	// with outcome completed/cached and failed/dead/lost.
 	Completed1m int64
 	Failed1m    int64
+	// DeadUnresolved counts the dead jobs not marked resolved (the
+	// dead-letter backlog the seeds alert on); Counts[dead] has them all.
+	DeadUnresolved int64
 }
 
 // RecordAcquireParams tries to take the execution lease of a key.
@@ -475,8 +533,12 @@ type RecordCompleteParams struct {
 
 // RecordStats summarises idempotency records.
 type RecordStats struct {
-	Entries     int64 // live records
-	InProgress  int64 // live records in progress
+	Entries    int64 // live records
+	InProgress int64 // live records in progress (not failed)
+	Completed  int64 // live records holding a result
+	// Failed counts live records whose job is dead or cancelled without a
+	// result (they read idemtype.RecordFailed).
+	Failed      int64
 	Expiring24h int64 // live records expiring within 24 h
 	Expired     int64 // records past ExpiresAt not yet deleted
 	SizeBytes   int64 // stored result bytes of live records

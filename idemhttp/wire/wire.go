@@ -38,6 +38,9 @@ type Job struct {
 	WasCached      bool            `json:"was_cached"`
 	OriginalJobID  string          `json:"original_job_id,omitempty"`
 	LastError      string          `json:"last_error,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`      // latest failure's code
+	ResolvedAt     *time.Time      `json:"resolved_at,omitempty"`     // dead job marked resolved
+	ResolutionNote string          `json:"resolution_note,omitempty"` // note given when resolved
 	Metadata       json.RawMessage `json:"metadata,omitempty"`
 	WorkerID       string          `json:"worker_id,omitempty"`
 	// LeaseToken and LeaseExpiresAt are set on claimed jobs only.
@@ -133,6 +136,8 @@ type Filter struct {
 	IdempotencyKey string     `json:"idempotency_key,omitempty"`
 	Since          *string    `json:"since,omitempty"`
 	Until          *string    `json:"until,omitempty"`
+	ErrorCode      string     `json:"error_code,omitempty"`
+	Resolved       *bool      `json:"resolved,omitempty"`
 }
 
 // ReplayRequest is the body of POST /v1/jobs/replay.
@@ -195,6 +200,12 @@ type FailRequest struct {
 	Error      string  `json:"error"`
 	Retry      *bool   `json:"retry,omitempty"`
 	RetryAfter *string `json:"retry_after,omitempty"`
+	ErrorCode  string  `json:"error_code,omitempty"`
+}
+
+// ResolveRequest is the (optional) body of POST /v1/dlq/{id}/resolve.
+type ResolveRequest struct {
+	Note string `json:"note,omitempty"`
 }
 
 // Record is an idempotency record.
@@ -208,12 +219,16 @@ type Record struct {
 	DedupUntil  *time.Time `json:"dedup_until"`
 	ExpiresAt   *time.Time `json:"expires_at"`
 	SizeBytes   int64      `json:"size_bytes"`
+	// Result is the stored result, with ?include=result only.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // CacheStats summarises the idempotency records.
 type CacheStats struct {
 	Entries     int64   `json:"entries"`
 	InProgress  int64   `json:"in_progress"`
+	Completed   int64   `json:"completed"`
+	Failed      int64   `json:"failed"` // job dead or cancelled without a result
 	Expiring24h int64   `json:"expiring_24h"`
 	Expired     int64   `json:"expired"`
 	SizeBytes   int64   `json:"size_bytes"`
@@ -235,6 +250,8 @@ type QueueStats struct {
 	OldestAvailableAgeS float64          `json:"oldest_available_age_s"`
 	Completed1m         int64            `json:"completed_1m"`
 	Failed1m            int64            `json:"failed_1m"`
+	// DeadUnresolved counts dead jobs not marked resolved.
+	DeadUnresolved int64 `json:"dead_unresolved"`
 	// SuccessRate over the last minute; null when nothing finished.
 	SuccessRate *float64    `json:"success_rate"`
 	WaitMS      Percentiles `json:"wait_ms"`

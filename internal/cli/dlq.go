@@ -19,7 +19,7 @@ func newDLQCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "dlq", Short: "Review the dead-letter queue over the HTTP API"}
 	af.register(cmd)
 	list := newListCmd(&af, "List dead jobs, newest first", false, (*idemclient.Client).DLQList)
-	cmd.AddCommand(list, newDLQRequeueCmd(&af), newDLQDeleteCmd(&af))
+	cmd.AddCommand(list, newDLQRequeueCmd(&af), newDLQDeleteCmd(&af), newDLQResolveCmd(&af))
 	return cmd
 }
 
@@ -42,7 +42,7 @@ By filter, at most --limit jobs are requeued (newest first, from --cursor);
 			next := ""
 			if len(ids) == 0 {
 				p := rf.params()
-				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" {
+				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" && f.ErrorCode == "" {
 					return usageErr(errors.New("give ids, a filter (--queue, --kind, …) or --all"))
 				}
 				if ids, next, err = deadIDs(cmd.Context(), cl, p); err != nil {

@@ -119,6 +119,7 @@ func truncate(s string, n int) string {
 // listFlags are the filters of `jobs list` and `dlq list`.
 type listFlags struct {
 	states, queue, kind, partition, key string
+	errorCode, resolved                 string
 	limit                               int
 	cursor                              string
 }
@@ -132,6 +133,8 @@ func (l *listFlags) register(cmd *cobra.Command, withState bool) {
 	fl.StringVar(&l.kind, "kind", "", "kind")
 	fl.StringVar(&l.partition, "partition-key", "", "partition key")
 	fl.StringVar(&l.key, "key", "", "idempotency key")
+	fl.StringVar(&l.errorCode, "error-code", "", "error code of the latest failure")
+	fl.StringVar(&l.resolved, "resolved", "", "true or false: only resolved or unresolved dead jobs")
 	fl.IntVar(&l.limit, "limit", 50, "page size (max 500)")
 	fl.StringVar(&l.cursor, "cursor", "", "page cursor from a previous list")
 }
@@ -141,6 +144,10 @@ func (l *listFlags) params() *idemclient.ListParams {
 		IdempotencyKey: l.key}, Limit: l.limit, Cursor: l.cursor}
 	if l.states != "" {
 		p.States = strings.Split(l.states, ",")
+	}
+	p.ErrorCode = l.errorCode
+	if b, err := strconv.ParseBool(l.resolved); err == nil {
+		p.Resolved = &b
 	}
 	return p
 }

@@ -52,7 +52,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newMigrateCmd(), newKeyCmd(), newBenchCmd(), newServeCmd(), newAPIKeyCmd(),
-		newEnqueueCmd(), newJobsCmd(), newDLQCmd(), newStatsCmd(), newBenchHTTPCmd(), newVersionCmd())
+		newEnqueueCmd(), newJobsCmd(), newDLQCmd(), newStatsCmd(), newBenchHTTPCmd(), newVersionCmd(), newBatchCmd())
 	root.AddCommand(newTargetsCmd(), newTopicsCmd())
 	return root
 }

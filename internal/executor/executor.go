@@ -294,13 +294,13 @@ func (e *Executor) complete(fin *store.JobFinishParams, row *idemtype.JobRow, re
 // fail fills fin for a failed attempt from the handler's error.
 func (e *Executor) fail(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
 	now := e.cfg.Now()
-	fin.Error = err.Error()
+	fin.Error, fin.ErrorCode = err.Error(), idemtype.ErrorCodeOf(err)
 	var ce *idemtype.ControlError
 	if errors.As(err, &ce) {
 		switch ce.Kind {
 		case idemtype.ControlSnooze:
 			fin.State, fin.Outcome, fin.Snooze, fin.RunAt = idemtype.StateScheduled, idemtype.OutcomeSnoozed, true, now.Add(ce.After)
-			fin.Error = ""
+			fin.Error, fin.ErrorCode = "", ""
 			return
 		case idemtype.ControlCancel:
 			fin.State, fin.Outcome = idemtype.StateCancelled, idemtype.OutcomeCancelled

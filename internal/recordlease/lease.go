@@ -43,8 +43,9 @@ type Params struct {
 // Lease is the execution lease of one record key, held by Params.Owner.
 // Exactly one of Complete and Release should end it.
 type Lease struct {
-	st Records
-	p  Params
+	st    Records
+	p     Params
+	until time.Time // the lease's end as of its last acquire or renewal
 }
 
 // Acquire tries to take the execution lease of the key. When it is taken
@@ -68,6 +69,33 @@ func Acquire(ctx context.Context, st Records, p *Params) (*Lease, *idemtype.Reco
 	return l, nil, nil
 }
 
+// Resume returns the lease p.Owner took earlier (for instance in another
+// HTTP request), to renew, complete or release it. Whether the owner still
+// holds the key is checked by those calls, not here.
+func Resume(st Records, p *Params) *Lease {
+	l := &Lease{st: st, p: *p}
+	if l.p.Now == nil {
+		l.p.Now = time.Now
+	}
+	return l
+}
+
+// Tenant is the tenant of the leased key.
+func (l *Lease) Tenant() string { return l.p.Tenant }
+
+// Until is when the lease ends unless renewed, as of its last acquire or
+// renewal.
+func (l *Lease) Until() time.Time { return l.until }
+
+// Renew extends the lease once to now + Params.Lease and returns its new
+// end; ErrLost when another owner holds the key.
+func (l *Lease) Renew(ctx context.Context) (time.Time, error) {
+	if err := l.renew(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return l.until, nil
+}
+
 // StoredKey is the key of the lease as stored (with its namespace).
 func (l *Lease) StoredKey() string { return Key(l.p.Purpose, l.p.Key) }
 
@@ -79,6 +107,9 @@ func (l *Lease) acquire(ctx context.Context) (*store.RecordAcquireResult, error)
 		Owner: l.p.Owner, LeaseUntil: now.Add(l.p.Lease), DedupUntil: now, ExpiresAt: now.Add(l.p.TTL), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("acquire key %q: %w", l.p.Key, err)
+	}
+	if res.Acquired && res.Record != nil && res.Record.LeaseUntil != nil {
+		l.until = *res.Record.LeaseUntil
 	}
 	return res, nil
 }

@@ -78,6 +78,7 @@ func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams
 type finishColumns struct {
 	ids, orig, durs                     []int64
 	tokens, states, errs, outc, targets []string
+	codes                               []string
 	results                             []*string
 	cached, snooze                      []bool
 	runAts                              []*time.Time
@@ -118,6 +119,7 @@ func (c *finishColumns) add(f *store.JobFinishParams) {
 	c.outc = append(c.outc, string(f.Outcome))
 	c.statuses = append(c.statuses, int32(f.HTTPStatus))
 	c.targets = append(c.targets, f.Target)
+	c.codes = append(c.codes, f.ErrorCode)
 	if f.State == idemtype.StateCompleted {
 		c.completing = append(c.completing, f.ID)
 	}
@@ -133,7 +135,7 @@ func (s *Store) finishJobs(ctx context.Context, q dbtx, c *finishColumns, own bo
 		b.Queue("BEGIN")
 	}
 	b.Queue(s.sql(qFinish), c.ids, c.tokens, c.states, c.errs, c.results, c.cached, c.orig, c.runAts,
-		c.snooze, c.fins, c.durs, c.outc, c.statuses, c.targets)
+		c.snooze, c.fins, c.durs, c.outc, c.statuses, c.targets, c.codes)
 	if len(c.completing) > 0 {
 		b.Queue(s.sql(qLockDependants), c.completing)
 	}

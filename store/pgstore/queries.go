@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS {schema}.migrations (
 const jobCols = `j.id, j.tenant, j.queue, j.kind, j.args::text, j.state, j.priority, j.attempt,
  j.max_attempts, j.run_at, j.created_at, j.started_at, j.finished_at, j.partition_key,
  j.idempotency_key, j.depends_on, j.result::text, j.was_cached, j.original_job_id, j.last_error,
- j.metadata::text, j.lease_token, j.lease_expires_at, j.worker_id, j.retry_policy::text`
+ j.metadata::text, j.lease_token, j.lease_expires_at, j.worker_id, j.retry_policy::text,
+ j.error_code, j.resolved_at, j.resolution_note`
 
 // Job creation.
 const (
@@ -166,7 +167,8 @@ SELECT ids.id, ids.id IN (SELECT ins.id FROM ins) FROM ids ORDER BY ids.ord`
 const jobColsRet = `id, tenant, queue, kind, args::text, state, priority, attempt,
  max_attempts, run_at, created_at, started_at, finished_at, partition_key,
  idempotency_key, depends_on, result::text, was_cached, original_job_id, last_error,
- metadata::text, lease_token, lease_expires_at, worker_id, retry_policy::text`
+ metadata::text, lease_token, lease_expires_at, worker_id, retry_policy::text,
+ error_code, resolved_at, resolution_note`
 
 // Reads.
 const (
@@ -185,7 +187,8 @@ FROM (
 ) AS a ORDER BY k, id`
 	qJobExists   = `SELECT EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND ($2 = '' OR tenant = $2))`
 	qQueueCounts = `SELECT queue, state, count(*),
-    min(run_at) FILTER (WHERE state = 'available' OR (state IN ('scheduled', 'retryable') AND run_at <= $2))
+    min(run_at) FILTER (WHERE state = 'available' OR (state IN ('scheduled', 'retryable') AND run_at <= $2)),
+    count(*) FILTER (WHERE resolved_at IS NULL)
 FROM {schema}.jobs WHERE ($1 = '' OR tenant = $1) GROUP BY queue, state`
 	qQueueAttempts = `SELECT j.queue,
     count(*) FILTER (WHERE a.outcome IN ('completed', 'cached')),
@@ -294,13 +297,14 @@ const (
 	qFinish = `WITH u AS MATERIALIZED (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[],
         $7::bigint[], $8::timestamptz[], $9::boolean[], $10::timestamptz[], $11::bigint[], $12::text[],
-        $13::integer[], $14::text[])
+        $13::integer[], $14::text[], $15::text[])
     AS u(id, token, state, error, result, was_cached, original_job_id, run_at, snooze, finished_at,
-         duration_ms, outcome, http_status, target)
+         duration_ms, outcome, http_status, target, code)
 ), upd AS (
     UPDATE {schema}.jobs j SET
         state = u.state,
         last_error = CASE WHEN u.error <> '' THEN u.error ELSE j.last_error END,
+        error_code = CASE WHEN u.error <> '' THEN u.code ELSE j.error_code END,
         result = CASE WHEN u.state = 'completed' THEN u.result::json ELSE j.result END,
         was_cached = CASE WHEN u.state = 'completed' THEN u.was_cached ELSE j.was_cached END,
         original_job_id = CASE WHEN u.state = 'completed' THEN u.original_job_id ELSE j.original_job_id END,
@@ -403,9 +407,15 @@ ORDER BY id LIMIT $4 FOR UPDATE`
 
 	qRetry = `UPDATE {schema}.jobs SET
     state = CASE WHEN $2::timestamptz > $3::timestamptz THEN 'scheduled' ELSE 'available' END,
-    run_at = $2, attempt = 0, finished_at = NULL, lease_token = '', lease_expires_at = NULL
+    run_at = $2, attempt = 0, finished_at = NULL, lease_token = '', lease_expires_at = NULL,
+    resolved_at = NULL, resolution_note = ''
 WHERE id = ANY($1::bigint[])
 RETURNING ` + jobColsRet
+
+	// qJobResolve marks dead job $1 resolved at $2 with note $3 unless it
+	// already is; qJobGet then reads it.
+	qJobResolve = `UPDATE {schema}.jobs SET resolved_at = $2, resolution_note = $3
+WHERE id = $1 AND state = 'dead' AND resolved_at IS NULL AND ($4 = '' OR tenant = $4)`
 
 	// qJobDelete deletes a job and its attempts (attempts has no foreign
 	// key: see migration 4). Its row count is that of the job.
@@ -422,7 +432,15 @@ const (
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
     dedup_until, expires_at, duration_ms`
 
-	qRecordGet = `SELECT ` + recordCols + ` FROM {schema}.records
+	// recordReadCols is recordCols for reads: a record in progress whose
+	// job is dead or cancelled reads 'failed' (store.RecordFailed).
+	recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = records.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
+    fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
+    result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
+    dedup_until, expires_at, duration_ms`
+
+	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records
 WHERE ($1 = '' OR tenant = $1) AND key = $2 AND (expires_at IS NULL OR expires_at > $3)
 ORDER BY tenant LIMIT 1`
 
@@ -463,11 +481,15 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 
 	qRecordStats = `SELECT
     count(*) FILTER (WHERE expires_at IS NULL OR expires_at > $2),
-    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress'),
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND NOT failed),
     count(*) FILTER (WHERE expires_at > $2 AND expires_at <= $2::timestamptz + interval '24 hours'),
     count(*) FILTER (WHERE expires_at <= $2),
-    COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint
-FROM {schema}.records WHERE ($1 = '' OR tenant = $1)`
+    COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint,
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'completed'),
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND failed)
+FROM (SELECT k.expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
+    FROM {schema}.records k WHERE ($1 = '' OR k.tenant = $1)) k`
 )
 
 // Maintenance.
@@ -590,6 +612,15 @@ func jobFilterSQL(f *store.JobFilter, first int) (string, []any) {
 	}
 	if f.IdempotencyKey != "" {
 		add("j.idempotency_key = $?", f.IdempotencyKey)
+	}
+	if f.BatchID != 0 {
+		add("j.batch_id = $?", f.BatchID)
+	}
+	if f.ErrorCode != "" {
+		add("j.error_code = $?", f.ErrorCode)
+	}
+	if f.Resolved != nil {
+		conds = append(conds, map[bool]string{true: "j.resolved_at IS NOT NULL", false: "j.resolved_at IS NULL"}[*f.Resolved])
 	}
 	if !f.Since.IsZero() {
 		add("j.created_at >= $?", f.Since)

@@ -108,9 +108,13 @@ func (s *Store) QueueStats(ctx context.Context, params *store.QueueStatsParams) 
 	var q, st string
 	var n int64
 	var oldest *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&q, &st, &n, &oldest}, func() error {
+	var unresolved int64
+	_, err = pgx.ForEachRow(rows, []any{&q, &st, &n, &oldest, &unresolved}, func() error {
 		qs := stat(q)
 		qs.Counts[idemtype.JobState(st)] = n
+		if idemtype.JobState(st) == idemtype.StateDead {
+			qs.DeadUnresolved = unresolved
+		}
 		if oldest != nil && (qs.OldestAvailable == nil || oldest.Before(*qs.OldestAvailable)) {
 			qs.OldestAvailable = utcP(oldest)
 		}

@@ -186,7 +186,7 @@ func (s *Store) RecordStats(ctx context.Context, params *store.RecordStatsParams
 	}
 	var st store.RecordStats
 	err = db.QueryRow(ctx, s.sql(qRecordStats), tenant, store.OrNow(now)).Scan(&st.Entries, &st.InProgress,
-		&st.Expiring24h, &st.Expired, &st.SizeBytes)
+		&st.Expiring24h, &st.Expired, &st.SizeBytes, &st.Completed, &st.Failed)
 	if err != nil {
 		return nil, fmt.Errorf("record stats: %w", err)
 	}

@@ -18,12 +18,13 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 		state                      string
 		result, metadata, retry    *string
 		startedAt, finishedAt, lex *time.Time
+		resolvedAt                 *time.Time
 		leaseToken, workerID       string
 	)
 	err := row.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &j.RunAt, &j.CreatedAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &j.DependsOn, &result, &j.WasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &leaseToken, &lex, &workerID, &retry)
+		&metadata, &leaseToken, &lex, &workerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote)
 	if err != nil {
 		return nil, err
 	}
@@ -31,6 +32,7 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 	j.State = idemtype.JobState(state)
 	j.RunAt, j.CreatedAt = utc(j.RunAt), utc(j.CreatedAt)
 	j.StartedAt, j.FinishedAt = utcP(startedAt), utcP(finishedAt)
+	j.ResolvedAt = utcP(resolvedAt)
 	if result != nil {
 		j.Result = json.RawMessage(*result)
 	}

@@ -79,7 +79,7 @@ func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, err
 		return nil, fmt.Errorf("end attempt: %w", err)
 	}
 	err := t.queryRow(qJobFinish, string(p.State), finished, p.Error, result, boolInt(p.WasCached),
-		p.OriginalJobID, runAt, boolInt(p.Snooze), p.ID, p.LeaseToken).Scan(&tenant, &key, &dedupUS, &ttlUS)
+		p.OriginalJobID, runAt, boolInt(p.Snooze), p.ID, p.LeaseToken, p.ErrorCode).Scan(&tenant, &key, &dedupUS, &ttlUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return repeatCompletion(t, p)
 	}

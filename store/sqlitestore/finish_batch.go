@@ -17,7 +17,7 @@ import (
 // each item cost more CPU than the updates themselves.)
 
 // finishCols are the columns of the CTE v, one row per finish item.
-const finishCols = 15
+const finishCols = 16
 
 const (
 	// qJobFinishBatchTail finishes the jobs of v that run under the item's
@@ -26,6 +26,7 @@ const (
     state            = v.st,
     finished_at      = v.fin,
     last_error       = CASE WHEN v.err <> '' THEN v.err ELSE jobs.last_error END,
+    error_code       = CASE WHEN v.err <> '' THEN v.code ELSE jobs.error_code END,
     result           = CASE WHEN v.st = 'completed' THEN v.res ELSE jobs.result END,
     was_cached       = v.wc,
     original_job_id  = v.orig,
@@ -48,8 +49,8 @@ SELECT jobs.id, jobs.attempt, jobs.started_at, v.endus, v.dur, v.out, v.err, job
 FROM v JOIN jobs ON jobs.id = v.id
 WHERE jobs.state = 'running' AND jobs.lease_token = v.tok`
 
-	finishCTEHead = `WITH v(id, tok, st, fin, err, res, wc, orig, run, sn, endus, dur, out, http, tgt) AS (VALUES `
-	finishCTERow  = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	finishCTEHead = `WITH v(id, tok, st, fin, err, res, wc, orig, run, sn, endus, dur, out, http, tgt, code) AS (VALUES `
+	finishCTERow  = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 )
 
 // finishChunk is the most items bound in one statement.
@@ -83,7 +84,7 @@ func finishArgs(args []any, p *store.JobFinishParams) []any {
 		res = []byte(p.Result)
 	}
 	return append(args, p.ID, p.LeaseToken, string(p.State), finished, p.Error, res, boolInt(p.WasCached),
-		p.OriginalJobID, runAt, boolInt(p.Snooze), fin, p.DurationMS, string(p.Outcome), p.HTTPStatus, p.Target)
+		p.OriginalJobID, runAt, boolInt(p.Snooze), fin, p.DurationMS, string(p.Outcome), p.HTTPStatus, p.Target, p.ErrorCode)
 }
 
 // finishedRow is what the batch update returns for one job.

@@ -7,9 +7,17 @@ package sqlitestore
 const jobCols = `id, tenant, queue, kind, args, state, priority, attempt, max_attempts, run_at,
 created_at, started_at, finished_at, partition_key, idempotency_key, depends_on, result,
 was_cached, original_job_id, last_error, metadata, lease_token, lease_expires_at, worker_id,
-retry_policy`
+retry_policy, error_code, resolved_at, resolution_note`
 
 const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
+size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
+expires_at, duration_ms`
+
+// recordReadCols is recordCols for reads: a record in progress whose job is
+// dead or cancelled reads 'failed' (store.RecordFailed).
+const recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
+    WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
+fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
 expires_at, duration_ms`
 
@@ -112,7 +120,8 @@ const (
 ORDER BY k, o`
 	qJobExists = `SELECT count(*) FROM jobs WHERE id = ? AND (?2 = '' OR tenant = ?2)`
 
-	qStatsCounts = `SELECT queue, state, count(*) FROM jobs WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
+	qStatsCounts = `SELECT queue, state, count(*), COALESCE(sum(resolved_at IS NULL), 0) FROM jobs
+WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
 	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
 WHERE ` + sqlClaimable + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue`
 	qStats1m = `SELECT j.queue,
@@ -144,11 +153,13 @@ RETURNING tenant, idempotency_key`
 	// qJobFinish ends the attempt of a running job.
 	// ?1 state, ?2 finished_at (NULL unless final), ?3 error, ?4 result,
 	// ?5 was_cached, ?6 original_job_id, ?7 run_at (NULL = keep),
-	// ?8 snooze (1 = attempt does not count), ?9 id, ?10 token.
+	// ?8 snooze (1 = attempt does not count), ?9 id, ?10 token, ?11 error
+	// code.
 	qJobFinish = `UPDATE jobs SET
     state            = ?1,
     finished_at      = ?2,
     last_error       = CASE WHEN ?3 <> '' THEN ?3 ELSE last_error END,
+    error_code       = CASE WHEN ?3 <> '' THEN ?11 ELSE error_code END,
     result           = CASE WHEN ?1 = 'completed' THEN ?4 ELSE result END,
     was_cached       = ?5,
     original_job_id  = ?6,
@@ -230,8 +241,14 @@ SELECT id, attempt, started_at, ?1, max(0, (?1 - started_at) / 1000), ?4, ?2, wo
 WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 
 	qJobRetry = `UPDATE jobs SET state = CASE WHEN ?1 > ?2 THEN 'scheduled' ELSE 'available' END,
-    run_at = ?1, attempt = 0, finished_at = NULL, lease_expires_at = NULL
+    run_at = ?1, attempt = 0, finished_at = NULL, lease_expires_at = NULL,
+    resolved_at = NULL, resolution_note = ''
 WHERE id = ?3 RETURNING ` + jobCols
+
+	// qJobResolve marks dead job ?1 resolved at ?2 with note ?3 unless it
+	// already is; qJobCancelGet then reads it.
+	qJobResolve = `UPDATE jobs SET resolved_at = ?2, resolution_note = ?3
+WHERE id = ?1 AND state = 'dead' AND resolved_at IS NULL AND (?4 = '' OR tenant = ?4)`
 
 	qJobDelete      = `DELETE FROM jobs WHERE id = ?1 AND state = ?2 AND (?3 = '' OR tenant = ?3)`
 	qJobDeleteByID  = `DELETE FROM jobs WHERE id = ?`
@@ -280,8 +297,8 @@ LIMIT ?5`
 
 // Records.
 const (
-	qRecordGet       = `SELECT ` + recordCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)`
-	qRecordGetAny    = `SELECT ` + recordCols + ` FROM idem_keys WHERE key = ?2 AND (expires_at IS NULL OR expires_at > ?3) AND ?1 = '' ORDER BY tenant LIMIT 1`
+	qRecordGet       = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)`
+	qRecordGetAny    = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE key = ?2 AND (expires_at IS NULL OR expires_at > ?3) AND ?1 = '' ORDER BY tenant LIMIT 1`
 	qRecordGetWriter = `SELECT ` + recordCols + ` FROM idem_keys WHERE tenant = ? AND key = ?`
 	qRecordDelete    = `DELETE FROM idem_keys WHERE tenant = ? AND key = ?`
 
@@ -328,11 +345,15 @@ WHERE tenant = ?7 AND key = ?8 AND lease_owner = ?9 AND status = 'in_progress'
 
 	qRecordStats = `SELECT
     COALESCE(sum(expires_at IS NULL OR expires_at > ?2), 0),
-    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress'), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND NOT failed), 0),
     COALESCE(sum(expires_at > ?2 AND expires_at <= ?3), 0),
     COALESCE(sum(expires_at <= ?2), 0),
-    COALESCE(sum(CASE WHEN expires_at IS NULL OR expires_at > ?2 THEN size_bytes ELSE 0 END), 0)
-FROM idem_keys WHERE (?1 = '' OR tenant = ?1)`
+    COALESCE(sum(CASE WHEN expires_at IS NULL OR expires_at > ?2 THEN size_bytes ELSE 0 END), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'completed'), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND failed), 0)
+FROM (SELECT k.expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
+        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
+    FROM idem_keys k WHERE (?1 = '' OR k.tenant = ?1))`
 )
 
 // Leader and API keys.

@@ -60,6 +60,21 @@ func filterSQL(sb *strings.Builder, args []any, f *store.JobFilter) []any {
 		sb.WriteString(" AND idempotency_key = ?")
 		args = append(args, f.IdempotencyKey)
 	}
+	if f.BatchID != 0 {
+		sb.WriteString(" AND batch_id = ?")
+		args = append(args, f.BatchID)
+	}
+	if f.ErrorCode != "" {
+		sb.WriteString(" AND error_code = ?")
+		args = append(args, f.ErrorCode)
+	}
+	if f.Resolved != nil {
+		if *f.Resolved {
+			sb.WriteString(" AND resolved_at IS NOT NULL")
+		} else {
+			sb.WriteString(" AND resolved_at IS NULL")
+		}
+	}
 	if !f.Since.IsZero() {
 		sb.WriteString(" AND created_at >= ?")
 		args = append(args, toUS(f.Since))
@@ -164,12 +179,15 @@ func (s *Store) QueueStats(ctx context.Context, params *store.QueueStatsParams) 
 		}
 		for rows.Next() {
 			var q, st string
-			var n int64
-			if err := rows.Scan(&q, &st, &n); err != nil {
+			var n, unresolved int64
+			if err := rows.Scan(&q, &st, &n, &unresolved); err != nil {
 				rows.Close()
 				return err
 			}
 			get(q).Counts[idemtype.JobState(st)] = n
+			if idemtype.JobState(st) == idemtype.StateDead {
+				get(q).DeadUnresolved = unresolved
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

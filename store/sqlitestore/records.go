@@ -137,7 +137,7 @@ func (s *Store) RecordStats(ctx context.Context, params *store.RecordStatsParams
 	now = store.OrNow(now)
 	var st store.RecordStats
 	err := s.readRow(ctx, qRecordStats, tenant, toUS(now), toUS(now.Add(24*time.Hour))).
-		Scan(&st.Entries, &st.InProgress, &st.Expiring24h, &st.Expired, &st.SizeBytes)
+		Scan(&st.Entries, &st.InProgress, &st.Expiring24h, &st.Expired, &st.SizeBytes, &st.Completed, &st.Failed)
 	if err != nil {
 		return nil, fmt.Errorf("record stats: %w", s.readErr(err))
 	}

@@ -87,6 +87,7 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 		state                               string
 		runAt, createdAt                    int64
 		startedAt, finishedAt, leaseExpires sql.NullInt64
+		resolvedAt                          sql.NullInt64
 		dependsOn                           sql.NullString
 		args, result, metadata, retry       []byte
 		wasCached                           int
@@ -94,7 +95,7 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 	err := sc.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &runAt, &createdAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &dependsOn, &result, &wasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID, &retry)
+		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +108,7 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 	j.CreatedAt = fromUS(createdAt)
 	j.StartedAt = ptrUS(startedAt)
 	j.FinishedAt = ptrUS(finishedAt)
+	j.ResolvedAt = ptrUS(resolvedAt)
 	j.DependsOn = parseIDs(dependsOn.String)
 	j.WasCached = wasCached != 0
 	if j.State == idemtype.StateRunning {

@@ -119,7 +119,7 @@ func testCancelRecordLease(t *testing.T, s store.Store) {
 		LeaseUntil: at(time.Hour), Now: at(0)})
 	cancelJob(t, s, j, at(time.Minute))
 	r := record(t, s, "default", "K", at(time.Minute-time.Second))
-	if r.LeaseOwner != "" || r.Status != idemtype.RecordInProgress {
+	if r.LeaseOwner != "" || r.Status != idemtype.RecordFailed {
 		t.Errorf("record after cancel: owner %q status %s", r.LeaseOwner, r.Status)
 	}
 	wantTimeP(t, "DedupUntil after cancel (window 0)", r.DedupUntil, at(time.Minute))

@@ -202,7 +202,7 @@ func testDedupWindowZero(t *testing.T, s store.Store) {
 	r = record(t, s, "default", "D", at(time.Minute+time.Second-time.Microsecond))
 	wantTimeP(t, "DedupUntil after a dead finish (window 0)", r.DedupUntil, at(time.Minute+time.Second))
 	wantTimeP(t, "ExpiresAt after a dead finish (window 0)", r.ExpiresAt, at(time.Minute+time.Second))
-	if r.Status != idemtype.RecordInProgress || r.Result != nil {
+	if r.Status != idemtype.RecordFailed || r.Result != nil {
 		t.Errorf("record of a dead job: status %s result %q", r.Status, r.Result)
 	}
 	if d2 := insert1(t, s, at(2*time.Minute), zero("kd", "D")); d2.ID == d1.ID {

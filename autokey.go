@@ -1,0 +1,87 @@
+package idem
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/key"
+	"github.com/idem-dev/idem/store"
+)
+
+// DefaultAutoKeyUserField is the metadata field AutoKey reads the user from.
+const DefaultAutoKeyUserField = "user"
+
+// AutoKey derives the idempotency key of every job of a queue or kind that
+// is enqueued without one (seed 002's middleware: every dispatched job gets
+// a key). The key is key.Scoped(tenant, user, action, args):
+// "{tenant}_{user}_{action}_{first 16 hex digits of the SHA-256 of the
+// canonical args}", so the same args of the same user dedupe within the
+// dedup window. Configure it with Config.AutoKeyByQueue or AutoKeyByKind
+// (the kind's entry wins).
+type AutoKey struct {
+	// UserField is the field of the job's metadata (a JSON object) that
+	// holds the user; default DefaultAutoKeyUserField. A job without it has
+	// an empty user part, as seed 002 renders a null user.
+	UserField string
+	// Action is the key's action part; default the job's kind.
+	Action string
+	// NoTenant leaves the tenant part empty (seed 002's null tenant)
+	// instead of the job's tenant.
+	NoTenant bool
+}
+
+// autoKeyFor returns the AutoKey of a job, if any.
+func (c *Config) autoKeyFor(queue, kind string) (AutoKey, bool) {
+	if a, ok := c.AutoKeyByKind[kind]; ok {
+		return a, true
+	}
+	a, ok := c.AutoKeyByQueue[queue]
+	return a, ok
+}
+
+// setAutoKey gives p its derived key when p has none and its queue or kind
+// is configured for one.
+func (c *Config) setAutoKey(p *store.JobInsertParams) error {
+	if p.IdempotencyKey != "" {
+		return nil
+	}
+	a, ok := c.autoKeyFor(p.Queue, p.Kind)
+	if !ok {
+		return nil
+	}
+	field := a.UserField
+	if field == "" {
+		field = DefaultAutoKeyUserField
+	}
+	user := ""
+	if len(p.Metadata) > 0 {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(p.Metadata, &m); err == nil && m[field] != nil {
+			if err := json.Unmarshal(m[field], &user); err != nil {
+				return idemtype.Invalid("metadata."+field, "must be a string (the user of the derived key)")
+			}
+		}
+	}
+	tenant, action := p.Tenant, a.Action
+	if a.NoTenant {
+		tenant = ""
+	}
+	if action == "" {
+		action = p.Kind
+	}
+	args := p.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	k, err := key.Scoped(tenant, user, action, args)
+	if err != nil {
+		bad := "idempotency_key"
+		if strings.Contains(user, "_") {
+			bad = "metadata." + field
+		}
+		return idemtype.Invalid(bad, "cannot derive the key: %v", err)
+	}
+	p.IdempotencyKey = k
+	return nil
+}

@@ -1,0 +1,71 @@
+package idemclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/idem-dev/idem/idemclient"
+)
+
+func TestBatchesDLQAndLeases(t *testing.T) {
+	t.Parallel()
+	cl, _ := setup(t, nil)
+	ctx := context.Background()
+	jobs := []*idemclient.EnqueueRequest{{Kind: "upload", Queue: "up", Args: json.RawMessage(`{"f":"a"}`)},
+		{Kind: "upload", Queue: "up", Args: json.RawMessage(`{"f":"b"}`)}}
+	b, err := cl.BatchCreate(ctx, "upload-1", json.RawMessage(`{"user":"u"}`), jobs)
+	if err != nil || b.Existing || b.Batch.Total != 2 {
+		t.Fatalf("create: %+v %v", b, err)
+	}
+	again, err := cl.BatchCreate(ctx, "upload-1", nil, jobs[:1])
+	if err != nil || !again.Existing || again.Batch.ID != b.Batch.ID {
+		t.Fatalf("repeat: %+v %v", again, err)
+	}
+	got, err := cl.BatchGet(ctx, b.Batch.ID)
+	if err != nil || got.Counts["available"] != 2 {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	claimed, err := cl.Claim(ctx, &idemclient.ClaimRequest{Queues: []string{"up"}, WorkerID: "w"})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	dead, err := cl.Fail(ctx, claimed[0].ID, claimed[0].LeaseToken, &idemclient.FailRequest{Error: "bad csv", NoRetry: true, ErrorCode: "BAD_CSV"})
+	if err != nil || dead.State != "dead" || dead.ErrorCode != "BAD_CSV" {
+		t.Fatalf("fail: %+v %v", dead, err)
+	}
+	page, err := cl.DLQList(ctx, &idemclient.ListParams{Filter: idemclient.Filter{ErrorCode: "BAD_CSV"}})
+	if err != nil || len(page.Jobs) != 1 {
+		t.Fatalf("dlq by code: %+v %v", page, err)
+	}
+	resolved, err := cl.DLQResolve(ctx, dead.ID, "bad file, user told")
+	if err != nil || resolved.ResolvedAt == nil {
+		t.Fatalf("resolve: %+v %v", resolved, err)
+	}
+	if c, err := cl.BatchCancel(ctx, b.Batch.ID); err != nil || !c.Finished {
+		t.Fatalf("cancel: %+v %v", c, err)
+	}
+
+	l, err := cl.LeaseAcquire(ctx, "geo-1", 0, 0)
+	if err != nil || !l.Acquired {
+		t.Fatalf("acquire: %+v %v", l, err)
+	}
+	if _, err := cl.LeaseRenew(ctx, "geo-1", l.LeaseToken, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.LeaseComplete(ctx, "geo-1", l.LeaseToken, json.RawMessage(`{"n":1}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	hit, err := cl.LeaseAcquire(ctx, "geo-1", 0, 0)
+	if err != nil || !hit.Cached || string(hit.Result) != `{"n":1}` {
+		t.Fatalf("hit: %+v %v", hit, err)
+	}
+	rec, err := cl.GetRecordResult(ctx, "geo-1")
+	if err != nil || string(rec.Result) != `{"n":1}` {
+		t.Fatalf("record: %+v %v", rec, err)
+	}
+	l2, _ := cl.LeaseAcquire(ctx, "geo-2", 0, 0)
+	if err := cl.LeaseRelease(ctx, "geo-2", l2.LeaseToken); err != nil {
+		t.Fatal(err)
+	}
+}

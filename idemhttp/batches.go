@@ -1,0 +1,112 @@
+package idemhttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// createBatch: POST /v1/batches → 201 {batch, existing:false}; a repeat of
+// the key: 200 {batch, existing:true} (Idempotent-Replayed). One bad job
+// fails the whole batch with a 4xx naming it (jobs[i].field); nothing is
+// written.
+func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
+	hk, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	var req wire.BatchCreateRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	switch {
+	case hk != "" && req.Key != "" && hk != req.Key:
+		return invalid("key", "differs from the Idempotency-Key header")
+	case req.Key == "":
+		req.Key = hk
+	}
+	if req.Key == "" {
+		return invalid("key", "a batch needs a key (body key or Idempotency-Key header)")
+	}
+	if len(req.Jobs) == 0 || len(req.Jobs) > MaxBatch {
+		return invalid("jobs", fmt.Sprintf("must hold 1 to %d jobs", MaxBatch))
+	}
+	tenant := tenantOf(r)
+	p := idem.BatchCreateParams{Tenant: tenant, Key: req.Key, Metadata: rawOrNil(req.Metadata),
+		Jobs: make([]idem.EnqueueParams, len(req.Jobs))}
+	for i := range req.Jobs {
+		if p.Jobs[i], err = s.enqueueParams(tenant, &req.Jobs[i]); err != nil {
+			return prefixInvalid(fmt.Sprintf("jobs[%d].", i), err)
+		}
+	}
+	b, err := s.client.BatchCreate(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if b.Existing {
+		status = http.StatusOK
+		w.Header().Set(headerIdempotentReplayed, "true")
+	}
+	w.Header().Set("Location", "/v1/batches/"+formatID(b.ID))
+	writeJSON(w, status, wire.BatchCreateReply{Batch: renderBatch(b), Existing: b.Existing})
+	return nil
+}
+
+// getBatch: GET /v1/batches/{id} → 200 batch; 404.
+func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	b, err := s.client.BatchGet(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderBatch(b))
+	return nil
+}
+
+// cancelBatch: POST /v1/batches/{id}/cancel → 200 batch with its unfinished
+// jobs cancelled; 404.
+func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	b, err := s.client.BatchCancel(r.Context(), tenantOf(r), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderBatch(b))
+	return nil
+}
+
+// prefixInvalid puts prefix before the field of a validation error.
+func prefixInvalid(prefix string, err error) error {
+	var inv *idemtype.InvalidError
+	if errors.As(err, &inv) {
+		return invalid(prefix+inv.Field, inv.Reason)
+	}
+	var pr *Problem
+	if errors.As(err, &pr) && len(pr.Errors) == 1 {
+		for field, msg := range pr.Errors {
+			return invalid(prefix+field, msg)
+		}
+	}
+	return err
+}
+
+func renderBatch(b *idem.Batch) *wire.Batch {
+	out := &wire.Batch{ID: formatID(b.ID), Tenant: b.Tenant, Key: b.Key, CreatedAt: b.CreatedAt,
+		Metadata: rawOrNil(b.Metadata), Counts: map[string]int64{}, Total: b.Total, Finished: b.Finished,
+		Jobs: renderJobs(b.Jobs, false)}
+	for _, st := range idemtype.AllStates {
+		out.Counts[string(st)] = int64(b.Counts[st])
+	}
+	return out
+}

@@ -1,0 +1,157 @@
+package idemhttp
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp/wire"
+)
+
+// The result-cache lease over HTTP (idem.Client.ResultLease*): Do for
+// clients in any language.
+
+// includeResult reads ?include=result.
+func includeResult(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("include"); v {
+	case "":
+		return false, nil
+	case "result":
+		return true, nil
+	default:
+		return false, invalid("include", "only \"result\" can be included")
+	}
+}
+
+// positiveDuration parses an optional duration that must be above zero
+// (a lease: at least one second).
+func positiveDuration(field string, s *string) (time.Duration, error) {
+	d, err := parseDuration(field, s)
+	if err != nil || d == nil {
+		return 0, err
+	}
+	if field == "lease" && *d < time.Second {
+		return 0, invalid(field, "must be at least 1s") // as a pull claim's lease
+	}
+	if *d <= 0 {
+		return 0, invalid(field, "must be positive")
+	}
+	return *d, nil
+}
+
+// leaseAcquire: POST /v1/idempotency/{key}/lease → 200 with the cached
+// result or a lease token; 409 while another holder runs the work.
+func (s *Server) leaseAcquire(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	var req wire.LeaseRequest
+	if err := s.decodeBody(r, &req, true); err != nil {
+		return err
+	}
+	lease, err := positiveDuration("lease", req.Lease)
+	if err != nil {
+		return err
+	}
+	ttl, err := positiveDuration("result_ttl", req.TTL)
+	if err != nil {
+		return err
+	}
+	l, err := s.client.ResultLeaseAcquire(r.Context(), key, &idem.ResultLeaseOpts{Tenant: tenantOf(r), Lease: lease, TTL: ttl})
+	if err != nil {
+		return err
+	}
+	out := &wire.LeaseReply{Key: key}
+	if l.Cached != nil {
+		out = renderDoResult(l.Cached)
+	} else {
+		out.Acquired, out.LeaseToken, out.LeaseExpiresAt = true, l.Token, &l.Until
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// leaseRenew: POST /v1/idempotency/{key}/lease/renew → 200
+// {lease_expires_at}; 409 when the lease was lost.
+func (s *Server) leaseRenew(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	var req wire.LeaseTokenRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	lease, err := positiveDuration("lease", req.Lease)
+	if err != nil {
+		return err
+	}
+	until, err := s.client.ResultLeaseRenew(r.Context(), tenantOf(r), key, req.LeaseToken, lease)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, &wire.LeaseRenewReply{LeaseExpiresAt: until})
+	return nil
+}
+
+// leaseComplete: POST /v1/idempotency/{key}/lease/complete → 200 the
+// stored result; 409 when the lease was lost (nothing stored).
+func (s *Server) leaseComplete(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	var req wire.LeaseCompleteRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	ttl, err := positiveDuration("result_ttl", req.TTL)
+	if err != nil {
+		return err
+	}
+	var dur time.Duration
+	if req.DurationMS != nil {
+		if *req.DurationMS < 0 {
+			return invalid("duration_ms", "must not be negative")
+		}
+		dur = time.Duration(*req.DurationMS) * time.Millisecond
+	}
+	res, err := s.client.ResultLeaseComplete(r.Context(), tenantOf(r), key, req.LeaseToken, rawOrNil(req.Result), ttl, dur)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, renderDoResult(res))
+	return nil
+}
+
+// leaseRelease: POST /v1/idempotency/{key}/lease/release → 204; the
+// failure is not cached.
+func (s *Server) leaseRelease(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	var req wire.LeaseTokenRequest
+	if err := s.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	if req.Lease != nil {
+		return invalid("lease", "only renew takes a lease")
+	}
+	if err := s.client.ResultLeaseRelease(r.Context(), tenantOf(r), key, req.LeaseToken); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// renderDoResult converts a stored or cached result.
+func renderDoResult(d *idem.DoResult) *wire.LeaseReply {
+	ms := d.Duration.Milliseconds()
+	out := &wire.LeaseReply{Key: d.Key, Cached: d.WasCached, Result: d.Result, StoredAt: d.StoredAt, DurationMS: &ms}
+	if d.OriginalJobID != 0 {
+		out.OriginalJobID = formatID(d.OriginalJobID)
+	}
+	return out
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idem-dev/idem/idemclient"
+)
+
+// newBatchCmd is `idem batch create|get|cancel` over the HTTP API.
+func newBatchCmd() *cobra.Command {
+	var af apiFlags
+	cmd := &cobra.Command{Use: "batch", Short: "Create, show and cancel batches of jobs over the HTTP API"}
+	af.register(cmd)
+	var key, file, meta string
+	create := &cobra.Command{Use: "create", Short: "Create a batch once per key from a JSON array of jobs (--file, - = stdin)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if key == "" || file == "" {
+				return fmt.Errorf("--key and --file are required")
+			}
+			jobs, err := readBatchJobs(cmd, file)
+			if err != nil {
+				return err
+			}
+			var metadata json.RawMessage
+			if meta != "" {
+				metadata = json.RawMessage(meta)
+			}
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			res, err := cl.BatchCreate(cmd.Context(), key, metadata, jobs)
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			verb := "created"
+			if res.Existing {
+				verb = "already created"
+			}
+			printBatch(cmd.OutOrStdout(), res.Batch, verb)
+			return nil
+		}}
+	create.Flags().StringVar(&key, "key", "", "the batch's idempotency key")
+	create.Flags().StringVar(&file, "file", "", "JSON array of jobs ({kind, args, queue, idempotency_key, …}); - = stdin")
+	create.Flags().StringVar(&meta, "metadata", "", "a JSON object kept with the batch")
+	get := &cobra.Command{Use: "get ID", Short: "Show a batch with its counts by state", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return batchCall(cmd, &af, args[0], (*idemclient.Client).BatchGet, "")
+		}}
+	cancel := &cobra.Command{Use: "cancel ID", Short: "Cancel every unfinished job of a batch", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return batchCall(cmd, &af, args[0], (*idemclient.Client).BatchCancel, "cancelled")
+		}}
+	cmd.AddCommand(create, get, cancel)
+	return cmd
+}
+
+func batchCall(cmd *cobra.Command, af *apiFlags, id string,
+	fn func(*idemclient.Client, context.Context, string) (*idemclient.Batch, error), verb string) error {
+	cl, err := af.client()
+	if err != nil {
+		return err
+	}
+	b, err := fn(cl, cmd.Context(), id)
+	if err != nil {
+		return err
+	}
+	if wantJSON(cmd) {
+		return printJSON(cmd.OutOrStdout(), b)
+	}
+	printBatch(cmd.OutOrStdout(), b, verb)
+	return nil
+}
+
+func readBatchJobs(cmd *cobra.Command, file string) ([]*idemclient.EnqueueRequest, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read jobs: %w", err)
+	}
+	var raw []struct {
+		Kind           string          `json:"kind"`
+		Queue          string          `json:"queue"`
+		Args           json.RawMessage `json:"args"`
+		IdempotencyKey string          `json:"idempotency_key"`
+		Priority       int             `json:"priority"`
+		MaxAttempts    int             `json:"max_attempts"`
+		PartitionKey   string          `json:"partition_key"`
+		Metadata       json.RawMessage `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("read jobs: a JSON array of jobs: %w", err)
+	}
+	out := make([]*idemclient.EnqueueRequest, len(raw))
+	for i, r := range raw {
+		out[i] = &idemclient.EnqueueRequest{Kind: r.Kind, Queue: r.Queue, Args: r.Args, IdempotencyKey: r.IdempotencyKey,
+			Priority: r.Priority, MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey, Metadata: r.Metadata}
+	}
+	return out, nil
+}
+
+func printBatch(w io.Writer, b *idemclient.Batch, verb string) {
+	if verb != "" {
+		fmt.Fprintf(w, "batch %s %s\n", b.ID, verb)
+	}
+	fmt.Fprintf(w, "batch %s key %s: %d jobs, finished %v\n", b.ID, b.Key, b.Total, b.Finished)
+	for _, st := range []string{"pending", "scheduled", "available", "running", "retryable", "completed", "dead", "cancelled"} {
+		if n := b.Counts[st]; n > 0 {
+			fmt.Fprintf(w, "  %-10s %d\n", st, n)
+		}
+	}
+}
+
+// newDLQResolveCmd is `idem dlq resolve ID --note`.
+func newDLQResolveCmd(af *apiFlags) *cobra.Command {
+	var note string
+	cmd := &cobra.Command{Use: "resolve ID", Short: "Mark a dead job resolved (kept for audit)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := af.client()
+			if err != nil {
+				return err
+			}
+			j, err := cl.DLQResolve(cmd.Context(), args[0], note)
+			if err != nil {
+				return err
+			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), j)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "resolved job %s\n", j.ID)
+			return nil
+		}}
+	cmd.Flags().StringVar(&note, "note", "", "why the dead job is resolved")
+	return cmd
+}
