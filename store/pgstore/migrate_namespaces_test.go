@@ -13,7 +13,8 @@ func TestMigrateRecordNamespaces(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t, 2)
 	ctx := context.Background()
-	if err := s.MigrateDown(ctx, 1); err != nil {
+	down := stepsAbove(t, 4) // back to the version before 0005
+	if err := s.MigrateDown(ctx, down); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct {
@@ -47,7 +48,7 @@ VALUES ('default', $1, 'completed', $2, now())`), r.key, r.jobID); err != nil {
 	if got, want := keys(), []string{"\x1fdo\x1fd1", "\x1fhttp\x1fhttp:K", "http:J", "j1"}; !slices.Equal(got, want) {
 		t.Fatalf("keys after up %q, want %q", got, want)
 	}
-	if err := s.MigrateDown(ctx, 1); err != nil {
+	if err := s.MigrateDown(ctx, down); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := keys(), []string{"http:J", "j1"}; !slices.Equal(got, want) {
@@ -56,4 +57,20 @@ VALUES ('default', $1, 'completed', $2, now())`), r.key, r.jobID); err != nil {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stepsAbove is the number of embedded migrations newer than version v.
+func stepsAbove(t *testing.T, v int) int {
+	t.Helper()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range ms {
+		if m.Version > v {
+			n++
+		}
+	}
+	return n
 }
