@@ -1,4 +1,5 @@
 ALTER TABLE {schema}.jobs RESET (
+    vacuum_index_cleanup,
     autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,
     autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold,
     autovacuum_analyze_scale_factor, autovacuum_vacuum_cost_delay
