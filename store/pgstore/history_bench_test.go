@@ -28,9 +28,10 @@ const historyWorkers = 4
 
 // BenchmarkHistoryRounds pushes -history.round jobs per round through one
 // fresh schema (enqueue in batches of 1,000, then claim 100 and finish them
-// in one call from 4 goroutines until the queue is empty) and logs, per
-// round, enqueue and work jobs/s and the size of the jobs table and its
-// indexes. Work must not slow down as the finished history grows.
+// in one call from 4 goroutines until the queue is empty) and prints, per
+// round, enqueue and work jobs/s, live and dead tuples, the size of the
+// jobs table and its main indexes and the number of vacuums so far (vac).
+// Work must not slow down as the finished history grows.
 func BenchmarkHistoryRounds(b *testing.B) {
 	if *historyRounds <= 0 {
 		b.Skip("set -history.rounds to run")
@@ -38,7 +39,7 @@ func BenchmarkHistoryRounds(b *testing.B) {
 	s := newTestStoreCfg(b, 8, &Config{GroupCommitWorkers: -1})
 	ctx := b.Context()
 	fmt.Printf("%5s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %4s\n", "round", "history", "enq/s", "work/s",
-		"live", "dead", "heapMB", "claimMB", "leaseMB", "pkeyMB", "finMB", "av")
+		"live", "dead", "heapMB", "claimMB", "leaseMB", "pkeyMB", "finMB", "vac")
 
 	for r := 1; r <= *historyRounds; r++ {
 		enq := historyEnqueue(ctx, b, s, *historyRound)
@@ -109,7 +110,7 @@ func historyWork(ctx context.Context, b *testing.B, s *Store) float64 {
 func historyStats(ctx context.Context, b *testing.B, s *Store, r, hist int, enq, work float64) string {
 	var live, dead, avCount int64
 	var heap, claim, lease, pkey, fin int64
-	err := s.pool.QueryRow(ctx, s.sql(`SELECT n_live_tup, n_dead_tup, autovacuum_count,
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT n_live_tup, n_dead_tup, vacuum_count + autovacuum_count,
 		pg_relation_size('{schema}.jobs'), pg_relation_size('{schema}.jobs_claim_idx'),
 		pg_relation_size('{schema}.jobs_lease_idx'), pg_relation_size('{schema}.jobs_pkey'),
 		pg_relation_size('{schema}.jobs_finished_idx')
