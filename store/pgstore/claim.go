@@ -31,6 +31,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
+	s.noteClaimed(len(jobs))
 	return jobs, nil
 }
 

@@ -54,6 +54,14 @@ type Config struct {
 	// docs/postgres.md); 2 when 0; a negative value turns group commit off
 	// (each call is its own transaction).
 	GroupCommitWorkers int
+	// VacuumEvery is how many jobs this Store claims between two VACUUMs of
+	// the jobs table that it runs itself, in the background, so that claims
+	// do not slow down with the dead entries of the claim index whether or
+	// not autovacuum keeps up (see docs/postgres.md, "Dead rows");
+	// DefaultVacuumEvery when 0; a negative value turns it off. The VACUUM
+	// needs the role to own the table; without ownership PostgreSQL skips it
+	// with a warning.
+	VacuumEvery int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -69,7 +77,8 @@ type Store struct {
 	logger    *slog.Logger
 	reconnect time.Duration
 	closed    atomic.Bool
-	groups    *groups // nil when group commit is off
+	groups    *groups   // nil when group commit is off
+	vac       *vacuumer // nil when VacuumEvery < 0
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the
@@ -113,6 +122,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	case c.GroupCommitWorkers > 0:
 		s.startGroups(c.GroupCommitWorkers)
 	}
+	switch {
+	case c.VacuumEvery == 0:
+		s.startVacuumer(DefaultVacuumEvery)
+	case c.VacuumEvery > 0:
+		s.startVacuumer(c.VacuumEvery)
+	}
 	return s, nil
 }
 
@@ -153,12 +168,14 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Schema() string { return s.schema }
 
 // Close makes every later call fail, stops the group-commit workers (after
-// their current transaction) and closes the pool when Open made it.
+// their current transaction) and the vacuumer (cancelling its VACUUM), and
+// closes the pool when Open made it.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	s.stopGroups()
+	s.stopVacuumer()
 	if s.ownsPool {
 		s.pool.Close()
 	}
