@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
 )
 
@@ -122,13 +123,19 @@ type mpCluster struct {
 	url     string
 	schema  string
 	logPath string
+	pool    *pgxpool.Pool
 	procs   map[string]*exec.Cmd
 }
 
 func (c *mpCluster) start(node string) {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+c.url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
+	// application_name lets kill find the node's server sessions.
+	url := c.url + "&application_name=" + node
+	if !strings.Contains(c.url, "?") {
+		url = c.url + "?application_name=" + node
+	}
+	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", node, err)
@@ -144,6 +151,24 @@ func (c *mpCluster) kill(node string) {
 	}
 	_ = p.Wait()
 	delete(c.procs, node)
+	c.endSessions(node)
+}
+
+// endSessions terminates the server sessions of a killed node and waits
+// until they are gone: a statement the node sent before it died (a claim, a
+// commit) is then either done or undone, so what the test reads next is
+// final for that node.
+func (c *mpCluster) endSessions(node string) {
+	c.t.Helper()
+	pool := c.pool
+	rows, err := pool.Query(context.Background(), "SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity WHERE application_name = $1", node)
+	if err != nil {
+		c.t.Fatalf("end sessions of %s: %v", node, err)
+	}
+	// false means the session was gone before the call could signal it.
+	if _, err := pgx.CollectRows(rows, pgx.RowTo[bool]); err != nil {
+		c.t.Fatalf("end sessions of %s: %v", node, err)
+	}
 }
 
 // stopAll SIGTERMs every node and checks each exits cleanly.
@@ -208,7 +233,7 @@ func (c *mpCluster) starts() map[[2]int64]int {
 func newCluster(t *testing.T) (*mpCluster, *bundle, *pgxpool.Pool) {
 	b, pool, schema := pgSetup(t, nil)
 	url := pool.Config().ConnString()
-	c := &mpCluster{t: t, url: url, schema: schema, logPath: t.TempDir() + "/starts.log", procs: map[string]*exec.Cmd{}}
+	c := &mpCluster{t: t, url: url, schema: schema, logPath: t.TempDir() + "/starts.log", pool: pool, procs: map[string]*exec.Cmd{}}
 	t.Cleanup(func() {
 		for _, p := range c.procs {
 			_ = p.Process.Kill()
@@ -255,6 +280,9 @@ func TestMultiProcessPostgres(t *testing.T) {
 		switch i % 10 {
 		case 0, 1:
 			opts.PartitionKey = fmt.Sprintf("entity-%d", i%50)
+			if i%200 == 0 {
+				a.FailUntil = 2 // a failing head: its successors wait through its retry
+			}
 		case 2, 3:
 			opts.IdempotencyKey = fmt.Sprintf("mp-key-%d", i)
 		case 4:
@@ -274,15 +302,19 @@ func TestMultiProcessPostgres(t *testing.T) {
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		c.start(node)
 	}
-	// The nodes claim oldest first, so the first third of the jobs finished
-	// means about a third of the work is done; a leader leads by then.
-	waitAll(t, b.client, all[:n/3], 120*time.Second)
+	// The nodes claim oldest first, so the unpartitioned job a fifth of the
+	// way in finished means about a fifth of the work is done (partitions
+	// run one job at a time and lag behind); a leader leads by then, and
+	// every node is busy.
+	waitAll(t, b.client, all[n/5+2:n/5+3], 120*time.Second) // i%10 == 2: unpartitioned
 	leader := leaderOf(t, pool, c.schema)
 	if leader == "" {
 		t.Fatal("no leader with a third of the jobs done")
 	}
 	c.kill(leader)
-	t.Logf("killed leader %s with %d jobs completed", leader, countState(t, pool, c.schema, idem.StateCompleted))
+	runningAtKill := runningOn(t, pool, c.schema, leader)
+	t.Logf("killed leader %s with %d jobs completed, %d running on it", leader,
+		countState(t, pool, c.schema, idem.StateCompleted), len(runningAtKill))
 	// The killed leader's running jobs finish only once a new leader rescues
 	// them, so every job finished also proves a new election.
 	waitAll(t, b.client, all, 300*time.Second)
@@ -301,11 +333,114 @@ func TestMultiProcessPostgres(t *testing.T) {
 		}
 	}
 	checkPartitionOrder(t, pool, c)
-	// Jobs that failed on purpose ran their planned attempts.
-	var retried int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize()+
-		" WHERE attempt >= 2").Scan(&retried); err != nil || retried < n/10 {
-		t.Fatalf("%d jobs retried (%v), want at least %d", retried, err, n/10)
+	checkLostAttempts(t, pool, c.schema, runningAtKill)
+	checkEveryJobStarted(t, pool, c)
+	// Every result is the job's seq, and jobs that failed on purpose ran
+	// their planned attempts.
+	var wrong, unretried int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE result::text IS DISTINCT FROM args->>'seq'),"+
+		" count(*) FILTER (WHERE (args->>'fail_until')::int = 2 AND attempt < 2) FROM "+
+		pgx.Identifier{c.schema, "jobs"}.Sanitize()).Scan(&wrong, &unretried); err != nil || wrong != 0 || unretried != 0 {
+		t.Fatalf("%d jobs with a wrong result, %d planned failures not retried (%v)", wrong, unretried, err)
+	}
+}
+
+// runningOn returns the jobs a node holds a lease on: read right after the
+// node is killed, the only jobs that may lose an attempt to that kill.
+func runningOn(t *testing.T, pool *pgxpool.Pool, schema, node string) map[int64]bool {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT id FROM "+pgx.Identifier{schema, "jobs"}.Sanitize()+
+		" WHERE state = 'running' AND worker_id = $1", node)
+	if err != nil {
+		t.Fatalf("running on %s: %v", node, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatalf("running on %s: %v", node, err)
+	}
+	out := map[int64]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+// checkLostAttempts bounds re-runs after kills: lost (rescued) attempts
+// belong only to jobs that were running on a killed node, exactly one per
+// kill that caught the job running, and some kill caught a job running.
+// lostAt maps a job to the number of kills it was running at.
+func checkLostAttempts[V bool | int](t *testing.T, pool *pgxpool.Pool, schema string, lostAt map[int64]V) {
+	t.Helper()
+	want := map[int64]int{}
+	for id, v := range lostAt {
+		switch v := any(v).(type) {
+		case bool:
+			if v {
+				want[id] = 1
+			}
+		case int:
+			want[id] = v
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no job was running on a killed node")
+	}
+	rows, err := pool.Query(context.Background(), "SELECT job_id, count(*) FILTER (WHERE outcome = 'lost' AND error = $1)::int,"+
+		" count(*) FILTER (WHERE outcome = 'lost')::int FROM "+pgx.Identifier{schema, "attempts"}.Sanitize()+
+		" GROUP BY job_id HAVING count(*) FILTER (WHERE outcome = 'lost') > 0", store.RescuedError)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var rescued, lost int
+		if err := rows.Scan(&id, &rescued, &lost); err != nil {
+			t.Fatal(err)
+		}
+		if rescued != lost {
+			t.Fatalf("job %d: %d lost attempts, %d with the rescue error", id, lost, rescued)
+		}
+		got[id] = lost
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// kill ended the node's server sessions before the running set was
+	// read, so that set is final: each of its jobs is rescued once per kill.
+	for id, n := range got {
+		if n != want[id] {
+			t.Fatalf("job %d lost %d attempts, was running at %d kills", id, n, want[id])
+		}
+	}
+	for id, n := range want {
+		if got[id] != n {
+			t.Fatalf("job %d was running at %d kills but lost %d attempts", id, n, got[id])
+		}
+	}
+}
+
+// checkEveryJobStarted proves from the handler log that every job's final
+// attempt started its handler.
+func checkEveryJobStarted(t *testing.T, pool *pgxpool.Pool, c *mpCluster) {
+	t.Helper()
+	starts := c.starts()
+	rows, err := pool.Query(context.Background(), "SELECT id, attempt FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, attempt int64
+		if err := rows.Scan(&id, &attempt); err != nil {
+			t.Fatal(err)
+		}
+		if starts[[2]int64{id, attempt}] != 1 {
+			t.Fatalf("job %d: final attempt %d started %d times", id, attempt, starts[[2]int64{id, attempt}])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -382,11 +517,15 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 	}
 	c.start("node-a")
 	c.start("node-b")
+	runningAtKills := map[int64]int{} // job → kills that caught it running on the killed node
 	for round := range 4 {
 		target := (round + 1) * n / 6
 		waitAll(t, b.client, all[:target], 120*time.Second) // oldest first: about target jobs done
 		node := []string{"node-a", "node-b"}[round%2]
 		c.kill(node)
+		for id := range runningOn(t, pool, c.schema, node) {
+			runningAtKills[id]++
+		}
 		c.start(node)
 	}
 	waitAll(t, b.client, all, 300*time.Second)
@@ -406,6 +545,8 @@ WHERE (SELECT count(*) FROM `+orders+` o WHERE o.job_id = j.id) <> 1`).Scan(&bad
 		pgx.Identifier{c.schema, "jobs"}.Sanitize()+" j WHERE j.id = o.job_id AND j.state = 'completed')").Scan(&orphans); err != nil || orphans != 0 {
 		t.Fatalf("%d rows without a completed job (%v)", orphans, err)
 	}
+	checkLostAttempts(t, pool, c.schema, runningAtKills)
+	checkEveryJobStarted(t, pool, c)
 	starts := c.starts()
 	reran := 0
 	for _, cnt := range starts {
