@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +80,13 @@ func mpChild() int {
 		// start must come after it in the log.
 		return json.RawMessage(strconv.Itoa(a.Seq)), logEvent("E", j)
 	})
+	workers.Handle("shared", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		if err := logStart(j); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Millisecond) // simulates work
+		return json.RawMessage(strconv.Quote(node + ":" + strconv.FormatInt(j.ID, 10))), logEvent("E", j)
+	})
 	orders := pgx.Identifier{schema, "orders"}.Sanitize()
 	workers.Handle("tx-order", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
 		if err := logStart(j); err != nil {
@@ -107,6 +117,12 @@ func mpChild() int {
 	if err := client.Start(ctx); err != nil {
 		return 2
 	}
+	if rounds, _ := strconv.Atoi(os.Getenv("IDEM_MP_SHARED")); rounds > 0 {
+		if err := enqueueShared(ctx, client, node, rounds); err != nil {
+			fmt.Fprintln(os.Stderr, "shared:", err)
+			return 2
+		}
+	}
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -125,9 +141,11 @@ type mpCluster struct {
 	logPath string
 	pool    *pgxpool.Pool
 	procs   map[string]*exec.Cmd
+	stdin   map[string]io.WriteCloser
+	stdout  map[string]*bufio.Reader
 }
 
-func (c *mpCluster) start(node string) {
+func (c *mpCluster) start(node string, env ...string) {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// application_name lets kill find the node's server sessions.
@@ -136,11 +154,31 @@ func (c *mpCluster) start(node string) {
 		url = c.url + "?application_name=" + node
 	}
 	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", node, err)
 	}
 	c.procs[node] = cmd
+	c.stdin[node], c.stdout[node] = stdin, bufio.NewReader(stdout)
+}
+
+// expectLine reads node's next stdout line, failing unless it is want
+// (a killed node's closed pipe ends the read).
+func (c *mpCluster) expectLine(node, want string) {
+	c.t.Helper()
+	line, err := c.stdout[node].ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != want {
+		c.t.Fatalf("%s said %q (%v), want %q", node, line, err, want)
+	}
 }
 
 func (c *mpCluster) kill(node string) {
@@ -233,7 +271,8 @@ func (c *mpCluster) starts() map[[2]int64]int {
 func newCluster(t *testing.T) (*mpCluster, *bundle, *pgxpool.Pool) {
 	b, pool, schema := pgSetup(t, nil)
 	url := pool.Config().ConnString()
-	c := &mpCluster{t: t, url: url, schema: schema, logPath: t.TempDir() + "/starts.log", pool: pool, procs: map[string]*exec.Cmd{}}
+	c := &mpCluster{t: t, url: url, schema: schema, logPath: t.TempDir() + "/starts.log", pool: pool, procs: map[string]*exec.Cmd{},
+		stdin: map[string]io.WriteCloser{}, stdout: map[string]*bufio.Reader{}}
 	t.Cleanup(func() {
 		for _, p := range c.procs {
 			_ = p.Process.Kill()
@@ -560,4 +599,116 @@ WHERE (SELECT count(*) FROM `+orders+` o WHERE o.job_id = j.id) <> 1`).Scan(&bad
 		}
 	}
 	t.Logf("%d attempts after the first (rescued from killed nodes); every effect committed exactly once", reran)
+}
+
+// sharedKeys is how many idempotency keys the nodes of
+// TestSharedKeysAcrossProcesses contend for.
+const sharedKeys = 40
+
+// enqueueShared is a node's part of TestSharedKeysAcrossProcesses: it says
+// "ready", waits for "go" on stdin (the test's start barrier across the
+// processes), enqueues every shared key rounds times with dedup window 0 in
+// this node's own order (node-a ascending, node-b descending, others
+// shuffled), and says "shared done".
+func enqueueShared(ctx context.Context, client *idem.Client, node string, rounds int) error {
+	fmt.Println("ready")
+	if !bufio.NewScanner(os.Stdin).Scan() {
+		return errors.New("no go from the test")
+	}
+	zero := time.Duration(0)
+	r := rand.New(rand.NewPCG(uint64(len(node)), uint64(node[len(node)-1])))
+	for range rounds {
+		order := r.Perm(sharedKeys)
+		switch node {
+		case "node-a":
+			slices.Sort(order)
+		case "node-b":
+			slices.Sort(order)
+			slices.Reverse(order)
+		}
+		for _, k := range order {
+			_, err := client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "shared", Opts: &idem.EnqueueOpts{Queue: "mp",
+				IdempotencyKey: fmt.Sprintf("shared-%02d", k), DedupWindow: &zero}})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Println("shared done")
+	return nil
+}
+
+// TestSharedKeysAcrossProcesses: three processes enqueue and work the same
+// 40 keys with dedup window 0 (a key admits a new job once its last one
+// finished), each in its own key order, 6 rounds each. Overlap: the
+// processes start enqueuing together on a barrier (each says "ready" and
+// waits for the test's "go"), and each works the others' jobs while it
+// enqueues. Every job completes; each key's handler ran exactly once, and
+// every job of the key carries that run's result (later ones from the
+// cache).
+func TestSharedKeysAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, b, pool := newCluster(t)
+	nodes := []string{"node-a", "node-b", "node-c"}
+	for _, node := range nodes {
+		c.start(node, "IDEM_MP_SHARED=6")
+	}
+	for _, node := range nodes {
+		c.expectLine(node, "ready")
+	}
+	for _, node := range nodes {
+		if _, err := io.WriteString(c.stdin[node], "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, node := range nodes {
+		c.expectLine(node, "shared done")
+	}
+	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := waitAll(t, b.client, all, 120*time.Second)
+	c.stopAll()
+	ran := map[int64]int{} // job → handler runs that ended
+	for _, e := range c.events() {
+		if e.kind == "E" {
+			ran[e.job]++
+		}
+	}
+	byKey := map[string][]*idem.JobRow{}
+	for _, j := range jobs {
+		if j.State != idem.StateCompleted {
+			t.Fatalf("job %d (%s) ended %s", j.ID, j.IdempotencyKey, j.State)
+		}
+		byKey[j.IdempotencyKey] = append(byKey[j.IdempotencyKey], j)
+	}
+	if len(byKey) != sharedKeys {
+		t.Fatalf("%d keys, want %d", len(byKey), sharedKeys)
+	}
+	many := 0
+	for key, js := range byKey {
+		runs := 0
+		for _, j := range js {
+			runs += ran[j.ID]
+			if string(j.Result) != string(js[0].Result) {
+				t.Fatalf("key %s: job %d result %s, job %d result %s", key, j.ID, j.Result, js[0].ID, js[0].Result)
+			}
+		}
+		if runs != 1 {
+			t.Fatalf("key %s: the handler ran %d times over %d jobs, want once", key, runs, len(js))
+		}
+		if len(js) > 1 {
+			many++
+		}
+	}
+	if many == 0 {
+		t.Fatal("no key got a second job: the window-0 keys never met a finished job")
+	}
+	t.Logf("%d jobs over %d keys (%d keys with more than one job)", len(jobs), sharedKeys, many)
 }
