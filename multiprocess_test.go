@@ -640,7 +640,9 @@ func enqueueShared(ctx context.Context, client *idem.Client, node string, rounds
 
 // TestSharedKeysAcrossProcesses: three processes enqueue and work the same
 // 40 keys with dedup window 0 (a key admits a new job once its last one
-// finished), each in its own key order, 6 rounds each. Overlap: the
+// finished), each in its own key order, 2 rounds each (a contended
+// window-0 enqueue takes ~200 ms on PostgreSQL across processes: see the
+// test log). Overlap: the
 // processes start enqueuing together on a barrier (each says "ready" and
 // waits for the test's "go"), and each works the others' jobs while it
 // enqueues. Every job completes; each key's handler ran exactly once, and
@@ -651,8 +653,9 @@ func TestSharedKeysAcrossProcesses(t *testing.T) {
 	ctx := context.Background()
 	c, b, pool := newCluster(t)
 	nodes := []string{"node-a", "node-b", "node-c"}
+	began := time.Now()
 	for _, node := range nodes {
-		c.start(node, "IDEM_MP_SHARED=6")
+		c.start(node, "IDEM_MP_SHARED=2")
 	}
 	for _, node := range nodes {
 		c.expectLine(node, "ready")
@@ -665,6 +668,7 @@ func TestSharedKeysAcrossProcesses(t *testing.T) {
 	for _, node := range nodes {
 		c.expectLine(node, "shared done")
 	}
+	t.Logf("enqueued by %s", time.Since(began))
 	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize())
 	if err != nil {
 		t.Fatal(err)
@@ -674,6 +678,7 @@ func TestSharedKeysAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := waitAll(t, b.client, all, 120*time.Second)
+	t.Logf("all finished by %s", time.Since(began))
 	c.stopAll()
 	ran := map[int64]int{} // job → handler runs that ended
 	for _, e := range c.events() {
