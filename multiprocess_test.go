@@ -148,10 +148,11 @@ type mpCluster struct {
 func (c *mpCluster) start(node string, env ...string) {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	// application_name lets kill find the node's server sessions.
-	url := c.url + "&application_name=" + node
+	// application_name lets kill find the node's server sessions (and only
+	// this cluster's: other tests run nodes of the same names).
+	url := c.url + "&application_name=" + c.appName(node)
 	if !strings.Contains(c.url, "?") {
-		url = c.url + "?application_name=" + node
+		url = c.url + "?application_name=" + c.appName(node)
 	}
 	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
 	cmd.Env = append(cmd.Env, env...)
@@ -170,6 +171,9 @@ func (c *mpCluster) start(node string, env ...string) {
 	c.procs[node] = cmd
 	c.stdin[node], c.stdout[node] = stdin, bufio.NewReader(stdout)
 }
+
+// appName is the application_name of node's server sessions.
+func (c *mpCluster) appName(node string) string { return c.schema + "." + node }
 
 // expectLine reads node's next stdout line, failing unless it is want
 // (a killed node's closed pipe ends the read).
@@ -199,7 +203,7 @@ func (c *mpCluster) kill(node string) {
 func (c *mpCluster) endSessions(node string) {
 	c.t.Helper()
 	pool := c.pool
-	rows, err := pool.Query(context.Background(), "SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity WHERE application_name = $1", node)
+	rows, err := pool.Query(context.Background(), "SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity WHERE application_name = $1", c.appName(node))
 	if err != nil {
 		c.t.Fatalf("end sessions of %s: %v", node, err)
 	}
