@@ -644,9 +644,7 @@ func enqueueShared(ctx context.Context, client *idem.Client, node string, rounds
 
 // TestSharedKeysAcrossProcesses: three processes enqueue and work the same
 // 40 keys with dedup window 0 (a key admits a new job once its last one
-// finished), each in its own key order, 2 rounds each (a contended
-// window-0 enqueue takes ~200 ms on PostgreSQL across processes: see the
-// test log). Overlap: the
+// finished), each in its own key order, 2 rounds each. Overlap: the
 // processes start enqueuing together on a barrier (each says "ready" and
 // waits for the test's "go"), and each works the others' jobs while it
 // enqueues. Every job completes; each key's handler ran exactly once, and
