@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-short lint bench bench-e2e fuzz run
+.PHONY: test test-short lint bench bench-e2e fuzz run mutate
 
 ## test: every test, with the race detector (PostgreSQL tests need a server; see README)
 test:
@@ -29,6 +29,19 @@ bench-e2e:
 ## fuzz: a short run of each fuzz target
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCanonicalize -fuzztime 30s ./key/
+
+## mutate: mutation testing with go-gremlins (pinned), one package at a time, each
+## bounded by MUTATE_BUDGET (docs/testing.md: packages, budget, last scores)
+GREMLINS_VERSION ?= v0.5.0
+MUTATE_PKGS ?= ./internal/executor ./key ./internal/producer ./internal/completer ./store/sqlitestore ./store/pgstore
+MUTATE_BUDGET ?= 25m
+mutate:
+	$(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	@for p in $(MUTATE_PKGS); do \
+		echo "== gremlins $$p (budget $(MUTATE_BUDGET))"; \
+		timeout $(MUTATE_BUDGET) $$($(GO) env GOPATH)/bin/gremlins unleash --workers 1 --test-cpu 1 \
+			--timeout-coefficient 4 $$p || echo "$$p: stopped (budget or threshold)"; \
+	done
 
 ## run: the server on ./idem.db (the README's run command)
 run:

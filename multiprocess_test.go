@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
 )
 
@@ -76,6 +80,13 @@ func mpChild() int {
 		// start must come after it in the log.
 		return json.RawMessage(strconv.Itoa(a.Seq)), logEvent("E", j)
 	})
+	workers.Handle("shared", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		if err := logStart(j); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Millisecond) // simulates work
+		return json.RawMessage(strconv.Quote(node + ":" + strconv.FormatInt(j.ID, 10))), logEvent("E", j)
+	})
 	orders := pgx.Identifier{schema, "orders"}.Sanitize()
 	workers.Handle("tx-order", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
 		if err := logStart(j); err != nil {
@@ -106,6 +117,12 @@ func mpChild() int {
 	if err := client.Start(ctx); err != nil {
 		return 2
 	}
+	if rounds, _ := strconv.Atoi(os.Getenv("IDEM_MP_SHARED")); rounds > 0 {
+		if err := enqueueShared(ctx, client, node, rounds); err != nil {
+			fmt.Fprintln(os.Stderr, "shared:", err)
+			return 2
+		}
+	}
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -122,18 +139,50 @@ type mpCluster struct {
 	url     string
 	schema  string
 	logPath string
+	pool    *pgxpool.Pool
 	procs   map[string]*exec.Cmd
+	stdin   map[string]io.WriteCloser
+	stdout  map[string]*bufio.Reader
 }
 
-func (c *mpCluster) start(node string) {
+func (c *mpCluster) start(node string, env ...string) {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+c.url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
+	// application_name lets kill find the node's server sessions (and only
+	// this cluster's: other tests run nodes of the same names).
+	url := c.url + "&application_name=" + c.appName(node)
+	if !strings.Contains(c.url, "?") {
+		url = c.url + "?application_name=" + c.appName(node)
+	}
+	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", node, err)
 	}
 	c.procs[node] = cmd
+	c.stdin[node], c.stdout[node] = stdin, bufio.NewReader(stdout)
+}
+
+// appName is the application_name of node's server sessions.
+func (c *mpCluster) appName(node string) string { return c.schema + "." + node }
+
+// expectLine reads node's next stdout line, failing unless it is want
+// (a killed node's closed pipe ends the read).
+func (c *mpCluster) expectLine(node, want string) {
+	c.t.Helper()
+	line, err := c.stdout[node].ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != want {
+		c.t.Fatalf("%s said %q (%v), want %q", node, line, err, want)
+	}
 }
 
 func (c *mpCluster) kill(node string) {
@@ -144,6 +193,24 @@ func (c *mpCluster) kill(node string) {
 	}
 	_ = p.Wait()
 	delete(c.procs, node)
+	c.endSessions(node)
+}
+
+// endSessions terminates the server sessions of a killed node and waits
+// until they are gone: a statement the node sent before it died (a claim, a
+// commit) is then either done or undone, so what the test reads next is
+// final for that node.
+func (c *mpCluster) endSessions(node string) {
+	c.t.Helper()
+	pool := c.pool
+	rows, err := pool.Query(context.Background(), "SELECT pg_terminate_backend(pid, 30000) FROM pg_stat_activity WHERE application_name = $1", c.appName(node))
+	if err != nil {
+		c.t.Fatalf("end sessions of %s: %v", node, err)
+	}
+	// false means the session was gone before the call could signal it.
+	if _, err := pgx.CollectRows(rows, pgx.RowTo[bool]); err != nil {
+		c.t.Fatalf("end sessions of %s: %v", node, err)
+	}
 }
 
 // stopAll SIGTERMs every node and checks each exits cleanly.
@@ -208,7 +275,8 @@ func (c *mpCluster) starts() map[[2]int64]int {
 func newCluster(t *testing.T) (*mpCluster, *bundle, *pgxpool.Pool) {
 	b, pool, schema := pgSetup(t, nil)
 	url := pool.Config().ConnString()
-	c := &mpCluster{t: t, url: url, schema: schema, logPath: t.TempDir() + "/starts.log", procs: map[string]*exec.Cmd{}}
+	c := &mpCluster{t: t, url: url, schema: schema, logPath: t.TempDir() + "/starts.log", pool: pool, procs: map[string]*exec.Cmd{},
+		stdin: map[string]io.WriteCloser{}, stdout: map[string]*bufio.Reader{}}
 	t.Cleanup(func() {
 		for _, p := range c.procs {
 			_ = p.Process.Kill()
@@ -255,6 +323,9 @@ func TestMultiProcessPostgres(t *testing.T) {
 		switch i % 10 {
 		case 0, 1:
 			opts.PartitionKey = fmt.Sprintf("entity-%d", i%50)
+			if i%200 == 0 {
+				a.FailUntil = 2 // a failing head: its successors wait through its retry
+			}
 		case 2, 3:
 			opts.IdempotencyKey = fmt.Sprintf("mp-key-%d", i)
 		case 4:
@@ -274,15 +345,19 @@ func TestMultiProcessPostgres(t *testing.T) {
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		c.start(node)
 	}
-	// The nodes claim oldest first, so the first third of the jobs finished
-	// means about a third of the work is done; a leader leads by then.
-	waitAll(t, b.client, all[:n/3], 120*time.Second)
+	// The nodes claim oldest first, so the unpartitioned job a fifth of the
+	// way in finished means about a fifth of the work is done (partitions
+	// run one job at a time and lag behind); a leader leads by then, and
+	// every node is busy.
+	waitAll(t, b.client, all[n/5+2:n/5+3], 120*time.Second) // i%10 == 2: unpartitioned
 	leader := leaderOf(t, pool, c.schema)
 	if leader == "" {
 		t.Fatal("no leader with a third of the jobs done")
 	}
 	c.kill(leader)
-	t.Logf("killed leader %s with %d jobs completed", leader, countState(t, pool, c.schema, idem.StateCompleted))
+	runningAtKill := runningOn(t, pool, c.schema, leader)
+	t.Logf("killed leader %s with %d jobs completed, %d running on it", leader,
+		countState(t, pool, c.schema, idem.StateCompleted), len(runningAtKill))
 	// The killed leader's running jobs finish only once a new leader rescues
 	// them, so every job finished also proves a new election.
 	waitAll(t, b.client, all, 300*time.Second)
@@ -301,11 +376,114 @@ func TestMultiProcessPostgres(t *testing.T) {
 		}
 	}
 	checkPartitionOrder(t, pool, c)
-	// Jobs that failed on purpose ran their planned attempts.
-	var retried int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize()+
-		" WHERE attempt >= 2").Scan(&retried); err != nil || retried < n/10 {
-		t.Fatalf("%d jobs retried (%v), want at least %d", retried, err, n/10)
+	checkLostAttempts(t, pool, c.schema, runningAtKill)
+	checkEveryJobStarted(t, pool, c)
+	// Every result is the job's seq, and jobs that failed on purpose ran
+	// their planned attempts.
+	var wrong, unretried int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE result::text IS DISTINCT FROM args->>'seq'),"+
+		" count(*) FILTER (WHERE (args->>'fail_until')::int = 2 AND attempt < 2) FROM "+
+		pgx.Identifier{c.schema, "jobs"}.Sanitize()).Scan(&wrong, &unretried); err != nil || wrong != 0 || unretried != 0 {
+		t.Fatalf("%d jobs with a wrong result, %d planned failures not retried (%v)", wrong, unretried, err)
+	}
+}
+
+// runningOn returns the jobs a node holds a lease on: read right after the
+// node is killed, the only jobs that may lose an attempt to that kill.
+func runningOn(t *testing.T, pool *pgxpool.Pool, schema, node string) map[int64]bool {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT id FROM "+pgx.Identifier{schema, "jobs"}.Sanitize()+
+		" WHERE state = 'running' AND worker_id = $1", node)
+	if err != nil {
+		t.Fatalf("running on %s: %v", node, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatalf("running on %s: %v", node, err)
+	}
+	out := map[int64]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+// checkLostAttempts bounds re-runs after kills: lost (rescued) attempts
+// belong only to jobs that were running on a killed node, exactly one per
+// kill that caught the job running, and some kill caught a job running.
+// lostAt maps a job to the number of kills it was running at.
+func checkLostAttempts[V bool | int](t *testing.T, pool *pgxpool.Pool, schema string, lostAt map[int64]V) {
+	t.Helper()
+	want := map[int64]int{}
+	for id, v := range lostAt {
+		switch v := any(v).(type) {
+		case bool:
+			if v {
+				want[id] = 1
+			}
+		case int:
+			want[id] = v
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no job was running on a killed node")
+	}
+	rows, err := pool.Query(context.Background(), "SELECT job_id, count(*) FILTER (WHERE outcome = 'lost' AND error = $1)::int,"+
+		" count(*) FILTER (WHERE outcome = 'lost')::int FROM "+pgx.Identifier{schema, "attempts"}.Sanitize()+
+		" GROUP BY job_id HAVING count(*) FILTER (WHERE outcome = 'lost') > 0", store.RescuedError)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int{}
+	for rows.Next() {
+		var id int64
+		var rescued, lost int
+		if err := rows.Scan(&id, &rescued, &lost); err != nil {
+			t.Fatal(err)
+		}
+		if rescued != lost {
+			t.Fatalf("job %d: %d lost attempts, %d with the rescue error", id, lost, rescued)
+		}
+		got[id] = lost
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// kill ended the node's server sessions before the running set was
+	// read, so that set is final: each of its jobs is rescued once per kill.
+	for id, n := range got {
+		if n != want[id] {
+			t.Fatalf("job %d lost %d attempts, was running at %d kills", id, n, want[id])
+		}
+	}
+	for id, n := range want {
+		if got[id] != n {
+			t.Fatalf("job %d was running at %d kills but lost %d attempts", id, n, got[id])
+		}
+	}
+}
+
+// checkEveryJobStarted proves from the handler log that every job's final
+// attempt started its handler.
+func checkEveryJobStarted(t *testing.T, pool *pgxpool.Pool, c *mpCluster) {
+	t.Helper()
+	starts := c.starts()
+	rows, err := pool.Query(context.Background(), "SELECT id, attempt FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, attempt int64
+		if err := rows.Scan(&id, &attempt); err != nil {
+			t.Fatal(err)
+		}
+		if starts[[2]int64{id, attempt}] != 1 {
+			t.Fatalf("job %d: final attempt %d started %d times", id, attempt, starts[[2]int64{id, attempt}])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -382,11 +560,15 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 	}
 	c.start("node-a")
 	c.start("node-b")
+	runningAtKills := map[int64]int{} // job → kills that caught it running on the killed node
 	for round := range 4 {
 		target := (round + 1) * n / 6
 		waitAll(t, b.client, all[:target], 120*time.Second) // oldest first: about target jobs done
 		node := []string{"node-a", "node-b"}[round%2]
 		c.kill(node)
+		for id := range runningOn(t, pool, c.schema, node) {
+			runningAtKills[id]++
+		}
 		c.start(node)
 	}
 	waitAll(t, b.client, all, 300*time.Second)
@@ -406,6 +588,8 @@ WHERE (SELECT count(*) FROM `+orders+` o WHERE o.job_id = j.id) <> 1`).Scan(&bad
 		pgx.Identifier{c.schema, "jobs"}.Sanitize()+" j WHERE j.id = o.job_id AND j.state = 'completed')").Scan(&orphans); err != nil || orphans != 0 {
 		t.Fatalf("%d rows without a completed job (%v)", orphans, err)
 	}
+	checkLostAttempts(t, pool, c.schema, runningAtKills)
+	checkEveryJobStarted(t, pool, c)
 	starts := c.starts()
 	reran := 0
 	for _, cnt := range starts {
@@ -419,4 +603,119 @@ WHERE (SELECT count(*) FROM `+orders+` o WHERE o.job_id = j.id) <> 1`).Scan(&bad
 		}
 	}
 	t.Logf("%d attempts after the first (rescued from killed nodes); every effect committed exactly once", reran)
+}
+
+// sharedKeys is how many idempotency keys the nodes of
+// TestSharedKeysAcrossProcesses contend for.
+const sharedKeys = 40
+
+// enqueueShared is a node's part of TestSharedKeysAcrossProcesses: it says
+// "ready", waits for "go" on stdin (the test's start barrier across the
+// processes), enqueues every shared key rounds times with dedup window 0 in
+// this node's own order (node-a ascending, node-b descending, others
+// shuffled), and says "shared done".
+func enqueueShared(ctx context.Context, client *idem.Client, node string, rounds int) error {
+	fmt.Println("ready")
+	if !bufio.NewScanner(os.Stdin).Scan() {
+		return errors.New("no go from the test")
+	}
+	zero := time.Duration(0)
+	r := rand.New(rand.NewPCG(uint64(len(node)), uint64(node[len(node)-1])))
+	for range rounds {
+		order := r.Perm(sharedKeys)
+		switch node {
+		case "node-a":
+			slices.Sort(order)
+		case "node-b":
+			slices.Sort(order)
+			slices.Reverse(order)
+		}
+		for _, k := range order {
+			_, err := client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "shared", Opts: &idem.EnqueueOpts{Queue: "mp",
+				IdempotencyKey: fmt.Sprintf("shared-%02d", k), DedupWindow: &zero}})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Println("shared done")
+	return nil
+}
+
+// TestSharedKeysAcrossProcesses: three processes enqueue and work the same
+// 40 keys with dedup window 0 (a key admits a new job once its last one
+// finished), each in its own key order, 2 rounds each. Overlap: the
+// processes start enqueuing together on a barrier (each says "ready" and
+// waits for the test's "go"), and each works the others' jobs while it
+// enqueues. Every job completes; each key's handler ran exactly once, and
+// every job of the key carries that run's result (later ones from the
+// cache).
+func TestSharedKeysAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, b, pool := newCluster(t)
+	nodes := []string{"node-a", "node-b", "node-c"}
+	began := time.Now()
+	for _, node := range nodes {
+		c.start(node, "IDEM_MP_SHARED=2")
+	}
+	for _, node := range nodes {
+		c.expectLine(node, "ready")
+	}
+	for _, node := range nodes {
+		if _, err := io.WriteString(c.stdin[node], "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, node := range nodes {
+		c.expectLine(node, "shared done")
+	}
+	t.Logf("enqueued by %s", time.Since(began))
+	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := waitAll(t, b.client, all, 120*time.Second)
+	t.Logf("all finished by %s", time.Since(began))
+	c.stopAll()
+	ran := map[int64]int{} // job → handler runs that ended
+	for _, e := range c.events() {
+		if e.kind == "E" {
+			ran[e.job]++
+		}
+	}
+	byKey := map[string][]*idem.JobRow{}
+	for _, j := range jobs {
+		if j.State != idem.StateCompleted {
+			t.Fatalf("job %d (%s) ended %s", j.ID, j.IdempotencyKey, j.State)
+		}
+		byKey[j.IdempotencyKey] = append(byKey[j.IdempotencyKey], j)
+	}
+	if len(byKey) != sharedKeys {
+		t.Fatalf("%d keys, want %d", len(byKey), sharedKeys)
+	}
+	many := 0
+	for key, js := range byKey {
+		runs := 0
+		for _, j := range js {
+			runs += ran[j.ID]
+			if string(j.Result) != string(js[0].Result) {
+				t.Fatalf("key %s: job %d result %s, job %d result %s", key, j.ID, j.Result, js[0].ID, js[0].Result)
+			}
+		}
+		if runs != 1 {
+			t.Fatalf("key %s: the handler ran %d times over %d jobs, want once", key, runs, len(js))
+		}
+		if len(js) > 1 {
+			many++
+		}
+	}
+	if many == 0 {
+		t.Fatal("no key got a second job: the window-0 keys never met a finished job")
+	}
+	t.Logf("%d jobs over %d keys (%d keys with more than one job)", len(jobs), sharedKeys, many)
 }

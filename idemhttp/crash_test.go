@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("IDEMHTTP_TEST_WORKER") == "1" {
 		os.Exit(runHangingWorker())
 	}
+	if os.Getenv(pausedWorkerEnv) == "1" {
+		os.Exit(runPausedWorker())
+	}
 	goleak.VerifyTestMain(m)
 }
 

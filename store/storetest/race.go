@@ -17,6 +17,7 @@ func raceCases() []testCase {
 	return []testCase{
 		{"Race/one_key_64_concurrent_inserts", testRaceOneKey},
 		{"Race/50_keys_16_concurrent_inserters", testRaceManyKeys},
+		{"Race/key_orders_differ_per_goroutine_two_tenants", testRaceKeyOrders},
 		{"Race/claims_8_workers_2000_jobs", testRaceClaims},
 		{"Race/partitions_never_run_twice", testRacePartitions},
 		{"JobClaim/concurrent_claimers_take_each_job_once", testConcurrentClaims},
