@@ -70,6 +70,8 @@ type Store struct {
 	reconnect time.Duration
 	closed    atomic.Bool
 	groups    *groups // nil when group commit is off
+	// cursors rotate fair claims among tenants (see JobClaim).
+	cursors store.ClaimCursors
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the

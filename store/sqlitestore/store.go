@@ -154,6 +154,8 @@ type Store struct {
 	// rstmts caches prepared statements of the fixed read queries: parsing
 	// and planning a query costs more than running these point lookups.
 	rstmts sync.Map // query → *sql.Stmt
+	// cursors rotate fair claims among tenants (see JobClaim).
+	cursors store.ClaimCursors
 }
 
 // Open opens (creating) the SQLite database at path, starts the writer and,

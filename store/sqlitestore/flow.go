@@ -1,0 +1,403 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Flow control: the flow_controls table (limits, pauses, rate windows).
+const (
+	qFlowAll = `SELECT tenant, queue, rate, period_us, concurrency, paused, window_start_us, window_used, throttled
+FROM flow_controls ORDER BY tenant, queue`
+	qLimitPut = `INSERT INTO flow_controls (tenant, queue, rate, period_us, concurrency)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (tenant, queue) DO UPDATE SET rate = ?3, period_us = ?4, concurrency = ?5,
+    window_start_us = CASE WHEN rate = ?3 AND period_us = ?4 THEN window_start_us ELSE 0 END,
+    window_used = CASE WHEN rate = ?3 AND period_us = ?4 THEN window_used ELSE 0 END`
+	qLimitClear = `UPDATE flow_controls SET rate = 0, period_us = 0, concurrency = 0, window_start_us = 0, window_used = 0
+WHERE tenant = ?1 AND queue = ?2 AND (rate > 0 OR concurrency > 0)`
+	qFlowPrune = `DELETE FROM flow_controls WHERE tenant = ?1 AND queue = ?2 AND rate = 0 AND concurrency = 0 AND NOT paused`
+	qPause     = `INSERT INTO flow_controls (tenant, queue, paused) VALUES (?1, ?2, 1)
+ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
+	qResume    = `UPDATE flow_controls SET paused = 0 WHERE tenant = ?1 AND queue = ?2`
+	qFlowUsage = `UPDATE flow_controls SET window_start_us = ?3, window_used = ?4, throttled = throttled + ?5
+WHERE tenant = ?1 AND queue = ?2`
+	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
+)
+
+// flowRow is one scanned flow_controls row.
+type flowRow struct {
+	limit  store.Limit
+	paused bool
+}
+
+// rowsQuerier is what the writer transaction and the read pool share.
+type rowsQuerier func(q string, args ...any) (*sql.Rows, error)
+
+// loadFlow reads every flow-control row.
+func loadFlow(query rowsQuerier) ([]flowRow, error) {
+	rows, err := query(qFlowAll)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []flowRow
+	for rows.Next() {
+		var r flowRow
+		var periodUS, wsUS int64
+		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency,
+			&r.paused, &wsUS, &r.limit.WindowUsed, &r.limit.Throttled); err != nil {
+			return nil, err
+		}
+		r.limit.Period = time.Duration(periodUS) * time.Microsecond
+		r.limit.WindowStart = fromUS(wsUS)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// loadRunning counts running jobs per (tenant, queue).
+func loadRunning(query rowsQuerier) ([]store.RunningCount, error) {
+	rows, err := query(qRunningScopes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.RunningCount
+	for rows.Next() {
+		var c store.RunningCount
+		if err := rows.Scan(&c.Tenant, &c.Queue, &c.N); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// splitFlow returns the limits and paused scopes that concern queues.
+func splitFlow(rows []flowRow, queues []string) ([]*store.Limit, []store.FlowScope) {
+	var limits []*store.Limit
+	var paused []store.FlowScope
+	for _, r := range rows {
+		if r.limit.Queue != "" && !contains(queues, r.limit.Queue) {
+			continue
+		}
+		if r.paused {
+			paused = append(paused, r.limit.FlowScope)
+		}
+		if r.limit.Rate > 0 || r.limit.Concurrency > 0 {
+			l := r.limit
+			limits = append(limits, &l)
+		}
+	}
+	return limits, paused
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// LimitPut implements store.FlowControl.
+func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.Limit, error) {
+	l := p.Limit
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("put limit: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		_, err := t.exec(qLimitPut, l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put limit: %w", err)
+	}
+	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency}, nil
+}
+
+// LimitList implements store.FlowControl.
+func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*store.Limit, error) {
+	var out []*store.Limit
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		q := func(q string, args ...any) (*sql.Rows, error) { return tx.QueryContext(ctx, q, args...) }
+		rows, err := loadFlow(q)
+		if err != nil {
+			return err
+		}
+		running, err := loadRunning(q)
+		if err != nil {
+			return err
+		}
+		out = limitsWithUsage(rows, running, p.Tenant, store.OrNow(p.Now))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list limits: %w", s.readErr(err))
+	}
+	return out, nil
+}
+
+// limitsWithUsage keeps the limit rows of tenant ("" = all) and fills
+// their usage.
+func limitsWithUsage(rows []flowRow, running []store.RunningCount, tenant string, now time.Time) []*store.Limit {
+	out := []*store.Limit{}
+	for _, r := range rows {
+		if (r.limit.Rate == 0 && r.limit.Concurrency == 0) || (tenant != "" && r.limit.Tenant != tenant) {
+			continue
+		}
+		l := r.limit
+		out = append(out, &l)
+	}
+	store.SetRunning(out, running)
+	store.CurrentWindows(out, now)
+	return out
+}
+
+// LimitDelete implements store.FlowControl.
+func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) error {
+	if err := p.Scope.Validate(); err != nil {
+		return fmt.Errorf("delete limit: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec(qLimitClear, p.Scope.Tenant, p.Scope.Queue)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return idemtype.ErrNotFound
+		}
+		_, err = t.exec(qFlowPrune, p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete limit: %w", err)
+	}
+	return nil
+}
+
+// QueuePause implements store.FlowControl.
+func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("pause queue: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		_, err := t.exec(qPause, p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pause queue: %w", err)
+	}
+	return nil
+}
+
+// QueueResume implements store.FlowControl.
+func (s *Store) QueueResume(ctx context.Context, p *store.QueuePauseParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("resume queue: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		if _, err := t.exec(qResume, p.Scope.Tenant, p.Scope.Queue); err != nil {
+			return err
+		}
+		_, err := t.exec(qFlowPrune, p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resume queue: %w", err)
+	}
+	return nil
+}
+
+// QueuePauseList implements store.FlowControl.
+func (s *Store) QueuePauseList(ctx context.Context) ([]store.FlowScope, error) {
+	rows, err := loadFlow(func(q string, args ...any) (*sql.Rows, error) { return s.rdb.QueryContext(ctx, q, args...) })
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", s.readErr(err))
+	}
+	out := []store.FlowScope{}
+	for _, r := range rows {
+		if r.paused {
+			out = append(out, r.limit.FlowScope)
+		}
+	}
+	store.SortScopes(out)
+	return out, nil
+}
+
+// claimFair claims up to p.Limit jobs inside the writer's transaction:
+// flow control first (pauses, limits), then the tenants of each queue in
+// rotation, each with its fair share.
+func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemtype.JobRow, error) {
+	flow, err := loadFlow(t.query)
+	if err != nil {
+		return nil, err
+	}
+	limits, paused := splitFlow(flow, p.Queues)
+	if store.HasConcurrency(limits) {
+		running, err := loadRunning(t.query)
+		if err != nil {
+			return nil, err
+		}
+		store.SetRunning(limits, running)
+	}
+	b := store.NewClaimBudget(fromUS(now), limits, paused)
+	var out []*idemtype.JobRow
+	for _, queue := range p.Queues {
+		if len(out) >= p.Limit || !b.QueueOpen(queue) {
+			continue
+		}
+		jobs, err := s.claimQueue(t, p, b, queue, now, p.Limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+	}
+	for _, u := range b.Usage() {
+		if _, err := t.exec(qFlowUsage, u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled); err != nil {
+			return nil, err
+		}
+	}
+	b.Report(p.Report)
+	return out, nil
+}
+
+// claimQueue claims up to limit jobs of one queue, tenant by tenant.
+func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now int64, limit int) ([]*idemtype.JobRow, error) {
+	excluded := b.Excluded(queue)
+	var tenants []string
+	if p.Tenant != "" {
+		if !contains(excluded, p.Tenant) {
+			tenants = []string{p.Tenant}
+		}
+	} else {
+		var err error
+		tenants, err = store.ClaimTenants(s.cursors.Get(queue), limit, func(after, upTo string, k int) ([]string, error) {
+			return nextTenants(t, p.Kinds, queue, now, after, upTo, excluded, k)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(tenants) > 0 {
+			s.cursors.Set(queue, tenants[len(tenants)-1])
+		}
+	}
+	var out []*idemtype.JobRow
+	for len(tenants) > 0 && len(out) < limit {
+		share := store.FairShare(limit-len(out), len(tenants))
+		var full []string
+		for _, tenant := range tenants {
+			want := min(share, limit-len(out))
+			n := b.Quota(tenant, queue, want)
+			if n == 0 {
+				continue
+			}
+			jobs, err := claimTenant(t, p, queue, tenant, now, n)
+			if err != nil {
+				return nil, err
+			}
+			b.Return(tenant, queue, n-len(jobs))
+			b.Claimed(tenant, queue, len(jobs))
+			out = append(out, jobs...)
+			if len(jobs) == want {
+				full = append(full, tenant)
+			}
+		}
+		tenants = full
+	}
+	return out, nil
+}
+
+// nextTenants is the skip scan of ClaimTenants: at most k tenants with
+// claimable work in queue, after "after" and up to upTo, not excluded.
+func nextTenants(t *wtx, kinds []string, queue string, now int64, after, upTo string, excluded []string, k int) ([]string, error) {
+	probe := `SELECT j.tenant FROM jobs j WHERE j.queue = ?1 AND j.` + sqlClaimable + ` AND j.run_at <= ?2 AND j.tenant > %s` +
+		kindFilter(kinds, 7) + ` ORDER BY j.tenant LIMIT 1`
+	q := `WITH RECURSIVE t(tenant) AS (
+    SELECT (` + fmt.Sprintf(probe, "?3") + `)
+    UNION ALL
+    SELECT (` + fmt.Sprintf(probe, "t.tenant") + `) FROM t WHERE t.tenant IS NOT NULL AND (?4 = '' OR t.tenant < ?4)
+)
+SELECT tenant FROM t WHERE tenant IS NOT NULL AND (?4 = '' OR tenant <= ?4)
+    AND tenant NOT IN (SELECT value FROM json_each(?5)) LIMIT ?6`
+	ex, err := json.Marshal(append([]string{}, excluded...))
+	if err != nil {
+		return nil, err
+	}
+	args := []any{queue, now, after, upTo, string(ex), k}
+	for _, kind := range kinds {
+		args = append(args, kind)
+	}
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// kindFilter is the kind condition of a claim, its values bound from
+// ?first on.
+func kindFilter(kinds []string, first int) string {
+	if len(kinds) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString(" AND j.kind IN (")
+	for i := range kinds {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString("?" + strconv.Itoa(first+i))
+	}
+	sb.WriteByte(')')
+	return sb.String()
+}
+
+// claimTenant claims up to n jobs of tenant in queue, in claim order.
+func claimTenant(t *wtx, p *store.JobClaimParams, queue, tenant string, now int64, n int) ([]*idemtype.JobRow, error) {
+	// The limit is part of the text, not a parameter: SQLite plans with a
+	// bound LIMIT's value, so rebinding another limit would expire the
+	// statement and recompile it on every claim.
+	q := `UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = ?2,
+    lease_token = lower(hex(randomblob(16))), lease_expires_at = ?3, worker_id = ?4
+WHERE id IN (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?5 AND j.` + sqlClaimable +
+		` AND j.run_at <= ?2` + kindFilter(p.Kinds, 6) + qClaimHead +
+		` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + strconv.Itoa(n) + `) RETURNING ` + jobCols
+	args := []any{queue, now, nullUS(p.LeaseUntil), p.WorkerID, tenant}
+	for _, kind := range p.Kinds {
+		args = append(args, kind)
+	}
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*idemtype.JobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
