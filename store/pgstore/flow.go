@@ -436,5 +436,3 @@ func containsStr(xs []string, x string) bool {
 	}
 	return false
 }
-
-
