@@ -164,9 +164,17 @@ func NewClaimBudget(now time.Time, limits []*Limit, paused []FlowScope) *ClaimBu
 	for i, l := range limits {
 		left := -1
 		if l.Rate > 0 {
-			left = l.Rate
-			if l.WindowStart.Equal(l.windowStart(now)) {
+			ws := l.windowStart(now)
+			switch {
+			case l.WindowStart.Equal(ws):
 				left = max(0, l.Rate-l.WindowUsed)
+			case l.WindowStart.After(ws):
+				// A claim whose Now lags behind another node's (clock skew,
+				// or a claim that waited for the lock) must not reopen a
+				// window that has passed: it gets nothing this time.
+				left = 0
+			default:
+				left = l.Rate
 			}
 		}
 		if l.Concurrency > 0 {
@@ -271,7 +279,7 @@ func (b *ClaimBudget) Usage() []LimitUsage {
 		u := LimitUsage{Scope: l.FlowScope, WindowStart: l.WindowStart, WindowUsed: l.WindowUsed}
 		if l.Rate > 0 {
 			ws := l.windowStart(b.now)
-			if !ws.Equal(l.WindowStart) {
+			if ws.After(l.WindowStart) {
 				u.WindowStart, u.WindowUsed = ws, 0
 			}
 			u.WindowUsed += b.used[i]

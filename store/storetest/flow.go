@@ -202,6 +202,11 @@ func testLimitRateWindow(t *testing.T, s store.Store) {
 	if n := claimR(end); n != 10 {
 		t.Fatalf("claim in the next window: %d jobs, want 10", n)
 	}
+	// A claim whose Now lags behind (another node's clock, a wait for the
+	// lock) does not reopen the window that has passed.
+	if n := claimR(end.Add(-time.Second)); n != 0 {
+		t.Fatalf("lagging claim in a passed window: %d jobs, want 0", n)
+	}
 	got := wantState(t, s, mustFirstAvailable(t, s), idemtype.StateAvailable)
 	if got.Attempt != 0 {
 		t.Errorf("a throttled job has attempt %d, want 0", got.Attempt)
