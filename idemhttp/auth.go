@@ -45,6 +45,7 @@ func HashAPIKey(secret string) string {
 // principal is the authenticated caller of a request.
 type principal struct {
 	tenant string // the tenant the request acts in
+	admin  bool   // the key is an admin key
 }
 
 type principalKey struct{}
@@ -59,6 +60,12 @@ func TenantFromContext(ctx context.Context) string {
 		return p.tenant
 	}
 	return ""
+}
+
+// isAdmin reports whether the request was made with an admin key.
+func isAdmin(r *http.Request) bool {
+	p, ok := r.Context().Value(principalKey{}).(*principal)
+	return ok && p.admin
 }
 
 // authenticator checks bearer keys against the store, with a short cache.
@@ -122,7 +129,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 			writeError(w, r, s.cfg.Logger, err)
 			return
 		}
-		p := &principal{tenant: k.Tenant}
+		p := &principal{tenant: k.Tenant, admin: k.Admin}
 		if t := r.Header.Get(headerTenant); t != "" && t != k.Tenant {
 			if !k.Admin {
 				writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden",

@@ -81,7 +81,15 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.Stats{Queues: queues, Idempotency: cs})
+	limits, err := s.visibleLimits(r)
+	if err != nil {
+		return err
+	}
+	paused, err := s.pausedScopes(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, wire.Stats{Queues: queues, Idempotency: cs, Limits: limits, Paused: paused})
 	return nil
 }
 
