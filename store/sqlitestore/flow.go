@@ -295,24 +295,39 @@ func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget
 	var out []*idemtype.JobRow
 	for len(tenants) > 0 && len(out) < limit {
 		share := store.FairShare(limit-len(out), len(tenants))
-		var full []string
+		var ts []string
+		var ns, wants []int
+		left := limit - len(out)
 		for _, tenant := range tenants {
-			want := min(share, limit-len(out))
-			n := b.Quota(tenant, queue, want)
-			if n == 0 {
-				continue
+			want := min(share, left)
+			if want == 0 {
+				break
 			}
-			jobs, err := claimTenant(t, p, queue, tenant, now, n)
-			if err != nil {
-				return nil, err
+			if n := b.Quota(tenant, queue, want); n > 0 {
+				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
+				left -= n
 			}
-			b.Return(tenant, queue, n-len(jobs))
-			b.Claimed(tenant, queue, len(jobs))
-			out = append(out, jobs...)
-			if len(jobs) == want {
+		}
+		if len(ts) == 0 {
+			break
+		}
+		jobs, err := claimTenants(t, p, queue, ts, ns, now)
+		if err != nil {
+			return nil, err
+		}
+		got := map[string]int{}
+		for _, j := range jobs {
+			got[j.Tenant]++
+		}
+		var full []string
+		for i, tenant := range ts {
+			b.Return(tenant, queue, ns[i]-got[tenant])
+			b.Claimed(tenant, queue, got[tenant])
+			if got[tenant] == wants[i] {
 				full = append(full, tenant)
 			}
 		}
+		out = append(out, jobs...)
 		tenants = full
 	}
 	return out, nil
@@ -372,21 +387,34 @@ func kindFilter(kinds []string, first int) string {
 	return sb.String()
 }
 
-// claimTenant claims up to n jobs of tenant in queue, in claim order.
-func claimTenant(t *wtx, p *store.JobClaimParams, queue, tenant string, now int64, n int) ([]*idemtype.JobRow, error) {
-	// The limit is part of the text, not a parameter: SQLite plans with a
-	// bound LIMIT's value, so rebinding another limit would expire the
-	// statement and recompile it on every claim.
-	q := `UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = ?2,
+// claimTenants claims up to ns[i] jobs of tenants[i] in queue, in claim
+// order, with one UPDATE: one ordered probe of jobs_claim_tenant per tenant.
+func claimTenants(t *wtx, p *store.JobClaimParams, queue string, tenants []string, ns []int, now int64) ([]*idemtype.JobRow, error) {
+	// ?1 queue, ?2 now, ?3 lease, ?4 worker, then the tenants, then the
+	// kinds. The limits are part of the text, not parameters: SQLite plans
+	// with a bound LIMIT's value, so rebinding another limit would expire
+	// the statement and recompile it on every claim. The texts stay few:
+	// a claim's shares are all equal but the last.
+	kinds := kindFilter(p.Kinds, 5+len(tenants))
+	var sb strings.Builder
+	sb.WriteString(`UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = ?2,
     lease_token = lower(hex(randomblob(16))), lease_expires_at = ?3, worker_id = ?4
-WHERE id IN (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?5 AND j.` + sqlClaimable +
-		` AND j.run_at <= ?2` + kindFilter(p.Kinds, 6) + qClaimHead +
-		` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + strconv.Itoa(n) + `) RETURNING ` + jobCols
-	args := []any{queue, now, nullUS(p.LeaseUntil), p.WorkerID, tenant}
+WHERE id IN (`)
+	args := []any{queue, now, nullUS(p.LeaseUntil), p.WorkerID}
+	for i, tenant := range tenants {
+		if i > 0 {
+			sb.WriteString("\n    UNION ALL ")
+		}
+		ti, li := strconv.Itoa(5+i), strconv.Itoa(ns[i])
+		sb.WriteString(`SELECT id FROM (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?` + ti + ` AND j.` + sqlClaimable +
+			` AND j.run_at <= ?2` + kinds + qClaimHead + ` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + li + `)`)
+		args = append(args, tenant)
+	}
+	sb.WriteString(`) RETURNING ` + jobCols)
 	for _, kind := range p.Kinds {
 		args = append(args, kind)
 	}
-	rows, err := t.query(q, args...)
+	rows, err := t.query(sb.String(), args...)
 	if err != nil {
 		return nil, err
 	}
