@@ -158,6 +158,13 @@ type Store struct {
 	cursors store.ClaimCursors
 }
 
+// uriPath escapes the characters of a file path that end or escape the
+// path part of a "file:" URI, so a path holding '#' or '?' (t.TempDir of a
+// fuzz seed, "seed#3") opens that file and not a truncated name.
+func uriPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+}
+
 // Open opens (creating) the SQLite database at path, starts the writer and,
 // unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
@@ -178,7 +185,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	// after each group commit (see writer.syncLoop): as durable as FULL,
 	// but the next group runs while the previous one is being synced.
 	wv.Set("_synchronous", "NORMAL")
-	wdb, err := sql.Open("sqlite", "file:"+path+"?"+wv.Encode())
+	wdb, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+wv.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -195,7 +202,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	rv := url.Values{}
 	common(rv)
 	rv.Set("_query_only", "1")
-	rdb, err := sql.Open("sqlite", "file:"+path+"?"+rv.Encode())
+	rdb, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+rv.Encode())
 	if err != nil {
 		conn.Close()
 		wdb.Close()
