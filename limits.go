@@ -18,6 +18,9 @@ import (
 // stay available and use no attempt. See docs/flow-control.md.
 type Limit = store.Limit
 
+// MaxWeight is the largest tenant weight (Limit.Weight).
+const MaxWeight = store.MaxWeight
+
 // FlowScope names a scope of limits and pauses: Tenant "" means every
 // tenant together, Queue "" every queue together.
 type FlowScope = store.FlowScope

@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -42,7 +43,7 @@ func limitScope(r *http.Request) (idem.FlowScope, error) {
 // renderLimit renders a limit with its usage.
 func renderLimit(l *idem.Limit) wire.Limit {
 	out := wire.Limit{Tenant: l.Tenant, Queue: l.Queue, Rate: idem.FormatRate(l.Rate, l.Period),
-		Concurrency: l.Concurrency, Usage: wire.Usage{Running: int64(l.Running), WindowUsed: int64(l.WindowUsed), Throttled: l.Throttled}}
+		Concurrency: l.Concurrency, Weight: l.Weight, Usage: wire.Usage{Running: int64(l.Running), WindowUsed: int64(l.WindowUsed), Throttled: l.Throttled}}
 	if l.Rate > 0 {
 		out.Usage.WindowStart = l.WindowStart.UTC().Format(time.RFC3339Nano)
 	}
@@ -73,8 +74,17 @@ func (s *Server) putLimit(w http.ResponseWriter, r *http.Request) error {
 		}
 		l.Concurrency = *req.Concurrency
 	}
-	if l.Rate == 0 && l.Concurrency == 0 {
-		return invalid("rate", "a rate, a concurrency or both")
+	if req.Weight != nil {
+		if *req.Weight < 1 || *req.Weight > idem.MaxWeight {
+			return invalid("weight", fmt.Sprintf("must be between 1 and %d", idem.MaxWeight))
+		}
+		if sc.Tenant == "" {
+			return invalid("weight", "only a tenant has a weight")
+		}
+		l.Weight = *req.Weight
+	}
+	if l.Rate == 0 && l.Concurrency == 0 && l.Weight == 0 {
+		return invalid("rate", "a rate, a concurrency, a weight or a combination")
 	}
 	got, err := s.client.LimitPut(r.Context(), l)
 	if err != nil {

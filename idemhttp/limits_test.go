@@ -16,6 +16,11 @@ func testLimits(t *testing.T, open opener) {
 	}
 	expect(t, e.req("PUT", "/v1/limits/queue/mail", e.admin, map[string]any{"rate": "1000/1m"}), 200, "")
 	expect(t, e.req("PUT", "/v1/limits/tenant/b?queue=mail", e.admin, map[string]any{"concurrency": 1}), 200, "")
+	r = e.req("PUT", "/v1/limits/tenant/c", e.admin, map[string]any{"weight": 3})
+	expect(t, r, 200, "")
+	if r.json(t)["weight"] != float64(3) {
+		t.Fatalf("put weight = %s", r.body)
+	}
 
 	for _, c := range []struct {
 		path  string
@@ -27,6 +32,7 @@ func testLimits(t *testing.T, open opener) {
 		{"/v1/limits/tenant/a", map[string]any{"concurrency": 0}, "concurrency"},
 		{"/v1/limits/tenant/a", map[string]any{}, "rate"},
 		{"/v1/limits/region/eu", map[string]any{"concurrency": 1}, "scope"},
+		{"/v1/limits/queue/mail", map[string]any{"weight": 2}, "weight"},
 	} {
 		r := e.req("PUT", c.path, e.admin, c.body)
 		expect(t, r, 400, "/problems/invalid-request")
@@ -59,8 +65,8 @@ func testLimits(t *testing.T, open opener) {
 	}
 	r = e.req("GET", "/v1/limits", e.admin, nil)
 	expect(t, r, 200, "")
-	if n := len(r.json(t)["limits"].([]any)); n != 3 {
-		t.Errorf("admin sees %d limits, want 3", n)
+	if n := len(r.json(t)["limits"].([]any)); n != 4 {
+		t.Errorf("admin sees %d limits, want 4", n)
 	}
 	expect(t, e.req("GET", "/v1/limits/tenant/b?queue=mail", e.admin, nil), 200, "")
 	r = e.req("GET", "/v1/stats", e.keyA, nil)

@@ -69,6 +69,10 @@ type Limit struct {
 	// Concurrency is the most jobs of the scope running at once (0 = no
 	// concurrency limit).
 	Concurrency int
+	// Weight is the tenant's share of a claim relative to other tenants
+	// (0 = 1): a claim gives each visited tenant ceil(limit × weight /
+	// sum of weights). Only for scopes naming a tenant.
+	Weight int
 
 	// Usage, as read by LimitList (ignored by LimitPut).
 	Running     int       // jobs of the scope running now
@@ -89,11 +93,22 @@ func (l *Limit) Validate() error {
 		return idemtype.Invalid("rate", "the period must be at least 1ms")
 	case l.Concurrency < 0:
 		return idemtype.Invalid("concurrency", "must not be negative")
-	case l.Rate == 0 && l.Concurrency == 0:
-		return idemtype.Invalid("rate", "a rate, a concurrency or both")
+	case l.Weight < 0 || l.Weight > MaxWeight:
+		return idemtype.Invalid("weight", "must be between 1 and %d", MaxWeight)
+	case l.Weight > 0 && l.Tenant == "":
+		return idemtype.Invalid("weight", "only a tenant has a weight")
+	case l.Rate == 0 && l.Concurrency == 0 && l.Weight == 0:
+		return idemtype.Invalid("rate", "a rate, a concurrency, a weight or a combination")
 	}
 	return nil
 }
+
+// MaxWeight is the largest tenant weight.
+const MaxWeight = 1000
+
+// Limited reports whether l caps anything (a rate or a concurrency); a
+// weight alone only shapes fair shares.
+func (l *Limit) Limited() bool { return l.Rate > 0 || l.Concurrency > 0 }
 
 // windowStart returns the start of the rate window holding now.
 func (l *Limit) windowStart(now time.Time) time.Time {
@@ -148,12 +163,13 @@ type ClaimReport struct {
 // it for each tenant's quota and store what it used. It is not safe for
 // concurrent use.
 type ClaimBudget struct {
-	now    time.Time
-	limits []*Limit
-	left   []int // remaining budget per limit (-1 = unbounded)
-	used   []int
-	hit    []bool
-	paused []FlowScope
+	now     time.Time
+	weights []*Limit // scopes with a weight
+	limits  []*Limit
+	left    []int // remaining budget per limit (-1 = unbounded)
+	used    []int
+	hit     []bool
+	paused  []FlowScope
 }
 
 // NewClaimBudget builds the budget of one claim from the limits (with
@@ -312,6 +328,33 @@ func (b *ClaimBudget) Report(r *ClaimReport) {
 	}
 }
 
+// SetWeights gives the budget the weighted scopes (Limit.Weight > 0).
+func (b *ClaimBudget) SetWeights(ws []*Limit) { b.weights = ws }
+
+// Shares returns each tenant's share of a claim of limit jobs from queue:
+// ceil(limit × weight / sum of weights), weight 1 unless set.
+func (b *ClaimBudget) Shares(queue string, tenants []string, limit int) []int {
+	w := make([]int, len(tenants))
+	sum := 0
+	for i, t := range tenants {
+		w[i] = 1
+		best := -1 // the most specific weighted scope wins: (tenant, queue) over tenant
+		for _, l := range b.weights {
+			if l.Tenant == t && (l.Queue == "" || l.Queue == queue) {
+				if spec := len(l.Queue); spec > best {
+					best, w[i] = spec, l.Weight
+				}
+			}
+		}
+		sum += w[i]
+	}
+	out := make([]int, len(tenants))
+	for i := range tenants {
+		out[i] = (limit*w[i] + sum - 1) / sum
+	}
+	return out
+}
+
 // HasLimits reports whether any limit applies (a claim without limits need
 // not lock or write flow-control rows).
 func (b *ClaimBudget) HasLimits() bool { return len(b.limits) > 0 }
@@ -344,12 +387,6 @@ func SetRunning(limits []*Limit, counts []RunningCount) {
 	}
 }
 
-// FairShare returns how many jobs each of n tenants gets in a claim of
-// limit jobs: ceil(limit/n).
-func FairShare(limit, n int) int {
-	if n <= 0 {
-		return 0
-	}
 	return (limit + n - 1) / n
 }
 

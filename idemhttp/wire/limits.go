@@ -6,6 +6,9 @@ package wire
 type LimitRequest struct {
 	Rate        *string `json:"rate,omitempty"`
 	Concurrency *int    `json:"concurrency,omitempty"`
+	// Weight is a tenant's share of claims relative to other tenants
+	// (default 1); only for scope tenant.
+	Weight *int `json:"weight,omitempty"`
 }
 
 // Limit is a limit with its current usage.
@@ -14,6 +17,7 @@ type Limit struct {
 	Queue       string `json:"queue,omitempty"`  // absent: every queue (a tenant limit)
 	Rate        string `json:"rate,omitempty"`
 	Concurrency int    `json:"concurrency,omitempty"`
+	Weight      int    `json:"weight,omitempty"`
 	Usage       Usage  `json:"usage"`
 }
 

@@ -48,7 +48,7 @@ func newLimitsCmd() *cobra.Command {
 		}}
 	var sf scopeFlags
 	var rate string
-	var conc int
+	var conc, weight int
 	set := &cobra.Command{Use: "set", Short: "Set a limit (admin key), e.g. --for-tenant acme --rate 100/1m", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			scope, err := sf.scope()
@@ -62,8 +62,11 @@ func newLimitsCmd() *cobra.Command {
 			if cmd.Flags().Changed("concurrency") {
 				req.Concurrency = &conc
 			}
-			if req.Rate == nil && req.Concurrency == nil {
-				return errors.New("give --rate, --concurrency or both")
+			if cmd.Flags().Changed("weight") {
+				req.Weight = &weight
+			}
+			if req.Rate == nil && req.Concurrency == nil && req.Weight == nil {
+				return errors.New("give --rate, --concurrency, --weight or a combination")
 			}
 			cl, err := af.client()
 			if err != nil {
@@ -82,6 +85,7 @@ func newLimitsCmd() *cobra.Command {
 	sf.register(set)
 	set.Flags().StringVar(&rate, "rate", "", "jobs started per period, e.g. 100/1m")
 	set.Flags().IntVar(&conc, "concurrency", 0, "most jobs running at once")
+	set.Flags().IntVar(&weight, "weight", 0, "the tenant's share of claims relative to others (default 1)")
 	var df scopeFlags
 	del := &cobra.Command{Use: "delete", Short: "Remove a limit (admin key)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -110,10 +114,10 @@ func newLimitsCmd() *cobra.Command {
 // printLimits writes limits as a table.
 func printLimits(w io.Writer, ls []idemclient.Limit) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tQUEUE\tRATE\tCONCURRENCY\tRUNNING\tUSED IN WINDOW\tTHROTTLED")
+	fmt.Fprintln(tw, "TENANT\tQUEUE\tRATE\tCONCURRENCY\tWEIGHT\tRUNNING\tUSED IN WINDOW\tTHROTTLED")
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", orAny(l.Tenant), orAny(l.Queue), orDash(l.Rate),
-			orDash(itoaNZ(l.Concurrency)), l.Usage.Running, l.Usage.WindowUsed, l.Usage.Throttled)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", orAny(l.Tenant), orAny(l.Queue), orDash(l.Rate),
+			orDash(itoaNZ(l.Concurrency)), orDash(itoaNZ(l.Weight)), l.Usage.Running, l.Usage.WindowUsed, l.Usage.Throttled)
 	}
 	tw.Flush()
 }

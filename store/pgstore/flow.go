@@ -13,22 +13,22 @@ import (
 // Flow control: the flow_controls table (limits, pauses, rate windows) and
 // the fair claim.
 const (
-	qFlowLoad = `SELECT tenant, queue, rate, period_us, concurrency, paused, window_start, window_used, throttled
+	qFlowLoad = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled
 FROM {schema}.flow_controls WHERE $1::text[] IS NULL OR queue = '' OR queue = ANY($1::text[])
 ORDER BY tenant, queue`
 	// qFlowLock locks the limit rows a claim spends from, in one order so
 	// that claimers never deadlock.
-	qFlowLock = `SELECT tenant, queue, rate, period_us, concurrency, paused, window_start, window_used, throttled
+	qFlowLock = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled
 FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND (rate > 0 OR concurrency > 0 OR paused)
 ORDER BY tenant, queue FOR UPDATE`
-	qLimitPut = `INSERT INTO {schema}.flow_controls AS f (tenant, queue, rate, period_us, concurrency)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (tenant, queue) DO UPDATE SET rate = $3, period_us = $4, concurrency = $5,
+	qLimitPut = `INSERT INTO {schema}.flow_controls AS f (tenant, queue, rate, period_us, concurrency, weight)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (tenant, queue) DO UPDATE SET rate = $3, period_us = $4, concurrency = $5, weight = $6,
     window_start = CASE WHEN f.rate = $3 AND f.period_us = $4 THEN f.window_start ELSE 'epoch' END,
     window_used = CASE WHEN f.rate = $3 AND f.period_us = $4 THEN f.window_used ELSE 0 END`
-	qLimitClear = `UPDATE {schema}.flow_controls SET rate = 0, period_us = 0, concurrency = 0, window_start = 'epoch', window_used = 0
-WHERE tenant = $1 AND queue = $2 AND (rate > 0 OR concurrency > 0)`
-	qFlowPrune = `DELETE FROM {schema}.flow_controls WHERE tenant = $1 AND queue = $2 AND rate = 0 AND concurrency = 0 AND NOT paused`
+	qLimitClear = `UPDATE {schema}.flow_controls SET rate = 0, period_us = 0, concurrency = 0, weight = 0, window_start = 'epoch', window_used = 0
+WHERE tenant = $1 AND queue = $2 AND (rate > 0 OR concurrency > 0 OR weight > 0)`
+	qFlowPrune = `DELETE FROM {schema}.flow_controls WHERE tenant = $1 AND queue = $2 AND rate = 0 AND concurrency = 0 AND weight = 0 AND NOT paused`
 	qPause     = `INSERT INTO {schema}.flow_controls (tenant, queue, paused) VALUES ($1, $2, true)
 ON CONFLICT (tenant, queue) DO UPDATE SET paused = true`
 	qResume    = `UPDATE {schema}.flow_controls SET paused = false WHERE tenant = $1 AND queue = $2`
@@ -131,7 +131,7 @@ func (s *Store) loadFlow(ctx context.Context, q querier, sql string, queues []st
 	for rows.Next() {
 		var r flowRow
 		var periodUS int64
-		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency,
+		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency, &r.limit.Weight,
 			&r.paused, &r.limit.WindowStart, &r.limit.WindowUsed, &r.limit.Throttled); err != nil {
 			return nil, err
 		}
@@ -156,19 +156,21 @@ func (s *Store) loadRunning(ctx context.Context, q querier) ([]store.RunningCoun
 }
 
 // splitFlow returns the limits and paused scopes of the rows.
-func splitFlow(rows []flowRow) ([]*store.Limit, []store.FlowScope) {
-	var limits []*store.Limit
-	var paused []store.FlowScope
+func splitFlow(rows []flowRow) (limits, weights []*store.Limit, paused []store.FlowScope) {
 	for _, r := range rows {
 		if r.paused {
 			paused = append(paused, r.limit.FlowScope)
 		}
-		if r.limit.Rate > 0 || r.limit.Concurrency > 0 {
+		if r.limit.Limited() {
 			l := r.limit
 			limits = append(limits, &l)
 		}
+		if r.limit.Weight > 0 {
+			l := r.limit
+			weights = append(weights, &l)
+		}
 	}
-	return limits, paused
+	return limits, weights, paused
 }
 
 // LimitPut implements store.FlowControl.
@@ -181,10 +183,10 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency); err != nil {
+	if _, err := db.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight); err != nil {
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
-	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency}, nil
+	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency, Weight: l.Weight}, nil
 }
 
 // LimitList implements store.FlowControl.
@@ -203,7 +205,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	}
 	out := []*store.Limit{}
 	for _, r := range rows {
-		if (r.limit.Rate == 0 && r.limit.Concurrency == 0) || (p.Tenant != "" && r.limit.Tenant != p.Tenant) {
+		if (!r.limit.Limited() && r.limit.Weight == 0) || (p.Tenant != "" && r.limit.Tenant != p.Tenant) {
 			continue
 		}
 		l := r.limit
@@ -304,9 +306,10 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 	if err != nil {
 		return nil, err
 	}
-	limits, paused := splitFlow(rows)
+	limits, weights, paused := splitFlow(rows)
 	if len(limits) == 0 {
 		b := store.NewClaimBudget(now, nil, paused)
+		b.SetWeights(weights)
 		out, err := s.claimFair(ctx, db, p, b, now)
 		b.Report(p.Report)
 		return out, err
@@ -317,7 +320,7 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		if err != nil {
 			return err
 		}
-		limits, paused := splitFlow(rows)
+		limits, _, paused := splitFlow(rows)
 		if store.HasConcurrency(limits) {
 			running, err := s.loadRunning(ctx, tx)
 			if err != nil {
@@ -326,6 +329,7 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 			store.SetRunning(limits, running)
 		}
 		b := store.NewClaimBudget(now, limits, paused)
+		b.SetWeights(weights)
 		out, err = s.claimFair(ctx, tx, p, b, now)
 		if err != nil {
 			return err
@@ -389,12 +393,12 @@ func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimPara
 	}
 	var out []*idemtype.JobRow
 	for len(tenants) > 0 && len(out) < limit {
-		share := store.FairShare(limit-len(out), len(tenants))
+		shares := b.Shares(queue, tenants, limit-len(out))
 		var ts []string
 		var ns, wants []int
 		left := limit - len(out)
-		for _, tenant := range tenants {
-			want := min(share, left)
+		for i, tenant := range tenants {
+			want := min(shares[i], left)
 			if want == 0 {
 				break
 			}

@@ -15,16 +15,16 @@ import (
 
 // Flow control: the flow_controls table (limits, pauses, rate windows).
 const (
-	qFlowAll = `SELECT tenant, queue, rate, period_us, concurrency, paused, window_start_us, window_used, throttled
+	qFlowAll = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start_us, window_used, throttled
 FROM flow_controls ORDER BY tenant, queue`
-	qLimitPut = `INSERT INTO flow_controls (tenant, queue, rate, period_us, concurrency)
-VALUES (?1, ?2, ?3, ?4, ?5)
-ON CONFLICT (tenant, queue) DO UPDATE SET rate = ?3, period_us = ?4, concurrency = ?5,
+	qLimitPut = `INSERT INTO flow_controls (tenant, queue, rate, period_us, concurrency, weight)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (tenant, queue) DO UPDATE SET rate = ?3, period_us = ?4, concurrency = ?5, weight = ?6,
     window_start_us = CASE WHEN rate = ?3 AND period_us = ?4 THEN window_start_us ELSE 0 END,
     window_used = CASE WHEN rate = ?3 AND period_us = ?4 THEN window_used ELSE 0 END`
-	qLimitClear = `UPDATE flow_controls SET rate = 0, period_us = 0, concurrency = 0, window_start_us = 0, window_used = 0
-WHERE tenant = ?1 AND queue = ?2 AND (rate > 0 OR concurrency > 0)`
-	qFlowPrune = `DELETE FROM flow_controls WHERE tenant = ?1 AND queue = ?2 AND rate = 0 AND concurrency = 0 AND NOT paused`
+	qLimitClear = `UPDATE flow_controls SET rate = 0, period_us = 0, concurrency = 0, weight = 0, window_start_us = 0, window_used = 0
+WHERE tenant = ?1 AND queue = ?2 AND (rate > 0 OR concurrency > 0 OR weight > 0)`
+	qFlowPrune = `DELETE FROM flow_controls WHERE tenant = ?1 AND queue = ?2 AND rate = 0 AND concurrency = 0 AND weight = 0 AND NOT paused`
 	qPause     = `INSERT INTO flow_controls (tenant, queue, paused) VALUES (?1, ?2, 1)
 ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
 	qResume    = `UPDATE flow_controls SET paused = 0 WHERE tenant = ?1 AND queue = ?2`
@@ -53,7 +53,7 @@ func loadFlow(query rowsQuerier) ([]flowRow, error) {
 	for rows.Next() {
 		var r flowRow
 		var periodUS, wsUS int64
-		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency,
+		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency, &r.limit.Weight,
 			&r.paused, &wsUS, &r.limit.WindowUsed, &r.limit.Throttled); err != nil {
 			return nil, err
 		}
@@ -83,9 +83,7 @@ func loadRunning(query rowsQuerier) ([]store.RunningCount, error) {
 }
 
 // splitFlow returns the limits and paused scopes that concern queues.
-func splitFlow(rows []flowRow, queues []string) ([]*store.Limit, []store.FlowScope) {
-	var limits []*store.Limit
-	var paused []store.FlowScope
+func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit, paused []store.FlowScope) {
 	for _, r := range rows {
 		if r.limit.Queue != "" && !contains(queues, r.limit.Queue) {
 			continue
@@ -93,12 +91,16 @@ func splitFlow(rows []flowRow, queues []string) ([]*store.Limit, []store.FlowSco
 		if r.paused {
 			paused = append(paused, r.limit.FlowScope)
 		}
-		if r.limit.Rate > 0 || r.limit.Concurrency > 0 {
+		if r.limit.Limited() {
 			l := r.limit
 			limits = append(limits, &l)
 		}
+		if r.limit.Weight > 0 {
+			l := r.limit
+			weights = append(weights, &l)
+		}
 	}
-	return limits, paused
+	return limits, weights, paused
 }
 
 func contains(xs []string, x string) bool {
@@ -117,13 +119,13 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
-		_, err := t.exec(qLimitPut, l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency)
+		_, err := t.exec(qLimitPut, l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
-	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency}, nil
+	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency, Weight: l.Weight}, nil
 }
 
 // LimitList implements store.FlowControl.
@@ -153,7 +155,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 func limitsWithUsage(rows []flowRow, running []store.RunningCount, tenant string, now time.Time) []*store.Limit {
 	out := []*store.Limit{}
 	for _, r := range rows {
-		if (r.limit.Rate == 0 && r.limit.Concurrency == 0) || (tenant != "" && r.limit.Tenant != tenant) {
+		if (!r.limit.Limited() && r.limit.Weight == 0) || (tenant != "" && r.limit.Tenant != tenant) {
 			continue
 		}
 		l := r.limit
@@ -243,7 +245,7 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 	if err != nil {
 		return nil, err
 	}
-	limits, paused := splitFlow(flow, p.Queues)
+	limits, weights, paused := splitFlow(flow, p.Queues)
 	if store.HasConcurrency(limits) {
 		running, err := loadRunning(t.query)
 		if err != nil {
@@ -252,6 +254,7 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		store.SetRunning(limits, running)
 	}
 	b := store.NewClaimBudget(fromUS(now), limits, paused)
+	b.SetWeights(weights)
 	var out []*idemtype.JobRow
 	for _, queue := range p.Queues {
 		if len(out) >= p.Limit || !b.QueueOpen(queue) {
@@ -294,12 +297,12 @@ func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget
 	}
 	var out []*idemtype.JobRow
 	for len(tenants) > 0 && len(out) < limit {
-		share := store.FairShare(limit-len(out), len(tenants))
+		shares := b.Shares(queue, tenants, limit-len(out))
 		var ts []string
 		var ns, wants []int
 		left := limit - len(out)
-		for _, tenant := range tenants {
-			want := min(share, left)
+		for i, tenant := range tenants {
+			want := min(shares[i], left)
 			if want == 0 {
 				break
 			}

@@ -17,6 +17,7 @@ func flowCases() []testCase {
 		{"Fairness/small_tenant_starts_in_first_rounds", testFairSmallTenant},
 		{"Fairness/rounds_rotate_through_many_tenants", testFairRotation},
 		{"Fairness/priority_order_within_a_tenant", testFairPriorityWithinTenant},
+		{"Fairness/weights_share_claims", testFairWeights},
 		{"Limits/put_list_delete", testLimitCRUD},
 		{"Limits/invalid_scope_and_values", testLimitInvalid},
 		{"Limits/rate_holds_per_window_and_reports_refill", testLimitRateWindow},
@@ -109,6 +110,23 @@ func testFairPriorityWithinTenant(t *testing.T, s store.Store) {
 	got := claim(t, s, at(time.Second), 1)
 	wantIDs(t, "first claim", ids(got), []int64{js[2].ID})
 	wantIDs(t, "second claim", ids(claim(t, s, at(time.Second), 5)), []int64{js[0].ID, js[1].ID})
+}
+
+// Tenant a has weight 3, b the default 1: a claim of 8 gives a 6, b 2.
+func testFairWeights(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Weight: 3})
+	insertTenant(t, s, "a", 20)
+	insertTenant(t, s, "b", 20)
+	if got := byTenant(claim(t, s, at(time.Second), 8)); got["a"] != 6 || got["b"] != 2 {
+		t.Fatalf("claim of 8 took %v, want a:6 b:2", got)
+	}
+	_, err := s.LimitPut(t.Context(), &store.LimitPutParams{Limit: store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Weight: 2}})
+	wantErr(t, "a queue weight", err, idemtype.ErrInvalid)
+	ls, err := s.LimitList(t.Context(), &store.LimitListParams{})
+	wantOK(t, "LimitList", err)
+	if len(ls) != 1 || ls[0].Weight != 3 {
+		t.Fatalf("LimitList = %v, want the weight of a", ls)
+	}
 }
 
 func testLimitCRUD(t *testing.T, s store.Store) {

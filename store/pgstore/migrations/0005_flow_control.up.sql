@@ -1,5 +1,5 @@
 -- 0005: flow control. One row per scope (tenant, queue; '' = any): its
--- limits, whether it is paused, its rate window and throttling counter.
+-- limits and tenant weight, whether it is paused, its rate window and throttling counter.
 -- Claims under a limit lock its row (FOR UPDATE), so the budget is spent
 -- by one claim at a time across all nodes.
 CREATE TABLE {schema}.flow_controls (
@@ -8,6 +8,7 @@ CREATE TABLE {schema}.flow_controls (
     rate         integer     NOT NULL DEFAULT 0,
     period_us    bigint      NOT NULL DEFAULT 0,
     concurrency  integer     NOT NULL DEFAULT 0,
+    weight       integer     NOT NULL DEFAULT 0,
     paused       boolean     NOT NULL DEFAULT false,
     window_start timestamptz NOT NULL DEFAULT 'epoch',
     window_used  integer     NOT NULL DEFAULT 0,

@@ -1,11 +1,12 @@
 -- 0006: flow control. One row per scope (tenant, queue; '' = any): its
--- limits, whether it is paused, its rate window and throttling counter.
+-- limits and tenant weight, whether it is paused, its rate window and throttling counter.
 CREATE TABLE flow_controls (
     tenant          TEXT    NOT NULL,
     queue           TEXT    NOT NULL,
     rate            INTEGER NOT NULL DEFAULT 0,
     period_us       INTEGER NOT NULL DEFAULT 0,
     concurrency     INTEGER NOT NULL DEFAULT 0,
+    weight          INTEGER NOT NULL DEFAULT 0,
     paused          INTEGER NOT NULL DEFAULT 0,
     window_start_us INTEGER NOT NULL DEFAULT 0,
     window_used     INTEGER NOT NULL DEFAULT 0,
