@@ -387,9 +387,6 @@ func SetRunning(limits []*Limit, counts []RunningCount) {
 	}
 }
 
-	return (limit + n - 1) / n
-}
-
 // ClaimTenants returns the tenants a claim visits this round: up to limit
 // tenants with claimable work, starting after the cursor and wrapping
 // around. next lists, in order, at most k tenants t with claimable work,
