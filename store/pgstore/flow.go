@@ -31,9 +31,12 @@ WHERE tenant = $1 AND queue = $2 AND (rate > 0 OR concurrency > 0 OR weight > 0)
 	qFlowPrune = `DELETE FROM {schema}.flow_controls WHERE tenant = $1 AND queue = $2 AND rate = 0 AND concurrency = 0 AND weight = 0 AND NOT paused`
 	qPause     = `INSERT INTO {schema}.flow_controls (tenant, queue, paused) VALUES ($1, $2, true)
 ON CONFLICT (tenant, queue) DO UPDATE SET paused = true`
-	qResume    = `UPDATE {schema}.flow_controls SET paused = false WHERE tenant = $1 AND queue = $2`
-	qFlowUsage = `UPDATE {schema}.flow_controls SET window_start = $3, window_used = $4, throttled = throttled + $5
-WHERE tenant = $1 AND queue = $2`
+	qResume = `UPDATE {schema}.flow_controls SET paused = false WHERE tenant = $1 AND queue = $2`
+	// qFlowUsage writes back every limit a claim spent from or was
+	// throttled by, in one statement.
+	qFlowUsage = `UPDATE {schema}.flow_controls f SET window_start = u.ws, window_used = u.used, throttled = f.throttled + u.thr
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) AS u(tenant, queue, ws, used, thr)
+WHERE f.tenant = u.tenant AND f.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs WHERE state = 'running' GROUP BY tenant, queue`
 
 	// qClaimTenants is the skip scan of store.ClaimTenants: at most $6
@@ -334,8 +337,13 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		if err != nil {
 			return err
 		}
-		for _, u := range b.Usage() {
-			if _, err := tx.Exec(ctx, s.sql(qFlowUsage), u.Scope.Tenant, u.Scope.Queue, u.WindowStart, u.WindowUsed, u.Throttled); err != nil {
+		if us := b.Usage(); len(us) > 0 {
+			tenants, queues := make([]string, len(us)), make([]string, len(us))
+			starts, used, thr := make([]time.Time, len(us)), make([]int, len(us)), make([]int64, len(us))
+			for i, u := range us {
+				tenants[i], queues[i], starts[i], used[i], thr[i] = u.Scope.Tenant, u.Scope.Queue, u.WindowStart, u.WindowUsed, u.Throttled
+			}
+			if _, err := tx.Exec(ctx, s.sql(qFlowUsage), tenants, queues, starts, used, thr); err != nil {
 				return err
 			}
 		}

@@ -27,9 +27,15 @@ WHERE tenant = ?1 AND queue = ?2 AND (rate > 0 OR concurrency > 0 OR weight > 0)
 	qFlowPrune = `DELETE FROM flow_controls WHERE tenant = ?1 AND queue = ?2 AND rate = 0 AND concurrency = 0 AND weight = 0 AND NOT paused`
 	qPause     = `INSERT INTO flow_controls (tenant, queue, paused) VALUES (?1, ?2, 1)
 ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
-	qResume    = `UPDATE flow_controls SET paused = 0 WHERE tenant = ?1 AND queue = ?2`
-	qFlowUsage = `UPDATE flow_controls SET window_start_us = ?3, window_used = ?4, throttled = throttled + ?5
-WHERE tenant = ?1 AND queue = ?2`
+	qResume = `UPDATE flow_controls SET paused = 0 WHERE tenant = ?1 AND queue = ?2`
+	// qFlowUsage writes back every limit a claim spent from or was
+	// throttled by, in one statement: ?1 is a JSON array of
+	// [tenant, queue, window_start_us, window_used, throttled_add].
+	qFlowUsage = `UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
+FROM (SELECT json_extract(value, '$[0]') AS tenant, json_extract(value, '$[1]') AS queue,
+    json_extract(value, '$[2]') AS ws, json_extract(value, '$[3]') AS used, json_extract(value, '$[4]') AS thr
+    FROM json_each(?1)) AS u
+WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
 )
 
@@ -266,8 +272,16 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		}
 		out = append(out, jobs...)
 	}
-	for _, u := range b.Usage() {
-		if _, err := t.exec(qFlowUsage, u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled); err != nil {
+	if us := b.Usage(); len(us) > 0 {
+		rows := make([][]any, len(us))
+		for i, u := range us {
+			rows[i] = []any{u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled}
+		}
+		js, err := json.Marshal(rows)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.exec(qFlowUsage, string(js)); err != nil {
 			return nil, err
 		}
 	}
