@@ -109,6 +109,13 @@ type Config struct {
 	// look-back), independent of the delivery jobs; default
 	// DefaultEventRetention; negative keeps events forever.
 	EventRetention time.Duration
+
+	// Limits are stored (LimitPut) when the client starts, replacing the
+	// limits of the same scopes; limits set through the API or CLI live in
+	// the database as well. Seed 002's example: {FlowScope{Tenant: "t"},
+	// Rate: 100, Period: time.Minute} and {FlowScope{Queue: "q"}, Rate:
+	// 1000, Period: time.Minute}. None by default.
+	Limits []Limit
 }
 
 // QueueConfig configures one queue worked by a client.
@@ -180,6 +187,11 @@ func (c *Config) withDefaults() (*Config, error) {
 	for _, p := range append([]RetryPolicy{cfg.Retry}, mapValues(cfg.RetryByKind, cfg.RetryByQueue)...) {
 		if err := p.validate(); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+	for _, l := range cfg.Limits {
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("config: limits: %w", err)
 		}
 	}
 	return &cfg, nil

@@ -79,6 +79,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("start: client already started")
 	}
+	if err := c.applyLimits(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	c.started = true
 	base := context.WithoutCancel(ctx)
 	rt := &runtime{running: producer.NewRunning()}

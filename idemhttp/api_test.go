@@ -34,6 +34,8 @@ func runAPISuite(t *testing.T, open opener) {
 		"tenant isolation":    testTenantIsolation,
 		"post middleware":     testPostMiddleware,
 		"concurrent enqueue":  testConcurrentEnqueue,
+		"limits":              testLimits,
+		"pause":               testPause,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -62,6 +62,12 @@ func TenantFromContext(ctx context.Context) string {
 	return ""
 }
 
+// isAdmin reports whether the request was made with an admin key.
+func isAdmin(r *http.Request) bool {
+	p, ok := r.Context().Value(principalKey{}).(*principal)
+	return ok && p.admin
+}
+
 // authenticator checks bearer keys against the store, with a short cache.
 type authenticator struct {
 	keys store.APIKeys
@@ -148,10 +154,4 @@ func bearer(r *http.Request) (string, bool) {
 	}
 	tok = strings.TrimSpace(tok)
 	return tok, tok != "" && len(tok) <= 512
-}
-
-// isAdmin reports whether the request was made with an admin key.
-func isAdmin(r *http.Request) bool {
-	p, ok := r.Context().Value(principalKey{}).(*principal)
-	return ok && p.admin
 }

@@ -52,6 +52,12 @@ type Client interface {
 	ResultLeaseComplete(ctx context.Context, tenant, key, token string, result json.RawMessage, ttl, duration time.Duration) (*idem.DoResult, error)
 	ResultLeaseRelease(ctx context.Context, tenant, key, token string) error
 	ResultLeaseRenew(ctx context.Context, tenant, key, token string, lease time.Duration) (time.Time, error)
+	LimitDelete(ctx context.Context, scope idem.FlowScope) error
+	LimitList(ctx context.Context, tenant string) ([]*idem.Limit, error)
+	LimitPut(ctx context.Context, l idem.Limit) (*idem.Limit, error)
+	QueuePause(ctx context.Context, queue, tenant string) error
+	QueuePauseList(ctx context.Context) ([]idem.FlowScope, error)
+	QueueResume(ctx context.Context, queue, tenant string) error
 }
 
 // MiddlewareRecords is what Middleware needs of a store: the record
@@ -71,6 +77,7 @@ type MiddlewareRecords interface {
 type Store interface {
 	store.APIKeys
 	MiddlewareRecords
+	LimitList(ctx context.Context, p *store.LimitListParams) ([]*store.Limit, error)
 	RecordStats(ctx context.Context, p *store.RecordStatsParams) (*store.RecordStats, error)
 	QueueStats(ctx context.Context, p *store.QueueStatsParams) ([]*store.QueueStat, error)
 	JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error)

@@ -72,6 +72,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 type storeCollector struct {
 	s                                                          *Server
 	descJobs, descOldest, descRecords, descRecordBytes, descUp *prometheus.Desc
+	// Flow control, labelled by the limit's scope ("" = any).
+	descLimitRunning, descLimitWindow, descLimitMax, descThrottled *prometheus.Desc
 }
 
 func newStoreCollector(s *Server) *storeCollector {
@@ -81,12 +83,21 @@ func newStoreCollector(s *Server) *storeCollector {
 		descRecords:     prometheus.NewDesc("idem_idempotency_records", "Live idempotency records.", nil, nil),
 		descRecordBytes: prometheus.NewDesc("idem_idempotency_size_bytes", "Stored result bytes of live records.", nil, nil),
 		descUp:          prometheus.NewDesc("idem_store_up", "1 when the store answered the scrape.", nil, nil),
+		descLimitRunning: prometheus.NewDesc("idem_limit_running", "Jobs running in the scope of a limit.",
+			[]string{"tenant", "queue"}, nil),
+		descLimitWindow: prometheus.NewDesc("idem_limit_window_used", "Jobs started in the current rate window of a limit.",
+			[]string{"tenant", "queue"}, nil),
+		descLimitMax: prometheus.NewDesc("idem_limit", "A limit's value: kind rate (per period_seconds) or concurrency.",
+			[]string{"tenant", "queue", "kind", "period_seconds"}, nil),
+		descThrottled: prometheus.NewDesc("idem_throttled_claims_total", "Claims that left work behind because of a limit (all nodes).",
+			[]string{"tenant", "queue"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.descJobs, c.descOldest, c.descRecords, c.descRecordBytes, c.descUp} {
+	for _, d := range []*prometheus.Desc{c.descJobs, c.descOldest, c.descRecords, c.descRecordBytes, c.descUp,
+		c.descLimitRunning, c.descLimitWindow, c.descLimitMax, c.descThrottled} {
 		ch <- d
 	}
 }
@@ -115,6 +126,26 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.descRecords, prometheus.GaugeValue, float64(rs.Entries))
 	ch <- prometheus.MustNewConstMetric(c.descRecordBytes, prometheus.GaugeValue, float64(rs.SizeBytes))
+	if limits, err := c.s.store.LimitList(ctx, &store.LimitListParams{Now: now}); err == nil {
+		c.collectLimits(ch, limits)
+	}
+}
+
+// collectLimits reports each limit, its usage and its throttling count.
+func (c *storeCollector) collectLimits(ch chan<- prometheus.Metric, limits []*store.Limit) {
+	for _, l := range limits {
+		ch <- prometheus.MustNewConstMetric(c.descLimitRunning, prometheus.GaugeValue, float64(l.Running), l.Tenant, l.Queue)
+		ch <- prometheus.MustNewConstMetric(c.descThrottled, prometheus.CounterValue, float64(l.Throttled), l.Tenant, l.Queue)
+		if l.Rate > 0 {
+			ch <- prometheus.MustNewConstMetric(c.descLimitWindow, prometheus.GaugeValue, float64(l.WindowUsed), l.Tenant, l.Queue)
+			ch <- prometheus.MustNewConstMetric(c.descLimitMax, prometheus.GaugeValue, float64(l.Rate), l.Tenant, l.Queue,
+				"rate", strconv.FormatFloat(l.Period.Seconds(), 'f', -1, 64))
+		}
+		if l.Concurrency > 0 {
+			ch <- prometheus.MustNewConstMetric(c.descLimitMax, prometheus.GaugeValue, float64(l.Concurrency), l.Tenant, l.Queue,
+				"concurrency", "")
+		}
+	}
 }
 
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) error {

@@ -85,6 +85,14 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	limits, err := s.visibleLimits(r)
+	if err != nil {
+		return err
+	}
+	paused, err := s.pausedScopes(r)
+	if err != nil {
+		return err
+	}
 	kinds, err := s.kindStats(r.Context(), tenant)
 	if err != nil {
 		return err
@@ -93,7 +101,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs, Targets: targets}, Kinds: kinds})
+	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs, Targets: targets, Limits: limits, Paused: paused}, Kinds: kinds})
 	return nil
 }
 

@@ -55,6 +55,7 @@ type Store interface {
 	APIKeys
 	Targets
 	Events
+	FlowControl
 
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
@@ -120,8 +121,20 @@ type Jobs interface {
 	// lower id is unfinished (pending, scheduled, available, running or
 	// retryable). Partitions are scoped by tenant: two tenants using the
 	// same partition key never block each other.
-	// Order: Priority descending, then RunAt, then id. Concurrent claims
-	// never return the same job twice.
+	// Fairness: a claim visits up to Limit tenants with claimable work,
+	// rotating from where the store's previous claim of the queue stopped,
+	// and takes up to ceil(Limit/tenants) jobs of each; so a tenant with a
+	// huge backlog never delays another by more than one round.
+	// Within a tenant, order is Priority descending, then RunAt, then id.
+	// The result is ordered the same way. Concurrent claims never return
+	// the same job twice.
+	//
+	// Flow control (FlowControl): work of a paused scope is not claimed;
+	// limits cap what the claim takes (rate: jobs started in the current
+	// window; concurrency: jobs running), decided under a lock so that
+	// concurrent claims of all processes never exceed them together.
+	// Throttled work stays claimable, no attempt used; Report says when
+	// the budget refills.
 	JobClaim(ctx context.Context, p *JobClaimParams) ([]*idemtype.JobRow, error)
 
 	// JobHeartbeatMany extends the leases of running jobs to Until (and the
@@ -390,6 +403,8 @@ type JobClaimParams struct {
 	Limit      int
 	LeaseUntil time.Time
 	Now        time.Time
+	// Report, when not nil, is filled with what limits did to the claim.
+	Report *ClaimReport
 }
 
 // Lease identifies a running job and the token of the claim that holds it.

@@ -262,6 +262,11 @@ type QueueStats struct {
 type Stats struct {
 	Queues      map[string]*QueueStats `json:"queues"`
 	Idempotency *CacheStats            `json:"idempotency"`
+	// Limits in force for the caller's tenant (every limit for an admin
+	// key) with their usage and throttling counts.
+	Limits []Limit `json:"limits"`
+	// Paused queues and tenants' work in queues.
+	Paused []PausedScope `json:"paused"`
 	// Targets are the delivery targets with attempts in the last hour.
 	Targets map[string]*TargetStats `json:"targets,omitempty"`
 }

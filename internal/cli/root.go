@@ -54,6 +54,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newMigrateCmd(), newKeyCmd(), newBenchCmd(), newServeCmd(), newAPIKeyCmd(),
 		newEnqueueCmd(), newJobsCmd(), newDLQCmd(), newStatsCmd(), newBenchHTTPCmd(), newVersionCmd(), newBatchCmd())
 	root.AddCommand(newTargetsCmd(), newTopicsCmd())
+	root.AddCommand(newLimitsCmd(), newQueuesCmd())
 	return root
 }
 

@@ -43,6 +43,13 @@ func newStatsCmd() *cobra.Command {
 				fmt.Fprintf(w, "\nidempotency: %d entries (%d in progress), %d expiring in 24h, %d expired, %d bytes; hits %d, misses %d, hit rate %.1f%%\n",
 					i.Entries, i.InProgress, i.Expiring24h, i.Expired, i.SizeBytes, i.Hits, i.Misses, 100*i.HitRate)
 			}
+			if len(st.Limits) > 0 {
+				fmt.Fprintln(w, "\nlimits:")
+				printLimits(w, st.Limits)
+			}
+			for _, p := range st.Paused {
+				fmt.Fprintf(w, "paused: queue %s tenant %s\n", p.Queue, orAny(p.Tenant))
+			}
 			return nil
 		}}
 	af.register(cmd)

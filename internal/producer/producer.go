@@ -60,7 +60,8 @@ type Producer struct {
 
 	// TestSignals tell tests about claims; inert unless initialised.
 	TestSignals struct {
-		Claimed testsignal.Signal[int] // a claim returned this many jobs
+		Claimed   testsignal.Signal[int]               // a claim returned this many jobs
+		Throttled testsignal.Signal[store.ClaimReport] // a limit held work back
 	}
 }
 
@@ -107,8 +108,9 @@ func (p *Producer) Start(ctx context.Context) error {
 	return nil
 }
 
-// run claims until ctx ends: after a wake-up, a freed worker, or every
-// PollInterval; again at once while claims come back full.
+// run claims until ctx ends: after a wake-up, a freed worker, the refill
+// of a rate limit that throttled it, or every PollInterval; again at once
+// while claims come back full.
 func (p *Producer) run(ctx context.Context) {
 	t := time.NewTicker(p.cfg.PollInterval)
 	defer t.Stop()
@@ -117,15 +119,24 @@ func (p *Producer) run(ctx context.Context) {
 	// quarter of the workers are free so that claims stay batched.
 	threshold := max(1, min(p.cfg.MaxWorkers/4, p.cfg.FetchLimit))
 	backlog := false
+	// refill fires when the rate window that throttled the last claim
+	// ends (nil channel: no throttle pending), so throttled work starts as
+	// soon as its budget allows without polling faster.
+	refill := time.NewTimer(time.Hour)
+	refill.Stop()
+	defer refill.Stop()
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		free := p.cfg.MaxWorkers - p.active
 		p.mu.Unlock()
 		if free > 0 && (free >= threshold || !backlog) {
 			limit := min(free, p.cfg.FetchLimit)
-			n, err := p.claim(ctx, handlerCtx, limit)
+			n, next, err := p.claim(ctx, handlerCtx, limit)
 			if err != nil && ctx.Err() == nil {
 				p.cfg.Logger.Warn("claim failed", "queue", p.cfg.Queue, "err", err)
+			}
+			if !next.IsZero() {
+				refill.Reset(max(0, next.Sub(p.cfg.Now())))
 			}
 			backlog = err == nil && n == limit
 			if backlog && free-n >= threshold {
@@ -136,18 +147,25 @@ func (p *Producer) run(ctx context.Context) {
 		case <-ctx.Done():
 		case <-p.wakeCh:
 		case <-t.C:
+		case <-refill.C:
 		}
 	}
 }
 
-// claim takes up to limit jobs and starts an executor for each.
-func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (int, error) {
+// claim takes up to limit jobs and starts an executor for each. next is
+// when a rate limit that held work back refills (zero: none did).
+func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, next time.Time, err error) {
 	now := p.cfg.Now()
+	var report store.ClaimReport
 	jobs, err := p.store.JobClaim(ctx, &store.JobClaimParams{
 		Queues: []string{p.cfg.Queue}, Kinds: p.cfg.Kinds, WorkerID: p.cfg.WorkerID,
-		Limit: limit, LeaseUntil: now.Add(p.cfg.LeaseDuration), Now: now})
+		Limit: limit, LeaseUntil: now.Add(p.cfg.LeaseDuration), Now: now, Report: &report})
 	if err != nil {
-		return 0, fmt.Errorf("claim jobs: %w", err)
+		return 0, time.Time{}, fmt.Errorf("claim jobs: %w", err)
+	}
+	if report.Throttled {
+		p.cfg.Logger.Debug("claim throttled", "queue", p.cfg.Queue, "claimed", len(jobs), "next_refill", report.NextRefill)
+		p.TestSignals.Throttled.Signal(report)
 	}
 	p.mu.Lock()
 	p.active += len(jobs)
@@ -173,7 +191,7 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (int, error
 		}()
 	}
 	p.TestSignals.Claimed.Signal(len(jobs))
-	return len(jobs), nil
+	return len(jobs), report.NextRefill, nil
 }
 
 // done frees the worker slot of a finished job.

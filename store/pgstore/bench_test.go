@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/storetest"
 )
 
 // reportJobs reports jobs per second over the benchmark's timed section.
@@ -228,5 +230,17 @@ func BenchmarkClaimFinishEach16(b *testing.B) {
 			reportJobs(b, int(done.Load()))
 			reportGroups(b, s)
 		})
+	}
+}
+
+// BenchmarkClaimTenants: claims of 10 with 1, 100 and 10,000 tenants
+// holding work, without and with limits (storetest.BenchClaimTenants).
+func BenchmarkClaimTenants(b *testing.B) {
+	for _, tenants := range []int{1, 100, 10000} {
+		for _, limits := range []bool{false, true} {
+			b.Run(fmt.Sprintf("tenants=%d/limits=%v", tenants, limits), func(b *testing.B) {
+				storetest.BenchClaimTenants(b, newTestStore(b, 4), tenants, limits)
+			})
+		}
 	}
 }

@@ -3,36 +3,39 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 )
 
-// JobClaim implements store.Jobs with one statement (see qClaim).
+// JobClaim implements store.Jobs (see claimFlow).
 func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemtype.JobRow, error) {
-	db, err := s.db()
-	if err != nil {
-		return nil, err
-	}
 	if p.Limit <= 0 || len(p.Queues) == 0 {
 		return nil, nil
 	}
-	now := store.OrNow(p.Now)
-	var kinds []string
-	if p.Kinds != nil {
-		kinds = p.Kinds
-	}
-	rows, err := db.Query(ctx, s.sql(qClaim), now, p.Queues, kinds, p.Tenant, p.Limit, p.LeaseUntil, p.WorkerID)
+	jobs, err := s.claimFlow(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	jobs, err := collectJobs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
-	}
+	sortClaimed(jobs)
 	s.noteClaimed(len(jobs))
 	return jobs, nil
+}
+
+// sortClaimed orders claimed jobs by priority descending, run_at, id.
+func sortClaimed(jobs []*idemtype.JobRow) {
+	sort.Slice(jobs, func(a, b int) bool {
+		x, y := jobs[a], jobs[b]
+		if x.Priority != y.Priority {
+			return x.Priority > y.Priority
+		}
+		if !x.RunAt.Equal(y.RunAt) {
+			return x.RunAt.Before(y.RunAt)
+		}
+		return x.ID < y.ID
+	})
 }
 
 // JobHeartbeatMany implements store.Jobs.

@@ -124,7 +124,8 @@ func historyStats(ctx context.Context, b *testing.B, s *Store, r, hist int, enq,
 		live, dead, mb(heap), mb(claim), mb(lease), mb(pkey), mb(fin), avCount)
 }
 
-// historyExplain logs the plan of one claim of 100, rolled back.
+// historyExplain logs the plan of one claim of 100 (the fair claim's
+// statement for the harness's tenant), rolled back.
 func historyExplain(ctx context.Context, b *testing.B, s *Store, r int) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -132,8 +133,9 @@ func historyExplain(ctx context.Context, b *testing.B, s *Store, r int) {
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	p := claimParams(100)
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+s.sql(qClaim),
-		time.Now(), p.Queues, []string(nil), "", 100, p.LeaseUntil, p.WorkerID)
+	// The fair claim's per-tenant statement (one tenant: the harness's).
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+s.sql(qClaimFair),
+		p.Queues[0], []string{benchJob().Tenant}, []int{100}, time.Now(), []string(nil), p.LeaseUntil, p.WorkerID)
 	if err != nil {
 		b.Fatal(err)
 	}

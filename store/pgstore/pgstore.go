@@ -79,6 +79,8 @@ type Store struct {
 	closed    atomic.Bool
 	groups    *groups   // nil when group commit is off
 	vac       *vacuumer // nil when VacuumEvery < 0
+	// cursors rotate fair claims among tenants (see JobClaim).
+	cursors store.ClaimCursors
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the

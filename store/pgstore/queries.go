@@ -199,71 +199,8 @@ WHERE a.finished_at > $2::timestamptz - interval '1 minute' AND a.finished_at <=
 GROUP BY j.queue`
 )
 
-// Claims.
+// Heartbeats (claims: flow.go).
 const (
-	// qClaim takes up to $5 claimable jobs in one statement.
-	//
-	// Why it is correct under concurrency (READ COMMITTED):
-	//   - SKIP LOCKED: two claimers never lock the same row, and the UPDATE
-	//     only touches locked rows, so no job is returned twice. A row whose
-	//     state changed since the snapshot is re-checked by PostgreSQL
-	//     against the WHERE clause of the locking scan before it is locked.
-	//   - FIFO head rule: a job with a partition key is taken only when no
-	//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
-	//     from this statement's snapshot. While the head runs, the successor
-	//     is not claimable. While the head's completion is uncommitted, the
-	//     snapshot still shows the head running, so the successor is not
-	//     claimable either: it becomes claimable only once the completion is
-	//     committed. Two claimers cannot both take a head (SKIP LOCKED), and
-	//     one claim cannot take a head and its successor together (the
-	//     successor sees the head unfinished in the same snapshot).
-	//   - Lower ids committing late: inserts of one partition are serialised
-	//     by an advisory lock taken before ids are allocated (qLockPartitions),
-	//     so a job is never visible before a lower-id job of its partition.
-	//   - Dependencies: jobs waiting on dependencies are pending, which is
-	//     not a claimable state; finishes move them on.
-	// Each queue is read by its own ordered scan of jobs_claim_idx
-	// (available/scheduled/retryable only), which stops after $5 unlocked
-	// rows; the head rule reads jobs_partition_idx (unfinished partition
-	// members only). Finished jobs are never read. With several queues,
-	// up to $5 rows per queue are locked for the duration of the statement
-	// and only the best $5 are taken; the rest are skipped meanwhile by
-	// other claimers, which is harmless (a claim returns "up to" Limit).
-	// No attempt row is written: the running attempt is read from the job
-	// row (qAttemptList) and its row is inserted when it ends.
-	qClaim = `WITH cand AS (
-    SELECT c.id FROM unnest($2::text[]) AS q(queue)
-    CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at FROM {schema}.jobs j
-        WHERE j.queue = q.queue
-          AND j.state IN ('available', 'scheduled', 'retryable')
-          AND j.run_at <= $1
-          AND ($3::text[] IS NULL OR j.kind = ANY($3::text[]))
-          AND ($4 = '' OR j.tenant = $4)
-          AND (j.partition_key = '' OR NOT EXISTS (
-              SELECT 1 FROM {schema}.jobs h
-              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
-                AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT $5
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT $5
-), upd AS (
-    UPDATE {schema}.jobs j SET
-        state = 'running',
-        attempt = j.attempt + 1,
-        started_at = $1,
-        lease_token = replace(gen_random_uuid()::text, '-', ''),
-        lease_expires_at = $6,
-        worker_id = $7
-    FROM cand WHERE j.id = cand.id
-    RETURNING ` + jobCols + `
-)
-SELECT * FROM upd ORDER BY priority DESC, run_at, id`
-
 	// qHeartbeat extends the leases that still match and have not expired
 	// ($4 = now): an expired lease is lost even before the rescuer runs.
 	qHeartbeat = `WITH u AS (

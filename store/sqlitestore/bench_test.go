@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/storetest"
 )
 
 // benchConfig lets IDEM_BENCH_SYNC=NORMAL compare synchronous levels.
@@ -131,4 +133,16 @@ func BenchmarkJobClaimFinish(b *testing.B) {
 		}
 	}
 	reportJobs(b, s, b.N*100)
+}
+
+// BenchmarkClaimTenants: claims of 10 with 1, 100 and 10,000 tenants
+// holding work, without and with limits (storetest.BenchClaimTenants).
+func BenchmarkClaimTenants(b *testing.B) {
+	for _, tenants := range []int{1, 100, 10000} {
+		for _, limits := range []bool{false, true} {
+			b.Run(fmt.Sprintf("tenants=%d/limits=%v", tenants, limits), func(b *testing.B) {
+				storetest.BenchClaimTenants(b, openTest(b, benchConfig()), tenants, limits)
+			})
+		}
+	}
 }

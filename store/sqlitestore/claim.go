@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
@@ -22,58 +20,11 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 		return nil, nil
 	}
 	now := toUS(store.OrNow(p.Now))
-	// UPDATE … WHERE id IN (candidates) RETURNING: one statement claims the
-	// batch; each row gets its own random token from SQLite's CSPRNG.
-	var sb strings.Builder
-	args := []any{now, nullUS(p.LeaseUntil), p.WorkerID}
-	sb.WriteString(`UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = ?1,
-    lease_token = lower(hex(randomblob(16))), lease_expires_at = ?2, worker_id = ?3
-WHERE id IN (SELECT j.id FROM jobs j WHERE j.` + sqlClaimable + ` AND j.run_at <= ?1 AND j.queue IN (`)
-	for i, q := range p.Queues {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteByte('?')
-		args = append(args, q)
-	}
-	sb.WriteByte(')')
-	if len(p.Kinds) > 0 {
-		sb.WriteString(" AND j.kind IN (" + placeholders(len(p.Kinds)) + ")")
-		for _, k := range p.Kinds {
-			args = append(args, k)
-		}
-	}
-	if p.Tenant != "" {
-		sb.WriteString(" AND j.tenant = ?")
-		args = append(args, p.Tenant)
-	}
-	sb.WriteString(qClaimHead)
-	// The limit is part of the text, not a parameter: SQLite plans with a
-	// bound LIMIT's value, so rebinding another limit would expire the
-	// statement and recompile it on every claim. Each limit gets its own
-	// cached statement instead.
-	sb.WriteString(" ORDER BY j.priority DESC, j.run_at, j.id LIMIT " + strconv.Itoa(p.Limit) + ") RETURNING " + jobCols)
-	q := sb.String()
-
 	var out []*idemtype.JobRow
 	err := s.write(ctx, p.Limit, func(t *wtx) error {
-		out = out[:0]
-		rows, err := t.query(q, args...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			j, err := scanJob(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, j)
-		}
-		rows.Close()
-		// The attempt is stored as a row only when it ends; until then
-		// AttemptList reads it from the job row.
-		return rows.Err()
+		var err error
+		out, err = s.claimFair(t, p, now)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)

@@ -155,6 +155,15 @@ type Store struct {
 	// rstmts caches prepared statements of the fixed read queries: parsing
 	// and planning a query costs more than running these point lookups.
 	rstmts sync.Map // query → *sql.Stmt
+	// cursors rotate fair claims among tenants (see JobClaim).
+	cursors store.ClaimCursors
+}
+
+// uriPath escapes the characters of a file path that end or escape the
+// path part of a "file:" URI, so a path holding '#' or '?' (t.TempDir of a
+// fuzz seed, "seed#3") opens that file and not a truncated name.
+func uriPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
 // Open opens (creating) the SQLite database at path, starts the writer and,
@@ -177,11 +186,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	// after each group commit (see writer.syncLoop): as durable as FULL,
 	// but the next group runs while the previous one is being synced.
 	wv.Set("_synchronous", "NORMAL")
-	// The path goes into a file: URI, where '#' starts a fragment and '?'
-	// the query: escaped, a test directory named "seed#3" opens its own
-	// file instead of a shared one cut at the '#'.
-	uriPath := strings.NewReplacer("%", "%25", "#", "%23", "?", "%3F").Replace(path)
-	wdb, err := sql.Open("sqlite", "file:"+uriPath+"?"+wv.Encode())
+	wdb, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+wv.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -198,7 +203,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	rv := url.Values{}
 	common(rv)
 	rv.Set("_query_only", "1")
-	rdb, err := sql.Open("sqlite", "file:"+uriPath+"?"+rv.Encode())
+	rdb, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+rv.Encode())
 	if err != nil {
 		conn.Close()
 		wdb.Close()

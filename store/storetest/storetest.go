@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, lifecycleCases()...)
 	all = append(all, counterCases()...)
 	all = append(all, listenCases()...)
+	all = append(all, flowCases()...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

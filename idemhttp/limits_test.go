@@ -1,0 +1,120 @@
+package idemhttp_test
+
+import (
+	"testing"
+)
+
+// testLimits: admin keys set, read and delete limits; tenant keys see only
+// their own and cannot change them; bad input is a 400 naming the field
+// and stores nothing; stats show usage and throttling.
+func testLimits(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	r := e.req("PUT", "/v1/limits/tenant/a", e.admin, map[string]any{"rate": "2/1h", "concurrency": 5})
+	expect(t, r, 200, "")
+	if m := r.json(t); m["tenant"] != "a" || m["rate"] != "2/1h" || m["concurrency"] != float64(5) {
+		t.Fatalf("put limit = %s", r.body)
+	}
+	expect(t, e.req("PUT", "/v1/limits/queue/mail", e.admin, map[string]any{"rate": "1000/1m"}), 200, "")
+	expect(t, e.req("PUT", "/v1/limits/tenant/b?queue=mail", e.admin, map[string]any{"concurrency": 1}), 200, "")
+	r = e.req("PUT", "/v1/limits/tenant/c", e.admin, map[string]any{"weight": 3})
+	expect(t, r, 200, "")
+	if r.json(t)["weight"] != float64(3) {
+		t.Fatalf("put weight = %s", r.body)
+	}
+
+	for _, c := range []struct {
+		path  string
+		body  any
+		field string
+	}{
+		{"/v1/limits/tenant/a", map[string]any{"rate": "fast"}, "rate"},
+		{"/v1/limits/tenant/a", map[string]any{"rate": "0/1m"}, "rate"},
+		{"/v1/limits/tenant/a", map[string]any{"concurrency": 0}, "concurrency"},
+		{"/v1/limits/tenant/a", map[string]any{}, "rate"},
+		{"/v1/limits/region/eu", map[string]any{"concurrency": 1}, "scope"},
+		{"/v1/limits/queue/mail", map[string]any{"weight": 2}, "weight"},
+	} {
+		r := e.req("PUT", c.path, e.admin, c.body)
+		expect(t, r, 400, "/problems/invalid-request")
+		if r.json(t)["errors"].(map[string]any)[c.field] == nil {
+			t.Errorf("PUT %s %v: problem %s does not name %s", c.path, c.body, r.body, c.field)
+		}
+	}
+	expect(t, e.req("PUT", "/v1/limits/tenant/a", e.keyA, map[string]any{"rate": "1000/1m"}), 403, "/problems/forbidden")
+	expect(t, e.req("DELETE", "/v1/limits/tenant/a", e.keyA, nil), 403, "/problems/forbidden")
+
+	// The rate holds at claim time: two claims of tenant a, then none.
+	for range 3 {
+		e.enqueue(e.keyA, map[string]any{"kind": "k"})
+	}
+	r = e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"default"}, "worker_id": "w", "limit": 10})
+	expect(t, r, 200, "")
+	if n := len(r.json(t)["jobs"].([]any)); n != 2 {
+		t.Fatalf("claim under a 2/1h rate took %d jobs", n)
+	}
+
+	r = e.req("GET", "/v1/limits", e.keyA, nil)
+	expect(t, r, 200, "")
+	ls := r.json(t)["limits"].([]any)
+	if len(ls) != 1 {
+		t.Fatalf("tenant a sees %d limits, want its own: %s", len(ls), r.body)
+	}
+	usage := ls[0].(map[string]any)["usage"].(map[string]any)
+	if usage["window_used"] != float64(2) || usage["running"] != float64(2) || usage["throttled"] != float64(1) {
+		t.Errorf("usage = %v, want 2 used, 2 running, 1 throttled claim", usage)
+	}
+	r = e.req("GET", "/v1/limits", e.admin, nil)
+	expect(t, r, 200, "")
+	if n := len(r.json(t)["limits"].([]any)); n != 4 {
+		t.Errorf("admin sees %d limits, want 4", n)
+	}
+	expect(t, e.req("GET", "/v1/limits/tenant/b?queue=mail", e.admin, nil), 200, "")
+	r = e.req("GET", "/v1/stats", e.keyA, nil)
+	expect(t, r, 200, "")
+	if n := len(r.json(t)["limits"].([]any)); n != 1 {
+		t.Errorf("stats of tenant a show %d limits, want 1", n)
+	}
+	expect(t, e.req("DELETE", "/v1/limits/tenant/a", e.admin, nil), 204, "")
+	expect(t, e.req("DELETE", "/v1/limits/tenant/a", e.admin, nil), 404, "/problems/not-found")
+	expect(t, e.req("GET", "/v1/limits/tenant/a", e.admin, nil), 404, "/problems/not-found")
+}
+
+// testPause: pausing a queue stops claims, a tenant key pauses only its
+// own work, resume lets claims through again.
+func testPause(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "mail"})
+	e.enqueue(e.keyB, map[string]any{"kind": "k", "queue": "mail"})
+	claimN := func(key string) int {
+		r := e.req("POST", "/v1/claim", key, map[string]any{"queues": []string{"mail"}, "worker_id": "w", "limit": 10})
+		expect(t, r, 200, "")
+		return len(r.json(t)["jobs"].([]any))
+	}
+	r := e.req("POST", "/v1/queues/mail/pause", e.keyA, nil)
+	expect(t, r, 200, "")
+	if m := r.json(t); m["tenant"] != "a" || m["paused"] != true {
+		t.Fatalf("tenant pause = %s", r.body)
+	}
+	expect(t, e.req("POST", "/v1/queues/mail/pause", e.keyA, map[string]any{"tenant": "b"}), 403, "/problems/forbidden")
+	if n := claimN(e.keyA); n != 0 {
+		t.Fatalf("tenant a claimed %d jobs of its paused work", n)
+	}
+	r = e.req("GET", "/v1/stats", e.keyA, nil)
+	expect(t, r, 200, "")
+	if n := len(r.json(t)["paused"].([]any)); n != 1 {
+		t.Errorf("stats show %d paused scopes, want 1", n)
+	}
+	expect(t, e.req("POST", "/v1/queues/mail/pause", e.admin, nil), 200, "")
+	if n := claimN(e.keyB); n != 0 {
+		t.Fatalf("tenant b claimed %d jobs of a paused queue", n)
+	}
+	expect(t, e.req("POST", "/v1/queues/mail/resume", e.admin, nil), 200, "")
+	if n := claimN(e.keyB); n != 1 {
+		t.Fatalf("tenant b claimed %d jobs after resume, want 1", n)
+	}
+	expect(t, e.req("POST", "/v1/queues/mail/resume", e.keyA, nil), 200, "")
+	if n := claimN(e.keyA); n != 1 {
+		t.Fatalf("tenant a claimed %d jobs after resume, want 1", n)
+	}
+	expect(t, e.req("POST", "/v1/queues/mail/pause", e.admin, map[string]any{"tenant": "bad name"}), 400, "/problems/invalid-request")
+}

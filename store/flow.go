@@ -1,0 +1,460 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+)
+
+// FlowControl is the part of the Store that holds limits and pauses. Both
+// live in the database, so every process sharing the store enforces them at
+// claim time (see JobClaim).
+//
+// A flow-control scope is (Tenant, Queue): Tenant "" means every tenant
+// together (a queue limit), Queue "" means every queue together (a tenant
+// limit); both set is one tenant's work in one queue. Both "" is invalid.
+type FlowControl interface {
+	// LimitPut creates or replaces the limit of a scope and returns it. A
+	// changed Period or Rate starts a new rate window.
+	LimitPut(ctx context.Context, p *LimitPutParams) (*Limit, error)
+	// LimitList returns every limit (Tenant "" = all tenants' scopes, else
+	// the scopes naming Tenant) with its current usage, ordered by
+	// (Tenant, Queue).
+	LimitList(ctx context.Context, p *LimitListParams) ([]*Limit, error)
+	// LimitDelete removes the limit of a scope; ErrNotFound if it has none.
+	LimitDelete(ctx context.Context, p *LimitDeleteParams) error
+	// QueuePause stops claims of a queue (Tenant "") or of one tenant's
+	// work in a queue, on every node. Paused jobs stay available; running
+	// jobs finish. Pausing twice is not an error.
+	QueuePause(ctx context.Context, p *QueuePauseParams) error
+	// QueueResume undoes QueuePause; resuming what is not paused is not an
+	// error.
+	QueueResume(ctx context.Context, p *QueuePauseParams) error
+	// QueuePauseList returns the paused scopes, ordered by (Queue, Tenant).
+	QueuePauseList(ctx context.Context) ([]FlowScope, error)
+}
+
+// FlowScope names a scope of flow control (see FlowControl).
+type FlowScope struct {
+	Tenant string
+	Queue  string
+}
+
+// Validate reports an *idemtype.InvalidError when the scope names neither a
+// tenant nor a queue.
+func (s FlowScope) Validate() error {
+	if s.Tenant == "" && s.Queue == "" {
+		return idemtype.Invalid("scope", "a tenant, a queue or both")
+	}
+	return nil
+}
+
+// applies reports whether the scope covers work of tenant in queue.
+func (s FlowScope) applies(tenant, queue string) bool {
+	return (s.Tenant == "" || s.Tenant == tenant) && (s.Queue == "" || s.Queue == queue)
+}
+
+// Limit is the limit of one scope and, when read, its usage.
+type Limit struct {
+	FlowScope
+	// Rate is the most jobs started per Period (0 = no rate limit). The
+	// budget is a fixed window: it refills at every multiple of Period
+	// since the Unix epoch.
+	Rate   int
+	Period time.Duration
+	// Concurrency is the most jobs of the scope running at once (0 = no
+	// concurrency limit).
+	Concurrency int
+	// Weight is the tenant's share of a claim relative to other tenants
+	// (0 = 1): a claim gives each visited tenant ceil(limit × weight /
+	// sum of weights). Only for scopes naming a tenant.
+	Weight int
+
+	// Usage, as read by LimitList (ignored by LimitPut).
+	Running     int       // jobs of the scope running now
+	WindowStart time.Time // start of the rate window WindowUsed counts
+	WindowUsed  int       // jobs started in that window
+	Throttled   int64     // claims that left work of the scope behind for this limit
+}
+
+// Validate reports an *idemtype.InvalidError naming the first bad field.
+func (l *Limit) Validate() error {
+	if err := l.FlowScope.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case l.Rate < 0:
+		return idemtype.Invalid("rate", "must not be negative")
+	case l.Rate > 0 && l.Period < time.Millisecond:
+		return idemtype.Invalid("rate", "the period must be at least 1ms")
+	case l.Concurrency < 0:
+		return idemtype.Invalid("concurrency", "must not be negative")
+	case l.Weight < 0 || l.Weight > MaxWeight:
+		return idemtype.Invalid("weight", "must be between 1 and %d", MaxWeight)
+	case l.Weight > 0 && l.Tenant == "":
+		return idemtype.Invalid("weight", "only a tenant has a weight")
+	case l.Rate == 0 && l.Concurrency == 0 && l.Weight == 0:
+		return idemtype.Invalid("rate", "a rate, a concurrency, a weight or a combination")
+	}
+	return nil
+}
+
+// MaxWeight is the largest tenant weight.
+const MaxWeight = 1000
+
+// Limited reports whether l caps anything (a rate or a concurrency); a
+// weight alone only shapes fair shares.
+func (l *Limit) Limited() bool { return l.Rate > 0 || l.Concurrency > 0 }
+
+// windowStart returns the start of the rate window holding now.
+func (l *Limit) windowStart(now time.Time) time.Time {
+	p := l.Period.Microseconds()
+	us := now.UnixMicro()
+	return time.UnixMicro(us - ((us%p)+p)%p).UTC()
+}
+
+// LimitPutParams sets a limit.
+type LimitPutParams struct {
+	Limit Limit
+	Now   time.Time
+}
+
+// LimitListParams selects limits.
+type LimitListParams struct {
+	Tenant string // "" = every limit
+	Now    time.Time
+}
+
+// LimitDeleteParams removes a limit.
+type LimitDeleteParams struct {
+	Scope FlowScope
+}
+
+// QueuePauseParams names a paused scope: Queue is required; Tenant "" is
+// the whole queue.
+type QueuePauseParams struct {
+	Scope FlowScope
+}
+
+// Validate reports an *idemtype.InvalidError when Queue is empty.
+func (p *QueuePauseParams) Validate() error {
+	if p.Scope.Queue == "" {
+		return idemtype.Invalid("queue", "required")
+	}
+	return nil
+}
+
+// ClaimReport tells the caller of JobClaim about throttling (JobClaimParams.Report).
+type ClaimReport struct {
+	// Throttled is true when a limit left claimable work behind.
+	Throttled bool
+	// NextRefill is the earliest end of a rate window that throttled this
+	// claim (zero when only concurrency limits did): claiming again before
+	// it finds the same budget.
+	NextRefill time.Time
+}
+
+// ClaimBudget is the one rule of limits and pauses during a claim; both
+// stores load the flow-control rows and the running counts, build it, ask
+// it for each tenant's quota and store what it used. It is not safe for
+// concurrent use.
+type ClaimBudget struct {
+	now     time.Time
+	weights []*Limit // scopes with a weight
+	limits  []*Limit
+	left    []int // remaining budget per limit (-1 = unbounded)
+	used    []int
+	hit     []bool
+	paused  []FlowScope
+}
+
+// NewClaimBudget builds the budget of one claim from the limits (with
+// Running, WindowStart and WindowUsed loaded) and the paused scopes.
+func NewClaimBudget(now time.Time, limits []*Limit, paused []FlowScope) *ClaimBudget {
+	b := &ClaimBudget{now: now, limits: limits, paused: paused,
+		left: make([]int, len(limits)), used: make([]int, len(limits)), hit: make([]bool, len(limits))}
+	for i, l := range limits {
+		left := -1
+		if l.Rate > 0 {
+			ws := l.windowStart(now)
+			switch {
+			case l.WindowStart.Equal(ws):
+				left = max(0, l.Rate-l.WindowUsed)
+			case l.WindowStart.After(ws):
+				// A claim whose Now lags behind another node's (clock skew,
+				// or a claim that waited for the lock) must not reopen a
+				// window that has passed: it gets nothing this time.
+				left = 0
+			default:
+				left = l.Rate
+			}
+		}
+		if l.Concurrency > 0 {
+			c := max(0, l.Concurrency-l.Running)
+			if left < 0 || c < left {
+				left = c
+			}
+		}
+		b.left[i] = left
+	}
+	return b
+}
+
+// QueueOpen reports whether queue may be claimed from at all: it is not
+// paused and no queue-wide limit is spent.
+func (b *ClaimBudget) QueueOpen(queue string) bool {
+	for _, p := range b.paused {
+		if p.Tenant == "" && p.Queue == queue {
+			return false
+		}
+	}
+	for i, l := range b.limits {
+		if l.Tenant == "" && l.Queue == queue && b.left[i] == 0 {
+			b.hit[i] = true
+			return false
+		}
+	}
+	return true
+}
+
+// Excluded returns the tenants whose work in queue cannot be claimed now
+// (paused, or a limit of theirs spent), sorted.
+func (b *ClaimBudget) Excluded(queue string) []string {
+	var out []string
+	for _, p := range b.paused {
+		if p.Tenant != "" && p.Queue == queue {
+			out = append(out, p.Tenant)
+		}
+	}
+	for i, l := range b.limits {
+		if l.Tenant != "" && (l.Queue == "" || l.Queue == queue) && b.left[i] == 0 {
+			b.hit[i] = true
+			out = append(out, l.Tenant)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Quota returns how many jobs of tenant in queue the claim may take, at
+// most want, and reserves them from every limit that applies.
+func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
+	n := want
+	for i, l := range b.limits {
+		if b.left[i] >= 0 && l.applies(tenant, queue) && b.left[i] < n {
+			n = b.left[i]
+			b.hit[i] = true
+		}
+	}
+	for i, l := range b.limits {
+		if b.left[i] >= 0 && l.applies(tenant, queue) {
+			b.left[i] -= n
+		}
+	}
+	return n
+}
+
+// Return gives back n reserved but unclaimed jobs of tenant in queue.
+func (b *ClaimBudget) Return(tenant, queue string, n int) {
+	for i, l := range b.limits {
+		if b.left[i] >= 0 && l.applies(tenant, queue) {
+			b.left[i] += n
+		}
+	}
+}
+
+// Claimed records that n jobs of tenant in queue were claimed.
+func (b *ClaimBudget) Claimed(tenant, queue string, n int) {
+	for i, l := range b.limits {
+		if l.applies(tenant, queue) {
+			b.used[i] += n
+		}
+	}
+}
+
+// LimitUsage is what a claim writes back to one limit row.
+type LimitUsage struct {
+	Scope       FlowScope
+	WindowStart time.Time
+	WindowUsed  int
+	Throttled   int64 // to add
+}
+
+// Usage returns the rows to write back: the rate windows that moved and the
+// limits that throttled this claim.
+func (b *ClaimBudget) Usage() []LimitUsage {
+	var out []LimitUsage
+	for i, l := range b.limits {
+		if (l.Rate == 0 || b.used[i] == 0) && !b.hit[i] {
+			continue
+		}
+		u := LimitUsage{Scope: l.FlowScope, WindowStart: l.WindowStart, WindowUsed: l.WindowUsed}
+		if l.Rate > 0 {
+			ws := l.windowStart(b.now)
+			if ws.After(l.WindowStart) {
+				u.WindowStart, u.WindowUsed = ws, 0
+			}
+			u.WindowUsed += b.used[i]
+		}
+		if b.hit[i] {
+			u.Throttled = 1
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// Report fills r (when not nil) from the limits that throttled this claim.
+func (b *ClaimBudget) Report(r *ClaimReport) {
+	if r == nil {
+		return
+	}
+	*r = ClaimReport{}
+	for i, l := range b.limits {
+		if !b.hit[i] {
+			continue
+		}
+		r.Throttled = true
+		if l.Rate > 0 && b.left[i] == 0 {
+			end := l.windowStart(b.now).Add(l.Period)
+			if r.NextRefill.IsZero() || end.Before(r.NextRefill) {
+				r.NextRefill = end
+			}
+		}
+	}
+}
+
+// SetWeights gives the budget the weighted scopes (Limit.Weight > 0).
+func (b *ClaimBudget) SetWeights(ws []*Limit) { b.weights = ws }
+
+// Shares returns each tenant's share of a claim of limit jobs from queue:
+// ceil(limit × weight / sum of weights), weight 1 unless set.
+func (b *ClaimBudget) Shares(queue string, tenants []string, limit int) []int {
+	w := make([]int, len(tenants))
+	sum := 0
+	for i, t := range tenants {
+		w[i] = 1
+		best := -1 // the most specific weighted scope wins: (tenant, queue) over tenant
+		for _, l := range b.weights {
+			if l.Tenant == t && (l.Queue == "" || l.Queue == queue) {
+				if spec := len(l.Queue); spec > best {
+					best, w[i] = spec, l.Weight
+				}
+			}
+		}
+		sum += w[i]
+	}
+	out := make([]int, len(tenants))
+	for i := range tenants {
+		out[i] = (limit*w[i] + sum - 1) / sum
+	}
+	return out
+}
+
+// HasLimits reports whether any limit applies (a claim without limits need
+// not lock or write flow-control rows).
+func (b *ClaimBudget) HasLimits() bool { return len(b.limits) > 0 }
+
+// HasConcurrency reports whether any limit counts running jobs.
+func HasConcurrency(limits []*Limit) bool {
+	for _, l := range limits {
+		if l.Concurrency > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// RunningCount is the number of running jobs of one (tenant, queue).
+type RunningCount struct {
+	Tenant, Queue string
+	N             int
+}
+
+// SetRunning fills each limit's Running from the running counts.
+func SetRunning(limits []*Limit, counts []RunningCount) {
+	for _, l := range limits {
+		l.Running = 0
+		for _, c := range counts {
+			if l.applies(c.Tenant, c.Queue) {
+				l.Running += c.N
+			}
+		}
+	}
+}
+
+// ClaimTenants returns the tenants a claim visits this round: up to limit
+// tenants with claimable work, starting after the cursor and wrapping
+// around. next lists, in order, at most k tenants t with claimable work,
+// t > after and (upTo == "" or t <= upTo), skipping excluded ones; it is
+// the store's index probe. Tenant names are never empty.
+func ClaimTenants(cursor string, limit int, next func(after, upTo string, k int) ([]string, error)) ([]string, error) {
+	ts, err := next(cursor, "", limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	if len(ts) < limit && cursor != "" {
+		more, err := next("", cursor, limit-len(ts))
+		if err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		for _, t := range more {
+			if len(ts) == 0 || t != ts[0] {
+				ts = append(ts, t)
+			}
+		}
+	}
+	return ts, nil
+}
+
+// ClaimCursors remembers, per queue, the last tenant a claim visited, so the
+// next claim starts after it. The zero value is ready; it is safe for
+// concurrent use.
+type ClaimCursors struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// Get returns the cursor of queue ("" = from the first tenant).
+func (c *ClaimCursors) Get(queue string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[queue]
+}
+
+// Set moves the cursor of queue to tenant.
+func (c *ClaimCursors) Set(queue, tenant string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]string{}
+	}
+	c.m[queue] = tenant
+}
+
+// CurrentWindows moves each rate limit's window to the one holding now (a
+// window that has passed counts nothing), for reports.
+func CurrentWindows(limits []*Limit, now time.Time) {
+	for _, l := range limits {
+		if l.Rate == 0 {
+			continue
+		}
+		if ws := l.windowStart(now); !ws.Equal(l.WindowStart) {
+			l.WindowStart, l.WindowUsed = ws, 0
+		}
+	}
+}
+
+// SortScopes orders scopes by (Queue, Tenant).
+func SortScopes(s []FlowScope) {
+	sort.Slice(s, func(i, j int) bool {
+		if s[i].Queue != s[j].Queue {
+			return s[i].Queue < s[j].Queue
+		}
+		return s[i].Tenant < s[j].Tenant
+	})
+}

@@ -1,0 +1,450 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// Flow control: the flow_controls table (limits, pauses, rate windows) and
+// the fair claim.
+const (
+	qFlowLoad = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled
+FROM {schema}.flow_controls WHERE $1::text[] IS NULL OR queue = '' OR queue = ANY($1::text[])
+ORDER BY tenant, queue`
+	// qFlowLock locks the limit rows a claim spends from, in one order so
+	// that claimers never deadlock.
+	qFlowLock = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled
+FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND (rate > 0 OR concurrency > 0 OR paused)
+ORDER BY tenant, queue FOR UPDATE`
+	qLimitPut = `INSERT INTO {schema}.flow_controls AS f (tenant, queue, rate, period_us, concurrency, weight)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (tenant, queue) DO UPDATE SET rate = $3, period_us = $4, concurrency = $5, weight = $6,
+    window_start = CASE WHEN f.rate = $3 AND f.period_us = $4 THEN f.window_start ELSE 'epoch' END,
+    window_used = CASE WHEN f.rate = $3 AND f.period_us = $4 THEN f.window_used ELSE 0 END`
+	qLimitClear = `UPDATE {schema}.flow_controls SET rate = 0, period_us = 0, concurrency = 0, weight = 0, window_start = 'epoch', window_used = 0
+WHERE tenant = $1 AND queue = $2 AND (rate > 0 OR concurrency > 0 OR weight > 0)`
+	qFlowPrune = `DELETE FROM {schema}.flow_controls WHERE tenant = $1 AND queue = $2 AND rate = 0 AND concurrency = 0 AND weight = 0 AND NOT paused`
+	qPause     = `INSERT INTO {schema}.flow_controls (tenant, queue, paused) VALUES ($1, $2, true)
+ON CONFLICT (tenant, queue) DO UPDATE SET paused = true`
+	qResume = `UPDATE {schema}.flow_controls SET paused = false WHERE tenant = $1 AND queue = $2`
+	// qFlowUsage writes back every limit a claim spent from or was
+	// throttled by, in one statement.
+	qFlowUsage = `UPDATE {schema}.flow_controls f SET window_start = u.ws, window_used = u.used, throttled = f.throttled + u.thr
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) AS u(tenant, queue, ws, used, thr)
+WHERE f.tenant = u.tenant AND f.queue = u.queue`
+	qRunningScopes = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs WHERE state = 'running' GROUP BY tenant, queue`
+
+	// qClaimTenants is the skip scan of store.ClaimTenants: at most $6
+	// tenants with claimable work in queue $1, after $3 and up to $4 ('' =
+	// no bound), not in $5; one index probe of jobs_claim_tenant_idx each.
+	qClaimTenants = `WITH RECURSIVE t(tenant) AS (
+    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
+        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > t.tenant
+        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant LIMIT 1)
+    FROM t WHERE t.tenant IS NOT NULL AND ($4 = '' OR t.tenant < $4)
+)
+SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND tenant <> ALL($5::text[]) LIMIT $6`
+
+	// qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
+	// one ordered, SKIP LOCKED probe of jobs_claim_tenant_idx per tenant.
+	//
+	//
+	// Why it is correct under concurrency (READ COMMITTED):
+	//   - SKIP LOCKED: two claimers never lock the same row, and the UPDATE
+	//     only touches locked rows, so no job is returned twice. A row whose
+	//     state changed since the snapshot is re-checked by PostgreSQL
+	//     against the WHERE clause of the locking scan before it is locked.
+	//   - FIFO head rule: a job with a partition key is taken only when no
+	//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
+	//     from this statement's snapshot. While the head runs, the successor
+	//     is not claimable. While the head's completion is uncommitted, the
+	//     snapshot still shows the head running, so the successor is not
+	//     claimable either: it becomes claimable only once the completion is
+	//     committed. Two claimers cannot both take a head (SKIP LOCKED), and
+	//     one claim cannot take a head and its successor together (the
+	//     successor sees the head unfinished in the same snapshot).
+	//   - Lower ids committing late: inserts of one partition are serialised
+	//     by an advisory lock taken before ids are allocated (qLockPartitions),
+	//     so a job is never visible before a lower-id job of its partition.
+	//   - Dependencies: jobs waiting on dependencies are pending, which is
+	//     not a claimable state; finishes move them on.
+	// Each queue is read by its own ordered scan of jobs_claim_idx
+	// (available/scheduled/retryable only), which stops after $5 unlocked
+	// rows; the head rule reads jobs_partition_idx (unfinished partition
+	// members only). Finished jobs are never read. With several queues,
+	// up to $5 rows per queue are locked for the duration of the statement
+	// and only the best $5 are taken; the rest are skipped meanwhile by
+	// other claimers, which is harmless (a claim returns "up to" Limit).
+	// No attempt row is written: the running attempt is read from the job
+	// row (qAttemptList) and its row is inserted when it ends.
+	qClaimFair = `WITH cand AS (
+    SELECT c.id FROM unnest($2::text[], $3::int[]) AS x(tenant, n)
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = $1 AND j.tenant = x.tenant
+          AND j.state IN ('available', 'scheduled', 'retryable')
+          AND j.run_at <= $4
+          AND ($5::text[] IS NULL OR j.kind = ANY($5::text[]))
+          AND (j.partition_key = '' OR NOT EXISTS (
+              SELECT 1 FROM {schema}.jobs h
+              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
+                AND h.partition_key <> ''
+                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT x.n
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS c
+), upd AS (
+    UPDATE {schema}.jobs j SET
+        state = 'running',
+        attempt = j.attempt + 1,
+        started_at = $4,
+        lease_token = replace(gen_random_uuid()::text, '-', ''),
+        lease_expires_at = $6,
+        worker_id = $7
+    FROM cand WHERE j.id = cand.id
+    RETURNING ` + jobCols + `
+)
+SELECT * FROM upd`
+)
+
+// flowRow is one scanned flow_controls row.
+type flowRow struct {
+	limit  store.Limit
+	paused bool
+}
+
+// loadFlow reads the flow-control rows of queues (nil = all).
+func (s *Store) loadFlow(ctx context.Context, q querier, sql string, queues []string) ([]flowRow, error) {
+	rows, err := q.Query(ctx, s.sql(sql), queues)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []flowRow
+	for rows.Next() {
+		var r flowRow
+		var periodUS int64
+		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency, &r.limit.Weight,
+			&r.paused, &r.limit.WindowStart, &r.limit.WindowUsed, &r.limit.Throttled); err != nil {
+			return nil, err
+		}
+		r.limit.Period = time.Duration(periodUS) * time.Microsecond
+		r.limit.WindowStart = r.limit.WindowStart.UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// loadRunning counts running jobs per (tenant, queue).
+func (s *Store) loadRunning(ctx context.Context, q querier) ([]store.RunningCount, error) {
+	rows, err := q.Query(ctx, s.sql(qRunningScopes))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.RunningCount, error) {
+		var c store.RunningCount
+		err := r.Scan(&c.Tenant, &c.Queue, &c.N)
+		return c, err
+	})
+}
+
+// splitFlow returns the limits and paused scopes of the rows.
+func splitFlow(rows []flowRow) (limits, weights []*store.Limit, paused []store.FlowScope) {
+	for _, r := range rows {
+		if r.paused {
+			paused = append(paused, r.limit.FlowScope)
+		}
+		if r.limit.Limited() {
+			l := r.limit
+			limits = append(limits, &l)
+		}
+		if r.limit.Weight > 0 {
+			l := r.limit
+			weights = append(weights, &l)
+		}
+	}
+	return limits, weights, paused
+}
+
+// LimitPut implements store.FlowControl.
+func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.Limit, error) {
+	l := p.Limit
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("put limit: %w", err)
+	}
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight); err != nil {
+		return nil, fmt.Errorf("put limit: %w", err)
+	}
+	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency, Weight: l.Weight}, nil
+}
+
+// LimitList implements store.FlowControl.
+func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*store.Limit, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.loadFlow(ctx, db, qFlowLoad, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list limits: %w", err)
+	}
+	running, err := s.loadRunning(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("list limits: %w", err)
+	}
+	out := []*store.Limit{}
+	for _, r := range rows {
+		if (!r.limit.Limited() && r.limit.Weight == 0) || (p.Tenant != "" && r.limit.Tenant != p.Tenant) {
+			continue
+		}
+		l := r.limit
+		out = append(out, &l)
+	}
+	store.SetRunning(out, running)
+	store.CurrentWindows(out, store.OrNow(p.Now))
+	return out, nil
+}
+
+// LimitDelete implements store.FlowControl.
+func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) error {
+	if err := p.Scope.Validate(); err != nil {
+		return fmt.Errorf("delete limit: %w", err)
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.sql(qLimitClear), p.Scope.Tenant, p.Scope.Queue)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return idemtype.ErrNotFound
+		}
+		_, err = tx.Exec(ctx, s.sql(qFlowPrune), p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete limit: %w", err)
+	}
+	return nil
+}
+
+// QueuePause implements store.FlowControl.
+func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("pause queue: %w", err)
+	}
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, s.sql(qPause), p.Scope.Tenant, p.Scope.Queue); err != nil {
+		return fmt.Errorf("pause queue: %w", err)
+	}
+	return nil
+}
+
+// QueueResume implements store.FlowControl. It announces the queue (as an
+// insert does) so that waiting producers of every node claim at once.
+func (s *Store) QueueResume(ctx context.Context, p *store.QueuePauseParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("resume queue: %w", err)
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.sql(qResume), p.Scope.Tenant, p.Scope.Queue); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.sql(qFlowPrune), p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resume queue: %w", err)
+	}
+	return nil
+}
+
+// QueuePauseList implements store.FlowControl.
+func (s *Store) QueuePauseList(ctx context.Context) ([]store.FlowScope, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.loadFlow(ctx, db, qFlowLoad, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", err)
+	}
+	out := []store.FlowScope{}
+	for _, r := range rows {
+		if r.paused {
+			out = append(out, r.limit.FlowScope)
+		}
+	}
+	store.SortScopes(out)
+	return out, nil
+}
+
+// claimFlow is JobClaim: without limits on its queues it claims straight
+// from the pool (pauses still apply); with limits it locks their rows,
+// claims within their budget and writes the budget back in one
+// transaction, so claims of every node spend it one at a time.
+func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idemtype.JobRow, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	now := store.OrNow(p.Now)
+	rows, err := s.loadFlow(ctx, db, qFlowLoad, p.Queues)
+	if err != nil {
+		return nil, err
+	}
+	limits, weights, paused := splitFlow(rows)
+	if len(limits) == 0 {
+		b := store.NewClaimBudget(now, nil, paused)
+		b.SetWeights(weights)
+		out, err := s.claimFair(ctx, db, p, b, now)
+		b.Report(p.Report)
+		return out, err
+	}
+	var out []*idemtype.JobRow
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		rows, err := s.loadFlow(ctx, tx, qFlowLock, p.Queues)
+		if err != nil {
+			return err
+		}
+		limits, _, paused := splitFlow(rows)
+		if store.HasConcurrency(limits) {
+			running, err := s.loadRunning(ctx, tx)
+			if err != nil {
+				return err
+			}
+			store.SetRunning(limits, running)
+		}
+		b := store.NewClaimBudget(now, limits, paused)
+		b.SetWeights(weights)
+		out, err = s.claimFair(ctx, tx, p, b, now)
+		if err != nil {
+			return err
+		}
+		if us := b.Usage(); len(us) > 0 {
+			tenants, queues := make([]string, len(us)), make([]string, len(us))
+			starts, used, thr := make([]time.Time, len(us)), make([]int, len(us)), make([]int64, len(us))
+			for i, u := range us {
+				tenants[i], queues[i], starts[i], used[i], thr[i] = u.Scope.Tenant, u.Scope.Queue, u.WindowStart, u.WindowUsed, u.Throttled
+			}
+			if _, err := tx.Exec(ctx, s.sql(qFlowUsage), tenants, queues, starts, used, thr); err != nil {
+				return err
+			}
+		}
+		b.Report(p.Report)
+		return nil
+	})
+	return out, err
+}
+
+// claimFair claims up to p.Limit jobs of p.Queues within budget b, tenant
+// by tenant in rotation.
+func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, now time.Time) ([]*idemtype.JobRow, error) {
+	var out []*idemtype.JobRow
+	for _, queue := range p.Queues {
+		if len(out) >= p.Limit || !b.QueueOpen(queue) {
+			continue
+		}
+		jobs, err := s.claimQueue(ctx, q, p, b, queue, now, p.Limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+	}
+	return out, nil
+}
+
+// claimQueue claims up to limit jobs of one queue: each visited tenant's
+// fair share, then what is left among the tenants that filled theirs.
+func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int) ([]*idemtype.JobRow, error) {
+	excluded := b.Excluded(queue)
+	var kinds []string
+	if p.Kinds != nil {
+		kinds = p.Kinds
+	}
+	var tenants []string
+	if p.Tenant != "" {
+		if !containsStr(excluded, p.Tenant) {
+			tenants = []string{p.Tenant}
+		}
+	} else {
+		var err error
+		tenants, err = store.ClaimTenants(s.cursors.Get(queue), limit, func(after, upTo string, k int) ([]string, error) {
+			rows, err := q.Query(ctx, s.sql(qClaimTenants), queue, now, after, upTo, append([]string{}, excluded...), k, kinds)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, pgx.RowTo[string])
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(tenants) > 0 {
+			s.cursors.Set(queue, tenants[len(tenants)-1])
+		}
+	}
+	var out []*idemtype.JobRow
+	for len(tenants) > 0 && len(out) < limit {
+		shares := b.Shares(queue, tenants, limit-len(out))
+		var ts []string
+		var ns, wants []int
+		left := limit - len(out)
+		for i, tenant := range tenants {
+			want := min(shares[i], left)
+			if want == 0 {
+				break
+			}
+			if n := b.Quota(tenant, queue, want); n > 0 {
+				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
+				left -= n
+			}
+		}
+		if len(ts) == 0 {
+			break
+		}
+		jobs, err := collectJobsQuery(ctx, q, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
+		if err != nil {
+			return nil, err
+		}
+		got := map[string]int{}
+		for _, j := range jobs {
+			got[j.Tenant]++
+		}
+		var full []string
+		for i, tenant := range ts {
+			b.Return(tenant, queue, ns[i]-got[tenant])
+			b.Claimed(tenant, queue, got[tenant])
+			if got[tenant] == wants[i] {
+				full = append(full, tenant)
+			}
+		}
+		out = append(out, jobs...)
+		tenants = full
+	}
+	return out, nil
+}
+
+func containsStr(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

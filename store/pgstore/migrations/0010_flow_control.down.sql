@@ -1,0 +1,3 @@
+DROP INDEX IF EXISTS {schema}.jobs_running_scope_idx;
+DROP INDEX IF EXISTS {schema}.jobs_claim_tenant_idx;
+DROP TABLE IF EXISTS {schema}.flow_controls;

@@ -1,0 +1,448 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// Flow control: the flow_controls table (limits, pauses, rate windows).
+const (
+	qFlowAll = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start_us, window_used, throttled
+FROM flow_controls ORDER BY tenant, queue`
+	qLimitPut = `INSERT INTO flow_controls (tenant, queue, rate, period_us, concurrency, weight)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (tenant, queue) DO UPDATE SET rate = ?3, period_us = ?4, concurrency = ?5, weight = ?6,
+    window_start_us = CASE WHEN rate = ?3 AND period_us = ?4 THEN window_start_us ELSE 0 END,
+    window_used = CASE WHEN rate = ?3 AND period_us = ?4 THEN window_used ELSE 0 END`
+	qLimitClear = `UPDATE flow_controls SET rate = 0, period_us = 0, concurrency = 0, weight = 0, window_start_us = 0, window_used = 0
+WHERE tenant = ?1 AND queue = ?2 AND (rate > 0 OR concurrency > 0 OR weight > 0)`
+	qFlowPrune = `DELETE FROM flow_controls WHERE tenant = ?1 AND queue = ?2 AND rate = 0 AND concurrency = 0 AND weight = 0 AND NOT paused`
+	qPause     = `INSERT INTO flow_controls (tenant, queue, paused) VALUES (?1, ?2, 1)
+ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
+	qResume = `UPDATE flow_controls SET paused = 0 WHERE tenant = ?1 AND queue = ?2`
+	// qFlowUsage writes back every limit a claim spent from or was
+	// throttled by, in one statement: ?1 is a JSON array of
+	// [tenant, queue, window_start_us, window_used, throttled_add].
+	qFlowUsage = `UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
+FROM (SELECT json_extract(value, '$[0]') AS tenant, json_extract(value, '$[1]') AS queue,
+    json_extract(value, '$[2]') AS ws, json_extract(value, '$[3]') AS used, json_extract(value, '$[4]') AS thr
+    FROM json_each(?1)) AS u
+WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
+	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
+)
+
+// flowRow is one scanned flow_controls row.
+type flowRow struct {
+	limit  store.Limit
+	paused bool
+}
+
+// rowsQuerier is what the writer transaction and the read pool share.
+type rowsQuerier func(q string, args ...any) (*sql.Rows, error)
+
+// loadFlow reads every flow-control row.
+func loadFlow(query rowsQuerier) ([]flowRow, error) {
+	rows, err := query(qFlowAll)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []flowRow
+	for rows.Next() {
+		var r flowRow
+		var periodUS, wsUS int64
+		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency, &r.limit.Weight,
+			&r.paused, &wsUS, &r.limit.WindowUsed, &r.limit.Throttled); err != nil {
+			return nil, err
+		}
+		r.limit.Period = time.Duration(periodUS) * time.Microsecond
+		r.limit.WindowStart = fromUS(wsUS)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// loadRunning counts running jobs per (tenant, queue).
+func loadRunning(query rowsQuerier) ([]store.RunningCount, error) {
+	rows, err := query(qRunningScopes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.RunningCount
+	for rows.Next() {
+		var c store.RunningCount
+		if err := rows.Scan(&c.Tenant, &c.Queue, &c.N); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// splitFlow returns the limits and paused scopes that concern queues.
+func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit, paused []store.FlowScope) {
+	for _, r := range rows {
+		if r.limit.Queue != "" && !contains(queues, r.limit.Queue) {
+			continue
+		}
+		if r.paused {
+			paused = append(paused, r.limit.FlowScope)
+		}
+		if r.limit.Limited() {
+			l := r.limit
+			limits = append(limits, &l)
+		}
+		if r.limit.Weight > 0 {
+			l := r.limit
+			weights = append(weights, &l)
+		}
+	}
+	return limits, weights, paused
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// LimitPut implements store.FlowControl.
+func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.Limit, error) {
+	l := p.Limit
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("put limit: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		_, err := t.exec(qLimitPut, l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put limit: %w", err)
+	}
+	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency, Weight: l.Weight}, nil
+}
+
+// LimitList implements store.FlowControl.
+func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*store.Limit, error) {
+	var out []*store.Limit
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		q := func(q string, args ...any) (*sql.Rows, error) { return tx.QueryContext(ctx, q, args...) }
+		rows, err := loadFlow(q)
+		if err != nil {
+			return err
+		}
+		running, err := loadRunning(q)
+		if err != nil {
+			return err
+		}
+		out = limitsWithUsage(rows, running, p.Tenant, store.OrNow(p.Now))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list limits: %w", s.readErr(err))
+	}
+	return out, nil
+}
+
+// limitsWithUsage keeps the limit rows of tenant ("" = all) and fills
+// their usage.
+func limitsWithUsage(rows []flowRow, running []store.RunningCount, tenant string, now time.Time) []*store.Limit {
+	out := []*store.Limit{}
+	for _, r := range rows {
+		if (!r.limit.Limited() && r.limit.Weight == 0) || (tenant != "" && r.limit.Tenant != tenant) {
+			continue
+		}
+		l := r.limit
+		out = append(out, &l)
+	}
+	store.SetRunning(out, running)
+	store.CurrentWindows(out, now)
+	return out
+}
+
+// LimitDelete implements store.FlowControl.
+func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) error {
+	if err := p.Scope.Validate(); err != nil {
+		return fmt.Errorf("delete limit: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec(qLimitClear, p.Scope.Tenant, p.Scope.Queue)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return idemtype.ErrNotFound
+		}
+		_, err = t.exec(qFlowPrune, p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete limit: %w", err)
+	}
+	return nil
+}
+
+// QueuePause implements store.FlowControl.
+func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("pause queue: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		_, err := t.exec(qPause, p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pause queue: %w", err)
+	}
+	return nil
+}
+
+// QueueResume implements store.FlowControl.
+func (s *Store) QueueResume(ctx context.Context, p *store.QueuePauseParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("resume queue: %w", err)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		if _, err := t.exec(qResume, p.Scope.Tenant, p.Scope.Queue); err != nil {
+			return err
+		}
+		_, err := t.exec(qFlowPrune, p.Scope.Tenant, p.Scope.Queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resume queue: %w", err)
+	}
+	return nil
+}
+
+// QueuePauseList implements store.FlowControl.
+func (s *Store) QueuePauseList(ctx context.Context) ([]store.FlowScope, error) {
+	rows, err := loadFlow(func(q string, args ...any) (*sql.Rows, error) { return s.rdb.QueryContext(ctx, q, args...) })
+	if err != nil {
+		return nil, fmt.Errorf("list paused queues: %w", s.readErr(err))
+	}
+	out := []store.FlowScope{}
+	for _, r := range rows {
+		if r.paused {
+			out = append(out, r.limit.FlowScope)
+		}
+	}
+	store.SortScopes(out)
+	return out, nil
+}
+
+// claimFair claims up to p.Limit jobs inside the writer's transaction:
+// flow control first (pauses, limits), then the tenants of each queue in
+// rotation, each with its fair share.
+func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemtype.JobRow, error) {
+	flow, err := loadFlow(t.query)
+	if err != nil {
+		return nil, err
+	}
+	limits, weights, paused := splitFlow(flow, p.Queues)
+	if store.HasConcurrency(limits) {
+		running, err := loadRunning(t.query)
+		if err != nil {
+			return nil, err
+		}
+		store.SetRunning(limits, running)
+	}
+	b := store.NewClaimBudget(fromUS(now), limits, paused)
+	b.SetWeights(weights)
+	var out []*idemtype.JobRow
+	for _, queue := range p.Queues {
+		if len(out) >= p.Limit || !b.QueueOpen(queue) {
+			continue
+		}
+		jobs, err := s.claimQueue(t, p, b, queue, now, p.Limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+	}
+	if us := b.Usage(); len(us) > 0 {
+		rows := make([][]any, len(us))
+		for i, u := range us {
+			rows[i] = []any{u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled}
+		}
+		js, err := json.Marshal(rows)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.exec(qFlowUsage, string(js)); err != nil {
+			return nil, err
+		}
+	}
+	b.Report(p.Report)
+	return out, nil
+}
+
+// claimQueue claims up to limit jobs of one queue, tenant by tenant.
+func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now int64, limit int) ([]*idemtype.JobRow, error) {
+	excluded := b.Excluded(queue)
+	var tenants []string
+	if p.Tenant != "" {
+		if !contains(excluded, p.Tenant) {
+			tenants = []string{p.Tenant}
+		}
+	} else {
+		var err error
+		tenants, err = store.ClaimTenants(s.cursors.Get(queue), limit, func(after, upTo string, k int) ([]string, error) {
+			return nextTenants(t, p.Kinds, queue, now, after, upTo, excluded, k)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(tenants) > 0 {
+			s.cursors.Set(queue, tenants[len(tenants)-1])
+		}
+	}
+	var out []*idemtype.JobRow
+	for len(tenants) > 0 && len(out) < limit {
+		shares := b.Shares(queue, tenants, limit-len(out))
+		var ts []string
+		var ns, wants []int
+		left := limit - len(out)
+		for i, tenant := range tenants {
+			want := min(shares[i], left)
+			if want == 0 {
+				break
+			}
+			if n := b.Quota(tenant, queue, want); n > 0 {
+				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
+				left -= n
+			}
+		}
+		if len(ts) == 0 {
+			break
+		}
+		jobs, err := claimTenants(t, p, queue, ts, ns, now)
+		if err != nil {
+			return nil, err
+		}
+		got := map[string]int{}
+		for _, j := range jobs {
+			got[j.Tenant]++
+		}
+		var full []string
+		for i, tenant := range ts {
+			b.Return(tenant, queue, ns[i]-got[tenant])
+			b.Claimed(tenant, queue, got[tenant])
+			if got[tenant] == wants[i] {
+				full = append(full, tenant)
+			}
+		}
+		out = append(out, jobs...)
+		tenants = full
+	}
+	return out, nil
+}
+
+// nextTenants is the skip scan of ClaimTenants: at most k tenants with
+// claimable work in queue, after "after" and up to upTo, not excluded.
+func nextTenants(t *wtx, kinds []string, queue string, now int64, after, upTo string, excluded []string, k int) ([]string, error) {
+	probe := `SELECT j.tenant FROM jobs j WHERE j.queue = ?1 AND j.` + sqlClaimable + ` AND j.run_at <= ?2 AND j.tenant > %s` +
+		kindFilter(kinds, 7) + ` ORDER BY j.tenant LIMIT 1`
+	q := `WITH RECURSIVE t(tenant) AS (
+    SELECT (` + fmt.Sprintf(probe, "?3") + `)
+    UNION ALL
+    SELECT (` + fmt.Sprintf(probe, "t.tenant") + `) FROM t WHERE t.tenant IS NOT NULL AND (?4 = '' OR t.tenant < ?4)
+)
+SELECT tenant FROM t WHERE tenant IS NOT NULL AND (?4 = '' OR tenant <= ?4)
+    AND tenant NOT IN (SELECT value FROM json_each(?5)) LIMIT ?6`
+	ex, err := json.Marshal(append([]string{}, excluded...))
+	if err != nil {
+		return nil, err
+	}
+	args := []any{queue, now, after, upTo, string(ex), k}
+	for _, kind := range kinds {
+		args = append(args, kind)
+	}
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// kindFilter is the kind condition of a claim, its values bound from
+// ?first on.
+func kindFilter(kinds []string, first int) string {
+	if len(kinds) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString(" AND j.kind IN (")
+	for i := range kinds {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString("?" + strconv.Itoa(first+i))
+	}
+	sb.WriteByte(')')
+	return sb.String()
+}
+
+// claimTenants claims up to ns[i] jobs of tenants[i] in queue, in claim
+// order, with one UPDATE: one ordered probe of jobs_claim_tenant per tenant.
+func claimTenants(t *wtx, p *store.JobClaimParams, queue string, tenants []string, ns []int, now int64) ([]*idemtype.JobRow, error) {
+	// ?1 queue, ?2 now, ?3 lease, ?4 worker, then the tenants, then the
+	// kinds. The limits are part of the text, not parameters: SQLite plans
+	// with a bound LIMIT's value, so rebinding another limit would expire
+	// the statement and recompile it on every claim. The texts stay few:
+	// a claim's shares are all equal but the last.
+	kinds := kindFilter(p.Kinds, 5+len(tenants))
+	var sb strings.Builder
+	sb.WriteString(`UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = ?2,
+    lease_token = lower(hex(randomblob(16))), lease_expires_at = ?3, worker_id = ?4
+WHERE id IN (`)
+	args := []any{queue, now, nullUS(p.LeaseUntil), p.WorkerID}
+	for i, tenant := range tenants {
+		if i > 0 {
+			sb.WriteString("\n    UNION ALL ")
+		}
+		ti, li := strconv.Itoa(5+i), strconv.Itoa(ns[i])
+		sb.WriteString(`SELECT id FROM (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?` + ti + ` AND j.` + sqlClaimable +
+			` AND j.run_at <= ?2` + kinds + qClaimHead + ` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + li + `)`)
+		args = append(args, tenant)
+	}
+	sb.WriteString(`) RETURNING ` + jobCols)
+	for _, kind := range p.Kinds {
+		args = append(args, kind)
+	}
+	rows, err := t.query(sb.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*idemtype.JobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}

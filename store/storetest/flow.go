@@ -1,0 +1,449 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+func flowCases() []testCase {
+	return []testCase{
+		{"Fairness/small_tenant_starts_in_first_rounds", testFairSmallTenant},
+		{"Fairness/rounds_rotate_through_many_tenants", testFairRotation},
+		{"Fairness/priority_order_within_a_tenant", testFairPriorityWithinTenant},
+		{"Fairness/weights_share_claims", testFairWeights},
+		{"Limits/put_list_delete", testLimitCRUD},
+		{"Limits/invalid_scope_and_values", testLimitInvalid},
+		{"Limits/rate_holds_per_window_and_reports_refill", testLimitRateWindow},
+		{"Limits/rate_shared_by_concurrent_claimers", testLimitRateRace},
+		{"Limits/concurrency_never_exceeded_by_racing_claimers", testLimitConcurrencyRace},
+		{"Limits/throttled_tenant_does_not_block_others", testLimitTenantIsolation},
+		{"Limits/queue_limit_caps_all_tenants", testLimitQueueWide},
+		{"Pause/queue_and_tenant_in_queue", testPause},
+		{"Pause/toggling_under_load_loses_nothing", testPauseRace},
+	}
+}
+
+// tenantJobs returns n insert params of tenant in queue "default".
+func tenantJobs(tenant string, n int) []*store.JobInsertParams {
+	ps := make([]*store.JobInsertParams, n)
+	for i := range ps {
+		ps[i] = newJob("k")
+		ps[i].Tenant = tenant
+	}
+	return ps
+}
+
+// insertTenant inserts n jobs of tenant in batches of 1,000.
+func insertTenant(t *testing.T, s store.Store, tenant string, n int) {
+	t.Helper()
+	for n > 0 {
+		b := min(n, 1000)
+		insertNew(t, s, at(0), tenantJobs(tenant, b)...)
+		n -= b
+	}
+}
+
+func putLimit(t *testing.T, s store.Store, l store.Limit) {
+	t.Helper()
+	if _, err := s.LimitPut(t.Context(), &store.LimitPutParams{Limit: l, Now: at(0)}); err != nil {
+		t.Fatalf("LimitPut(%+v): %v", l, err)
+	}
+}
+
+func byTenant(jobs []*idemtype.JobRow) map[string]int {
+	out := map[string]int{}
+	for _, j := range jobs {
+		out[j.Tenant]++
+	}
+	return out
+}
+
+// A tenant with 10,000 queued jobs does not delay one with 10: the small
+// tenant's jobs all start within the first two claim rounds of 10.
+func testFairSmallTenant(t *testing.T, s store.Store) {
+	insertTenant(t, s, "big", 10000)
+	insertTenant(t, s, "small", 10)
+	small := 0
+	for round := 1; round <= 2; round++ {
+		small += byTenant(claim(t, s, at(time.Second), 10))["small"]
+	}
+	if small != 10 {
+		t.Fatalf("small tenant: %d of 10 jobs started in the first 2 rounds", small)
+	}
+	if got := len(claim(t, s, at(time.Second), 10)); got != 10 {
+		t.Fatalf("round 3 claimed %d jobs, want 10 (the big tenant's)", got)
+	}
+}
+
+// 30 tenants with 5 jobs each: rounds of 10 visit 10 new tenants each, so
+// every tenant has started a job after 3 rounds.
+func testFairRotation(t *testing.T, s store.Store) {
+	for i := range 30 {
+		insertNew(t, s, at(0), tenantJobs(fmt.Sprintf("t%02d", i), 5)...)
+	}
+	seen := map[string]bool{}
+	for round := range 3 {
+		got := byTenant(claim(t, s, at(time.Second), 10))
+		if len(got) != 10 {
+			t.Fatalf("round %d visited %d tenants, want 10: %v", round, len(got), got)
+		}
+		for tenant := range got {
+			if seen[tenant] {
+				t.Fatalf("round %d visited %s again before every tenant had a turn", round, tenant)
+			}
+			seen[tenant] = true
+		}
+	}
+}
+
+func testFairPriorityWithinTenant(t *testing.T, s store.Store) {
+	ps := tenantJobs("a", 3)
+	ps[2].Priority = 5
+	js := insertNew(t, s, at(0), ps...)
+	got := claim(t, s, at(time.Second), 1)
+	wantIDs(t, "first claim", ids(got), []int64{js[2].ID})
+	wantIDs(t, "second claim", ids(claim(t, s, at(time.Second), 5)), []int64{js[0].ID, js[1].ID})
+}
+
+// Tenant a has weight 3, b the default 1: a claim of 8 gives a 6, b 2.
+func testFairWeights(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Weight: 3})
+	insertTenant(t, s, "a", 20)
+	insertTenant(t, s, "b", 20)
+	if got := byTenant(claim(t, s, at(time.Second), 8)); got["a"] != 6 || got["b"] != 2 {
+		t.Fatalf("claim of 8 took %v, want a:6 b:2", got)
+	}
+	_, err := s.LimitPut(t.Context(), &store.LimitPutParams{Limit: store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Weight: 2}})
+	wantErr(t, "a queue weight", err, idemtype.ErrInvalid)
+	ls, err := s.LimitList(t.Context(), &store.LimitListParams{})
+	wantOK(t, "LimitList", err)
+	if len(ls) != 1 || ls[0].Weight != 3 {
+		t.Fatalf("LimitList = %v, want the weight of a", ls)
+	}
+}
+
+func testLimitCRUD(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "acme"}, Rate: 100, Period: time.Minute})
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Queue: "default"}, Rate: 1000, Period: time.Minute, Concurrency: 3})
+	insertNew(t, s, at(0), tenantJobs("acme", 3)...)
+	claim(t, s, at(time.Second), 2)
+	ls, err := s.LimitList(ctx, &store.LimitListParams{Now: at(2 * time.Second)})
+	wantOK(t, "LimitList", err)
+	if len(ls) != 2 {
+		t.Fatalf("LimitList: %d limits, want 2", len(ls))
+	}
+	acme, queue := ls[1], ls[0] // ordered by (tenant, queue): "" < "acme"
+	if acme.Tenant != "acme" || acme.Rate != 100 || acme.Period != time.Minute || acme.WindowUsed != 2 {
+		t.Errorf("tenant limit = %+v, want acme 100/1m with 2 used", acme)
+	}
+	if queue.Queue != "default" || queue.Concurrency != 3 || queue.Running != 2 || queue.WindowUsed != 2 {
+		t.Errorf("queue limit = %+v, want default concurrency 3 with 2 running", queue)
+	}
+	mine, err := s.LimitList(ctx, &store.LimitListParams{Tenant: "acme", Now: at(2 * time.Second)})
+	wantOK(t, "LimitList(acme)", err)
+	if len(mine) != 1 {
+		t.Errorf("LimitList(acme): %d limits, want 1", len(mine))
+	}
+	wantOK(t, "LimitDelete", s.LimitDelete(ctx, &store.LimitDeleteParams{Scope: store.FlowScope{Tenant: "acme"}}))
+	wantErr(t, "LimitDelete again", s.LimitDelete(ctx, &store.LimitDeleteParams{Scope: store.FlowScope{Tenant: "acme"}}), idemtype.ErrNotFound)
+	// A pause of the same scope survives the deletion of its limit.
+	wantOK(t, "QueuePause", s.QueuePause(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Queue: "default"}}))
+	wantOK(t, "LimitDelete queue", s.LimitDelete(ctx, &store.LimitDeleteParams{Scope: store.FlowScope{Queue: "default"}}))
+	paused, err := s.QueuePauseList(ctx)
+	wantOK(t, "QueuePauseList", err)
+	if len(paused) != 1 || paused[0].Queue != "default" {
+		t.Errorf("QueuePauseList = %v, want the default queue", paused)
+	}
+	ls, err = s.LimitList(ctx, &store.LimitListParams{Now: at(2 * time.Second)})
+	wantOK(t, "LimitList", err)
+	if len(ls) != 0 {
+		t.Errorf("LimitList after deletes: %d limits, want 0", len(ls))
+	}
+}
+
+func testLimitInvalid(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	cases := []struct {
+		l     store.Limit
+		field string
+	}{
+		{store.Limit{Rate: 1, Period: time.Second}, "scope"},
+		{store.Limit{FlowScope: store.FlowScope{Tenant: "a"}}, "rate"},
+		{store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Rate: 1}, "rate"},
+		{store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Concurrency: -1}, "concurrency"},
+	}
+	for _, c := range cases {
+		_, err := s.LimitPut(ctx, &store.LimitPutParams{Limit: c.l})
+		var ie *idemtype.InvalidError
+		if !errors.As(err, &ie) || ie.Field != c.field {
+			t.Errorf("LimitPut(%+v) = %v, want invalid %s", c.l, err, c.field)
+		}
+	}
+	wantErr(t, "QueuePause without queue", s.QueuePause(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Tenant: "a"}}), idemtype.ErrInvalid)
+	ls, err := s.LimitList(ctx, &store.LimitListParams{})
+	wantOK(t, "LimitList", err)
+	if len(ls) != 0 {
+		t.Errorf("invalid limits stored: %v", ls)
+	}
+}
+
+// Rate 10 per minute: one window's claims take 10, the next claim in the
+// window none (throttled, refill at the window's end), the next window 10.
+func testLimitRateWindow(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Queue: "default"}, Rate: 10, Period: time.Minute})
+	insertTenant(t, s, "a", 50)
+	var r store.ClaimReport
+	claimR := func(now time.Time) int {
+		jobs := claimWith(t, s, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 100,
+			LeaseUntil: now.Add(lease), Now: now, Report: &r})
+		return len(jobs)
+	}
+	if n := claimR(at(0)); n != 10 {
+		t.Fatalf("first claim: %d jobs, want 10", n)
+	}
+	if !r.Throttled {
+		t.Errorf("first claim left work behind but Report.Throttled is false")
+	}
+	end := base.Truncate(time.Minute).Add(time.Minute)
+	wantTime(t, "NextRefill", r.NextRefill, end)
+	if n := claimR(end.Add(-time.Microsecond)); n != 0 {
+		t.Fatalf("claim at the window's end: %d jobs, want 0", n)
+	}
+	if n := claimR(end); n != 10 {
+		t.Fatalf("claim in the next window: %d jobs, want 10", n)
+	}
+	// A claim whose Now lags behind (another node's clock, a wait for the
+	// lock) does not reopen the window that has passed.
+	if n := claimR(end.Add(-time.Second)); n != 0 {
+		t.Fatalf("lagging claim in a passed window: %d jobs, want 0", n)
+	}
+	got := wantState(t, s, mustFirstAvailable(t, s), idemtype.StateAvailable)
+	if got.Attempt != 0 {
+		t.Errorf("a throttled job has attempt %d, want 0", got.Attempt)
+	}
+}
+
+// mustFirstAvailable returns the id of an available job.
+func mustFirstAvailable(t *testing.T, s store.Store) int64 {
+	t.Helper()
+	jobs, _, err := s.JobList(t.Context(), &store.JobListParams{Filter: store.JobFilter{States: []idemtype.JobState{idemtype.StateAvailable}}, Limit: 1})
+	wantOK(t, "JobList", err)
+	if len(jobs) == 0 {
+		t.Fatal("no available job")
+	}
+	return jobs[0].ID
+}
+
+// 8 claimers racing in one window together take exactly the rate.
+func testLimitRateRace(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Rate: 25, Period: time.Minute})
+	insertTenant(t, s, "a", 200)
+	var total atomic.Int64
+	err := parallel(8, func(g int) error {
+		for range 10 {
+			jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
+				WorkerID: fmt.Sprint("w", g), Limit: 3, LeaseUntil: at(time.Hour), Now: at(time.Second)})
+			if err != nil {
+				return err
+			}
+			total.Add(int64(len(jobs)))
+		}
+		return nil
+	})
+	wantOK(t, "claimers", err)
+	if n := total.Load(); n != 25 {
+		t.Fatalf("racing claimers took %d jobs in one window, want the rate 25", n)
+	}
+}
+
+// 8 claimers finish what they claim and claim again; the most jobs of the
+// tenant running at once (as the claimers count them) never passes the
+// limit, and every job runs exactly once.
+func testLimitConcurrencyRace(t *testing.T, s store.Store) {
+	const total, limit = 300, 5
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a", Queue: "default"}, Concurrency: limit})
+	insertTenant(t, s, "a", total)
+	var (
+		running, most atomic.Int64
+		mu            sync.Mutex
+		seen          = map[int64]int{}
+		done          atomic.Int64
+	)
+	err := parallel(8, func(g int) error {
+		for done.Load() < total {
+			jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
+				WorkerID: fmt.Sprint("w", g), Limit: 3, LeaseUntil: at(time.Hour), Now: at(time.Second)})
+			if err != nil {
+				return err
+			}
+			n := running.Add(int64(len(jobs)))
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			fins := make([]*store.JobFinishParams, len(jobs))
+			mu.Lock()
+			for i, j := range jobs {
+				seen[j.ID]++
+				fins[i] = completion(j, `1`, at(2*time.Second))
+			}
+			mu.Unlock()
+			if len(jobs) == 0 {
+				continue
+			}
+			running.Add(-int64(len(jobs))) // before the finish commits: never undercounts
+			errs, err := s.JobFinishMany(t.Context(), fins)
+			if err != nil {
+				return err
+			}
+			for _, e := range errs {
+				if e != nil {
+					return e
+				}
+			}
+			done.Add(int64(len(jobs)))
+		}
+		return nil
+	})
+	wantOK(t, "claimers", err)
+	if m := most.Load(); m > limit {
+		t.Errorf("%d jobs ran at once, limit %d", m, limit)
+	}
+	if len(seen) != total {
+		t.Errorf("%d distinct jobs ran, want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %d ran %d times", id, n)
+		}
+	}
+}
+
+// A tenant whose rate is spent does not hold back another tenant.
+func testLimitTenantIsolation(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Rate: 1, Period: time.Minute})
+	insertTenant(t, s, "a", 100)
+	insertTenant(t, s, "b", 5)
+	got := byTenant(claim(t, s, at(time.Second), 10))
+	if got["a"] != 1 || got["b"] != 5 {
+		t.Fatalf("claim took %v, want a:1 b:5", got)
+	}
+	got = byTenant(claim(t, s, at(2*time.Second), 10))
+	if len(got) != 0 {
+		t.Fatalf("claim took %v, want nothing (a throttled, b done)", got)
+	}
+}
+
+// A queue limit counts every tenant's jobs together.
+func testLimitQueueWide(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Queue: "default"}, Rate: 7, Period: time.Hour})
+	for _, tenant := range []string{"a", "b", "c"} {
+		insertTenant(t, s, tenant, 10)
+	}
+	if n := len(claim(t, s, at(time.Second), 10)) + len(claim(t, s, at(2*time.Second), 10)); n != 7 {
+		t.Fatalf("claims took %d jobs, want the queue's rate 7", n)
+	}
+}
+
+func testPause(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	insertTenant(t, s, "a", 3)
+	insertTenant(t, s, "b", 3)
+	queue := store.FlowScope{Queue: "default"}
+	wantOK(t, "pause", s.QueuePause(ctx, &store.QueuePauseParams{Scope: queue}))
+	wantOK(t, "pause twice", s.QueuePause(ctx, &store.QueuePauseParams{Scope: queue}))
+	if got := claim(t, s, at(time.Second), 10); len(got) != 0 {
+		t.Fatalf("claim of a paused queue took %d jobs", len(got))
+	}
+	wantOK(t, "resume", s.QueueResume(ctx, &store.QueuePauseParams{Scope: queue}))
+	wantOK(t, "pause a", s.QueuePause(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Tenant: "a", Queue: "default"}}))
+	if got := byTenant(claim(t, s, at(time.Second), 10)); got["a"] != 0 || got["b"] != 3 {
+		t.Fatalf("claim with tenant a paused took %v, want b:3", got)
+	}
+	wantOK(t, "resume a", s.QueueResume(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Tenant: "a", Queue: "default"}}))
+	if got := byTenant(claim(t, s, at(time.Second), 10)); got["a"] != 3 {
+		t.Fatalf("claim after resume took %v, want a:3", got)
+	}
+	paused, err := s.QueuePauseList(ctx)
+	wantOK(t, "QueuePauseList", err)
+	if len(paused) != 0 {
+		t.Errorf("QueuePauseList after resumes = %v, want none", paused)
+	}
+}
+
+// Claimers finish what they claim while another goroutine pauses and
+// resumes the queue: every job runs exactly once, none while paused.
+func testPauseRace(t *testing.T, s store.Store) {
+	const total = 400
+	insertTenant(t, s, "a", total/2)
+	insertTenant(t, s, "b", total/2)
+	var (
+		mu     sync.Mutex // held by the toggler while the queue is paused
+		seen   = map[int64]int{}
+		seenMu sync.Mutex
+		done   atomic.Int64
+	)
+	scope := &store.QueuePauseParams{Scope: store.FlowScope{Queue: "default"}}
+	err := parallel(5, func(g int) error {
+		if g == 0 { // the toggler
+			for i := 0; done.Load() < total; i++ {
+				mu.Lock()
+				if err := s.QueuePause(t.Context(), scope); err != nil {
+					mu.Unlock()
+					return err
+				}
+				// While paused (and the lock held), no claim may return work.
+				jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
+					WorkerID: "toggler", Limit: 10, LeaseUntil: at(time.Hour), Now: at(time.Second)})
+				if err == nil && len(jobs) > 0 {
+					err = fmt.Errorf("a claim of the paused queue took %d jobs", len(jobs))
+				}
+				if err == nil {
+					err = s.QueueResume(t.Context(), scope)
+				}
+				mu.Unlock()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for done.Load() < total {
+			jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
+				WorkerID: fmt.Sprint("w", g), Limit: 4, LeaseUntil: at(time.Hour), Now: at(time.Second)})
+			if err != nil {
+				return err
+			}
+			fins := make([]*store.JobFinishParams, len(jobs))
+			seenMu.Lock()
+			for i, j := range jobs {
+				seen[j.ID]++
+				fins[i] = completion(j, `1`, at(2*time.Second))
+			}
+			seenMu.Unlock()
+			if len(jobs) == 0 {
+				continue
+			}
+			if _, err := s.JobFinishMany(t.Context(), fins); err != nil {
+				return err
+			}
+			done.Add(int64(len(jobs)))
+		}
+		return nil
+	})
+	wantOK(t, "claimers", err)
+	if len(seen) != total {
+		t.Errorf("%d distinct jobs ran, want %d", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %d ran %d times", id, n)
+		}
+	}
+}
