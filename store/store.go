@@ -53,6 +53,7 @@ type Store interface {
 	Maintenance
 	Leader
 	APIKeys
+	Schedules
 
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
