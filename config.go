@@ -1,6 +1,8 @@
 package idem
 
 import (
+	"github.com/idem-dev/idem/internal/maintenance"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +31,8 @@ const (
 	DefaultCancelledRetention = 30 * 24 * time.Hour
 	DefaultLeaderTTL          = 10 * time.Second
 	DefaultMaxWorkers         = 10
+	DefaultScheduleInterval   = maintenance.DefaultScheduleInterval
+	DefaultScheduleGrace      = maintenance.DefaultScheduleGrace
 )
 
 // Config configures a Client. The zero value is valid: an insert-only client
@@ -91,6 +95,18 @@ type Config struct {
 	DeadRetention      time.Duration
 	// LeaderTTL is the term of the maintenance leader; default DefaultLeaderTTL.
 	LeaderTTL time.Duration
+
+	// Schedules are put (created or replaced) in the store by Start, so
+	// every node sees them; the scheduler on the leader enqueues their
+	// firings. Schedules put over the HTTP API or with SchedulePut are
+	// kept: Start never deletes one.
+	Schedules []Schedule
+	// ScheduleInterval: how often the scheduler looks for due firings;
+	// default DefaultScheduleInterval.
+	ScheduleInterval time.Duration
+	// ScheduleGrace: under MissedSkip, a firing found due later than this
+	// after its time is missed; default DefaultScheduleGrace.
+	ScheduleGrace time.Duration
 }
 
 // QueueConfig configures one queue worked by a client.
@@ -130,6 +146,8 @@ func (c *Config) withDefaults() (*Config, error) {
 	setDefault(&cfg.CompletedRetention, DefaultCompletedRetention)
 	setDefault(&cfg.CancelledRetention, DefaultCancelledRetention)
 	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
+	setDefault(&cfg.ScheduleInterval, DefaultScheduleInterval)
+	setDefault(&cfg.ScheduleGrace, DefaultScheduleGrace)
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
 		return nil, errors.New("config: Queues set but Workers is nil")
 	}

@@ -32,6 +32,8 @@ type (
 	Record = idemtype.Record
 	// KeyReusedError carries the job that owns a reused key.
 	KeyReusedError = idemtype.KeyReusedError
+	// InvalidError is bad input: Field names the field at fault (wraps ErrInvalid).
+	InvalidError = idemtype.InvalidError
 )
 
 // The job states.

@@ -69,6 +69,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("start: client already started")
 	}
+	if err := c.putConfigSchedules(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	c.started = true
 	base := context.WithoutCancel(ctx)
 	rt := &runtime{running: producer.NewRunning()}
@@ -119,10 +122,22 @@ func (rt *runtime) startMaintenance(ctx context.Context, c *Client) {
 	retention.Interval = cfg.MaintenanceInterval
 	r, p, t := maintenance.NewRescuer(c.store, &rescue), maintenance.NewPromoter(c.store, mc),
 		maintenance.NewRetention(c.store, &retention)
-	rt.services = []startstop.Service{r, p, t}
+	sched := *mc
+	sched.Interval, sched.ScheduleGrace = cfg.ScheduleInterval, cfg.ScheduleGrace
+	rt.services = []startstop.Service{r, p, t, c.newScheduler(&sched)}
 	for _, s := range rt.services {
 		_ = s.Start(ctx)
 	}
+}
+
+// putConfigSchedules stores Config.Schedules (validated by NewClient).
+func (c *Client) putConfigSchedules(ctx context.Context) error {
+	for i := range c.cfg.Schedules {
+		if _, err := c.SchedulePut(ctx, &c.cfg.Schedules[i]); err != nil {
+			return fmt.Errorf("schedule %q: %w", c.cfg.Schedules[i].Name, err)
+		}
+	}
+	return nil
 }
 
 // Stop shuts the client down gracefully: no new claims, running jobs get

@@ -25,7 +25,8 @@ type Schedules interface {
 	// there is none. The jobs it made are never touched.
 	ScheduleDelete(ctx context.Context, p *ScheduleGetParams) error
 	// ScheduleFired records a firing of (Tenant, Name): with At set,
-	// LastFiredAt = At and LastJobID = JobID only when At is after the
+	// LastFiredAt = At and LastJobID = JobID (kept when JobID is 0: a
+	// skipped firing) only when At is after the
 	// stored LastFiredAt (or there is none) — the mark only moves forward,
 	// so a late or repeated call never moves it back; with At zero (a
 	// manual trigger) only LastJobID = JobID. It reports whether it

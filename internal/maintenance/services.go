@@ -33,6 +33,9 @@ type Config struct {
 	DeadRetention      time.Duration
 	// OnPromote is told the queues that got available jobs (wake-ups).
 	OnPromote func(queues []string)
+	// ScheduleGrace: under the skip policy, a firing found due later than
+	// this after its time is missed, not run; default DefaultScheduleGrace.
+	ScheduleGrace time.Duration
 }
 
 func (c *Config) withDefaults(interval time.Duration) Config {

@@ -22,7 +22,7 @@ RETURNING ` + scheduleCols
 	qScheduleGet     = `SELECT ` + scheduleCols + ` FROM {schema}.schedules WHERE tenant = $1 AND name = $2`
 	qScheduleList    = `SELECT ` + scheduleCols + ` FROM {schema}.schedules WHERE $1 = '' OR tenant = $1 ORDER BY tenant, name`
 	qScheduleDelete  = `DELETE FROM {schema}.schedules WHERE tenant = $1 AND name = $2`
-	qScheduleFired   = `UPDATE {schema}.schedules SET last_fired_at = $3, last_job_id = $4 WHERE tenant = $1 AND name = $2 AND (last_fired_at IS NULL OR last_fired_at < $3)`
+	qScheduleFired   = `UPDATE {schema}.schedules SET last_fired_at = $3, last_job_id = COALESCE(NULLIF($4::bigint, 0), last_job_id) WHERE tenant = $1 AND name = $2 AND (last_fired_at IS NULL OR last_fired_at < $3)`
 	qScheduleTrigger = `UPDATE {schema}.schedules SET last_job_id = $3 WHERE tenant = $1 AND name = $2`
 )
 

@@ -12,14 +12,14 @@ import (
 
 // The queries of the schedules table.
 const (
-	scheduleCols     = `tenant, name, spec, created_at, updated_at, last_fired_at, last_job_id`
-	qScheduleUpsert  = `INSERT INTO schedules (tenant, name, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+	scheduleCols    = `tenant, name, spec, created_at, updated_at, last_fired_at, last_job_id`
+	qScheduleUpsert = `INSERT INTO schedules (tenant, name, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (tenant, name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at
 RETURNING ` + scheduleCols
 	qScheduleGet     = `SELECT ` + scheduleCols + ` FROM schedules WHERE tenant = ? AND name = ?`
 	qScheduleList    = `SELECT ` + scheduleCols + ` FROM schedules WHERE ? = '' OR tenant = ? ORDER BY tenant, name`
 	qScheduleDelete  = `DELETE FROM schedules WHERE tenant = ? AND name = ?`
-	qScheduleFired   = `UPDATE schedules SET last_fired_at = ?, last_job_id = ? WHERE tenant = ? AND name = ? AND (last_fired_at IS NULL OR last_fired_at < ?)`
+	qScheduleFired   = `UPDATE schedules SET last_fired_at = ?, last_job_id = COALESCE(NULLIF(?, 0), last_job_id) WHERE tenant = ? AND name = ? AND (last_fired_at IS NULL OR last_fired_at < ?)`
 	qScheduleTrigger = `UPDATE schedules SET last_job_id = ? WHERE tenant = ? AND name = ?`
 )
 

@@ -113,6 +113,7 @@ func testScheduleFired(t *testing.T, s store.Store) {
 		{10 * time.Minute, 2, false}, // the same firing again
 		{5 * time.Minute, 3, false},  // an older one (a clock stepped back)
 		{15 * time.Minute, 4, true},
+		{20 * time.Minute, 0, true}, // a skipped firing keeps the last job
 	}
 	for _, st := range steps {
 		if got := fired(t, s, "n", at(st.when), st.job); got != st.want {
@@ -120,15 +121,15 @@ func testScheduleFired(t *testing.T, s store.Store) {
 		}
 	}
 	sc := getSchedule(t, s, "t1", "n")
-	if !sc.LastFiredAt.Equal(at(15*time.Minute)) || sc.LastJobID != 4 {
-		t.Errorf("after firings: last %v job %d, want +15m job 4", sc.LastFiredAt, sc.LastJobID)
+	if !sc.LastFiredAt.Equal(at(20*time.Minute)) || sc.LastJobID != 4 {
+		t.Errorf("after firings: last %v job %d, want +20m job 4", sc.LastFiredAt, sc.LastJobID)
 	}
 	if !fired(t, s, "n", time.Time{}, 9) { // a manual trigger
 		t.Errorf("trigger did not record its job")
 	}
 	sc = getSchedule(t, s, "t1", "n")
-	if !sc.LastFiredAt.Equal(at(15*time.Minute)) || sc.LastJobID != 9 {
-		t.Errorf("after trigger: last %v job %d, want +15m job 9", sc.LastFiredAt, sc.LastJobID)
+	if !sc.LastFiredAt.Equal(at(20*time.Minute)) || sc.LastJobID != 9 {
+		t.Errorf("after trigger: last %v job %d, want +20m job 9", sc.LastFiredAt, sc.LastJobID)
 	}
 	if fired(t, s, "missing", at(time.Hour), 1) {
 		t.Errorf("an unknown schedule reported a change")
