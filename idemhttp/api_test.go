@@ -34,6 +34,7 @@ func runAPISuite(t *testing.T, open opener) {
 		"tenant isolation":    testTenantIsolation,
 		"post middleware":     testPostMiddleware,
 		"concurrent enqueue":  testConcurrentEnqueue,
+		"schedules":           testSchedules,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
