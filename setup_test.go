@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mpChildEnv) != "" {
 		os.Exit(mpChild())
 	}
+	if os.Getenv(schedChildEnv) != "" {
+		os.Exit(schedChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 
