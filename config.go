@@ -72,6 +72,15 @@ type Config struct {
 	// DefaultCompressThreshold; negative = never.
 	CompressThreshold int
 
+	// Timeout bounds one attempt of a Go worker: at the timeout the
+	// handler's context is cancelled (cause ErrJobTimeout) and an error it
+	// returns fails the attempt as a timeout, retried like any failure.
+	// TimeoutByQueue and TimeoutByKind override it (kind wins over queue);
+	// 0 = no limit (the default).
+	Timeout        time.Duration
+	TimeoutByQueue map[string]time.Duration
+	TimeoutByKind  map[string]time.Duration
+
 	// LeaseDuration of a claim; heartbeats renew it every third of it.
 	// Default DefaultLeaseDuration.
 	LeaseDuration time.Duration
@@ -166,6 +175,11 @@ func (c *Config) withDefaults() (*Config, error) {
 	if cfg.MaxAttempts < 1 || cfg.LeaseDuration < time.Second || cfg.FetchLimit < 1 {
 		return nil, errors.New("config: MaxAttempts and FetchLimit must be positive, LeaseDuration at least 1s")
 	}
+	for _, d := range append([]time.Duration{cfg.Timeout}, mapValues(cfg.TimeoutByKind, cfg.TimeoutByQueue)...) {
+		if d < 0 {
+			return nil, errors.New("config: negative Timeout")
+		}
+	}
 	for _, p := range append([]RetryPolicy{cfg.Retry}, mapValues(cfg.RetryByKind, cfg.RetryByQueue)...) {
 		if err := p.validate(); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
@@ -212,6 +226,18 @@ func (c *Config) queueRetryPolicy(queue, kind string) RetryPolicy {
 		return p
 	}
 	return c.Retry
+}
+
+// timeout returns how long one attempt of row may run: by kind, else by
+// queue, else Timeout; 0 = no limit.
+func (c *Config) timeout(row *JobRow) time.Duration {
+	if d, ok := c.TimeoutByKind[row.Kind]; ok {
+		return d
+	}
+	if d, ok := c.TimeoutByQueue[row.Queue]; ok {
+		return d
+	}
+	return c.Timeout
 }
 
 // resultTTL returns the result TTL of a kind.

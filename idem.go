@@ -56,4 +56,7 @@ var (
 	ErrWrongState    = idemtype.ErrWrongState
 	ErrInvalid       = idemtype.ErrInvalid
 	ErrKeyInProgress = idemtype.ErrKeyInProgress
+	// ErrJobTimeout is the cause of a handler context cancelled at the job's
+	// timeout (context.Cause), and wrapped by the attempt's error.
+	ErrJobTimeout = idemtype.ErrJobTimeout
 )

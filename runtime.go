@@ -56,6 +56,7 @@ func newExecutor(st store.Store, cfg *Config, stats *clientStats) (*executor.Exe
 			}
 			return nil
 		},
+		Timeout:   cfg.timeout,
 		CacheHits: &stats.cacheHits, CacheMisses: &stats.cacheMisses,
 	})
 }

@@ -1,2 +1,1 @@
-ALTER TABLE {schema}.jobs DROP COLUMN timeout_us;
 DROP TABLE {schema}.schedules;

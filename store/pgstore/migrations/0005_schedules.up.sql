@@ -13,7 +13,3 @@ CREATE TABLE {schema}.schedules (
   last_job_id   bigint,
   PRIMARY KEY (tenant, name)
 );
-
--- A job's own timeout (microseconds; 0 = none): the handler's deadline and
--- the cap of a pull worker's lease.
-ALTER TABLE {schema}.jobs ADD COLUMN timeout_us bigint NOT NULL DEFAULT 0;

@@ -13,7 +13,3 @@ CREATE TABLE schedules (
   last_job_id   INTEGER,
   PRIMARY KEY (tenant, name)
 ) WITHOUT ROWID;
-
--- A job's own timeout (microseconds; 0 = none): the handler's deadline and
--- the cap of a pull worker's lease.
-ALTER TABLE jobs ADD COLUMN timeout_us INTEGER NOT NULL DEFAULT 0;
