@@ -61,3 +61,70 @@ func TestJobTimeoutConfig(t *testing.T) {
 		t.Error("a negative timeout was accepted")
 	}
 }
+
+// TestPullLeaseCappedAtTimeout (both stores): a pull claim's lease ends at
+// the job's timeout however long a lease was asked for, heartbeats never
+// extend it past the deadline, and a heartbeat at the deadline fails the
+// attempt as a timeout (retryable).
+func TestPullLeaseCappedAtTimeout(t *testing.T) {
+	t.Parallel()
+	for _, sk := range storeKinds() {
+		t.Run(sk.name, func(t *testing.T) {
+			t.Parallel()
+			st, _ := sk.open(t)
+			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger(), DisableMaintenance: true,
+				TimeoutByKind: map[string]time.Duration{"render": 10 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			slow, _ := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "render", Opts: &idem.EnqueueOpts{Priority: 1}})
+			plain, _ := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "other"})
+			jobs, err := c.Claim(ctx, idem.ClaimParams{Queues: []string{idem.DefaultQueue}, WorkerID: "w1", Limit: 2, Lease: time.Minute})
+			if err != nil || len(jobs) != 2 {
+				t.Fatalf("claim: %d jobs, %v", len(jobs), err)
+			}
+			start := clock.Now()
+			for _, j := range jobs {
+				want := start.Add(time.Minute)
+				if j.ID == slow.Job.ID {
+					want = start.Add(10 * time.Second)
+				}
+				stored, err := c.JobGet(ctx, "", j.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !j.LeaseExpiresAt.Equal(want) || !stored.LeaseExpiresAt.Equal(want) {
+					t.Errorf("job %d: lease to %v (stored %v), want %v", j.ID, j.LeaseExpiresAt, stored.LeaseExpiresAt, want)
+				}
+			}
+			token := jobs[0].LeaseToken
+			if jobs[0].ID != slow.Job.ID {
+				token = jobs[1].LeaseToken
+			}
+			clock.Add(5 * time.Second)
+			until, err := c.Heartbeat(ctx, "", slow.Job.ID, token, time.Minute)
+			if err != nil || !until.Equal(start.Add(10*time.Second)) {
+				t.Errorf("heartbeat before the deadline: %v, %v; want the deadline", until, err)
+			}
+			clock.Add(5 * time.Second)
+			_, err = c.Heartbeat(ctx, "", slow.Job.ID, token, time.Minute)
+			if !errors.Is(err, idem.ErrJobTimeout) || !errors.Is(err, idem.ErrLeaseLost) {
+				t.Fatalf("heartbeat at the deadline: %v, want ErrJobTimeout and ErrLeaseLost", err)
+			}
+			row, err := c.JobGet(ctx, "", slow.Job.ID)
+			if err != nil || row.State != idem.StateRetryable || !strings.HasPrefix(row.LastError, "job timed out after 10s") {
+				t.Errorf("after the timeout: %s %q (%v)", row.State, row.LastError, err)
+			}
+			if _, err := c.Complete(ctx, "", plain.Job.ID, func() string {
+				if jobs[0].ID == plain.Job.ID {
+					return jobs[0].LeaseToken
+				}
+				return jobs[1].LeaseToken
+			}(), nil); err != nil {
+				t.Errorf("the job without a timeout: %v", err)
+			}
+		})
+	}
+}
