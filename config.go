@@ -228,9 +228,12 @@ func (c *Config) queueRetryPolicy(queue, kind string) RetryPolicy {
 	return c.Retry
 }
 
-// timeout returns how long one attempt of row may run: by kind, else by
-// queue, else Timeout; 0 = no limit.
+// timeout returns how long one attempt of row may run: the job's own, else
+// by kind, else by queue, else Timeout; 0 = no limit.
 func (c *Config) timeout(row *JobRow) time.Duration {
+	if row.Timeout > 0 {
+		return row.Timeout
+	}
 	if d, ok := c.TimeoutByKind[row.Kind]; ok {
 		return d
 	}

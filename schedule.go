@@ -56,6 +56,7 @@ type Schedule struct {
 	MaxAttempts int            // default Config.MaxAttempts
 	DedupWindow *time.Duration // how long a firing key blocks; default Config.DedupWindow, at least MinScheduleDedupWindow
 	ResultTTL   *time.Duration // default the kind's result TTL
+	Timeout     time.Duration  // limits each attempt (EnqueueOpts.Timeout); 0 = the queue's or kind's
 }
 
 // MinScheduleDedupWindow is the shortest dedup window of a firing key: a
@@ -92,6 +93,7 @@ type scheduleSpec struct {
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	DedupWindow string          `json:"dedup_window,omitempty"`
 	ResultTTL   string          `json:"result_ttl,omitempty"`
+	Timeout     string          `json:"timeout,omitempty"`
 }
 
 // timing returns the part of s the scheduler computes firings from.
@@ -149,6 +151,9 @@ func (c *Client) scheduleSpec(s *Schedule) ([]byte, string, error) {
 	}
 	if s.ResultTTL != nil {
 		sp.ResultTTL = s.ResultTTL.String()
+	}
+	if s.Timeout != 0 {
+		sp.Timeout = s.Timeout.String()
 	}
 	// The job must be valid too: build a firing's insert without writing.
 	if _, err := c.firingInsert(&sp, s.Name, tenant, plan.Location(), time.Unix(0, 0), ScheduleKeyPrefix+"check"); err != nil {
@@ -284,6 +289,11 @@ func decodeSchedule(row *store.Schedule) (*Schedule, *maintenance.Plan, error) {
 	if s.ResultTTL, err = parseDurationPtr(sp.ResultTTL); err != nil {
 		return nil, nil, fmt.Errorf("schedule %q: result_ttl: %w", row.Name, err)
 	}
+	if sp.Timeout != "" {
+		if s.Timeout, err = time.ParseDuration(sp.Timeout); err != nil {
+			return nil, nil, fmt.Errorf("schedule %q: timeout: %w", row.Name, err)
+		}
+	}
 	plan, err := maintenance.Compile(s.timing())
 	if err != nil {
 		return nil, nil, fmt.Errorf("schedule %q: %w", row.Name, err)
@@ -355,6 +365,11 @@ func (c *Client) firingInsert(sp *scheduleSpec, name, tenant string, loc *time.L
 	}
 	if o.ResultTTL, err = orDuration(sp.ResultTTL, nil); err != nil {
 		return nil, idemtype.Invalid("result_ttl", "%v", err)
+	}
+	if sp.Timeout != "" {
+		if o.Timeout, err = time.ParseDuration(sp.Timeout); err != nil {
+			return nil, idemtype.Invalid("timeout", "%v", err)
+		}
 	}
 	p, err := c.buildInsert(EnqueueParams{Kind: sp.Kind, Args: sp.Args, Opts: o}, c.now(), true)
 	if err != nil {

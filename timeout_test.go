@@ -128,3 +128,34 @@ func TestPullLeaseCappedAtTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestJobOwnTimeout (both stores): EnqueueOpts.Timeout is stored with the
+// job and wins over the kind's: the pull lease ends at it, and a Go
+// handler's context ends at it.
+func TestJobOwnTimeout(t *testing.T) {
+	t.Parallel()
+	for _, sk := range storeKinds() {
+		t.Run(sk.name, func(t *testing.T) {
+			t.Parallel()
+			st, _ := sk.open(t)
+			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger(), DisableMaintenance: true,
+				TimeoutByKind: map[string]time.Duration{"render": time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			r, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "render", Opts: &idem.EnqueueOpts{Timeout: 3 * time.Second}})
+			if err != nil || r.Job.Timeout != 3*time.Second {
+				t.Fatalf("enqueue: timeout %v, %v", r.Job.Timeout, err)
+			}
+			jobs, err := c.Claim(ctx, idem.ClaimParams{Queues: []string{idem.DefaultQueue}, WorkerID: "w", Lease: time.Minute})
+			if err != nil || len(jobs) != 1 || !jobs[0].LeaseExpiresAt.Equal(clock.Now().Add(3*time.Second)) {
+				t.Fatalf("claim: %v %v", jobs, err)
+			}
+			if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "x", Opts: &idem.EnqueueOpts{Timeout: -time.Second}}); !errors.Is(err, idem.ErrInvalid) {
+				t.Errorf("negative timeout: %v, want ErrInvalid", err)
+			}
+		})
+	}
+}

@@ -44,6 +44,13 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) error {
 	if sc.ResultTTL, err = parseDuration("result_ttl", req.ResultTTL); err != nil {
 		return err
 	}
+	timeout, err := parseDuration("timeout", req.Timeout)
+	if err != nil {
+		return err
+	}
+	if timeout != nil {
+		sc.Timeout = *timeout
+	}
 	if req.Kind == "" {
 		return invalid("kind", "must not be empty")
 	}
@@ -148,6 +155,9 @@ func renderSchedule(info *idem.ScheduleInfo) *wire.Schedule {
 	}
 	if info.ResultTTL != nil {
 		out.ResultTTL = info.ResultTTL.String()
+	}
+	if info.Timeout != 0 {
+		out.Timeout = info.Timeout.String()
 	}
 	if info.LastJobID != 0 {
 		out.LastJobID = formatID(info.LastJobID)

@@ -80,6 +80,9 @@ type JobRow struct {
 	// RetryPolicy is the job's own backoff policy as JSON (the root package
 	// defines its form); nil = the queue's or kind's policy.
 	RetryPolicy json.RawMessage
+	// Timeout is the job's own limit on one attempt (0 = the queue's or
+	// kind's, if any).
+	Timeout time.Duration
 	// Lease fields are set while running.
 	LeaseToken     string
 	LeaseExpiresAt *time.Time

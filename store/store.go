@@ -310,6 +310,9 @@ type JobInsertParams struct {
 	Metadata     json.RawMessage
 	// RetryPolicy is stored as given and returned in JobRow.RetryPolicy.
 	RetryPolicy json.RawMessage
+	// Timeout is stored (microsecond precision) and returned in
+	// JobRow.Timeout; 0 = none of its own.
+	Timeout time.Duration
 	// IdempotencyKey, when not "", deduplicates creation and keys the result cache.
 	IdempotencyKey string
 	// Fingerprint is the hex SHA-256 of the canonical request; a repeat of

@@ -20,6 +20,7 @@ type ScheduleRequest struct {
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	DedupWindow *string         `json:"dedup_window,omitempty"`
 	ResultTTL   *string         `json:"result_ttl,omitempty"`
+	Timeout     *string         `json:"timeout,omitempty"`
 }
 
 // Schedule is a schedule as the API renders it, with its firings.
@@ -38,6 +39,7 @@ type Schedule struct {
 	MaxAttempts  int             `json:"max_attempts,omitempty"`
 	DedupWindow  string          `json:"dedup_window,omitempty"`
 	ResultTTL    string          `json:"result_ttl,omitempty"`
+	Timeout      string          `json:"timeout,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
 	LastFiredAt  *time.Time      `json:"last_fired_at,omitempty"`

@@ -176,3 +176,38 @@ func testScheduleUpsertRace(t *testing.T, s store.Store) {
 		t.Errorf("after 10 concurrent upserts: %d schedules (err %v), want 1", len(list), err)
 	}
 }
+
+func timeoutCases() []testCase {
+	return []testCase{
+		{"Insert/timeout stored with the job", testInsertTimeout},
+	}
+}
+
+// testInsertTimeout: a job's own timeout comes back from every insert path
+// (plain, keyed, with dependencies), from reads and from claims.
+func testInsertTimeout(t *testing.T, s store.Store) {
+	plain := newJob("plain")
+	plain.Timeout = 1500 * time.Millisecond
+	k := keyed("keyed", "k-timeout", hash("a"))
+	k.Timeout = time.Minute
+	none := newJob("none")
+	rows := insertNew(t, s, at(0), plain, k, none)
+	dep := newJob("dep")
+	dep.DependsOn = []int64{rows[2].ID}
+	dep.Timeout = time.Hour
+	rows = append(rows, insert1(t, s, at(0), dep))
+	want := []time.Duration{1500 * time.Millisecond, time.Minute, 0, time.Hour}
+	for i, r := range rows {
+		if r.Timeout != want[i] {
+			t.Errorf("insert %s: timeout %v, want %v", r.Kind, r.Timeout, want[i])
+		}
+		if got := mustGet(t, s, r.ID); got.Timeout != want[i] {
+			t.Errorf("get %s: timeout %v, want %v", r.Kind, got.Timeout, want[i])
+		}
+	}
+	for _, j := range claim(t, s, at(time.Second), 10, rows[0].Queue) {
+		if j.ID == rows[0].ID && j.Timeout != want[0] {
+			t.Errorf("claim: timeout %v, want %v", j.Timeout, want[0])
+		}
+	}
+}

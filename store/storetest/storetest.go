@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, leaderCases()...)
 	all = append(all, apiKeyCases()...)
 	all = append(all, scheduleCases()...)
+	all = append(all, timeoutCases()...)
 	all = append(all, lifecycleCases()...)
 	all = append(all, listenCases()...)
 	for _, c := range all {

@@ -13,3 +13,7 @@ CREATE TABLE {schema}.schedules (
   last_job_id   bigint,
   PRIMARY KEY (tenant, name)
 );
+
+-- A job's own timeout (microseconds; 0 = the queue's or kind's): the
+-- deadline of each attempt's handler and the cap of a pull worker's lease.
+ALTER TABLE {schema}.jobs ADD COLUMN timeout_us bigint NOT NULL DEFAULT 0;

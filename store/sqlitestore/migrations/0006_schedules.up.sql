@@ -13,3 +13,7 @@ CREATE TABLE schedules (
   last_job_id   INTEGER,
   PRIMARY KEY (tenant, name)
 ) WITHOUT ROWID;
+
+-- A job's own timeout (microseconds; 0 = the queue's or kind's): the
+-- deadline of each attempt's handler and the cap of a pull worker's lease.
+ALTER TABLE jobs ADD COLUMN timeout_us INTEGER NOT NULL DEFAULT 0;
