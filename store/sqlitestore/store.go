@@ -176,7 +176,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	// after each group commit (see writer.syncLoop): as durable as FULL,
 	// but the next group runs while the previous one is being synced.
 	wv.Set("_synchronous", "NORMAL")
-	wdb, err := sql.Open("sqlite", "file:"+path+"?"+wv.Encode())
+	wdb, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+wv.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -193,7 +193,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	rv := url.Values{}
 	common(rv)
 	rv.Set("_query_only", "1")
-	rdb, err := sql.Open("sqlite", "file:"+path+"?"+rv.Encode())
+	rdb, err := sql.Open("sqlite", "file:"+uriPath(path)+"?"+rv.Encode())
 	if err != nil {
 		conn.Close()
 		wdb.Close()
@@ -274,4 +274,11 @@ func (s *Store) readErr(err error) error {
 		return store.ErrClosed
 	}
 	return err
+}
+
+// uriPath escapes the characters that end or alter the path part of a
+// SQLite URI filename ('%', '?', '#'): unescaped, "/tmp/a#1/idem.db" would
+// open "/tmp/a" (the rest read as a fragment), a file other stores share.
+func uriPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 }
