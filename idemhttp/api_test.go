@@ -35,6 +35,7 @@ func runAPISuite(t *testing.T, open opener) {
 		"post middleware":     testPostMiddleware,
 		"concurrent enqueue":  testConcurrentEnqueue,
 		"schedules":           testSchedules,
+		"job timeout":         testJobTimeout,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"testing"
+	"time"
 )
 
 // testSchedules: put, get, list (last and next firings), trigger, delete
@@ -81,5 +82,31 @@ func testSchedules(t *testing.T, open opener) {
 		}
 	}
 	expect(t, e.req("GET", "/v1/schedules/bad", e.keyA, nil), 404, "")
+	expect(t, e.req("PUT", "/v1/schedules/bad", e.keyA, map[string]any{"every": "1h", "kind": "k", "timeout": "soon"}), 400, "")
 	expect(t, e.req("PUT", "/v1/schedules/a:b", e.keyA, map[string]any{"every": "1h", "kind": "k"}), 400, "")
+}
+
+// testJobTimeout: the enqueue body's timeout is stored with the job and
+// caps a pull claim's lease; a bad one is a 400 naming the field.
+func testJobTimeout(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	r := e.req("POST", "/v1/jobs", e.keyA, map[string]any{"kind": "render", "queue": "pull", "timeout": "5s"})
+	expect(t, r, 201, "")
+	r = e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"pull"}, "worker_id": "w", "lease": "60s"})
+	expect(t, r, 200, "")
+	jobs, _ := r.json(t)["jobs"].([]any)
+	if len(jobs) != 1 {
+		t.Fatalf("claim: %s", r.body)
+	}
+	j := jobs[0].(map[string]any)
+	started, err1 := time.Parse(time.RFC3339Nano, j["started_at"].(string))
+	lease, err2 := time.Parse(time.RFC3339Nano, j["lease_expires_at"].(string))
+	if err1 != nil || err2 != nil || lease.Sub(started) != 5*time.Second {
+		t.Errorf("lease %v after the start, want the 5s timeout: %s", lease.Sub(started), r.body)
+	}
+	r = e.req("POST", "/v1/jobs", e.keyA, map[string]any{"kind": "render", "timeout": "later"})
+	expect(t, r, 400, "")
+	if errs, _ := r.json(t)["errors"].(map[string]any); errs["timeout"] == nil {
+		t.Errorf("bad timeout: %s", r.body)
+	}
 }
