@@ -58,6 +58,11 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	}
 	l, _ := st.(notifier.Listener)
 	cl.notifier = notifier.New(l, c.Logger)
+	for i := range c.Schedules {
+		if _, _, err := cl.scheduleSpec(&c.Schedules[i]); err != nil {
+			return nil, fmt.Errorf("new client: schedule %q: %w", c.Schedules[i].Name, err)
+		}
+	}
 	return cl, nil
 }
 

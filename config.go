@@ -1,6 +1,8 @@
 package idem
 
 import (
+	"github.com/idem-dev/idem/internal/maintenance"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +31,8 @@ const (
 	DefaultCancelledRetention = 30 * 24 * time.Hour
 	DefaultLeaderTTL          = 10 * time.Second
 	DefaultMaxWorkers         = 10
+	DefaultScheduleInterval   = maintenance.DefaultScheduleInterval
+	DefaultScheduleGrace      = maintenance.DefaultScheduleGrace
 )
 
 // Config configures a Client. The zero value is valid: an insert-only client
@@ -71,6 +75,15 @@ type Config struct {
 	// gzip-compressed in the idempotency record; default
 	// DefaultCompressThreshold; negative = never.
 	CompressThreshold int
+
+	// Timeout bounds one attempt of a Go worker: at the timeout the
+	// handler's context is cancelled (cause ErrJobTimeout) and an error it
+	// returns fails the attempt as a timeout, retried like any failure.
+	// TimeoutByQueue and TimeoutByKind override it (kind wins over queue);
+	// 0 = no limit (the default).
+	Timeout        time.Duration
+	TimeoutByQueue map[string]time.Duration
+	TimeoutByKind  map[string]time.Duration
 
 	// LeaseDuration of a claim; heartbeats renew it every third of it.
 	// Default DefaultLeaseDuration.
@@ -116,6 +129,18 @@ type Config struct {
 	// Rate: 100, Period: time.Minute} and {FlowScope{Queue: "q"}, Rate:
 	// 1000, Period: time.Minute}. None by default.
 	Limits []Limit
+
+	// Schedules are put (created or replaced) in the store by Start, so
+	// every node sees them; the scheduler on the leader enqueues their
+	// firings. Schedules put over the HTTP API or with SchedulePut are
+	// kept: Start never deletes one.
+	Schedules []Schedule
+	// ScheduleInterval: how often the scheduler looks for due firings;
+	// default DefaultScheduleInterval.
+	ScheduleInterval time.Duration
+	// ScheduleGrace: under MissedSkip, a firing found due later than this
+	// after its time is missed; default DefaultScheduleGrace.
+	ScheduleGrace time.Duration
 }
 
 // QueueConfig configures one queue worked by a client.
@@ -161,6 +186,8 @@ func (c *Config) withDefaults() (*Config, error) {
 	setDefault(&cfg.LeaderTTL, DefaultLeaderTTL)
 	setDefault(&cfg.TopicQueue, DefaultTopicQueue)
 	setDefault(&cfg.EventRetention, DefaultEventRetention)
+	setDefault(&cfg.ScheduleInterval, DefaultScheduleInterval)
+	setDefault(&cfg.ScheduleGrace, DefaultScheduleGrace)
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
 		cfg.Workers = NewWorkers() // delivery-only queues need no Go worker
 		for name, q := range cfg.Queues {
@@ -183,6 +210,11 @@ func (c *Config) withDefaults() (*Config, error) {
 	cfg.Queues = queues
 	if cfg.MaxAttempts < 1 || cfg.LeaseDuration < time.Second || cfg.FetchLimit < 1 {
 		return nil, errors.New("config: MaxAttempts and FetchLimit must be positive, LeaseDuration at least 1s")
+	}
+	for _, d := range append([]time.Duration{cfg.Timeout}, mapValues(cfg.TimeoutByKind, cfg.TimeoutByQueue)...) {
+		if d < 0 {
+			return nil, errors.New("config: negative Timeout")
+		}
 	}
 	for _, p := range append([]RetryPolicy{cfg.Retry}, mapValues(cfg.RetryByKind, cfg.RetryByQueue)...) {
 		if err := p.validate(); err != nil {
@@ -235,6 +267,21 @@ func (c *Config) queueRetryPolicy(queue, kind string) RetryPolicy {
 		return p
 	}
 	return c.Retry
+}
+
+// timeout returns how long one attempt of row may run: the job's own, else
+// by kind, else by queue, else Timeout; 0 = no limit.
+func (c *Config) timeout(row *JobRow) time.Duration {
+	if row.Timeout > 0 {
+		return row.Timeout
+	}
+	if d, ok := c.TimeoutByKind[row.Kind]; ok {
+		return d
+	}
+	if d, ok := c.TimeoutByQueue[row.Queue]; ok {
+		return d
+	}
+	return c.Timeout
 }
 
 // resultTTL returns the result TTL of a kind.

@@ -18,6 +18,7 @@ const (
 	MaxBatch       = 1000    // jobs in one EnqueueMany
 	MaxMaxAttempts = 1000
 	MaxDependsOn   = 100
+	MaxTimeout     = 7 * 24 * time.Hour // a job's own timeout
 )
 
 // EnqueueOpts are the per-job options of Enqueue; nil means every default.
@@ -40,6 +41,11 @@ type EnqueueOpts struct {
 	ResultTTL *time.Duration
 	// Retry is this job's own backoff policy, over the queue's and kind's.
 	Retry *RetryPolicy
+	// Timeout limits each attempt of this job, over the queue's and kind's
+	// (Config.Timeout…): a Go handler's context is cancelled at the
+	// deadline and a pull worker's lease never outlives it. 0 = the
+	// queue's or kind's, if any. Stored with the job.
+	Timeout time.Duration
 }
 
 // EnqueueParams is one untyped job: a kind and its JSON args.
@@ -161,7 +167,7 @@ func (c *Client) buildInsert(it EnqueueParams, now time.Time, withFingerprint bo
 		Priority: o.Priority, MaxAttempts: o.MaxAttempts, RunAt: o.RunAt,
 		PartitionKey: o.PartitionKey, DependsOn: o.DependsOn, Metadata: o.Metadata,
 		IdempotencyKey: o.IdempotencyKey, DedupWindow: c.cfg.DedupWindow,
-		ResultTTL: c.cfg.resultTTL(it.Kind),
+		ResultTTL: c.cfg.resultTTL(it.Kind), Timeout: o.Timeout,
 	}
 	setDefault(&p.Tenant, c.cfg.Tenant)
 	setDefault(&p.Queue, DefaultQueue)
@@ -228,6 +234,9 @@ func validateInsert(p *store.JobInsertParams) error {
 	}
 	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
 		return idemtype.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+	}
+	if p.Timeout < 0 || p.Timeout > MaxTimeout {
+		return idemtype.Invalid("timeout", "must be between 0s and %v", MaxTimeout)
 	}
 	if p.DedupWindow < 0 || p.ResultTTL <= 0 {
 		return idemtype.Invalid("dedup_window", "dedup_window must be >= 0 and result_ttl > 0")

@@ -1,8 +1,20 @@
 package idem
 
+import (
+	"context"
+
+	"github.com/idem-dev/idem/internal/maintenance"
+)
+
 // WaitFinishWritten returns a channel closed the next time a finish of job
 // id (any state: completed, retryable, snoozed…) is written by c, and the
 // function that stops waiting. Tests wait on it instead of polling.
 func WaitFinishWritten(c *Client, id int64) (<-chan struct{}, func()) {
 	return c.notifier.WaitFinished(id)
+}
+
+// RunSchedulerOnce runs one pass of c's scheduler (ungated by leadership,
+// on c's clock): tests drive many schedulers at once with it.
+func RunSchedulerOnce(c *Client) (int, error) {
+	return c.newScheduler(&maintenance.Config{Now: c.cfg.Now, Logger: c.logger, ScheduleGrace: c.cfg.ScheduleGrace}).RunOnce(context.Background())
 }

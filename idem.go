@@ -32,6 +32,8 @@ type (
 	Record = idemtype.Record
 	// KeyReusedError carries the job that owns a reused key.
 	KeyReusedError = idemtype.KeyReusedError
+	// InvalidError is bad input: Field names the field at fault (wraps ErrInvalid).
+	InvalidError = idemtype.InvalidError
 )
 
 // The job states.
@@ -54,4 +56,7 @@ var (
 	ErrWrongState    = idemtype.ErrWrongState
 	ErrInvalid       = idemtype.ErrInvalid
 	ErrKeyInProgress = idemtype.ErrKeyInProgress
+	// ErrJobTimeout is the cause of a handler context cancelled at the job's
+	// timeout (context.Cause), and wrapped by the attempt's error.
+	ErrJobTimeout = idemtype.ErrJobTimeout
 )

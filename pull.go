@@ -120,13 +120,51 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 			c.finished(fin.ID)
 		}
 	}
+	if err := c.capLeases(ctx, out, now); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
+// capLeases shortens the leases of claimed jobs to their timeout: a pull
+// worker's lease never outlives the attempt's deadline (StartedAt + the
+// job's timeout), so a worker that overruns loses the job to the rescuer.
+// Jobs with one deadline share one store call.
+func (c *Client) capLeases(ctx context.Context, jobs []*JobRow, now time.Time) error {
+	byDeadline := map[time.Time][]store.Lease{}
+	for _, j := range jobs {
+		deadline, ok := c.deadline(j)
+		if ok && j.LeaseExpiresAt != nil && deadline.Before(*j.LeaseExpiresAt) {
+			byDeadline[deadline] = append(byDeadline[deadline], store.Lease{ID: j.ID, Token: j.LeaseToken})
+			j.LeaseExpiresAt = &deadline
+		}
+	}
+	for deadline, leases := range byDeadline {
+		if _, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: deadline, Now: now}); err != nil {
+			return fmt.Errorf("claim: cap leases at the timeout: %w", err)
+		}
+	}
+	return nil
+}
+
+// deadline returns when the running attempt of j times out, if it has a
+// timeout (Config.Timeout, TimeoutByQueue, TimeoutByKind).
+func (c *Client) deadline(j *JobRow) (time.Time, bool) {
+	d := c.cfg.timeout(j)
+	if d <= 0 || j.StartedAt == nil {
+		return time.Time{}, false
+	}
+	return j.StartedAt.Add(d), true
+}
+
 // Heartbeat extends the lease of a job claimed by a remote worker and
-// returns the new expiry; ErrLeaseLost when the lease is gone.
+// returns the new expiry; ErrLeaseLost when the lease is gone. The lease
+// never extends past the job's timeout; a heartbeat at or after it fails
+// the attempt as a timeout (retryable) and returns an error wrapping both
+// ErrLeaseLost and ErrJobTimeout.
 func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token string, lease time.Duration) (time.Time, error) {
-	if _, err := c.JobGet(ctx, tenant, id); err != nil {
+	row, err := c.JobGet(ctx, tenant, id)
+	if err != nil {
 		return time.Time{}, err
 	}
 	setDefault(&lease, c.cfg.LeaseDuration)
@@ -135,6 +173,12 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 	}
 	now := c.now()
 	until := now.Add(lease)
+	if deadline, ok := c.deadline(row); ok && row.State == StateRunning && row.LeaseToken == token {
+		if !now.Before(deadline) {
+			return time.Time{}, c.timeoutRemote(ctx, tenant, row, token)
+		}
+		until = minTime(until, deadline)
+	}
 	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
 		Leases: []store.Lease{{ID: id, Token: token}}, Until: until, Now: now})
 	if err != nil {
@@ -206,6 +250,23 @@ func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string
 	c.exec.SetOutcome(fin, row, nil, cause)
 	fin.Error = p.Error
 	return c.finishRemote(ctx, tenant, row, fin)
+}
+
+// timeoutRemote fails the running attempt of row (lease token) as timed out.
+func (c *Client) timeoutRemote(ctx context.Context, tenant string, row *JobRow, token string) error {
+	fin := &store.JobFinishParams{ID: row.ID, LeaseToken: token}
+	c.exec.SetOutcome(fin, row, nil, fmt.Errorf("%w after %v", ErrJobTimeout, c.cfg.timeout(row)))
+	if _, err := c.finishRemote(ctx, tenant, row, fin); err != nil {
+		return err
+	}
+	return fmt.Errorf("job %d: %w: %w", row.ID, ErrLeaseLost, ErrJobTimeout)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 type remoteError string

@@ -64,6 +64,7 @@ func newExecutor(c *Client) (*executor.Executor, error) {
 			}
 			return targets.lookup(ctx, row)
 		},
+		Timeout:   cfg.timeout,
 		CacheHits: &stats.cacheHits, CacheMisses: &stats.cacheMisses,
 		OnCacheHit:  func(row *JobRow) { c.observe(EventCacheHit, row, nil) },
 		OnCacheMiss: func(row *JobRow) { c.observe(EventCacheMiss, row, nil) },
@@ -80,6 +81,9 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("start: client already started")
 	}
 	if err := c.applyLimits(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if err := c.putConfigSchedules(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.started = true
@@ -134,10 +138,22 @@ func (rt *runtime) startMaintenance(ctx context.Context, c *Client) {
 	retention.Interval = cfg.MaintenanceInterval
 	r, p, t := maintenance.NewRescuer(c.store, &rescue), maintenance.NewPromoter(c.store, mc),
 		maintenance.NewRetention(c.store, &retention)
-	rt.services = []startstop.Service{r, p, t}
+	sched := *mc
+	sched.Interval, sched.ScheduleGrace = cfg.ScheduleInterval, cfg.ScheduleGrace
+	rt.services = []startstop.Service{r, p, t, c.newScheduler(&sched)}
 	for _, s := range rt.services {
 		_ = s.Start(ctx)
 	}
+}
+
+// putConfigSchedules stores Config.Schedules (validated by NewClient).
+func (c *Client) putConfigSchedules(ctx context.Context) error {
+	for i := range c.cfg.Schedules {
+		if _, err := c.SchedulePut(ctx, &c.cfg.Schedules[i]); err != nil {
+			return fmt.Errorf("schedule %q: %w", c.cfg.Schedules[i].Name, err)
+		}
+	}
+	return nil
 }
 
 // Stop shuts the client down gracefully: no new claims, running jobs get

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(pauseChildEnv) != "" {
 		os.Exit(pauseChild())
 	}
+	if os.Getenv(schedChildEnv) != "" {
+		os.Exit(schedChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

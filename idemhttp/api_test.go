@@ -36,6 +36,8 @@ func runAPISuite(t *testing.T, open opener) {
 		"concurrent enqueue":  testConcurrentEnqueue,
 		"limits":              testLimits,
 		"pause":               testPause,
+		"schedules":           testSchedules,
+		"job timeout":         testJobTimeout,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -58,6 +58,11 @@ type Client interface {
 	QueuePause(ctx context.Context, queue, tenant string) error
 	QueuePauseList(ctx context.Context) ([]idem.FlowScope, error)
 	QueueResume(ctx context.Context, queue, tenant string) error
+	ScheduleDelete(ctx context.Context, tenant, name string) error
+	ScheduleGet(ctx context.Context, tenant, name string) (*idem.ScheduleInfo, error)
+	ScheduleList(ctx context.Context, tenant string) ([]*idem.ScheduleInfo, error)
+	SchedulePut(ctx context.Context, s *idem.Schedule) (*idem.ScheduleInfo, error)
+	ScheduleTrigger(ctx context.Context, tenant, name string, opts *idem.ScheduleTriggerOpts) (*idem.EnqueueResult, error)
 }
 
 // MiddlewareRecords is what Middleware needs of a store: the record

@@ -31,6 +31,10 @@ func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.En
 	if ttl != nil && *ttl == 0 {
 		return idem.EnqueueParams{}, invalid("result_ttl", "must be positive")
 	}
+	timeout, err := parseDuration("timeout", req.Timeout)
+	if err != nil {
+		return idem.EnqueueParams{}, err
+	}
 	deps, err := parseIDList("depends_on", req.DependsOn)
 	if err != nil {
 		return idem.EnqueueParams{}, err
@@ -42,6 +46,9 @@ func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.En
 		Tenant: tenant, Queue: req.Queue, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
 		RunAt: runAt, PartitionKey: req.PartitionKey, DependsOn: deps, Metadata: rawOrNil(req.Metadata),
 		IdempotencyKey: req.IdempotencyKey, DedupWindow: dedup, ResultTTL: ttl}}
+	if timeout != nil {
+		p.Opts.Timeout = *timeout
+	}
 	if req.MaxAttempts < 0 {
 		return p, invalid("max_attempts", "must be between 1 and 1000")
 	}

@@ -22,6 +22,9 @@ var (
 	ErrInvalid = errors.New("invalid input")
 	// ErrKeyInProgress: an idempotency key is held by a live execution lease.
 	ErrKeyInProgress = errors.New("idempotency key is in progress")
+	// ErrJobTimeout: an attempt ran past its timeout; its handler's context
+	// was cancelled and the attempt failed (retryable like any failure).
+	ErrJobTimeout = errors.New("job timed out")
 	// ErrClosed: the store (or the client owning it) was closed.
 	ErrClosed = errors.New("closed")
 )

@@ -90,6 +90,9 @@ type JobRow struct {
 	ResolvedAt *time.Time
 	// ResolutionNote is the note given when the job was resolved.
 	ResolutionNote string
+	// Timeout is the job's own limit on one attempt (0 = the queue's or
+	// kind's, if any).
+	Timeout time.Duration
 	// Lease fields are set while running.
 	LeaseToken     string
 	LeaseExpiresAt *time.Time

@@ -56,6 +56,7 @@ type Store interface {
 	Targets
 	Events
 	FlowControl
+	Schedules
 
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
@@ -345,6 +346,9 @@ type JobInsertParams struct {
 	Metadata     json.RawMessage
 	// RetryPolicy is stored as given and returned in JobRow.RetryPolicy.
 	RetryPolicy json.RawMessage
+	// Timeout is stored (microsecond precision) and returned in
+	// JobRow.Timeout; 0 = none of its own.
+	Timeout time.Duration
 	// IdempotencyKey, when not "", deduplicates creation and keys the result cache.
 	IdempotencyKey string
 	// Fingerprint is the hex SHA-256 of the canonical request; a repeat of

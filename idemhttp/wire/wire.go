@@ -101,6 +101,8 @@ type EnqueueRequest struct {
 	DedupWindow    *string         `json:"dedup_window,omitempty"`
 	ResultTTL      *string         `json:"result_ttl,omitempty"`
 	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	// Timeout limits each attempt (Go duration); absent = the queue's or kind's.
+	Timeout *string `json:"timeout,omitempty"`
 }
 
 // EnqueueReply is the reply of an enqueue.

@@ -58,6 +58,11 @@ type Config struct {
 	// handler, with its name for the attempt log; a nil target means none
 	// matches. Nil: jobs without a handler fail.
 	Target func(ctx context.Context, row *idemtype.JobRow) (deliver.Target, string, error)
+	// Timeout returns how long one attempt of row may run (0 = no limit);
+	// nil = no limit. At the timeout the handler's context is cancelled
+	// with cause idemtype.ErrJobTimeout, and an error it returns fails the
+	// attempt as a timeout.
+	Timeout func(row *idemtype.JobRow) time.Duration
 	// CacheHits and CacheMisses count jobs answered from the cache and
 	// executions that ran; nil = not counted.
 	CacheHits, CacheMisses *atomic.Int64
@@ -248,8 +253,29 @@ func (e *Executor) run(ctx context.Context, row *idemtype.JobRow, fin *store.Job
 		return
 	}
 	ctx = WithJob(ctx, e, row)
-	res, err := e.callHandler(ctx, row)
+	res, err := e.callWithTimeout(ctx, row)
 	e.SetOutcome(fin, row, res, err)
+}
+
+// callWithTimeout is callHandler under the job's timeout: the handler's
+// context ends at the deadline with cause ErrJobTimeout, and an error
+// returned after it wraps ErrJobTimeout. A handler that ignores its context
+// and succeeds anyway completes: its work is done.
+func (e *Executor) callWithTimeout(ctx context.Context, row *idemtype.JobRow) ([]byte, error) {
+	var d time.Duration
+	if e.cfg.Timeout != nil {
+		d = e.cfg.Timeout(row)
+	}
+	if d <= 0 {
+		return e.callHandler(ctx, row)
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, d, idemtype.ErrJobTimeout)
+	defer cancel()
+	res, err := e.callHandler(tctx, row)
+	if err != nil && errors.Is(context.Cause(tctx), idemtype.ErrJobTimeout) && !errors.Is(err, idemtype.ErrJobTimeout) {
+		err = fmt.Errorf("%w after %v: %w", idemtype.ErrJobTimeout, d, err)
+	}
+	return res, err
 }
 
 // PanicError is a recovered handler panic.

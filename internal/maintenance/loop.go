@@ -1,6 +1,7 @@
 // Package maintenance holds the background services that keep the job tables
 // healthy: the rescuer (expired leases), the promoter (due scheduled jobs)
-// and retention (old jobs, expired idempotency records). They run on the
+// and retention (old jobs, expired idempotency records), and the scheduler
+// (firings of stored schedules, with their Plan). They run on the
 // elected leader only and share one lifecycle shape (internal/startstop):
 // NewX(store, *Config), Start(ctx), RunOnce(ctx) for tests, an idempotent
 // Stop, and a test signal after each run.

@@ -38,6 +38,9 @@ type Config struct {
 	OnPromote func(queues []string)
 	// OnRescue is told the ids of the jobs whose expired lease was rescued.
 	OnRescue func(ctx context.Context, ids []int64)
+	// ScheduleGrace: under the skip policy, a firing found due later than
+	// this after its time is missed, not run; default DefaultScheduleGrace.
+	ScheduleGrace time.Duration
 }
 
 func (c *Config) withDefaults(interval time.Duration) Config {

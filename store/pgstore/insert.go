@@ -557,7 +557,7 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 		}
 		b.Queue(s.sql(query), c.tenants, c.queues, c.kinds, c.args, c.states, c.prios, c.maxes, c.runAts,
 			c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, fpsIn, dedupUntil, ranks,
-			c.retries)
+			c.retries, c.timeoutUs)
 	}
 	if len(notifyQueues) > 0 {
 		b.Queue(qNotify, s.schema, notifyQueues)
@@ -640,7 +640,7 @@ func builtJob(it *insertItem) *idemtype.JobRow {
 		RunAt:        p.RunAt.Truncate(time.Microsecond).UTC(),
 		CreatedAt:    it.now.Truncate(time.Microsecond).UTC(),
 		PartitionKey: p.PartitionKey, IdempotencyKey: p.IdempotencyKey,
-		LastError: it.lastErr,
+		LastError: it.lastErr, Timeout: p.Timeout.Truncate(time.Microsecond),
 	}
 	if len(p.DependsOn) > 0 {
 		j.DependsOn = append([]int64(nil), p.DependsOn...)
@@ -840,7 +840,7 @@ func insertArgs(items []*insertItem) ([]int, []any) {
 		c.add(it)
 	}
 	return idx, []any{ids, c.tenants, c.queues, c.kinds, c.args, c.states, c.prios, c.maxes,
-		c.runAts, c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, c.retries}
+		c.runAts, c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, c.retries, c.timeoutUs}
 }
 
 // jobArrays are the per-item column arrays that both job inserts bind
@@ -850,7 +850,7 @@ type jobArrays struct {
 	metas, retries                                                    []*string
 	prios, maxes                                                      []int32
 	runAts, nows                                                      []time.Time
-	dedupUs, ttlUs                                                    []int64
+	dedupUs, ttlUs, timeoutUs                                         []int64
 }
 
 // add appends the columns of one item.
@@ -877,6 +877,7 @@ func (c *jobArrays) add(it *insertItem) {
 	c.ttlUs = append(c.ttlUs, micros(p.ResultTTL))
 	c.nows = append(c.nows, it.now)
 	c.retries = append(c.retries, nullText(p.RetryPolicy))
+	c.timeoutUs = append(c.timeoutUs, micros(p.Timeout))
 }
 
 // insertJobs inserts the items marked create in one multi-row statement and

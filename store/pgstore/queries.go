@@ -28,7 +28,7 @@ const jobCols = `j.id, j.tenant, j.queue, j.kind, j.args::text, j.state, j.prior
  j.max_attempts, j.run_at, j.created_at, j.started_at, j.finished_at, j.partition_key,
  j.idempotency_key, j.depends_on, j.result::text, j.was_cached, j.original_job_id, j.last_error,
  j.metadata::text, j.lease_token, j.lease_expires_at, j.worker_id, j.retry_policy::text,
- j.error_code, j.resolved_at, j.resolution_note`
+ j.error_code, j.resolved_at, j.resolution_note, j.timeout_us`
 
 // Job creation.
 const (
@@ -103,18 +103,18 @@ JOIN unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(tenant, key, now) ON
 
 	qInsertJobs = `INSERT INTO {schema}.jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
     run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, metadata, last_error,
-    dedup_window_us, result_ttl_us, retry_policy)
+    dedup_window_us, result_ttl_us, retry_policy, timeout_us)
 SELECT CASE WHEN u.id = 0 THEN nextval(pg_get_serial_sequence('{schema}.jobs', 'id')) ELSE u.id END,
     u.tenant, u.queue, u.kind, u.args::json, u.state, u.priority, u.max_attempts,
     u.run_at, u.created_at, CASE WHEN u.state = 'cancelled' THEN u.created_at END,
     u.partition_key, u.idempotency_key, u.depends_on::bigint[], u.metadata::json, u.last_error,
-    u.dedup_window_us, u.result_ttl_us, u.retry_policy::json
+    u.dedup_window_us, u.result_ttl_us, u.retry_policy::json, u.timeout_us
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::integer[],
     $8::integer[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-    $15::bigint[], $16::bigint[], $17::timestamptz[], $18::text[]) WITH ORDINALITY
+    $15::bigint[], $16::bigint[], $17::timestamptz[], $18::text[], $19::bigint[]) WITH ORDINALITY
     AS u(id, tenant, queue, kind, args, state, priority, max_attempts, run_at, partition_key,
          idempotency_key, depends_on, metadata, last_error, dedup_window_us, result_ttl_us, created_at,
-         retry_policy, ord)
+         retry_policy, timeout_us, ord)
 ORDER BY u.ord
 RETURNING ` + jobColsRet
 
@@ -129,11 +129,11 @@ RETURNING ` + jobColsRet
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[],
         $7::integer[], $8::timestamptz[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
         $14::bigint[], $15::bigint[], $16::timestamptz[], $17::text[], $18::timestamptz[], $19::integer[],
-        $20::text[])
+        $20::text[], $21::bigint[])
         WITH ORDINALITY
     AS u(tenant, queue, kind, args, state, priority, max_attempts, run_at, partition_key, idempotency_key,
          depends_on, metadata, last_error, dedup_window_us, result_ttl_us, now, fp, dedup_until, rank,
-         retry_policy, ord)
+         retry_policy, timeout_us, ord)
 ), ids AS MATERIALIZED (
     SELECT u.*, nextval((SELECT pg_get_serial_sequence('{schema}.jobs', 'id')::regclass)) AS id
     FROM u ORDER BY u.ord
@@ -147,11 +147,11 @@ RETURNING ` + jobColsRet
 ), ins AS (
     INSERT INTO {schema}.jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
         run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, metadata, last_error,
-        dedup_window_us, result_ttl_us, retry_policy)
+        dedup_window_us, result_ttl_us, retry_policy, timeout_us)
     SELECT ids.id, ids.tenant, ids.queue, ids.kind, ids.args::json, ids.state, ids.priority, ids.max_attempts,
         ids.run_at, ids.now, CASE WHEN ids.state = 'cancelled' THEN ids.now END,
         ids.partition_key, ids.idempotency_key, ids.depends_on::bigint[], ids.metadata::json, ids.last_error,
-        ids.dedup_window_us, ids.result_ttl_us, ids.retry_policy::json
+        ids.dedup_window_us, ids.result_ttl_us, ids.retry_policy::json, ids.timeout_us
     FROM ids WHERE ids.idempotency_key = '' OR ids.id IN (SELECT rec.job_id FROM rec)
     ORDER BY ids.ord
     RETURNING id
@@ -168,7 +168,7 @@ const jobColsRet = `id, tenant, queue, kind, args::text, state, priority, attemp
  max_attempts, run_at, created_at, started_at, finished_at, partition_key,
  idempotency_key, depends_on, result::text, was_cached, original_job_id, last_error,
  metadata::text, lease_token, lease_expires_at, worker_id, retry_policy::text,
- error_code, resolved_at, resolution_note`
+ error_code, resolved_at, resolution_note, timeout_us`
 
 // Reads.
 const (

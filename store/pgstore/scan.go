@@ -20,11 +20,12 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 		startedAt, finishedAt, lex *time.Time
 		resolvedAt                 *time.Time
 		leaseToken, workerID       string
+		timeoutUS                  int64
 	)
 	err := row.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &j.RunAt, &j.CreatedAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &j.DependsOn, &result, &j.WasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &leaseToken, &lex, &workerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote)
+		&metadata, &leaseToken, &lex, &workerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote, &timeoutUS)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +43,7 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 	if retry != nil {
 		j.RetryPolicy = json.RawMessage(*retry)
 	}
+	j.Timeout = time.Duration(timeoutUS) * time.Microsecond
 	if len(j.DependsOn) == 0 {
 		j.DependsOn = nil
 	}

@@ -118,7 +118,7 @@ func newRow(id int64, jp *store.JobInsertParams, now time.Time, state idemtype.J
 		State: state, Priority: jp.Priority, MaxAttempts: jp.MaxAttempts,
 		RunAt: truncUS(jp.RunAt), CreatedAt: now, PartitionKey: jp.PartitionKey,
 		IdempotencyKey: jp.IdempotencyKey, Metadata: jp.Metadata, LastError: lastErr,
-		RetryPolicy: jp.RetryPolicy,
+		RetryPolicy: jp.RetryPolicy, Timeout: jp.Timeout.Truncate(time.Microsecond),
 	}
 	if jp.RunAt.IsZero() {
 		row.RunAt = now
@@ -142,7 +142,8 @@ func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
 	args := make([]any, 0, len(rows)*jobInsertPlainCols)
 	for _, r := range rows {
 		args = append(args, r.ID, r.Tenant, r.Queue, r.Kind, []byte(r.Args), string(r.State),
-			r.Priority, r.MaxAttempts, toUS(r.RunAt), toUS(r.CreatedAt), r.PartitionKey, nullBytes(r.Metadata), nullBytes(r.RetryPolicy))
+			r.Priority, r.MaxAttempts, toUS(r.RunAt), toUS(r.CreatedAt), r.PartitionKey, nullBytes(r.Metadata), nullBytes(r.RetryPolicy),
+			r.Timeout.Microseconds())
 	}
 	q := qJobInsertPlainHead + strings.Repeat(jobInsertPlainRow+",", len(rows)-1) + jobInsertPlainRow
 	if _, err := t.exec(q, args...); err != nil {
@@ -170,7 +171,8 @@ func insertRows(t *wtx, rows []*idemtype.JobRow, params []*store.JobInsertParams
 		}
 		args = append(args, r.ID, r.Tenant, r.Queue, r.Kind, []byte(r.Args), string(r.State),
 			r.Priority, r.MaxAttempts, toUS(r.RunAt), toUS(r.CreatedAt), finished, r.PartitionKey,
-			r.IdempotencyKey, deps, r.LastError, nullBytes(r.Metadata), dedup, ttl, nullBytes(r.RetryPolicy))
+			r.IdempotencyKey, deps, r.LastError, nullBytes(r.Metadata), dedup, ttl, nullBytes(r.RetryPolicy),
+			r.Timeout.Microseconds())
 	}
 	q := qJobInsert
 	if len(rows) > 1 {

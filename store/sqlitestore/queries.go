@@ -7,7 +7,7 @@ package sqlitestore
 const jobCols = `id, tenant, queue, kind, args, state, priority, attempt, max_attempts, run_at,
 created_at, started_at, finished_at, partition_key, idempotency_key, depends_on, result,
 was_cached, original_job_id, last_error, metadata, lease_token, lease_expires_at, worker_id,
-retry_policy, error_code, resolved_at, resolution_note`
+retry_policy, error_code, resolved_at, resolution_note, timeout_us`
 
 const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
@@ -51,19 +51,19 @@ const (
 
 	qJobInsert = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
 run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, last_error, metadata,
-dedup_window_us, result_ttl_us, retry_policy)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	jobInsertCols       = 19
+dedup_window_us, result_ttl_us, retry_policy, timeout_us)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	jobInsertCols       = 20
 	qJobInsertMultiHead = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
 run_at, created_at, finished_at, partition_key, idempotency_key, depends_on, last_error, metadata,
-dedup_window_us, result_ttl_us, retry_policy) VALUES `
-	jobInsertRow = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+dedup_window_us, result_ttl_us, retry_policy, timeout_us) VALUES `
+	jobInsertRow = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 
 	// Plain jobs (no key, no dependencies) bind only the columns they set.
 	qJobInsertPlainHead = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,
-run_at, created_at, partition_key, metadata, retry_policy) VALUES `
-	jobInsertPlainRow  = `(?,?,?,?,?,?,?,?,?,?,?,?,?)`
-	jobInsertPlainCols = 13
+run_at, created_at, partition_key, metadata, retry_policy, timeout_us) VALUES `
+	jobInsertPlainRow  = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	jobInsertPlainCols = 14
 
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
 	qJobDepState  = `SELECT state, tenant FROM jobs WHERE id = ?`

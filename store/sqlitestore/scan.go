@@ -91,11 +91,12 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 		dependsOn                           sql.NullString
 		args, result, metadata, retry       []byte
 		wasCached                           int
+		timeoutUS                           int64
 	)
 	err := sc.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &runAt, &createdAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &dependsOn, &result, &wasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote)
+		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote, &timeoutUS)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +105,7 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 	j.Result = result
 	j.Metadata = metadata
 	j.RetryPolicy = retry
+	j.Timeout = time.Duration(timeoutUS) * time.Microsecond
 	j.RunAt = fromUS(runAt)
 	j.CreatedAt = fromUS(createdAt)
 	j.StartedAt = ptrUS(startedAt)

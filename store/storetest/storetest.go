@@ -47,6 +47,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, apiKeyCases()...)
 	all = append(all, targetCases()...)
 	all = append(all, eventCases()...)
+	all = append(all, scheduleCases()...)
+	all = append(all, timeoutCases()...)
 	all = append(all, lifecycleCases()...)
 	all = append(all, counterCases()...)
 	all = append(all, listenCases()...)

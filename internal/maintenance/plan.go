@@ -1,0 +1,158 @@
+package maintenance
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	_ "time/tzdata" // zones resolve on hosts without a zoneinfo database
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/key"
+)
+
+// Missed-firing policies: what happens to firings that fell due while no
+// scheduler ran (every node down, or a clock stepped forward).
+const (
+	// MissedSkip drops missed firings: a firing older than the grace is
+	// not run; the schedule continues with its next firing.
+	MissedSkip = "skip"
+	// MissedCatchUp runs one job for the newest missed firing, however
+	// old, then continues on schedule.
+	MissedCatchUp = "catch_up"
+)
+
+// MinEvery is the shortest interval: firings are keyed at least by the minute.
+const MinEvery = time.Minute
+
+// cronParser accepts 5 fields, or 6 with leading seconds, and descriptors
+// (@daily, @every 5m is refused: use Every).
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Timing is when a schedule fires: a cron expression or a fixed interval,
+// in a zone, keyed at a grain.
+type Timing struct {
+	Cron     string        // 5 fields, or 6 with seconds first; "" when Every is set
+	Every    time.Duration // fixed interval, aligned to the Unix epoch; 0 when Cron is set
+	Timezone string        // IANA zone; "" = UTC
+	Grain    key.Grain     // the grain of the firing keys; "" = minute
+	Missed   string        // MissedSkip (default) or MissedCatchUp
+}
+
+// Plan is a validated Timing, ready to compute firings and their keys.
+type Plan struct {
+	cron   cron.Schedule // nil for an interval
+	every  time.Duration
+	loc    *time.Location
+	grain  key.Grain
+	missed string
+}
+
+// Compile validates t (CheckGrain is the costly rest of the validation,
+// for new schedules only). Its errors are *idemtype.InvalidError naming the field
+// at fault: cron, every, timezone, grain or missed.
+func Compile(t Timing) (*Plan, error) {
+	p := &Plan{every: t.Every, grain: t.Grain, missed: t.Missed}
+	if p.grain == "" {
+		p.grain = key.GrainMinute
+	}
+	if _, err := key.ParseGrain(string(p.grain)); err != nil {
+		return nil, idemtype.Invalid("grain", "want minute, hour or day")
+	}
+	switch p.missed {
+	case "":
+		p.missed = MissedSkip
+	case MissedSkip, MissedCatchUp:
+	default:
+		return nil, idemtype.Invalid("missed", "%q: want %s or %s", t.Missed, MissedSkip, MissedCatchUp)
+	}
+	loc, err := time.LoadLocation(t.Timezone)
+	if err != nil || strings.EqualFold(t.Timezone, "local") {
+		return nil, idemtype.Invalid("timezone", "%q is not an IANA time zone", t.Timezone)
+	}
+	p.loc = loc
+	switch {
+	case t.Cron != "" && t.Every != 0:
+		return nil, idemtype.Invalid("cron", "give cron or every, not both")
+	case t.Cron != "":
+		if strings.Contains(t.Cron, "TZ=") || strings.HasPrefix(strings.TrimSpace(t.Cron), "@every") {
+			return nil, idemtype.Invalid("cron", "%q: the zone goes in timezone and intervals in every", t.Cron)
+		}
+		if p.cron, err = cronParser.Parse(t.Cron); err != nil {
+			return nil, idemtype.Invalid("cron", "%q: %v", t.Cron, err)
+		}
+	case t.Every < 0 || t.Every > 0 && t.Every < MinEvery || t.Every%time.Second != 0:
+		return nil, idemtype.Invalid("every", "must be whole seconds and at least %v", MinEvery)
+	case t.Every == 0:
+		return nil, idemtype.Invalid("cron", "give cron or every")
+	}
+	return p, nil
+}
+
+// Missed returns the missed-firing policy.
+func (p *Plan) Missed() string { return p.missed }
+
+// Location returns the zone of the schedule.
+func (p *Plan) Location() *time.Location { return p.loc }
+
+// Next returns the first firing strictly after t (zero when there is none:
+// a cron expression that never matches again).
+func (p *Plan) Next(t time.Time) time.Time {
+	if p.cron == nil {
+		return t.Truncate(p.every).Add(p.every).UTC()
+	}
+	n := p.cron.Next(t.In(p.loc))
+	if n.IsZero() {
+		return n
+	}
+	return n.UTC()
+}
+
+// Key returns the firing key of the firing at f: key.Lock(name, tenant, f,
+// zone, grain) — "{schedule}:{tenant}:{grain date in the zone}".
+func (p *Plan) Key(name, tenant string, f time.Time) (string, error) {
+	k, err := key.Lock(name, tenant, f, p.loc, p.grain, nil)
+	if err != nil {
+		return "", fmt.Errorf("firing key: %w", err)
+	}
+	return k, nil
+}
+
+// grainLength is the shortest span of one grain date.
+func grainLength(g key.Grain) time.Duration {
+	switch g {
+	case key.GrainHour:
+		return time.Hour
+	case key.GrainDay:
+		return 23 * time.Hour // a day that loses an hour to daylight saving
+	}
+	return time.Minute
+}
+
+// CheckGrain refuses a grain coarser than the schedule: two firings that
+// would share one key (every 5 s at minute grain, hourly at day grain)
+// would be one job. Interval schedules compare the interval; cron
+// schedules are sampled over their next 200 firings.
+func (p *Plan) CheckGrain() error {
+	if p.cron == nil {
+		if p.every < grainLength(p.grain) && p.grain != key.GrainDay || p.grain == key.GrainDay && p.every < 24*time.Hour {
+			return idemtype.Invalid("grain", "every %v fires more than once per %s", p.every, p.grain)
+		}
+		return nil
+	}
+	f := p.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	prev, _ := key.Grain.Format(p.grain, f, p.loc)
+	for range 200 {
+		n := p.Next(f)
+		if n.IsZero() {
+			return nil
+		}
+		date, _ := key.Grain.Format(p.grain, n, p.loc)
+		if date == prev && n.Sub(f) < grainLength(p.grain) {
+			return idemtype.Invalid("grain", "the cron expression fires more than once per %s (%s)", p.grain, date)
+		}
+		f, prev = n, date
+	}
+	return nil
+}

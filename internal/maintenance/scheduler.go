@@ -1,0 +1,141 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Defaults of the scheduler.
+const (
+	// DefaultScheduleInterval is how often the scheduler looks for due firings.
+	DefaultScheduleInterval = time.Second
+	// DefaultScheduleGrace is how late a firing may still run under the
+	// skip policy: later than this after its time, it counts as missed.
+	DefaultScheduleGrace = time.Minute
+	// maxFiringScan bounds the firings one run steps through per schedule
+	// (a schedule idle for years, firing every second).
+	maxFiringScan = 1_000_000
+)
+
+// Firing is one firing of a schedule, handed to FireFunc.
+type Firing struct {
+	Schedule *store.Schedule
+	Plan     *Plan
+	At       time.Time // the firing time (UTC)
+	Missed   int       // older firings not run (skipped or caught up by this one)
+}
+
+// FireFunc enqueues the job of one firing and returns its id (0 when the
+// firing's key already had a job). It must be idempotent: the firing key
+// decides, through the store's unique constraint on idempotency keys.
+type FireFunc func(ctx context.Context, f *Firing) (jobID int64, err error)
+
+// PlanFunc decodes a stored schedule's timing.
+type PlanFunc func(s *store.Schedule) (*Plan, error)
+
+// Scheduler enqueues the firings of the stored schedules. It runs on the
+// leader, but correctness never depends on that: a firing is one job because
+// its idempotency key ({schedule}:{tenant}:{grain date}) is unique, so ten
+// schedulers at once, a restart or a clock step make no second job. The
+// stored LastFiredAt (forward only) saves the repeated inserts and tells the
+// missed firings apart.
+type Scheduler struct {
+	store store.Schedules
+	cfg   Config
+	fire  FireFunc
+	plan  PlanFunc
+	loop
+}
+
+// NewScheduler returns a scheduler; cfg may be nil (Interval defaults to
+// DefaultScheduleInterval, ScheduleGrace to DefaultScheduleGrace).
+func NewScheduler(st store.Schedules, cfg *Config, plan PlanFunc, fire FireFunc) *Scheduler {
+	s := &Scheduler{store: st, cfg: cfg.withDefaults(DefaultScheduleInterval), fire: fire, plan: plan}
+	s.cfg.ScheduleGrace = orDefault(s.cfg.ScheduleGrace, DefaultScheduleGrace)
+	s.loop = loop{name: "scheduler", interval: s.cfg.Interval, logger: s.cfg.Logger, gate: s.cfg.IsLeader, fn: s.RunOnce}
+	return s
+}
+
+// RunOnce enqueues every due firing and returns how many it enqueued or
+// found enqueued. A schedule that fails is logged and the others go on.
+func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
+	list, err := s.store.ScheduleList(ctx, &store.ScheduleListParams{})
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: %w", err)
+	}
+	now := s.cfg.Now().UTC()
+	n := 0
+	for _, sc := range list {
+		fired, err := s.runSchedule(ctx, sc, now)
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, ctx.Err()
+			}
+			s.cfg.Logger.Warn("schedule failed", "tenant", sc.Tenant, "schedule", sc.Name, "err", err)
+			continue
+		}
+		if fired {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// runSchedule handles one schedule at now: the newest due firing runs (the
+// older ones are missed); under the skip policy it runs only within the
+// grace. It reports whether a firing was enqueued.
+func (s *Scheduler) runSchedule(ctx context.Context, sc *store.Schedule, now time.Time) (bool, error) {
+	plan, err := s.plan(sc)
+	if err != nil {
+		return false, err
+	}
+	anchor := sc.CreatedAt
+	if sc.LastFiredAt != nil {
+		anchor = *sc.LastFiredAt
+	}
+	last, due := LatestDue(plan, anchor, now)
+	if due == 0 {
+		return false, nil // nothing due; also a clock stepped back before the last firing
+	}
+	f := &Firing{Schedule: sc, Plan: plan, At: last, Missed: due - 1}
+	if plan.Missed() == MissedSkip && now.Sub(last) > s.cfg.ScheduleGrace {
+		s.cfg.Logger.Info("schedule firings missed", "tenant", sc.Tenant, "schedule", sc.Name, "missed", due, "last", last)
+		_, err := s.store.ScheduleFired(ctx, &store.ScheduleFiredParams{Tenant: sc.Tenant, Name: sc.Name, At: last})
+		return false, err
+	}
+	id, err := s.fire(ctx, f)
+	if err != nil {
+		return false, fmt.Errorf("fire %s: %w", last.Format(time.RFC3339), err)
+	}
+	if f.Missed > 0 {
+		s.cfg.Logger.Info("schedule caught up", "tenant", sc.Tenant, "schedule", sc.Name, "missed", f.Missed, "at", last)
+	}
+	_, err = s.store.ScheduleFired(ctx, &store.ScheduleFiredParams{Tenant: sc.Tenant, Name: sc.Name, At: last, JobID: id})
+	return true, err
+}
+
+// LatestDue returns the newest firing in (after, now] and how many firings
+// fell in that span (0: none, and last is zero).
+func LatestDue(p *Plan, after, now time.Time) (last time.Time, count int) {
+	if p.cron == nil {
+		if !now.After(after) {
+			return time.Time{}, 0
+		}
+		last = now.Truncate(p.every)
+		if !last.After(after) {
+			return time.Time{}, 0
+		}
+		first := p.Next(after)
+		return last.UTC(), int(last.Sub(first)/p.every) + 1
+	}
+	for f := p.Next(after); !f.IsZero() && !f.After(now); f = p.Next(f) {
+		last, count = f, count+1
+		if count >= maxFiringScan {
+			break
+		}
+	}
+	return last, count
+}

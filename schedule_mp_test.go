@@ -1,0 +1,178 @@
+package idem_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store/pgstore"
+)
+
+// schedChildEnv makes the test binary a scheduler process (see TestMain):
+// it reads one time per line on stdin, sets its clock to it, runs one
+// scheduler pass and answers "ok" (or the error) on stdout.
+const schedChildEnv = "IDEM_SCHED_CHILD"
+
+func schedChild() int {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("IDEM_MP_URL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pool:", err)
+		return 2
+	}
+	defer pool.Close()
+	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: os.Getenv("IDEM_MP_SCHEMA"), SkipMigrate: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "store:", err)
+		return 2
+	}
+	defer st.Close()
+	clock := &fakeClock{}
+	c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 2
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		now, err := time.Parse(time.RFC3339Nano, in.Text())
+		if err != nil {
+			fmt.Println("err", err)
+			continue
+		}
+		clock.mu.Lock()
+		clock.now = now
+		clock.mu.Unlock()
+		if _, err := idem.RunSchedulerOnce(c); err != nil {
+			fmt.Println("err", err)
+			continue
+		}
+		fmt.Println("ok")
+	}
+	return 0
+}
+
+// schedProc is one scheduler process driven over its stdin.
+type schedProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startSchedProc(t *testing.T, url, schema string, n int) *schedProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", schedChildEnv, n), "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+schema)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &schedProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+// step runs one pass at now and returns the process's answer.
+func (p *schedProc) step(now time.Time) string {
+	if _, err := fmt.Fprintln(p.in, now.Format(time.RFC3339Nano)); err != nil {
+		return err.Error()
+	}
+	if !p.out.Scan() {
+		return "exited"
+	}
+	return p.out.Text()
+}
+
+func (p *schedProc) stop() {
+	if p.in != nil {
+		p.in.Close()
+		_ = p.cmd.Wait()
+		p.in = nil
+	}
+}
+
+// TestScheduleThreeProcessesPostgres runs three scheduler processes on one
+// PostgreSQL schema through the simulated day of
+// TestScheduleTenSchedulersOneJobPerFiring (each pass of all three at the
+// same instant): the clock steps back 45 minutes at noon, every process is
+// replaced at 06:00 and the clock jumps 2 h at 18:00. Every firing has
+// exactly one job.
+func TestScheduleThreeProcessesPostgres(t *testing.T) {
+	t.Parallel()
+	url, schema := dbtest.NewSchema(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := pgstore.New(context.Background(), pool, &pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clock := &fakeClock{now: schedDay}
+	admin := schedClient(t, st, clock)
+	for _, s := range daySchedules() {
+		putSchedule(t, admin, s)
+	}
+	start := func() []*schedProc {
+		ps := make([]*schedProc, 3)
+		for i := range ps {
+			ps[i] = startSchedProc(t, url, schema, i)
+		}
+		return ps
+	}
+	procs := start()
+	steppedBack, restarted, jumped := false, false, false
+	for clock.Now().Before(schedDay.Add(24 * time.Hour)) {
+		clock.Add(5 * time.Minute)
+		now := clock.Now()
+		switch {
+		case !restarted && !now.Before(schedDay.Add(6*time.Hour)):
+			restarted = true
+			for _, p := range procs {
+				p.stop()
+			}
+			procs = start()
+		case !steppedBack && !now.Before(schedDay.Add(12*time.Hour)):
+			steppedBack = true
+			clock.Add(-45 * time.Minute)
+		case !jumped && !now.Before(schedDay.Add(18*time.Hour)):
+			jumped = true
+			clock.Add(2 * time.Hour)
+		}
+		now = clock.Now()
+		var wg sync.WaitGroup
+		answers := make([]string, len(procs))
+		for i, p := range procs {
+			wg.Add(1)
+			go func() { defer wg.Done(); answers[i] = p.step(now) }()
+		}
+		wg.Wait()
+		for i, a := range answers {
+			if a != "ok" {
+				t.Fatalf("process %d at %v: %s", i, now, a)
+			}
+		}
+	}
+	want := expectedDayKeys(t, schedDay.Add(18*time.Hour-5*time.Minute), schedDay.Add(20*time.Hour))
+	compareKeys(t, firingKeys(t, admin), want)
+}

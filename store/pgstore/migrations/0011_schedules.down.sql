@@ -1,0 +1,2 @@
+ALTER TABLE {schema}.jobs DROP COLUMN timeout_us;
+DROP TABLE {schema}.schedules;

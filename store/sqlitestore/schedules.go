@@ -1,0 +1,131 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// The queries of the schedules table.
+const (
+	scheduleCols    = `tenant, name, spec, created_at, updated_at, last_fired_at, last_job_id`
+	qScheduleUpsert = `INSERT INTO schedules (tenant, name, spec, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (tenant, name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at
+RETURNING ` + scheduleCols
+	qScheduleGet     = `SELECT ` + scheduleCols + ` FROM schedules WHERE tenant = ? AND name = ?`
+	qScheduleList    = `SELECT ` + scheduleCols + ` FROM schedules WHERE ? = '' OR tenant = ? ORDER BY tenant, name`
+	qScheduleDelete  = `DELETE FROM schedules WHERE tenant = ? AND name = ?`
+	qScheduleFired   = `UPDATE schedules SET last_fired_at = ?, last_job_id = COALESCE(NULLIF(?, 0), last_job_id) WHERE tenant = ? AND name = ? AND (last_fired_at IS NULL OR last_fired_at < ?)`
+	qScheduleTrigger = `UPDATE schedules SET last_job_id = ? WHERE tenant = ? AND name = ?`
+)
+
+// ScheduleUpsert implements store.Schedules.
+func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, error) {
+	now := toUS(store.OrNow(p.Now))
+	var out *store.Schedule
+	err := s.write(ctx, 1, func(t *wtx) error {
+		sc, err := scanSchedule(t.queryRow(qScheduleUpsert, p.Tenant, p.Name, string(p.Spec), now, now))
+		out = sc
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("upsert schedule: %w", err)
+	}
+	return out, nil
+}
+
+// ScheduleGet implements store.Schedules.
+func (s *Store) ScheduleGet(ctx context.Context, p *store.ScheduleGetParams) (*store.Schedule, error) {
+	sc, err := scanSchedule(s.readRow(ctx, qScheduleGet, p.Tenant, p.Name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("schedule %q: %w", p.Name, idemtype.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get schedule: %w", s.readErr(err))
+	}
+	return sc, nil
+}
+
+// ScheduleList implements store.Schedules.
+func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) ([]*store.Schedule, error) {
+	rows, err := s.readRows(ctx, qScheduleList, p.Tenant, p.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	out := []*store.Schedule{}
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		out = append(out, sc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, nil
+}
+
+// ScheduleDelete implements store.Schedules.
+func (s *Store) ScheduleDelete(ctx context.Context, p *store.ScheduleGetParams) error {
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec(qScheduleDelete, p.Tenant, p.Name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("schedule %q: %w", p.Name, idemtype.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete schedule: %w", err)
+	}
+	return nil
+}
+
+// ScheduleFired implements store.Schedules.
+func (s *Store) ScheduleFired(ctx context.Context, p *store.ScheduleFiredParams) (bool, error) {
+	var changed bool
+	err := s.write(ctx, 1, func(t *wtx) error {
+		var res sql.Result
+		var err error
+		if p.At.IsZero() {
+			res, err = t.exec(qScheduleTrigger, p.JobID, p.Tenant, p.Name)
+		} else {
+			at := toUS(p.At)
+			res, err = t.exec(qScheduleFired, at, p.JobID, p.Tenant, p.Name, at)
+		}
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		changed = n > 0
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("schedule fired: %w", err)
+	}
+	return changed, nil
+}
+
+// scanSchedule scans the columns of scheduleCols.
+func scanSchedule(sc scanner) (*store.Schedule, error) {
+	var s store.Schedule
+	var spec string
+	var created, updated int64
+	var fired, job sql.NullInt64
+	if err := sc.Scan(&s.Tenant, &s.Name, &spec, &created, &updated, &fired, &job); err != nil {
+		return nil, err
+	}
+	s.Spec = []byte(spec)
+	s.CreatedAt, s.UpdatedAt = fromUS(created), fromUS(updated)
+	s.LastFiredAt = ptrUS(fired)
+	s.LastJobID = job.Int64
+	return &s, nil
+}
