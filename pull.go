@@ -76,6 +76,11 @@ func validateClaim(p *ClaimParams, defLease time.Duration) error {
 	if err := ValidateName("worker_id", p.WorkerID); err != nil {
 		return err
 	}
+	for _, k := range p.Kinds {
+		if err := ValidateName("kinds", k); err != nil {
+			return err
+		}
+	}
 	setDefault(&p.Limit, 1)
 	setDefault(&p.Lease, defLease)
 	if p.Limit < 1 || p.Limit > MaxClaimLimit {
@@ -127,6 +132,9 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 	if _, err := c.JobGet(ctx, tenant, id); err != nil {
 		return time.Time{}, err
 	}
+	if err := ValidateKey("lease_token", token); err != nil {
+		return time.Time{}, err
+	}
 	setDefault(&lease, c.cfg.LeaseDuration)
 	if lease < time.Second || lease > MaxLease {
 		return time.Time{}, idemtype.Invalid("lease", "must be between 1s and %s", MaxLease)
@@ -148,8 +156,13 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 // the same token and result returns the job again; another result is
 // ErrLeaseLost.
 func (c *Client) Complete(ctx context.Context, tenant string, id int64, token string, result json.RawMessage) (*JobRow, error) {
-	if len(result) > 0 && !json.Valid(result) {
-		return nil, idemtype.Invalid("result", "must be valid JSON")
+	if len(result) > 0 {
+		if err := ValidateJSON("result", result); err != nil {
+			return nil, err
+		}
+	}
+	if err := ValidateKey("lease_token", token); err != nil {
+		return nil, err
 	}
 	row, err := c.JobGet(ctx, tenant, id)
 	if err != nil {
@@ -174,6 +187,12 @@ type FailParams struct {
 func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string, p FailParams) (*JobRow, error) {
 	if p.RetryAfter != nil && *p.RetryAfter < 0 {
 		return nil, idemtype.Invalid("retry_after", "must not be negative")
+	}
+	if err := ValidateText("error", p.Error, MaxErrorBytes); err != nil {
+		return nil, err
+	}
+	if err := ValidateKey("lease_token", token); err != nil {
+		return nil, err
 	}
 	row, err := c.JobGet(ctx, tenant, id)
 	if err != nil {

@@ -78,6 +78,13 @@ var docLooserThanServer = []string{
 	"malformed cursor",                     // a cursor is opaque
 	"depends_on: job",                      // a dependency that does not exist (PostgreSQL)
 	"key: must be printable ASCII",         // kin-openapi checks path values still escaped
+	"must be valid JSON (at most",          // strict JSON: UTF-8, no duplicate names, double range, depth
+	"the body is not valid UTF-8",          // JSON Schema sees decoded strings
+	"must be valid UTF-8 without NUL",      // query values
+	"must be printable ASCII",              // names and keys (no pattern in the document)
+	"must not contain NUL bytes",           // free text
+	"must be valid UTF-8",                  // free text
+	"malformed query string",               // url.Values drops what the document never sees
 }
 
 // ownHeaders are the response headers of the API that the document must
