@@ -53,11 +53,11 @@ func filterSQL(sb *strings.Builder, args []any, f *store.JobFilter) []any {
 		args = append(args, f.Kind)
 	}
 	if f.PartitionKey != "" {
-		sb.WriteString(" AND partition_key = ?")
+		sb.WriteString(" AND partition_key = ? AND partition_key <> ''")
 		args = append(args, f.PartitionKey)
 	}
 	if f.IdempotencyKey != "" {
-		sb.WriteString(" AND idempotency_key = ?")
+		sb.WriteString(" AND idempotency_key = ? AND idempotency_key <> ''")
 		args = append(args, f.IdempotencyKey)
 	}
 	if !f.Since.IsZero() {
@@ -78,10 +78,8 @@ func placeholders(n int) string {
 	return strings.Repeat("?,", n-1) + "?"
 }
 
-// JobList implements store.Jobs.
-func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error) {
-	limit := p.Limit
-	limit = store.ListLimit(limit)
+// jobListSQL returns the query of one JobList page (limit+1 rows).
+func jobListSQL(p *store.JobListParams, limit int) (string, []any) {
 	var sb strings.Builder
 	sb.WriteString("SELECT " + jobCols + " FROM jobs WHERE 1=1")
 	args := filterSQL(&sb, nil, &p.Filter)
@@ -90,8 +88,14 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtyp
 		args = append(args, p.Cursor)
 	}
 	sb.WriteString(" ORDER BY id DESC LIMIT ?")
-	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, sb.String(), args...)
+	return sb.String(), append(args, limit+1)
+}
+
+// JobList implements store.Jobs.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error) {
+	limit := store.ListLimit(p.Limit)
+	query, args := jobListSQL(p, limit)
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", s.readErr(err))
 	}
