@@ -21,6 +21,12 @@ const (
 	// DefaultAuthCacheTTL is how long a verified API key is trusted without
 	// asking the store again (a revoked key stops working within it).
 	DefaultAuthCacheTTL = 5 * time.Second
+	// DefaultMetricsCacheTTL is how old the job and record gauges of
+	// /metrics may be: the store is read at most once per TTL.
+	DefaultMetricsCacheTTL = 10 * time.Second
+	// DefaultMetricsMaxQueues is how many queues get their own series in
+	// /metrics; the others are summed under the queue "other".
+	DefaultMetricsMaxQueues = 100
 	// DefaultReadyDeadJobs: more dead jobs than this makes /readyz unhealthy.
 	DefaultReadyDeadJobs = 100
 	// DefaultReadyAvailableJobs: more available jobs than this is degraded.
@@ -43,6 +49,12 @@ type Config struct {
 	// AuthCacheTTL: how long a verified key is cached; default
 	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
+	// MetricsCacheTTL: how old the store gauges of /metrics may be; default
+	// DefaultMetricsCacheTTL.
+	MetricsCacheTTL time.Duration
+	// MetricsMaxQueues: queues with their own series in /metrics; default
+	// DefaultMetricsMaxQueues.
+	MetricsMaxQueues int
 	// Ready holds the thresholds of /readyz.
 	Ready ReadyConfig
 	// Idempotency configures the Idempotency-Key middleware on the API's
@@ -84,6 +96,15 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL
+	}
+	if cfg.MetricsCacheTTL == 0 {
+		cfg.MetricsCacheTTL = DefaultMetricsCacheTTL
+	}
+	if cfg.MetricsMaxQueues == 0 {
+		cfg.MetricsMaxQueues = DefaultMetricsMaxQueues
+	}
+	if cfg.MetricsCacheTTL < 0 || cfg.MetricsMaxQueues < 0 {
+		return nil, errors.New("idemhttp config: MetricsCacheTTL and MetricsMaxQueues must not be negative")
 	}
 	r := &cfg.Ready
 	if r.DeadJobs == 0 {

@@ -28,8 +28,9 @@ type Server struct {
 
 	auth    *authenticator
 	idemMW  func(http.Handler) http.Handler
-	reg     *prometheus.Registry
-	metrics *httpMetrics
+	reg          *prometheus.Registry
+	metrics      *httpMetrics
+	storeMetrics *storeCollector
 
 	all, api, ops http.Handler
 	routes        []route
