@@ -26,8 +26,8 @@ type Server struct {
 	store  store.Store
 	cfg    *Config
 
-	auth    *authenticator
-	idemMW  func(http.Handler) http.Handler
+	auth         *authenticator
+	idemMW       func(http.Handler) http.Handler
 	reg          *prometheus.Registry
 	metrics      *httpMetrics
 	storeMetrics *storeCollector
