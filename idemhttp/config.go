@@ -14,6 +14,9 @@ const (
 	DefaultListLimit = 50
 	// MaxListLimit is the largest page; larger limits are clamped to it.
 	MaxListLimit = 500
+	// DefaultMaxPageBytes is the most JSON bytes of jobs one list page
+	// carries; a page ends early with next_cursor before it would pass it.
+	DefaultMaxPageBytes = 8 << 20
 	// MaxBatch is the most jobs in one POST /v1/jobs/batch.
 	MaxBatch = 1000
 	// MaxReplay is the most jobs one POST /v1/jobs/replay copies.
@@ -46,6 +49,9 @@ type Config struct {
 	Now func() time.Time
 	// MaxBodyBytes caps request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxPageBytes caps the bytes of one list page; default
+	// DefaultMaxPageBytes. A page always holds at least one job.
+	MaxPageBytes int64
 	// AuthCacheTTL: how long a verified key is cached; default
 	// DefaultAuthCacheTTL; negative disables the cache.
 	AuthCacheTTL time.Duration
@@ -93,6 +99,12 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if cfg.MaxBodyBytes < 0 {
 		return nil, errors.New("idemhttp config: MaxBodyBytes must be positive")
+	}
+	if cfg.MaxPageBytes == 0 {
+		cfg.MaxPageBytes = DefaultMaxPageBytes
+	}
+	if cfg.MaxPageBytes < 0 {
+		return nil, errors.New("idemhttp config: MaxPageBytes must be positive")
 	}
 	if cfg.AuthCacheTTL == 0 {
 		cfg.AuthCacheTTL = DefaultAuthCacheTTL

@@ -1,12 +1,16 @@
 package idemhttp_test
 
 import (
+	"context"
 	"encoding/json"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/internal/dbtest"
 )
 
@@ -140,4 +144,67 @@ func bodyOrNil(b string) any {
 		return nil
 	}
 	return b
+}
+
+// TestBigPagesBounded: a list over big jobs ends each page early at
+// MaxPageBytes with next_cursor, the pages together hold every job once,
+// and the memory a page costs is bounded by the cap, not by limit × job
+// size. Not parallel: it measures the process's allocations.
+func TestBigPagesBounded(t *testing.T) {
+	const jobs, argBytes, pageCap = 60, 512 << 10, 2 << 20
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{MaxPageBytes: pageCap}})
+	big := `{"pad":"` + strings.Repeat("x", argBytes) + `"}`
+	items := make([]idem.EnqueueParams, jobs)
+	for i := range items {
+		items[i] = idem.EnqueueParams{Kind: "k", Args: json.RawMessage(big), Opts: &idem.EnqueueOpts{Tenant: "a"}}
+	}
+	if _, err := e.client.EnqueueMany(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var maxAlloc uint64
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > jobs {
+			t.Fatal("pagination does not end")
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		r := e.req("GET", "/v1/jobs?limit=500"+cursor, e.keyA, nil)
+		runtime.ReadMemStats(&after)
+		maxAlloc = max(maxAlloc, after.TotalAlloc-before.TotalAlloc)
+		expect(t, r, 200, "")
+		if len(r.body) > pageCap+argBytes {
+			t.Fatalf("page of %d bytes, cap %d", len(r.body), pageCap)
+		}
+		var page struct {
+			Jobs []struct {
+				ID string `json:"id"`
+			} `json:"jobs"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(r.body, &page); err != nil || len(page.Jobs) == 0 {
+			t.Fatalf("page %d: %v (%d jobs)", pages, err, len(page.Jobs))
+		}
+		for _, j := range page.Jobs {
+			if seen[j.ID] {
+				t.Fatalf("job %s on two pages", j.ID)
+			}
+			seen[j.ID] = true
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = "&cursor=" + page.NextCursor
+	}
+	if len(seen) != jobs {
+		t.Fatalf("pages held %d jobs, want %d", len(seen), jobs)
+	}
+	// Every job together is 30 MiB; one page may cost a few copies of the
+	// cap and of one store chunk (8 jobs), never the whole list.
+	if limit := uint64(32 * pageCap); maxAlloc > limit {
+		t.Fatalf("one page allocated %d MiB, want at most %d MiB", maxAlloc>>20, limit>>20)
+	}
+	t.Logf("largest allocation of one page: %.1f MiB (all jobs: %d MiB)", float64(maxAlloc)/(1<<20), jobs*argBytes>>20)
 }
