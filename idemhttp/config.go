@@ -30,6 +30,20 @@ const (
 	// DefaultMetricsMaxQueues is how many queues get their own series in
 	// /metrics; the others are summed under the queue "other".
 	DefaultMetricsMaxQueues = 100
+	// DefaultMaxHeaderBytes caps the request line and headers (431 above).
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxConns is how many connections one listener holds open.
+	DefaultMaxConns = 1024
+	// DefaultReadHeaderTimeout is how long a client may take to send headers.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout is how long a client may take to send a request
+	// with its body.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout is how long a reply may take; a long-polling
+	// claim extends its own deadline by its wait.
+	DefaultWriteTimeout = 60 * time.Second
+	// DefaultIdleTimeout is how long a keep-alive connection may idle.
+	DefaultIdleTimeout = 2 * time.Minute
 	// DefaultReadyDeadJobs: more dead jobs than this makes /readyz unhealthy.
 	DefaultReadyDeadJobs = 100
 	// DefaultReadyAvailableJobs: more available jobs than this is degraded.
@@ -61,6 +75,12 @@ type Config struct {
 	// MetricsMaxQueues: queues with their own series in /metrics; default
 	// DefaultMetricsMaxQueues.
 	MetricsMaxQueues int
+	// MaxHeaderBytes, MaxConns, ReadHeaderTimeout, ReadTimeout,
+	// WriteTimeout and IdleTimeout are the connection limits of
+	// NewHTTPServer and Listener; zero takes the Default… constant.
+	MaxHeaderBytes                                            int
+	MaxConns                                                  int
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// Ready holds the thresholds of /readyz.
 	Ready ReadyConfig
 	// Idempotency configures the Idempotency-Key middleware on the API's
@@ -118,6 +138,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	if cfg.MetricsCacheTTL < 0 || cfg.MetricsMaxQueues < 0 {
 		return nil, errors.New("idemhttp config: MetricsCacheTTL and MetricsMaxQueues must not be negative")
 	}
+	if err := cfg.connDefaults(); err != nil {
+		return nil, err
+	}
 	r := &cfg.Ready
 	if r.DeadJobs == 0 {
 		r.DeadJobs = DefaultReadyDeadJobs
@@ -144,4 +167,28 @@ func (c *Config) withDefaults() (*Config, error) {
 		cfg.Idempotency.MaxBodyBytes = cfg.MaxBodyBytes
 	}
 	return &cfg, nil
+}
+
+// connDefaults fills in the connection limits.
+func (c *Config) connDefaults() error {
+	setDef := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDef(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDef(&c.ReadTimeout, DefaultReadTimeout)
+	setDef(&c.WriteTimeout, DefaultWriteTimeout)
+	setDef(&c.IdleTimeout, DefaultIdleTimeout)
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxHeaderBytes < 0 || c.MaxConns < 0 || c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 ||
+		c.WriteTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("idemhttp config: connection limits must not be negative")
+	}
+	return nil
 }

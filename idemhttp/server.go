@@ -7,6 +7,7 @@
 package idemhttp
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/testsignal"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -34,6 +36,11 @@ type Server struct {
 
 	all, api, ops http.Handler
 	routes        []route
+
+	draining context.Context // ended by Drain
+	drain    context.CancelFunc
+	// claimWaiting announces a long-polling claim to tests.
+	claimWaiting testsignal.Signal[struct{}]
 }
 
 // route is one registered endpoint.
@@ -56,6 +63,7 @@ func NewServer(client *idem.Client, st store.Store, cfg *Config) (*Server, error
 		return nil, err
 	}
 	s := &Server{client: client, store: st, cfg: c, reg: prometheus.NewRegistry()}
+	s.draining, s.drain = context.WithCancel(context.Background())
 	s.auth = &authenticator{keys: st, ttl: c.AuthCacheTTL, now: c.Now, cache: map[string]authEntry{}}
 	mwc := c.Idempotency
 	mwc.Tenant = tenantOf

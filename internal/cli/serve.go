@@ -122,11 +122,11 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, f *serveFlags) erro
 	if opsAddr != "" {
 		apiHandler = server.APIHandler()
 	}
-	if err := addHTTP(&g, stdout, logger, "api", orEnv(f.listen, envListen, defaultListen), ui.Mount(apiHandler, &ui.Config{Logger: logger}), f.shutdownTimeout); err != nil {
+	if err := addHTTP(&g, stdout, logger, server, "api", orEnv(f.listen, envListen, defaultListen), ui.Mount(apiHandler, &ui.Config{Logger: logger}), f.shutdownTimeout); err != nil {
 		return err
 	}
 	if opsAddr != "" {
-		if err := addHTTP(&g, stdout, logger, "ops", opsAddr, server.OpsHandler(), f.shutdownTimeout); err != nil {
+		if err := addHTTP(&g, stdout, logger, server, "ops", opsAddr, server.OpsHandler(), f.shutdownTimeout); err != nil {
 			return err
 		}
 	}
@@ -209,14 +209,15 @@ func signalActor(ctx context.Context) (func() error, func(error)) {
 }
 
 // addHTTP listens on addr now (so a bad address fails at once) and adds
-// the server to the group.
-func addHTTP(g *group, stdout io.Writer, logger *slog.Logger, name, addr string, h http.Handler, grace time.Duration) error {
+// the server to the group, with the API server's connection limits
+// (headers, timeouts, open connections); its shutdown ends long polls.
+func addHTTP(g *group, stdout io.Writer, logger *slog.Logger, api *idemhttp.Server, name, addr string, h http.Handler, grace time.Duration) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := api.NewHTTPServer(h)
+	ln = api.Listener(ln)
 	fmt.Fprintf(stdout, "idem: %s listening on http://%s\n", name, ln.Addr())
 	g.add(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
