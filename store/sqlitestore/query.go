@@ -234,3 +234,40 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	defer tx.Rollback()
 	return fn(tx)
 }
+
+// qJobDurations: $1 tenant ("" = all), $2 since (µs), $3 per queue. The
+// jobs_finished index bounds the read to the jobs finished since $2.
+const qJobDurations = `SELECT queue, run_at, started_at, finished_at FROM (
+  SELECT queue, run_at, started_at, finished_at,
+         ROW_NUMBER() OVER (PARTITION BY queue ORDER BY finished_at DESC, id DESC) AS rn
+  FROM jobs
+  WHERE state = 'completed' AND finished_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    AND was_cached = 0 AND started_at IS NOT NULL
+) WHERE rn <= ?3 ORDER BY queue, finished_at DESC`
+
+// JobDurations implements store.Jobs.
+func (s *Store) JobDurations(ctx context.Context, p *store.JobDurationsParams) ([]*store.JobDuration, error) {
+	per := p.PerQueue
+	if per <= 0 {
+		per = 200
+	}
+	rows, err := s.rdb.QueryContext(ctx, qJobDurations, p.Tenant, toUS(p.Since), per)
+	if err != nil {
+		return nil, fmt.Errorf("job durations: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*store.JobDuration
+	for rows.Next() {
+		var d store.JobDuration
+		var runAt, started, finished int64
+		if err := rows.Scan(&d.Queue, &runAt, &started, &finished); err != nil {
+			return nil, fmt.Errorf("job durations: %w", err)
+		}
+		d.RunAt, d.StartedAt, d.FinishedAt = fromUS(runAt), fromUS(started), fromUS(finished)
+		out = append(out, &d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job durations: %w", err)
+	}
+	return out, nil
+}
