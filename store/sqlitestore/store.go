@@ -25,8 +25,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,8 +158,27 @@ type Store struct {
 	rstmts sync.Map // query → *sql.Stmt
 }
 
-// Open opens (creating) the SQLite database at path, starts the writer and,
-// unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
+// createPrivate creates the database file with mode 0600 when it does not
+// exist yet: SQLite gives the WAL and shared-memory files the mode of the
+// database file, so jobs, results and API key hashes are readable by the
+// owner only. An existing file keeps its mode; ":memory:" and URIs are
+// left alone.
+func createPrivate(path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// Open opens (creating, mode 0600) the SQLite database at path, starts the
+// writer and, unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -168,6 +189,9 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		v.Add("_pragma", "cache_size(-"+strconv.Itoa(c.CacheSizeKiB)+")")
 		v.Add("_pragma", "mmap_size("+strconv.FormatInt(c.MmapSize, 10)+")")
 		v.Add("_pragma", "temp_store(MEMORY)")
+	}
+	if err := createPrivate(path); err != nil {
+		return nil, err
 	}
 	wv := url.Values{}
 	common(wv)
