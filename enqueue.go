@@ -115,7 +115,7 @@ func (c *Client) enqueueMany(ctx context.Context, items []EnqueueParams, insert 
 	}
 	res, err := insert(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
+		return nil, fmt.Errorf("insert jobs: %w", store.Classify(c.store, err))
 	}
 	out := make([]EnqueueResult, len(res))
 	for i, r := range res {

@@ -53,5 +53,6 @@ var (
 	ErrLeaseLost     = idemtype.ErrLeaseLost
 	ErrWrongState    = idemtype.ErrWrongState
 	ErrInvalid       = idemtype.ErrInvalid
+	ErrUnavailable   = idemtype.ErrUnavailable
 	ErrKeyInProgress = idemtype.ErrKeyInProgress
 )

@@ -101,7 +101,7 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 	jobs, err := c.store.JobClaim(ctx, &store.JobClaimParams{Tenant: c.tenant(p.Tenant), Queues: p.Queues,
 		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, fmt.Errorf("claim: %w", store.Classify(c.store, err))
 	}
 	out := make([]*JobRow, 0, len(jobs))
 	var settled []*store.JobFinishParams
@@ -226,7 +226,7 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	}
 	errs, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{fin})
 	if err != nil {
-		return nil, fmt.Errorf("finish job %d: %w", row.ID, err)
+		return nil, fmt.Errorf("finish job %d: %w", row.ID, store.Classify(c.store, err))
 	}
 	if len(errs) > 0 && errs[0] != nil {
 		return nil, errs[0]

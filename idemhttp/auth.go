@@ -119,7 +119,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 			return
 		}
 		if err != nil {
-			writeError(w, r, s.cfg.Logger, err)
+			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}
 		p := &principal{tenant: k.Tenant}
@@ -130,7 +130,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 				return
 			}
 			if err := idem.ValidateName(headerTenant, t); err != nil {
-				writeError(w, r, s.cfg.Logger, err)
+				writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 				return
 			}
 			p.tenant = t

@@ -201,7 +201,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	owner := fp[:16] + "." + store.NewToken()
 	res, err := m.acquire(r.Context(), tenant, rkey, owner)
 	if err != nil {
-		writeError(w, r, m.cfg.Logger, err)
+		writeError(w, r, m.cfg.Logger, store.Classify(m.st, err))
 		return
 	}
 	if !res.Acquired {

@@ -128,11 +128,11 @@ func (s *Server) mux(api, ops bool) http.Handler {
 func (s *Server) adapt(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkQuery(r); err != nil {
-			writeError(w, r, s.cfg.Logger, err)
+			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}
 		if err := h(w, r); err != nil {
-			writeError(w, r, s.cfg.Logger, err)
+			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 		}
 	})
 }

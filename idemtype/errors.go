@@ -22,6 +22,11 @@ var (
 	ErrInvalid = errors.New("invalid input")
 	// ErrKeyInProgress: an idempotency key is held by a live execution lease.
 	ErrKeyInProgress = errors.New("idempotency key is in progress")
+	// ErrUnavailable: the storage could not be reached or written (database
+	// unreachable, disk full, read-only file system); the request was not
+	// carried out and may be retried later. HTTP answers 503 with
+	// Retry-After.
+	ErrUnavailable = errors.New("storage unavailable")
 	// ErrClosed: the store (or the client owning it) was closed.
 	ErrClosed = errors.New("closed")
 )
