@@ -156,6 +156,8 @@ type Store struct {
 	// rstmts caches prepared statements of the fixed read queries: parsing
 	// and planning a query costs more than running these point lookups.
 	rstmts sync.Map // query → *sql.Stmt
+	// lock is the process lock of the database file, when this Store got it.
+	lock *os.File
 }
 
 // createPrivate creates the database file with mode 0600 when it does not
@@ -239,7 +241,41 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.takeOverLeaders(ctx, path); err != nil {
+		// Only a faster takeover is lost: elections still work by expiry.
+		c.Logger.LogAttrs(ctx, slog.LevelWarn, "sqlitestore: leader takeover", slog.Any("err", err))
+	}
 	return s, nil
+}
+
+// takeOverLeaders clears the leader rows of processes that are provably
+// gone: when this Store holds the process lock of the database file, no
+// other Store has the file open, so every leader row was written by a
+// process that ended (a restart, a crash) and a new leader may take over at
+// once instead of waiting out the old term.
+func (s *Store) takeOverLeaders(ctx context.Context, path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	s.lock = lockProcess(path)
+	if s.lock == nil {
+		return nil
+	}
+	var cleared int64
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec("DELETE FROM leaders")
+		if err == nil {
+			cleared, _ = res.RowsAffected()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("clear leaders of ended processes: %w", err)
+	}
+	if cleared > 0 {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "cleared the leader rows of an ended process", slog.Int64("rows", cleared))
+	}
+	return nil
 }
 
 // Close stops the writer (operations still waiting are answered with
@@ -250,6 +286,9 @@ func (s *Store) Close() error {
 		s.w.stop()
 		s.rstmts.Range(func(_, st any) bool { st.(*sql.Stmt).Close(); return true })
 		err = errors.Join(s.w.close(), s.wdb.Close(), s.rdb.Close())
+		if s.lock != nil {
+			err = errors.Join(err, s.lock.Close()) // releases the process lock
+		}
 	})
 	return err
 }
