@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/internal/notifier"
 	"github.com/idem-dev/idem/store"
@@ -114,10 +113,8 @@ func (c *Client) jobList(ctx context.Context, p *JobListParams) ([]*JobRow, int6
 		p.Limit = 50
 	}
 	p.Limit = min(p.Limit, 500)
-	for _, s := range p.Filter.States {
-		if !s.Valid() {
-			return nil, 0, idemtype.Invalid("state", "unknown state %q", s)
-		}
+	if err := ValidateFilter(&p.Filter); err != nil {
+		return nil, 0, err
 	}
 	return c.store.JobList(ctx, p)
 }
@@ -164,6 +161,9 @@ func (c *Client) JobRetry(ctx context.Context, tenant string, id int64, runAt ti
 // filter, and returns how many moved.
 func (c *Client) DLQRequeue(ctx context.Context, ids []int64, filter JobFilter) (int, error) {
 	filter.Tenant = c.tenant(filter.Tenant)
+	if err := ValidateFilter(&filter); err != nil {
+		return 0, err
+	}
 	rows, err := c.store.JobRetryMany(ctx, &store.JobRetryManyParams{
 		IDs: ids, Filter: filter, FromStates: []JobState{StateDead}, Now: c.now()})
 	if err != nil {

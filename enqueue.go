@@ -25,7 +25,7 @@ const (
 type EnqueueOpts struct {
 	Tenant       string    // default Config.Tenant
 	Queue        string    // default DefaultQueue
-	Priority     int       // higher runs first; default 0
+	Priority     int       // higher runs first; default 0; MinPriority..MaxPriority
 	MaxAttempts  int       // default Config.MaxAttempts
 	RunAt        time.Time // not before; zero = now
 	PartitionKey string    // FIFO partition within the queue
@@ -121,7 +121,7 @@ func (c *Client) enqueueMany(ctx context.Context, items []EnqueueParams, insert 
 	}
 	res, err := insert(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
+		return nil, fmt.Errorf("insert jobs: %w", store.Classify(c.store, err))
 	}
 	out := make([]EnqueueResult, len(res))
 	for i, r := range res {
@@ -226,11 +226,19 @@ func validateInsert(p *store.JobInsertParams) error {
 			return err
 		}
 	}
-	if len(p.Args) > MaxArgsBytes || !json.Valid(p.Args) {
-		return idemtype.Invalid("args", "must be valid JSON of at most %d bytes", MaxArgsBytes)
+	if err := ValidateJSON("args", p.Args); err != nil {
+		return err
 	}
-	if len(p.Metadata) > 0 && (len(p.Metadata) > MaxArgsBytes || !isJSONObject(p.Metadata)) {
-		return idemtype.Invalid("metadata", "must be a JSON object of at most %d bytes", MaxArgsBytes)
+	if len(p.Metadata) > 0 {
+		if err := ValidateJSON("metadata", p.Metadata); err != nil {
+			return err
+		}
+		if !isJSONObject(p.Metadata) {
+			return idemtype.Invalid("metadata", "must be a JSON object of at most %d bytes", MaxArgsBytes)
+		}
+	}
+	if err := ValidatePriority(p.Priority); err != nil {
+		return err
 	}
 	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
 		return idemtype.Invalid("max_attempts", "must be between 1 and %d", MaxMaxAttempts)

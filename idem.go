@@ -55,6 +55,7 @@ var (
 	ErrLeaseLost     = idemtype.ErrLeaseLost
 	ErrWrongState    = idemtype.ErrWrongState
 	ErrInvalid       = idemtype.ErrInvalid
+	ErrUnavailable   = idemtype.ErrUnavailable
 	ErrKeyInProgress = idemtype.ErrKeyInProgress
 	// ErrJobTimeout is the cause of a handler context cancelled at the job's
 	// timeout (context.Cause), and wrapped by the attempt's error.

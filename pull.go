@@ -76,6 +76,11 @@ func validateClaim(p *ClaimParams, defLease time.Duration) error {
 	if err := ValidateName("worker_id", p.WorkerID); err != nil {
 		return err
 	}
+	for _, k := range p.Kinds {
+		if err := ValidateName("kinds", k); err != nil {
+			return err
+		}
+	}
 	setDefault(&p.Limit, 1)
 	setDefault(&p.Lease, defLease)
 	if p.Limit < 1 || p.Limit > MaxClaimLimit {
@@ -96,7 +101,7 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, erro
 	jobs, err := c.store.JobClaim(ctx, &store.JobClaimParams{Tenant: c.tenant(p.Tenant), Queues: p.Queues,
 		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, fmt.Errorf("claim: %w", store.Classify(c.store, err))
 	}
 	out := make([]*JobRow, 0, len(jobs))
 	var settled []*store.JobFinishParams
@@ -167,6 +172,9 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 	if err != nil {
 		return time.Time{}, err
 	}
+	if err := ValidateKey("lease_token", token); err != nil {
+		return time.Time{}, err
+	}
 	setDefault(&lease, c.cfg.LeaseDuration)
 	if lease < time.Second || lease > MaxLease {
 		return time.Time{}, idemtype.Invalid("lease", "must be between 1s and %s", MaxLease)
@@ -194,8 +202,13 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 // the same token and result returns the job again; another result is
 // ErrLeaseLost.
 func (c *Client) Complete(ctx context.Context, tenant string, id int64, token string, result json.RawMessage) (*JobRow, error) {
-	if len(result) > 0 && !json.Valid(result) {
-		return nil, idemtype.Invalid("result", "must be valid JSON")
+	if len(result) > 0 {
+		if err := ValidateJSON("result", result); err != nil {
+			return nil, err
+		}
+	}
+	if err := ValidateKey("lease_token", token); err != nil {
+		return nil, err
 	}
 	row, err := c.JobGet(ctx, tenant, id)
 	if err != nil {
@@ -223,6 +236,12 @@ type FailParams struct {
 func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string, p FailParams) (*JobRow, error) {
 	if p.RetryAfter != nil && *p.RetryAfter < 0 {
 		return nil, idemtype.Invalid("retry_after", "must not be negative")
+	}
+	if err := ValidateText("error", p.Error, MaxErrorBytes); err != nil {
+		return nil, err
+	}
+	if err := ValidateKey("lease_token", token); err != nil {
+		return nil, err
 	}
 	if p.ErrorCode != "" {
 		if err := ValidateName("error_code", p.ErrorCode); err != nil {
@@ -281,7 +300,7 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	}
 	errs, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{fin})
 	if err != nil {
-		return nil, fmt.Errorf("finish job %d: %w", row.ID, err)
+		return nil, fmt.Errorf("finish job %d: %w", row.ID, store.Classify(c.store, err))
 	}
 	if len(errs) > 0 && errs[0] != nil {
 		return nil, errs[0]

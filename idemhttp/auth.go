@@ -126,7 +126,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 			return
 		}
 		if err != nil {
-			writeError(w, r, s.cfg.Logger, err)
+			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}
 		p := &principal{tenant: k.Tenant, admin: k.Admin}
@@ -137,7 +137,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 				return
 			}
 			if err := idem.ValidateName(headerTenant, t); err != nil {
-				writeError(w, r, s.cfg.Logger, err)
+				writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 				return
 			}
 			p.tenant = t

@@ -83,6 +83,7 @@ type Store interface {
 	store.APIKeys
 	MiddlewareRecords
 	LimitList(ctx context.Context, p *store.LimitListParams) ([]*store.Limit, error)
+	JobDurations(ctx context.Context, p *store.JobDurationsParams) ([]*store.JobDuration, error)
 	RecordStats(ctx context.Context, p *store.RecordStatsParams) (*store.RecordStats, error)
 	QueueStats(ctx context.Context, p *store.QueueStatsParams) ([]*store.QueueStat, error)
 	JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error)

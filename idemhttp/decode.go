@@ -9,9 +9,11 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
 )
@@ -30,6 +32,9 @@ func readBody(r *http.Request, limit int64, optional bool) ([]byte, error) {
 	if int64(len(body)) > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
+	if !utf8.Valid(body) {
+		return nil, newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", "the body is not valid UTF-8")
+	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
 			return nil, nil
@@ -40,6 +45,31 @@ func readBody(r *http.Request, limit int64, optional bool) ([]byte, error) {
 		return nil, err
 	}
 	return body, nil
+}
+
+// checkQuery rejects a query string that does not parse (a malformed
+// percent-escape such as "?queue=%"), which url.Values would silently drop,
+// and one whose values are not valid UTF-8 or hold a NUL byte.
+func checkQuery(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return newProblem(http.StatusBadRequest, ProblemInvalid, "Invalid request", "malformed query string: "+err.Error())
+	}
+	for name, vs := range q {
+		for _, v := range vs {
+			if !utf8.ValidString(name) || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				field := name
+				if !utf8.ValidString(name) {
+					field = "query"
+				}
+				return invalid(field, "must be valid UTF-8 without NUL bytes")
+			}
+		}
+	}
+	return nil
 }
 
 // checkContentType accepts application/json (with parameters) only.

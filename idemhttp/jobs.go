@@ -243,19 +243,6 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	return s.writeList(w, r, p)
 }
 
-func (s *Server) writeList(w http.ResponseWriter, r *http.Request, p *idem.JobListParams) error {
-	jobs, next, err := s.client.JobList(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	out := wire.JobPage{Jobs: renderJobs(jobs, false)}
-	if next != 0 {
-		out.NextCursor = encodeCursor(next)
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {

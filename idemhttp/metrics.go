@@ -1,9 +1,12 @@
 package idemhttp
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +30,8 @@ func newHTTPMetrics(reg *prometheus.Registry, s *Server) *httpMetrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "idem_http_request_duration_seconds",
 			Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"}),
 	}
-	reg.MustRegister(m.requests, m.duration, newStoreCollector(s),
+	s.storeMetrics = newStoreCollector(s)
+	reg.MustRegister(m.requests, m.duration, s.storeMetrics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -68,13 +72,34 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// storeCollector reports job counts and record stats at scrape time.
+// storeCollector reports job counts and record stats from a snapshot that
+// is at most Config.MetricsCacheTTL old: a scrape (or a flood of them, the
+// endpoint needs no key) costs the store at most one pair of queries per
+// TTL. At most Config.MetricsMaxQueues queues get their own series (the
+// largest by job count); the rest are summed under the queue "other", so a
+// tenant creating thousands of queues cannot create thousands of series.
 type storeCollector struct {
 	s                                                          *Server
 	descJobs, descOldest, descRecords, descRecordBytes, descUp *prometheus.Desc
 	// Flow control, labelled by the limit's scope ("" = any).
 	descLimitRunning, descLimitWindow, descLimitMax, descThrottled *prometheus.Desc
+
+	mu      sync.Mutex // held while refreshing: one refresh at a time
+	snap    *metricsSnapshot
+	queries int // store reads so far (tests)
 }
+
+// metricsSnapshot is what one refresh read.
+type metricsSnapshot struct {
+	at      time.Time
+	up      bool
+	queues  []*store.QueueStat
+	records *store.RecordStats
+	limits  []*store.Limit // nil when the store has no limits
+}
+
+// otherQueue is the label of the queues beyond Config.MetricsMaxQueues.
+const otherQueue = "other"
 
 func newStoreCollector(s *Server) *storeCollector {
 	return &storeCollector{s: s,
@@ -82,7 +107,7 @@ func newStoreCollector(s *Server) *storeCollector {
 		descOldest:      prometheus.NewDesc("idem_oldest_available_age_seconds", "Age of the oldest claimable job.", []string{"queue"}, nil),
 		descRecords:     prometheus.NewDesc("idem_idempotency_records", "Live idempotency records.", nil, nil),
 		descRecordBytes: prometheus.NewDesc("idem_idempotency_size_bytes", "Stored result bytes of live records.", nil, nil),
-		descUp:          prometheus.NewDesc("idem_store_up", "1 when the store answered the scrape.", nil, nil),
+		descUp:          prometheus.NewDesc("idem_store_up", "1 when the store answered the last refresh.", nil, nil),
 		descLimitRunning: prometheus.NewDesc("idem_limit_running", "Jobs running in the scope of a limit.",
 			[]string{"tenant", "queue"}, nil),
 		descLimitWindow: prometheus.NewDesc("idem_limit_window_used", "Jobs started in the current rate window of a limit.",
@@ -102,33 +127,77 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector.
-func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+// snapshot returns a snapshot at most MetricsCacheTTL old, reading the
+// store when the cached one is older.
+func (c *storeCollector) snapshot() *metricsSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.s.now()
+	if c.snap != nil && now.Sub(c.snap.at) < c.s.cfg.MetricsCacheTTL {
+		return c.snap
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	now := c.s.now()
+	c.queries++
+	snap := &metricsSnapshot{at: now}
 	stats, err := c.s.store.QueueStats(ctx, &store.QueueStatsParams{Tenant: "", Now: now})
 	rs, err2 := c.s.store.RecordStats(ctx, &store.RecordStatsParams{Tenant: "", Now: now})
-	if err != nil || err2 != nil {
+	if err == nil && err2 == nil {
+		snap.up, snap.queues, snap.records = true, capQueues(stats, c.s.cfg.MetricsMaxQueues), rs
+	}
+	if limits, err := c.s.store.LimitList(ctx, &store.LimitListParams{Now: now}); err == nil {
+		snap.limits = limits
+	}
+	c.snap = snap
+	return snap
+}
+
+// capQueues keeps the max largest queues and sums the rest as otherQueue.
+func capQueues(stats []*store.QueueStat, max int) []*store.QueueStat {
+	if len(stats) <= max {
+		return stats
+	}
+	total := func(q *store.QueueStat) (n int64) {
+		for _, v := range q.Counts {
+			n += v
+		}
+		return n
+	}
+	sorted := slices.Clone(stats)
+	slices.SortStableFunc(sorted, func(a, b *store.QueueStat) int { return cmp.Compare(total(b), total(a)) })
+	other := &store.QueueStat{Queue: otherQueue, Counts: map[idemtype.JobState]int64{}}
+	for _, q := range sorted[max:] {
+		for st, n := range q.Counts {
+			other.Counts[st] += n
+		}
+		if q.OldestAvailable != nil && (other.OldestAvailable == nil || q.OldestAvailable.Before(*other.OldestAvailable)) {
+			other.OldestAvailable = q.OldestAvailable
+		}
+	}
+	return append(sorted[:max:max], other)
+}
+
+// Collect implements prometheus.Collector.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.snapshot()
+	if !snap.up {
 		ch <- prometheus.MustNewConstMetric(c.descUp, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.descUp, prometheus.GaugeValue, 1)
-	for _, q := range stats {
+	for _, q := range snap.queues {
 		for _, st := range idemtype.AllStates {
 			ch <- prometheus.MustNewConstMetric(c.descJobs, prometheus.GaugeValue, float64(q.Counts[st]), q.Queue, string(st))
 		}
 		age := 0.0
 		if q.OldestAvailable != nil {
-			age = max(0, now.Sub(*q.OldestAvailable).Seconds())
+			age = max(0, snap.at.Sub(*q.OldestAvailable).Seconds())
 		}
 		ch <- prometheus.MustNewConstMetric(c.descOldest, prometheus.GaugeValue, age, q.Queue)
 	}
-	ch <- prometheus.MustNewConstMetric(c.descRecords, prometheus.GaugeValue, float64(rs.Entries))
-	ch <- prometheus.MustNewConstMetric(c.descRecordBytes, prometheus.GaugeValue, float64(rs.SizeBytes))
-	if limits, err := c.s.store.LimitList(ctx, &store.LimitListParams{Now: now}); err == nil {
-		c.collectLimits(ch, limits)
-	}
+	ch <- prometheus.MustNewConstMetric(c.descRecords, prometheus.GaugeValue, float64(snap.records.Entries))
+	ch <- prometheus.MustNewConstMetric(c.descRecordBytes, prometheus.GaugeValue, float64(snap.records.SizeBytes))
+	c.collectLimits(ch, snap.limits)
 }
 
 // collectLimits reports each limit, its usage and its throttling count.

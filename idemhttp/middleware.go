@@ -207,7 +207,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		Owner: fp[:16] + "." + store.NewToken(), Lease: m.cfg.Lease, TTL: m.cfg.TTL, Now: m.cfg.Now}
 	lease, rec, err := recordlease.Acquire(r.Context(), m.st, p)
 	if err != nil {
-		writeError(w, r, m.cfg.Logger, fmt.Errorf("idempotency key: %w", err))
+		writeError(w, r, m.cfg.Logger, store.Classify(m.st, fmt.Errorf("idempotency key: %w", err)))
 		return
 	}
 	if lease == nil {

@@ -84,6 +84,13 @@ var docLooserThanServer = []string{
 	// Schedules: cron syntax, zone names, interval bounds and the grain
 	// against the timetable are beyond JSON Schema.
 	"cron: ", "timezone: ", "every: must be", "grain: ", "dedup_window: must be at least",
+	"must be valid JSON (at most",     // strict JSON: UTF-8, no duplicate names, double range, depth
+	"the body is not valid UTF-8",     // JSON Schema sees decoded strings
+	"must be valid UTF-8 without NUL", // query values
+	"must be printable ASCII",         // names and keys (no pattern in the document)
+	"must not contain NUL bytes",      // free text
+	"must be valid UTF-8",             // free text
+	"malformed query string",          // url.Values drops what the document never sees
 }
 
 // ownHeaders are the response headers of the API that the document must

@@ -32,6 +32,8 @@ const (
 	headerIdempotentReplayed  = "Idempotent-Replayed"
 	headerIdempotencyKey      = "Idempotency-Key"
 	headerTenant              = "Idem-Tenant"
+	// retryAfterUnavailable is the Retry-After (seconds) of a 503.
+	retryAfterUnavailable = "5"
 )
 
 // Problem is an RFC 9457 problem detail, the body of every error reply;
@@ -82,6 +84,9 @@ func problemFor(err error) *Problem {
 		return newProblem(http.StatusConflict, ProblemLeaseLost, "Lease lost", err.Error())
 	case errors.Is(err, idemtype.ErrKeyInProgress):
 		return newProblem(http.StatusConflict, ProblemKeyInProgress, "Idempotency key in progress", err.Error())
+	case errors.Is(err, idemtype.ErrUnavailable):
+		return newProblem(http.StatusServiceUnavailable, ProblemServiceUnavailable, "Storage unavailable",
+			"the storage cannot be reached or written at the moment; retry later")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return newProblem(http.StatusServiceUnavailable, ProblemServiceUnavailable, "Request cancelled", "the request was cancelled or timed out")
 	}
@@ -93,6 +98,9 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 	h := w.Header()
 	h.Set("Content-Type", problemContentType)
 	h.Set("Cache-Control", "no-store")
+	if p.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", retryAfterUnavailable)
+	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }

@@ -41,7 +41,19 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if wait != nil {
 		p.Wait = *wait
 	}
-	jobs, err := s.client.Claim(r.Context(), p)
+	if p.Wait > 0 {
+		// The reply may come after the wait: extend the write deadline.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.Wait + s.cfg.WriteTimeout))
+	}
+	ctx, cancel := s.claimContext(r.Context())
+	defer cancel()
+	if p.Wait > 0 {
+		s.claimWaiting.Signal(struct{}{})
+	}
+	jobs, err := s.client.Claim(ctx, p)
+	if err != nil && s.draining.Err() != nil && r.Context().Err() == nil {
+		jobs, err = nil, nil // shutting down: an empty claim, not an error
+	}
 	if err != nil {
 		return err
 	}

@@ -7,12 +7,16 @@
 package idemhttp
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idem-dev/idem/internal/testsignal"
+	"github.com/idem-dev/idem/store"
 )
 
 // Server serves the HTTP API. It is an http.Handler for every route;
@@ -23,13 +27,19 @@ type Server struct {
 	store  Store
 	cfg    *Config
 
-	auth    *authenticator
-	idemMW  func(http.Handler) http.Handler
-	reg     *prometheus.Registry
-	metrics *httpMetrics
+	auth         *authenticator
+	idemMW       func(http.Handler) http.Handler
+	reg          *prometheus.Registry
+	metrics      *httpMetrics
+	storeMetrics *storeCollector
 
 	all, api, ops http.Handler
 	routes        []route
+
+	draining context.Context // ended by Drain
+	drain    context.CancelFunc
+	// claimWaiting announces a long-polling claim to tests.
+	claimWaiting testsignal.Signal[struct{}]
 }
 
 // route is one registered endpoint.
@@ -52,6 +62,7 @@ func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{client: client, store: st, cfg: c, reg: prometheus.NewRegistry()}
+	s.draining, s.drain = context.WithCancel(context.Background())
 	s.auth = &authenticator{keys: st, ttl: c.AuthCacheTTL, now: c.Now, cache: map[string]authEntry{}}
 	mwc := c.Idempotency
 	mwc.Tenant = tenantOf
@@ -146,8 +157,12 @@ func (s *Server) mux(api, ops bool) http.Handler {
 // adapt turns an error-returning handler into an http.Handler.
 func (s *Server) adapt(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkQuery(r); err != nil {
+			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
+			return
+		}
 		if err := h(w, r); err != nil {
-			writeError(w, r, s.cfg.Logger, err)
+			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 		}
 	})
 }

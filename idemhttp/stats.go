@@ -35,22 +35,29 @@ func queueStats(st *store.QueueStat, now time.Time) *wire.QueueStats {
 	return q
 }
 
-// latencies fills the wait and run percentiles from recent completed jobs.
-func (s *Server) latencies(ctx context.Context, tenant, queue string, q *wire.QueueStats) error {
-	jobs, _, err := s.client.JobList(ctx, &idem.JobListParams{Limit: latencySample, Filter: idem.JobFilter{
-		Tenant: tenant, Queue: queue, States: []idemtype.JobState{idemtype.StateCompleted}}})
+// latencyWindow is how far back the wait and run percentiles look.
+const latencyWindow = time.Hour
+
+// latencies fills the wait and run percentiles of every queue from its
+// latest latencySample jobs completed within latencyWindow: one store
+// query whatever the number of queues.
+func (s *Server) latencies(ctx context.Context, tenant string, now time.Time, queues map[string]*wire.QueueStats) error {
+	if tenant == "" {
+		tenant = idem.DefaultTenant // as the client scopes QueueStats
+	}
+	list, err := s.store.JobDurations(ctx, &store.JobDurationsParams{Tenant: tenant,
+		Since: now.Add(-latencyWindow), PerQueue: latencySample})
 	if err != nil {
 		return err
 	}
-	var wait, run []float64
-	for _, j := range jobs {
-		if j.StartedAt == nil || j.FinishedAt == nil || j.WasCached {
-			continue
-		}
-		wait = append(wait, float64(j.StartedAt.Sub(j.RunAt).Microseconds())/1000)
-		run = append(run, float64(j.FinishedAt.Sub(*j.StartedAt).Microseconds())/1000)
+	wait, run := map[string][]float64{}, map[string][]float64{}
+	for _, d := range list {
+		wait[d.Queue] = append(wait[d.Queue], float64(d.StartedAt.Sub(d.RunAt).Microseconds())/1000)
+		run[d.Queue] = append(run[d.Queue], float64(d.FinishedAt.Sub(d.StartedAt).Microseconds())/1000)
 	}
-	q.WaitMS, q.RunMS = pct(wait), pct(run)
+	for name, q := range queues {
+		q.WaitMS, q.RunMS = pct(wait[name]), pct(run[name])
+	}
 	return nil
 }
 
@@ -75,11 +82,10 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	}
 	queues := map[string]*wire.QueueStats{}
 	for _, st := range list {
-		q := queueStats(st, now)
-		if err := s.latencies(r.Context(), tenant, st.Queue, q); err != nil {
-			return err
-		}
-		queues[st.Queue] = q
+		queues[st.Queue] = queueStats(st, now)
+	}
+	if err := s.latencies(r.Context(), tenant, now, queues); err != nil {
+		return err
 	}
 	cs, err := s.cacheStatsOf(r.Context(), tenant)
 	if err != nil {

@@ -25,6 +25,11 @@ var (
 	// ErrJobTimeout: an attempt ran past its timeout; its handler's context
 	// was cancelled and the attempt failed (retryable like any failure).
 	ErrJobTimeout = errors.New("job timed out")
+	// ErrUnavailable: the storage could not be reached or written (database
+	// unreachable, disk full, read-only file system); the request was not
+	// carried out and may be retried later. HTTP answers 503 with
+	// Retry-After.
+	ErrUnavailable = errors.New("storage unavailable")
 	// ErrClosed: the store (or the client owning it) was closed.
 	ErrClosed = errors.New("closed")
 )

@@ -96,6 +96,25 @@ func CanonicalizeWith(data []byte, o *Options) ([]byte, error) {
 	return e.buf, nil
 }
 
+// Check reports whether data is one strict JSON value that Canonicalize
+// accepts (valid UTF-8, no lone surrogates, no duplicate member names,
+// numbers within the double range) nested at most maxDepth arrays and
+// objects deep (maxDepth <= 0: the parser's own limit). Errors wrap
+// ErrInvalidJSON. Inputs that pass Check canonicalize without error, so a
+// rule on input is the same whether or not a key is derived from it.
+func Check(data []byte, maxDepth int) error {
+	p := parser{data: data, depth: maxDepth}
+	p.skipSpace()
+	if _, err := p.value(0); err != nil {
+		return err
+	}
+	p.skipSpace()
+	if p.pos != len(p.data) {
+		return p.errorf("trailing data")
+	}
+	return nil
+}
+
 // CanonicalValue returns the canonical form of v as encoded by
 // json.Marshal.
 func CanonicalValue(v any) ([]byte, error) {
@@ -110,6 +129,8 @@ func CanonicalValue(v any) ([]byte, error) {
 type parser struct {
 	data []byte
 	pos  int
+	// depth is the deepest nesting allowed; 0 means maxDepth.
+	depth int
 	// Scratch stacks for the children of the containers being parsed;
 	// each container copies its children into an exactly sized slice.
 	nodes   []node
@@ -157,6 +178,18 @@ func (p *parser) value(depth int) (node, error) {
 	}
 }
 
+// checkDepth fails when depth passes the parser's limit.
+func (p *parser) checkDepth(depth int) error {
+	limit := p.depth
+	if limit <= 0 {
+		limit = maxDepth
+	}
+	if depth > limit {
+		return p.errorf("nesting deeper than %d", limit)
+	}
+	return nil
+}
+
 func (p *parser) literal(lit string) error {
 	if !bytes.HasPrefix(p.data[p.pos:], []byte(lit)) {
 		return p.errorf("invalid literal")
@@ -166,8 +199,8 @@ func (p *parser) literal(lit string) error {
 }
 
 func (p *parser) object(depth int) (node, error) {
-	if depth > maxDepth {
-		return node{}, p.errorf("nesting deeper than %d", maxDepth)
+	if err := p.checkDepth(depth); err != nil {
+		return node{}, err
 	}
 	p.pos++ // '{'
 	p.skipSpace()
@@ -222,8 +255,8 @@ func (p *parser) object(depth int) (node, error) {
 }
 
 func (p *parser) array(depth int) (node, error) {
-	if depth > maxDepth {
-		return node{}, p.errorf("nesting deeper than %d", maxDepth)
+	if err := p.checkDepth(depth); err != nil {
+		return node{}, err
 	}
 	p.pos++ // '['
 	p.skipSpace()

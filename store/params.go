@@ -34,6 +34,19 @@ type QueueStatsParams struct {
 	Now    time.Time // zero = time.Now()
 }
 
+// JobDurationsParams scopes JobDurations.
+type JobDurationsParams struct {
+	Tenant   string    // "" = all tenants
+	Since    time.Time // jobs finished at or after Since
+	PerQueue int       // at most this many per queue; <= 0 means 200
+}
+
+// JobDuration is when one completed job was due, started and finished.
+type JobDuration struct {
+	Queue                        string
+	RunAt, StartedAt, FinishedAt time.Time
+}
+
 // RecordGetParams selects one idempotency record.
 type RecordGetParams struct {
 	Tenant string

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -106,3 +107,32 @@ func EventCheck(e *Event) error {
 	}
 	return nil
 }
+
+// FailureClassifier is implemented by stores that can tell a storage
+// failure (database unreachable, disk full, read-only file system) from a
+// refused request. Both stores implement it; Classify applies it.
+type FailureClassifier interface {
+	// IsUnavailable reports whether err is a storage failure that a retry
+	// later may not meet.
+	IsUnavailable(err error) bool
+}
+
+// Classify returns err marked with idemtype.ErrUnavailable when st
+// classifies it as a storage failure, and err unchanged otherwise. The
+// original error stays reachable with errors.Is and errors.As.
+func Classify(st any, err error) error {
+	if err == nil || errors.Is(err, idemtype.ErrUnavailable) || errors.Is(err, idemtype.ErrClosed) {
+		return err
+	}
+	if c, ok := st.(FailureClassifier); ok && c.IsUnavailable(err) {
+		return &unavailableError{err: err}
+	}
+	return err
+}
+
+// unavailableError is a storage failure: it unwraps to the failure and to
+// idemtype.ErrUnavailable.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{e.err, idemtype.ErrUnavailable} }

@@ -222,6 +222,11 @@ type Jobs interface {
 	// QueueStats counts jobs per queue and state as of Now (Tenant "" =
 	// all tenants), in one consistent read.
 	QueueStats(ctx context.Context, p *QueueStatsParams) ([]*QueueStat, error)
+	// JobDurations returns the times of up to PerQueue completed jobs per
+	// queue (Tenant "" = all tenants) that finished at or after Since and
+	// ran a handler (not completed from the cache), newest first within a
+	// queue, in one query whatever the number of queues.
+	JobDurations(ctx context.Context, p *JobDurationsParams) ([]*JobDuration, error)
 }
 
 // Records is the part of the Store that keeps idempotency records outside job

@@ -194,7 +194,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	var g group
 	g.add(signalActor(ctx))
 	for _, l := range listeners {
-		l.serve(&g, stdout, logger, time.Duration(cfg.ShutdownTimeout), cfg.jsonOut)
+		l.serve(&g, server, stdout, logger, time.Duration(cfg.ShutdownTimeout), cfg.jsonOut)
 	}
 	if counters != nil {
 		counters.Start(context.WithoutCancel(ctx))
@@ -306,9 +306,12 @@ func listen(name, addr string, h http.Handler) (*listener, error) {
 }
 
 // serve adds the HTTP server of l to the group.
-func (l *listener) serve(g *group, stdout io.Writer, logger *slog.Logger, grace time.Duration, asJSON bool) {
-	srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+func (l *listener) serve(g *group, api *idemhttp.Server, stdout io.Writer, logger *slog.Logger, grace time.Duration, asJSON bool) {
+	// The API server's connection limits (headers, timeouts, open
+	// connections); its shutdown ends long polls at once.
+	srv := api.NewHTTPServer(l.h)
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	l.ln = api.Listener(l.ln)
 	if asJSON {
 		_ = printJSON(stdout, map[string]string{"listening": l.name, "url": "http://" + l.ln.Addr().String()})
 	} else {

@@ -545,10 +545,10 @@ func jobFilterSQL(f *store.JobFilter, first int) (string, []any) {
 		add("j.kind = $?", f.Kind)
 	}
 	if f.PartitionKey != "" {
-		add("j.partition_key = $?", f.PartitionKey)
+		add("j.partition_key = $? AND j.partition_key <> ''", f.PartitionKey)
 	}
 	if f.IdempotencyKey != "" {
-		add("j.idempotency_key = $?", f.IdempotencyKey)
+		add("j.idempotency_key = $? AND j.idempotency_key <> ''", f.IdempotencyKey)
 	}
 	if f.BatchID != 0 {
 		add("j.batch_id = $?", f.BatchID)

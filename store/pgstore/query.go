@@ -143,3 +143,41 @@ func (s *Store) QueueStats(ctx context.Context, params *store.QueueStatsParams) 
 	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
 	return out, nil
 }
+
+// qJobDurations: $1 tenant ("" = all), $2 since, $3 per queue. The
+// jobs_finished_idx index bounds the read to the jobs finished since $2.
+const qJobDurations = `SELECT queue, run_at, started_at, finished_at FROM (
+  SELECT queue, run_at, started_at, finished_at,
+         ROW_NUMBER() OVER (PARTITION BY queue ORDER BY finished_at DESC, id DESC) AS rn
+  FROM {schema}.jobs
+  WHERE state = 'completed' AND finished_at >= $2 AND ($1 = '' OR tenant = $1)
+    AND NOT was_cached AND started_at IS NOT NULL
+) d WHERE rn <= $3 ORDER BY queue, finished_at DESC`
+
+// JobDurations implements store.Jobs.
+func (s *Store) JobDurations(ctx context.Context, p *store.JobDurationsParams) ([]*store.JobDuration, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	per := p.PerQueue
+	if per <= 0 {
+		per = 200
+	}
+	rows, err := db.Query(ctx, s.sql(qJobDurations), p.Tenant, p.Since, per)
+	if err != nil {
+		return nil, fmt.Errorf("job durations: %w", err)
+	}
+	var out []*store.JobDuration
+	var d store.JobDuration
+	_, err = pgx.ForEachRow(rows, []any{&d.Queue, &d.RunAt, &d.StartedAt, &d.FinishedAt}, func() error {
+		c := d
+		c.RunAt, c.StartedAt, c.FinishedAt = c.RunAt.UTC(), c.StartedAt.UTC(), c.FinishedAt.UTC()
+		out = append(out, &c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("job durations: %w", err)
+	}
+	return out, nil
+}

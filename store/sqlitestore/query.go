@@ -53,11 +53,11 @@ func filterSQL(sb *strings.Builder, args []any, f *store.JobFilter) []any {
 		args = append(args, f.Kind)
 	}
 	if f.PartitionKey != "" {
-		sb.WriteString(" AND partition_key = ?")
+		sb.WriteString(" AND partition_key = ? AND partition_key <> ''")
 		args = append(args, f.PartitionKey)
 	}
 	if f.IdempotencyKey != "" {
-		sb.WriteString(" AND idempotency_key = ?")
+		sb.WriteString(" AND idempotency_key = ? AND idempotency_key <> ''")
 		args = append(args, f.IdempotencyKey)
 	}
 	if f.BatchID != 0 {
@@ -93,10 +93,8 @@ func placeholders(n int) string {
 	return strings.Repeat("?,", n-1) + "?"
 }
 
-// JobList implements store.Jobs.
-func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error) {
-	limit := p.Limit
-	limit = store.ListLimit(limit)
+// jobListSQL returns the query of one JobList page (limit+1 rows).
+func jobListSQL(p *store.JobListParams, limit int) (string, []any) {
 	var sb strings.Builder
 	sb.WriteString("SELECT " + jobCols + " FROM jobs WHERE 1=1")
 	args := filterSQL(&sb, nil, &p.Filter)
@@ -105,8 +103,14 @@ func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtyp
 		args = append(args, p.Cursor)
 	}
 	sb.WriteString(" ORDER BY id DESC LIMIT ?")
-	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, sb.String(), args...)
+	return sb.String(), append(args, limit+1)
+}
+
+// JobList implements store.Jobs.
+func (s *Store) JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error) {
+	limit := store.ListLimit(p.Limit)
+	query, args := jobListSQL(p, limit)
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list jobs: %w", s.readErr(err))
 	}
@@ -247,4 +251,41 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	defer tx.Rollback()
 	return fn(tx)
+}
+
+// qJobDurations: $1 tenant ("" = all), $2 since (µs), $3 per queue. The
+// jobs_finished index bounds the read to the jobs finished since $2.
+const qJobDurations = `SELECT queue, run_at, started_at, finished_at FROM (
+  SELECT queue, run_at, started_at, finished_at,
+         ROW_NUMBER() OVER (PARTITION BY queue ORDER BY finished_at DESC, id DESC) AS rn
+  FROM jobs
+  WHERE state = 'completed' AND finished_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    AND was_cached = 0 AND started_at IS NOT NULL
+) WHERE rn <= ?3 ORDER BY queue, finished_at DESC`
+
+// JobDurations implements store.Jobs.
+func (s *Store) JobDurations(ctx context.Context, p *store.JobDurationsParams) ([]*store.JobDuration, error) {
+	per := p.PerQueue
+	if per <= 0 {
+		per = 200
+	}
+	rows, err := s.rdb.QueryContext(ctx, qJobDurations, p.Tenant, toUS(p.Since), per)
+	if err != nil {
+		return nil, fmt.Errorf("job durations: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*store.JobDuration
+	for rows.Next() {
+		var d store.JobDuration
+		var runAt, started, finished int64
+		if err := rows.Scan(&d.Queue, &runAt, &started, &finished); err != nil {
+			return nil, fmt.Errorf("job durations: %w", err)
+		}
+		d.RunAt, d.StartedAt, d.FinishedAt = fromUS(runAt), fromUS(started), fromUS(finished)
+		out = append(out, &d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job durations: %w", err)
+	}
+	return out, nil
 }

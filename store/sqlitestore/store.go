@@ -25,8 +25,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,6 +159,8 @@ type Store struct {
 	rstmts sync.Map // query → *sql.Stmt
 	// cursors rotate fair claims among tenants (see JobClaim).
 	cursors store.ClaimCursors
+	// lock is the process lock of the database file, when this Store got it.
+	lock *os.File
 }
 
 // uriPath escapes the characters of a file path that end or escape the
@@ -166,8 +170,27 @@ func uriPath(path string) string {
 	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
-// Open opens (creating) the SQLite database at path, starts the writer and,
-// unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
+// createPrivate creates the database file with mode 0600 when it does not
+// exist yet: SQLite gives the WAL and shared-memory files the mode of the
+// database file, so jobs, results and API key hashes are readable by the
+// owner only. An existing file keeps its mode; ":memory:" and URIs are
+// left alone.
+func createPrivate(path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// Open opens (creating, mode 0600) the SQLite database at path, starts the
+// writer and, unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -178,6 +201,9 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		v.Add("_pragma", "cache_size(-"+strconv.Itoa(c.CacheSizeKiB)+")")
 		v.Add("_pragma", "mmap_size("+strconv.FormatInt(c.MmapSize, 10)+")")
 		v.Add("_pragma", "temp_store(MEMORY)")
+	}
+	if err := createPrivate(path); err != nil {
+		return nil, err
 	}
 	wv := url.Values{}
 	common(wv)
@@ -225,6 +251,10 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.takeOverLeaders(ctx, path); err != nil {
+		// Only a faster takeover is lost: elections still work by expiry.
+		c.Logger.LogAttrs(ctx, slog.LevelWarn, "sqlitestore: leader takeover", slog.Any("err", err))
+	}
 	return s, nil
 }
 
@@ -249,6 +279,36 @@ func connectWriter(ctx context.Context, db *sql.DB, busyTimeout time.Duration) (
 	}
 }
 
+// takeOverLeaders clears the leader rows of processes that are provably
+// gone: when this Store holds the process lock of the database file, no
+// other Store has the file open, so every leader row was written by a
+// process that ended (a restart, a crash) and a new leader may take over at
+// once instead of waiting out the old term.
+func (s *Store) takeOverLeaders(ctx context.Context, path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	s.lock = lockProcess(path)
+	if s.lock == nil {
+		return nil
+	}
+	var cleared int64
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec("DELETE FROM leaders")
+		if err == nil {
+			cleared, _ = res.RowsAffected()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("clear leaders of ended processes: %w", err)
+	}
+	if cleared > 0 {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "cleared the leader rows of an ended process", slog.Int64("rows", cleared))
+	}
+	return nil
+}
+
 // Close stops the writer (operations still waiting are answered with
 // store.ErrClosed) and closes the connections. It is idempotent.
 func (s *Store) Close() error {
@@ -257,6 +317,9 @@ func (s *Store) Close() error {
 		s.w.stop()
 		s.rstmts.Range(func(_, st any) bool { st.(*sql.Stmt).Close(); return true })
 		err = errors.Join(s.w.close(), s.wdb.Close(), s.rdb.Close())
+		if s.lock != nil {
+			err = errors.Join(err, s.lock.Close()) // releases the process lock
+		}
 	})
 	return err
 }

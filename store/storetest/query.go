@@ -17,6 +17,7 @@ func queryCases() []testCase {
 		{"AttemptList/order_and_tenant", testAttemptList},
 		{"QueueStats/counts", testQueueStats},
 		{"JobList/page_is_at_most_MaxListLimit", testListLimit},
+		{"JobDurations/per_queue_in_one_call", testJobDurations},
 	}
 }
 
@@ -273,5 +274,44 @@ func testListLimit(t *testing.T, s store.Store) {
 	wantOK(t, "JobList", err)
 	if len(jobs) != 7 {
 		t.Errorf("JobList limit 7: %d jobs", len(jobs))
+	}
+}
+
+func testJobDurations(t *testing.T, s store.Store) {
+	mk := func(tenant, queue string) *idemtype.JobRow {
+		p := newJob("k")
+		p.Tenant, p.Queue, p.RunAt = tenant, queue, at(0)
+		return insert1(t, s, at(0), p)
+	}
+	// q1: three completed at 10s, 11s, 12s (started 5 s after run_at);
+	// q2: one; tenant b: one; one dead job; one completed before Since.
+	completeJob(t, s, mk("a", "old"), at(time.Second), `1`)
+	for i := range 3 {
+		j := claimJob(t, s, mk("a", "q1"), at(5*time.Second))
+		finish1(t, s, completion(j, `1`, at(time.Duration(10+i)*time.Second)))
+	}
+	completeJob(t, s, mk("a", "q2"), at(20*time.Second), `1`)
+	completeJob(t, s, mk("b", "q1"), at(20*time.Second), `1`)
+	killJob(t, s, mk("a", "q2"), at(20*time.Second))
+
+	got, err := s.JobDurations(t.Context(), &store.JobDurationsParams{Tenant: "a", Since: at(5 * time.Second), PerQueue: 2})
+	if err != nil {
+		t.Fatalf("JobDurations: %v", err)
+	}
+	per := map[string][]*store.JobDuration{}
+	for _, d := range got {
+		per[d.Queue] = append(per[d.Queue], d)
+	}
+	if len(per) != 2 || len(per["q1"]) != 2 || len(per["q2"]) != 1 {
+		t.Fatalf("durations per queue: q1 %d, q2 %d, queues %d; want 2, 1, 2", len(per["q1"]), len(per["q2"]), len(per))
+	}
+	q1 := per["q1"]
+	wantTime(t, "q1 newest finish", q1[0].FinishedAt, at(12*time.Second))
+	wantTime(t, "q1 second finish", q1[1].FinishedAt, at(11*time.Second))
+	wantTime(t, "q1 run_at", q1[0].RunAt, at(0))
+	wantTime(t, "q1 started", q1[0].StartedAt, at(5*time.Second))
+	all, err := s.JobDurations(t.Context(), &store.JobDurationsParams{Since: at(0)})
+	if err != nil || len(all) != 6 {
+		t.Fatalf("every tenant: %d durations (%v), want 6", len(all), err)
 	}
 }
