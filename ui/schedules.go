@@ -10,8 +10,8 @@ import (
 // schedulesData is the schedules page.
 type schedulesData struct {
 	Schedules []*idemclient.Schedule
-	// Fired is the schedule just triggered from this page (its last job,
-	// read back from the API, is the job the trigger enqueued).
+	// Fired is the schedule just triggered from this page, shown only
+	// while the API still reports the triggered job as its last one.
 	Fired *idemclient.Schedule
 }
 
@@ -23,9 +23,10 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	d := &schedulesData{Schedules: list}
-	if name := r.URL.Query().Get("triggered"); name != "" {
+	q := r.URL.Query()
+	if name, job := q.Get("triggered"), q.Get("job"); name != "" && job != "" {
 		for _, sc := range list {
-			if sc.Name == name && sc.LastJobID != "" {
+			if sc.Name == name && sc.LastJobID == job {
 				d.Fired = sc
 			}
 		}
@@ -34,7 +35,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, s *session) 
 }
 
 // scheduleTrigger fires a schedule now ("Trigger now") and returns to the
-// schedules page, which links the job it enqueued.
+// schedules page, which links the job it enqueued; a refusal is a message.
 func (h *Handler) scheduleTrigger(w http.ResponseWriter, r *http.Request, s *session) {
 	name := r.PathValue("name")
 	res, err := h.client(s).TriggerSchedule(r.Context(), name, "")
@@ -43,6 +44,6 @@ func (h *Handler) scheduleTrigger(w http.ResponseWriter, r *http.Request, s *ses
 		http.Redirect(w, r, Prefix+"schedules", http.StatusSeeOther)
 		return
 	}
-	h.flash(w, r, "ok", "Schedule "+name+" fired now: job "+res.Job.ID+" enqueued.")
-	http.Redirect(w, r, Prefix+"schedules?triggered="+url.QueryEscape(name), http.StatusSeeOther)
+	http.Redirect(w, r, Prefix+"schedules?"+url.Values{"triggered": {name}, "job": {res.Job.ID}}.Encode(),
+		http.StatusSeeOther)
 }
