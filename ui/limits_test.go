@@ -30,6 +30,20 @@ func TestLimitsPage(t *testing.T) {
 		}
 	})
 
+	t.Run("a tenant key sees its own tenant's limits only", func(t *testing.T) {
+		for _, tenant := range []string{"a", "b"} {
+			w := 2
+			if _, err := e.api(e.admin).LimitPut(ctx, idemclient.LimitScope{Tenant: tenant},
+				idemclient.LimitRequest{Weight: &w}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page := body(t, e.get("/ui/limits", tenantA))
+		if !strings.Contains(page, `<th scope="row">tenant a</th>`) || strings.Contains(page, "tenant b") {
+			t.Errorf("tenant a's page shows the wrong limits:\n%s", page)
+		}
+	})
+
 	t.Run("an admin pauses and resumes a whole queue", func(t *testing.T) {
 		token := e.csrf("/ui/limits", admin)
 		page := e.submit(t, "/ui/limits/pause", url.Values{"csrf": {token}, "queue": {"emails"}}, admin)
