@@ -76,13 +76,18 @@ func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Voi
 	}
 }
 
+// text reads the visible text of the first element matching sel in one
+// evaluation, so a document replaced between finding the node and reading
+// it (a redirect after a POST) cannot fail the read; a miss is a failure.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	q, _ := json.Marshal(sel)
+	waitJS(t, ctx, fmt.Sprintf(`document.querySelector(%s) !== null`, q))
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%s) || {innerText: ''}).innerText`, q)))
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
-	return s
+	return strings.TrimSpace(s)
 }
 
 // waitJS waits until the expression is truthy in the page. A navigation
