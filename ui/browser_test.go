@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/idem-dev/idem/idemclient"
 )
 
 // chromium finds the browser: $IDEM_CHROMIUM or chromium on PATH. Without
@@ -75,13 +76,18 @@ func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Voi
 	}
 }
 
+// text reads the visible text of the first element matching sel in one
+// evaluation, so a document replaced between finding the node and reading
+// it (a redirect after a POST) cannot fail the read; a miss is a failure.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	q, _ := json.Marshal(sel)
+	waitJS(t, ctx, fmt.Sprintf(`document.querySelector(%s) !== null`, q))
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%s) || {innerText: ''}).innerText`, q)))
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
-	return s
+	return strings.TrimSpace(s)
 }
 
 // waitJS waits until the expression is truthy in the page. A navigation
@@ -332,6 +338,126 @@ func TestBrowser(t *testing.T) {
 		shot(t, ctx, dir, "cache")
 		do(t, ctx, chromedp.Navigate(base+"/ui/cache?key=nope"))
 		waitJS(t, ctx, `document.querySelector('#key-error') !== null`)
+	})
+
+	t.Run("schedules page lists a schedule and Trigger now makes a job", func(t *testing.T) {
+		ctx := session(t, b)
+		every := "1h"
+		if _, err := e.api(e.keyA).PutSchedule(context.Background(), "hourly-sync", &idemclient.ScheduleRequest{
+			Every: &every, Queue: "sync", Kind: "pull-crm"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.api(e.keyA).PutSchedule(context.Background(), "nightly-report", &idemclient.ScheduleRequest{
+			Cron: "30 2 * * *", Timezone: "Europe/Paris", Queue: "reports", Kind: "build", Missed: "catch_up"}); err != nil {
+			t.Fatal(err)
+		}
+		signIn(t, ctx, base, e.keyA, "")
+		do(t, ctx, chromedp.Click(chromedp.CSS(`nav a[href="/ui/schedules"]`)))
+		waitJS(t, ctx, `document.querySelector('tr[data-schedule=hourly-sync] td.next') !== null`)
+		if got := text(t, ctx, "tr[data-schedule=hourly-sync] td.next"); got == "—" || got == "" {
+			t.Fatalf("next firing %q", got)
+		}
+		checkA11y(t, ctx, axe, "schedules")
+		do(t, ctx, chromedp.Click(chromedp.CSS(`tr[data-schedule=hourly-sync] button`)))
+		waitJS(t, ctx, `document.querySelector('#fired a') !== null`)
+		if got := text(t, ctx, "#fired"); !strings.Contains(got, "hourly-sync fired now") {
+			t.Fatalf("flash %q", got)
+		}
+		shot(t, ctx, dir, "schedules")
+		// The page reloads by URL and keeps the last run's link.
+		do(t, ctx, chromedp.Reload())
+		waitJS(t, ctx, `document.querySelector('tr[data-schedule=hourly-sync] td.last a') !== null`)
+		do(t, ctx, chromedp.Click(chromedp.CSS(`tr[data-schedule=hourly-sync] td.last a`)))
+		waitJS(t, ctx, `document.querySelector('.lead .state') !== null && location.pathname.startsWith('/ui/jobs/')`)
+		if got := text(t, ctx, "main"); !strings.Contains(got, "pull-crm") || !strings.Contains(got, "sync") {
+			t.Fatalf("job page of the triggered job:\n%s", got)
+		}
+		id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname.split('/').pop()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, err := e.api(e.keyA).GetJob(context.Background(), id); err != nil || j.Kind != "pull-crm" {
+			t.Fatalf("job %s: %+v %v", id, j, err)
+		}
+	})
+
+	t.Run("limits page shows usage; Pause then Resume changes /v1/stats", func(t *testing.T) {
+		ctx := session(t, b)
+		bg := context.Background()
+		rate, conc := "20/1m", 1
+		if _, err := e.api(e.admin).LimitPut(bg, idemclient.LimitScope{Queue: "mailer"},
+			idemclient.LimitRequest{Rate: &rate, Concurrency: &conc}); err != nil {
+			t.Fatal(err)
+		}
+		weight := 3
+		if _, err := e.api(e.admin).LimitPut(bg, idemclient.LimitScope{Tenant: "a"},
+			idemclient.LimitRequest{Weight: &weight}); err != nil {
+			t.Fatal(err)
+		}
+		e.enqueue(e.keyA, "mailer", "send", map[string]any{"n": 1})
+		e.enqueue(e.keyA, "mailer", "send", map[string]any{"n": 2})
+		// Concurrency 1: one job runs, the claim leaves the other behind.
+		jobs, err := e.api(e.keyA).Claim(bg, &idemclient.ClaimRequest{Queues: []string{"mailer"}, WorkerID: "w-limits", Limit: 2})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim under concurrency 1: %d jobs, %v", len(jobs), err)
+		}
+		want, err := e.api(e.admin).LimitGet(bg, idemclient.LimitScope{Queue: "mailer"})
+		if err != nil || want.Usage.Running != 1 || want.Usage.WindowUsed != 1 {
+			t.Fatalf("API usage %+v %v", want, err)
+		}
+		signIn(t, ctx, base, e.admin, "")
+		do(t, ctx, chromedp.Click(chromedp.CSS(`nav a[href="/ui/limits"]`)))
+		row := `tr[data-queue=mailer][data-tenant=""]`
+		waitJS(t, ctx, `document.querySelector('`+row+`') !== null`)
+		for sel, w := range map[string]string{"td.running": "1 / 1", "td.used": "1",
+			"td.throttled": fmt.Sprint(want.Usage.Throttled)} {
+			if got := text(t, ctx, row+" "+sel); got != w {
+				t.Errorf("%s = %q, want %q (the API's)", sel, got, w)
+			}
+		}
+		checkA11y(t, ctx, axe, "limits")
+
+		paused := func() []string {
+			st, err := e.api(e.admin).Stats(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, p := range st.Paused {
+				out = append(out, p.Queue+"/"+p.Tenant)
+			}
+			return out
+		}
+		if p := paused(); len(p) != 0 {
+			t.Fatalf("paused before: %v", p)
+		}
+		do(t, ctx, chromedp.SendKeys(chromedp.CSS("#p-queue"), "mailer"), chromedp.Click(chromedp.CSS("#pause")))
+		waitJS(t, ctx, `document.querySelector('.msg.ok') !== null && document.querySelector('tr[data-paused=mailer]') !== null`)
+		if p := paused(); len(p) != 1 || p[0] != "mailer/" {
+			t.Fatalf("/v1/stats paused after Pause: %v", p)
+		}
+		shot(t, ctx, dir, "limits")
+		do(t, ctx, chromedp.Click(chromedp.CSS(`tr[data-paused=mailer] button`)))
+		waitJS(t, ctx, `document.querySelector('#none-paused') !== null`)
+		if got := text(t, ctx, ".msg.ok"); !strings.Contains(got, "Resumed queue mailer") {
+			t.Fatalf("resume flash %q", got)
+		}
+		if p := paused(); len(p) != 0 {
+			t.Fatalf("/v1/stats paused after Resume: %v", p)
+		}
+	})
+
+	t.Run("a tenant key's refused pause is a visible message", func(t *testing.T) {
+		ctx := session(t, b)
+		signIn(t, ctx, base, e.keyA, "")
+		do(t, ctx, chromedp.Navigate(base+"/ui/limits"), chromedp.WaitVisible(chromedp.CSS("#p-queue")),
+			chromedp.SendKeys(chromedp.CSS("#p-queue"), "mailer"), chromedp.SendKeys(chromedp.CSS("#p-tenant"), "b"),
+			chromedp.Click(chromedp.CSS("#pause")))
+		waitJS(t, ctx, `document.querySelector('.msg.error') !== null`)
+		if got := text(t, ctx, ".msg.error"); !strings.Contains(got, "Not allowed with this key") {
+			t.Fatalf("refusal %q", got)
+		}
+		checkA11y(t, ctx, axe, "limits-refused")
 	})
 
 	t.Run("a tenant key sees no other tenant's jobs on any page", func(t *testing.T) {

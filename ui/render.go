@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -51,8 +52,9 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f%%", *f*100)
 	},
-	"join": strings.Join,
-	"mulf": func(f float64) float64 { return f * 100 },
+	"join":    strings.Join,
+	"pathesc": url.PathEscape,
+	"mulf":    func(f float64) float64 { return f * 100 },
 }
 
 func formatTime(t time.Time) string {
@@ -100,7 +102,7 @@ func parsePages() (map[string]*template.Template, error) {
 }
 
 var titles = map[string]string{"overview": "Overview", "jobs": "Jobs", "job": "Job", "dlq": "Dead-letter queue",
-	"dlqconfirm": "Requeue dead jobs", "cache": "Result cache", "login": "Sign in", "error": "Error"}
+	"dlqconfirm": "Requeue dead jobs", "cache": "Result cache", "schedules": "Schedules", "limits": "Limits", "login": "Sign in", "error": "Error"}
 
 var navOf = map[string]string{"job": "jobs", "dlqconfirm": "dlq"}
 

@@ -1,8 +1,9 @@
 // Package ui is the web dashboard of idem, served by `idem serve` at /ui/:
 // an overview of every queue with live counts and health, the job list
 // with filters and bulk actions, job details with attempts, the
-// dead-letter queue and the result cache. Templates and assets are
-// embedded (no CDN; one binary).
+// dead-letter queue, the result cache, the schedules with their next
+// firings, and the limits with their usage and the paused queues.
+// Templates and assets are embedded (no CDN; one binary).
 //
 // The dashboard holds no store: every page calls the HTTP API's own
 // handlers in-process through idemclient, with the API key of the signed-in
@@ -131,6 +132,10 @@ func (h *Handler) routes() *http.ServeMux {
 	m.HandleFunc("GET "+Prefix+"dlq/requeue", h.authed(h.dlqConfirm))
 	m.HandleFunc("POST "+Prefix+"dlq/requeue", h.authed(h.dlqRequeueFilter))
 	m.HandleFunc("GET "+Prefix+"cache", h.authed(h.cache))
+	m.HandleFunc("GET "+Prefix+"schedules", h.authed(h.schedules))
+	m.HandleFunc("POST "+Prefix+"schedules/{name}/trigger", h.authed(h.scheduleTrigger))
+	m.HandleFunc("GET "+Prefix+"limits", h.authed(h.limits))
+	m.HandleFunc("POST "+Prefix+"limits/{action}", h.authed(h.limitAction))
 	m.HandleFunc(Prefix, h.notFound)
 	return m
 }

@@ -180,7 +180,7 @@ func TestBadInputNeverFails500(t *testing.T) {
 		{"/ui/jobs/-1x", "not a job id"},
 		{"/ui/cache?key=", "Enter a key"},
 		{"/ui/cache?key=" + strings.Repeat("k", 400), "Key"},
-		{"/ui/schedules", "no dashboard page"},
+		{"/ui/schedule", "no dashboard page"},
 	}
 	for _, c := range cases {
 		t.Run(c.path[:min(len(c.path), 60)], func(t *testing.T) {
