@@ -1,7 +1,7 @@
 // Package completer writes the finishes of executed jobs in batches: the
 // finishes handed over by concurrent executors at one moment go to the store
-// in one JobFinishMany call, and whole-batch failures are retried a few
-// times. Submit never waits for the write, so a worker slot is free at once
+// in one JobFinishMany call (an internal/batch runner gathers them), and
+// whole-batch failures are retried a few times. Submit never waits for the write, so a worker slot is free at once
 // (the job keeps its lease until the commit, so nothing else can claim it
 // meanwhile). After each written batch the completer tells Config.Finished
 // which jobs it finished (local wake-ups of idem.Client.JobWait).
