@@ -60,7 +60,7 @@ type Completer struct {
 	pending  sync.WaitGroup
 	drained  chan struct{} // closed once Stop has written what was submitted
 
-	mu      sync.Mutex // guards started and closed against Submit and Start
+	mu      sync.RWMutex // guards started and closed against Submit and Start
 	started bool
 	closed  bool
 
@@ -112,14 +112,14 @@ func (c *Completer) Start(ctx context.Context) error {
 // written. A finish submitted after Stop is dropped (its lease was released
 // at shutdown).
 func (c *Completer) Submit(p *store.JobFinishParams) {
-	c.mu.Lock()
+	c.mu.RLock()
 	if c.closed {
-		c.mu.Unlock()
+		c.mu.RUnlock()
 		c.logger.Info("finish dropped: client stopped", "job", p.ID)
 		return
 	}
-	c.pending.Add(1)
-	c.mu.Unlock()
+	c.pending.Add(1) // before Stop can Wait: it sets closed under the write lock
+	c.mu.RUnlock()
 	c.slots <- struct{}{}
 	go func() {
 		defer c.pending.Done()
