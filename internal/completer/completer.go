@@ -1,7 +1,7 @@
 // Package completer writes the finishes of executed jobs in batches: the
 // finishes handed over by concurrent executors at one moment go to the store
-// in one JobFinishMany call, and whole-batch failures are retried a few
-// times. Submit never waits for the write, so a worker slot is free at once
+// in one JobFinishMany call (an internal/batch runner gathers them), and
+// whole-batch failures are retried a few times. Submit never waits for the write, so a worker slot is free at once
 // (the job keeps its lease until the commit, so nothing else can claim it
 // meanwhile). After each written batch the completer tells Config.Finished
 // which jobs it finished (local wake-ups of idem.Client.JobWait).
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/batch"
 	"github.com/idem-dev/idem/internal/startstop"
 	"github.com/idem-dev/idem/internal/testsignal"
 	"github.com/idem-dev/idem/store"
@@ -54,11 +55,14 @@ type Completer struct {
 	store    Finisher
 	logger   *slog.Logger
 	finished func(ids []int64)
-	reqs     chan *store.JobFinishParams
-	wg       sync.WaitGroup
+	runner   *batch.Runner[*store.JobFinishParams, struct{}]
+	slots    chan struct{} // one per finish submitted and not yet answered
+	pending  sync.WaitGroup
+	drained  chan struct{} // closed once Stop has written what was submitted
 
-	mu     sync.RWMutex // guards closed against sends on a closed reqs
-	closed bool
+	mu      sync.RWMutex // guards started and closed against Submit and Start
+	started bool
+	closed  bool
 
 	// TestSignals tell tests about batches; inert unless initialised.
 	TestSignals struct {
@@ -68,13 +72,17 @@ type Completer struct {
 
 // New returns a completer writing to st; cfg may be nil.
 func New(st Finisher, cfg *Config) *Completer {
-	c := &Completer{store: st, logger: slog.Default(), reqs: make(chan *store.JobFinishParams, MaxBatch)}
+	c := &Completer{store: st, logger: slog.Default(),
+		slots: make(chan struct{}, MaxBatch), drained: make(chan struct{})}
 	if cfg != nil {
 		if cfg.Logger != nil {
 			c.logger = cfg.Logger
 		}
 		c.finished = cfg.Finished
 	}
+	c.runner = batch.New(&batch.Config[*store.JobFinishParams]{
+		MaxCount: MaxBatch, MaxWeight: MaxBatch, Runners: Loops,
+	}, c.run)
 	return c
 }
 
@@ -85,51 +93,58 @@ func (c *Completer) Start(ctx context.Context) error {
 	if !shouldStart {
 		return nil
 	}
-	c.mu.RLock()
-	closed := c.closed
-	c.mu.RUnlock()
-	for range Loops {
-		c.wg.Add(1)
-		go c.loop()
+	c.mu.Lock()
+	if !c.closed && !c.started {
+		c.started = true
+		c.runner.Start()
 	}
+	c.mu.Unlock()
 	go func() {
 		started()
 		defer stopped()
-		if !closed {
-			c.wg.Wait()
-		}
+		<-c.drained
 	}()
 	return nil
 }
 
 // Submit queues one finish without waiting for it; the completer logs its
-// outcome. A finish submitted after Stop is dropped (its lease was released
+// outcome. It blocks only while MaxBatch finishes are waiting to be
+// written. A finish submitted after Stop is dropped (its lease was released
 // at shutdown).
 func (c *Completer) Submit(p *store.JobFinishParams) {
-	if !c.enqueue(p) {
-		c.logger.Info("finish dropped: client stopped", "job", p.ID)
-	}
-}
-
-func (c *Completer) enqueue(p *store.JobFinishParams) bool {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	if c.closed {
-		return false
+		c.mu.RUnlock()
+		c.logger.Info("finish dropped: client stopped", "job", p.ID)
+		return
 	}
-	c.reqs <- p
-	return true
+	c.pending.Add(1) // before Stop can Wait: it sets closed under the write lock
+	c.mu.RUnlock()
+	c.slots <- struct{}{}
+	go func() {
+		defer c.pending.Done()
+		// The runner answers ErrStopped only when it never started.
+		_, err := c.runner.Submit(context.Background(), p, 1)
+		<-c.slots
+		c.report(p, err)
+	}()
 }
 
-// Stop waits for queued finishes to be written; idempotent, and safe
+// Stop waits for submitted finishes to be written; idempotent, and safe
 // without Start.
 func (c *Completer) Stop() {
 	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		close(c.reqs)
+	first := !c.closed
+	c.closed = true
+	if !c.started {
+		c.runner.Stop() // nothing will write: answer waiting submits
 	}
 	c.mu.Unlock()
+	if first {
+		c.pending.Wait()
+		c.runner.Stop()
+		close(c.drained)
+	}
 	c.BaseStartStop.Stop()
 }
 
@@ -144,30 +159,34 @@ func (c *Completer) report(p *store.JobFinishParams, err error) {
 	}
 }
 
-// loop gathers what is queued into batches until Stop closes reqs.
-// TODO(batch): use internal/batch
-func (c *Completer) loop() {
-	defer c.wg.Done()
-	for first := range c.reqs {
-		batch := []*store.JobFinishParams{first}
-	drain:
-		for len(batch) < MaxBatch {
-			select {
-			case r, ok := <-c.reqs:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		c.flush(batch)
+// run writes one batch gathered by the runner (the finishes queued at that
+// moment, up to MaxBatch) and answers each finish with its own outcome.
+func (c *Completer) run(calls []*batch.Call[*store.JobFinishParams, struct{}]) {
+	ps := make([]*store.JobFinishParams, len(calls))
+	for i, call := range calls {
+		ps[i] = call.Req
 	}
+	errs, err := c.flush(ps)
+	var done []int64
+	for i, call := range calls {
+		e := err
+		if e == nil && i < len(errs) {
+			e = errs[i]
+		}
+		if e == nil && c.finished != nil {
+			done = append(done, call.Req.ID)
+		}
+		call.Answer(struct{}{}, e)
+	}
+	if len(done) > 0 {
+		c.finished(done)
+	}
+	c.TestSignals.Flushed.Signal(len(calls))
 }
 
-// flush writes one batch, retrying whole-batch failures a few times.
-func (c *Completer) flush(batch []*store.JobFinishParams) {
+// flush writes one batch, retrying whole-batch failures a few times, and
+// returns the last try's per-finish and whole-batch errors.
+func (c *Completer) flush(batch []*store.JobFinishParams) ([]error, error) {
 	var errs []error
 	var err error
 	for try := range FinishTries {
@@ -180,19 +199,5 @@ func (c *Completer) flush(batch []*store.JobFinishParams) {
 		c.logger.Warn("finish batch failed", "jobs", len(batch), "try", try+1, "err", err)
 		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond) // backoff before the next try
 	}
-	var done []int64
-	for i, p := range batch {
-		switch {
-		case err != nil:
-			c.report(p, err)
-		case i < len(errs) && errs[i] != nil:
-			c.report(p, errs[i])
-		case c.finished != nil:
-			done = append(done, p.ID)
-		}
-	}
-	if len(done) > 0 {
-		c.finished(done)
-	}
-	c.TestSignals.Flushed.Signal(len(batch))
+	return errs, err
 }

@@ -189,4 +189,41 @@ func TestCompleter(t *testing.T) {
 		c.Stop()
 		c.Stop()
 	})
+
+	t.Run("stop without start drops what was submitted", func(t *testing.T) {
+		t.Parallel()
+		st := openStore(t)
+		c := completer.New(st, nil)
+		fins := claimed(t, st, 3)
+		for _, f := range fins {
+			c.Submit(f)
+		}
+		c.Stop() // returns: nothing waits for a runner that never started
+		row, _ := st.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: fins[0].ID})
+		if row.State != idemtype.StateRunning {
+			t.Fatalf("written without Start: %s", row.State)
+		}
+	})
+
+	t.Run("stop writes what was submitted while a batch runs", func(t *testing.T) {
+		t.Parallel()
+		cs := &countingStore{Store: openStore(t), gate: make(chan struct{})}
+		c := completer.New(cs, nil)
+		c.TestSignals.Flushed.Init()
+		_ = c.Start(ctx)
+		fins := claimed(t, cs.Store, 20)
+		for _, f := range fins {
+			c.Submit(f)
+		}
+		stopped := make(chan struct{})
+		go func() { c.Stop(); close(stopped) }()
+		close(cs.gate)
+		<-stopped
+		for _, f := range fins {
+			row, _ := cs.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: f.ID})
+			if row.State != idemtype.StateCompleted {
+				t.Fatalf("job %d not written by Stop: %s", f.ID, row.State)
+			}
+		}
+	})
 }
