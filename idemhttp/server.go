@@ -38,6 +38,8 @@ type Server struct {
 
 	draining context.Context // ended by Drain
 	drain    context.CancelFunc
+	// writes remembers the outcome of the latest API writes for /readyz.
+	writes writeTracker
 	// claimWaiting announces a long-polling claim to tests.
 	claimWaiting testsignal.Signal[struct{}]
 }
@@ -161,8 +163,10 @@ func (s *Server) adapt(h func(w http.ResponseWriter, r *http.Request) error) htt
 			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}
-		if err := h(w, r); err != nil {
-			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
+		err := store.Classify(s.store, h(w, r))
+		s.writes.note(r.Method, err, s.now())
+		if err != nil {
+			writeError(w, r, s.cfg.Logger, err)
 		}
 	})
 }
