@@ -128,6 +128,7 @@ func (s *Server) routeTable() []route {
 		{method: "PUT", path: "/v1/limits/{scope}/{name}", handler: s.putLimit},
 		{method: "GET", path: "/v1/limits/{scope}/{name}", handler: s.getLimit},
 		{method: "DELETE", path: "/v1/limits/{scope}/{name}", handler: s.deleteLimit},
+		{method: "DELETE", path: "/v1/apikeys/{id}", handler: s.revokeAPIKey},
 		{method: "POST", path: "/v1/queues/{queue}/pause", idempotent: true, handler: s.pauseQueue},
 		{method: "POST", path: "/v1/queues/{queue}/resume", idempotent: true, handler: s.resumeQueue},
 		{method: "GET", path: "/v1/openapi.json", public: true, handler: s.openAPI},
