@@ -48,7 +48,8 @@ func openLeaseStore(t *testing.T, kind string) (store.Store, func() store.Store)
 				t.Fatalf("pool: %v", err)
 			}
 			t.Cleanup(pool.Close)
-			st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema, SkipMigrate: skipMigrate})
+			// CallerClock: these tests drive time with a fake idem.Config.Now.
+			st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema, SkipMigrate: skipMigrate, CallerClock: true})
 			if err != nil {
 				t.Fatalf("open pg: %v", err)
 			}

@@ -51,7 +51,8 @@ func storeKinds() []storeKind {
 				if err != nil {
 					t.Fatal(err)
 				}
-				st, err := pgstore.New(context.Background(), pool, &pgstore.Config{Schema: schema})
+				// CallerClock: these tests drive time with a fake idem.Config.Now.
+				st, err := pgstore.New(context.Background(), pool, &pgstore.Config{Schema: schema, CallerClock: true})
 				if err != nil {
 					t.Fatal(err)
 				}

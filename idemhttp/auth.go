@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -76,6 +77,9 @@ type authenticator struct {
 
 	mu    sync.Mutex
 	cache map[string]authEntry // by hash
+	// gen counts evictions: a lookup that read the store before an
+	// eviction does not cache what it read.
+	gen uint64
 }
 
 type authEntry struct {
@@ -94,19 +98,58 @@ func (a *authenticator) lookup(ctx context.Context, secret string) (*store.APIKe
 			return e.key, nil
 		}
 	}
+	a.mu.Lock()
+	gen := a.gen
+	a.mu.Unlock()
 	k, err := a.keys.APIKeyByHash(ctx, &store.APIKeyByHashParams{Hash: hash})
 	if err != nil {
 		return nil, err
 	}
 	if a.ttl > 0 {
 		a.mu.Lock()
+		defer a.mu.Unlock()
+		if gen != a.gen {
+			return k, nil // an eviction raced with this read: do not cache it
+		}
 		if len(a.cache) > 10000 {
 			clear(a.cache)
 		}
 		a.cache[hash] = authEntry{key: k, expires: now.Add(a.ttl)}
-		a.mu.Unlock()
 	}
 	return k, nil
+}
+
+// evict drops the cached entries of the key id, so this node refuses a
+// revoked key at once.
+func (a *authenticator) evict(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gen++
+	for h, e := range a.cache {
+		if e.key.ID == id {
+			delete(a.cache, h)
+		}
+	}
+}
+
+// revokeAPIKey serves DELETE /v1/apikeys/{id} (admin keys only): the key is
+// revoked in the store and evicted from this node's cache, so this node
+// refuses it at once; other nodes refuse it within their AuthCacheTTL.
+func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
+	if !isAdmin(r) {
+		return errAdminOnly
+	}
+	id := r.PathValue("id")
+	if id == "" || len(id) > 200 {
+		return fmt.Errorf("%w: api key id: want 1 to 200 characters", idemtype.ErrInvalid)
+	}
+	err := s.store.APIKeyRevoke(r.Context(), &store.APIKeyRevokeParams{ID: id, Now: s.now()})
+	s.auth.evict(id) // also when the store failed: the next request asks it again
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // wrap authenticates the request and resolves its tenant.

@@ -26,6 +26,9 @@ const (
 	// DefaultAuthCacheTTL is how long a verified API key is trusted without
 	// asking the store again (a revoked key stops working within it).
 	DefaultAuthCacheTTL = 5 * time.Second
+	// DefaultReadyWriteWindow is how long a write that failed with a
+	// storage failure keeps /readyz at 503 unless a write succeeds since.
+	DefaultReadyWriteWindow = 10 * time.Second
 	// DefaultMetricsCacheTTL is how old the job and record gauges of
 	// /metrics may be: the store is read at most once per TTL.
 	DefaultMetricsCacheTTL = 10 * time.Second
@@ -70,6 +73,10 @@ type Config struct {
 	// version for /readyz; default: the store's SchemaVersion method when
 	// it has one, else the schema is not checked.
 	SchemaVersion func(ctx context.Context) (applied, expected int, err error)
+	// ReadyWriteWindow: /readyz answers 503 while an API write failed with
+	// a storage failure (ErrUnavailable) within this window and no API
+	// write succeeded since; default DefaultReadyWriteWindow.
+	ReadyWriteWindow time.Duration
 	// MetricsCacheTTL: how old the store gauges of /metrics may be; default
 	// DefaultMetricsCacheTTL.
 	MetricsCacheTTL time.Duration
@@ -115,6 +122,12 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if cfg.MetricsCacheTTL == 0 {
 		cfg.MetricsCacheTTL = DefaultMetricsCacheTTL
+	}
+	if cfg.ReadyWriteWindow == 0 {
+		cfg.ReadyWriteWindow = DefaultReadyWriteWindow
+	}
+	if cfg.ReadyWriteWindow < 0 {
+		return nil, errors.New("idemhttp config: ReadyWriteWindow must not be negative")
 	}
 	if cfg.MetricsMaxQueues == 0 {
 		cfg.MetricsMaxQueues = DefaultMetricsMaxQueues

@@ -322,8 +322,10 @@ type schemaVersioner interface {
 // readyCheckTimeout bounds the store round trips of /readyz.
 const readyCheckTimeout = 5 * time.Second
 
-// readyz answers 200 when this node can serve: the store answers and its
-// schema is at the version this binary expects; 503 otherwise. Job counts
+// readyz answers 200 when this node can serve: the store answers, it can
+// write (a write probe that changes no row, and no API write failed with a
+// storage failure within ReadyWriteWindow unless one succeeded since) and
+// its schema is at the version this binary expects; 503 otherwise. Job counts
 // never make a node unready (they are GET /v1/health's business).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
@@ -334,6 +336,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		checks["database"] = Check{Status: StatusHealthy}
 	}
+	checks["writes"] = s.writeCheck(ctx)
 	if sv := s.schemaVersion(); sv != nil {
 		applied, expected, err := sv(ctx)
 		switch {

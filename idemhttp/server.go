@@ -38,6 +38,8 @@ type Server struct {
 
 	draining context.Context // ended by Drain
 	drain    context.CancelFunc
+	// writes remembers the outcome of the latest API writes for /readyz.
+	writes writeTracker
 	// claimWaiting announces a long-polling claim to tests.
 	claimWaiting testsignal.Signal[struct{}]
 }
@@ -126,6 +128,7 @@ func (s *Server) routeTable() []route {
 		{method: "PUT", path: "/v1/limits/{scope}/{name}", handler: s.putLimit},
 		{method: "GET", path: "/v1/limits/{scope}/{name}", handler: s.getLimit},
 		{method: "DELETE", path: "/v1/limits/{scope}/{name}", handler: s.deleteLimit},
+		{method: "DELETE", path: "/v1/apikeys/{id}", handler: s.revokeAPIKey},
 		{method: "POST", path: "/v1/queues/{queue}/pause", idempotent: true, handler: s.pauseQueue},
 		{method: "POST", path: "/v1/queues/{queue}/resume", idempotent: true, handler: s.resumeQueue},
 		{method: "GET", path: "/v1/openapi.json", public: true, handler: s.openAPI},
@@ -161,8 +164,10 @@ func (s *Server) adapt(h func(w http.ResponseWriter, r *http.Request) error) htt
 			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}
-		if err := h(w, r); err != nil {
-			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
+		err := store.Classify(s.store, h(w, r))
+		s.writes.note(r.Method, err, s.now())
+		if err != nil {
+			writeError(w, r, s.cfg.Logger, err)
 		}
 	})
 }

@@ -278,6 +278,8 @@ type Maintenance interface {
 	// Attempt >= MaxAttempts — with LastError saying the lease was lost; the
 	// attempt record gets outcome lost; record leases they held are
 	// released; dead ones cancel their dependants. It returns the ids.
+	// "Expired before Now" is by the store's expiry clock: on PostgreSQL
+	// the database's now(), not Now (see LeaderAttempt).
 	JobRescue(ctx context.Context, p *JobRescueParams) ([]int64, error)
 
 	// JobReleaseMany gives running jobs back (graceful shutdown): state
@@ -314,6 +316,10 @@ type Leader interface {
 	// LeaderAttempt makes Owner the leader of Name until Now+TTL if there is
 	// no leader, the leader's term expired, or Owner already leads (then the
 	// term is extended). It reports whether Owner leads.
+	// Whether a term expired is decided by the store's expiry clock: the
+	// caller's Now on SQLite, the database's clock on PostgreSQL (then the
+	// term ends at the database's now() plus TTL; docs/postgres.md,
+	// "Clocks"), likewise for JobRescue and JobHeartbeatMany.
 	LeaderAttempt(ctx context.Context, p *LeaderParams) (bool, error)
 	// LeaderResign ends Owner's term if it leads Name, so another node can
 	// lead at once; no error when Owner does not lead.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
@@ -45,7 +46,13 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *store.JobHeartbeatParam
 		return nil, err
 	}
 	ids, tokens := splitLeases(p.Leases)
-	rows, err := db.Query(ctx, s.sql(qHeartbeat), ids, tokens, p.Until, store.OrNow(p.Now))
+	now := store.OrNow(p.Now)
+	clock := s.expiryClock(now)
+	var until *time.Time
+	if clock != nil {
+		until = &p.Until
+	}
+	rows, err := db.Query(ctx, s.sql(qHeartbeat), ids, tokens, until, clock, micros(p.Until.Sub(now)))
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}

@@ -10,13 +10,16 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// JobRescue implements store.Maintenance.
+// JobRescue implements store.Maintenance. Unless Config.CallerClock, a
+// lease is expired by the database's clock, not by p.Now, so a node whose
+// clock runs ahead cannot rescue live leases; p.Now is still the time
+// written into the rescued rows.
 func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int64, error) {
 	now := store.OrNow(p.Now)
 	limit := store.BatchLimit(p.Limit)
 	var out []int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.sql(qRescue), now, limit, store.RescuedError)
+		rows, err := tx.Query(ctx, s.sql(qRescue), now, limit, store.RescuedError, s.expiryClock(now))
 		if err != nil {
 			return err
 		}

@@ -62,6 +62,13 @@ type Config struct {
 	// needs the role to own the table; without ownership PostgreSQL skips it
 	// with a warning.
 	VacuumEvery int
+	// CallerClock makes the caller's Now decide whether a job lease or a
+	// leader term expired, as on SQLite. By default (false) the database's
+	// clock decides and heartbeats and leader terms end at the database's
+	// now() plus their length, so a node whose clock runs ahead can neither
+	// rescue live leases nor take over a live leader (docs/postgres.md,
+	// "Clocks"). Set it only for tests that drive time with a fake clock.
+	CallerClock bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,8 +84,10 @@ type Store struct {
 	logger    *slog.Logger
 	reconnect time.Duration
 	closed    atomic.Bool
-	groups    *groups   // nil when group commit is off
-	vac       *vacuumer // nil when VacuumEvery < 0
+	// callerClock: the caller's Now decides expiry (Config.CallerClock).
+	callerClock bool
+	groups      *groups   // nil when group commit is off
+	vac         *vacuumer // nil when VacuumEvery < 0
 	// cursors rotate fair claims among tenants (see JobClaim).
 	cursors store.ClaimCursors
 }
@@ -112,6 +121,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		sqlr:      strings.NewReplacer("{schema}", `"`+c.Schema+`"`),
 		logger:    c.Logger,
 		reconnect: c.ListenReconnectDelay,
+
+		callerClock: c.CallerClock,
 	}
 	if !c.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -212,6 +223,16 @@ func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 // utc returns t in UTC.
+// expiryClock is the clock argument of the queries that decide whether a
+// lease or a leader term expired: now under Config.CallerClock, nil (SQL
+// NULL, so the query uses the database's now()) otherwise.
+func (s *Store) expiryClock(now time.Time) *time.Time {
+	if !s.callerClock {
+		return nil
+	}
+	return &now
+}
+
 func utc(t time.Time) time.Time { return t.UTC() }
 
 // utcP returns *t in UTC, nil for nil.

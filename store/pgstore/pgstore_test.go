@@ -9,9 +9,11 @@ import (
 )
 
 // newTestStore opens a Store on a fresh schema, closed when the test ends.
+// It uses CallerClock: the conformance suite drives time with a fake clock
+// (clock_test.go covers the database clock).
 func newTestStore(t testing.TB, maxConns int) *Store {
 	t.Helper()
-	return newTestStoreCfg(t, maxConns, &Config{})
+	return newTestStoreCfg(t, maxConns, &Config{CallerClock: true})
 }
 
 // newTestStoreCfg is newTestStore with a Config (its Schema is set here).

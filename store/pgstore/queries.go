@@ -202,16 +202,18 @@ GROUP BY j.queue`
 // Heartbeats (claims: flow.go).
 const (
 	// qHeartbeat extends the leases that still match and have not expired
-	// ($4 = now): an expired lease is lost even before the rescuer runs.
+	// ($4 = the expiry clock, NULL for the database's): an expired lease is
+	// lost even before the rescuer runs. The new end is $3, or, when $3 is
+	// NULL, the database's now() plus $5 microseconds.
 	qHeartbeat = `WITH u AS (
     SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
 ), upd AS (
-    UPDATE {schema}.jobs j SET lease_expires_at = $3
+    UPDATE {schema}.jobs j SET lease_expires_at = coalesce($3::timestamptz, now() + $5::bigint * interval '1 microsecond')
     FROM u WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
-      AND j.lease_expires_at > $4
-    RETURNING j.id, j.tenant, j.idempotency_key
+      AND j.lease_expires_at > coalesce($4::timestamptz, now())
+    RETURNING j.id, j.tenant, j.idempotency_key, j.lease_expires_at
 ), rec AS (
-    UPDATE {schema}.records r SET lease_until = $3
+    UPDATE {schema}.records r SET lease_until = upd.lease_expires_at
     FROM upd WHERE upd.idempotency_key <> '' AND r.tenant = upd.tenant AND r.key = upd.idempotency_key
       AND r.lease_owner = 'job:' || upd.id
 )
@@ -431,9 +433,12 @@ FROM (SELECT k.expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND 
 
 // Maintenance.
 const (
+	// qRescue takes the running jobs whose lease expired by the expiry
+	// clock $4 (NULL: the database's now()); $1 is the caller's Now, the
+	// time written into the rows.
 	qRescue = `WITH cand AS (
     SELECT id FROM {schema}.jobs
-    WHERE state = 'running' AND lease_expires_at < $1
+    WHERE state = 'running' AND lease_expires_at < coalesce($4::timestamptz, now())
     ORDER BY lease_expires_at, id LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), upd AS (
@@ -499,13 +504,16 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 
 // Leaders and API keys.
 const (
+	// qLeaderAttempt takes the leader row when it is free, expired by the
+	// expiry clock $6 (NULL: the database's now()), or already Owner's. The
+	// term ends at $4, or, when $4 is NULL, at now() plus $5 microseconds.
 	qLeaderAttempt = `INSERT INTO {schema}.leaders AS l (name, owner, elected_at, expires_at)
-VALUES ($1, $2, $3, $4)
+VALUES ($1, $2, $3, coalesce($4::timestamptz, now() + $5::bigint * interval '1 microsecond'))
 ON CONFLICT (name) DO UPDATE SET
     owner = excluded.owner,
     elected_at = CASE WHEN l.owner = excluded.owner THEN l.elected_at ELSE excluded.elected_at END,
     expires_at = excluded.expires_at
-WHERE l.owner = excluded.owner OR l.expires_at <= excluded.elected_at
+WHERE l.owner = excluded.owner OR l.expires_at <= coalesce($6::timestamptz, now())
 RETURNING owner`
 
 	qLeaderResign = `DELETE FROM {schema}.leaders WHERE name = $1 AND owner = $2`

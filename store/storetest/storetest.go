@@ -11,6 +11,10 @@
 // The suite only uses the store.Store interface. Every doc comment of package
 // store is a requirement tested here. Time-dependent behaviour is tested with
 // explicit Now values (a fixed base time plus offsets), never by sleeping.
+// The suite's Now must therefore decide expiry of leases and leader terms:
+// a store whose expiry clock is the database's (pgstore by default) runs
+// the suite in its caller-clock mode (pgstore.Config.CallerClock) and tests
+// its database clock on its own.
 package storetest
 
 import (

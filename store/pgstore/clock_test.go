@@ -1,0 +1,82 @@
+package pgstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// TestDatabaseClockDecidesExpiry runs a normal node and a node whose clock
+// runs one hour ahead against the default store (the database's clock
+// decides expiry): the fast node neither rescues the live lease nor takes
+// over the live leader, and the normal node keeps both.
+func TestDatabaseClockDecidesExpiry(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	fast := func() time.Time { return time.Now().Add(time.Hour) }
+
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{job("k")}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.JobClaim(ctx, claimParams(1))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	lease := store.Lease{ID: jobs[0].ID, Token: jobs[0].LeaseToken}
+
+	t.Run("fast node does not rescue a live lease", func(t *testing.T) {
+		got, err := s.JobRescue(ctx, &store.JobRescueParams{Now: fast(), Limit: 10})
+		if err != nil || len(got) != 0 {
+			t.Fatalf("rescued %v, %v; want none", got, err)
+		}
+	})
+	t.Run("a heartbeat extends the lease by the database clock", func(t *testing.T) {
+		errs, err := s.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: []store.Lease{lease},
+			Until: time.Now().Add(time.Minute), Now: time.Now()})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("heartbeat: %v %v", errs, err)
+		}
+		row, err := s.JobGet(ctx, &store.JobGetParams{ID: lease.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Until(*row.LeaseExpiresAt); d < 30*time.Second || d > 2*time.Minute {
+			t.Fatalf("lease ends in %v, want about a minute by the database clock", d)
+		}
+	})
+	t.Run("fast node does not take over a live leader", func(t *testing.T) {
+		attempt := func(owner string, now time.Time) bool {
+			ok, err := s.LeaderAttempt(ctx, &store.LeaderParams{Name: "m", Owner: owner, TTL: 30 * time.Second, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !attempt("normal", time.Now()) {
+			t.Fatal("normal node not elected")
+		}
+		if attempt("fast", fast()) {
+			t.Fatal("fast node took over a live leader")
+		}
+		if !attempt("normal", time.Now()) {
+			t.Fatal("normal node lost its term")
+		}
+	})
+	t.Run("an expired lease is rescued by the database clock", func(t *testing.T) {
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{job("k2")}}); err != nil {
+			t.Fatal(err)
+		}
+		p := claimParams(1)
+		p.LeaseUntil = time.Now().Add(-time.Second)
+		jobs, err := s.JobClaim(ctx, p)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim: %v %v", jobs, err)
+		}
+		got, err := s.JobRescue(ctx, &store.JobRescueParams{Now: time.Now().Add(-time.Hour), Limit: 10})
+		if err != nil || len(got) != 1 || got[0] != jobs[0].ID {
+			t.Fatalf("rescued %v, %v; want [%d]", got, err, jobs[0].ID)
+		}
+	})
+}
