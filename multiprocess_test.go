@@ -354,6 +354,16 @@ func TestMultiProcessPostgres(t *testing.T) {
 	if leader == "" {
 		t.Fatal("no leader with a third of the jobs done")
 	}
+	// Kill the leader while it holds running jobs, so the kill loses work
+	// the new leader must rescue. Another process's state can only be read
+	// from the database: poll it, bounded (the leader runs jobs nearly all
+	// the time; a moment between two claims is what this skips).
+	for deadline := time.Now().Add(30 * time.Second); len(runningOn(t, pool, c.schema, leader)) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("leader %s ran no job for 30 s", leader)
+		}
+		time.Sleep(2 * time.Millisecond) // polling another process's rows; no signal crosses processes
+	}
 	c.kill(leader)
 	runningAtKill := runningOn(t, pool, c.schema, leader)
 	t.Logf("killed leader %s with %d jobs completed, %d running on it", leader,
