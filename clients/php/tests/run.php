@@ -17,7 +17,7 @@ use Idem\Worker;
 
 $vectorsFile = getenv('IDEM_KEY_VECTORS') ?: dirname(__DIR__, 3) . '/../shared/testdata/key-vectors.json';
 if (!is_file($vectorsFile)) {
-    $vectorsFile = dirname(__DIR__, 2) . '/key/testdata/key-vectors.json';
+    $vectorsFile = dirname(__DIR__, 3) . '/key/testdata/key-vectors.json';
 }
 $vectors = json_decode((string) file_get_contents($vectorsFile), true, 512, JSON_THROW_ON_ERROR);
 
