@@ -34,7 +34,8 @@ func openSQLite(t *testing.T) store.Store {
 func openPostgres(t *testing.T) store.Store {
 	t.Helper()
 	url, schema := dbtest.NewSchema(t)
-	st, err := pgstore.Open(context.Background(), url, &pgstore.Config{Schema: schema})
+	// The tests drive lease expiry with a fake clock: the caller's clock decides.
+	st, err := pgstore.Open(context.Background(), url, &pgstore.Config{Schema: schema, CallerClock: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,3 +80,36 @@ func TestDatabaseClockDecidesExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestDatabaseClockDecidesRecordLeases: a record lease (Do, the HTTP
+// middleware, result leases) held by a normal node is not taken over by a
+// node whose clock runs one hour ahead; once the lease really lapsed by the
+// database's clock, another owner takes it.
+func TestDatabaseClockDecidesRecordLeases(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	acquire := func(owner string, now time.Time, lease time.Duration) bool {
+		t.Helper()
+		res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: owner,
+			LeaseUntil: now.Add(lease), DedupUntil: now, ExpiresAt: now.Add(24 * time.Hour), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Acquired
+	}
+	if !acquire("normal", time.Now(), time.Minute) {
+		t.Fatal("normal node did not get the lease")
+	}
+	if acquire("fast", time.Now().Add(time.Hour), time.Minute) {
+		t.Fatal("a node one hour ahead took over a live record lease")
+	}
+	// The owner renews its lease to end a second ago: by the database's
+	// clock it has lapsed, and another owner takes it.
+	if !acquire("normal", time.Now(), -time.Second) {
+		t.Fatal("the owner could not renew its own lease")
+	}
+	if !acquire("other", time.Now(), time.Minute) {
+		t.Fatal("a lapsed record lease was not taken over")
+	}
+}

@@ -406,7 +406,8 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     expires_at    = CASE WHEN r.expires_at <= $6 THEN excluded.expires_at ELSE r.expires_at END
 WHERE r.expires_at <= $6
    OR (r.status = 'in_progress'
-       AND (r.lease_owner IS NULL OR r.lease_until <= $6 OR r.lease_owner = excluded.lease_owner))
+       AND (r.lease_owner IS NULL OR r.lease_until <= COALESCE($9::timestamptz, now())
+            OR r.lease_owner = excluded.lease_owner))
 RETURNING ` + recordCols
 
 	qRecordComplete = `UPDATE {schema}.records SET

@@ -81,7 +81,7 @@ func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquire
 		for _, i := range order {
 			p := ps[i]
 			b.Queue(s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
-				p.LeaseUntil, store.OrNow(p.Now), nullTime(p.DedupUntil), nullTime(p.ExpiresAt))
+				p.LeaseUntil, store.OrNow(p.Now), nullTime(p.DedupUntil), nullTime(p.ExpiresAt), s.expiryClock(store.OrNow(p.Now)))
 		}
 		br := tx.SendBatch(ctx, b)
 		var held []int
@@ -128,7 +128,7 @@ func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquire
 func (s *Store) acquireOne(ctx context.Context, q querier, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
 	now := store.OrNow(p.Now)
 	r, err := scanRecord(q.QueryRow(ctx, s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
-		p.LeaseUntil, now, nullTime(p.DedupUntil), nullTime(p.ExpiresAt)))
+		p.LeaseUntil, now, nullTime(p.DedupUntil), nullTime(p.ExpiresAt), s.expiryClock(now)))
 	if err == nil {
 		return &store.RecordAcquireResult{Acquired: true, Record: r}, nil
 	}
