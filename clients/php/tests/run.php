@@ -13,7 +13,7 @@ use Idem\Keys;
 use Idem\PermanentError;
 use Idem\Worker;
 
-// --- RFC 8785 and keys against /work/shared/testdata/key-vectors.json ------
+// --- RFC 8785 and keys against shared/testdata/key-vectors.json (beside the checkout) ---
 
 $vectorsFile = getenv('IDEM_KEY_VECTORS') ?: dirname(__DIR__, 3) . '/../shared/testdata/key-vectors.json';
 if (!is_file($vectorsFile)) {
