@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ type benchFlags struct {
 	singles    int
 	goroutines int
 	dups       int
+	profile    string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -52,6 +54,7 @@ percentiles. Without --database it uses a fresh SQLite file in a temp directory.
 	fl.IntVar(&f.goroutines, "goroutines", 16, "goroutines for single enqueues")
 	fl.IntVar(&f.dups, "dups", 10000, "enqueues of one repeated idempotency key")
 	fl.IntVar(&f.workers, "workers", 100, "workers")
+	fl.StringVar(&f.profile, "profile", "", "write a CPU profile of each phase (batch, single, dups, work) into this directory")
 	return cmd
 }
 
@@ -84,16 +87,43 @@ func runBench(ctx context.Context, rep *benchReport, f *benchFlags) error {
 	rep.Store = storeName(url)
 	rep.text("idem bench  store=%s  jobs=%d singles=%d goroutines=%d workers=%d\n", rep.Store, f.jobs, f.singles, f.goroutines, f.workers)
 	opts := &idem.EnqueueOpts{Queue: "bench"}
-	if err := benchBatch(ctx, rep, client, f.jobs, opts); err != nil {
-		return err
+	phases := []struct {
+		name string
+		run  func() error
+	}{
+		{"batch", func() error { return benchBatch(ctx, rep, client, f.jobs, opts) }},
+		{"single", func() error { return benchSingles(ctx, rep, client, f, opts) }},
+		{"dups", func() error { return benchDups(ctx, rep, client, f.dups, opts) }},
+		{"work", func() error { return benchWork(ctx, rep, client, &ran, f.jobs+f.singles+min(f.dups, 1)) }},
 	}
-	if err := benchSingles(ctx, rep, client, f, opts); err != nil {
-		return err
+	for _, p := range phases {
+		rep.cpuStart = processCPU()
+		if err := profiled(f.profile, p.name, p.run); err != nil {
+			return err
+		}
 	}
-	if err := benchDups(ctx, rep, client, f.dups, opts); err != nil {
-		return err
+	return nil
+}
+
+// profiled runs one bench phase, writing its CPU profile to dir/name.pprof
+// when dir is set.
+func profiled(dir, name string, run func() error) error {
+	if dir == "" {
+		return run()
 	}
-	return benchWork(ctx, rep, client, &ran, f.jobs+f.singles+min(f.dups, 1))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("profile dir: %w", err)
+	}
+	out, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer out.Close()
+	if err := pprof.StartCPUProfile(out); err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer pprof.StopCPUProfile()
+	return run()
 }
 
 func storeName(url string) string {
@@ -226,6 +256,8 @@ type benchReport struct {
 	Rows  []benchRow `json:"results"`
 	Wait  string     `json:"wait_latency,omitempty"`
 	Run   string     `json:"run_latency,omitempty"`
+
+	cpuStart time.Duration // processCPU at the start of the current phase
 }
 
 // benchRow is one measured step.
@@ -235,6 +267,10 @@ type benchRow struct {
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"jobs_per_second"`
 	Latency   string  `json:"latency,omitempty"`
+	// CPUPerJob is the process's CPU time (every goroutine, user and
+	// system) per job over the step: on a shared machine it moves less
+	// with other load than jobs/s does.
+	CPUPerJobUS float64 `json:"cpu_us_per_job,omitempty"`
 }
 
 // text prints a line unless the report is JSON.
@@ -250,8 +286,11 @@ func (r *benchReport) add(what string, n int, d time.Duration, lat []time.Durati
 	if len(lat) > 0 {
 		row.Latency = percentiles(lat)
 	}
+	if cpu := processCPU(); cpu > 0 && n > 0 {
+		row.CPUPerJobUS = float64((cpu - r.cpuStart).Microseconds()) / float64(n)
+	}
 	r.Rows = append(r.Rows, row)
-	r.text("%-32s %8d jobs in %8.3fs = %10.0f jobs/s", what, n, row.Seconds, row.PerSecond)
+	r.text("%-32s %8d jobs in %8.3fs = %10.0f jobs/s  cpu %6.1fµs/job", what, n, row.Seconds, row.PerSecond, row.CPUPerJobUS)
 	if row.Latency != "" {
 		r.text("  latency %s", row.Latency)
 	}

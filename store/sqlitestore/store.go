@@ -294,6 +294,13 @@ func (s *Store) takeOverLeaders(ctx context.Context, path string) error {
 	}
 	var cleared int64
 	err := s.write(ctx, 1, func(t *wtx) error {
+		// A database opened with SkipMigrate before its first migration
+		// (idem migrate on a new file) has no leaders table yet: nothing
+		// to clear.
+		var n int
+		if err := t.queryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'leaders'").Scan(&n); err != nil || n == 0 {
+			return err
+		}
 		res, err := t.exec("DELETE FROM leaders")
 		if err == nil {
 			cleared, _ = res.RowsAffected()

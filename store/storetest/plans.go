@@ -25,21 +25,26 @@ type ListPlanCase struct {
 // ListPlanCases returns the documented filters, each within a tenant (the
 // HTTP API always lists inside one tenant).
 func ListPlanCases() []ListPlanCase {
+	// Queue, kind, state and time filters walk the tenant's jobs newest
+	// first (jobs_tenant_id in SQLite, jobs_tenant_idx in PostgreSQL) and
+	// stop at the page size: the full indexes that served them cost a third
+	// of the write throughput (migration 0013, docs/indexes.md). A dead-job
+	// list may use the partial index of finished jobs instead.
 	return []ListPlanCase{
-		{"queue", store.JobFilter{Tenant: "t1", Queue: "q7"}, "jobs_list_queue", ""},
-		{"kind", store.JobFilter{Tenant: "t1", Kind: "k7"}, "jobs_list_kind", ""},
-		{"state", store.JobFilter{Tenant: "t1", States: []idemtype.JobState{idemtype.StateDead}}, "jobs_list_state", "jobs_finished"},
+		{"queue", store.JobFilter{Tenant: "t1", Queue: "q7"}, "jobs_tenant", ""},
+		{"kind", store.JobFilter{Tenant: "t1", Kind: "k7"}, "jobs_tenant", ""},
+		{"state", store.JobFilter{Tenant: "t1", States: []idemtype.JobState{idemtype.StateDead}}, "jobs_tenant", "jobs_finished"},
 		{"partition_key", store.JobFilter{Tenant: "t1", PartitionKey: "p7"}, "jobs_list_partition", ""},
 		{"idempotency_key", store.JobFilter{Tenant: "t1", IdempotencyKey: "key-77"}, "jobs_list_key", ""},
 		{"since_until", store.JobFilter{Tenant: "t1", Since: base.Add(1000 * time.Second),
-			Until: base.Add(1500 * time.Second)}, "jobs_list_created", ""},
+			Until: base.Add(1500 * time.Second)}, "jobs_tenant", ""},
 	}
 }
 
 // planSeedJobs is how many jobs SeedListPlans inserts.
 const planSeedJobs = 4000
 
-// SeedListPlans inserts jobs spread over two tenants, 50 queues, 50 kinds,
+// SeedListPlans inserts jobs spread over 20 tenants, 50 queues, 50 kinds,
 // 50 partitions and distinct keys, one second apart, so a planner with
 // statistics sees every documented filter as selective, as it is on a busy
 // server.
@@ -49,7 +54,7 @@ func SeedListPlans(t *testing.T, s store.Store) {
 		var batch []*store.JobInsertParams
 		for i := off; i < off+500; i++ {
 			p := newJob(fmt.Sprintf("k%d", i%50))
-			p.Tenant = []string{"t1", "t2"}[i%2]
+			p.Tenant = fmt.Sprintf("t%d", i%20+1)
 			p.Queue = fmt.Sprintf("q%d", i%50)
 			p.Args = json.RawMessage(`{}`)
 			if i%3 == 0 {
