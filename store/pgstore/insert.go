@@ -39,13 +39,17 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 
 // insertDirect inserts items in their own transaction(s). ends are the
 // end offsets of the callers' requests in items (nil: one request); each
-// request is atomic. Keyless batches take one round trip (insertSimple).
+// request is atomic. Keyless batches take one round trip (insertSimple),
+// large unpartitioned ones COPY (insertCopy).
 // Keyed batches without dependencies first try one implicit transaction
 // (modeOneShot) when no request holds more than one distinct key: a
 // request whose key existed then has nothing committed and is rerun alone
 // in an explicit transaction (modeOwn), which handles existing keys.
 func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []int) ([]store.JobInsertResult, error) {
 	if simpleItems(items) {
+		if copyable(items) {
+			return s.insertCopy(ctx, items)
+		}
 		return s.insertSimple(ctx, items)
 	}
 	if s.closed.Load() {

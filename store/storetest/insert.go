@@ -18,6 +18,7 @@ func insertCases() []testCase {
 		{"JobInsertMany/initial_states", testInsertInitialStates},
 		{"JobInsertMany/unknown_dependency_fails_only_its_item", testInsertUnknownDependency},
 		{"JobInsertMany/ids_increase_in_batch_order", testInsertIDOrder},
+		{"JobInsertMany/large_keyless_batch_as_stored", testInsertLargeBatch},
 		{"JobInsertMany/times_utc_microseconds", testInsertTimes},
 		{"JobGet/tenant_scoping", testJobGetTenant},
 		{"JobInsertMany/dependencies_release_and_cascade", testDependencies},
@@ -193,6 +194,57 @@ func testInsertIDOrder(t *testing.T, s store.Store) {
 		}
 		if i > 0 && j.ID <= all[i-1].ID {
 			t.Errorf("result %d: id %d not above %d", i, j.ID, all[i-1].ID)
+		}
+	}
+}
+
+// testInsertLargeBatch: a keyless batch large enough for a backend's bulk
+// path (PostgreSQL: COPY, which does not read the rows back) answers each
+// item with the row as stored, in item order, with increasing ids; future
+// jobs are scheduled, the rest available and claimable.
+func testInsertLargeBatch(t *testing.T, s store.Store) {
+	zone := time.FixedZone("Y", -7*3600)
+	now := time.Date(2031, 3, 4, 10, 36, 7, 123456000, zone)
+	var ps []*store.JobInsertParams
+	for i := range 300 {
+		p := &store.JobInsertParams{Tenant: fmt.Sprintf("t%d", i%3), Queue: "bulk", Kind: fmt.Sprintf("k%d", i%7),
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"s":"x\u00e9"}`, i)), Priority: i % 5, MaxAttempts: 1 + i%4,
+			RunAt: now.Add(time.Duration(i%3-1) * time.Minute), Timeout: time.Duration(i%2) * 1500 * time.Microsecond}
+		if i%2 == 0 {
+			p.Metadata = json.RawMessage(`{"m":[1,2]}`)
+			p.RetryPolicy = json.RawMessage(`{"base":"1s"}`)
+		}
+		ps = append(ps, p)
+	}
+	got := insertNew(t, s, now, ps...)
+	if len(got) != len(ps) {
+		t.Fatalf("%d results for %d jobs", len(got), len(ps))
+	}
+	for i, j := range got {
+		p := ps[i]
+		if i > 0 && j.ID <= got[i-1].ID {
+			t.Errorf("result %d: id %d not above %d", i, j.ID, got[i-1].ID)
+		}
+		want := idemtype.StateAvailable
+		if p.RunAt.After(now) {
+			want = idemtype.StateScheduled
+		}
+		stored := mustGet(t, s, j.ID)
+		for _, row := range []*idemtype.JobRow{j, stored} {
+			if row.State != want || row.Tenant != p.Tenant || row.Kind != p.Kind || row.Priority != p.Priority ||
+				row.MaxAttempts != p.MaxAttempts || row.Timeout != p.Timeout {
+				t.Fatalf("job %d (item %d): %+v, want state %s and the item's fields %+v", row.ID, i, row, want, p)
+			}
+			wantJSON(t, "Args", row.Args, string(p.Args))
+			if p.Metadata != nil {
+				wantJSON(t, "Metadata", row.Metadata, string(p.Metadata))
+				wantJSON(t, "RetryPolicy", row.RetryPolicy, string(p.RetryPolicy))
+			} else if len(row.Metadata) != 0 || len(row.RetryPolicy) != 0 {
+				t.Errorf("job %d: metadata/retry %s/%s, want none", row.ID, row.Metadata, row.RetryPolicy)
+			}
+			wantTime(t, "RunAt", row.RunAt, p.RunAt)
+			wantTime(t, "CreatedAt", row.CreatedAt, now)
+			wantNil(t, "FinishedAt", row.FinishedAt)
 		}
 	}
 }
