@@ -28,6 +28,7 @@ type benchHTTPFlags struct {
 	requests, conc  int
 	keys            int
 	modes           []string
+	profile         string
 }
 
 func newBenchHTTPCmd() *cobra.Command {
@@ -55,6 +56,7 @@ file (or --database), which shares the CPU with the load generator.`,
 	fl.IntVar(&f.conc, "concurrency", 64, "concurrent connections")
 	fl.IntVar(&f.keys, "keys", 100, "distinct keys of the repeat workload")
 	fl.StringSliceVar(&f.modes, "mode", []string{"new", "repeat"}, "workloads: new, repeat")
+	fl.StringVar(&f.profile, "profile", "", "write a CPU profile of each workload (server and load generator together) into this directory")
 	return cmd
 }
 
@@ -91,7 +93,11 @@ func runBenchHTTP(ctx context.Context, w io.Writer, f *benchHTTPFlags, asJSON bo
 		default:
 			return fmt.Errorf("unknown mode %q (want new or repeat)", mode)
 		}
-		res, err := loadHTTP(ctx, hc, base+"/v1/jobs", key, f.requests, f.conc, gen)
+		var res *loadResult
+		err := profiled(f.profile, "http-"+mode, func() (err error) {
+			res, err = loadHTTP(ctx, hc, base+"/v1/jobs", key, f.requests, f.conc, gen)
+			return err
+		})
 		if err != nil {
 			return err
 		}
