@@ -146,3 +146,14 @@ func BenchmarkClaimTenants(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkListRareFilter: one page of a list whose filter matches only a
+// tenant's oldest job, over 100,000 newer jobs of that tenant
+// (storetest.BenchListRareFilter).
+func BenchmarkListRareFilter(b *testing.B) {
+	for _, what := range []string{"kind", "queue", "since"} {
+		b.Run(what, func(b *testing.B) {
+			storetest.BenchListRareFilter(b, openTest(b, benchConfig()), 100000, what)
+		})
+	}
+}

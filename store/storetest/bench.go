@@ -66,3 +66,54 @@ func BenchClaimTenants(b *testing.B, s store.Store, tenants int, limits bool) {
 	}
 	b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// BenchListRareFilter measures one page of JobList whose filter matches
+// only the oldest of a tenant's jobs (a rare kind, queue or time range),
+// over history jobs in that tenant and as many in another: the worst case
+// of lists that walk the tenant's jobs newest first (docs/indexes.md). The
+// filter is named by what ("kind", "queue", "since"); history jobs are
+// inserted once per store, before the timer starts.
+func BenchListRareFilter(b *testing.B, s store.Store, history int, what string) {
+	ctx := context.Background()
+	now := time.Now()
+	rare := newJob("rare")
+	rare.Tenant, rare.Queue, rare.RunAt = "t1", "rare-queue", now
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{rare},
+		Now: now.Add(-time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	ps := make([]*store.JobInsertParams, 0, store.MaxBatch)
+	for i := range 2 * history {
+		p := newJob("common")
+		p.Tenant = []string{"t1", "t2"}[i%2]
+		p.RunAt = now
+		ps = append(ps, p)
+		if len(ps) == cap(ps) || i == 2*history-1 {
+			if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+				b.Fatal(err)
+			}
+			ps = ps[:0]
+		}
+	}
+	f := store.JobFilter{Tenant: "t1"}
+	switch what {
+	case "kind":
+		f.Kind = "rare"
+	case "queue":
+		f.Queue = "rare-queue"
+	case "since":
+		f.Since, f.Until = now.Add(-2*time.Hour), now.Add(-30*time.Minute)
+	default:
+		b.Fatalf("unknown filter %q", what)
+	}
+	b.ResetTimer()
+	for range b.N {
+		jobs, _, err := s.JobList(ctx, &store.JobListParams{Filter: f, Limit: 50})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(jobs) != 1 || jobs[0].Kind != "rare" {
+			b.Fatalf("listed %d jobs, want the rare one", len(jobs))
+		}
+	}
+}
