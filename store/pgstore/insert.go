@@ -232,7 +232,7 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 	lead, rank := k.leaders()
 	// Records decide the keyed items: the unique constraint on (tenant, key)
 	// with ON CONFLICT, never a read followed by a write.
-	if err := s.insertFast(ctx, q, items, k.res, rank, begin, mode == modeOneShot, k.fps, k.jobOfKey, k.byID); err != nil {
+	if err := s.insertFast(ctx, q, k, rank, begin, mode == modeOneShot); err != nil {
 		return nil, err
 	}
 	pending := k.pending(lead)
@@ -509,63 +509,76 @@ func setInitialStates(items []*insertItem) {
 	}
 }
 
-// insertFast runs [BEGIN (when begin), partition locks, qInsertFast] in
-// one round trip for the items that have not failed. It allocates every
-// such item's id; the jobs of keyless items and of leaders (rank > 0)
-// whose record it created are inserted, their results set.
-func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res []store.JobInsertResult,
-	rank map[int]int, begin, oneShot bool, fps map[rk]string, jobOfKey map[rk]int64, byID map[int64]*idemtype.JobRow) error {
-	var (
-		idx        []int
-		c          jobArrays
-		fpsIn      []string
-		ranks      []int32
-		dedupUntil []*time.Time
-		locks      []string
-	)
-	for i, it := range items {
-		if res[i].Err != nil {
+// fastInsert is what insertFast sends for one batch: the items that have
+// not failed (idx), their columns, and the partitions and queues involved.
+type fastInsert struct {
+	idx          []int
+	c            jobArrays
+	fps          []string
+	ranks        []int32
+	dedupUntil   []*time.Time
+	locks        []string
+	notifyQueues []string
+}
+
+// newFastInsert gathers the columns of the items that have not failed;
+// oneShot (the insert commits by itself) also gathers the queues to wake.
+func (k *keyedInsert) newFastInsert(rank map[int]int, oneShot bool) *fastInsert {
+	f := &fastInsert{}
+	for i, it := range k.items {
+		if k.res[i].Err != nil {
 			continue
 		}
 		p := it.p
-		idx = append(idx, i)
-		c.add(it)
-		fpsIn = append(fpsIn, p.Fingerprint)
-		ranks = append(ranks, int32(rank[i]))
+		f.idx = append(f.idx, i)
+		f.c.add(it)
+		f.fps = append(f.fps, p.Fingerprint)
+		f.ranks = append(f.ranks, int32(rank[i]))
+		var until *time.Time
 		if p.DedupWindow > 0 {
 			d := it.now.Add(p.DedupWindow)
-			dedupUntil = append(dedupUntil, &d)
-		} else {
-			dedupUntil = append(dedupUntil, nil)
+			until = &d
 		}
+		f.dedupUntil = append(f.dedupUntil, until)
 		if p.PartitionKey != "" {
-			locks = append(locks, partitionName(p))
+			f.locks = append(f.locks, partitionName(p))
+		}
+		if oneShot && it.state == idemtype.StateAvailable {
+			f.notifyQueues = append(f.notifyQueues, p.Queue)
 		}
 	}
+	return f
+}
+
+// batch queues [BEGIN (when begin), partition locks, qInsertFast, notify].
+func (s *Store) fastBatch(f *fastInsert, begin bool) *pgx.Batch {
 	b := &pgx.Batch{}
 	if begin {
 		b.Queue("BEGIN")
 	}
-	if len(locks) > 0 {
-		b.Queue(qLockPartitions, s.partitionLockClass(), locks)
+	if len(f.locks) > 0 {
+		b.Queue(qLockPartitions, s.partitionLockClass(), f.locks)
 	}
-	var notifyQueues []string
-	if len(idx) > 0 {
-		query := qInsertFast
-		if oneShot {
-			for k, i := range idx {
-				if items[i].state == idemtype.StateAvailable {
-					notifyQueues = append(notifyQueues, c.queues[k])
-				}
-			}
-		}
-		b.Queue(s.sql(query), c.tenants, c.queues, c.kinds, c.args, c.states, c.prios, c.maxes, c.runAts,
-			c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, fpsIn, dedupUntil, ranks,
+	if len(f.idx) > 0 {
+		c := &f.c
+		b.Queue(s.sql(qInsertFast), c.tenants, c.queues, c.kinds, c.args, c.states, c.prios, c.maxes, c.runAts,
+			c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, f.fps, f.dedupUntil, f.ranks,
 			c.retries, c.timeoutUs)
 	}
-	if len(notifyQueues) > 0 {
-		b.Queue(qNotify, s.schema, notifyQueues)
+	if len(f.notifyQueues) > 0 {
+		b.Queue(qNotify, s.schema, f.notifyQueues)
 	}
+	return b
+}
+
+// insertFast runs [BEGIN (when begin), partition locks, qInsertFast] in
+// one round trip for the items that have not failed (and, when oneShot,
+// the wake-up of their queues). It allocates every such item's id; the
+// jobs of keyless items and of leaders (rank > 0) whose record it created
+// are inserted, their results set.
+func (s *Store) insertFast(ctx context.Context, q dbtx, k *keyedInsert, rank map[int]int, begin, oneShot bool) error {
+	f := k.newFastInsert(rank, oneShot)
+	b := s.fastBatch(f, begin)
 	if b.Len() == 0 {
 		return nil
 	}
@@ -576,54 +589,63 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, items []*insertItem, res
 			return fmt.Errorf("begin: %w", err)
 		}
 	}
-	if len(locks) > 0 {
+	if len(f.locks) > 0 {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("lock partitions: %w", err)
 		}
 	}
-	if len(idx) > 0 {
+	if len(f.idx) > 0 {
 		rows, err := br.Query()
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		k := 0
-		var id int64
-		var inserted bool
-		_, err = pgx.ForEachRow(rows, []any{&id, &inserted}, func() error {
-			if k >= len(idx) {
-				return fmt.Errorf("%d rows for %d jobs", k+1, len(idx))
-			}
-			i := idx[k]
-			k++
-			it := items[i]
-			it.id = id
-			if !inserted {
-				return nil
-			}
-			it.create = true
-			j := builtJob(it)
-			res[i] = store.JobInsertResult{Job: j}
-			byID[id] = j
-			if it.p.IdempotencyKey != "" {
-				key := rk{it.p.Tenant, it.p.IdempotencyKey}
-				fps[key] = it.p.Fingerprint
-				jobOfKey[key] = id
-			}
-			return nil
-		})
-		if err != nil {
+		if err := k.readFast(rows, f.idx); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		if k != len(idx) {
-			return fmt.Errorf("insert: %d rows for %d jobs", k, len(idx))
-		}
 	}
-	if len(notifyQueues) > 0 {
+	if len(f.notifyQueues) > 0 {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}
 	return br.Close()
+}
+
+// readFast reads qInsertFast's (id, inserted) rows, one per item of idx in
+// order: every item gets its id; the inserted ones their result.
+func (k *keyedInsert) readFast(rows pgx.Rows, idx []int) error {
+	n := 0
+	var id int64
+	var inserted bool
+	_, err := pgx.ForEachRow(rows, []any{&id, &inserted}, func() error {
+		if n >= len(idx) {
+			return fmt.Errorf("%d rows for %d jobs", n+1, len(idx))
+		}
+		i := idx[n]
+		n++
+		it := k.items[i]
+		it.id = id
+		if !inserted {
+			return nil
+		}
+		it.create = true
+		j := builtJob(it)
+		k.res[i] = store.JobInsertResult{Job: j}
+		k.byID[id] = j
+		if it.p.IdempotencyKey != "" {
+			key := rk{it.p.Tenant, it.p.IdempotencyKey}
+			k.fps[key] = it.p.Fingerprint
+			k.jobOfKey[key] = id
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n != len(idx) {
+		return fmt.Errorf("%d rows for %d jobs", n, len(idx))
+	}
+	return nil
 }
 
 // builtJob is the row qInsertFast inserted for it, as scanJob would read it
