@@ -57,16 +57,8 @@ func (s *Store) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanAPIKey)
+	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
 	return out, nil

@@ -80,16 +80,8 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]*sto
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanEvent)
+	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil

@@ -71,16 +71,8 @@ func (s *Store) AttemptList(ctx context.Context, params *store.AttemptListParams
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}
-	defer rows.Close()
-	var out []*idemtype.Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanAttempt)
+	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}
 	return out, nil

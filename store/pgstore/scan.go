@@ -55,14 +55,20 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 
 // collectJobs scans every row of rows.
 func collectJobs(rows pgx.Rows) ([]*idemtype.JobRow, error) {
+	return collect(rows, scanJob)
+}
+
+// collect scans every row of rows with scan and closes rows (nil when
+// there is none).
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []*idemtype.JobRow
+	var out []T
 	for rows.Next() {
-		j, err := scanJob(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, j)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }

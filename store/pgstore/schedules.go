@@ -70,17 +70,12 @@ func (s *Store) ScheduleList(ctx context.Context, p *store.ScheduleListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.Schedule{}
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list schedules: %w", err)
-		}
-		out = append(out, sc)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanSchedule)
+	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	if out == nil {
+		out = []*store.Schedule{}
 	}
 	return out, nil
 }

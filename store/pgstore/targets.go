@@ -45,16 +45,8 @@ func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliver
 	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", err)
 	}
-	defer rows.Close()
-	var out []*idemtype.Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list delivery attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanAttempt)
+	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", err)
 	}
 	return out, nil
@@ -89,16 +81,8 @@ func (s *Store) TargetList(ctx context.Context, p *store.TargetListParams) ([]*s
 	if err != nil {
 		return nil, fmt.Errorf("list targets: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.DeliveryTarget
-	for rows.Next() {
-		t, err := scanTarget(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list targets: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanTarget)
+	if err != nil {
 		return nil, fmt.Errorf("list targets: %w", err)
 	}
 	return out, nil

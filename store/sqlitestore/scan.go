@@ -166,3 +166,18 @@ func scanAttempt(sc scanner) (*idemtype.Attempt, error) {
 	a.Outcome = idemtype.Outcome(outcome)
 	return &a, nil
 }
+
+// collect scans every row of rows with scan and closes rows (nil when
+// there is none).
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -40,16 +39,8 @@ func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliver
 	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", s.readErr(err))
 	}
-	defer rows.Close()
-	var out []*idemtype.Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list delivery attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanAttempt)
+	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", err)
 	}
 	return out, nil
@@ -79,16 +70,8 @@ func (s *Store) TargetList(ctx context.Context, p *store.TargetListParams) ([]*s
 	if err != nil {
 		return nil, fmt.Errorf("list targets: %w", s.readErr(err))
 	}
-	defer rows.Close()
-	var out []*store.DeliveryTarget
-	for rows.Next() {
-		t, err := scanTarget(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list targets: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanTarget)
+	if err != nil {
 		return nil, fmt.Errorf("list targets: %w", err)
 	}
 	return out, nil
@@ -113,7 +96,7 @@ func (s *Store) TargetDelete(ctx context.Context, p *store.TargetDeleteParams) e
 }
 
 // scanTarget reads one delivery_targets row.
-func scanTarget(rows *sql.Rows) (*store.DeliveryTarget, error) {
+func scanTarget(rows scanner) (*store.DeliveryTarget, error) {
 	var t store.DeliveryTarget
 	var secrets, types string
 	var timeoutMS, created, updated int64
