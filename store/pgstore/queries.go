@@ -175,7 +175,9 @@ const (
 	qJobGet   = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = $1 AND ($2 = '' OR j.tenant = $2)`
 	qJobsByID = `SELECT ` + jobCols + ` FROM {schema}.jobs j WHERE j.id = ANY($1::bigint[])`
 	// qAttemptList reads the ended attempts of a job, then its running
-	// attempt from the job row (attempt rows are written when they end).
+	// attempt from the job row (attempt rows are written when they end),
+	// or its completion, which is the completed job row unless a row for it
+	// exists (deliveries; docs/state-machine.md, "Attempts").
 	qAttemptList = `SELECT job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id, target, http_status
 FROM (
     SELECT 0 AS k, id, job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id,
@@ -184,19 +186,30 @@ FROM (
     UNION ALL
     SELECT 1, 0, id, attempt, started_at, NULL, 0, 'running', '', worker_id, '', 0
     FROM {schema}.jobs WHERE id = $1 AND state = 'running' AND started_at IS NOT NULL
+    UNION ALL
+    SELECT 1, 0, id, attempt, started_at, finished_at, duration_ms,
+        CASE WHEN was_cached THEN 'cached' ELSE 'completed' END, '', worker_id, '', 0
+    FROM {schema}.jobs j WHERE id = $1 AND state = 'completed' AND started_at IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM {schema}.attempts a WHERE a.job_id = j.id AND a.outcome IN ('completed', 'cached'))
 ) AS a ORDER BY k, id`
 	qJobExists   = `SELECT EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND ($2 = '' OR tenant = $2))`
 	qQueueCounts = `SELECT queue, state, count(*),
     min(run_at) FILTER (WHERE state = 'available' OR (state IN ('scheduled', 'retryable') AND run_at <= $2)),
     count(*) FILTER (WHERE resolved_at IS NULL)
 FROM {schema}.jobs WHERE ($1 = '' OR tenant = $1) GROUP BY queue, state`
-	qQueueAttempts = `SELECT j.queue,
-    count(*) FILTER (WHERE a.outcome IN ('completed', 'cached')),
-    count(*) FILTER (WHERE a.outcome IN ('failed', 'dead', 'lost'))
-FROM {schema}.attempts a JOIN {schema}.jobs j ON j.id = a.job_id
-WHERE a.finished_at > $2::timestamptz - interval '1 minute' AND a.finished_at <= $2
-  AND ($1 = '' OR j.tenant = $1)
-GROUP BY j.queue`
+	// qQueueAttempts counts the last minute's completions from the
+	// completed job rows (a completion is not an attempt row) and its
+	// failures from the attempt rows.
+	qQueueAttempts = `SELECT queue, sum(c)::bigint, sum(f)::bigint FROM (
+    SELECT queue, 1 AS c, 0 AS f FROM {schema}.jobs
+    WHERE state = 'completed' AND finished_at > $2::timestamptz - interval '1 minute' AND finished_at <= $2
+      AND ($1 = '' OR tenant = $1)
+    UNION ALL
+    SELECT j.queue, 0, 1
+    FROM {schema}.attempts a JOIN {schema}.jobs j ON j.id = a.job_id
+    WHERE a.finished_at > $2::timestamptz - interval '1 minute' AND a.finished_at <= $2
+      AND a.outcome IN ('failed', 'dead', 'lost') AND ($1 = '' OR j.tenant = $1)
+) AS t GROUP BY queue`
 )
 
 // Heartbeats (claims: flow.go).
@@ -250,6 +263,7 @@ const (
         run_at = CASE WHEN u.state IN ('retryable', 'scheduled') AND u.run_at IS NOT NULL THEN u.run_at ELSE j.run_at END,
         attempt = CASE WHEN u.snooze THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
         finished_at = CASE WHEN u.state IN ('completed', 'dead', 'cancelled') THEN u.finished_at END,
+        duration_ms = CASE WHEN u.state = 'completed' THEN u.duration_ms ELSE j.duration_ms END,
         lease_expires_at = NULL
     FROM u WHERE j.id = u.id AND j.state = (SELECT 'running') AND j.lease_token = u.token
     RETURNING j.id, j.state, j.queue, j.run_at, j.idempotency_key <> '' AS keyed,
@@ -259,7 +273,7 @@ const (
     INSERT INTO {schema}.attempts (job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
         worker_id, target, http_status)
     SELECT id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id, target, http_status
-    FROM upd ORDER BY id
+    FROM upd WHERE NOT (upd.outcome IN ('completed', 'cached') AND upd.target = '') ORDER BY id
 )
 SELECT id, state, queue, run_at, keyed FROM upd`
 

@@ -73,13 +73,15 @@ func finishOne(t *wtx, p *store.JobFinishParams, hasDependants bool) (error, err
 	)
 	// The attempt row is written once, now that it ended, from the job row
 	// as it still is (attempt number, started_at, worker); only while the
-	// job runs under this token, so a repeat completion writes nothing.
+	// job runs under this token, so a repeat completion writes nothing. A
+	// completion (not a delivery) writes none: the completed job row is
+	// its record (docs/state-machine.md, "Attempts").
 	if _, err := t.exec(qAttemptInsertFinish, p.ID, p.LeaseToken, finUS, p.DurationMS, string(p.Outcome),
 		p.Error, p.Target, p.HTTPStatus); err != nil {
 		return nil, fmt.Errorf("end attempt: %w", err)
 	}
 	err := t.queryRow(qJobFinish, string(p.State), finished, p.Error, result, boolInt(p.WasCached),
-		p.OriginalJobID, runAt, boolInt(p.Snooze), p.ID, p.LeaseToken, p.ErrorCode).Scan(&tenant, &key, &dedupUS, &ttlUS)
+		p.OriginalJobID, runAt, boolInt(p.Snooze), p.ID, p.LeaseToken, p.ErrorCode, p.DurationMS).Scan(&tenant, &key, &dedupUS, &ttlUS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return repeatCompletion(t, p)
 	}

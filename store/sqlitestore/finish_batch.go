@@ -32,6 +32,7 @@ const (
     original_job_id  = v.orig,
     run_at           = COALESCE(v.run, jobs.run_at),
     attempt          = jobs.attempt - v.sn,
+    duration_ms      = CASE WHEN v.st = 'completed' THEN v.dur ELSE jobs.duration_ms END,
     lease_expires_at = NULL
 FROM v
 WHERE jobs.id = v.id AND jobs.state = 'running' AND jobs.lease_token = v.tok
@@ -42,12 +43,14 @@ RETURNING jobs.id, jobs.tenant, jobs.idempotency_key, jobs.dedup_window_us, jobs
 	// finishes — from the job row as it still is (attempt number,
 	// started_at, worker). It runs first: the update changes the row. An
 	// attempt is stored once, when it ends; a repeat completion matches no
-	// running job and writes nothing.
+	// running job and writes nothing; a completion that is not a delivery
+	// writes none (the completed job row is its record,
+	// docs/state-machine.md, "Attempts").
 	qAttemptFinishBatchTail = ` INSERT INTO attempts (job_id, attempt, started_at, finished_at, duration_ms,
     outcome, error, worker_id, target, http_status)
 SELECT jobs.id, jobs.attempt, jobs.started_at, v.endus, v.dur, v.out, v.err, jobs.worker_id, v.tgt, v.http
 FROM v JOIN jobs ON jobs.id = v.id
-WHERE jobs.state = 'running' AND jobs.lease_token = v.tok`
+WHERE jobs.state = 'running' AND jobs.lease_token = v.tok AND NOT (v.st = 'completed' AND v.tgt = '')`
 
 	finishCTEHead = `WITH v(id, tok, st, fin, err, res, wc, orig, run, sn, endus, dur, out, http, tgt, code) AS (VALUES `
 	finishCTERow  = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`

@@ -112,11 +112,19 @@ const (
 	// qAttemptList lists the ended attempts of job ?1 and, when the job is
 	// running, its current attempt, which is not stored as a row until it
 	// ends: it is read from the job row. One statement, one snapshot.
+	// A completion is not stored as a row either (docs/state-machine.md, "Attempts"):
+	// it is the completed job row itself, unless a row for it exists
+	// (deliveries, and completions stored before the job row kept them).
 	qAttemptList = `SELECT ` + attemptCols + ` FROM (
     SELECT 0 AS k, id AS o, ` + attemptCols + ` FROM attempts WHERE job_id = ?1
     UNION ALL
     SELECT 1, 0, id, attempt, started_at, NULL, 0, 'running', '', worker_id, '', 0
-    FROM jobs WHERE id = ?1 AND state = 'running')
+    FROM jobs WHERE id = ?1 AND state = 'running'
+    UNION ALL
+    SELECT 1, 0, id, attempt, started_at, finished_at, duration_ms,
+        CASE WHEN was_cached THEN 'cached' ELSE 'completed' END, '', worker_id, '', 0
+    FROM jobs WHERE id = ?1 AND state = 'completed' AND started_at IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = ?1 AND a.outcome IN ('completed', 'cached')))
 ORDER BY k, o`
 	qJobExists = `SELECT count(*) FROM jobs WHERE id = ? AND (?2 = '' OR tenant = ?2)`
 
@@ -124,12 +132,18 @@ ORDER BY k, o`
 WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
 	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
 WHERE ` + sqlClaimable + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue`
-	qStats1m = `SELECT j.queue,
-    sum(a.outcome IN ('completed', 'cached')),
-    sum(a.outcome IN ('failed', 'dead', 'lost'))
-FROM attempts a JOIN jobs j ON j.id = a.job_id
-WHERE a.finished_at IS NOT NULL AND a.finished_at > ?2 AND (?1 = '' OR j.tenant = ?1)
-GROUP BY j.queue`
+	// qStats1m counts the last minute's completions from the completed
+	// job rows (a completion is not an attempt row) and its failures from
+	// the attempt rows.
+	qStats1m = `SELECT queue, sum(c), sum(f) FROM (
+    SELECT queue, 1 AS c, 0 AS f FROM jobs
+    WHERE state = 'completed' AND finished_at > ?2 AND (?1 = '' OR tenant = ?1)
+    UNION ALL
+    SELECT j.queue, 0, 1
+    FROM attempts a JOIN jobs j ON j.id = a.job_id
+    WHERE a.finished_at IS NOT NULL AND a.finished_at > ?2 AND a.outcome IN ('failed', 'dead', 'lost')
+        AND (?1 = '' OR j.tenant = ?1))
+GROUP BY queue`
 )
 
 // Claims, heartbeats and finishes.
@@ -165,6 +179,7 @@ RETURNING tenant, idempotency_key`
     original_job_id  = ?6,
     run_at           = COALESCE(?7, run_at),
     attempt          = attempt - ?8,
+    duration_ms      = CASE WHEN ?1 = 'completed' THEN ?12 ELSE duration_ms END,
     lease_expires_at = NULL
 WHERE id = ?9 AND state = 'running' AND lease_token = ?10
 RETURNING tenant, idempotency_key, dedup_window_us, result_ttl_us`
@@ -176,7 +191,8 @@ RETURNING tenant, idempotency_key, dedup_window_us, result_ttl_us`
 	qAttemptInsertFinish = `INSERT INTO attempts (job_id, attempt, started_at, finished_at, duration_ms,
     outcome, error, worker_id, target, http_status)
 SELECT id, attempt, started_at, ?3, ?4, ?5, ?6, worker_id, ?7, ?8 FROM jobs
-WHERE id = ?1 AND state = 'running' AND lease_token = ?2`
+WHERE id = ?1 AND state = 'running' AND lease_token = ?2
+    AND NOT (?5 IN ('completed', 'cached') AND ?7 = '')`
 
 	qJobFinishedCheck = `SELECT state, lease_token, result FROM jobs WHERE id = ?`
 
