@@ -205,16 +205,20 @@ func planAfterFinish(p []*store.JobFinishParams, out []error, finished map[int64
 		if out[i] != nil || !ok {
 			continue
 		}
-		if d.keyed {
-			a.settle = append(a.settle, f.ID)
-		}
 		fin := store.OrNow(f.FinishedAt)
 		if fin.After(a.now) {
 			a.now = fin
 		}
+		// A completion stores its result in its record and settles the
+		// record in the same write (qCompleteRecords); every other finish
+		// of a keyed job settles it (qSettleRecords).
+		completes := d.keyed && d.state == idemtype.StateCompleted && !f.WasCached
+		if d.keyed && !completes {
+			a.settle = append(a.settle, f.ID)
+		}
 		switch d.state {
 		case idemtype.StateCompleted:
-			if d.keyed && !f.WasCached {
+			if completes {
 				a.addRecord(f, fin)
 			}
 		case idemtype.StateDead, idemtype.StateCancelled:

@@ -281,10 +281,15 @@ SELECT id, state, queue, run_at, keyed FROM upd`
 	// a repeated identical completion.
 	qFinishedRepeat = `SELECT id, state, lease_token, result::text FROM {schema}.jobs WHERE id = ANY($1::bigint[])`
 
-	// qCompleteRecords stores the results of completed jobs in their records.
+	// qCompleteRecords stores the results of completed jobs in their records
+	// and settles them as qSettleRecords would, in one write per record: the
+	// lease is released and a window-0 key's window closes at the finish
+	// (its expiry, the later of the two, is the result's).
 	qCompleteRecords = `UPDATE {schema}.records r SET
     status = 'completed', result = u.result, result_hash = u.hash, size_bytes = length(u.result),
     compressed = u.compressed, result_job_id = j.id, completed_at = u.finished_at,
+    dedup_until = CASE WHEN j.dedup_window_us = 0 AND r.job_id = j.id
+                       THEN u.finished_at ELSE r.dedup_until END,
     expires_at = GREATEST(r.dedup_until, u.finished_at + j.result_ttl_us * interval '1 microsecond'),
     lease_owner = NULL, lease_until = NULL, duration_ms = u.duration_ms
 FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestamptz[], $6::bigint[])

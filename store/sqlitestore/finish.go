@@ -112,18 +112,21 @@ func finishTail(t *wtx, p *store.JobFinishParams, hasDependants bool, r finished
 	if key == "" {
 		return nil
 	}
-	if p.State.Finished() {
+	completes := p.State == idemtype.StateCompleted && !p.WasCached
+	if p.State.Finished() && !completes {
 		if err := onFinal(t, tenant, key, p.ID, dedupUS, ttlUS, fin); err != nil {
 			return err
 		}
 	}
-	if p.State == idemtype.StateCompleted && !p.WasCached {
+	if completes {
+		// One write: the result, the lease release and (window 0) the
+		// window's close, which onFinal does for the other final states.
 		rec := p.RecordResult
 		if rec == nil {
 			rec = []byte{}
 		}
 		if _, err := t.exec(qKeyComplete, rec, p.ResultHash, boolInt(p.RecordCompressed), p.ID, finUS,
-			ttlUS, p.DurationMS, tenant, key, owner); err != nil {
+			ttlUS, p.DurationMS, tenant, key, owner, dedupUS); err != nil {
 			return fmt.Errorf("complete record: %w", err)
 		}
 		return nil

@@ -223,11 +223,15 @@ WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND dedup_until IS NULL`
 	qKeyFinalWindow = `UPDATE idem_keys SET expires_at = max(COALESCE(dedup_until, ?1), ?1)
 WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND expires_at IS NULL AND ?5 = ?5`
 
-	// qKeyComplete stores a job's result in its record.
+	// qKeyComplete stores a job's result in its record, releases the job's
+	// lease on it and closes a window-0 key's window at the finish (what
+	// qKeyFinal does for the other final states).
 	// ?1 result, ?2 hash, ?3 compressed, ?4 job id, ?5 finished_at,
-	// ?6 ttl us, ?7 duration ms, ?8 tenant, ?9 key, ?10 lease owner.
+	// ?6 ttl us, ?7 duration ms, ?8 tenant, ?9 key, ?10 lease owner,
+	// ?11 the job's dedup window us.
 	qKeyComplete = `UPDATE idem_keys SET
     status        = 'completed',
+    dedup_until   = CASE WHEN ?11 = 0 AND job_id = ?4 AND dedup_until IS NULL THEN ?5 ELSE dedup_until END,
     result        = ?1,
     result_hash   = ?2,
     size_bytes    = length(?1),
