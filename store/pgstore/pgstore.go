@@ -90,6 +90,8 @@ type Store struct {
 	vac         *vacuumer // nil when VacuumEvery < 0
 	// cursors rotate fair claims among tenants (see JobClaim).
 	cursors store.ClaimCursors
+	// flowHints: queues whose last claim found flow-control rows.
+	flowHints flowHints
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the
