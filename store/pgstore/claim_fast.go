@@ -24,6 +24,14 @@ import (
 // columns when none was claimed). When the guard fails it visits and
 // claims nothing, and the caller takes the general path.
 //
+// The tenant probes say (j.queue, j.tenant) > ($1, x) rather than
+// j.tenant > x: only jobs_claim_tenant_idx can take that as an index
+// condition, so the planner never walks a tenant-leading list index over
+// finished rows instead (it did, and a probe read the whole history). The
+// UPDATE finds the locked rows by primary key (= ANY(ARRAY(...))) for the
+// same reason: joined to the CTE it was planned as a hash join over a
+// sequential scan of jobs.
+//
 // It is as exact as the general path: a flow-control row committed before
 // this statement's snapshot is seen by the guard (the general path reads
 // the rows in an earlier statement, so it can only see less); claims of
@@ -33,25 +41,25 @@ const qClaimOne = `WITH RECURSIVE guard AS (
         WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
 ), fwd(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant LIMIT 1)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, $3)
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     WHERE $8::text = '' AND (SELECT ok FROM guard)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > fwd.tenant
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant LIMIT 1)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, fwd.tenant)
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     FROM fwd WHERE fwd.tenant IS NOT NULL
 ), fwdl AS (
     SELECT tenant FROM fwd WHERE tenant IS NOT NULL LIMIT $5
 ), wrap(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > ''
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant LIMIT 1)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, '')
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     WHERE $8::text = '' AND $3 <> '' AND (SELECT count(*) FROM fwdl) < $5 AND (SELECT ok FROM guard)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > wrap.tenant
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant LIMIT 1)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, wrap.tenant)
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     FROM wrap WHERE wrap.tenant IS NOT NULL AND wrap.tenant < $3
 ), ten AS (
     SELECT tenant, row_number() OVER (ORDER BY part, tenant) AS ord FROM (
@@ -92,7 +100,7 @@ const qClaimOne = `WITH RECURSIVE guard AS (
         lease_token = replace(gen_random_uuid()::text, '-', ''),
         lease_expires_at = $6,
         worker_id = $7
-    FROM cand WHERE j.id = cand.id
+    WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
     RETURNING ` + jobCols + `
 ), meta AS (
     SELECT (SELECT ok FROM guard) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited

@@ -44,12 +44,12 @@ WHERE f.tenant = u.tenant AND f.queue = u.queue`
 	// no bound), not in $5; one index probe of jobs_claim_tenant_idx each.
 	qClaimTenants = `WITH RECURSIVE t(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant LIMIT 1)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, $3)
+        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > t.tenant
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant LIMIT 1)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, t.tenant)
+        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     FROM t WHERE t.tenant IS NOT NULL AND ($4 = '' OR t.tenant < $4)
 )
 SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND tenant <> ALL($5::text[]) LIMIT $6`
@@ -111,7 +111,7 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND 
         lease_token = replace(gen_random_uuid()::text, '-', ''),
         lease_expires_at = $6,
         worker_id = $7
-    FROM cand WHERE j.id = cand.id
+    WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
     RETURNING ` + jobCols + `
 )
 SELECT * FROM upd`
@@ -391,7 +391,7 @@ func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParam
 // claimQueue claims up to limit jobs of one queue: each visited tenant's
 // fair share, then what is left among the tenants that filled theirs.
 func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int) ([]*idemtype.JobRow, error) {
-	excluded := b.Excluded(queue)
+	excluded := b.Excluded(queue, p.Tenant)
 	var kinds []string
 	if p.Kinds != nil {
 		kinds = p.Kinds
