@@ -24,6 +24,14 @@ import (
 // columns when none was claimed). When the guard fails it visits and
 // claims nothing, and the caller takes the general path.
 //
+// Solo: when the previous claim of the queue visited one tenant $9 only,
+// the statement first checks that no other tenant has claimable work (two
+// probes that start beside $9's index range and never enter it) and then
+// visits $9 without probing it: the same visit list as the rotation's, but
+// without walking $9's head of just-claimed, not yet vacuumed index
+// entries twice more (the rotation's probes did, and that was most of a
+// one-tenant claim's time).
+//
 // The tenant probes say (j.queue, j.tenant) > ($1, x) rather than
 // j.tenant > x: only jobs_claim_tenant_idx can take that as an index
 // condition, so the planner never walks a tenant-leading list index over
@@ -39,11 +47,17 @@ import (
 const qClaimOne = `WITH RECURSIVE guard AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
         WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
+), solo AS (
+    SELECT $9::text <> '' AND $8::text = ''
+        AND NOT EXISTS (SELECT 1 FROM {schema}.jobs j WHERE (j.queue, j.tenant) > ($1, $9::text) AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])))
+        AND NOT EXISTS (SELECT 1 FROM {schema}.jobs j WHERE (j.queue, j.tenant) < ($1, $9::text) AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))) AS yes
 ), fwd(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
         AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, $3)
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
-    WHERE $8::text = '' AND (SELECT ok FROM guard)
+    WHERE $8::text = '' AND (SELECT ok FROM guard) AND NOT (SELECT yes FROM solo)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
         AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, fwd.tenant)
@@ -56,6 +70,7 @@ const qClaimOne = `WITH RECURSIVE guard AS (
         AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, '')
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     WHERE $8::text = '' AND $3 <> '' AND (SELECT count(*) FROM fwdl) < $5 AND (SELECT ok FROM guard)
+        AND NOT (SELECT yes FROM solo)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
         AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, wrap.tenant)
@@ -69,6 +84,8 @@ const qClaimOne = `WITH RECURSIVE guard AS (
             LIMIT greatest(0, $5 - (SELECT count(*) FROM fwdl)))
         UNION ALL
         SELECT 0, $8 WHERE $8::text <> ''
+        UNION ALL
+        SELECT 0, $9 WHERE (SELECT yes FROM solo)
     ) x
     WHERE (SELECT ok FROM guard)
 ), want AS (
@@ -159,7 +176,8 @@ func (s *Store) claimOne(ctx context.Context, q querier, p *store.JobClaimParams
 		kinds = p.Kinds
 	}
 	cursor := s.cursors.Get(queue)
-	rows, err := q.Query(ctx, s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant)
+	solo := s.solo.Get(queue)
+	rows, err := q.Query(ctx, s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo)
 	if err != nil {
 		return nil, false, err
 	}
@@ -184,8 +202,15 @@ func (s *Store) claimOne(ctx context.Context, q querier, p *store.JobClaimParams
 	if !ok {
 		return nil, false, nil
 	}
-	if p.Tenant == "" && len(visited) > 0 {
-		s.cursors.Set(queue, visited[len(visited)-1])
+	if p.Tenant == "" {
+		if len(visited) > 0 {
+			s.cursors.Set(queue, visited[len(visited)-1])
+		}
+		if len(visited) == 1 {
+			s.solo.Set(queue, visited[0])
+		} else {
+			s.solo.Set(queue, "")
+		}
 	}
 	// The first round's wants, as qClaimOne computed them; the tenants
 	// that got all of theirs share what is left.

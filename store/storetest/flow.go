@@ -18,6 +18,7 @@ func flowCases() []testCase {
 		{"Fairness/rounds_rotate_through_many_tenants", testFairRotation},
 		{"Fairness/priority_order_within_a_tenant", testFairPriorityWithinTenant},
 		{"Fairness/weights_share_claims", testFairWeights},
+		{"Fairness/new_tenants_join_the_next_claim", testFairNewTenants},
 		{"Limits/put_list_delete", testLimitCRUD},
 		{"Limits/invalid_scope_and_values", testLimitInvalid},
 		{"Limits/rate_holds_per_window_and_reports_refill", testLimitRateWindow},
@@ -493,5 +494,22 @@ func testLimitNextClaim(t *testing.T, s store.Store) {
 	}
 	if total != 14 {
 		t.Fatalf("%d of 14 jobs claimed once the limit was deleted and the queue resumed", total)
+	}
+}
+
+// Claims that found one tenant only are followed by enqueues of tenants
+// before and after it in name order: the next claim visits them at once.
+func testFairNewTenants(t *testing.T, s store.Store) {
+	insertTenant(t, s, "m", 100)
+	for range 2 {
+		if got := byTenant(claim(t, s, at(time.Second), 10)); got["m"] != 10 {
+			t.Fatalf("claim of the only tenant: %v", got)
+		}
+	}
+	insertTenant(t, s, "a", 5)
+	insertTenant(t, s, "z", 5)
+	got := byTenant(claim(t, s, at(time.Second), 10))
+	if got["a"] == 0 || got["z"] == 0 || got["a"]+got["m"]+got["z"] != 10 {
+		t.Fatalf("claim after tenants a and z enqueued beside m: %v, want all three", got)
 	}
 }
