@@ -32,13 +32,15 @@ import (
 // entries twice more (the rotation's probes did, and that was most of a
 // one-tenant claim's time).
 //
-// The tenant probes say (j.queue, j.tenant) > ($1, x) rather than
-// j.tenant > x: only jobs_claim_tenant_idx can take that as an index
-// condition, so the planner never walks a tenant-leading list index over
-// finished rows instead (it did, and a probe read the whole history). The
-// UPDATE finds the locked rows by primary key (= ANY(ARRAY(...))) for the
-// same reason: joined to the CTE it was planned as a hash join over a
-// sequential scan of jobs.
+// The tenant probes order by the whole key of jobs_claim_tenant_idx
+// (tenant, priority DESC, run_at, id), not by tenant alone: a tenant-leading
+// list index gives tenant order too, and the planner sometimes walked one
+// over every finished job (the probe read the whole history); it cannot
+// give this order without a sort. (A row comparison (queue, tenant) >
+// ($1, x) forces the index as well but makes the scan start at the
+// queue's first entry.) The UPDATE finds the locked rows by primary key
+// (= ANY(ARRAY(...))): joined to the CTE it was planned as a hash join
+// over a sequential scan of jobs.
 //
 // It is as exact as the general path: a flow-control row committed before
 // this statement's snapshot is seen by the guard (the general path reads
@@ -49,31 +51,33 @@ const qClaimOne = `WITH RECURSIVE guard AS (
         WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
 ), solo AS (
     SELECT $9::text <> '' AND $8::text = ''
-        AND NOT EXISTS (SELECT 1 FROM {schema}.jobs j WHERE (j.queue, j.tenant) > ($1, $9::text) AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
-            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])))
-        AND NOT EXISTS (SELECT 1 FROM {schema}.jobs j WHERE (j.queue, j.tenant) < ($1, $9::text) AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
-            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))) AS yes
+        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant > $9::text AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
+            ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant < $9::text AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
+            ORDER BY j.tenant DESC, j.priority, j.run_at DESC, j.id DESC LIMIT 1) IS NULL AS yes
 ), fwd(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, $3)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     WHERE $8::text = '' AND (SELECT ok FROM guard) AND NOT (SELECT yes FROM solo)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, fwd.tenant)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > fwd.tenant
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     FROM fwd WHERE fwd.tenant IS NOT NULL
 ), fwdl AS (
     SELECT tenant FROM fwd WHERE tenant IS NOT NULL LIMIT $5
 ), wrap(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, '')
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > ''
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     WHERE $8::text = '' AND $3 <> '' AND (SELECT count(*) FROM fwdl) < $5 AND (SELECT ok FROM guard)
         AND NOT (SELECT yes FROM solo)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, wrap.tenant)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > wrap.tenant
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     FROM wrap WHERE wrap.tenant IS NOT NULL AND wrap.tenant < $3
 ), ten AS (

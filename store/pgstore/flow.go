@@ -44,11 +44,11 @@ WHERE f.tenant = u.tenant AND f.queue = u.queue`
 	// no bound), not in $5; one index probe of jobs_claim_tenant_idx each.
 	qClaimTenants = `WITH RECURSIVE t(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, $3)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
         AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND (j.queue, j.tenant) > ($1, t.tenant)
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > t.tenant
         AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     FROM t WHERE t.tenant IS NOT NULL AND ($4 = '' OR t.tenant < $4)
 )
