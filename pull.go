@@ -28,6 +28,22 @@ type ClaimParams struct {
 	Lease    time.Duration
 	// Wait long-polls up to this long (max MaxClaimWait) for a job.
 	Wait time.Duration
+	// Throttle, when not nil, is filled by Claim: whether a limit held
+	// claimable work back in the last claim and when its budget returns.
+	Throttle *ClaimThrottle
+}
+
+// ClaimThrottle tells a pull worker that a limit held work back (see
+// ClaimParams.Throttle), so that it can wait exactly until the budget
+// returns instead of polling.
+type ClaimThrottle struct {
+	// Throttled is true when a rate or concurrency limit (of the tenant,
+	// the queue or both) left claimable work behind.
+	Throttled bool
+	// NextAvailableAt is when the earliest spent rate window that held
+	// work back refills; zero when only concurrency limits did (budget
+	// returns when a running job ends) or nothing was throttled.
+	NextAvailableAt time.Time
 }
 
 // Claim hands jobs to a remote worker, each with a lease token that the
@@ -43,13 +59,22 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
 	defer poll.Stop()
 	for {
 		signal := c.notifier.InsertedC()
-		jobs, err := c.claimOnce(ctx, &p)
+		var report store.ClaimReport
+		jobs, err := c.claimOnce(ctx, &p, &report)
+		if p.Throttle != nil {
+			*p.Throttle = ClaimThrottle{Throttled: report.Throttled, NextAvailableAt: report.NextRefill}
+		}
 		if err != nil || len(jobs) > 0 {
 			return jobs, err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return []*JobRow{}, nil
+		}
+		if report.Throttled && !report.NextRefill.IsZero() {
+			// A spent rate window: nothing comes before it refills
+			// (unless a limit is changed, which the poll notices).
+			left = min(left, max(0, report.NextRefill.Sub(c.now())))
 		}
 		timer := time.NewTimer(left)
 		select {
@@ -96,10 +121,10 @@ func validateClaim(p *ClaimParams, defLease time.Duration) error {
 }
 
 // claimOnce claims and settles keyed jobs that need no worker.
-func (c *Client) claimOnce(ctx context.Context, p *ClaimParams) ([]*JobRow, error) {
+func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, report *store.ClaimReport) ([]*JobRow, error) {
 	now := c.now()
 	jobs, err := c.store.JobClaim(ctx, &store.JobClaimParams{Tenant: c.tenant(p.Tenant), Queues: p.Queues,
-		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now})
+		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now, Report: report})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", store.Classify(c.store, err))
 	}

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(schedChildEnv) != "" {
 		os.Exit(schedChild())
 	}
+	if os.Getenv(rateChildEnv) != "" {
+		os.Exit(rateChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -276,18 +276,82 @@ type ClaimRequest struct {
 
 // Claim takes jobs with a lease; an empty slice when none came within Wait.
 func (cl *Client) Claim(ctx context.Context, req *ClaimRequest) ([]*Job, error) {
+	res, err := cl.ClaimDetail(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
+}
+
+// ClaimResult is the full answer of a claim.
+type ClaimResult struct {
+	Jobs []*Job // never nil
+	// Throttled: a rate or concurrency limit held work back and nothing
+	// was claimed.
+	Throttled bool
+	// NextAvailableAt is when the spent rate limit refills (zero when
+	// unknown, as for a concurrency limit); RetryAfter is the same as a
+	// duration from the server's answer.
+	NextAvailableAt time.Time
+	RetryAfter      time.Duration
+}
+
+// ClaimDetail is Claim that also reports throttling.
+func (cl *Client) ClaimDetail(ctx context.Context, req *ClaimRequest) (*ClaimResult, error) {
 	body := &wire.ClaimRequest{Queues: req.Queues, Kinds: req.Kinds, WorkerID: req.WorkerID,
 		Limit: max(req.Limit, 0), Lease: positiveDuration(req.Lease), Wait: positiveDuration(req.Wait)}
-	var out wire.JobPage
+	var out wire.ClaimReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/claim", body: body, out: &out})
 	if err != nil {
 		return nil, err
 	}
-	if out.Jobs == nil {
-		out.Jobs = []*Job{}
+	res := &ClaimResult{Jobs: out.Jobs, Throttled: out.Throttled}
+	if res.Jobs == nil {
+		res.Jobs = []*Job{}
 	}
-	return out.Jobs, nil
+	if out.NextAvailableAt != nil {
+		res.NextAvailableAt = *out.NextAvailableAt
+	}
+	if out.RetryAfter != "" {
+		if d, err := time.ParseDuration(out.RetryAfter); err == nil && d > 0 {
+			res.RetryAfter = d
+		}
+	}
+	return res, nil
 }
+
+// ClaimWait claims until jobs come or ctx ends, long-polling with
+// req.Wait (30s when 0). When the server answers that a rate limit is
+// spent, the next claim long-polls exactly until the budget returns (its
+// retry_after; up to the server's 60s cap), so the worker neither polls in
+// a loop nor misses work that other tenants enqueue meanwhile.
+func (cl *Client) ClaimWait(ctx context.Context, req *ClaimRequest) ([]*Job, error) {
+	r := *req
+	base := r.Wait
+	if base <= 0 {
+		base = 30 * time.Second
+	}
+	r.Wait = base
+	for {
+		res, err := cl.ClaimDetail(ctx, &r)
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Jobs) > 0 {
+			return res.Jobs, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.Wait = base
+		if res.RetryAfter > 0 {
+			r.Wait = min(res.RetryAfter+10*time.Millisecond, maxClaimWait)
+		}
+	}
+}
+
+// maxClaimWait is the server's cap on a claim's wait.
+const maxClaimWait = 60 * time.Second
 
 // Heartbeat extends a lease (lease 0 = the server's default) and returns
 // its new expiry; ErrLeaseLost when it is gone.

@@ -36,6 +36,7 @@ func runAPISuite(t *testing.T, open opener) {
 		"concurrent enqueue":  testConcurrentEnqueue,
 		"limits":              testLimits,
 		"pause":               testPause,
+		"claim refill":        testClaimRefill,
 		"schedules":           testSchedules,
 		"job timeout":         testJobTimeout,
 	}

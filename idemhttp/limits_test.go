@@ -1,7 +1,15 @@
 package idemhttp_test
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemclient"
 )
 
 // testLimits: admin keys set, read and delete limits; tenant keys see only
@@ -117,4 +125,85 @@ func testPause(t *testing.T, open opener) {
 		t.Fatalf("tenant a claimed %d jobs after resume, want 1", n)
 	}
 	expect(t, e.req("POST", "/v1/queues/mail/pause", e.admin, map[string]any{"tenant": "bad name"}), 400, "/problems/invalid-request")
+}
+
+// countingTransport counts the requests an idemclient sends.
+type countingTransport struct{ n atomic.Int64 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// testClaimRefill: a pull claim that gets nothing because a rate limit is
+// spent says when the budget returns (body and Retry-After), and
+// idemclient.ClaimWait waits that long instead of polling.
+func testClaimRefill(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	expect(t, e.req("PUT", "/v1/limits/tenant/a", e.admin, map[string]any{"rate": "2/1h"}), 200, "")
+	for range 3 {
+		e.enqueue(e.keyA, map[string]any{"kind": "k"})
+	}
+	claim := map[string]any{"queues": []string{"default"}, "worker_id": "w", "limit": 10}
+	r := e.req("POST", "/v1/claim", e.keyA, claim)
+	expect(t, r, 200, "")
+	if m := r.json(t); len(m["jobs"].([]any)) != 2 || m["throttled"] != nil || r.header.Get("Retry-After") != "" {
+		t.Fatalf("first claim under a 2/1h rate: %s %v", r.body, r.header)
+	}
+	before := time.Now()
+	r = e.req("POST", "/v1/claim", e.keyA, claim)
+	expect(t, r, 200, "")
+	m := r.json(t)
+	if len(m["jobs"].([]any)) != 0 || m["throttled"] != true {
+		t.Fatalf("claim of a spent rate: %s", r.body)
+	}
+	at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(m["next_available_at"]))
+	if err != nil {
+		t.Fatalf("next_available_at: %v in %s", err, r.body)
+	}
+	// The window of a 1h rate ends at the next whole hour since the epoch.
+	if want := before.Truncate(time.Hour).Add(time.Hour); !at.Equal(want) && !at.Equal(want.Add(time.Hour)) {
+		t.Errorf("next_available_at = %s, want the end of the current hour %s", at, want)
+	}
+	after, err := time.ParseDuration(fmt.Sprint(m["retry_after"]))
+	if err != nil || after <= 0 || after > time.Hour {
+		t.Errorf("retry_after = %v (%v), want within the hour", m["retry_after"], err)
+	}
+	secs, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || secs < 1 || secs > 3600 || time.Duration(secs)*time.Second < after {
+		t.Errorf("Retry-After = %q, want whole seconds covering retry_after %s", r.header.Get("Retry-After"), after)
+	}
+	// A tenant without a limit is not throttled.
+	r = e.req("POST", "/v1/claim", e.keyB, claim)
+	expect(t, r, 200, "")
+	if r.json(t)["throttled"] != nil {
+		t.Errorf("claim of an unlimited tenant says throttled: %s", r.body)
+	}
+
+	// idemclient: a short window; the claim after a spent one waits for
+	// the refill the server names, so it takes a few requests, not a poll
+	// loop.
+	expect(t, e.req("PUT", "/v1/limits/tenant/b", e.admin, map[string]any{"rate": "1/2s"}), 200, "")
+	for range 2 {
+		e.enqueue(e.keyB, map[string]any{"kind": "k"})
+	}
+	tr := &countingTransport{}
+	cl, err := idemclient.New(e.srv.URL, &idemclient.Config{APIKey: e.keyB, HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req := &idemclient.ClaimRequest{Queues: []string{"default"}, WorkerID: "w", Wait: time.Millisecond}
+	for i := range 2 {
+		jobs, err := cl.ClaimWait(ctx, req)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("ClaimWait %d: %d jobs, %v", i, len(jobs), err)
+		}
+	}
+	// First claim, then at most: one throttled answer, one claim after the
+	// refill (and one more if the refill raced the window's edge).
+	if n := tr.n.Load(); n > 4 {
+		t.Errorf("ClaimWait sent %d requests for 2 jobs under 1/2s: it polled instead of waiting for retry_after", n)
+	}
 }

@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/idem-dev/idem"
@@ -28,7 +29,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := idem.ClaimParams{Tenant: tenantOf(r), Queues: req.Queues, Kinds: req.Kinds, WorkerID: req.WorkerID, Limit: req.Limit}
+	var throttle idem.ClaimThrottle
+	p := idem.ClaimParams{Tenant: tenantOf(r), Queues: req.Queues, Kinds: req.Kinds, WorkerID: req.WorkerID, Limit: req.Limit,
+		Throttle: &throttle}
 	if req.Limit < 0 {
 		return invalid("limit", "must be between 1 and 100")
 	}
@@ -57,7 +60,17 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.JobPage{Jobs: renderJobs(jobs, true)})
+	reply := wire.ClaimReply{Jobs: renderJobs(jobs, true)}
+	if len(jobs) == 0 && throttle.Throttled {
+		reply.Throttled = true
+		if at := throttle.NextAvailableAt; !at.IsZero() {
+			after := max(0, time.Until(at))
+			reply.NextAvailableAt = &at
+			reply.RetryAfter = after.Round(time.Millisecond).String()
+			w.Header().Set("Retry-After", strconv.FormatInt(int64((after+time.Second-1)/time.Second), 10))
+		}
+	}
+	writeJSON(w, http.StatusOK, reply)
 	return nil
 }
 

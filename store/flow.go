@@ -222,16 +222,18 @@ func (b *ClaimBudget) QueueOpen(queue string) bool {
 }
 
 // Excluded returns the tenants whose work in queue cannot be claimed now
-// (paused, or a limit of theirs spent), sorted.
-func (b *ClaimBudget) Excluded(queue string) []string {
+// (paused, or a limit of theirs spent), sorted. A claim of one tenant
+// passes it as only, so that other tenants' spent limits neither exclude
+// nor count as throttling it ("" = every tenant).
+func (b *ClaimBudget) Excluded(queue, only string) []string {
 	var out []string
 	for _, p := range b.paused {
-		if p.Tenant != "" && p.Queue == queue {
+		if p.Tenant != "" && p.Queue == queue && (only == "" || p.Tenant == only) {
 			out = append(out, p.Tenant)
 		}
 	}
 	for i, l := range b.limits {
-		if l.Tenant != "" && (l.Queue == "" || l.Queue == queue) && b.left[i] == 0 {
+		if l.Tenant != "" && (l.Queue == "" || l.Queue == queue) && b.left[i] == 0 && (only == "" || l.Tenant == only) {
 			b.hit[i] = true
 			out = append(out, l.Tenant)
 		}

@@ -179,6 +179,17 @@ type ClaimRequest struct {
 	Wait     *string  `json:"wait,omitempty"`
 }
 
+// ClaimReply is the answer of POST /v1/claim. When a limit held work back
+// and nothing was claimed, Throttled is true and, for a spent rate limit,
+// NextAvailableAt and RetryAfter say when its budget returns (the response
+// then also has a Retry-After header in whole seconds).
+type ClaimReply struct {
+	Jobs            []*Job     `json:"jobs"`
+	Throttled       bool       `json:"throttled,omitempty"`
+	NextAvailableAt *time.Time `json:"next_available_at,omitempty"`
+	RetryAfter      string     `json:"retry_after,omitempty"`
+}
+
 // HeartbeatRequest is the body of POST /v1/jobs/{id}/heartbeat.
 type HeartbeatRequest struct {
 	LeaseToken string  `json:"lease_token"`

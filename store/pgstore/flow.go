@@ -45,11 +45,11 @@ WHERE f.tenant = u.tenant AND f.queue = u.queue`
 	qClaimTenants = `WITH RECURSIVE t(tenant) AS (
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
         AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant LIMIT 1)
+        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     UNION ALL
     SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
         AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > t.tenant
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant LIMIT 1)
+        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
     FROM t WHERE t.tenant IS NOT NULL AND ($4 = '' OR t.tenant < $4)
 )
 SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND tenant <> ALL($5::text[]) LIMIT $6`
@@ -111,7 +111,7 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND 
         lease_token = replace(gen_random_uuid()::text, '-', ''),
         lease_expires_at = $6,
         worker_id = $7
-    FROM cand WHERE j.id = cand.id
+    WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
     RETURNING ` + jobCols + `
 )
 SELECT * FROM upd`
@@ -305,11 +305,29 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		return nil, err
 	}
 	now := store.OrNow(p.Now)
+	// One queue whose last claim found no flow-control rows: try the one
+	// round-trip claim, which checks that there still are none.
+	if len(p.Queues) == 1 && !s.flowHints.get(p.Queues[0]) {
+		out, ok, err := s.claimOne(ctx, db, p, now)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if p.Report != nil {
+				*p.Report = store.ClaimReport{}
+			}
+			return out, nil
+		}
+		s.flowHints.set(p.Queues[0], true)
+	}
 	rows, err := s.loadFlow(ctx, db, qFlowLoad, p.Queues)
 	if err != nil {
 		return nil, err
 	}
 	limits, weights, paused := splitFlow(rows)
+	if len(p.Queues) == 1 {
+		s.flowHints.set(p.Queues[0], len(limits)+len(weights)+len(paused) > 0)
+	}
 	if len(limits) == 0 {
 		b := store.NewClaimBudget(now, nil, paused)
 		b.SetWeights(weights)
@@ -373,7 +391,7 @@ func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParam
 // claimQueue claims up to limit jobs of one queue: each visited tenant's
 // fair share, then what is left among the tenants that filled theirs.
 func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int) ([]*idemtype.JobRow, error) {
-	excluded := b.Excluded(queue)
+	excluded := b.Excluded(queue, p.Tenant)
 	var kinds []string
 	if p.Kinds != nil {
 		kinds = p.Kinds
@@ -398,6 +416,17 @@ func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimPara
 		if len(tenants) > 0 {
 			s.cursors.Set(queue, tenants[len(tenants)-1])
 		}
+	}
+	return s.claimRounds(ctx, q, p, b, queue, now, limit, tenants)
+}
+
+// claimRounds claims up to limit jobs of queue among tenants: each
+// tenant's fair share within budget b, then what is left among the tenants
+// that filled theirs, until the claim is full or no tenant filled its share.
+func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int, tenants []string) ([]*idemtype.JobRow, error) {
+	var kinds []string
+	if p.Kinds != nil {
+		kinds = p.Kinds
 	}
 	var out []*idemtype.JobRow
 	for len(tenants) > 0 && len(out) < limit {

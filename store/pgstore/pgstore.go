@@ -90,6 +90,11 @@ type Store struct {
 	vac         *vacuumer // nil when VacuumEvery < 0
 	// cursors rotate fair claims among tenants (see JobClaim).
 	cursors store.ClaimCursors
+	// flowHints: queues whose last claim found flow-control rows.
+	flowHints flowHints
+	// solo: per queue, the one tenant the last fast claim visited ("" =
+	// none or several); see qClaimOne.
+	solo store.ClaimCursors
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the

@@ -291,7 +291,7 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 
 // claimQueue claims up to limit jobs of one queue, tenant by tenant.
 func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now int64, limit int) ([]*idemtype.JobRow, error) {
-	excluded := b.Excluded(queue)
+	excluded := b.Excluded(queue, p.Tenant)
 	var tenants []string
 	if p.Tenant != "" {
 		if !contains(excluded, p.Tenant) {

@@ -18,6 +18,7 @@ func flowCases() []testCase {
 		{"Fairness/rounds_rotate_through_many_tenants", testFairRotation},
 		{"Fairness/priority_order_within_a_tenant", testFairPriorityWithinTenant},
 		{"Fairness/weights_share_claims", testFairWeights},
+		{"Fairness/new_tenants_join_the_next_claim", testFairNewTenants},
 		{"Limits/put_list_delete", testLimitCRUD},
 		{"Limits/invalid_scope_and_values", testLimitInvalid},
 		{"Limits/rate_holds_per_window_and_reports_refill", testLimitRateWindow},
@@ -25,6 +26,7 @@ func flowCases() []testCase {
 		{"Limits/concurrency_never_exceeded_by_racing_claimers", testLimitConcurrencyRace},
 		{"Limits/throttled_tenant_does_not_block_others", testLimitTenantIsolation},
 		{"Limits/queue_limit_caps_all_tenants", testLimitQueueWide},
+		{"Limits/take_effect_from_the_next_claim", testLimitNextClaim},
 		{"Pause/queue_and_tenant_in_queue", testPause},
 		{"Pause/toggling_under_load_loses_nothing", testPauseRace},
 	}
@@ -445,5 +447,69 @@ func testPauseRace(t *testing.T, s store.Store) {
 		if n != 1 {
 			t.Errorf("job %d ran %d times", id, n)
 		}
+	}
+}
+
+// Flow control changes between claims of the same store take effect on
+// the very next claim, in both directions: a store may remember that a
+// queue had no flow-control rows (PostgreSQL's one round-trip claim) but
+// must never act on it.
+func testLimitNextClaim(t *testing.T, s store.Store) {
+	insertTenant(t, s, "a", 12)
+	insertTenant(t, s, "b", 2)
+	now := at(time.Second)
+	total := 0
+	got := byTenant(claim(t, s, now, 2))
+	if total = got["a"] + got["b"]; total != 2 {
+		t.Fatalf("claim without limits: %v, want 2 jobs", got)
+	}
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Rate: 3, Period: time.Hour})
+	got = byTenant(claim(t, s, now, 20))
+	if got["a"] != 3 {
+		t.Fatalf("claim right after a rate of 3 on tenant a: %v, want 3 of a", got)
+	}
+	total += got["a"] + got["b"]
+	if n := len(claim(t, s, now, 20)); n != 0 {
+		t.Fatalf("claim of a spent rate (b's work all taken): %d jobs, want 0", n)
+	}
+	if err := s.LimitDelete(t.Context(), &store.LimitDeleteParams{Scope: store.FlowScope{Tenant: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.QueuePause(t.Context(), &store.QueuePauseParams{Scope: store.FlowScope{Queue: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(claim(t, s, now, 20)); n != 0 {
+		t.Fatalf("claim right after a pause: %d jobs, want 0", n)
+	}
+	if err := s.QueueResume(t.Context(), &store.QueuePauseParams{Scope: store.FlowScope{Queue: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	total += len(claim(t, s, now, 20))
+	if err := s.QueuePause(t.Context(), &store.QueuePauseParams{Scope: store.FlowScope{Queue: "default", Tenant: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	insertTenant(t, s, "a", 1)
+	if n := len(claim(t, s, now, 20)); n != 0 {
+		t.Fatalf("claim right after pausing tenant a in the queue: %d jobs, want 0", n)
+	}
+	if total != 14 {
+		t.Fatalf("%d of 14 jobs claimed once the limit was deleted and the queue resumed", total)
+	}
+}
+
+// Claims that found one tenant only are followed by enqueues of tenants
+// before and after it in name order: the next claim visits them at once.
+func testFairNewTenants(t *testing.T, s store.Store) {
+	insertTenant(t, s, "m", 100)
+	for range 2 {
+		if got := byTenant(claim(t, s, at(time.Second), 10)); got["m"] != 10 {
+			t.Fatalf("claim of the only tenant: %v", got)
+		}
+	}
+	insertTenant(t, s, "a", 5)
+	insertTenant(t, s, "z", 5)
+	got := byTenant(claim(t, s, at(time.Second), 10))
+	if got["a"] == 0 || got["z"] == 0 || got["a"]+got["m"]+got["z"] != 10 {
+		t.Fatalf("claim after tenants a and z enqueued beside m: %v, want all three", got)
 	}
 }

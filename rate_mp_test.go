@@ -1,0 +1,253 @@
+package idem_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/pgstore"
+	"github.com/idem-dev/idem/store/sqlitestore"
+)
+
+// rateChildEnv makes the test binary a worker process of
+// TestRateLimitThreeProcesses (see TestMain). Its store comes from
+// IDEM_RATE_DB (a SQLite path) or IDEM_MP_URL and IDEM_MP_SCHEMA. It reads
+// one time per line on stdin and sets its clock to it; after the first it
+// starts a client (10 workers, the acme limit of 5 per minute) and answers
+// "ready"; each job it runs is a line "ran <id>". It stops at EOF.
+const rateChildEnv = "IDEM_RATE_CHILD"
+
+// rateLimit is the limit every process of the test configures.
+var rateLimit = idem.Limit{FlowScope: idem.FlowScope{Tenant: "acme"}, Rate: 5, Period: time.Minute}
+
+func rateChild() int {
+	ctx := context.Background()
+	var st store.Store
+	if path := os.Getenv("IDEM_RATE_DB"); path != "" {
+		s, err := sqlitestore.Open(ctx, path, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "store:", err)
+			return 2
+		}
+		defer s.Close()
+		st = s
+	} else {
+		pool, err := pgxpool.New(ctx, os.Getenv("IDEM_MP_URL"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pool:", err)
+			return 2
+		}
+		defer pool.Close()
+		s, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: os.Getenv("IDEM_MP_SCHEMA"), SkipMigrate: true})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "store:", err)
+			return 2
+		}
+		defer s.Close()
+		st = s
+	}
+	var outMu sync.Mutex
+	say := func(format string, a ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Printf(format+"\n", a...)
+	}
+	clock := &fakeClock{}
+	in := bufio.NewScanner(os.Stdin)
+	var client *idem.Client
+	for in.Scan() {
+		now, err := time.Parse(time.RFC3339Nano, in.Text())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "time:", err)
+			return 2
+		}
+		clock.mu.Lock()
+		clock.now = now
+		clock.mu.Unlock()
+		if client != nil {
+			continue
+		}
+		workers := idem.NewWorkers()
+		idem.AddWorker(workers, idem.WorkFunc[SendArgs](func(ctx context.Context, j *idem.Job[SendArgs]) (any, error) {
+			say("ran %d", j.ID)
+			return nil, nil
+		}))
+		client, err = idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(10), Now: clock.Now,
+			PollInterval: 5 * time.Millisecond, DisableMaintenance: true, Logger: quietLogger(),
+			WorkerID: "proc" + os.Getenv(rateChildEnv), Limits: []idem.Limit{rateLimit}})
+		if err == nil {
+			err = client.Start(ctx)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "client:", err)
+			return 2
+		}
+		say("ready")
+	}
+	if client != nil {
+		stop, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stop)
+	}
+	return 0
+}
+
+// rateProc is one worker process of TestRateLimitThreeProcesses.
+type rateProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+}
+
+// startRateProc starts process n; its output lines go to lines.
+func startRateProc(t *testing.T, env []string, n int, lines chan<- string) *rateProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), fmt.Sprintf("%s=%d", rateChildEnv, n)), env...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	p := &rateProc{cmd: cmd, in: in}
+	t.Cleanup(func() {
+		p.in.Close()
+		_ = p.cmd.Wait()
+	})
+	return p
+}
+
+func (p *rateProc) setTime(t *testing.T, now time.Time) {
+	t.Helper()
+	if _, err := fmt.Fprintln(p.in, now.Format(time.RFC3339Nano)); err != nil {
+		t.Fatalf("set the clock of a worker process: %v", err)
+	}
+}
+
+// TestRateLimitThreeProcesses: three worker processes (the test binary run
+// again) share one store (a SQLite file; a PostgreSQL schema) and a rate of
+// 5 per minute on a tenant, each with its own client and 10 workers. The
+// test moves every process's clock a window on each time it has seen 5
+// runs. Each window starts at most 5 jobs (by StartedAt, the claim's
+// time), and every job runs exactly once.
+func TestRateLimitThreeProcesses(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			const total, procs = 20, 3
+			ctx := context.Background()
+			var (
+				st  store.Store
+				env []string
+			)
+			switch backend {
+			case "sqlite":
+				path := filepath.Join(t.TempDir(), "idem.db")
+				s, err := sqlitestore.Open(ctx, path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				st, env = s, []string{"IDEM_RATE_DB=" + path}
+			case "postgres":
+				url, schema := dbtest.NewSchema(t)
+				pool, err := pgxpool.New(ctx, url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(pool.Close)
+				s, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				st, env = s, []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
+			}
+			c, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2031, 1, 1, 0, 0, 1, 0, time.UTC)
+			lines := make(chan string, 4*total)
+			var ps []*rateProc
+			for i := range procs {
+				p := startRateProc(t, env, i, lines)
+				p.setTime(t, now)
+				ps = append(ps, p)
+			}
+			deadline := time.After(waitTimeout)
+			for ready := 0; ready < procs; {
+				select {
+				case l := <-lines:
+					if l != "ready" {
+						t.Fatalf("worker process said %q before ready", l)
+					}
+					ready++
+				case <-deadline:
+					t.Fatalf("%d of %d worker processes ready", ready, procs)
+				}
+			}
+			ids := enqueueTenant(t, c, "acme", total)
+			seen := map[int64]int{}
+			for len(seen) < total {
+				select {
+				case l := <-lines:
+					id, err := strconv.ParseInt(strings.TrimPrefix(l, "ran "), 10, 64)
+					if err != nil {
+						t.Fatalf("worker process said %q", l)
+					}
+					seen[id]++
+					if len(seen)%rateLimit.Rate == 0 {
+						now = now.Add(time.Minute)
+						for _, p := range ps {
+							p.setTime(t, now)
+						}
+					}
+				case <-deadline:
+					t.Fatalf("%d of %d jobs ran", len(seen), total)
+				}
+			}
+			rows := waitAll(t, c, ids, waitTimeout)
+			perWindow := map[time.Time]int{}
+			for _, r := range rows {
+				perWindow[r.StartedAt.Truncate(time.Minute)]++
+			}
+			for w, n := range perWindow {
+				if n > rateLimit.Rate {
+					t.Errorf("window %v started %d jobs, rate %d", w, n, rateLimit.Rate)
+				}
+			}
+			for id, n := range seen {
+				if n != 1 {
+					t.Errorf("job %d ran %d times", id, n)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,244 @@
+package pgstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// The fast claim: one round trip for the common case of a queue that no
+// flow-control row touches (no limit, weight or pause of the queue, of a
+// tenant or of a tenant in the queue).
+//
+// qClaimOne checks that case in the statement's own snapshot (guard) and,
+// when it holds, lists the tenants with claimable work in rotation from
+// the cursor $3 (the skip scan of qClaimTenants, wrapping around; or only
+// tenant $8 when set) and claims each visited tenant's first-round share
+// ceil($5 / tenants), in visit order and never more than $5 in all, which
+// is exactly the first round of claimQueue without flow rows. It returns
+// the guard, the visited tenants and the claimed jobs (one row of NULL job
+// columns when none was claimed). When the guard fails it visits and
+// claims nothing, and the caller takes the general path.
+//
+// Solo: when the previous claim of the queue visited one tenant $9 only,
+// the statement first checks that no other tenant has claimable work (two
+// probes that start beside $9's index range and never enter it) and then
+// visits $9 without probing it: the same visit list as the rotation's, but
+// without walking $9's head of just-claimed, not yet vacuumed index
+// entries twice more (the rotation's probes did, and that was most of a
+// one-tenant claim's time).
+//
+// The tenant probes order by the whole key of jobs_claim_tenant_idx
+// (tenant, priority DESC, run_at, id), not by tenant alone: a tenant-leading
+// list index gives tenant order too, and the planner sometimes walked one
+// over every finished job (the probe read the whole history); it cannot
+// give this order without a sort. (A row comparison (queue, tenant) >
+// ($1, x) forces the index as well but makes the scan start at the
+// queue's first entry.) The UPDATE finds the locked rows by primary key
+// (= ANY(ARRAY(...))): joined to the CTE it was planned as a hash join
+// over a sequential scan of jobs.
+//
+// It is as exact as the general path: a flow-control row committed before
+// this statement's snapshot is seen by the guard (the general path reads
+// the rows in an earlier statement, so it can only see less); claims of
+// limited queues lock their rows and count running jobs as before.
+const qClaimOne = `WITH RECURSIVE guard AS (
+    SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
+        WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
+), solo AS (
+    SELECT $9::text <> '' AND $8::text = ''
+        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant > $9::text AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
+            ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant < $9::text AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+            AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
+            ORDER BY j.tenant DESC, j.priority, j.run_at DESC, j.id DESC LIMIT 1) IS NULL AS yes
+), fwd(tenant) AS (
+    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    WHERE $8::text = '' AND (SELECT ok FROM guard) AND NOT (SELECT yes FROM solo)
+    UNION ALL
+    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > fwd.tenant
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    FROM fwd WHERE fwd.tenant IS NOT NULL
+), fwdl AS (
+    SELECT tenant FROM fwd WHERE tenant IS NOT NULL LIMIT $5
+), wrap(tenant) AS (
+    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > ''
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    WHERE $8::text = '' AND $3 <> '' AND (SELECT count(*) FROM fwdl) < $5 AND (SELECT ok FROM guard)
+        AND NOT (SELECT yes FROM solo)
+    UNION ALL
+    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > wrap.tenant
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    FROM wrap WHERE wrap.tenant IS NOT NULL AND wrap.tenant < $3
+), ten AS (
+    SELECT tenant, row_number() OVER (ORDER BY part, tenant) AS ord FROM (
+        SELECT 0 AS part, tenant FROM fwdl
+        UNION ALL
+        (SELECT 1, tenant FROM wrap WHERE tenant IS NOT NULL AND tenant <= $3
+            LIMIT greatest(0, $5 - (SELECT count(*) FROM fwdl)))
+        UNION ALL
+        SELECT 0, $8 WHERE $8::text <> ''
+        UNION ALL
+        SELECT 0, $9 WHERE (SELECT yes FROM solo)
+    ) x
+    WHERE (SELECT ok FROM guard)
+), want AS (
+    SELECT tenant, ord, least(s.share, greatest(0, $5 - s.share * (ord - 1)))::int AS n
+    FROM ten, (SELECT (($5 + count(*) - 1) / greatest(count(*), 1))::int AS share FROM ten) s
+), cand AS (
+    SELECT c.id FROM want x
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = $1 AND j.tenant = x.tenant
+          AND j.state IN ('available', 'scheduled', 'retryable')
+          AND j.run_at <= $2
+          AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
+          AND (j.partition_key = '' OR NOT EXISTS (
+              SELECT 1 FROM {schema}.jobs h
+              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
+                AND h.partition_key <> ''
+                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT x.n
+        FOR UPDATE OF j SKIP LOCKED
+    ) AS c
+    WHERE x.n > 0
+), upd AS (
+    UPDATE {schema}.jobs j SET
+        state = 'running',
+        attempt = j.attempt + 1,
+        started_at = $2,
+        lease_token = replace(gen_random_uuid()::text, '-', ''),
+        lease_expires_at = $6,
+        worker_id = $7
+    WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
+    RETURNING ` + jobCols + `
+), meta AS (
+    SELECT (SELECT ok FROM guard) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited
+)
+SELECT m.ok, m.visited, u.* FROM meta m LEFT JOIN upd u ON true`
+
+// flowHints remembers, per queue, that the last claim found flow-control
+// rows, so that the next claim goes straight to the general path instead
+// of trying the fast one first. A hint is only a guess: the fast path
+// checks the rows itself, and the general path clears the hint when it
+// finds none.
+type flowHints struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (h *flowHints) get(queue string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[queue]
+}
+
+func (h *flowHints) set(queue string, v bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]bool{}
+	}
+	if v {
+		h.m[queue] = true
+	} else {
+		delete(h.m, queue)
+	}
+}
+
+// prefixRow scans the two leading columns of a qClaimOne row into ok and
+// visited before the job columns.
+type prefixRow struct {
+	rows    pgx.Rows
+	ok      *bool
+	visited *[]string
+}
+
+func (r prefixRow) Scan(dest ...any) error {
+	return r.rows.Scan(append([]any{r.ok, r.visited}, dest...)...)
+}
+
+// claimOne is the fast claim of one queue (qClaimOne). ok is false when
+// flow-control rows apply: then nothing was claimed. Later rounds among
+// the tenants that filled their share (when others ran short) use
+// claimRounds, as the general path does.
+func (s *Store) claimOne(ctx context.Context, q querier, p *store.JobClaimParams, now time.Time) (out []*idemtype.JobRow, ok bool, err error) {
+	queue := p.Queues[0]
+	var kinds []string
+	if p.Kinds != nil {
+		kinds = p.Kinds
+	}
+	cursor := s.cursors.Get(queue)
+	solo := s.solo.Get(queue)
+	rows, err := q.Query(ctx, s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	var visited []string
+	for rows.Next() {
+		if rows.RawValues()[2] == nil { // no job claimed: only the meta row
+			if err := rows.Scan(append([]any{&ok, &visited}, make([]any, len(rows.FieldDescriptions())-2)...)...); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		j, err := scanJob(prefixRow{rows: rows, ok: &ok, visited: &visited})
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	if p.Tenant == "" {
+		if len(visited) > 0 {
+			s.cursors.Set(queue, visited[len(visited)-1])
+		}
+		if len(visited) == 1 {
+			s.solo.Set(queue, visited[0])
+		} else {
+			s.solo.Set(queue, "")
+		}
+	}
+	// The first round's wants, as qClaimOne computed them; the tenants
+	// that got all of theirs share what is left.
+	b := store.NewClaimBudget(now, nil, nil)
+	shares := b.Shares(queue, visited, p.Limit)
+	got := map[string]int{}
+	for _, j := range out {
+		got[j.Tenant]++
+	}
+	var full []string
+	left := p.Limit
+	for i, tenant := range visited {
+		want := min(shares[i], left)
+		if want == 0 {
+			break
+		}
+		left -= want
+		if got[tenant] == want {
+			full = append(full, tenant)
+		}
+	}
+	more, err := s.claimRounds(ctx, q, p, b, queue, now, p.Limit-len(out), full)
+	if err != nil {
+		return nil, false, err
+	}
+	return append(out, more...), true, nil
+}
