@@ -63,6 +63,11 @@ func TestFinishSlowerThanLeaseKeepsTheLease(t *testing.T) {
 		t.Fatal("the handler never ran")
 	}
 	time.Sleep(3*lease + lease/2) // simulates a completer slower than 3 leases
+	// A shutdown now must not give the lease back: the completer still
+	// writes the finish (Stop drains it).
+	if leases := b.running.Release(); len(leases) != 0 {
+		t.Fatalf("shutdown would release %d leases of jobs whose finish is pending", len(leases))
+	}
 	_ = slow.Start(ctx)
 	select {
 	case <-settled:
