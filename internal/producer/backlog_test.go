@@ -3,6 +3,8 @@ package producer_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,4 +48,43 @@ func TestBacklogFillsFreeWorkersAtOnce(t *testing.T) {
 	}
 	close(release)
 	b.waitFinished(t, len(ids))
+}
+
+// lineWriter sends each write (one slog record) on a channel.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	select {
+	case w <- string(p):
+	default: // the test reads the first records only
+	}
+	return len(p), nil
+}
+
+// TestClaimFailureGoesToTheConfiguredLogger: a claim that fails (the store
+// is closed) is logged as a warning on Config.Logger, and the producer
+// keeps running until Stop.
+func TestClaimFailureGoesToTheConfiguredLogger(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	logs := make(lineWriter, 16)
+	p, err := producer.New(b.store, b.exec, b.running, b.completer.SubmitThen, &producer.Config{
+		Queue: "q", MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Hour, LeaseDuration: time.Minute,
+		WorkerID: "w", Now: utcNow, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Start(context.Background())
+	select {
+	case line := <-logs:
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "claim failed") {
+			t.Fatalf("logged %q, want the claim failure", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the failed claim was not logged on the configured logger")
+	}
+	p.Stop()
 }

@@ -217,6 +217,7 @@ func TestNewValidates(t *testing.T) {
 		"no poll":       {Queue: "q", MaxWorkers: 1, FetchLimit: 1, LeaseDuration: time.Minute, Now: utcNow},
 		"no clock":      {Queue: "q", MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Second, LeaseDuration: time.Minute},
 		"no fetch size": {Queue: "q", MaxWorkers: 1, PollInterval: time.Second, LeaseDuration: time.Minute, Now: utcNow},
+		"no lease":      {Queue: "q", MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Second, Now: utcNow},
 	} {
 		if _, err := producer.New(b.store, b.exec, b.running, b.completer.SubmitThen, cfg); err == nil {
 			t.Errorf("%s: accepted", name)
