@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-short lint bench bench-e2e fuzz run mutate
+.PHONY: test test-short lint bench bench-e2e fuzz run mutate mutate-stores
 
 ## test: every test, with the race detector (PostgreSQL tests need a server; see README)
 test:
@@ -31,17 +31,28 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCanonicalize -fuzztime 30s ./key/
 
 ## mutate: mutation testing with go-gremlins (pinned), one package at a time, each
-## bounded by MUTATE_BUDGET (docs/testing.md: packages, budget, last scores)
+## bounded by MUTATE_BUDGET (docs/testing.md: packages, budget, last scores).
+## GOFLAGS=-count=1: a cached coverage run would make every mutant time out.
 GREMLINS_VERSION ?= v0.5.0
-MUTATE_PKGS ?= ./internal/executor ./key ./internal/producer ./internal/completer ./store/sqlitestore ./store/pgstore
+## The stores are mutated by mutate-stores, over their claim, finish and record
+## files only (scripts/mutate-files.sh); pgstore runs only the conformance
+## cases of those paths (MUTATE_PG_RUN), as its whole suite takes 80 s a mutant.
+MUTATE_PKGS ?= ./internal/executor ./internal/producer ./internal/completer ./internal/recordlease ./key
 MUTATE_BUDGET ?= 25m
+MUTATE_PG_RUN ?= ^TestConformance$$/^(JobClaim|JobFinishMany|JobHeartbeatMany|JobRescue|JobRetryMany|JobReleaseMany|Records|Record[A-Za-z]*|Limits|Fairness|Race)$$
 mutate:
 	$(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 	@for p in $(MUTATE_PKGS); do \
 		echo "== gremlins $$p (budget $(MUTATE_BUDGET))"; \
-		timeout $(MUTATE_BUDGET) $$($(GO) env GOPATH)/bin/gremlins unleash --workers 1 --test-cpu 1 \
+		GOFLAGS=-count=1 timeout $(MUTATE_BUDGET) $$($(GO) env GOPATH)/bin/gremlins unleash --workers 1 --test-cpu 1 \
 			--timeout-coefficient 4 $$p || echo "$$p: stopped (budget or threshold)"; \
 	done
+	$(MAKE) mutate-stores
+
+mutate-stores:
+	$(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	-IDEM_REQUIRE_POSTGRES=1 nice -n 10 scripts/mutate-files.sh $(MUTATE_BUDGET) store/sqlitestore claim.go finish.go finish_batch.go records.go
+	-IDEM_REQUIRE_POSTGRES=1 MUTATE_RUN='$(MUTATE_PG_RUN)' nice -n 10 scripts/mutate-files.sh $(MUTATE_BUDGET) store/pgstore claim.go finish.go records.go
 
 ## run: the server on ./idem.db (the README's run command)
 run:

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
@@ -208,5 +209,81 @@ func TestCancelReachesRunningHandlerThroughHeartbeat(t *testing.T) {
 				t.Fatalf("state %s after %d starts, want cancelled after 1", row.State, starts.Load())
 			}
 		})
+	}
+}
+
+// TestSlowKeyAcquireKeepsItsLease (PostgreSQL): a keyed job whose key lease
+// takes longer than 3 job leases to acquire (the key's record row is locked
+// by another transaction) keeps its job lease meanwhile: it runs once, as
+// attempt 1. Overlap: the record row is locked before the worker starts and
+// stays locked until 3 leases after the job's claim (read from its row), so
+// the worker's key acquisition is blocked for all that time while the
+// leader's rescuer runs every 50 ms. Before the fix the job was only
+// renewed while its handler ran: the rescuer took it back and it ran twice
+// (attempt 1 after the lock was released, and attempt 2).
+func TestSlowKeyAcquireKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _ := openLeaseStore(t, "postgres")
+	schema := st.(*pgstore.Store).Schema()
+	var starts atomic.Int32
+	workers := idem.NewWorkers()
+	workers.Handle("keyed", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		starts.Add(1)
+		return json.RawMessage(`"done"`), nil
+	})
+	producerless, err := idem.NewClient(st, &idem.Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := producerless.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "keyed",
+		Opts: &idem.EnqueueOpts{IdempotencyKey: "slow-key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dbtest.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var locked int
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+pgx.Identifier{schema, "records"}.Sanitize()+
+		" WHERE key = 'slow-key' FOR UPDATE) r").Scan(&locked); err != nil || locked != 1 {
+		t.Fatalf("locked %d record rows (%v), want the key's one", locked, err)
+	}
+	c := startLeaseClient(t, st, workers, "slow-key-worker")
+	// A pause simulating a store slower than the lease: the lock is held
+	// while the worker claims the job and waits for its key.
+	time.Sleep(longHandler)
+	var claimedAt *time.Time
+	if err := conn.QueryRow(ctx, "SELECT started_at FROM "+pgx.Identifier{schema, "jobs"}.Sanitize()+" WHERE id = $1",
+		res.Job.ID).Scan(&claimedAt); err != nil {
+		t.Fatal(err)
+	}
+	if claimedAt == nil {
+		t.Fatalf("the worker did not claim the job within %s", longHandler)
+	}
+	time.Sleep(time.Until(claimedAt.Add(longHandler))) // ≥ 3.5 leases blocked after the claim
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, leaseTimeout)
+	defer cancel()
+	row, err := c.JobWait(wctx, res.Job.ID)
+	if err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	attempts, err := c.JobAttempts(wctx, "", row.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != idem.StateCompleted || row.Attempt != 1 || len(attempts) != 1 || starts.Load() != 1 {
+		t.Fatalf("state %s attempt %d, %d attempts recorded, %d handler starts; want completed in attempt 1, started once",
+			row.State, row.Attempt, len(attempts), starts.Load())
 	}
 }

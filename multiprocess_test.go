@@ -63,6 +63,7 @@ func mpChild() int {
 		return err
 	}
 	logStart := func(j *idem.JobRow) error { return logEvent("S", j) }
+	hold, goCh := childCommands()
 	workers := idem.NewWorkers()
 	workers.Handle("mp", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
 		var a mpArgs
@@ -71,6 +72,9 @@ func mpChild() int {
 		}
 		if err := logStart(j); err != nil {
 			return nil, err
+		}
+		if hold.hold() {
+			return nil, holdUntilKilled(ctx, j)
 		}
 		time.Sleep(time.Millisecond) // simulates work
 		if j.Attempt < a.FailUntil {
@@ -100,6 +104,9 @@ func mpChild() int {
 		if _, err := tx.Exec(ctx, "INSERT INTO "+orders+" (job_id) VALUES ($1)", j.ID); err != nil {
 			return nil, err
 		}
+		if hold.hold() { // killed with the row written and not committed
+			return nil, holdUntilKilled(ctx, j)
+		}
 		time.Sleep(time.Millisecond) // widen the window for a SIGKILL between write and commit
 		if err := idem.JobCompleteTx(ctx, pgx.Tx(tx), nil); err != nil {
 			return nil, err
@@ -118,7 +125,7 @@ func mpChild() int {
 		return 2
 	}
 	if rounds, _ := strconv.Atoi(os.Getenv("IDEM_MP_SHARED")); rounds > 0 {
-		if err := enqueueShared(ctx, client, node, rounds); err != nil {
+		if err := enqueueShared(ctx, client, node, rounds, goCh); err != nil {
 			fmt.Fprintln(os.Stderr, "shared:", err)
 			return 2
 		}
@@ -194,6 +201,35 @@ func (c *mpCluster) kill(node string) {
 	_ = p.Wait()
 	delete(c.procs, node)
 	c.endSessions(node)
+}
+
+// holdThenKill kills node once it holds a handler (its after-th handler
+// start from now on; hold_test.go) and returns the jobs it held.
+func (c *mpCluster) holdThenKill(node string, after int) map[int64]int64 {
+	c.t.Helper()
+	return holdThenKill(c.t, after, c.stdin[node], c.stdout[node], func() { c.kill(node) })
+}
+
+// checkHeld proves that the jobs held (in their handler) by killed nodes
+// were running on them at the kill and ran again: a later attempt started
+// and is the job's last.
+func checkHeld(t *testing.T, pool *pgxpool.Pool, c *mpCluster, held map[int64]int64, running map[int64]int) {
+	t.Helper()
+	starts := c.starts()
+	for id, attempt := range held {
+		if running[id] == 0 {
+			t.Fatalf("job %d was held by a killed node but not running on it", id)
+		}
+		var last int64
+		if err := pool.QueryRow(context.Background(), "SELECT attempt FROM "+pgx.Identifier{c.schema, "jobs"}.Sanitize()+
+			" WHERE id = $1", id).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		if starts[[2]int64{id, attempt}] != 1 || last <= attempt || starts[[2]int64{id, last}] != 1 {
+			t.Fatalf("job %d held in attempt %d (started %d times): last attempt %d started %d times",
+				id, attempt, starts[[2]int64{id, attempt}], last, starts[[2]int64{id, last}])
+		}
+	}
 }
 
 // endSessions terminates the server sessions of a killed node and waits
@@ -354,17 +390,10 @@ func TestMultiProcessPostgres(t *testing.T) {
 	if leader == "" {
 		t.Fatal("no leader with a third of the jobs done")
 	}
-	// Kill the leader while it holds running jobs, so the kill loses work
-	// the new leader must rescue. Another process's state can only be read
-	// from the database: poll it, bounded (the leader runs jobs nearly all
-	// the time; a moment between two claims is what this skips).
-	for deadline := time.Now().Add(30 * time.Second); len(runningOn(t, pool, c.schema, leader)) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("leader %s ran no job for 30 s", leader)
-		}
-		time.Sleep(2 * time.Millisecond) // polling another process's rows; no signal crosses processes
-	}
-	c.kill(leader)
+	// Kill the leader while it holds a handler in flight (its next handler
+	// start blocks until the kill), so the kill loses started work the new
+	// leader must rescue.
+	held := c.holdThenKill(leader, 1)
 	runningAtKill := runningOn(t, pool, c.schema, leader)
 	t.Logf("killed leader %s with %d jobs completed, %d running on it", leader,
 		countState(t, pool, c.schema, idem.StateCompleted), len(runningAtKill))
@@ -388,6 +417,11 @@ func TestMultiProcessPostgres(t *testing.T) {
 	checkPartitionOrder(t, pool, c)
 	checkLostAttempts(t, pool, c.schema, runningAtKill)
 	checkEveryJobStarted(t, pool, c)
+	lostAt := map[int64]int{}
+	for id := range runningAtKill {
+		lostAt[id] = 1
+	}
+	checkHeld(t, pool, c, held, lostAt)
 	// Every result is the job's seq, and jobs that failed on purpose ran
 	// their planned attempts.
 	var wrong, unretried int
@@ -571,11 +605,15 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 	c.start("node-a")
 	c.start("node-b")
 	runningAtKills := map[int64]int{} // job → kills that caught it running on the killed node
+	held := map[int64]int64{}
 	for round := range 4 {
-		target := (round + 1) * n / 6
-		waitAll(t, b.client, all[:target], 120*time.Second) // oldest first: about target jobs done
+		// Each kill comes once the node holds a handler between its row
+		// insert and its commit: from its 200th handler start after the
+		// command on (two nodes share 3000 jobs; 4 kills fit).
 		node := []string{"node-a", "node-b"}[round%2]
-		c.kill(node)
+		for id, attempt := range c.holdThenKill(node, 200) {
+			held[id] = attempt
+		}
 		for id := range runningOn(t, pool, c.schema, node) {
 			runningAtKills[id]++
 		}
@@ -600,6 +638,7 @@ WHERE (SELECT count(*) FROM `+orders+` o WHERE o.job_id = j.id) <> 1`).Scan(&bad
 	}
 	checkLostAttempts(t, pool, c.schema, runningAtKills)
 	checkEveryJobStarted(t, pool, c)
+	checkHeld(t, pool, c, held, runningAtKills)
 	starts := c.starts()
 	reran := 0
 	for _, cnt := range starts {
@@ -624,9 +663,11 @@ const sharedKeys = 40
 // processes), enqueues every shared key rounds times with dedup window 0 in
 // this node's own order (node-a ascending, node-b descending, others
 // shuffled), and says "shared done".
-func enqueueShared(ctx context.Context, client *idem.Client, node string, rounds int) error {
+func enqueueShared(ctx context.Context, client *idem.Client, node string, rounds int, goCh <-chan struct{}) error {
 	fmt.Println("ready")
-	if !bufio.NewScanner(os.Stdin).Scan() {
+	select {
+	case <-goCh:
+	case <-ctx.Done():
 		return errors.New("no go from the test")
 	}
 	zero := time.Duration(0)

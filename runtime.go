@@ -96,7 +96,7 @@ func (c *Client) Start(ctx context.Context) error {
 		kinds = c.cfg.Workers.Kinds() // Workers is set whenever there are queues
 	}
 	for name, q := range c.cfg.Queues {
-		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.Submit, &producer.Config{
+		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.SubmitThen, &producer.Config{
 			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
 			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
 			WorkerID: c.cfg.WorkerID, Kinds: queueKinds(kinds, q), Now: c.now, Logger: c.logger,

@@ -32,8 +32,14 @@ func TestMain(m *testing.M) {
 // idemProcess starts the CLI as a real process.
 func idemProcess(t *testing.T, args ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
+	return idemProcessEnv(t, nil, args...)
+}
+
+// idemProcessEnv is idemProcess with extra environment variables.
+func idemProcessEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "IDEM_CLI_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "IDEM_CLI_MAIN=1"), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/internal/dbtest"
 )
 
-// serveOn starts `idem serve` on db and returns its API URL and, on the
-// first start, the admin key it prints.
-func serveOn(t *testing.T, db string) (url, key string, kill func()) {
+// serveOn starts `idem serve` on db (env: extra environment, such as the
+// PostgreSQL schema) and returns its API URL and, on the first start, the
+// admin key it prints.
+func serveOn(t *testing.T, db string, env ...string) (url, key string, kill func()) {
 	t.Helper()
-	cmd, out := idemProcess(t, "serve", "--database", db, "--listen", "127.0.0.1:0")
+	cmd, out := idemProcessEnv(t, env, "serve", "--database", db, "--listen", "127.0.0.1:0")
 	for url == "" && out.Scan() {
 		line := out.Text()
 		if k, ok := strings.CutPrefix(line, "IDEM_API_KEY="); ok {
@@ -59,8 +61,21 @@ type crashLedger struct {
 // still leased.
 func TestServeSIGKILLKeepsAcknowledgedWork(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "idem.db")
-	url, key, kill := serveOn(t, db)
+	checkServeSIGKILL(t, filepath.Join(t.TempDir(), "idem.db"))
+}
+
+// TestServeSIGKILLKeepsAcknowledgedWorkPostgres is the same on PostgreSQL
+// (the server in a schema of its own, passed in IDEM_PG_SCHEMA): the
+// killed server's sessions die with it, and a claim or completion
+// acknowledged before the kill must have committed.
+func TestServeSIGKILLKeepsAcknowledgedWorkPostgres(t *testing.T) {
+	t.Parallel()
+	url, schema := dbtest.NewSchema(t)
+	checkServeSIGKILL(t, url, envSchema+"="+schema)
+}
+
+func checkServeSIGKILL(t *testing.T, db string, env ...string) {
+	url, key, kill := serveOn(t, db, env...)
 	cl, err := idemclient.New(url, &idemclient.Config{APIKey: key, MaxRetries: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +142,7 @@ func TestServeSIGKILLKeepsAcknowledgedWork(t *testing.T) {
 	kill()
 	wg.Wait()
 
-	url, _, _ = serveOn(t, db)
+	url, _, _ = serveOn(t, db, env...)
 	cl, err = idemclient.New(url, &idemclient.Config{APIKey: key})
 	if err != nil {
 		t.Fatal(err)

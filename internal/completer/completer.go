@@ -111,11 +111,20 @@ func (c *Completer) Start(ctx context.Context) error {
 // outcome. It blocks only while MaxBatch finishes are waiting to be
 // written. A finish submitted after Stop is dropped (its lease was released
 // at shutdown).
-func (c *Completer) Submit(p *store.JobFinishParams) {
+func (c *Completer) Submit(p *store.JobFinishParams) { c.SubmitThen(p, nil) }
+
+// SubmitThen is Submit that calls then (when not nil) once the finish is
+// written, failed or dropped. The producer uses it to renew the job's lease
+// until then: the job is still leased to this process while its finish
+// waits to be written.
+func (c *Completer) SubmitThen(p *store.JobFinishParams, then func()) {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
 		c.logger.Info("finish dropped: client stopped", "job", p.ID)
+		if then != nil {
+			then()
+		}
 		return
 	}
 	c.pending.Add(1) // before Stop can Wait: it sets closed under the write lock
@@ -127,6 +136,9 @@ func (c *Completer) Submit(p *store.JobFinishParams) {
 		_, err := c.runner.Submit(context.Background(), p, 1)
 		<-c.slots
 		c.report(p, err)
+		if then != nil {
+			then()
+		}
 	}()
 }
 

@@ -92,7 +92,7 @@ func (h *Heartbeater) RunOnce(ctx context.Context) int {
 	for i, e := range errs {
 		if errors.Is(e, idemtype.ErrLeaseLost) {
 			h.cfg.Logger.Debug("lease lost; cancelling handler", "job", leases[i].ID)
-			h.running.Cancel(leases[i].ID, idemtype.ErrLeaseLost)
+			h.running.CancelLease(leases[i], idemtype.ErrLeaseLost)
 		}
 	}
 	return len(leases)

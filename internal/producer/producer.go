@@ -52,7 +52,7 @@ type Producer struct {
 	store    store.Jobs
 	exec     *executor.Executor
 	running  *Running
-	complete func(*store.JobFinishParams)
+	complete func(fin *store.JobFinishParams, written func())
 	wakeCh   chan struct{}
 
 	mu     sync.Mutex
@@ -66,9 +66,13 @@ type Producer struct {
 }
 
 // New returns a producer that runs its jobs with exec, registers them in
-// running and hands their finishes to complete (the completer's Submit).
-// It returns an error naming an invalid field of cfg.
-func New(st store.Jobs, exec *executor.Executor, running *Running, complete func(*store.JobFinishParams), cfg *Config) (*Producer, error) {
+// running and hands their finishes to complete (the completer's
+// SubmitThen), which calls written once the finish is written or dropped.
+// A job stays in running, its lease renewed by the heartbeater, from its
+// claim until then: while it waits for its key leases, while its handler
+// runs, and while its finish waits to be written. It returns an error
+// naming an invalid field of cfg.
+func New(st store.Jobs, exec *executor.Executor, running *Running, complete func(fin *store.JobFinishParams, written func()), cfg *Config) (*Producer, error) {
 	if st == nil || exec == nil || running == nil || complete == nil || cfg == nil {
 		return nil, errors.New("new producer: store, executor, running, complete and cfg are required")
 	}
@@ -170,34 +174,48 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 	p.mu.Lock()
 	p.active += len(jobs)
 	p.mu.Unlock()
+	// Registered (heartbeated) before the key leases are taken: acquiring
+	// them may take longer than the lease.
+	ctxs := make([]context.Context, len(jobs))
+	cancels := make([]context.CancelCauseFunc, len(jobs))
+	registered := make([]*runningJob, len(jobs))
+	for i, row := range jobs {
+		ctxs[i], cancels[i] = context.WithCancelCause(handlerCtx)
+		registered[i] = p.running.add(row, cancels[i])
+	}
 	keys := p.exec.AcquireKeys(ctx, jobs)
-	for _, row := range jobs {
+	for i, row := range jobs {
 		if p.cfg.OnClaim != nil {
 			p.cfg.OnClaim(row, now)
 		}
-		jctx, cancel := context.WithCancelCause(handlerCtx)
-		j := p.running.add(row, cancel)
+		jctx, cancel, j := ctxs[i], cancels[i], registered[i]
 		key := keys[row.ID]
 		go func() {
 			defer p.running.done()
-			defer p.done(row.ID, cancel)
 			fin := p.exec.Execute(jctx, row, key)
-			if !p.running.isLost(j) {
-				if p.cfg.OnFinish != nil {
-					p.cfg.OnFinish(row, fin)
-				}
-				p.complete(fin)
+			if p.running.isLost(j) {
+				p.done(j, cancel)
+				p.running.remove(j)
+				return
 			}
+			if p.cfg.OnFinish != nil {
+				p.cfg.OnFinish(row, fin)
+			}
+			// The lease is renewed until the finish is written: a
+			// completer slower than the lease must not let the rescuer run
+			// the job again.
+			p.running.finished(j)
+			p.complete(fin, func() { p.running.remove(j) })
+			p.done(j, cancel)
 		}()
 	}
 	p.TestSignals.Claimed.Signal(len(jobs))
 	return len(jobs), report.NextRefill, nil
 }
 
-// done frees the worker slot of a finished job.
-func (p *Producer) done(id int64, cancel context.CancelCauseFunc) {
+// done frees the worker slot of a job whose handler returned.
+func (p *Producer) done(_ *runningJob, cancel context.CancelCauseFunc) {
 	cancel(nil)
-	p.running.remove(id)
 	p.mu.Lock()
 	p.active--
 	p.mu.Unlock()

@@ -73,7 +73,7 @@ func (b *bundle) handle(kind string, h executor.Handler) {
 
 func (b *bundle) producer(t *testing.T, workers int) *producer.Producer {
 	t.Helper()
-	p, err := producer.New(b.store, b.exec, b.running, b.completer.Submit, &producer.Config{
+	p, err := producer.New(b.store, b.exec, b.running, b.completer.SubmitThen, &producer.Config{
 		Queue: "q", MaxWorkers: workers, FetchLimit: 10, PollInterval: time.Hour, LeaseDuration: time.Minute,
 		WorkerID: "w", Now: utcNow})
 	if err != nil {
@@ -217,12 +217,13 @@ func TestNewValidates(t *testing.T) {
 		"no poll":       {Queue: "q", MaxWorkers: 1, FetchLimit: 1, LeaseDuration: time.Minute, Now: utcNow},
 		"no clock":      {Queue: "q", MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Second, LeaseDuration: time.Minute},
 		"no fetch size": {Queue: "q", MaxWorkers: 1, PollInterval: time.Second, LeaseDuration: time.Minute, Now: utcNow},
+		"no lease":      {Queue: "q", MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Second, Now: utcNow},
 	} {
-		if _, err := producer.New(b.store, b.exec, b.running, b.completer.Submit, cfg); err == nil {
+		if _, err := producer.New(b.store, b.exec, b.running, b.completer.SubmitThen, cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := producer.New(b.store, nil, b.running, b.completer.Submit, &producer.Config{}); err == nil {
+	if _, err := producer.New(b.store, nil, b.running, b.completer.SubmitThen, &producer.Config{}); err == nil {
 		t.Error("no executor: accepted")
 	}
 }

@@ -22,6 +22,10 @@ type runningJob struct {
 	row    *idemtype.JobRow
 	cancel context.CancelCauseFunc
 	lost   bool // lease lost or released: drop the finish (guarded by Running.mu)
+	// finishing: the handler returned and its finish waits in the
+	// completer; the lease is still renewed, but not released at shutdown
+	// (the completer writes the finish). Guarded by Running.mu.
+	finishing bool
 }
 
 // NewRunning returns an empty registry.
@@ -37,10 +41,21 @@ func (r *Running) add(row *idemtype.JobRow, cancel context.CancelCauseFunc) *run
 	return j
 }
 
-// remove forgets a job whose executor returned.
-func (r *Running) remove(id int64) {
+// remove forgets j once its finish is written (or dropped); a later
+// registration of the same job (claimed again after that finish) stays.
+func (r *Running) remove(j *runningJob) {
 	r.mu.Lock()
-	delete(r.jobs, id)
+	if r.jobs[j.row.ID] == j {
+		delete(r.jobs, j.row.ID)
+	}
+	r.mu.Unlock()
+}
+
+// finished marks j's handler as returned with its finish handed to the
+// completer.
+func (r *Running) finished(j *runningJob) {
+	r.mu.Lock()
+	j.finishing = true
 	r.mu.Unlock()
 }
 
@@ -75,6 +90,22 @@ func (r *Running) Cancel(id int64, cause error) {
 	}
 }
 
+// CancelLease is Cancel for the registration holding lease (not a later
+// claim of the same job under another token).
+func (r *Running) CancelLease(lease store.Lease, cause error) {
+	r.mu.Lock()
+	j := r.jobs[lease.ID]
+	if j != nil && j.row.LeaseToken == lease.Token {
+		j.lost = true
+	} else {
+		j = nil
+	}
+	r.mu.Unlock()
+	if j != nil {
+		j.cancel(cause)
+	}
+}
+
 // CancelAll cancels the handler of every running job with cause.
 func (r *Running) CancelAll(cause error) {
 	r.mu.Lock()
@@ -102,13 +133,14 @@ func (r *Running) Leases() []store.Lease {
 }
 
 // Release marks every running job lost (its finish will be dropped) and
-// returns their leases, to give back to the store at shutdown.
+// returns their leases, to give back to the store at shutdown; a job whose
+// finish already waits in the completer keeps its lease.
 func (r *Running) Release() []store.Lease {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var leases []store.Lease
 	for id, j := range r.jobs {
-		if !j.lost {
+		if !j.lost && !j.finishing {
 			j.lost = true
 			leases = append(leases, store.Lease{ID: id, Token: j.row.LeaseToken})
 		}

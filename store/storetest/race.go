@@ -51,6 +51,9 @@ func parallel(n int, fn func(i int) error) error {
 	return nil
 }
 
+// testRaceOneKey: 64 inserts of one key create one job, and every insert
+// returns it. Overlap: the 64 goroutines wait on parallel's start barrier
+// and are released together, each with its single insert.
 func testRaceOneKey(t *testing.T, s store.Store) {
 	const n = 64
 	results := make([]store.JobInsertResult, n)
@@ -92,6 +95,11 @@ func testRaceOneKey(t *testing.T, s store.Store) {
 	}
 }
 
+// testRaceManyKeys: 16 inserters × 200 items over 50 keys create one job
+// per key. Overlap: parallel's start barrier releases the 16 inserters
+// together, and each sends 10 batches back to back. (Every goroutine sends
+// its keys in the same order here; differing orders are
+// testRaceKeyOrders' job, race_orders.go.)
 func testRaceManyKeys(t *testing.T, s store.Store) {
 	const (
 		workers = 16
@@ -153,6 +161,9 @@ func testRaceManyKeys(t *testing.T, s store.Store) {
 	}
 }
 
+// testRaceClaims: 8 claimers take 2000 jobs, each exactly once. Overlap:
+// parallel's start barrier releases the 8 claimers together, and each
+// claims 10 at a time until the queue is empty (about 25 claims each).
 func testRaceClaims(t *testing.T, s store.Store) {
 	const total = 2000
 	for b := 0; b < total; b += 500 {
@@ -207,6 +218,10 @@ func testRaceClaims(t *testing.T, s store.Store) {
 	}
 }
 
+// testRacePartitions: 4 workers claim and finish 8 partitions of 8 jobs;
+// no partition ever has two jobs running. Overlap: parallel's start
+// barrier releases the 4 workers together, and they claim and finish in
+// a loop until every job is done.
 func testRacePartitions(t *testing.T, s store.Store) {
 	const parts, perPart = 8, 8
 	var ps []*store.JobInsertParams
@@ -289,6 +304,10 @@ func testRacePartitions(t *testing.T, s store.Store) {
 	}
 }
 
+// testConcurrentClaims: 8 claimers of one worker id take 2000 jobs, 37 at
+// a time, each exactly once and as a proper running row. Overlap: the 8
+// goroutines wait on a start channel closed once all are started, then
+// claim back to back until the queue is empty.
 func testConcurrentClaims(t *testing.T, s store.Store) {
 	const total = 2000
 	ps := make([]*store.JobInsertParams, total)
@@ -303,10 +322,12 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 	var mu sync.Mutex
 	seen := map[int64]int{}
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-start
 			for {
 				jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
 					WorkerID: "w", Limit: 37, LeaseUntil: base.Add(time.Minute), Now: base})
@@ -328,6 +349,7 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 			}
 		}()
 	}
+	close(start)
 	wg.Wait()
 	if len(seen) != total {
 		t.Fatalf("claimed %d distinct jobs, want %d", len(seen), total)
@@ -340,7 +362,10 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 }
 
 // FIFO partitions keep their order and never run two jobs at once under
-// concurrent claimers and inserters.
+// concurrent claimers and inserters. Overlap: the 20 inserters (one job per
+// transaction) and the 6 claimers start together, and the claimers claim
+// in a loop until every job is finished, so claims run while partitions
+// are still growing.
 func testConcurrentFIFO(t *testing.T, s store.Store) {
 	const parts, per = 10, 40
 	var wg sync.WaitGroup
