@@ -107,6 +107,9 @@ type Batch struct {
 	Key       string
 	CreatedAt time.Time
 	Metadata  json.RawMessage // nil = none
+	// OnFinishJobID is the batch's completion job (0 = none): it waits
+	// until every job of the batch has finished, whatever the outcome.
+	OnFinishJobID int64
 }
 
 // Outcome is how an attempt ended.

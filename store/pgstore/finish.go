@@ -62,10 +62,11 @@ func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams
 		}
 		plan.queues = append(plan.queues, qs...)
 	}
-	cancelled, err := s.cancelDependants(ctx, q, plan.killed, plan.now)
+	cancelled, qs, err := s.cancelDependants(ctx, q, plan.killed, plan.now)
 	if err != nil {
 		return nil, err
 	}
+	plan.queues = append(plan.queues, qs...)
 	plan.settle = append(plan.settle, cancelled...)
 	if err := s.finishCommit(ctx, q, plan, own); err != nil {
 		return nil, err
@@ -360,10 +361,11 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 			queues = append(queues, qs...)
 		}
 	}
-	cancelled, err := s.cancelDependants(ctx, tx, killed, now)
+	cancelled, qs, err := s.cancelDependants(ctx, tx, killed, now)
 	if err != nil {
 		return nil, err
 	}
+	queues = append(queues, qs...)
 	settle = append(settle, cancelled...)
 	if len(settle) > 0 {
 		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
@@ -374,19 +376,45 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 }
 
 // cancelDependants cancels the pending dependants of killed, transitively,
-// and returns every job it cancelled.
-func (s *Store) cancelDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]int64, error) {
+// and returns every job it cancelled. Dependants that wait for any outcome
+// (deps_any) are released instead once all their dependencies have
+// finished; it returns the queues that got available jobs.
+func (s *Store) cancelDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]int64, []string, error) {
 	var all []int64
+	var queues []string
 	for len(killed) > 0 {
+		qs, err := s.releaseAnyDependants(ctx, q, killed, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		queues = append(queues, qs...)
 		rows, err := q.Query(ctx, s.sql(qCancelDependants), killed, now)
 		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
+			return nil, nil, fmt.Errorf("cancel dependants: %w", err)
 		}
 		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
+			return nil, nil, fmt.Errorf("cancel dependants: %w", err)
 		}
 		all = append(all, killed...)
 	}
-	return all, nil
+	return all, queues, nil
+}
+
+// releaseAnyDependants locks the pending dependants of the dead or
+// cancelled jobs killed that wait for any outcome, and releases those whose
+// dependencies have all finished.
+func (s *Store) releaseAnyDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, s.sql(qLockAnyDependants), killed)
+	if err != nil {
+		return nil, fmt.Errorf("lock dependants: %w", err)
+	}
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("lock dependants: %w", err)
+	}
+	if len(locked) == 0 {
+		return nil, nil
+	}
+	return s.releaseDependants(ctx, q, locked, now)
 }

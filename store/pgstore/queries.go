@@ -305,12 +305,26 @@ WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> ''
 	qLockDependants = `SELECT id FROM {schema}.jobs
 WHERE state = 'pending' AND depends_on && $1::bigint[] ORDER BY id FOR UPDATE`
 
-	// qReleaseDependants makes locked pending jobs whose dependencies all
-	// completed available (scheduled when run_at is later than now).
+	// qLockAnyDependants locks, like qLockDependants, the pending
+	// dependants of dead or cancelled jobs that wait for any outcome
+	// (deps_any): the same lock makes two dependencies that end at once
+	// (one completed, one dead, say) release the dependant exactly once.
+	qLockAnyDependants = `SELECT id FROM {schema}.jobs
+WHERE state = 'pending' AND deps_any AND depends_on && $1::bigint[] ORDER BY id FOR UPDATE`
+
+	// qMarkDepsAny flags jobs that wait for any outcome of their
+	// dependencies (inserted in the same transaction).
+	qMarkDepsAny = `UPDATE {schema}.jobs SET deps_any = true WHERE id = ANY($1::bigint[])`
+
+	// qReleaseDependants makes locked pending jobs whose dependencies are
+	// all satisfied available (scheduled when run_at is later than now):
+	// all completed, or all finished for a job that waits for any outcome
+	// (deps_any).
 	qReleaseDependants = `UPDATE {schema}.jobs j SET
     state = CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'available' END
 WHERE j.id = ANY($1::bigint[]) AND j.state = 'pending'
-  AND NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state <> 'completed')
+  AND NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state <> 'completed'
+                  AND (NOT j.deps_any OR d.state NOT IN ('dead', 'cancelled')))
 RETURNING j.queue, j.state`
 
 	// qCancelDependants cancels the pending direct dependants of dead or
@@ -319,7 +333,7 @@ RETURNING j.queue, j.state`
     state = 'cancelled', finished_at = $2,
     last_error = 'dependency ' || d.id || ' is ' || d.state
 FROM {schema}.jobs d
-WHERE j.state = 'pending' AND j.depends_on && $1::bigint[]
+WHERE j.state = 'pending' AND NOT j.deps_any AND j.depends_on && $1::bigint[]
   AND d.id = ANY($1::bigint[]) AND d.id = ANY(j.depends_on)
 RETURNING j.id`
 )

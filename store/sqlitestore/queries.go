@@ -66,7 +66,10 @@ run_at, created_at, partition_key, metadata, retry_policy, timeout_us) VALUES `
 	jobInsertPlainCols = 14
 
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
-	qJobDepState  = `SELECT state, tenant FROM jobs WHERE id = ?`
+	// qJobDepsAny marks a job that waits for its dependencies' end whatever
+	// the outcome.
+	qJobDepsAny  = `UPDATE jobs SET deps_any = 1 WHERE id = ?`
+	qJobDepState = `SELECT state, tenant FROM jobs WHERE id = ?`
 
 	// qKeyTake creates the record of a new job's key, or takes it over when
 	// it expired (reset: treated as absent), its dedup window passed (the
@@ -180,17 +183,22 @@ WHERE id = ?1 AND state = 'running' AND lease_token = ?2`
 
 	qJobFinishedCheck = `SELECT state, lease_token, result FROM jobs WHERE id = ?`
 
-	// qDependantsRelease makes pending dependants whose dependencies have
-	// all completed available (scheduled when their run_at is later).
+	// qDependantsRelease makes pending dependants of job ?2 whose
+	// dependencies are all satisfied available (scheduled when their run_at
+	// is later): all completed, or — for a job that waits for any outcome
+	// (deps_any) — all finished. ?3 = 1 releases only deps_any dependants
+	// (job ?2 died or was cancelled).
 	qDependantsRelease = `UPDATE jobs SET state = CASE WHEN run_at > ?1 THEN 'scheduled' ELSE 'available' END
-WHERE state = 'pending'
+WHERE state = 'pending' AND (?3 = 0 OR deps_any = 1)
   AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?2)
   AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
-                  WHERE d.job_id = jobs.id AND p.state <> 'completed')`
+                  WHERE d.job_id = jobs.id AND p.state <> 'completed'
+                    AND (jobs.deps_any = 0 OR p.state NOT IN ('dead', 'cancelled')))`
 
-	// qDependantsCancel cancels the pending dependants of a job.
+	// qDependantsCancel cancels the pending dependants of a job (not those
+	// that wait for any outcome: deps_any).
 	qDependantsCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2
-WHERE state = 'pending' AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?3)
+WHERE state = 'pending' AND deps_any = 0 AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?3)
 RETURNING id, tenant, idempotency_key, dedup_window_us, result_ttl_us`
 
 	// qKeyFinal closes a window-0 key when its job reaches a final state;
