@@ -203,3 +203,63 @@ func testEnqueueRetryBadInput(t *testing.T, open opener) {
 		t.Fatalf("%d jobs written by refused requests", n)
 	}
 }
+
+// testWindowZeroExpiry: a live record of dedup window 0 shows expires_at
+// as a time — its job's earliest finish plus its result TTL — while it
+// waits, while it runs, and after it finished.
+func testWindowZeroExpiry(t *testing.T, open opener) {
+	clock := &shiftClock{}
+	e := setup(t, open, &setupOpts{clientCfg: clock.clientCfg(), serverCfg: clock.serverCfg(idemhttp.HealthConfig{})})
+	expiry := func() (time.Time, map[string]any) {
+		t.Helper()
+		r := e.req("GET", "/v1/idempotency/w0", e.keyA, nil)
+		expect(t, r, 200, "")
+		rec := r.json(t)
+		s, ok := rec["expires_at"].(string)
+		if !ok {
+			t.Fatalf("expires_at = %#v, want a time: %s", rec["expires_at"], r.body)
+		}
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at, rec
+	}
+	within := func(what string, got, lo, hi time.Time) {
+		t.Helper()
+		if got.Before(lo.Add(-time.Millisecond)) || got.After(hi.Add(time.Millisecond)) {
+			t.Fatalf("%s: expires_at %s, want between %s and %s", what, got, lo, hi)
+		}
+	}
+	r := e.req("POST", "/v1/jobs", e.keyA, map[string]any{"kind": "k", "queue": "w0", "idempotency_key": "w0",
+		"dedup_window": "0s", "result_ttl": "1h"})
+	expect(t, r, 201, "")
+	id := r.job(t)["id"].(string)
+	before := clock.now()
+	got, rec := expiry()
+	within("available", got, before.Add(time.Hour), clock.now().Add(time.Hour))
+	if rec["dedup_until"] != nil || rec["status"] != "in_progress" {
+		t.Fatalf("live window-0 record: %v", rec)
+	}
+	// Running with a 30 s lease: at least the lease's end + 1 h.
+	j := e.claim(e.keyA, "w0")
+	lease, err := time.Parse(time.RFC3339Nano, j["lease_expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = expiry()
+	within("running", got, lease.Add(time.Hour), lease.Add(time.Hour))
+	// Finished: the stored expiry, finish + 1 h.
+	clock.shift(10 * time.Second)
+	r = e.req("POST", "/v1/jobs/"+id+"/complete", e.keyA, map[string]any{"lease_token": j["lease_token"], "result": 1})
+	expect(t, r, 200, "")
+	fin, err := time.Parse(time.RFC3339Nano, r.json(t)["finished_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, rec = expiry()
+	within("finished", got, fin.Add(time.Hour), fin.Add(time.Hour))
+	if rec["status"] != "completed" || rec["dedup_until"] == nil {
+		t.Fatalf("finished window-0 record: %v", rec)
+	}
+}

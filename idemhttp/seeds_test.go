@@ -41,6 +41,7 @@ func runSeedSuite(t *testing.T, open opener) {
 		"batch on_finish bad":    testBatchOnFinishBadInput,
 		"enqueue retry":          testEnqueueRetry,
 		"enqueue retry bad":      testEnqueueRetryBadInput,
+		"window 0 expires_at":    testWindowZeroExpiry,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -239,7 +239,13 @@ type Jobs interface {
 // creation: the execution lease and the result cache, for jobs and for Do.
 type Records interface {
 	// RecordGet returns the record (Tenant, Key) if it is live at Now
-	// (ExpiresAt nil or > Now); ErrNotFound otherwise.
+	// (ExpiresAt nil or > Now); ErrNotFound otherwise. The record it
+	// returns always has an ExpiresAt: one that has none stored (its job,
+	// with a dedup window of 0, is unfinished) gets a projection — the
+	// job's earliest finish (Now, its RunAt or the end of its lease,
+	// whichever is latest) plus its ResultTTL, or for a record without a
+	// job the end of its lease (or Now). The projection moves with the job;
+	// such a record is never deleted before its job finishes.
 	RecordGet(ctx context.Context, p *RecordGetParams) (*idemtype.Record, error)
 
 	// RecordDelete deletes the record (Tenant, Key) so the key may be used

@@ -385,13 +385,21 @@ const (
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
     dedup_until, expires_at, duration_ms`
 
-	// recordReadCols is recordCols for reads: a record in progress whose
+	// recordReadCols is recordCols for reads (with $3 = now): a record
+	// without an expiry (its job, with a dedup window of 0, is unfinished)
+	// reads with a projected one — the job's earliest finish (now, its
+	// run_at or its lease's end, whichever is latest) plus its result TTL;
+	// a lease record without a job, the end of its lease. And a record in progress whose
 	// job is dead or cancelled reads 'failed' (store.RecordFailed).
 	recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
         WHERE fj.id = records.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
     fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
-    dedup_until, expires_at, duration_ms`
+    dedup_until,
+    COALESCE(expires_at,
+        (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
+         FROM {schema}.jobs fj WHERE fj.id = records.job_id),
+        GREATEST($3::timestamptz, lease_until)), duration_ms`
 
 	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records
 WHERE ($1 = '' OR tenant = $1) AND key = $2 AND (expires_at IS NULL OR expires_at > $3)

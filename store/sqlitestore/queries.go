@@ -15,11 +15,20 @@ expires_at, duration_ms`
 
 // recordReadCols is recordCols for reads: a record in progress whose job is
 // dead or cancelled reads 'failed' (store.RecordFailed).
+//
+// A record without an expiry (its job, with a dedup window of 0, is
+// unfinished) reads with a projected one (store.Records.RecordGet): the
+// job's earliest finish — ?3 (now), its run_at or its lease's end,
+// whichever is latest — plus its result TTL; a lease record without a job,
+// the end of its lease.
 const recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
     WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
 fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
-expires_at, duration_ms`
+COALESCE(expires_at,
+    (SELECT max(?3, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
+     WHERE fj.id = idem_keys.job_id),
+    max(?3, COALESCE(lease_until, 0))), duration_ms`
 
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
