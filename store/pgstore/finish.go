@@ -378,43 +378,44 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 // cancelDependants cancels the pending dependants of killed, transitively,
 // and returns every job it cancelled. Dependants that wait for any outcome
 // (deps_any) are released instead once all their dependencies have
-// finished; it returns the queues that got available jobs.
+// finished; it returns the queues that got available jobs. Each round first
+// locks every pending dependant in id order (qLockDependants, as a
+// completion does), so finishes of several dependencies of one job
+// serialise on it without deadlocking, and the release sees the other
+// finishes committed.
 func (s *Store) cancelDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]int64, []string, error) {
 	var all []int64
 	var queues []string
 	for len(killed) > 0 {
-		qs, err := s.releaseAnyDependants(ctx, q, killed, now)
+		rows, err := q.Query(ctx, s.sql(qLockDependants), killed)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
 		}
-		queues = append(queues, qs...)
-		rows, err := q.Query(ctx, s.sql(qCancelDependants), killed, now)
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
+		}
+		if len(locked) == 0 {
+			break
+		}
+		rows, err = q.Query(ctx, s.sql(qCancelDependants), killed, now)
 		if err != nil {
 			return nil, nil, fmt.Errorf("cancel dependants: %w", err)
 		}
-		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		cancelled, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
 			return nil, nil, fmt.Errorf("cancel dependants: %w", err)
 		}
-		all = append(all, killed...)
+		if len(cancelled) < len(locked) {
+			// The rest wait for any outcome: released once all finished.
+			qs, err := s.releaseDependants(ctx, q, locked, now)
+			if err != nil {
+				return nil, nil, err
+			}
+			queues = append(queues, qs...)
+		}
+		all = append(all, cancelled...)
+		killed = cancelled
 	}
 	return all, queues, nil
-}
-
-// releaseAnyDependants locks the pending dependants of the dead or
-// cancelled jobs killed that wait for any outcome, and releases those whose
-// dependencies have all finished.
-func (s *Store) releaseAnyDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]string, error) {
-	rows, err := q.Query(ctx, s.sql(qLockAnyDependants), killed)
-	if err != nil {
-		return nil, fmt.Errorf("lock dependants: %w", err)
-	}
-	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("lock dependants: %w", err)
-	}
-	if len(locked) == 0 {
-		return nil, nil
-	}
-	return s.releaseDependants(ctx, q, locked, now)
 }

@@ -297,20 +297,13 @@ FROM {schema}.jobs j
 WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> ''
   AND r.tenant = j.tenant AND r.key = j.idempotency_key`
 
-	// qLockDependants locks the pending dependants of completed jobs, in id
-	// order. Two dependencies of one job completing in concurrent
+	// qLockDependants locks the pending dependants of completed jobs (and,
+	// in cancelDependants, of dead or cancelled ones), in id order. Two dependencies of one job completing in concurrent
 	// transactions would otherwise each see the other still running and
 	// neither release the dependant; with the lock, the second waits for the
 	// first to commit and its next statement sees both completed.
 	qLockDependants = `SELECT id FROM {schema}.jobs
 WHERE state = 'pending' AND depends_on && $1::bigint[] ORDER BY id FOR UPDATE`
-
-	// qLockAnyDependants locks, like qLockDependants, the pending
-	// dependants of dead or cancelled jobs that wait for any outcome
-	// (deps_any): the same lock makes two dependencies that end at once
-	// (one completed, one dead, say) release the dependant exactly once.
-	qLockAnyDependants = `SELECT id FROM {schema}.jobs
-WHERE state = 'pending' AND deps_any AND depends_on && $1::bigint[] ORDER BY id FOR UPDATE`
 
 	// qMarkDepsAny flags jobs that wait for any outcome of their
 	// dependencies (inserted in the same transaction).
