@@ -118,8 +118,9 @@ func testBatchOnFinishItemError(t *testing.T, s store.Store) {
 }
 
 // testBatchOnFinishRace finishes every child of a batch at once, each in
-// its own transaction (some completed, some dead): the completion job must
-// be released (exactly once: it is available, then claimed once).
+// its own transaction (some completed, some dead, some cancelled): the
+// completion job must be released (exactly once: it is available, then
+// claimed once).
 func testBatchOnFinishRace(t *testing.T, s store.Store) {
 	const rounds, children = 6, 6
 	for round := range rounds {
@@ -132,6 +133,10 @@ func testBatchOnFinishRace(t *testing.T, s store.Store) {
 		}
 		err := parallel(children, func(i int) error {
 			j := running[i]
+			if (i+round)%3 == 2 { // cancelled while running, by another path
+				_, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: j.ID, Reason: "stop", Now: now.Add(2 * time.Second)})
+				return err
+			}
 			p := completion(j, `{"ok":true}`, now.Add(2*time.Second))
 			if (i+round)%2 == 1 {
 				p = failure(j, idemtype.StateDead, idemtype.OutcomeDead, "fatal", time.Time{}, now.Add(2*time.Second))
