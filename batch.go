@@ -21,10 +21,13 @@ import (
 // it has none, the SHA-256 of its canonical kind and args — never its
 // position — so a job listed in another order is the same job.
 //
-// A batch has no completion job of its own: a caller that needs one
-// enqueues it with DependsOn on every job of the batch (it runs when all
-// completed; a failed job cancels it). Running "even if some failed" is not
-// supported yet.
+// A batch may have a completion job (BatchCreateParams.OnFinish), created
+// in the same transaction: it waits (pending, not claimable) until every
+// job of the batch has finished — completed, dead or cancelled all count —
+// and then becomes available, exactly once. Its metadata carries the
+// batch id under "idem_batch_id"; its handler reads the children's
+// outcomes with Client.FinishedBatch (counts by state and every job with
+// its state, result and last error). See docs/batches.md.
 
 // MaxBatchMetadata is the largest batch metadata accepted, in bytes.
 const MaxBatchMetadata = 64 << 10
@@ -38,6 +41,12 @@ type BatchCreateParams struct {
 	// batch's; Opts.IdempotencyKey, when set, becomes part of the derived
 	// key (BatchJobKey).
 	Jobs []EnqueueParams
+	// OnFinish, when set, is the batch's completion job: created with the
+	// batch, run once every job of the batch has finished, whatever the
+	// outcome. Its Opts.Tenant is the batch's; it takes no
+	// IdempotencyKey (the batch key makes it once) and no DependsOn (it
+	// depends on the batch's jobs).
+	OnFinish *EnqueueParams
 }
 
 // Batch is a batch with its jobs, as BatchCreate, BatchGet and BatchCancel
@@ -57,6 +66,9 @@ type Batch struct {
 	Finished bool
 	// Jobs are the batch's jobs, oldest first.
 	Jobs []*JobRow
+	// OnFinish is the batch's completion job (nil = none); it is not one
+	// of Jobs and not counted.
+	OnFinish *JobRow
 }
 
 // BatchJobKey returns the idempotency key of a batch's job: batchKey + "/"
@@ -101,8 +113,12 @@ func (c *Client) BatchCreate(ctx context.Context, p BatchCreateParams) (*Batch, 
 	if err != nil {
 		return nil, err
 	}
+	onFinish, err := c.onFinishParams(tenant, p.OnFinish)
+	if err != nil {
+		return nil, err
+	}
 	res, err := c.store.BatchCreate(ctx, &store.BatchCreateParams{Tenant: tenant, Key: p.Key,
-		Metadata: p.Metadata, Jobs: params, Now: c.now()})
+		Metadata: p.Metadata, Jobs: params, OnFinish: onFinish, Now: c.now()})
 	if err != nil {
 		return nil, fmt.Errorf("batch %q: %w", p.Key, err)
 	}
@@ -151,6 +167,76 @@ func (c *Client) batchParams(tenant string, p BatchCreateParams) ([]*store.JobIn
 		}
 	}
 	return out, nil
+}
+
+// onFinishParams validates a batch's completion job and builds its insert
+// params (nil when there is none).
+func (c *Client) onFinishParams(tenant string, it *EnqueueParams) (*store.JobInsertParams, error) {
+	if it == nil {
+		return nil, nil
+	}
+	o := EnqueueOpts{}
+	if it.Opts != nil {
+		o = *it.Opts
+	}
+	if o.IdempotencyKey != "" {
+		return nil, idemtype.Invalid("on_finish.idempotency_key", "not allowed: the batch key creates the completion job once")
+	}
+	if len(o.DependsOn) > 0 {
+		return nil, idemtype.Invalid("on_finish.depends_on", "not allowed: the completion job depends on the batch's jobs")
+	}
+	if len(o.Metadata) > 0 && isJSONObject(o.Metadata) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(o.Metadata, &m) == nil {
+			if _, ok := m[store.BatchMetadataKey]; ok {
+				return nil, idemtype.Invalid("on_finish.metadata", "%q is set by idem", store.BatchMetadataKey)
+			}
+		}
+	}
+	o.Tenant = tenant
+	it2 := *it
+	it2.Opts = &o
+	jp, err := c.insertParams(it2, c.now())
+	if err != nil {
+		return nil, prefixField("on_finish.", err)
+	}
+	return jp, nil
+}
+
+// FinishedBatch returns the batch whose completion job is job (its
+// metadata names it), with every job of the batch in its final state: what
+// a completion job's handler reads to act on the children's outcomes.
+// A job that is no batch's completion job is ErrNotFound.
+func (c *Client) FinishedBatch(ctx context.Context, job *JobRow) (*Batch, error) {
+	id, ok := BatchOf(job)
+	if !ok {
+		return nil, fmt.Errorf("job %d is no batch's completion job: %w", job.ID, idemtype.ErrNotFound)
+	}
+	b, err := c.BatchGet(ctx, job.Tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if b.OnFinish == nil || b.OnFinish.ID != job.ID {
+		return nil, fmt.Errorf("job %d is no completion job of batch %d: %w", job.ID, id, idemtype.ErrNotFound)
+	}
+	return b, nil
+}
+
+// BatchOf returns the batch id a completion job's metadata carries
+// ("idem_batch_id") and whether it has one.
+func BatchOf(job *JobRow) (int64, bool) {
+	if job == nil || len(job.Metadata) == 0 {
+		return 0, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(job.Metadata, &m) != nil {
+		return 0, false
+	}
+	var id int64
+	if raw, ok := m[store.BatchMetadataKey]; !ok || json.Unmarshal(raw, &id) != nil || id <= 0 {
+		return 0, false
+	}
+	return id, true
 }
 
 // prefixField puts prefix before the field of a validation error.
@@ -215,5 +301,12 @@ func (c *Client) batchWithJobs(ctx context.Context, b *idemtype.Batch) (*Batch, 
 		out.Finished = out.Finished && j.State.Finished()
 	}
 	out.Total = len(out.Jobs)
+	if b.OnFinishJobID != 0 {
+		j, err := c.store.JobGet(ctx, &store.JobGetParams{Tenant: b.Tenant, ID: b.OnFinishJobID})
+		if err != nil {
+			return nil, fmt.Errorf("batch %d completion job: %w", b.ID, err)
+		}
+		out.OnFinish = j
+	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,5 +123,89 @@ func TestBatchCreateRace(t *testing.T) {
 	}
 	if jobs, _, _ := b.client.JobList(ctx, &idem.JobListParams{}); len(jobs) != 4 {
 		t.Fatalf("%d jobs, want 4", len(jobs))
+	}
+}
+
+func TestBatchOnFinishSeesEveryOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &idem.Config{Queues: map[string]idem.QueueConfig{"default": {MaxWorkers: 2}}})
+	ctx := context.Background()
+	b.workers.Handle("upload", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		var a struct{ File string }
+		if err := json.Unmarshal(j.Args, &a); err != nil {
+			return nil, err
+		}
+		if a.File == "broken.csv" {
+			return nil, idem.JobPermanent(errors.New("unreadable"))
+		}
+		return json.RawMessage(`{"rows":10}`), nil
+	})
+	type seen struct {
+		counts   map[idem.JobState]int
+		finished bool
+		errs     []string
+	}
+	got := make(chan seen, 1)
+	b.workers.Handle("report", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		bt, err := b.client.FinishedBatch(ctx, j)
+		if err != nil {
+			return nil, err
+		}
+		s := seen{counts: bt.Counts, finished: bt.Finished}
+		for _, c := range bt.Jobs {
+			if c.LastError != "" {
+				s.errs = append(s.errs, c.LastError)
+			}
+		}
+		got <- s
+		return nil, nil
+	})
+	bt, err := b.client.BatchCreate(ctx, idem.BatchCreateParams{Key: "upload-7",
+		Jobs:     uploadJobs("a.csv", "broken.csv", "c.csv"),
+		OnFinish: &idem.EnqueueParams{Kind: "report", Args: json.RawMessage(`{"notify":"u1"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bt.OnFinish == nil || bt.OnFinish.State != idem.StatePending || bt.Total != 3 {
+		t.Fatalf("created: total %d, completion job %+v", bt.Total, bt.OnFinish)
+	}
+	if id, ok := idem.BatchOf(bt.OnFinish); !ok || id != bt.ID {
+		t.Fatalf("BatchOf = %d %v, want %d", id, ok, bt.ID)
+	}
+	b.start(t)
+	waitState(t, b, bt.OnFinish.ID, idem.StateCompleted)
+	s := <-got
+	if !s.finished || s.counts[idem.StateCompleted] != 2 || s.counts[idem.StateDead] != 1 ||
+		len(s.errs) != 1 || !strings.Contains(s.errs[0], "unreadable") {
+		t.Fatalf("the completion job saw %+v", s)
+	}
+	// A job that completes no batch has none.
+	r, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "upload", Args: json.RawMessage(`{"file":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.FinishedBatch(ctx, r.Job); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("FinishedBatch of a plain job: %v", err)
+	}
+}
+
+func TestBatchOnFinishBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	for field, of := range map[string]*idem.EnqueueParams{
+		"on_finish.kind":            {Kind: ""},
+		"on_finish.idempotency_key": {Kind: "r", Opts: &idem.EnqueueOpts{IdempotencyKey: "k"}},
+		"on_finish.depends_on":      {Kind: "r", Opts: &idem.EnqueueOpts{DependsOn: []int64{1}}},
+		"on_finish.metadata":        {Kind: "r", Opts: &idem.EnqueueOpts{Metadata: json.RawMessage(`{"idem_batch_id":9}`)}},
+	} {
+		var inv *idemtype.InvalidError
+		_, err := b.client.BatchCreate(ctx, idem.BatchCreateParams{Key: "b", Jobs: uploadJobs("a"), OnFinish: of})
+		if !errors.As(err, &inv) || inv.Field != field {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+	if jobs, _, _ := b.client.JobList(ctx, &idem.JobListParams{}); len(jobs) != 0 {
+		t.Fatalf("%d jobs written by refused batches", len(jobs))
 	}
 }

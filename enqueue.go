@@ -30,7 +30,12 @@ type EnqueueOpts struct {
 	RunAt        time.Time // not before; zero = now
 	PartitionKey string    // FIFO partition within the queue
 	DependsOn    []int64   // jobs that must complete first
-	Metadata     json.RawMessage
+	// DependsOnFinished makes the job wait until every DependsOn job has
+	// finished whatever the outcome (completed, dead or cancelled) instead
+	// of requiring them to complete: a dead or cancelled dependency does
+	// not cancel it.
+	DependsOnFinished bool
+	Metadata          json.RawMessage
 	// IdempotencyKey deduplicates creation within the dedup window and
 	// caches the result; "" = none.
 	IdempotencyKey string
@@ -165,7 +170,8 @@ func (c *Client) buildInsert(it EnqueueParams, now time.Time, withFingerprint bo
 	p := &store.JobInsertParams{
 		Tenant: o.Tenant, Queue: o.Queue, Kind: it.Kind, Args: it.Args,
 		Priority: o.Priority, MaxAttempts: o.MaxAttempts, RunAt: o.RunAt,
-		PartitionKey: o.PartitionKey, DependsOn: o.DependsOn, Metadata: o.Metadata,
+		PartitionKey: o.PartitionKey, DependsOn: o.DependsOn, DependsOnFinished: o.DependsOnFinished,
+		Metadata:       o.Metadata,
 		IdempotencyKey: o.IdempotencyKey, DedupWindow: c.cfg.DedupWindow,
 		ResultTTL: c.cfg.resultTTL(it.Kind), Timeout: o.Timeout,
 	}
@@ -309,6 +315,8 @@ func fingerprint(p *store.JobInsertParams, runAt time.Time) (string, error) {
 	}
 	if len(p.DependsOn) == 0 {
 		delete(fields, "depends_on")
+	} else if p.DependsOnFinished {
+		fields["depends_on_finished"] = true
 	}
 	if len(p.Metadata) == 0 {
 		delete(fields, "metadata")

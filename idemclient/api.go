@@ -30,6 +30,47 @@ type EnqueueRequest struct {
 	DedupWindow    *time.Duration // nil = server default; 0 = only while unfinished
 	ResultTTL      *time.Duration
 	Metadata       json.RawMessage
+	// Retry is the job's own retry policy; nil = the queue's or kind's.
+	Retry *RetryPolicy
+}
+
+// RetryPolicy is a job's own retry policy: the delay before retry n is
+// Base·Factor^(n-1) capped at Max with ±Jitter, or Delays[n-1] (the last
+// repeats). Zero fields take the server's defaults (5s, 2, 1h, 0.1).
+type RetryPolicy struct {
+	MaxAttempts int // attempts in all; 0 = the job's MaxAttempts
+	Base        time.Duration
+	Factor      float64
+	Max         time.Duration
+	// Jitter is the ± fraction of random jitter: nil = default, 0 = none.
+	Jitter *float64
+	Delays []time.Duration
+}
+
+// wire renders the policy in the API's form.
+func (p *RetryPolicy) wire() *wire.RetrySpec {
+	if p == nil {
+		return nil
+	}
+	out := &wire.RetrySpec{Jitter: p.Jitter}
+	if p.MaxAttempts != 0 {
+		n := p.MaxAttempts
+		out.MaxAttempts = &n
+	}
+	if p.Base != 0 {
+		out.Base = durationText(&p.Base)
+	}
+	if p.Max != 0 {
+		out.Max = durationText(&p.Max)
+	}
+	if p.Factor != 0 {
+		f := p.Factor
+		out.Factor = &f
+	}
+	for _, d := range p.Delays {
+		out.Delays = append(out.Delays, *durationText(&d))
+	}
+	return out
 }
 
 // MarshalJSON renders the request in the API's form (durations as strings).
@@ -37,7 +78,7 @@ func (r *EnqueueRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(&wire.EnqueueRequest{Queue: r.Queue, Kind: r.Kind, Args: r.Args, Priority: r.Priority,
 		RunAt: timeText(r.RunAt.UTC()), MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey,
 		DependsOn: wire.JobIDs(r.DependsOn), IdempotencyKey: r.IdempotencyKey, DedupWindow: durationText(r.DedupWindow),
-		ResultTTL: durationText(r.ResultTTL), Metadata: r.Metadata})
+		ResultTTL: durationText(r.ResultTTL), Metadata: r.Metadata, Retry: r.Retry.wire()})
 }
 
 // EnqueueResult is the reply of an enqueue (the job, and Existing when it

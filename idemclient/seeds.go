@@ -20,12 +20,32 @@ type BatchCreateResult = wire.BatchCreateReply
 // the existing batch (Existing) when the key was used before. Each job's
 // IdempotencyKey, when set, is its own part of the derived key.
 func (cl *Client) BatchCreate(ctx context.Context, key string, metadata json.RawMessage, jobs []*EnqueueRequest) (*BatchCreateResult, error) {
+	return cl.BatchCreateWith(ctx, &BatchCreateRequest{Key: key, Metadata: metadata, Jobs: jobs})
+}
+
+// BatchCreateRequest is a batch to create with BatchCreateWith.
+type BatchCreateRequest struct {
+	Key      string
+	Metadata json.RawMessage
+	Jobs     []*EnqueueRequest
+	// OnFinish is the batch's completion job: created with the batch, run
+	// once every job has finished whatever the outcome. Its metadata gets
+	// "idem_batch_id"; it reads the outcomes with BatchGet.
+	OnFinish *EnqueueRequest
+}
+
+// BatchCreateWith is BatchCreate with every option, a completion job
+// included.
+func (cl *Client) BatchCreateWith(ctx context.Context, req *BatchCreateRequest) (*BatchCreateResult, error) {
 	var out BatchCreateResult
-	body := map[string]any{"key": key, "jobs": jobs}
-	if metadata != nil {
-		body["metadata"] = metadata
+	body := map[string]any{"key": req.Key, "jobs": req.Jobs}
+	if req.Metadata != nil {
+		body["metadata"] = req.Metadata
 	}
-	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/batches", body: body, key: key, out: &out})
+	if req.OnFinish != nil {
+		body["on_finish"] = req.OnFinish
+	}
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/batches", body: body, key: req.Key, out: &out})
 	return nilIfErr(&out, err)
 }
 

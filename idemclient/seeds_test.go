@@ -3,7 +3,9 @@ package idemclient_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem/idemclient"
 )
@@ -68,5 +70,46 @@ func TestBatchesDLQAndLeases(t *testing.T) {
 	l2, _ := cl.LeaseAcquire(ctx, "geo-2", 0, 0)
 	if err := cl.LeaseRelease(ctx, "geo-2", l2.LeaseToken); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestBatchOnFinishAndRetry(t *testing.T) {
+	t.Parallel()
+	cl, _ := setup(t, nil)
+	ctx := context.Background()
+	jitter := 0.0
+	retry := &idemclient.RetryPolicy{MaxAttempts: 5, Base: 5 * time.Second, Jitter: &jitter}
+	b, err := cl.BatchCreateWith(ctx, &idemclient.BatchCreateRequest{Key: "upload-2",
+		Jobs:     []*idemclient.EnqueueRequest{{Kind: "upload", Queue: "up2", Args: json.RawMessage(`{"f":"a"}`), Retry: retry}},
+		OnFinish: &idemclient.EnqueueRequest{Kind: "report", Queue: "reports"}})
+	if err != nil || b.Batch.OnFinish == nil || b.Batch.OnFinish.State != "pending" {
+		t.Fatalf("create: %+v %v", b, err)
+	}
+	child := b.Batch.Jobs[0]
+	if child.MaxAttempts != 5 || child.Retry == nil || *child.Retry.Base != "5s" {
+		t.Fatalf("child's retry: %+v", child)
+	}
+	claimed, err := cl.Claim(ctx, &idemclient.ClaimRequest{Queues: []string{"up2"}, WorkerID: "w"})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	before := time.Now()
+	failed, err := cl.Fail(ctx, claimed[0].ID, claimed[0].LeaseToken, &idemclient.FailRequest{Error: "busy"})
+	if err != nil || failed.State != "retryable" || failed.RunAt.Before(before.Add(5*time.Second-time.Millisecond)) ||
+		failed.RunAt.After(time.Now().Add(5*time.Second)) {
+		t.Fatalf("fail: %+v %v", failed, err)
+	}
+	if _, err := cl.CancelJob(ctx, child.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cl.BatchGet(ctx, b.Batch.ID)
+	if err != nil || got.OnFinish == nil || got.OnFinish.State != "available" || !got.Finished {
+		t.Fatalf("after the child: %+v %v", got, err)
+	}
+	// Bad retry: a 400 naming the field.
+	_, err = cl.Enqueue(ctx, &idemclient.EnqueueRequest{Kind: "k", Retry: &idemclient.RetryPolicy{Factor: 0.5}})
+	var pe *idemclient.Error
+	if !errors.As(err, &pe) || pe.Status != 400 || pe.Errors["retry.factor"] == "" {
+		t.Fatalf("bad retry: %v", err)
 	}
 }

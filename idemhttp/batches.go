@@ -12,8 +12,8 @@ import (
 
 // createBatch: POST /v1/batches → 201 {batch, existing:false}; a repeat of
 // the key: 200 {batch, existing:true} (Idempotent-Replayed). One bad job
-// fails the whole batch with a 4xx naming it (jobs[i].field); nothing is
-// written.
+// fails the whole batch with a 4xx naming it (jobs[i].field, or
+// on_finish.field for the completion job); nothing is written.
 func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	hk, err := idempotencyKey(r)
 	if err != nil {
@@ -42,6 +42,20 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 		if p.Jobs[i], err = s.enqueueParams(tenant, &req.Jobs[i]); err != nil {
 			return prefixInvalid(fmt.Sprintf("jobs[%d].", i), err)
 		}
+	}
+	if req.OnFinish != nil {
+		of := *req.OnFinish
+		if of.IdempotencyKey != "" {
+			return invalid("on_finish.idempotency_key", "not allowed: the batch key creates the completion job once")
+		}
+		if len(of.DependsOn) > 0 {
+			return invalid("on_finish.depends_on", "not allowed: the completion job depends on the batch's jobs")
+		}
+		ep, err := s.enqueueParams(tenant, &of)
+		if err != nil {
+			return prefixInvalid("on_finish.", err)
+		}
+		p.OnFinish = &ep
 	}
 	b, err := s.client.BatchCreate(r.Context(), p)
 	if err != nil {
@@ -105,6 +119,9 @@ func renderBatch(b *idem.Batch) *wire.Batch {
 	out := &wire.Batch{ID: formatID(b.ID), Tenant: b.Tenant, Key: b.Key, CreatedAt: b.CreatedAt,
 		Metadata: rawOrNil(b.Metadata), Counts: map[string]int64{}, Total: b.Total, Finished: b.Finished,
 		Jobs: renderJobs(b.Jobs, false)}
+	if b.OnFinish != nil {
+		out.OnFinish = renderJob(b.OnFinish, false)
+	}
 	for _, st := range idemtype.AllStates {
 		out.Counts[string(st)] = int64(b.Counts[st])
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -52,10 +53,95 @@ func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.En
 	if req.MaxAttempts < 0 {
 		return p, invalid("max_attempts", "must be between 1 and 1000")
 	}
+	if req.Retry != nil {
+		pol, attempts, err := parseRetry(req.Retry)
+		if err != nil {
+			return p, err
+		}
+		if attempts > 0 {
+			if req.MaxAttempts != 0 && req.MaxAttempts != attempts {
+				return p, invalid("retry.max_attempts", "differs from max_attempts")
+			}
+			p.Opts.MaxAttempts = attempts
+		}
+		p.Opts.Retry = pol
+	}
 	if err := s.client.ValidateEnqueue(p); err != nil {
 		return p, err
 	}
 	return p, nil
+}
+
+// maxRetryDelays is the longest explicit retry schedule accepted.
+const maxRetryDelays = 100
+
+// parseRetry validates a job's own retry policy at the edge, naming the
+// field of any bad value (retry.base, retry.factor, …), and returns it
+// with its max_attempts (0 = not given).
+func parseRetry(r *wire.RetrySpec) (*idem.RetryPolicy, int, error) {
+	attempts := 0
+	if r.MaxAttempts != nil {
+		if *r.MaxAttempts < 1 || *r.MaxAttempts > idem.MaxMaxAttempts {
+			return nil, 0, invalid("retry.max_attempts", fmt.Sprintf("must be between 1 and %d", idem.MaxMaxAttempts))
+		}
+		attempts = *r.MaxAttempts
+	}
+	pol := &idem.RetryPolicy{}
+	base, err := parseDuration("retry.base", r.Base)
+	if err != nil {
+		return nil, 0, err
+	}
+	if base != nil {
+		if *base == 0 {
+			return nil, 0, invalid("retry.base", "must be positive")
+		}
+		pol.Base = *base
+	}
+	mx, err := parseDuration("retry.max", r.Max)
+	if err != nil {
+		return nil, 0, err
+	}
+	if mx != nil {
+		if *mx == 0 {
+			return nil, 0, invalid("retry.max", "must be positive")
+		}
+		if base != nil && *mx < *base {
+			return nil, 0, invalid("retry.max", "must not be below retry.base")
+		}
+		pol.Max = *mx
+	}
+	if r.Factor != nil {
+		if f := *r.Factor; math.IsNaN(f) || f < 1 || f > 100 {
+			return nil, 0, invalid("retry.factor", "must be between 1 and 100")
+		}
+		pol.Factor = *r.Factor
+	}
+	if r.Jitter != nil {
+		j := *r.Jitter
+		if math.IsNaN(j) || j < 0 || j > 1 {
+			return nil, 0, invalid("retry.jitter", "must be between 0 and 1")
+		}
+		pol.Jitter = j
+		if j == 0 {
+			pol.Jitter = -1 // none
+		}
+	}
+	if len(r.Delays) > 0 {
+		if r.Base != nil || r.Factor != nil {
+			return nil, 0, invalid("retry.delays", "not with retry.base or retry.factor: an explicit schedule replaces them")
+		}
+		if len(r.Delays) > maxRetryDelays {
+			return nil, 0, invalid("retry.delays", fmt.Sprintf("at most %d delays", maxRetryDelays))
+		}
+		for i := range r.Delays {
+			d, err := parseDuration(fmt.Sprintf("retry.delays[%d]", i), &r.Delays[i])
+			if err != nil {
+				return nil, 0, err
+			}
+			pol.Delays = append(pol.Delays, *d)
+		}
+	}
+	return pol, attempts, nil
 }
 
 // decodeEnqueue decodes and validates the body of POST /v1/jobs with the

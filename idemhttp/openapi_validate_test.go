@@ -81,6 +81,11 @@ var docLooserThanServer = []string{
 	"key: must be printable ASCII",         // kin-openapi checks path values still escaped
 	"forbidden target address",             // a target URL's resolved address (SSRF policy)
 	"a batch needs a key",                  // the key may come in the body or the header
+	// Retry policies and completion jobs: cross-field rules, and a
+	// duration pattern that cannot say "positive".
+	"must not be below retry.base", "differs from max_attempts", "an explicit schedule replaces them",
+	"retry.base: must be positive", "retry.max: must be positive",
+	"not allowed: the batch key", "not allowed: the completion job", `"idem_batch_id" is set by idem`,
 	// Schedules: cron syntax, zone names, interval bounds and the grain
 	// against the timetable are beyond JSON Schema.
 	"cron: ", "timezone: ", "every: must be", "grain: ", "dedup_window: must be at least",

@@ -37,6 +37,11 @@ func runSeedSuite(t *testing.T, open opener) {
 		"batches":                testBatchesHTTP,
 		"batches bad input":      testBatchesBadInput,
 		"batches race":           testBatchesRace,
+		"batch on_finish":        testBatchOnFinishHTTP,
+		"batch on_finish bad":    testBatchOnFinishBadInput,
+		"enqueue retry":          testEnqueueRetry,
+		"enqueue retry bad":      testEnqueueRetryBadInput,
+		"window 0 expires_at":    testWindowZeroExpiry,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -2,7 +2,9 @@ package idemhttp
 
 import (
 	"encoding/json"
+	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
 )
@@ -28,6 +30,40 @@ func renderJob(j *idemtype.JobRow, withLease bool) *wire.Job {
 	}
 	if withLease {
 		out.LeaseToken, out.LeaseExpiresAt = j.LeaseToken, j.LeaseExpiresAt
+	}
+	out.Retry = renderRetry(j.RetryPolicy)
+	return out
+}
+
+// renderRetry converts a job's stored retry policy (nil = none); a
+// jitter turned off (negative) reads 0, as it is given over HTTP.
+func renderRetry(raw json.RawMessage) *wire.RetrySpec {
+	if len(raw) == 0 {
+		return nil
+	}
+	var p idem.RetryPolicy
+	if json.Unmarshal(raw, &p) != nil {
+		return nil
+	}
+	out := &wire.RetrySpec{}
+	dur := func(d time.Duration) *string {
+		if d == 0 {
+			return nil
+		}
+		s := d.String()
+		return &s
+	}
+	out.Base, out.Max = dur(p.Base), dur(p.Max)
+	if p.Factor != 0 {
+		f := p.Factor
+		out.Factor = &f
+	}
+	if p.Jitter != 0 {
+		j := max(p.Jitter, 0)
+		out.Jitter = &j
+	}
+	for _, d := range p.Delays {
+		out.Delays = append(out.Delays, d.String())
 	}
 	return out
 }

@@ -107,6 +107,9 @@ type Batch struct {
 	Key       string
 	CreatedAt time.Time
 	Metadata  json.RawMessage // nil = none
+	// OnFinishJobID is the batch's completion job (0 = none): it waits
+	// until every job of the batch has finished, whatever the outcome.
+	OnFinishJobID int64
 }
 
 // Outcome is how an attempt ended.
@@ -173,8 +176,11 @@ type Record struct {
 	// DedupUntil is when the key stops blocking creation of new jobs; nil
 	// while it blocks until its job finishes (a dedup window of 0).
 	DedupUntil *time.Time
-	// ExpiresAt is when the record is deleted; nil while it depends on an
-	// unfinished job.
+	// ExpiresAt is when the record is deleted. While it depends on an
+	// unfinished job (a dedup window of 0) nothing is stored and reads
+	// (RecordGet) project it: the job's earliest finish (now, its run_at
+	// or its lease's end, whichever is latest) plus its result TTL — a
+	// time that moves with the job until it finishes.
 	ExpiresAt  *time.Time
 	DurationMS int64
 }

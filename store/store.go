@@ -39,6 +39,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -97,9 +98,9 @@ type Jobs interface {
 	// Err is a *idemtype.KeyReusedError. Concurrent inserts of one key must
 	// produce exactly one job, whatever the interleaving.
 	//
-	// Initial state: cancelled if a dependency is already dead or cancelled;
-	// pending while a dependency is unfinished; scheduled when RunAt > Now;
-	// available otherwise.
+	// Initial state: cancelled if a dependency is already dead or cancelled
+	// (unless DependsOnFinished); pending while a dependency is unfinished;
+	// scheduled when RunAt > Now; available otherwise.
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]JobInsertResult, error)
 
 	// JobGet returns the job ID of Tenant (Tenant "" matches any tenant);
@@ -168,7 +169,12 @@ type Jobs interface {
 	//     max(DedupUntil, FinishedAt + the job's ResultTTL); the lease is
 	//     cleared;
 	//   - dead or cancelled: pending dependants (transitively) are cancelled
-	//     with LastError naming the dependency and its state;
+	//     with LastError naming the dependency and its state — except those
+	//     inserted with DependsOnFinished, which are released instead once
+	//     all their dependencies are finished (completed, dead or cancelled;
+	//     a completion releases them under the same rule). Two dependencies
+	//     finishing at once in different transactions release such a job
+	//     exactly once;
 	//   - any state: the record's execution lease is released if the job
 	//     holds it; when the job's dedup window is 0 and the job reached a
 	//     final state, DedupUntil = FinishedAt and ExpiresAt =
@@ -233,7 +239,13 @@ type Jobs interface {
 // creation: the execution lease and the result cache, for jobs and for Do.
 type Records interface {
 	// RecordGet returns the record (Tenant, Key) if it is live at Now
-	// (ExpiresAt nil or > Now); ErrNotFound otherwise.
+	// (ExpiresAt nil or > Now); ErrNotFound otherwise. The record it
+	// returns always has an ExpiresAt: one that has none stored (its job,
+	// with a dedup window of 0, is unfinished) gets a projection — the
+	// job's earliest finish (Now, its RunAt or the end of its lease,
+	// whichever is latest) plus its ResultTTL, or for a record without a
+	// job the end of its lease (or Now). The projection moves with the job;
+	// such a record is never deleted before its job finishes.
 	RecordGet(ctx context.Context, p *RecordGetParams) (*idemtype.Record, error)
 
 	// RecordDelete deletes the record (Tenant, Key) so the key may be used
@@ -354,7 +366,12 @@ type JobInsertParams struct {
 	RunAt        time.Time
 	PartitionKey string
 	DependsOn    []int64
-	Metadata     json.RawMessage
+	// DependsOnFinished makes the job wait until every DependsOn job has
+	// finished, whatever the outcome: completed, dead and cancelled all
+	// count, and a dead or cancelled dependency does not cancel it. false =
+	// every dependency must complete (a dead or cancelled one cancels it).
+	DependsOnFinished bool
+	Metadata          json.RawMessage
 	// RetryPolicy is stored as given and returned in JobRow.RetryPolicy.
 	RetryPolicy json.RawMessage
 	// Timeout is stored (microsecond precision) and returned in
@@ -471,7 +488,46 @@ type BatchCreateParams struct {
 	Key      string
 	Metadata []byte // JSON; nil = none
 	Jobs     []*JobInsertParams
+	// OnFinish, when not nil, is the batch's completion job, inserted after
+	// Jobs in the same transaction with DependsOn = every job of the batch
+	// and DependsOnFinished (the store sets both) and its Metadata merged
+	// with {"idem_batch_id": <the batch id>} (BatchFinishMetadata). It is
+	// not one of the batch's jobs (JobFilter.BatchID does not list it);
+	// the batch's OnFinishJobID names it.
+	OnFinish *JobInsertParams
 	Now      time.Time
+}
+
+// BatchMetadataKey is the metadata field of a batch's completion job that
+// holds the batch id.
+const BatchMetadataKey = "idem_batch_id"
+
+// BatchFinishMetadata returns meta (a JSON object or nil) with
+// BatchMetadataKey set to id.
+func BatchFinishMetadata(meta json.RawMessage, id int64) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(meta) > 0 {
+		if err := json.Unmarshal(meta, &m); err != nil {
+			return nil, fmt.Errorf("completion job metadata: %w", err)
+		}
+	}
+	m[BatchMetadataKey] = json.RawMessage(strconv.FormatInt(id, 10))
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("completion job metadata: %w", err)
+	}
+	return out, nil
+}
+
+// OnFinishParams returns the completion job of batch id whose jobs are ids.
+func OnFinishParams(p *JobInsertParams, batchID int64, ids []int64) (*JobInsertParams, error) {
+	cp := *p
+	meta, err := BatchFinishMetadata(p.Metadata, batchID)
+	if err != nil {
+		return nil, err
+	}
+	cp.Metadata, cp.DependsOn, cp.DependsOnFinished = meta, append([]int64(nil), ids...), true
+	return &cp, nil
 }
 
 // BatchCreateResult is the outcome of BatchCreate.
@@ -479,6 +535,7 @@ type BatchCreateResult struct {
 	Batch    *idemtype.Batch
 	Existing bool              // the batch existed: nothing was created
 	Jobs     []JobInsertResult // the created jobs in order; nil when Existing
+	OnFinish int64             // the created completion job; 0 = none or Existing
 }
 
 // BatchGetParams reads one batch.

@@ -49,3 +49,50 @@ func Example_batchUpload() {
 	// double click: batch 1 existing true - you already uploaded this
 	// jobs in the store: 3
 }
+
+// Seed 001's completion job: "an optional job enqueued when every child has
+// finished (with the children's outcomes)". OnFinish is created with the
+// batch, in the same transaction; it waits until every file's job has
+// finished — completed, dead or cancelled — then runs once, and its handler
+// reads the outcomes with FinishedBatch.
+func Example_batchUploadOnFinish() {
+	ctx := context.Background()
+	c, done := open(&idem.Config{Now: newClock().Now, DedupWindow: idem.DedupForever, MaxAttempts: 1})
+	defer done()
+
+	b, _ := c.BatchCreate(ctx, idem.BatchCreateParams{Key: "batch_upload-18",
+		Jobs: []idem.EnqueueParams{
+			{Kind: "import_file", Args: json.RawMessage(`{"file":"a.csv"}`), Opts: &idem.EnqueueOpts{Queue: "imports"}},
+			{Kind: "import_file", Args: json.RawMessage(`{"file":"b.csv"}`), Opts: &idem.EnqueueOpts{Queue: "imports"}},
+			{Kind: "import_file", Args: json.RawMessage(`{"file":"broken.csv"}`), Opts: &idem.EnqueueOpts{Queue: "imports"}},
+		},
+		OnFinish: &idem.EnqueueParams{Kind: "notify_user", Args: json.RawMessage(`{"user":"u-18"}`),
+			Opts: &idem.EnqueueOpts{Queue: "notify"}}})
+	fmt.Println("completion job:", b.OnFinish.Kind, b.OnFinish.State)
+
+	for j := work(ctx, c, "imports"); j != nil; j = work(ctx, c, "imports") {
+		if string(j.Args) == `{"file":"broken.csv"}` {
+			c.Fail(ctx, "", j.ID, j.LeaseToken, idem.FailParams{Error: "not a CSV file", ErrorCode: "BAD_CSV"})
+			continue
+		}
+		c.Complete(ctx, "", j.ID, j.LeaseToken, json.RawMessage(`{"rows":120}`))
+		fmt.Println("while files remain, notify_user claimable:", work(ctx, c, "notify") != nil)
+	}
+
+	// Every file finished: the completion job runs and reads the outcomes.
+	n := work(ctx, c, "notify")
+	fin, _ := c.FinishedBatch(ctx, n)
+	fmt.Printf("notify_user: batch %d finished %v: %d completed, %d dead\n", fin.ID, fin.Finished,
+		fin.Counts[idem.StateCompleted], fin.Counts[idem.StateDead])
+	for _, j := range fin.Jobs {
+		if j.State == idem.StateDead {
+			fmt.Println("  failed:", string(j.Args), j.ErrorCode)
+		}
+	}
+	// Output:
+	// completion job: notify_user pending
+	// while files remain, notify_user claimable: false
+	// while files remain, notify_user claimable: false
+	// notify_user: batch 1 finished true: 2 completed, 1 dead
+	//   failed: {"file":"broken.csv"} BAD_CSV
+}

@@ -37,6 +37,13 @@ func (c *clock) Add(d time.Duration) {
 // open returns a client on a fresh SQLite file with cfg (its clock set) and
 // a function that closes everything.
 func open(cfg *idem.Config) (*idem.Client, func()) {
+	cfg.DisableMaintenance = true
+	return openWith(cfg)
+}
+
+// openWith is open keeping cfg's maintenance setting (the scheduler runs
+// with the leader's maintenance).
+func openWith(cfg *idem.Config) (*idem.Client, func()) {
 	dir, err := os.MkdirTemp("", "idem-recipe-")
 	if err != nil {
 		panic(err)
@@ -45,7 +52,6 @@ func open(cfg *idem.Config) (*idem.Client, func()) {
 	if err != nil {
 		panic(err)
 	}
-	cfg.DisableMaintenance = true
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	client, err := idem.NewClient(st, cfg)
 	if err != nil {

@@ -14,8 +14,7 @@ import (
 // (the user comes from the job's metadata); a failing job is retried 3
 // times after 60 s, 120 s and 240 s (capped at 1 h), then lands in the
 // dead-letter queue with its error code, where an operator resolves it and
-// it leaves the unresolved count. (Throttling per tenant and queue lands
-// with the flow-control work and is not shown here.)
+// it leaves the unresolved count.
 func Example_queueMiddleware() {
 	ctx := context.Background()
 	clk := newClock()
@@ -65,4 +64,66 @@ func Example_queueMiddleware() {
 	// record status: failed
 	// unresolved dead letters: 1
 	// resolved: true - unresolved dead letters: 0
+}
+
+// Seed 002's throttling: at most 100 jobs a minute per tenant and 1,000 a
+// minute per queue, decided at claim time in the store (so every worker
+// process obeys it together). A throttled job stays available, uses no
+// attempt, and starts when the next minute's budget allows.
+func Example_queueMiddlewareThrottling() {
+	ctx := context.Background()
+	clk := newClock() // 09:00:00, the start of a one-minute window
+	c, done := open(&idem.Config{Now: clk.Now})
+	defer done()
+	for _, l := range []idem.Limit{
+		{FlowScope: idem.FlowScope{Tenant: "acme"}, Rate: 100, Period: time.Minute},
+		{FlowScope: idem.FlowScope{Queue: "emails"}, Rate: 1000, Period: time.Minute},
+	} {
+		if _, err := c.LimitPut(ctx, l); err != nil {
+			panic(err)
+		}
+	}
+	// A burst of 150 emails from one tenant.
+	burst := make([]idem.EnqueueParams, 150)
+	for i := range burst {
+		burst[i] = idem.EnqueueParams{Kind: "send_email", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+			Opts: &idem.EnqueueOpts{Tenant: "acme", Queue: "emails"}}
+	}
+	if _, err := c.EnqueueMany(ctx, burst); err != nil {
+		panic(err)
+	}
+	started := func() int {
+		n := 0
+		for {
+			jobs, err := c.Claim(ctx, idem.ClaimParams{Tenant: "acme", Queues: []string{"emails"}, WorkerID: "w", Limit: 50})
+			if err != nil {
+				panic(err)
+			}
+			if len(jobs) == 0 {
+				return n
+			}
+			for _, j := range jobs {
+				if _, err := c.Complete(ctx, "acme", j.ID, j.LeaseToken, nil); err != nil {
+					panic(err)
+				}
+			}
+			n += len(jobs)
+		}
+	}
+	fmt.Println("09:00 started:", started(), "- the rest wait for the next minute")
+	limits, _ := c.LimitList(ctx, "")
+	for _, l := range limits {
+		scope := "tenant " + l.Tenant
+		if l.Tenant == "" {
+			scope = "queue " + l.Queue
+		}
+		fmt.Printf("  %s: %d of %d this minute\n", scope, l.WindowUsed, l.Rate)
+	}
+	clk.Add(time.Minute)
+	fmt.Println("09:01 started:", started())
+	// Output:
+	// 09:00 started: 100 - the rest wait for the next minute
+	//   queue emails: 100 of 1000 this minute
+	//   tenant acme: 100 of 100 this minute
+	// 09:01 started: 50
 }

@@ -43,6 +43,9 @@ type Job struct {
 	ResolutionNote string          `json:"resolution_note,omitempty"` // note given when resolved
 	Metadata       json.RawMessage `json:"metadata,omitempty"`
 	WorkerID       string          `json:"worker_id,omitempty"`
+	// Retry is the job's own retry policy as given at enqueue (absent =
+	// the queue's or kind's).
+	Retry *RetrySpec `json:"retry,omitempty"`
 	// LeaseToken and LeaseExpiresAt are set on claimed jobs only.
 	LeaseToken     string     `json:"lease_token,omitempty"`
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
@@ -103,6 +106,22 @@ type EnqueueRequest struct {
 	Metadata       json.RawMessage `json:"metadata,omitempty"`
 	// Timeout limits each attempt (Go duration); absent = the queue's or kind's.
 	Timeout *string `json:"timeout,omitempty"`
+	// Retry is the job's own retry policy; absent = the queue's or kind's.
+	Retry *RetrySpec `json:"retry,omitempty"`
+}
+
+// RetrySpec is a job's own retry policy: how many attempts, and the delay
+// before each retry — Base·Factor^(n-1) capped at Max with ±Jitter, or the
+// explicit Delays (the last one repeats). Durations are Go durations
+// ("60s", "1h") or whole seconds. Absent fields take the defaults (5s,
+// factor 2, max 1h, jitter 0.1); jitter 0 means none.
+type RetrySpec struct {
+	MaxAttempts *int     `json:"max_attempts,omitempty"`
+	Base        *string  `json:"base,omitempty"`
+	Factor      *float64 `json:"factor,omitempty"`
+	Max         *string  `json:"max,omitempty"`
+	Jitter      *float64 `json:"jitter,omitempty"`
+	Delays      []string `json:"delays,omitempty"`
 }
 
 // EnqueueReply is the reply of an enqueue.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +18,7 @@ func newBatchCmd() *cobra.Command {
 	var af apiFlags
 	cmd := &cobra.Command{Use: "batch", Short: "Create, show and cancel batches of jobs over the HTTP API"}
 	af.register(cmd)
-	var key, file, meta string
+	var key, file, meta, onFinish string
 	create := &cobra.Command{Use: "create", Short: "Create a batch once per key from a JSON array of jobs (--file, - = stdin)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if key == "" || file == "" {
@@ -31,11 +32,21 @@ func newBatchCmd() *cobra.Command {
 			if meta != "" {
 				metadata = json.RawMessage(meta)
 			}
+			req := &idemclient.BatchCreateRequest{Key: key, Metadata: metadata, Jobs: jobs}
+			if onFinish != "" {
+				var of batchJobJSON
+				if err := json.Unmarshal([]byte(onFinish), &of); err != nil {
+					return fmt.Errorf("--on-finish: a JSON job: %w", err)
+				}
+				if req.OnFinish, err = of.request(); err != nil {
+					return fmt.Errorf("--on-finish: %w", err)
+				}
+			}
 			cl, err := af.client()
 			if err != nil {
 				return err
 			}
-			res, err := cl.BatchCreate(cmd.Context(), key, metadata, jobs)
+			res, err := cl.BatchCreateWith(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -52,6 +63,7 @@ func newBatchCmd() *cobra.Command {
 	create.Flags().StringVar(&key, "key", "", "the batch's idempotency key")
 	create.Flags().StringVar(&file, "file", "", "JSON array of jobs ({kind, args, queue, idempotency_key, …}); - = stdin")
 	create.Flags().StringVar(&meta, "metadata", "", "a JSON object kept with the batch")
+	create.Flags().StringVar(&onFinish, "on-finish", "", "the completion job ({kind, queue, args, …}): runs once every job finished, whatever the outcome")
 	get := &cobra.Command{Use: "get ID", Short: "Show a batch with its counts by state", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return batchCall(cmd, &af, args[0], (*idemclient.Client).BatchGet, "")
@@ -92,24 +104,71 @@ func readBatchJobs(cmd *cobra.Command, file string) ([]*idemclient.EnqueueReques
 	if err != nil {
 		return nil, fmt.Errorf("read jobs: %w", err)
 	}
-	var raw []struct {
-		Kind           string          `json:"kind"`
-		Queue          string          `json:"queue"`
-		Args           json.RawMessage `json:"args"`
-		IdempotencyKey string          `json:"idempotency_key"`
-		Priority       int             `json:"priority"`
-		MaxAttempts    int             `json:"max_attempts"`
-		PartitionKey   string          `json:"partition_key"`
-		Metadata       json.RawMessage `json:"metadata"`
-	}
+	var raw []batchJobJSON
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("read jobs: a JSON array of jobs: %w", err)
 	}
 	out := make([]*idemclient.EnqueueRequest, len(raw))
-	for i, r := range raw {
-		out[i] = &idemclient.EnqueueRequest{Kind: r.Kind, Queue: r.Queue, Args: r.Args, IdempotencyKey: r.IdempotencyKey,
-			Priority: r.Priority, MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey, Metadata: r.Metadata}
+	for i := range raw {
+		if out[i], err = raw[i].request(); err != nil {
+			return nil, fmt.Errorf("read jobs: jobs[%d]: %w", i, err)
+		}
 	}
+	return out, nil
+}
+
+// batchJobJSON is one job of a batch file, or the --on-finish job.
+type batchJobJSON struct {
+	Kind           string          `json:"kind"`
+	Queue          string          `json:"queue"`
+	Args           json.RawMessage `json:"args"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Priority       int             `json:"priority"`
+	MaxAttempts    int             `json:"max_attempts"`
+	PartitionKey   string          `json:"partition_key"`
+	Metadata       json.RawMessage `json:"metadata"`
+	Retry          *struct {
+		MaxAttempts int      `json:"max_attempts"`
+		Base        string   `json:"base"`
+		Factor      float64  `json:"factor"`
+		Max         string   `json:"max"`
+		Jitter      *float64 `json:"jitter"`
+		Delays      []string `json:"delays"`
+	} `json:"retry"`
+}
+
+func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
+	out := &idemclient.EnqueueRequest{Kind: r.Kind, Queue: r.Queue, Args: r.Args, IdempotencyKey: r.IdempotencyKey,
+		Priority: r.Priority, MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey, Metadata: r.Metadata}
+	if r.Retry == nil {
+		return out, nil
+	}
+	p := &idemclient.RetryPolicy{MaxAttempts: r.Retry.MaxAttempts, Factor: r.Retry.Factor, Jitter: r.Retry.Jitter}
+	parse := func(field, s string) (time.Duration, error) {
+		if s == "" {
+			return 0, nil
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("retry.%s: %w", field, err)
+		}
+		return d, nil
+	}
+	var err error
+	if p.Base, err = parse("base", r.Retry.Base); err != nil {
+		return nil, err
+	}
+	if p.Max, err = parse("max", r.Retry.Max); err != nil {
+		return nil, err
+	}
+	for _, s := range r.Retry.Delays {
+		d, err := parse("delays", s)
+		if err != nil {
+			return nil, err
+		}
+		p.Delays = append(p.Delays, d)
+	}
+	out.Retry = p
 	return out, nil
 }
 
@@ -118,6 +177,9 @@ func printBatch(w io.Writer, b *idemclient.Batch, verb string) {
 		fmt.Fprintf(w, "batch %s %s\n", b.ID, verb)
 	}
 	fmt.Fprintf(w, "batch %s key %s: %d jobs, finished %v\n", b.ID, b.Key, b.Total, b.Finished)
+	if b.OnFinish != nil {
+		fmt.Fprintf(w, "  on finish: job %s (%s) %s\n", b.OnFinish.ID, b.OnFinish.Kind, b.OnFinish.State)
+	}
 	for _, st := range []string{"pending", "scheduled", "available", "running", "retryable", "completed", "dead", "cancelled"} {
 		if n := b.Counts[st]; n > 0 {
 			fmt.Fprintf(w, "  %-10s %d\n", st, n)

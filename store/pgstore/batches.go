@@ -16,15 +16,16 @@ import (
 const (
 	qBatchInsert = `INSERT INTO {schema}.batches (tenant, key, created_at, metadata) VALUES ($1, $2, $3, $4::json)
 ON CONFLICT (tenant, key) DO NOTHING RETURNING id`
-	qBatchByKey  = `SELECT id, tenant, key, created_at, metadata::text FROM {schema}.batches WHERE tenant = $1 AND key = $2`
-	qBatchGet    = `SELECT id, tenant, key, created_at, metadata::text FROM {schema}.batches WHERE id = $1 AND ($2 = '' OR tenant = $2)`
-	qBatchAssign = `UPDATE {schema}.jobs SET batch_id = $1 WHERE id = ANY($2::bigint[])`
+	qBatchByKey    = `SELECT id, tenant, key, created_at, metadata::text, COALESCE(on_finish_job_id, 0) FROM {schema}.batches WHERE tenant = $1 AND key = $2`
+	qBatchGet      = `SELECT id, tenant, key, created_at, metadata::text, COALESCE(on_finish_job_id, 0) FROM {schema}.batches WHERE id = $1 AND ($2 = '' OR tenant = $2)`
+	qBatchAssign   = `UPDATE {schema}.jobs SET batch_id = $1 WHERE id = ANY($2::bigint[])`
+	qBatchOnFinish = `UPDATE {schema}.batches SET on_finish_job_id = $2 WHERE id = $1`
 )
 
 func scanBatch(row pgx.Row) (*idemtype.Batch, error) {
 	var b idemtype.Batch
 	var meta *string
-	if err := row.Scan(&b.ID, &b.Tenant, &b.Key, &b.CreatedAt, &meta); err != nil {
+	if err := row.Scan(&b.ID, &b.Tenant, &b.Key, &b.CreatedAt, &meta, &b.OnFinishJobID); err != nil {
 		return nil, err
 	}
 	b.CreatedAt = utc(b.CreatedAt)
@@ -71,14 +72,41 @@ func (s *Store) BatchCreate(ctx context.Context, p *store.BatchCreateParams) (*s
 		if _, err := tx.Exec(ctx, s.sql(qBatchAssign), id, ids); err != nil {
 			return err
 		}
-		out = &store.BatchCreateResult{Jobs: res, Batch: &idemtype.Batch{ID: id, Tenant: p.Tenant, Key: p.Key,
-			CreatedAt: now, Metadata: p.Metadata}}
+		onFinish, err := s.batchOnFinish(ctx, tx, p, id, ids, now)
+		if err != nil {
+			return err
+		}
+		out = &store.BatchCreateResult{Jobs: res, OnFinish: onFinish, Batch: &idemtype.Batch{ID: id,
+			Tenant: p.Tenant, Key: p.Key, CreatedAt: now, Metadata: p.Metadata, OnFinishJobID: onFinish}}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create batch: %w", err)
 	}
 	return out, nil
+}
+
+// batchOnFinish inserts the completion job of batch id (whose jobs are ids)
+// in tx and returns its id; 0 when the batch has none.
+func (s *Store) batchOnFinish(ctx context.Context, tx pgx.Tx, p *store.BatchCreateParams, id int64, ids []int64, now time.Time) (int64, error) {
+	if p.OnFinish == nil {
+		return 0, nil
+	}
+	of, err := store.OnFinishParams(p.OnFinish, id, ids)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.JobInsertManyTx(ctx, tx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{of}, Now: now})
+	if err != nil {
+		return 0, err
+	}
+	if res[0].Err != nil {
+		return 0, fmt.Errorf("on_finish: %w", res[0].Err)
+	}
+	if _, err := tx.Exec(ctx, s.sql(qBatchOnFinish), id, res[0].Job.ID); err != nil {
+		return 0, err
+	}
+	return res[0].Job.ID, nil
 }
 
 // BatchGet implements store.Batches.

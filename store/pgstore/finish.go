@@ -62,10 +62,11 @@ func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams
 		}
 		plan.queues = append(plan.queues, qs...)
 	}
-	cancelled, err := s.cancelDependants(ctx, q, plan.killed, plan.now)
+	cancelled, qs, err := s.cancelDependants(ctx, q, plan.killed, plan.now)
 	if err != nil {
 		return nil, err
 	}
+	plan.queues = append(plan.queues, qs...)
 	plan.settle = append(plan.settle, cancelled...)
 	if err := s.finishCommit(ctx, q, plan, own); err != nil {
 		return nil, err
@@ -364,10 +365,11 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 			queues = append(queues, qs...)
 		}
 	}
-	cancelled, err := s.cancelDependants(ctx, tx, killed, now)
+	cancelled, qs, err := s.cancelDependants(ctx, tx, killed, now)
 	if err != nil {
 		return nil, err
 	}
+	queues = append(queues, qs...)
 	settle = append(settle, cancelled...)
 	if len(settle) > 0 {
 		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
@@ -378,19 +380,46 @@ func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, se
 }
 
 // cancelDependants cancels the pending dependants of killed, transitively,
-// and returns every job it cancelled.
-func (s *Store) cancelDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]int64, error) {
+// and returns every job it cancelled. Dependants that wait for any outcome
+// (deps_any) are released instead once all their dependencies have
+// finished; it returns the queues that got available jobs. Each round first
+// locks every pending dependant in id order (qLockDependants, as a
+// completion does), so finishes of several dependencies of one job
+// serialise on it without deadlocking, and the release sees the other
+// finishes committed.
+func (s *Store) cancelDependants(ctx context.Context, q querier, killed []int64, now time.Time) ([]int64, []string, error) {
 	var all []int64
+	var queues []string
 	for len(killed) > 0 {
-		rows, err := q.Query(ctx, s.sql(qCancelDependants), killed, now)
+		rows, err := q.Query(ctx, s.sql(qLockDependants), killed)
 		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
 		}
-		killed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
-			return nil, fmt.Errorf("cancel dependants: %w", err)
+			return nil, nil, fmt.Errorf("lock dependants: %w", err)
 		}
-		all = append(all, killed...)
+		if len(locked) == 0 {
+			break
+		}
+		rows, err = q.Query(ctx, s.sql(qCancelDependants), killed, now)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		cancelled, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, nil, fmt.Errorf("cancel dependants: %w", err)
+		}
+		if len(cancelled) < len(locked) {
+			// The rest wait for any outcome: released once all finished.
+			qs, err := s.releaseDependants(ctx, q, locked, now)
+			if err != nil {
+				return nil, nil, err
+			}
+			queues = append(queues, qs...)
+		}
+		all = append(all, cancelled...)
+		killed = cancelled
 	}
-	return all, nil
+	return all, queues, nil
 }

@@ -249,6 +249,9 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 		return nil, err
 	}
 	k.answerDuplicates()
+	if err := s.markDepsAny(ctx, q, k); err != nil {
+		return nil, err
+	}
 	if mode == modeOneShot {
 		// Committed with qInsertFast (and notified there).
 		return k.res, nil
@@ -257,6 +260,27 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 		return nil, err
 	}
 	return k.res, nil
+}
+
+// markDepsAny flags the created jobs that wait for their dependencies'
+// end whatever the outcome (DependsOnFinished). Such items have
+// dependencies, so they never take the one-shot path: the transaction is
+// still open.
+func (s *Store) markDepsAny(ctx context.Context, q dbtx, k *keyedInsert) error {
+	var ids []int64
+	for i, it := range k.items {
+		r := k.res[i]
+		if it.p.DependsOnFinished && len(it.p.DependsOn) > 0 && r.Err == nil && r.Job != nil && !r.Existing {
+			ids = append(ids, r.Job.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, s.sql(qMarkDepsAny), ids); err != nil {
+		return fmt.Errorf("mark dependants: %w", err)
+	}
+	return nil
 }
 
 // keyedInsert is the state of one insertTx: the items, their results, and
@@ -727,7 +751,7 @@ func (s *Store) insertDeps(ctx context.Context, tx querier, items []*insertItem,
 			}
 			switch {
 			case d.state == idemtype.StateDead || d.state == idemtype.StateCancelled:
-				if it.state != idemtype.StateCancelled {
+				if !it.p.DependsOnFinished && it.state != idemtype.StateCancelled {
 					it.state = idemtype.StateCancelled
 					it.lastErr = "dependency " + strconv.FormatInt(id, 10) + " is " + string(d.state)
 				}

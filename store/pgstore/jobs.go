@@ -43,8 +43,11 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 		if out, err = scanJob(tx.QueryRow(ctx, s.sql(qJobCancel), p.ID, now, p.Reason)); err != nil {
 			return err
 		}
-		_, err = s.afterFinal(ctx, tx, nil, []int64{p.ID}, []int64{p.ID}, now)
-		return err
+		queues, err := s.afterFinal(ctx, tx, nil, []int64{p.ID}, []int64{p.ID}, now)
+		if err != nil {
+			return err
+		}
+		return s.notify(ctx, tx, queues)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job: %w", err)

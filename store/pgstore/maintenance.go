@@ -40,10 +40,11 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		if err != nil || len(out) == 0 {
 			return err
 		}
-		if _, err := s.afterFinal(ctx, tx, nil, deadIDs, out, now); err != nil {
+		released, err := s.afterFinal(ctx, tx, nil, deadIDs, out, now)
+		if err != nil {
 			return err
 		}
-		return s.notify(ctx, tx, queues)
+		return s.notify(ctx, tx, append(queues, released...))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)

@@ -57,6 +57,10 @@ func loadMigrations() ([]migration, error) {
 			m = &migration{Version: v, Name: label}
 			byVersion[v] = m
 		}
+		if m.Name != label {
+			// Two migrations with one number: only one would ever run.
+			return nil, fmt.Errorf("migrations %04d_%s and %04d_%s share a version", v, m.Name, v, label)
+		}
 		if dir == "up" {
 			m.Up = string(body)
 		} else {

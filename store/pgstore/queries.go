@@ -316,20 +316,27 @@ FROM {schema}.jobs j
 WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> ''
   AND r.tenant = j.tenant AND r.key = j.idempotency_key`
 
-	// qLockDependants locks the pending dependants of completed jobs, in id
-	// order. Two dependencies of one job completing in concurrent
+	// qLockDependants locks the pending dependants of completed jobs (and,
+	// in cancelDependants, of dead or cancelled ones), in id order. Two dependencies of one job completing in concurrent
 	// transactions would otherwise each see the other still running and
 	// neither release the dependant; with the lock, the second waits for the
 	// first to commit and its next statement sees both completed.
 	qLockDependants = `SELECT id FROM {schema}.jobs
 WHERE state = 'pending' AND depends_on && $1::bigint[] ORDER BY id FOR UPDATE`
 
-	// qReleaseDependants makes locked pending jobs whose dependencies all
-	// completed available (scheduled when run_at is later than now).
+	// qMarkDepsAny flags jobs that wait for any outcome of their
+	// dependencies (inserted in the same transaction).
+	qMarkDepsAny = `UPDATE {schema}.jobs SET deps_any = true WHERE id = ANY($1::bigint[])`
+
+	// qReleaseDependants makes locked pending jobs whose dependencies are
+	// all satisfied available (scheduled when run_at is later than now):
+	// all completed, or all finished for a job that waits for any outcome
+	// (deps_any).
 	qReleaseDependants = `UPDATE {schema}.jobs j SET
     state = CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'available' END
 WHERE j.id = ANY($1::bigint[]) AND j.state = 'pending'
-  AND NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state <> 'completed')
+  AND NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state <> 'completed'
+                  AND (NOT j.deps_any OR d.state NOT IN ('dead', 'cancelled')))
 RETURNING j.queue, j.state`
 
 	// qCancelDependants cancels the pending direct dependants of dead or
@@ -338,7 +345,7 @@ RETURNING j.queue, j.state`
     state = 'cancelled', finished_at = $2,
     last_error = 'dependency ' || d.id || ' is ' || d.state
 FROM {schema}.jobs d
-WHERE j.state = 'pending' AND j.depends_on && $1::bigint[]
+WHERE j.state = 'pending' AND NOT j.deps_any AND j.depends_on && $1::bigint[]
   AND d.id = ANY($1::bigint[]) AND d.id = ANY(j.depends_on)
 RETURNING j.id`
 )
@@ -390,13 +397,21 @@ const (
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
     dedup_until, expires_at, duration_ms`
 
-	// recordReadCols is recordCols for reads: a record in progress whose
+	// recordReadCols is recordCols for reads (with $3 = now): a record
+	// without an expiry (its job, with a dedup window of 0, is unfinished)
+	// reads with a projected one — the job's earliest finish (now, its
+	// run_at or its lease's end, whichever is latest) plus its result TTL;
+	// a lease record without a job, the end of its lease. And a record in progress whose
 	// job is dead or cancelled reads 'failed' (store.RecordFailed).
 	recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
         WHERE fj.id = records.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
     fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
-    dedup_until, expires_at, duration_ms`
+    dedup_until,
+    COALESCE(expires_at,
+        (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
+         FROM {schema}.jobs fj WHERE fj.id = records.job_id),
+        GREATEST($3::timestamptz, lease_until)), duration_ms`
 
 	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records
 WHERE ($1 = '' OR tenant = $1) AND key = $2 AND (expires_at IS NULL OR expires_at > $3)

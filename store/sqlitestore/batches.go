@@ -15,16 +15,17 @@ import (
 const (
 	qBatchInsert = `INSERT INTO batches (tenant, key, created_at, metadata) VALUES (?1, ?2, ?3, ?4)
 ON CONFLICT (tenant, key) DO NOTHING RETURNING id`
-	qBatchByKey  = `SELECT id, tenant, key, created_at, metadata FROM batches WHERE tenant = ?1 AND key = ?2`
-	qBatchGet    = `SELECT id, tenant, key, created_at, metadata FROM batches WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
-	qBatchAssign = `UPDATE jobs SET batch_id = ?1 WHERE id = ?2`
+	qBatchByKey    = `SELECT id, tenant, key, created_at, metadata, COALESCE(on_finish_job_id, 0) FROM batches WHERE tenant = ?1 AND key = ?2`
+	qBatchGet      = `SELECT id, tenant, key, created_at, metadata, COALESCE(on_finish_job_id, 0) FROM batches WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
+	qBatchAssign   = `UPDATE jobs SET batch_id = ?1 WHERE id = ?2`
+	qBatchOnFinish = `UPDATE batches SET on_finish_job_id = ?2 WHERE id = ?1`
 )
 
 func scanBatch(sc scanner) (*idemtype.Batch, error) {
 	var b idemtype.Batch
 	var created int64
 	var meta []byte
-	if err := sc.Scan(&b.ID, &b.Tenant, &b.Key, &created, &meta); err != nil {
+	if err := sc.Scan(&b.ID, &b.Tenant, &b.Key, &created, &meta, &b.OnFinishJobID); err != nil {
 		return nil, err
 	}
 	b.CreatedAt, b.Metadata = fromUS(created), meta
@@ -56,7 +57,7 @@ func (s *Store) BatchCreate(ctx context.Context, p *store.BatchCreateParams) (*s
 		if err != nil {
 			return err
 		}
-		if itemErr, err := insertBatchJobs(t, id, p.Jobs, now, &out); err != nil || itemErr != nil {
+		if itemErr, err := insertBatchJobs(t, id, p, now, &out); err != nil || itemErr != nil {
 			if err == nil {
 				if _, err = t.exec("ROLLBACK TO batch"); err == nil {
 					_, err = t.exec("RELEASE batch")
@@ -67,7 +68,8 @@ func (s *Store) BatchCreate(ctx context.Context, p *store.BatchCreateParams) (*s
 		if _, err := t.exec("RELEASE batch"); err != nil {
 			return err
 		}
-		out.Batch = &idemtype.Batch{ID: id, Tenant: p.Tenant, Key: p.Key, CreatedAt: now, Metadata: p.Metadata}
+		out.Batch = &idemtype.Batch{ID: id, Tenant: p.Tenant, Key: p.Key, CreatedAt: now, Metadata: p.Metadata,
+			OnFinishJobID: out.OnFinish}
 		return nil
 	})
 	if err != nil {
@@ -78,11 +80,12 @@ func (s *Store) BatchCreate(ctx context.Context, p *store.BatchCreateParams) (*s
 
 // insertBatchJobs inserts the jobs of batch id and sets *out; itemErr is the
 // first job that could not be created.
-func insertBatchJobs(t *wtx, id int64, jobs []*store.JobInsertParams, now time.Time, out **store.BatchCreateResult) (itemErr, err error) {
-	res, err := insertJobs(t, jobs, now)
+func insertBatchJobs(t *wtx, id int64, p *store.BatchCreateParams, now time.Time, out **store.BatchCreateResult) (itemErr, err error) {
+	res, err := insertJobs(t, p.Jobs, now)
 	if err != nil {
 		return nil, err
 	}
+	ids := make([]int64, 0, len(res))
 	for i, r := range res {
 		if r.Err != nil {
 			return fmt.Errorf("jobs[%d]: %w", i, r.Err), nil
@@ -90,8 +93,27 @@ func insertBatchJobs(t *wtx, id int64, jobs []*store.JobInsertParams, now time.T
 		if _, err := t.exec(qBatchAssign, id, r.Job.ID); err != nil {
 			return nil, err
 		}
+		ids = append(ids, r.Job.ID)
 	}
 	*out = &store.BatchCreateResult{Jobs: res}
+	if p.OnFinish == nil {
+		return nil, nil
+	}
+	of, err := store.OnFinishParams(p.OnFinish, id, ids)
+	if err != nil {
+		return nil, err
+	}
+	fr, err := insertJobs(t, []*store.JobInsertParams{of}, now)
+	if err != nil {
+		return nil, err
+	}
+	if fr[0].Err != nil {
+		return fmt.Errorf("on_finish: %w", fr[0].Err), nil
+	}
+	if _, err := t.exec(qBatchOnFinish, id, fr[0].Job.ID); err != nil {
+		return nil, err
+	}
+	(*out).OnFinish = fr[0].Job.ID
 	return nil, nil
 }
 

@@ -101,7 +101,7 @@ func finishTail(t *wtx, p *store.JobFinishParams, hasDependants bool, r finished
 	switch {
 	case !hasDependants:
 	case p.State == idemtype.StateCompleted:
-		if _, err := t.exec(qDependantsRelease, finUS, p.ID); err != nil {
+		if _, err := t.exec(qDependantsRelease, finUS, p.ID, 0); err != nil {
 			return fmt.Errorf("release dependants: %w", err)
 		}
 	case p.State == idemtype.StateDead || p.State == idemtype.StateCancelled:
@@ -194,7 +194,9 @@ func onFinal(t *wtx, tenant, key string, id, dedupUS, ttlUS int64, fin time.Time
 	return nil
 }
 
-// cancelDependants cancels the pending dependants of id, transitively.
+// cancelDependants cancels the pending dependants of id, transitively, and
+// releases those that wait for their dependencies' end whatever the outcome
+// (deps_any) once all of theirs have finished.
 func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) error {
 	type item struct {
 		id    int64
@@ -204,6 +206,10 @@ func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) er
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
+		// Dependants that wait for any outcome count this one as finished.
+		if _, err := t.exec(qDependantsRelease, finUS, cur.id, 1); err != nil {
+			return fmt.Errorf("release dependants: %w", err)
+		}
 		msg := fmt.Sprintf("dependency %d is %s", cur.id, cur.state)
 		rows, err := t.query(qDependantsCancel, finUS, msg, cur.id)
 		if err != nil {

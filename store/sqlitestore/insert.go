@@ -221,6 +221,11 @@ func insertOne(t *wtx, jp *store.JobInsertParams, now time.Time) (store.JobInser
 			return store.JobInsertResult{}, fmt.Errorf("insert dependency: %w", err)
 		}
 	}
+	if jp.DependsOnFinished {
+		if _, err := t.exec(qJobDepsAny, id); err != nil {
+			return store.JobInsertResult{}, fmt.Errorf("insert dependency: %w", err)
+		}
+	}
 	if row.State.Finished() {
 		if err := onFinal(t, row.Tenant, row.IdempotencyKey, row.ID, jp.DedupWindow.Microseconds(), jp.ResultTTL.Microseconds(), now); err != nil {
 			return store.JobInsertResult{}, err
@@ -243,7 +248,7 @@ func initialState(t *wtx, jp *store.JobInsertParams) (state idemtype.JobState, l
 		}
 		switch js := idemtype.JobState(st); {
 		case js == idemtype.StateDead || js == idemtype.StateCancelled:
-			if state != idemtype.StateCancelled {
+			if !jp.DependsOnFinished && state != idemtype.StateCancelled {
 				state, lastErr = idemtype.StateCancelled, fmt.Sprintf("dependency %d is %s", dep, js)
 			}
 		case !js.Finished() && state != idemtype.StateCancelled:

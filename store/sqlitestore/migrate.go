@@ -45,6 +45,12 @@ func migrations() ([]migration, error) {
 		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".up.sql"), sql: string(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			// Two migrations with one number: only one would ever run.
+			return nil, fmt.Errorf("migrations %s and %s share a version", out[i-1].name, out[i].name)
+		}
+	}
 	return out, nil
 }
 

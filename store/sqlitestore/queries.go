@@ -15,11 +15,20 @@ expires_at, duration_ms`
 
 // recordReadCols is recordCols for reads: a record in progress whose job is
 // dead or cancelled reads 'failed' (store.RecordFailed).
+//
+// A record without an expiry (its job, with a dedup window of 0, is
+// unfinished) reads with a projected one (store.Records.RecordGet): the
+// job's earliest finish — ?3 (now), its run_at or its lease's end,
+// whichever is latest — plus its result TTL; a lease record without a job,
+// the end of its lease.
 const recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
     WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
 fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
-expires_at, duration_ms`
+COALESCE(expires_at,
+    (SELECT max(?3, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
+     WHERE fj.id = idem_keys.job_id),
+    max(?3, COALESCE(lease_until, 0))), duration_ms`
 
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
@@ -66,7 +75,10 @@ run_at, created_at, partition_key, metadata, retry_policy, timeout_us) VALUES `
 	jobInsertPlainCols = 14
 
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
-	qJobDepState  = `SELECT state, tenant FROM jobs WHERE id = ?`
+	// qJobDepsAny marks a job that waits for its dependencies' end whatever
+	// the outcome.
+	qJobDepsAny  = `UPDATE jobs SET deps_any = 1 WHERE id = ?`
+	qJobDepState = `SELECT state, tenant FROM jobs WHERE id = ?`
 
 	// qKeyTake creates the record of a new job's key, or takes it over when
 	// it expired (reset: treated as absent), its dedup window passed (the
@@ -196,17 +208,22 @@ WHERE id = ?1 AND state = 'running' AND lease_token = ?2
 
 	qJobFinishedCheck = `SELECT state, lease_token, result FROM jobs WHERE id = ?`
 
-	// qDependantsRelease makes pending dependants whose dependencies have
-	// all completed available (scheduled when their run_at is later).
+	// qDependantsRelease makes pending dependants of job ?2 whose
+	// dependencies are all satisfied available (scheduled when their run_at
+	// is later): all completed, or — for a job that waits for any outcome
+	// (deps_any) — all finished. ?3 = 1 releases only deps_any dependants
+	// (job ?2 died or was cancelled).
 	qDependantsRelease = `UPDATE jobs SET state = CASE WHEN run_at > ?1 THEN 'scheduled' ELSE 'available' END
-WHERE state = 'pending'
+WHERE state = 'pending' AND (?3 = 0 OR deps_any = 1)
   AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?2)
   AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
-                  WHERE d.job_id = jobs.id AND p.state <> 'completed')`
+                  WHERE d.job_id = jobs.id AND p.state <> 'completed'
+                    AND (jobs.deps_any = 0 OR p.state NOT IN ('dead', 'cancelled')))`
 
-	// qDependantsCancel cancels the pending dependants of a job.
+	// qDependantsCancel cancels the pending dependants of a job (not those
+	// that wait for any outcome: deps_any).
 	qDependantsCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2
-WHERE state = 'pending' AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?3)
+WHERE state = 'pending' AND deps_any = 0 AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?3)
 RETURNING id, tenant, idempotency_key, dedup_window_us, result_ttl_us`
 
 	// qKeyFinal closes a window-0 key when its job reaches a final state;

@@ -174,10 +174,18 @@ func testDedupWindowZero(t *testing.T, s store.Store) {
 	j1 := insert1(t, s, at(0), zero("k", "K"))
 	r := record(t, s, "default", "K", at(0))
 	wantNil(t, "DedupUntil (window 0)", r.DedupUntil)
-	wantNil(t, "ExpiresAt (window 0, unfinished)", r.ExpiresAt)
+	// A live record's expiry is always a time: projected from its job's
+	// earliest finish (now, run_at, the end of its lease) + its result TTL.
+	wantTimeP(t, "ExpiresAt (window 0, available)", r.ExpiresAt, at(time.Hour))
 	late := at(30 * 24 * time.Hour)
+	wantTimeP(t, "ExpiresAt (window 0, available, later)", record(t, s, "default", "K", late).ExpiresAt, late.Add(time.Hour))
 	wantExisting(t, "window 0 while available", insertAll(t, s, late, zero("k", "K"))[0], j1.ID, idemtype.StateAvailable)
 	c := claimJob(t, s, j1, late)
+	wantTimeP(t, "ExpiresAt (window 0, running)", record(t, s, "default", "K", late).ExpiresAt, late.Add(lease+time.Hour))
+	sched := zero("k", "KS")
+	sched.RunAt = at(3 * time.Hour)
+	insert1(t, s, at(0), sched)
+	wantTimeP(t, "ExpiresAt (window 0, scheduled)", record(t, s, "default", "KS", at(0)).ExpiresAt, at(4*time.Hour))
 	wantExisting(t, "window 0 while running", insertAll(t, s, late, zero("k", "K"))[0], j1.ID, idemtype.StateRunning)
 
 	fin := late.Add(time.Minute)

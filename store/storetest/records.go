@@ -530,7 +530,7 @@ func testResultKeptWindowZero(t *testing.T, s store.Store) {
 	wantTimeP(t, "ExpiresAt after job 1", r.ExpiresAt, done.Add(ttl))
 
 	// The window reopened: job 2; the record blocks while job 2 is
-	// unfinished (ExpiresAt nil) and still holds job 1's result.
+	// unfinished (no stored expiry) and still holds job 1's result.
 	j2 := insert1(t, s, at(time.Minute), zero("k2"))
 	if j2.ID == j1.ID {
 		t.Fatalf("no new job after the window-0 job finished")
@@ -539,7 +539,8 @@ func testResultKeptWindowZero(t *testing.T, s store.Store) {
 	if r.JobID != j2.ID || r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
 		t.Errorf("reopened record: job %d status %s result job %d, want %d completed %d", r.JobID, r.Status, r.ResultJobID, j2.ID, j1.ID)
 	}
-	wantNil(t, "ExpiresAt of a reopened window-0 record", r.ExpiresAt)
+	// Its expiry is projected from job 2 (available now): now + its TTL.
+	wantTimeP(t, "ExpiresAt of a reopened window-0 record", r.ExpiresAt, at(time.Minute).Add(ttl))
 	wantNil(t, "DedupUntil of a reopened window-0 record", r.DedupUntil)
 
 	// Job 2 completes from the cache.

@@ -26,6 +26,11 @@ abstract class BaseIdempotentJob
     protected static string $queue = 'default';
     /** @var int attempts before the job is dead (seed 002: 3 tries) */
     protected static int $maxAttempts = 3;
+    /**
+     * @var array<string,mixed> the job's retry policy (POST /v1/jobs "retry"):
+     * seed 002's exponential backoff, 60 s → 120 s → 240 s, capped at 1 h, no jitter
+     */
+    protected static array $retry = ['base' => '60s', 'factor' => 2, 'max' => '1h', 'jitter' => 0];
 
     /** @param array<string,mixed> $payload */
     final public function __construct(
@@ -83,6 +88,7 @@ abstract class BaseIdempotentJob
             'queue' => static::$queue,
             'args' => (object) $payload,
             'max_attempts' => static::$maxAttempts,
+            'retry' => static::$retry,
             'metadata' => ['tenant_id' => $tenantId, 'user_id' => $userId, 'action' => static::action()],
         ], $job->idempotencyKey());
     }

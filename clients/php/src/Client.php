@@ -54,6 +54,35 @@ class Client
         return $this->request('POST', '/v1/jobs/batch', ['jobs' => $jobs], $idempotencyKey ? ['Idempotency-Key' => $idempotencyKey] : [])['results'];
     }
 
+    /**
+     * createBatch creates a batch and its jobs in one transaction, once per key
+     * (a repeat answers ['batch' => …, 'existing' => true]). $onFinish is the
+     * completion job: it runs once every job has finished, whatever the outcome,
+     * and reads the outcomes with getBatch (its metadata carries idem_batch_id).
+     *
+     * @param list<array<string,mixed>> $jobs
+     * @param array<string,mixed>|null $onFinish
+     * @param array<string,mixed>|null $metadata
+     * @return array{batch: array<string,mixed>, existing: bool}
+     */
+    public function createBatch(string $key, array $jobs, ?array $onFinish = null, ?array $metadata = null): array
+    {
+        $body = ['key' => $key, 'jobs' => $jobs];
+        if ($onFinish !== null) {
+            $body['on_finish'] = $onFinish;
+        }
+        if ($metadata !== null) {
+            $body['metadata'] = $metadata;
+        }
+        return $this->request('POST', '/v1/batches', $body);
+    }
+
+    /** @return array<string,mixed> the batch with its counts, jobs and on_finish job */
+    public function getBatch(string $id): array
+    {
+        return $this->request('GET', '/v1/batches/' . rawurlencode($id));
+    }
+
     /** @return array<string,mixed> */
     public function getJob(string $id): array
     {

@@ -133,6 +133,25 @@ test('batches and paged lists', function () use ($server) {
     same($sorted, $ids, 'newest first');
 });
 
+test('a job retry policy; a batch with an on_finish job', function () use ($server) {
+    $c = $server();
+    $j = $c->enqueue(['kind' => 'hook', 'queue' => 'php-retry', 'retry' => ['max_attempts' => 5, 'base' => '5s']])['job'];
+    same(5, $j['max_attempts']);
+    same('5s', $j['retry']['base']);
+    $e = throws(IdemException::class, fn () => $c->enqueue(['kind' => 'hook', 'retry' => ['factor' => 0.5]]));
+    same(400, $e->status);
+    check(isset($e->problem['errors']['retry.factor']), 'the problem names retry.factor');
+    $b = $c->createBatch('php-upload-1', [['kind' => 'upload', 'queue' => 'php-up', 'args' => ['f' => 'a']]],
+        ['kind' => 'report', 'queue' => 'php-reports']);
+    same(false, $b['existing']);
+    same('pending', $b['batch']['on_finish']['state']);
+    $c->cancel($b['batch']['jobs'][0]['id']);
+    $got = $c->getBatch($b['batch']['id']);
+    same(true, $got['finished']);
+    same('available', $got['on_finish']['state']);
+    same((int) $b['batch']['id'], $got['on_finish']['metadata']['idem_batch_id']);
+});
+
 test('dispatch derives the seed 002 key and enqueues once', function () use ($server) {
     $c = $server();
     $payload = ['to' => 'a@example.com', 'template' => 'welcome'];
@@ -141,6 +160,7 @@ test('dispatch derives the seed 002 key and enqueues once', function () use ($se
     same('send_email', $first['job']['kind']);
     same('mail', $first['job']['queue']);
     same(3, $first['job']['max_attempts']);
+    same(['base' => '1m0s', 'factor' => 2, 'max' => '1h0m0s', 'jitter' => 0], $first['job']['retry']);
     $again = SendEmailJob::dispatch($c, 'tenant-abc123', 'user-xyz789', $payload);
     same(true, $again['existing']);
     same($first['job']['id'], $again['job']['id']);

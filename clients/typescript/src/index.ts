@@ -14,6 +14,12 @@ export type ClaimedJob = Schemas["ClaimedJob"];
 export type EnqueueRequest = Schemas["EnqueueRequest"];
 export type EnqueueReply = Schemas["EnqueueReply"];
 export type BatchResult = Schemas["BatchResult"];
+/** A job's own retry policy (EnqueueRequest.retry): max_attempts, base, factor, max, jitter, delays. */
+export type RetrySpec = Schemas["RetrySpec"];
+/** The body of createBatch: key, metadata, jobs and the optional on_finish completion job. */
+export type BatchCreateRequest = Schemas["BatchCreateRequest"];
+export type Batch = Schemas["Batch"];
+export type BatchCreateReply = Schemas["BatchCreateReply"];
 export type ClaimRequest = Schemas["ClaimRequest"];
 export type Filter = Schemas["Filter"];
 export type Problem = Schemas["Problem"];
@@ -109,6 +115,21 @@ export class Idem {
       ...signal(opts),
     });
     return unwrap(r).results;
+  }
+
+  /**
+   * createBatch creates a batch and its jobs in one transaction, once per
+   * key (a repeat answers the batch with existing: true). Its on_finish
+   * job runs once every job has finished, whatever the outcome; it reads
+   * the outcomes with getBatch (its metadata carries idem_batch_id).
+   */
+  async createBatch(req: BatchCreateRequest, opts: RequestOptions = {}): Promise<BatchCreateReply> {
+    return unwrap(await this.api.POST("/v1/batches", { body: req, ...signal(opts) }));
+  }
+
+  /** getBatch returns a batch with its counts, its jobs and its on_finish job. */
+  async getBatch(id: string, opts: RequestOptions = {}): Promise<Batch> {
+    return unwrap(await this.api.GET("/v1/batches/{id}", { params: { path: { id } }, ...signal(opts) }));
   }
 
   async getJob(id: string, opts: RequestOptions = {}): Promise<Job> {

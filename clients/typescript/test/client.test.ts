@@ -55,6 +55,35 @@ test("problems become IdemError: max_attempts 0 is a 400", async () => {
   });
 });
 
+test("a job's own retry policy is kept; a bad one is a 400 naming the field", async () => {
+  const r = await idem.enqueue({ kind: "hook", queue: "mw-retry", retry: { max_attempts: 4, base: "60s", factor: 2 } });
+  assert.equal(r.job.max_attempts, 4);
+  assert.equal(r.job.retry?.base, "1m0s");
+  await assert.rejects(idem.enqueue({ kind: "hook", queue: "mw-retry", retry: { factor: 0.5 } }), (err: unknown) => {
+    assert.ok(err instanceof IdemError);
+    assert.equal(err.status, 400);
+    assert.ok(err.problem?.errors?.["retry.factor"]);
+    return true;
+  });
+});
+
+test("a batch's on_finish job waits for every job", async () => {
+  const b = await idem.createBatch({
+    key: "upload-ts-1",
+    jobs: [{ kind: "upload", queue: "ts-up", args: { f: "a" } }],
+    on_finish: { kind: "report", queue: "ts-reports" },
+  });
+  assert.equal(b.existing, false);
+  assert.equal(b.batch.on_finish?.state, "pending");
+  const child = b.batch.jobs[0];
+  assert.ok(child);
+  await idem.cancel(child.id);
+  const got = await idem.getBatch(b.batch.id);
+  assert.equal(got.finished, true);
+  assert.equal(got.on_finish?.state, "available");
+  assert.equal((got.on_finish?.metadata as Record<string, unknown> | undefined)?.["idem_batch_id"], Number(b.batch.id));
+});
+
 test("a batch answers a result per item", async () => {
   const results = await idem.enqueueBatch([{ kind: "a", queue: "batch" }, { kind: "b", queue: "batch", max_attempts: 0 }, { kind: "c", queue: "batch" }], {
     idempotencyKey: "batch-1",
