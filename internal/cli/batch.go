@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,7 +22,7 @@ func newBatchCmd() *cobra.Command {
 	create := &cobra.Command{Use: "create", Short: "Create a batch once per key from a JSON array of jobs (--file, - = stdin)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if key == "" || file == "" {
-				return fmt.Errorf("--key and --file are required")
+				return usageErr(errors.New("--key and --file are required"))
 			}
 			jobs, err := readBatchJobs(cmd, file)
 			if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -187,7 +188,7 @@ func newEventReplayCmd(af *apiFlags) *cobra.Command {
 			if meta != "" {
 				k, v, ok := strings.Cut(meta, "=")
 				if !ok {
-					return fmt.Errorf("--metadata: want key=value")
+					return usageErr(errors.New("--metadata: want key=value"))
 				}
 				r.Metadata = map[string]string{k: v}
 			}
