@@ -30,6 +30,9 @@ func newBatchCmd() *cobra.Command {
 			}
 			var metadata json.RawMessage
 			if meta != "" {
+				if !json.Valid([]byte(meta)) {
+					return usageErr(errors.New("--metadata: not valid JSON"))
+				}
 				metadata = json.RawMessage(meta)
 			}
 			cl, err := af.client()

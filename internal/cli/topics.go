@@ -113,8 +113,14 @@ func newPublishCmd(af *apiFlags) *cobra.Command {
 				return err
 			}
 			r := req
+			if !json.Valid([]byte(payload)) {
+				return usageErr(errors.New("--payload: not valid JSON"))
+			}
 			r.Payload = json.RawMessage(payload)
 			if metadata != "" {
+				if !json.Valid([]byte(metadata)) {
+					return usageErr(errors.New("--metadata: not valid JSON"))
+				}
 				r.Metadata = json.RawMessage(metadata)
 			}
 			res, err := cl.Publish(cmd.Context(), args[0], &r)
