@@ -83,6 +83,10 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 	e := newCLIEnv(t)
 	id := e.enqueue("k")
 	e.ok("", "jobs", "cancel", id)
+	jobsFile := filepath.Join(t.TempDir(), "jobs.json")
+	if err := os.WriteFile(jobsFile, []byte(`[{"kind":"row"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		flag string
@@ -102,6 +106,12 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"schedules", "put", "s", "--cron", "0 * * * *", "--kind", "k", "--args", "{"}, "--args"},
 		{[]string{"topics", "replay", "orders", "--metadata", "region"}, "--metadata"},
 		{[]string{"batch", "create", "--key", "b1"}, "--file"},
+		{[]string{"batch", "create", "--key", "b1", "--file", jobsFile, "--metadata", "{"}, "--metadata"},
+		{[]string{"topics", "publish", "orders", "--payload", "{"}, "--payload"},
+		{[]string{"topics", "publish", "orders", "--metadata", "[1"}, "--metadata"},
+		{[]string{"limits", "set", "--concurrency", "1"}, "--for-queue"},
+		{[]string{"limits", "set", "--for-queue", "mail"}, "--concurrency"},
+		{[]string{"limits", "delete"}, "--for-tenant"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, errs, code := e.run(tc.args...)
