@@ -122,6 +122,8 @@ func (e *Error) Is(target error) bool {
 		return strings.HasSuffix(e.Type, "/lease-lost")
 	case idemtype.ErrKeyInProgress:
 		return strings.HasSuffix(e.Type, "/idempotency-key-in-progress")
+	case idemtype.ErrUnavailable:
+		return e.Status == http.StatusServiceUnavailable && strings.HasSuffix(e.Type, "/service-unavailable")
 	}
 	return false
 }
