@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
@@ -59,5 +60,31 @@ func TestReadyWhenUnready(t *testing.T) {
 	// Health (liveness) is still fine.
 	if err := cl.Health(ctx); err != nil {
 		t.Fatalf("healthz: %v", err)
+	}
+}
+
+// TestUnavailableMapsToTheSentinel: the server's "storage unavailable"
+// problem (503, after the client's retries) is idem.ErrUnavailable, so a
+// caller can tell it from other failures; other 5xx are not.
+func TestUnavailableMapsToTheSentinel(t *testing.T) {
+	t.Parallel()
+	f := &fault{n: 100, status: 503, retryAfter: "0",
+		body: `{"type":"/problems/service-unavailable","title":"Storage unavailable","status":503,"detail":"the storage cannot be reached or written at the moment; retry later"}`}
+	e := newAPI(t, f.wrap)
+	cl := e.client("default", true, &idemclient.Config{MaxRetries: 1, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	_, err := cl.Enqueue(context.Background(), &idemclient.EnqueueRequest{Kind: "k"})
+	if !errors.Is(err, idem.ErrUnavailable) || errors.Is(err, idem.ErrInvalid) {
+		t.Fatalf("storage unavailable: %v", err)
+	}
+	if f.count() != 2 {
+		t.Errorf("%d attempts, want 2 (a retry)", f.count())
+	}
+	internal := &idemclient.Error{Status: 500, Type: "/problems/internal", Title: "Internal error"}
+	if errors.Is(internal, idem.ErrUnavailable) {
+		t.Error("a 500 is ErrUnavailable")
+	}
+	unready := &idemclient.Error{Status: 503, Title: "Service Unavailable"} // /readyz: not a problem
+	if errors.Is(unready, idem.ErrUnavailable) {
+		t.Error("an unready node is ErrUnavailable")
 	}
 }
