@@ -487,7 +487,7 @@ type Ready struct {
 // *Error with status 503 (and the reply is still returned).
 func (cl *Client) Ready(ctx context.Context) (*Ready, error) {
 	var out Ready
-	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/readyz", out: &out})
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/readyz", out: &out, outOnError: true})
 	return &out, err
 }
 

@@ -122,6 +122,8 @@ func (e *Error) Is(target error) bool {
 		return strings.HasSuffix(e.Type, "/lease-lost")
 	case idemtype.ErrKeyInProgress:
 		return strings.HasSuffix(e.Type, "/idempotency-key-in-progress")
+	case idemtype.ErrUnavailable:
+		return e.Status == http.StatusServiceUnavailable && strings.HasSuffix(e.Type, "/service-unavailable")
 	}
 	return false
 }
@@ -141,6 +143,9 @@ type call struct {
 	key          string // Idempotency-Key; made for POSTs when ""
 	out          any    // decoded on 2xx
 	header       *http.Header
+	// outOnError: decode the body into out on an error status too (a
+	// reply that carries data with its failure, as /readyz's 503).
+	outOnError bool
 }
 
 // do sends c with retries and decodes the answer.
@@ -229,6 +234,9 @@ func (cl *Client) once(ctx context.Context, c *call, body []byte) (int, time.Dur
 		*c.header = resp.Header
 	}
 	if resp.StatusCode >= 300 {
+		if c.outOnError && c.out != nil {
+			_ = json.Unmarshal(data, c.out) // best effort: the status is the error
+		}
 		return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After")), problem(resp.StatusCode, data)
 	}
 	if c.out != nil && len(data) > 0 {

@@ -70,7 +70,11 @@ func (c *CacheCounters) Flush(ctx context.Context) error {
 	c.mu.Unlock()
 	for tenant, deltas := range batch {
 		if err := c.store.CounterAdd(ctx, &store.CounterAddParams{Tenant: tenant, Deltas: deltas}); err != nil {
-			c.restore(tenant, deltas)
+			// Keep what is not written: this tenant's and the tenants not
+			// reached yet (the written ones were deleted from batch).
+			for t, d := range batch {
+				c.restore(t, d)
+			}
 			return err
 		}
 		delete(batch, tenant)

@@ -43,7 +43,8 @@ func statsTenant(w http.ResponseWriter, r *http.Request) (tenant string, ok bool
 	return "", true
 }
 
-// cacheStatsOf is the idempotency section of /v1/stats for tenant.
+// cacheStatsOf is the summary of the idempotency records of tenant: the
+// idempotency section of /v1/stats and the reply of GET /v1/idempotency.
 func (s *Server) cacheStatsOf(ctx context.Context, tenant string) (*wire.CacheStats, error) {
 	cs, err := s.client.CacheStats(ctx, tenant)
 	if err != nil {
@@ -52,8 +53,9 @@ func (s *Server) cacheStatsOf(ctx context.Context, tenant string) (*wire.CacheSt
 	if err := s.persistedCache(ctx, tenant, cs); err != nil {
 		return nil, err
 	}
-	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Expiring24h: cs.Expiring24h,
-		Expired: cs.Expired, SizeBytes: cs.SizeBytes, Hits: cs.Hits, Misses: cs.Misses, HitRate: cs.HitRate}, nil
+	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Completed: cs.Completed, Failed: cs.Failed,
+		Expiring24h: cs.Expiring24h, Expired: cs.Expired, SizeBytes: cs.SizeBytes, Hits: cs.Hits, Misses: cs.Misses,
+		HitRate: cs.HitRate}, nil
 }
 
 // kindStats builds the per-kind summary of tenant ("" = every tenant).

@@ -24,6 +24,13 @@ func testLimits(t *testing.T, open opener) {
 	}
 	expect(t, e.req("PUT", "/v1/limits/queue/mail", e.admin, map[string]any{"rate": "1000/1m"}), 200, "")
 	expect(t, e.req("PUT", "/v1/limits/tenant/b?queue=mail", e.admin, map[string]any{"concurrency": 1}), 200, "")
+	// A time that does not exist is absent, never "" (API.md): a limit
+	// without a rate has no window.
+	r = e.req("GET", "/v1/limits/tenant/b?queue=mail", e.admin, nil)
+	expect(t, r, 200, "")
+	if ws, ok := r.json(t)["usage"].(map[string]any)["window_start"]; ok {
+		t.Errorf("concurrency-only limit has window_start %q: %s", ws, r.body)
+	}
 	r = e.req("PUT", "/v1/limits/tenant/c", e.admin, map[string]any{"weight": 3})
 	expect(t, r, 200, "")
 	if r.json(t)["weight"] != float64(3) {

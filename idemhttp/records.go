@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
 )
 
@@ -49,20 +48,8 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) cacheStats(r *http.Request) (*wire.CacheStats, error) {
-	cs, err := s.client.CacheStats(r.Context(), tenantOf(r))
-	if err != nil {
-		return nil, err
-	}
-	if err := s.persistedCache(r.Context(), tenantOf(r), cs); err != nil {
-		return nil, err
-	}
-	return &wire.CacheStats{Entries: cs.Entries, InProgress: cs.InProgress, Completed: cs.Completed, Failed: cs.Failed, Expiring24h: cs.Expiring24h,
-		Expired: cs.Expired, SizeBytes: cs.SizeBytes, Hits: cs.Hits, Misses: cs.Misses, HitRate: cs.HitRate}, nil
-}
-
 func (s *Server) recordStats(w http.ResponseWriter, r *http.Request) error {
-	cs, err := s.cacheStats(r)
+	cs, err := s.cacheStatsOf(r.Context(), tenantOf(r))
 	if err != nil {
 		return err
 	}

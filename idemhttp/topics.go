@@ -178,17 +178,21 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		after = id
 	}
-	evs, err := s.client.EventList(r.Context(), f, after, limit)
+	// One more than the page tells whether another page follows: the last
+	// page carries no next_cursor (API.md), even when it is full.
+	evs, err := s.client.EventList(r.Context(), f, after, limit+1)
 	if err != nil {
 		return err
 	}
+	more := len(evs) > limit
+	evs = evs[:min(len(evs), limit)]
 	out := wire.EventList{Events: make([]*wire.Event, 0, len(evs))}
 	for _, e := range evs {
 		out.Events = append(out.Events, &wire.Event{ID: formatID(e.ID), Topic: e.Topic, Key: e.Key, Type: e.Type,
 			PartitionKey: e.PartitionKey, Payload: e.Payload, Metadata: e.Metadata, CreatedAt: e.CreatedAt,
 			Deliveries: e.Deliveries})
 	}
-	if len(evs) == limit {
+	if more {
 		out.NextCursor = formatID(evs[len(evs)-1].ID)
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -23,10 +23,10 @@ type Limit struct {
 
 // Usage is how much of a limit is in use now.
 type Usage struct {
-	Running     int64  `json:"running"`      // jobs of the scope running
-	WindowStart string `json:"window_start"` // RFC 3339; the current rate window ("" without a rate)
-	WindowUsed  int64  `json:"window_used"`  // jobs started in that window
-	Throttled   int64  `json:"throttled"`    // claims that left work behind because of this limit
+	Running     int64  `json:"running"`                // jobs of the scope running
+	WindowStart string `json:"window_start,omitempty"` // RFC 3339; the current rate window (absent without a rate)
+	WindowUsed  int64  `json:"window_used"`            // jobs started in that window
+	Throttled   int64  `json:"throttled"`              // claims that left work behind because of this limit
 }
 
 // LimitList is the reply of GET /v1/limits.

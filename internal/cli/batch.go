@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +23,7 @@ func newBatchCmd() *cobra.Command {
 	create := &cobra.Command{Use: "create", Short: "Create a batch once per key from a JSON array of jobs (--file, - = stdin)",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if key == "" || file == "" {
-				return fmt.Errorf("--key and --file are required")
+				return usageErr(errors.New("--key and --file are required"))
 			}
 			jobs, err := readBatchJobs(cmd, file)
 			if err != nil {
@@ -30,6 +31,9 @@ func newBatchCmd() *cobra.Command {
 			}
 			var metadata json.RawMessage
 			if meta != "" {
+				if !json.Valid([]byte(meta)) {
+					return usageErr(errors.New("--metadata: not valid JSON"))
+				}
 				metadata = json.RawMessage(meta)
 			}
 			req := &idemclient.BatchCreateRequest{Key: key, Metadata: metadata, Jobs: jobs}

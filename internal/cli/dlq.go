@@ -41,7 +41,10 @@ By filter, at most --limit jobs are requeued (newest first, from --cursor);
 			ids := args
 			next := ""
 			if len(ids) == 0 {
-				p := rf.params()
+				p, err := rf.params()
+				if err != nil {
+					return err
+				}
 				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" && f.ErrorCode == "" {
 					return usageErr(errors.New("give ids, a filter (--queue, --kind, …) or --all"))
 				}

@@ -77,14 +77,14 @@ func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) 
 			continue
 		}
 		if !json.Valid([]byte(j.v)) {
-			return nil, fmt.Errorf("%s: not valid JSON", j.name)
+			return nil, usageErr(fmt.Errorf("%s: not valid JSON", j.name))
 		}
 		*j.dst = json.RawMessage(j.v)
 	}
 	if f.runAt != "" {
 		t, err := time.Parse(time.RFC3339, f.runAt)
 		if err != nil {
-			return nil, fmt.Errorf("--run-at: want an RFC 3339 time: %w", err)
+			return nil, usageErr(fmt.Errorf("--run-at: want an RFC 3339 time: %w", err))
 		}
 		req.RunAt = t
 	}
@@ -97,7 +97,7 @@ func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) 
 		}
 		v, err := time.ParseDuration(d.v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.name, err)
+			return nil, usageErr(fmt.Errorf("%s: %w", d.name, err))
 		}
 		*d.dst = &v
 	}

@@ -139,17 +139,21 @@ func (l *listFlags) register(cmd *cobra.Command, withState bool) {
 	fl.StringVar(&l.cursor, "cursor", "", "page cursor from a previous list")
 }
 
-func (l *listFlags) params() *idemclient.ListParams {
+func (l *listFlags) params() (*idemclient.ListParams, error) {
 	p := &idemclient.ListParams{Filter: idemclient.Filter{Queue: l.queue, Kind: l.kind, PartitionKey: l.partition,
 		IdempotencyKey: l.key}, Limit: l.limit, Cursor: l.cursor}
 	if l.states != "" {
 		p.States = strings.Split(l.states, ",")
 	}
 	p.ErrorCode = l.errorCode
-	if b, err := strconv.ParseBool(l.resolved); err == nil {
+	if l.resolved != "" {
+		b, err := strconv.ParseBool(l.resolved)
+		if err != nil {
+			return nil, usageErr(fmt.Errorf("--resolved %q: want true or false", l.resolved))
+		}
 		p.Resolved = &b
 	}
-	return p
+	return p, nil
 }
 
 // newListCmd is the `list` subcommand of jobs and dlq: it fetches one page
@@ -159,11 +163,15 @@ func newListCmd(af *apiFlags, short string, withState bool,
 	var lf listFlags
 	list := &cobra.Command{Use: "list", Short: short, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := lf.params()
+			if err != nil {
+				return err
+			}
 			cl, err := af.client()
 			if err != nil {
 				return err
 			}
-			page, err := fetch(cl, cmd.Context(), lf.params())
+			page, err := fetch(cl, cmd.Context(), p)
 			if err != nil {
 				return err
 			}
@@ -213,7 +221,7 @@ func newJobsCmd() *cobra.Command {
 		if runAt != "" {
 			var err error
 			if at, err = time.Parse(time.RFC3339, runAt); err != nil {
-				return nil, fmt.Errorf("--run-at: want an RFC 3339 time: %w", err)
+				return nil, usageErr(fmt.Errorf("--run-at: want an RFC 3339 time: %w", err))
 			}
 		}
 		return cl.RetryJob(cmd.Context(), id, at)

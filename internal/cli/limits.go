@@ -21,7 +21,7 @@ func (f *scopeFlags) register(cmd *cobra.Command) {
 
 func (f *scopeFlags) scope() (idemclient.LimitScope, error) {
 	if f.tenant == "" && f.queue == "" {
-		return idemclient.LimitScope{}, errors.New("give --for-tenant, --for-queue or both")
+		return idemclient.LimitScope{}, usageErr(errors.New("give --for-tenant, --for-queue or both"))
 	}
 	return idemclient.LimitScope{Tenant: f.tenant, Queue: f.queue}, nil
 }
@@ -66,7 +66,7 @@ func newLimitsCmd() *cobra.Command {
 				req.Weight = &weight
 			}
 			if req.Rate == nil && req.Concurrency == nil && req.Weight == nil {
-				return errors.New("give --rate, --concurrency, --weight or a combination")
+				return usageErr(errors.New("give --rate, --concurrency, --weight or a combination"))
 			}
 			cl, err := af.client()
 			if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 
@@ -66,7 +67,7 @@ func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 			}
 			if args != "" {
 				if !json.Valid([]byte(args)) {
-					return fmt.Errorf("--args: not valid JSON")
+					return usageErr(errors.New("--args: not valid JSON"))
 				}
 				req.Args = json.RawMessage(args)
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -45,7 +46,13 @@ func newTargetsCmd() *cobra.Command {
 				return err
 			}
 			req := put
-			if len(secrets) > 0 || unsigned {
+			switch {
+			case unsigned && len(secrets) > 0:
+				return usageErr(errors.New("--unsigned and --secret contradict each other"))
+			case unsigned:
+				// An empty list, not a nil one: null would mean "generate a secret".
+				req.Secrets = &[]string{}
+			case len(secrets) > 0:
 				req.Secrets = &secrets
 			}
 			if timeout != "" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -112,8 +113,14 @@ func newPublishCmd(af *apiFlags) *cobra.Command {
 				return err
 			}
 			r := req
+			if !json.Valid([]byte(payload)) {
+				return usageErr(errors.New("--payload: not valid JSON"))
+			}
 			r.Payload = json.RawMessage(payload)
 			if metadata != "" {
+				if !json.Valid([]byte(metadata)) {
+					return usageErr(errors.New("--metadata: not valid JSON"))
+				}
 				r.Metadata = json.RawMessage(metadata)
 			}
 			res, err := cl.Publish(cmd.Context(), args[0], &r)
@@ -187,7 +194,7 @@ func newEventReplayCmd(af *apiFlags) *cobra.Command {
 			if meta != "" {
 				k, v, ok := strings.Cut(meta, "=")
 				if !ok {
-					return fmt.Errorf("--metadata: want key=value")
+					return usageErr(errors.New("--metadata: want key=value"))
 				}
 				r.Metadata = map[string]string{k: v}
 			}

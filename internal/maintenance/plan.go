@@ -33,11 +33,15 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // Timing is when a schedule fires: a cron expression or a fixed interval,
 // in a zone, keyed at a grain.
 type Timing struct {
-	Cron     string        // 5 fields, or 6 with seconds first; "" when Every is set
-	Every    time.Duration // fixed interval, aligned to the Unix epoch; 0 when Cron is set
-	Timezone string        // IANA zone; "" = UTC
-	Grain    key.Grain     // the grain of the firing keys; "" = minute
-	Missed   string        // MissedSkip (default) or MissedCatchUp
+	Cron string // 5 fields, or 6 with seconds first; "" when Every is set
+	// Every is a fixed interval, 0 when Cron is set. Firings fall on
+	// multiples of it since time.Time's zero (Truncate), the same on every
+	// node: on the UTC clock for an interval that divides a day (every 5m
+	// fires at :00, :05, …); not the Unix epoch, which differs for others.
+	Every    time.Duration
+	Timezone string    // IANA zone; "" = UTC
+	Grain    key.Grain // the grain of the firing keys; "" = minute
+	Missed   string    // MissedSkip (default) or MissedCatchUp
 }
 
 // Plan is a validated Timing, ready to compute firings and their keys.

@@ -1,0 +1,145 @@
+package idemhttp_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idem-dev/idem/idemhttp"
+)
+
+// counting returns a handler that answers status with body and counts its calls.
+func counting(calls *atomic.Int64, status int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+func TestMiddlewareLimits(t *testing.T) {
+	t.Parallel()
+
+	t.Run("a body over the limit is 413 and the handler never runs", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv := mwServer(t, &idemhttp.MiddlewareConfig{MaxBodyBytes: 8}, counting(&calls, 200, "ok"))
+		expect(t, post(t, srv.URL+"/x", "k", "123456789"), 413, "/problems/payload-too-large")
+		if r := post(t, srv.URL+"/x", "k2", "12345678"); r.status != 200 {
+			t.Fatalf("a body at the limit: %d", r.status)
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("%d calls", calls.Load())
+		}
+	})
+
+	t.Run("a response over the limit is not stored: the retry runs again", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv := mwServer(t, &idemhttp.MiddlewareConfig{MaxResponseBytes: 10}, counting(&calls, 200, strings.Repeat("x", 11)))
+		r1 := post(t, srv.URL+"/x", "k", "")
+		r2 := post(t, srv.URL+"/x", "k", "")
+		if r1.status != 200 || len(r1.body) != 11 || r2.status != 200 || r2.header.Get("Idempotent-Replayed") != "" || calls.Load() != 2 {
+			t.Fatalf("r1 %d %q, r2 %d %v, calls %d", r1.status, r1.body, r2.status, r2.header, calls.Load())
+		}
+	})
+
+	t.Run("a response at the limit is stored whole", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv := mwServer(t, &idemhttp.MiddlewareConfig{MaxResponseBytes: 10}, counting(&calls, 200, strings.Repeat("y", 10)))
+		post(t, srv.URL+"/x", "k", "")
+		r := post(t, srv.URL+"/x", "k", "")
+		if string(r.body) != strings.Repeat("y", 10) || r.header.Get("Idempotent-Replayed") != "true" || calls.Load() != 1 {
+			t.Fatalf("replay %q %v, calls %d", r.body, r.header, calls.Load())
+		}
+	})
+}
+
+func TestMiddlewarePolicies(t *testing.T) {
+	t.Parallel()
+
+	t.Run("a custom Keep stores only what it accepts", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		only2xx := func(status int) bool { return status < 300 }
+		srv := mwServer(t, &idemhttp.MiddlewareConfig{Keep: only2xx}, counting(&calls, 409, "conflict"))
+		post(t, srv.URL+"/x", "k", "")
+		if r := post(t, srv.URL+"/x", "k", ""); r.status != 409 || r.header.Get("Idempotent-Replayed") != "" || calls.Load() != 2 {
+			t.Fatalf("a refused 409 was replayed: %d %v calls %d", r.status, r.header, calls.Load())
+		}
+	})
+
+	t.Run("by default a 4xx is stored and replayed", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv := mwServer(t, nil, counting(&calls, 400, "bad"))
+		post(t, srv.URL+"/x", "k", "")
+		if r := post(t, srv.URL+"/x", "k", ""); r.status != 400 || string(r.body) != "bad" || r.header.Get("Idempotent-Replayed") != "true" || calls.Load() != 1 {
+			t.Fatalf("4xx: %d %q %v calls %d", r.status, r.body, r.header, calls.Load())
+		}
+	})
+
+	t.Run("a handler that writes without WriteHeader is a stored 200", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv := mwServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			_, _ = io.WriteString(w, "part1,")
+			_, _ = io.WriteString(w, "part2")
+		})
+		post(t, srv.URL+"/x", "k", "")
+		if r := post(t, srv.URL+"/x", "k", ""); r.status != 200 || string(r.body) != "part1,part2" || calls.Load() != 1 {
+			t.Fatalf("implicit 200: %d %q calls %d", r.status, r.body, calls.Load())
+		}
+	})
+
+	t.Run("a quoted key is the same key", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv := mwServer(t, nil, counting(&calls, 201, "made"))
+		post(t, srv.URL+"/x", `"order-9"`, "")
+		if r := post(t, srv.URL+"/x", "order-9", ""); r.header.Get("Idempotent-Replayed") != "true" || calls.Load() != 1 {
+			t.Fatalf("quoted and bare keys differ: %v calls %d", r.header, calls.Load())
+		}
+	})
+
+	t.Run("keys are scoped by the Tenant function", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		byHeader := func(r *http.Request) string { return r.Header.Get("X-Account") }
+		srv := mwServer(t, &idemhttp.MiddlewareConfig{Tenant: byHeader}, counting(&calls, 200, "ok"))
+		post(t, srv.URL+"/x", "k", "", "X-Account", "acme")
+		post(t, srv.URL+"/x", "k", "", "X-Account", "globex")
+		if calls.Load() != 2 {
+			t.Fatalf("one key across tenants ran %d times", calls.Load())
+		}
+		if r := post(t, srv.URL+"/x", "k", "", "X-Account", "acme"); r.header.Get("Idempotent-Replayed") != "true" || calls.Load() != 2 {
+			t.Fatalf("acme's replay: %v calls %d", r.header, calls.Load())
+		}
+	})
+
+	t.Run("a replay carries no stale transport headers", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv := mwServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.Header().Add("X-Multi", "a")
+			w.Header().Add("X-Multi", "b")
+			w.WriteHeader(202)
+			_, _ = io.WriteString(w, "accepted")
+		})
+		r1 := post(t, srv.URL+"/x", "k", "")
+		r2 := post(t, srv.URL+"/x", "k", "")
+		if got := r2.header.Values("X-Multi"); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+			t.Fatalf("multi-valued header replayed as %v", got)
+		}
+		if r1.header.Get("Date") == "" || r2.header.Get("Content-Length") != "8" {
+			t.Fatalf("transport headers: first %v, replay %v", r1.header, r2.header)
+		}
+	})
+}

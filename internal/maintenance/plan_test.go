@@ -1,0 +1,346 @@
+package maintenance_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/maintenance"
+	"github.com/idem-dev/idem/key"
+	"github.com/idem-dev/idem/store"
+)
+
+func compile(t *testing.T, tm maintenance.Timing) *maintenance.Plan {
+	t.Helper()
+	p, err := maintenance.Compile(tm)
+	if err != nil {
+		t.Fatalf("compile %+v: %v", tm, err)
+	}
+	return p
+}
+
+func TestCompileRefusesBadTimings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		t     maintenance.Timing
+		field string
+	}{
+		{"nothing", maintenance.Timing{}, "cron"},
+		{"both", maintenance.Timing{Cron: "* * * * *", Every: time.Hour}, "cron"},
+		{"bad cron", maintenance.Timing{Cron: "61 * * * *"}, "cron"},
+		{"too few fields", maintenance.Timing{Cron: "* * *"}, "cron"},
+		{"zone inside cron", maintenance.Timing{Cron: "TZ=Europe/Paris 0 3 * * *"}, "cron"},
+		{"interval as cron", maintenance.Timing{Cron: "@every 5m"}, "cron"},
+		{"every under a minute", maintenance.Timing{Every: 30 * time.Second}, "every"},
+		{"negative every", maintenance.Timing{Every: -time.Hour}, "every"},
+		{"fractional seconds", maintenance.Timing{Every: time.Minute + time.Millisecond}, "every"},
+		{"unknown zone", maintenance.Timing{Every: time.Hour, Timezone: "Mars/Olympus"}, "timezone"},
+		{"local zone", maintenance.Timing{Every: time.Hour, Timezone: "Local"}, "timezone"},
+		{"unknown grain", maintenance.Timing{Every: time.Hour, Grain: "week"}, "grain"},
+		{"unknown missed policy", maintenance.Timing{Every: time.Hour, Missed: "run_all"}, "missed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := maintenance.Compile(tc.t)
+			var ie *idemtype.InvalidError
+			if !errors.As(err, &ie) || ie.Field != tc.field {
+				t.Fatalf("error %v, want an invalid %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestCompileDefaults(t *testing.T) {
+	t.Parallel()
+	p := compile(t, maintenance.Timing{Cron: "0 3 * * *"})
+	if p.Missed() != maintenance.MissedSkip || p.Location() != time.UTC {
+		t.Errorf("defaults: missed %q zone %v", p.Missed(), p.Location())
+	}
+	for _, c := range []string{"*/5 * * * *", "30 0 3 * * *", "@daily", "@hourly", "0 9 * * MON-FRI"} {
+		if _, err := maintenance.Compile(maintenance.Timing{Cron: c}); err != nil {
+			t.Errorf("cron %q: %v", c, err)
+		}
+	}
+	p = compile(t, maintenance.Timing{Every: time.Hour, Timezone: "Asia/Tokyo", Missed: maintenance.MissedCatchUp})
+	if p.Missed() != maintenance.MissedCatchUp || p.Location().String() != "Asia/Tokyo" {
+		t.Errorf("missed %q zone %v", p.Missed(), p.Location())
+	}
+}
+
+func TestPlanNext(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 28, 22, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		t    maintenance.Timing
+		from time.Time
+		want time.Time
+	}{
+		{"cron in UTC", maintenance.Timing{Cron: "0 3 * * *"}, at, time.Date(2026, 3, 29, 3, 0, 0, 0, time.UTC)},
+		// 03:00 in Paris on the day summer time starts is 01:00 UTC.
+		{"cron in a zone", maintenance.Timing{Cron: "0 3 * * *", Timezone: "Europe/Paris"}, at, time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC)},
+		{"strictly after", maintenance.Timing{Cron: "30 22 * * *"}, at, time.Date(2026, 3, 29, 22, 30, 0, 0, time.UTC)},
+		{"seconds field", maintenance.Timing{Cron: "15 * * * * *"}, at, at.Add(15 * time.Second)},
+		{"every 5 min on the UTC clock", maintenance.Timing{Every: 5 * time.Minute}, at.Add(time.Minute), at.Add(5 * time.Minute)},
+		{"every on a boundary moves on", maintenance.Timing{Every: time.Hour}, at.Add(30 * time.Minute), at.Add(90 * time.Minute)},
+		{"a zone does not shift an interval", maintenance.Timing{Every: time.Hour, Timezone: "Asia/Kolkata"}, at, at.Add(30 * time.Minute)},
+		{"a date that never comes", maintenance.Timing{Cron: "0 0 30 2 *"}, at, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := compile(t, tc.t).Next(tc.from)
+			if !got.Equal(tc.want) || (!got.IsZero() && got.Location() != time.UTC) {
+				t.Errorf("Next(%v) = %v, want %v in UTC", tc.from, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIntervalFiringsDoNotDependOnTheAsker: every node computes the same
+// firings of an interval, whatever moment it asks from, even for an
+// interval that does not divide a day.
+func TestIntervalFiringsDoNotDependOnTheAsker(t *testing.T) {
+	t.Parallel()
+	for _, every := range []time.Duration{7 * time.Minute, 90 * time.Second, 25 * time.Hour} {
+		p := compile(t, maintenance.Timing{Every: every})
+		from := time.Date(2026, 3, 28, 22, 30, 0, 0, time.UTC)
+		first := p.Next(from)
+		if d := first.Sub(from); d <= 0 || d > every {
+			t.Fatalf("every %v: first firing %v after %v", every, d, from)
+		}
+		for _, other := range []time.Time{first.Add(-every + time.Second), first.Add(-time.Nanosecond), first.Add(-every / 2)} {
+			if got := p.Next(other); !got.Equal(first) {
+				t.Errorf("every %v: Next(%v) = %v, another node got %v", every, other, got, first)
+			}
+		}
+		if got := p.Next(first); !got.Equal(first.Add(every)) {
+			t.Errorf("every %v: the firing after %v is %v", every, first, got)
+		}
+	}
+}
+
+func TestPlanKey(t *testing.T) {
+	t.Parallel()
+	f := time.Date(2026, 3, 28, 23, 30, 0, 0, time.UTC) // already the 29th in Paris
+	for _, tc := range []struct {
+		t    maintenance.Timing
+		want string
+	}{
+		{maintenance.Timing{Every: time.Hour}, "nightly:acme:2026-03-28T23:30"},
+		{maintenance.Timing{Every: time.Hour, Grain: key.GrainHour}, "nightly:acme:2026-03-28T23"},
+		{maintenance.Timing{Every: 24 * time.Hour, Grain: key.GrainDay}, "nightly:acme:2026-03-28"},
+		{maintenance.Timing{Every: 24 * time.Hour, Grain: key.GrainDay, Timezone: "Europe/Paris"}, "nightly:acme:2026-03-29"},
+	} {
+		k, err := compile(t, tc.t).Key("nightly", "acme", f)
+		if err != nil || k != tc.want {
+			t.Errorf("%+v: key %q %v, want %q", tc.t, k, err, tc.want)
+		}
+	}
+	if _, err := compile(t, maintenance.Timing{Every: time.Hour}).Key("bad:name", "acme", f); err == nil {
+		t.Error("a name with ':' made a key")
+	}
+}
+
+func TestCheckGrain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		t  maintenance.Timing
+		ok bool
+	}{
+		{maintenance.Timing{Every: time.Minute}, true},
+		{maintenance.Timing{Every: 30 * time.Minute, Grain: key.GrainHour}, false},
+		{maintenance.Timing{Every: time.Hour, Grain: key.GrainHour}, true},
+		{maintenance.Timing{Every: 12 * time.Hour, Grain: key.GrainDay}, false},
+		{maintenance.Timing{Every: 24 * time.Hour, Grain: key.GrainDay}, true},
+		{maintenance.Timing{Cron: "* * * * *"}, true},
+		{maintenance.Timing{Cron: "*/10 * * * * *"}, false}, // every 10 s at minute grain
+		{maintenance.Timing{Cron: "0,30 * * * *", Grain: key.GrainHour}, false},
+		{maintenance.Timing{Cron: "0 * * * *", Grain: key.GrainHour}, true},
+		{maintenance.Timing{Cron: "0 3,15 * * *", Grain: key.GrainDay}, false},
+		{maintenance.Timing{Cron: "0 3 * * *", Grain: key.GrainDay, Timezone: "Europe/Paris"}, true},
+		{maintenance.Timing{Cron: "0 0 30 2 *", Grain: key.GrainDay}, true}, // never fires
+	} {
+		err := compile(t, tc.t).CheckGrain()
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: CheckGrain %v, want ok=%v", tc.t, err, tc.ok)
+		}
+		var ie *idemtype.InvalidError
+		if err != nil && (!errors.As(err, &ie) || ie.Field != "grain") {
+			t.Errorf("%+v: %v is not an invalid grain", tc.t, err)
+		}
+	}
+}
+
+func TestLatestDue(t *testing.T) {
+	t.Parallel()
+	hourly := compile(t, maintenance.Timing{Every: time.Hour})
+	cron := compile(t, maintenance.Timing{Cron: "0 * * * *"})
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		after, now time.Time
+		last       time.Time
+		count      int
+	}{
+		{"nothing due yet", t0, t0.Add(59 * time.Minute), time.Time{}, 0},
+		{"one due", t0, t0.Add(time.Hour), t0.Add(time.Hour), 1},
+		{"three missed", t0, t0.Add(3*time.Hour + time.Minute), t0.Add(3 * time.Hour), 3},
+		{"a clock stepped back", t0, t0.Add(-2 * time.Hour), time.Time{}, 0},
+		{"now equals after", t0, t0, time.Time{}, 0},
+		{"after between firings", t0.Add(30 * time.Minute), t0.Add(150 * time.Minute), t0.Add(2 * time.Hour), 2},
+	} {
+		for name, p := range map[string]*maintenance.Plan{"every": hourly, "cron": cron} {
+			last, n := maintenance.LatestDue(p, tc.after, tc.now)
+			if !last.Equal(tc.last) || n != tc.count {
+				t.Errorf("%s (%s): %v ×%d, want %v ×%d", tc.name, name, last, n, tc.last, tc.count)
+			}
+		}
+	}
+}
+
+// firings records what the scheduler fired.
+type firings struct {
+	mu   sync.Mutex
+	list []maintenance.Firing
+	err  error
+}
+
+func (f *firings) fire(_ context.Context, x *maintenance.Firing) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return 0, f.err
+	}
+	f.list = append(f.list, *x)
+	return int64(100 + len(f.list)), nil
+}
+
+func (f *firings) taken() []maintenance.Firing {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.list
+	f.list = nil
+	return out
+}
+
+// planOf reads a Timing stored as JSON in the schedule's Spec.
+func planOf(s *store.Schedule) (*maintenance.Plan, error) {
+	var tm maintenance.Timing
+	if err := json.Unmarshal(s.Spec, &tm); err != nil {
+		return nil, err
+	}
+	return maintenance.Compile(tm)
+}
+
+func putSchedule(t *testing.T, st store.Store, name string, tm maintenance.Timing, created time.Time) {
+	t.Helper()
+	spec, _ := json.Marshal(tm)
+	if _, err := st.ScheduleUpsert(context.Background(), &store.ScheduleUpsertParams{Tenant: "acme", Name: name, Spec: spec, Now: created}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSchedulerRunOnce(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	clk := &clock{now: t0}
+	var fired firings
+	s := maintenance.NewScheduler(st, &maintenance.Config{Now: clk.Now, ScheduleGrace: time.Minute}, planOf, fired.fire)
+
+	putSchedule(t, st, "hourly", maintenance.Timing{Every: time.Hour}, t0)
+	putSchedule(t, st, "catchup", maintenance.Timing{Every: time.Hour, Missed: maintenance.MissedCatchUp}, t0)
+
+	if n, err := s.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("nothing due: %d %v", n, err)
+	}
+	// On time: both fire once.
+	clk.Set(t0.Add(time.Hour + 10*time.Second))
+	if n, err := s.RunOnce(ctx); err != nil || n != 2 {
+		t.Fatalf("due: %d %v", n, err)
+	}
+	got := fired.taken()
+	if len(got) != 2 || !got[0].At.Equal(t0.Add(time.Hour)) || got[0].Missed != 0 {
+		t.Fatalf("firings %+v", got)
+	}
+	// The same moment again fires nothing: LastFiredAt moved forward.
+	if n, _ := s.RunOnce(ctx); n != 0 || len(fired.taken()) != 0 {
+		t.Fatal("a firing ran twice")
+	}
+	sc, err := st.ScheduleGet(ctx, &store.ScheduleGetParams{Tenant: "acme", Name: "hourly"})
+	if err != nil || sc.LastFiredAt == nil || !sc.LastFiredAt.Equal(t0.Add(time.Hour)) || sc.LastJobID == 0 {
+		t.Fatalf("stored firing %+v %v", sc, err)
+	}
+
+	// Every node was down for three hours: skip drops the missed firings
+	// and records the newest as fired; catch_up runs one job for them.
+	clk.Set(t0.Add(4*time.Hour + 5*time.Minute))
+	if n, err := s.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("after downtime: %d %v", n, err)
+	}
+	got = fired.taken()
+	if len(got) != 1 || got[0].Schedule.Name != "catchup" || !got[0].At.Equal(t0.Add(4*time.Hour)) || got[0].Missed != 2 {
+		t.Fatalf("catch-up firing %+v", got)
+	}
+	sc, _ = st.ScheduleGet(ctx, &store.ScheduleGetParams{Tenant: "acme", Name: "hourly"})
+	if !sc.LastFiredAt.Equal(t0.Add(4 * time.Hour)) {
+		t.Fatalf("skipped firings not marked: %v", sc.LastFiredAt)
+	}
+	// Back on schedule.
+	clk.Set(t0.Add(5*time.Hour + time.Second))
+	if n, _ := s.RunOnce(ctx); n != 2 {
+		t.Fatalf("next hour: %d", n)
+	}
+	fired.taken()
+
+	// A clock stepped back fires nothing and moves nothing.
+	clk.Set(t0.Add(2 * time.Hour))
+	if n, _ := s.RunOnce(ctx); n != 0 {
+		t.Fatalf("clock stepped back: %d", n)
+	}
+}
+
+func TestSchedulerGoesOnPastAFailingSchedule(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	clk := &clock{now: t0.Add(time.Hour)}
+	var fired firings
+	s := maintenance.NewScheduler(st, &maintenance.Config{Now: clk.Now}, planOf, fired.fire)
+	putSchedule(t, st, "a-good", maintenance.Timing{Every: time.Hour}, t0)
+	if _, err := st.ScheduleUpsert(ctx, &store.ScheduleUpsertParams{Tenant: "acme", Name: "b-broken",
+		Spec: json.RawMessage(`{"Cron":"not a cron"}`), Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	putSchedule(t, st, "c-good", maintenance.Timing{Every: time.Hour}, t0)
+	if n, err := s.RunOnce(ctx); err != nil || n != 2 {
+		t.Fatalf("run: %d %v, want the two good schedules fired", n, err)
+	}
+	// A failing enqueue leaves the firing due for the next run.
+	clk.Set(t0.Add(2 * time.Hour))
+	fired.mu.Lock()
+	fired.err = fmt.Errorf("store unavailable: %w", idemtype.ErrUnavailable)
+	fired.mu.Unlock()
+	if n, err := s.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("failing fire: %d %v", n, err)
+	}
+	fired.mu.Lock()
+	fired.err = nil
+	fired.mu.Unlock()
+	fired.taken()
+	if n, _ := s.RunOnce(ctx); n != 2 {
+		t.Fatalf("retry after the failure: %d, want 2", n)
+	}
+	// A cancelled context stops the run with its error.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.RunOnce(cctx); err == nil {
+		t.Fatal("RunOnce with a cancelled context succeeded")
+	}
+}

@@ -1,0 +1,102 @@
+package idem_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+func TestRetryPolicyDelay(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		p       idem.RetryPolicy
+		attempt int
+		rnd     float64
+		want    time.Duration
+	}{
+		{"defaults, first attempt, no jitter drawn", idem.RetryPolicy{Jitter: -1}, 1, 0.5, 5 * time.Second},
+		{"defaults double", idem.RetryPolicy{Jitter: -1}, 4, 0.5, 40 * time.Second},
+		{"capped at the default hour", idem.RetryPolicy{Jitter: -1}, 20, 0.5, time.Hour},
+		{"attempt 0 counts as the first", idem.RetryPolicy{Jitter: -1}, 0, 0.5, 5 * time.Second},
+		{"seed 004: 1s, 5s, 25s", idem.RetryPolicy{Base: time.Second, Factor: 5, Jitter: -1}, 3, 0.5, 25 * time.Second},
+		{"factor 1 is constant", idem.RetryPolicy{Base: 7 * time.Second, Factor: 1, Jitter: -1}, 9, 0.5, 7 * time.Second},
+		{"own cap", idem.RetryPolicy{Base: time.Minute, Max: 90 * time.Second, Jitter: -1}, 3, 0.5, 90 * time.Second},
+		{"default jitter, lowest draw", idem.RetryPolicy{}, 1, 0, 4500 * time.Millisecond},
+		{"default jitter, middle draw", idem.RetryPolicy{}, 1, 0.5, 5 * time.Second},
+		{"jitter 0.5, highest draw", idem.RetryPolicy{Jitter: 0.5}, 1, 1, 7500 * time.Millisecond},
+		{"jitter never passes the cap", idem.RetryPolicy{Base: time.Hour, Jitter: 0.5}, 1, 1, time.Hour},
+		{"explicit delays", idem.RetryPolicy{Delays: []time.Duration{time.Second, 10 * time.Second}, Jitter: -1}, 2, 0.5, 10 * time.Second},
+		{"the last delay repeats", idem.RetryPolicy{Delays: []time.Duration{time.Second, 10 * time.Second}, Jitter: -1}, 7, 0.5, 10 * time.Second},
+		{"explicit delays are not capped", idem.RetryPolicy{Delays: []time.Duration{3 * time.Hour}, Jitter: -1}, 1, 0.5, 3 * time.Hour},
+		{"a zero delay retries at once", idem.RetryPolicy{Delays: []time.Duration{0}}, 1, 0.9, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.Delay(tc.attempt, tc.rnd); got != tc.want {
+				t.Errorf("Delay(%d, %v) = %v, want %v", tc.attempt, tc.rnd, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRetryPolicyJitterBounds: whatever the draw, a delay stays within
+// ±Jitter of the policy's delay and never goes negative or past Max.
+func TestRetryPolicyJitterBounds(t *testing.T) {
+	t.Parallel()
+	p := idem.RetryPolicy{Base: 10 * time.Second, Factor: 3, Max: 5 * time.Minute, Jitter: 0.25}
+	for attempt := 1; attempt <= 8; attempt++ {
+		mid := p.Delay(attempt, 0.5)
+		for i := range 101 {
+			d := p.Delay(attempt, float64(i)/100)
+			lo, hi := time.Duration(float64(mid)*0.75), min(time.Duration(float64(mid)*1.25), p.Max)
+			if d < lo-time.Nanosecond || d > hi+time.Nanosecond || d < 0 {
+				t.Fatalf("attempt %d draw %d: %v outside [%v, %v]", attempt, i, d, lo, hi)
+			}
+		}
+	}
+}
+
+func TestRetryPolicyJSON(t *testing.T) {
+	t.Parallel()
+	in := idem.RetryPolicy{Base: 2 * time.Second, Factor: 3, Max: 10 * time.Minute, Jitter: 0.2,
+		Delays: []time.Duration{time.Second, 90 * time.Second}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"base":"2s","factor":3,"max":"10m0s","jitter":0.2,"delays":["1s","1m30s"]}` {
+		t.Errorf("encoded %s", b)
+	}
+	var out idem.RetryPolicy
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(out) != fmt.Sprint(in) {
+		t.Errorf("round trip %+v, want %+v", out, in)
+	}
+	if b, _ := json.Marshal(idem.RetryPolicy{}); string(b) != `{}` {
+		t.Errorf("zero policy encodes as %s, want {}", b)
+	}
+	for _, bad := range []string{`{"base":"soon"}`, `{"max":"1 hour"}`, `{"delays":["1s","x"]}`, `{"factor":"fast"}`, `[]`} {
+		if err := json.Unmarshal([]byte(bad), &out); err == nil {
+			t.Errorf("%s decoded", bad)
+		}
+	}
+}
+
+// A retry policy turns the failed attempt's number into the wait before
+// the next one. Jitter spreads the retries of many jobs; -1 turns it off.
+func ExampleRetryPolicy_Delay() {
+	p := idem.RetryPolicy{Base: time.Second, Factor: 5, Max: time.Minute, Jitter: -1}
+	for attempt := 1; attempt <= 4; attempt++ {
+		fmt.Println(attempt, p.Delay(attempt, 0))
+	}
+	// Output:
+	// 1 1s
+	// 2 5s
+	// 3 25s
+	// 4 1m0s
+}
