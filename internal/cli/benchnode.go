@@ -98,7 +98,7 @@ func runBenchNode(ctx context.Context, cmd *cobra.Command, f *benchNodeFlags) er
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "settings lease=%s heartbeat=%s rescue_interval=%s leader_ttl=%s poll_interval=%s\n",
-		time.Duration(cfg.Jobs.Lease), time.Duration(cfg.Jobs.Lease)/3, time.Duration(cfg.Maintenance.RescueInterval),
+		time.Duration(cfg.Jobs.Lease), (time.Duration(cfg.Jobs.Lease) / 3).Round(time.Millisecond), time.Duration(cfg.Maintenance.RescueInterval),
 		time.Duration(cfg.Maintenance.LeaderTTL), idem.DefaultPollInterval)
 	fmt.Fprintln(out, "ready", f.name)
 	<-ctx.Done()

@@ -455,7 +455,12 @@ func (h *harness) measureKill(ctx context.Context, bin, dir, dbURL string) (*kil
 
 // printMultinode prints the scenario's table.
 func printMultinode(w io.Writer, o *options, r *multinodeResult) {
-	fmt.Fprintf(w, "\nmulti-node: idem bench-node processes (idem serve's runtime and defaults, no HTTP), %d workers each, one PostgreSQL; settings: %s\n\n", o.Workers, r.settings)
+	src := "idem serve's defaults"
+	if o.MNLease != "" || o.MNRescueInterval != "" || o.MNLeaderTTL != "" {
+		src = "set by --mn-lease/--mn-rescue-interval/--mn-leader-ttl"
+	}
+	fmt.Fprintf(w, "\nmulti-node: idem bench-node processes (idem serve's runtime and configuration, no HTTP server), %d workers each, pool_max_conns %d, one PostgreSQL; settings (%s): %s\n\n",
+		o.Workers, o.MNNodeConns, src, r.settings)
 	fmt.Fprintln(w, "| nodes | jobs/s (total) | vs 1 node | jobs per node |")
 	fmt.Fprintln(w, "|---:|---:|---:|---|")
 	one := r.rates[1]
