@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store"
@@ -27,11 +28,15 @@ type benchDB struct {
 	// drop is set when bench created the schema and drops it at the end.
 	drop    bool
 	cleanup func()
+	pool    *pgxpool.Pool // closed after the store, when bench made it
 }
 
 // close closes the store and drops the schema bench created.
 func (d *benchDB) close(ctx context.Context, url string) error {
 	err := d.st.Close()
+	if d.pool != nil {
+		d.pool.Close()
+	}
 	if d.drop {
 		err = errors.Join(err, dropSchema(ctx, url, d.schema))
 	}
@@ -88,6 +93,12 @@ func urlSearchPath(url string) (string, error) {
 // idem_bench_<pid>_<time>. A schema bench created is dropped at the end
 // unless keep; a given schema that already exists is kept.
 func openBenchDB(ctx context.Context, url, schemaFlag string, keep bool) (*benchDB, string, error) {
+	return openBenchDBTraced(ctx, url, schemaFlag, keep, nil)
+}
+
+// openBenchDBTraced is openBenchDB with tracer (when not nil) on every
+// PostgreSQL connection of the store.
+func openBenchDBTraced(ctx context.Context, url, schemaFlag string, keep bool, tracer pgx.QueryTracer) (*benchDB, string, error) {
 	d := &benchDB{}
 	if url == "" {
 		dir, err := os.MkdirTemp("", "idem-bench-")
@@ -125,7 +136,7 @@ func openBenchDB(ctx context.Context, url, schemaFlag string, keep bool) (*bench
 		return nil, "", withHint(err, "check the URL, that PostgreSQL runs and accepts this user")
 	}
 	d.schema, d.drop = schema, !existed && !keep
-	st, err := pgstore.Open(ctx, url, &pgstore.Config{Schema: schema})
+	st, err := openTracedPG(ctx, d, url, schema, tracer)
 	if err != nil {
 		if d.drop {
 			_ = dropSchema(ctx, url, schema)
@@ -182,4 +193,31 @@ func dropSchema(ctx context.Context, url, schema string) error {
 		return fmt.Errorf("drop schema %s: %w", schema, err)
 	}
 	return nil
+}
+
+// openTracedPG opens the store on a pool of its own (pgstore.Open's size)
+// whose connections carry tracer; without a tracer it is pgstore.Open.
+func openTracedPG(ctx context.Context, d *benchDB, url, schema string, tracer pgx.QueryTracer) (*pgstore.Store, error) {
+	if tracer == nil {
+		return pgstore.Open(ctx, url, &pgstore.Config{Schema: schema})
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = pgstore.DefaultMaxConns
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	d.pool = pool
+	return st, nil
 }
