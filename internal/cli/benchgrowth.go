@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +89,9 @@ func runGrowth(ctx context.Context, w io.Writer, f *growthFlags) error {
 		}
 		sizes = append(sizes, n)
 	}
+	if f.db != "" && !isPostgres(f.db) {
+		return usageErr(errors.New("--database is for PostgreSQL; on SQLite bench-growth makes a temp file per size"))
+	}
 	if f.claims < 1 || f.claimN < 1 || f.enqueue < 0 || f.singles < 0 || f.finished < 0 {
 		return usageErr(errors.New("--claims and --claim-n must be positive, counts not negative"))
 	}
@@ -121,7 +125,11 @@ func growthRun(ctx context.Context, f *growthFlags, waiting int) (line, plan str
 	if isPostgres(f.db) {
 		tracer = tr
 	}
-	db, url, err := openBenchDBTraced(ctx, f.db, "", f.keep, tracer)
+	schema := ""
+	if isPostgres(f.db) {
+		schema = fmt.Sprintf("idem_growth_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	}
+	db, url, err := openBenchDBTraced(ctx, f.db, schema, f.keep, tracer)
 	if err != nil {
 		return "", "", err
 	}
