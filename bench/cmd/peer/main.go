@@ -84,6 +84,9 @@ func run(ctx context.Context, o *options, out, progress io.Writer) error {
 	for _, st := range o.steps() {
 		r, err := h.scenario(ctx, st.name, st.keys)
 		if err != nil {
+			if len(rows) > 0 { // what was measured before the failure or interrupt
+				printTable(out, rows)
+			}
 			return fmt.Errorf("%s (keys %v): %w", st.name, st.keys, err)
 		}
 		rows = append(rows, r...)
