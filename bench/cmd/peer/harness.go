@@ -36,7 +36,6 @@ type harness struct {
 	admin     *pgxpool.Pool
 	progress  io.Writer
 	pgVersion string
-	seq       atomic.Int64
 }
 
 func newHarness(ctx context.Context, o *options, progress io.Writer) (*harness, error) {
@@ -73,8 +72,12 @@ func (h *harness) newPool(ctx context.Context) (*pgxpool.Pool, error) {
 
 // schemaName returns a fresh schema name for sys.
 func (h *harness) schemaName(sys string) string {
-	return fmt.Sprintf("peer_%s_%d_%d", sys, os.Getpid(), h.seq.Add(1))
+	return fmt.Sprintf("peer_%s_%d_%d", sys, os.Getpid(), schemaSeq.Add(1))
 }
+
+// schemaSeq numbers the schemas of this process: harnesses run in parallel
+// in the tests.
+var schemaSeq atomic.Int64
 
 // dropSchema drops a schema and everything in it.
 func (h *harness) dropSchema(schema string) {
