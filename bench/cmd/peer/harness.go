@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -164,6 +166,7 @@ func (h *harness) measureSingle(ctx context.Context, sys string, keys bool) (res
 		lats := make([][]time.Duration, h.o.Goroutines)
 		errs := make([]error, h.o.Goroutines)
 		var wg sync.WaitGroup
+		stopProfile := h.profile(sys, "single", keys)
 		start := time.Now()
 		for g := range h.o.Goroutines {
 			wg.Add(1)
@@ -187,6 +190,7 @@ func (h *harness) measureSingle(ctx context.Context, sys string, keys bool) (res
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
+		stopProfile()
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
@@ -205,11 +209,14 @@ func (h *harness) measureBatch(ctx context.Context, sys string, keys, fast bool)
 		if err := h.settle(ctx, schema); err != nil {
 			return err
 		}
+		stopProfile := h.profile(sys, "batch", keys)
 		start := time.Now()
-		if err := insertAll(ctx, s, h.o.BatchN, h.o.BatchSize, keys); err != nil {
+		err := insertAll(ctx, s, h.o.BatchN, h.o.BatchSize, keys)
+		rate = float64(h.o.BatchN) / time.Since(start).Seconds()
+		stopProfile()
+		if err != nil {
 			return err
 		}
-		rate = float64(h.o.BatchN) / time.Since(start).Seconds()
 		return nil
 	})
 	return rate, err
@@ -238,6 +245,8 @@ func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldo
 		wctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 		defer cancel()
 		done := make(chan struct{})
+		stopProfile := h.profile(sys, "work", keys)
+		defer stopProfile()
 		start := time.Now()
 		if err := s.startWork(wctx, int64(n), done); err != nil {
 			return err
@@ -266,6 +275,7 @@ func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldo
 			}
 		}
 		rate = float64(n) / time.Since(start).Seconds()
+		stopProfile()
 		return nil
 	})
 	return rate, err
@@ -373,4 +383,38 @@ func count(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// profile starts a CPU profile of this process for an idem measurement
+// when --cpuprofile is set, and returns the function that stops it (safe
+// to call twice). The profile shows idem's client side; PostgreSQL's own
+// CPU is in its backends, not here.
+func (h *harness) profile(sys, scenario string, keys bool) func() {
+	if h.o.CPUProfile == "" || sys != "idem" {
+		return func() {}
+	}
+	name := scenario
+	if keys {
+		name += "-keys"
+	}
+	path := filepath.Join(h.o.CPUProfile, name+".pprof")
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		h.logf("cpuprofile %s: %v", path, err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+			h.logf("cpuprofile: %s (go tool pprof -top %s)", path, path)
+		})
+	}
 }

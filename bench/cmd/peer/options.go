@@ -37,6 +37,8 @@ type options struct {
 	RiverDefaultRow bool
 	// Timeout bounds one work measurement.
 	Timeout time.Duration
+	// CPUProfile is a directory for one CPU profile per idem measurement.
+	CPUProfile string
 
 	// The multinode scenario: node counts, backlog, pool size of a node,
 	// leader kill, and the nodes' settings (empty: idem serve's defaults).
@@ -80,6 +82,7 @@ func (o *options) register(fs *flag.FlagSet) {
 		"River QueueConfig.FetchCooldown in the work scenario (River's minimum, 1ms, by default; 0 = River's default, 100ms, which caps a queue at MaxWorkers×10 jobs/s)")
 	fs.BoolVar(&o.RiverDefaultRow, "river-default-row", o.RiverDefaultRow, "also work River with its default FetchCooldown (100ms)")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "limit of one work measurement")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", o.CPUProfile, "directory (existing) for a CPU profile of each idem measurement: <scenario>[-keys].pprof")
 	fs.StringVar(&o.MNNodes, "mn-nodes", o.MNNodes, "multinode: comma list of node counts")
 	fs.IntVar(&o.MNJobs, "mn-jobs", o.MNJobs, "multinode: no-op jobs worked per node count")
 	fs.IntVar(&o.MNNodeConns, "mn-node-conns", o.MNNodeConns, "multinode: pool_max_conns of each node (3 nodes must fit in max_connections)")
