@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,9 @@ type benchFlags struct {
 	goroutines int
 	dups       int
 	profile    string
+	schema     string
+	keep       bool
+	timeout    time.Duration
 }
 
 func newBenchCmd() *cobra.Command {
@@ -37,7 +41,15 @@ func newBenchCmd() *cobra.Command {
 		Long: `Enqueues --jobs no-op jobs in batches of 1,000, --singles more one at a time
 from --goroutines goroutines, repeats one idempotency key --dups times, then works
 every job with --workers workers and reports jobs/s and wait/run latency
-percentiles. Without --database it uses a fresh SQLite file in a temp directory.`,
+percentiles. Without --database it uses a fresh SQLite file in a temp directory.
+
+On PostgreSQL it uses a fresh schema idem_bench_<pid>_<n>, created at the
+start and dropped at the end unless --keep. A schema named by --schema, else
+by the URL's search_path (?search_path=s or ?options=-csearch_path=s), else
+by IDEM_PG_SCHEMA, is used instead: created if missing (and then dropped
+unless --keep), kept if it existed. A database or schema that already holds
+jobs is refused: old jobs, keys and latencies would mix with the
+measurement. --timeout bounds the whole run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep := &benchReport{w: cmd.OutOrStdout(), asJSON: wantJSON(cmd)}
@@ -55,46 +67,65 @@ percentiles. Without --database it uses a fresh SQLite file in a temp directory.
 	fl.IntVar(&f.dups, "dups", 10000, "enqueues of one repeated idempotency key")
 	fl.IntVar(&f.workers, "workers", 100, "workers")
 	fl.StringVar(&f.profile, "profile", "", "write a CPU profile of each phase (batch, single, dups, work) into this directory")
+	fl.StringVar(&f.schema, "schema", "", "PostgreSQL schema (default: the URL's search_path, else IDEM_PG_SCHEMA, else a fresh one)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the schema or temp SQLite file bench created")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Minute, "limit of the whole run")
 	return cmd
 }
 
-func runBench(ctx context.Context, rep *benchReport, f *benchFlags) error {
-	url := f.db
-	if url == "" {
-		dir, err := os.MkdirTemp("", "idem-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		url = filepath.Join(dir, "bench.db")
+func runBench(ctx context.Context, rep *benchReport, f *benchFlags) (err error) {
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
 	}
-	st, err := openStore(ctx, url, openOpts{create: true})
+	db, url, err := openBenchDB(ctx, f.db, f.schema, f.keep)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { err = errors.Join(err, db.close(ctx, url)) }()
 	workers := idem.NewWorkers()
 	var ran atomic.Int64
 	workers.Handle("noop", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
 		ran.Add(1)
 		return nil, nil
 	})
-	client, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: map[string]idem.QueueConfig{
+	client, err := idem.NewClient(db.st, &idem.Config{Workers: workers, Queues: map[string]idem.QueueConfig{
 		"bench": {MaxWorkers: f.workers}}, FetchLimit: max(f.workers, 1)})
 	if err != nil {
 		return err
 	}
-	rep.Store = storeName(url)
-	rep.text("idem bench  store=%s  jobs=%d singles=%d goroutines=%d workers=%d\n", rep.Store, f.jobs, f.singles, f.goroutines, f.workers)
+	if err := refuseUsed(ctx, client, db, url); err != nil {
+		return err
+	}
+	rep.Store, rep.Schema = storeName(url), db.schema
+	where := ""
+	switch {
+	case db.schema != "" && db.drop:
+		where = "  schema=" + db.schema + " (dropped at the end)"
+	case db.schema != "":
+		where = "  schema=" + db.schema + " (kept)"
+	case f.keep || f.db != "":
+		where = "  file=" + sqlitePath(url)
+	}
+	rep.text("idem bench  store=%s%s  jobs=%d singles=%d goroutines=%d workers=%d\n", rep.Store, where, f.jobs, f.singles, f.goroutines, f.workers)
 	opts := &idem.EnqueueOpts{Queue: "bench"}
+	created := 0
+	counted := func(run func() (int, error)) func() error {
+		return func() error {
+			n, err := run()
+			created += n
+			return err
+		}
+	}
 	phases := []struct {
 		name string
 		run  func() error
 	}{
-		{"batch", func() error { return benchBatch(ctx, rep, client, f.jobs, opts) }},
-		{"single", func() error { return benchSingles(ctx, rep, client, f, opts) }},
-		{"dups", func() error { return benchDups(ctx, rep, client, f.dups, opts) }},
-		{"work", func() error { return benchWork(ctx, rep, client, &ran, f.jobs+f.singles+min(f.dups, 1)) }},
+		{"batch", counted(func() (int, error) { return benchBatch(ctx, rep, client, f.jobs, opts) })},
+		{"single", counted(func() (int, error) { return benchSingles(ctx, rep, client, f, opts) })},
+		{"dups", counted(func() (int, error) { return benchDups(ctx, rep, client, f.dups, opts) })},
+		{"work", func() error { return benchWork(ctx, rep, client, &ran, created) }},
 	}
 	for _, p := range phases {
 		rep.cpuStart = processCPU()
@@ -133,22 +164,36 @@ func storeName(url string) string {
 	return "sqlite"
 }
 
-func benchBatch(ctx context.Context, rep *benchReport, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
+// benchBatch enqueues n jobs in batches and returns how many it created.
+func benchBatch(ctx context.Context, rep *benchReport, c *idem.Client, n int, opts *idem.EnqueueOpts) (int, error) {
+	created := 0
 	start := time.Now()
 	for done := 0; done < n; done += idem.MaxBatch {
 		items := make([]idem.EnqueueParams, min(idem.MaxBatch, n-done))
 		for i := range items {
 			items[i] = idem.EnqueueParams{Kind: "noop", Opts: opts}
 		}
-		if _, err := c.EnqueueMany(ctx, items); err != nil {
-			return fmt.Errorf("batch enqueue: %w", err)
+		res, err := c.EnqueueMany(ctx, items)
+		if err != nil {
+			return 0, fmt.Errorf("batch enqueue: %w", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return 0, fmt.Errorf("batch enqueue: %w", r.Err)
+			}
+			if !r.Existing {
+				created++
+			}
 		}
 	}
 	rep.add("enqueue batch of 1000", n, time.Since(start), nil)
-	return nil
+	return created, nil
 }
 
-func benchSingles(ctx context.Context, rep *benchReport, c *idem.Client, f *benchFlags, opts *idem.EnqueueOpts) error {
+// benchSingles enqueues f.singles jobs one at a time and returns how many
+// it created.
+func benchSingles(ctx context.Context, rep *benchReport, c *idem.Client, f *benchFlags, opts *idem.EnqueueOpts) (int, error) {
+	var created atomic.Int64
 	lat := make([][]time.Duration, f.goroutines)
 	var wg sync.WaitGroup
 	errs := make(chan error, f.goroutines)
@@ -159,9 +204,13 @@ func benchSingles(ctx context.Context, rep *benchReport, c *idem.Client, f *benc
 			defer wg.Done()
 			for i := g; i < f.singles; i += f.goroutines {
 				t := time.Now()
-				if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop", Opts: opts}); err != nil {
+				res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop", Opts: opts})
+				if err != nil {
 					errs <- err
 					return
+				}
+				if !res.Existing {
+					created.Add(1)
 				}
 				lat[g] = append(lat[g], time.Since(t))
 			}
@@ -170,29 +219,36 @@ func benchSingles(ctx context.Context, rep *benchReport, c *idem.Client, f *benc
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return fmt.Errorf("single enqueue: %w", err)
+		return 0, fmt.Errorf("single enqueue: %w", err)
 	}
 	rep.add(fmt.Sprintf("enqueue single x%d goroutines", f.goroutines), f.singles, time.Since(start), slices.Concat(lat...))
-	return nil
+	return int(created.Load()), nil
 }
 
-func benchDups(ctx context.Context, rep *benchReport, c *idem.Client, n int, opts *idem.EnqueueOpts) error {
+// benchDups enqueues one key n times and returns how many jobs that created
+// (one, or none when the key was known).
+func benchDups(ctx context.Context, rep *benchReport, c *idem.Client, n int, opts *idem.EnqueueOpts) (int, error) {
 	if n == 0 {
-		return nil
+		return 0, nil
 	}
+	created := 0
 	o := *opts
 	o.IdempotencyKey = "bench-dup-key"
 	lat := make([]time.Duration, 0, n)
 	start := time.Now()
 	for range n {
 		t := time.Now()
-		if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop", Opts: &o}); err != nil {
-			return fmt.Errorf("duplicate enqueue: %w", err)
+		res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop", Opts: &o})
+		if err != nil {
+			return 0, fmt.Errorf("duplicate enqueue: %w", err)
+		}
+		if !res.Existing {
+			created++
 		}
 		lat = append(lat, time.Since(t))
 	}
 	rep.add("enqueue duplicate key", n, time.Since(start), lat)
-	return nil
+	return created, nil
 }
 
 func benchWork(ctx context.Context, rep *benchReport, c *idem.Client, ran *atomic.Int64, total int) error {
@@ -205,7 +261,10 @@ func benchWork(ctx context.Context, rep *benchReport, c *idem.Client, ran *atomi
 	for ran.Load() < int64(total) {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = c.Stop(stopCtx)
+			return fmt.Errorf("work: %d of %d jobs ran: %w", ran.Load(), total, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -252,10 +311,11 @@ type benchReport struct {
 	w      io.Writer
 	asJSON bool
 
-	Store string     `json:"store"`
-	Rows  []benchRow `json:"results"`
-	Wait  string     `json:"wait_latency,omitempty"`
-	Run   string     `json:"run_latency,omitempty"`
+	Store  string     `json:"store"`
+	Schema string     `json:"schema,omitempty"`
+	Rows   []benchRow `json:"results"`
+	Wait   string     `json:"wait_latency,omitempty"`
+	Run    string     `json:"run_latency,omitempty"`
 
 	cpuStart time.Duration // processCPU at the start of the current phase
 }

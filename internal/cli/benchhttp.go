@@ -5,10 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,7 +19,6 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
-	"github.com/idem-dev/idem/store"
 )
 
 // benchHTTPFlags are the inputs of `idem bench-http`.
@@ -180,26 +179,27 @@ func startBenchServer(ctx context.Context, db string) (url, secret string, stop 
 			cleanup[i]()
 		}
 	}
-	if db == "" {
-		dir, err := os.MkdirTemp("", "idem-bench-http-")
-		if err != nil {
-			return "", "", nil, err
-		}
-		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
-		db = filepath.Join(dir, "bench.db")
-	}
-	var st store.Store
-	if st, err = openStore(ctx, db, openOpts{create: true}); err != nil {
-		stop()
+	// The database of `idem bench`: a temp SQLite file, or a fresh
+	// PostgreSQL schema dropped at the end (see openBenchDB).
+	bdb, dbURL, err := openBenchDB(ctx, db, "", false)
+	if err != nil {
 		return "", "", nil, err
 	}
-	cleanup = append(cleanup, func() { st.Close() })
-	client, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true})
+	cleanup = append(cleanup, func() { _ = bdb.close(context.WithoutCancel(ctx), dbURL) })
+	st := bdb.st
+	// Warnings only: an access log line per request (info) would make the
+	// benchmark measure stderr.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	client, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: logger})
 	if err != nil {
 		stop()
 		return "", "", nil, err
 	}
-	server, err := idemhttp.NewServer(client, st, nil)
+	if err := refuseUsed(ctx, client, bdb, dbURL); err != nil {
+		stop()
+		return "", "", nil, err
+	}
+	server, err := idemhttp.NewServer(client, st, &idemhttp.Config{Logger: logger})
 	if err != nil {
 		stop()
 		return "", "", nil, err

@@ -55,7 +55,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newEnqueueCmd(), newJobsCmd(), newDLQCmd(), newStatsCmd(), newBenchHTTPCmd(), newVersionCmd(), newBatchCmd())
 	root.AddCommand(newTargetsCmd(), newTopicsCmd())
 	root.AddCommand(newLimitsCmd(), newQueuesCmd())
-	root.AddCommand(newSchedulesCmd())
+	root.AddCommand(newSchedulesCmd(), newBenchNodeCmd(), newBenchGrowthCmd())
 	return root
 }
 

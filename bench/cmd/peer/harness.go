@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,7 +38,6 @@ type harness struct {
 	admin     *pgxpool.Pool
 	progress  io.Writer
 	pgVersion string
-	seq       atomic.Int64
 }
 
 func newHarness(ctx context.Context, o *options, progress io.Writer) (*harness, error) {
@@ -73,8 +74,12 @@ func (h *harness) newPool(ctx context.Context) (*pgxpool.Pool, error) {
 
 // schemaName returns a fresh schema name for sys.
 func (h *harness) schemaName(sys string) string {
-	return fmt.Sprintf("peer_%s_%d_%d", sys, os.Getpid(), h.seq.Add(1))
+	return fmt.Sprintf("peer_%s_%d_%d", sys, os.Getpid(), schemaSeq.Add(1))
 }
+
+// schemaSeq numbers the schemas of this process: harnesses run in parallel
+// in the tests.
+var schemaSeq atomic.Int64
 
 // dropSchema drops a schema and everything in it.
 func (h *harness) dropSchema(schema string) {
@@ -161,6 +166,7 @@ func (h *harness) measureSingle(ctx context.Context, sys string, keys bool) (res
 		lats := make([][]time.Duration, h.o.Goroutines)
 		errs := make([]error, h.o.Goroutines)
 		var wg sync.WaitGroup
+		stopProfile := h.profile(sys, "single", keys)
 		start := time.Now()
 		for g := range h.o.Goroutines {
 			wg.Add(1)
@@ -184,6 +190,7 @@ func (h *harness) measureSingle(ctx context.Context, sys string, keys bool) (res
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
+		stopProfile()
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
@@ -202,11 +209,14 @@ func (h *harness) measureBatch(ctx context.Context, sys string, keys, fast bool)
 		if err := h.settle(ctx, schema); err != nil {
 			return err
 		}
+		stopProfile := h.profile(sys, "batch", keys)
 		start := time.Now()
-		if err := insertAll(ctx, s, h.o.BatchN, h.o.BatchSize, keys); err != nil {
+		err := insertAll(ctx, s, h.o.BatchN, h.o.BatchSize, keys)
+		rate = float64(h.o.BatchN) / time.Since(start).Seconds()
+		stopProfile()
+		if err != nil {
 			return err
 		}
-		rate = float64(h.o.BatchN) / time.Since(start).Seconds()
 		return nil
 	})
 	return rate, err
@@ -235,6 +245,8 @@ func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldo
 		wctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 		defer cancel()
 		done := make(chan struct{})
+		stopProfile := h.profile(sys, "work", keys)
+		defer stopProfile()
 		start := time.Now()
 		if err := s.startWork(wctx, int64(n), done); err != nil {
 			return err
@@ -263,6 +275,7 @@ func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldo
 			}
 		}
 		rate = float64(n) / time.Since(start).Seconds()
+		stopProfile()
 		return nil
 	})
 	return rate, err
@@ -285,8 +298,12 @@ func (h *harness) scenario(ctx context.Context, name string, keys bool) ([]row, 
 			}
 		}
 		label := fmt.Sprintf("single insert, %d goroutines%s", h.o.Goroutines, suffix)
+		target := 0.0
+		if h.o.Table == "issue" {
+			label, target = "PG "+label, 2.5
+		}
 		return []row{
-			{name: label + " (jobs/s)", idem: r[0].rate, river: r[1].rate, unit: "jobs/s"},
+			{name: label + " (jobs/s)", idem: r[0].rate, river: r[1].rate, unit: "jobs/s", target: target},
 			{name: label + " p50", idem: ms(r[0].p50), river: ms(r[1].p50), unit: "ms"},
 			{name: label + " p99", idem: ms(r[0].p99), river: ms(r[1].p99), unit: "ms"},
 		}, nil
@@ -295,13 +312,22 @@ func (h *harness) scenario(ctx context.Context, name string, keys bool) ([]row, 
 		if err != nil {
 			return nil, fmt.Errorf("idem: %w", err)
 		}
-		many, err := h.measureBatch(ctx, "river", keys, false)
-		if err != nil {
-			return nil, fmt.Errorf("river InsertMany: %w", err)
+		var many float64
+		if h.o.Table == "full" {
+			if many, err = h.measureBatch(ctx, "river", keys, false); err != nil {
+				return nil, fmt.Errorf("river InsertMany: %w", err)
+			}
 		}
 		fast, err := h.measureBatch(ctx, "river", keys, true)
 		if err != nil {
 			return nil, fmt.Errorf("river InsertManyFast: %w", err)
+		}
+		if h.o.Table == "issue" {
+			label := fmt.Sprintf("PG batch of %s vs River COPY (InsertManyFast) (jobs/s)", count(h.o.BatchSize))
+			if keys {
+				label = fmt.Sprintf("PG batch of %s with keys vs River COPY unique (InsertManyFast, UniqueOpts ByArgs) (jobs/s)", count(h.o.BatchSize))
+			}
+			return []row{{name: label, idem: idemRate, river: fast, unit: "jobs/s", target: 1}}, nil
 		}
 		label := fmt.Sprintf("batch insert %s in %s%s", count(h.o.BatchN), count(h.o.BatchSize), suffix)
 		return []row{
@@ -322,7 +348,16 @@ func (h *harness) scenario(ctx context.Context, name string, keys bool) ([]row, 
 		if h.o.RiverFetchCooldown > 0 {
 			cd = h.o.RiverFetchCooldown.String()
 		}
-		rows := []row{{name: fmt.Sprintf("%s, River FetchCooldown %s (jobs/s)", label, cd), idem: idemRate, river: riverRate, unit: "jobs/s"}}
+		if h.o.Table == "issue" {
+			label = fmt.Sprintf("PG work %s no-op, %d workers", count(h.o.WorkN), h.o.Workers)
+			if keys {
+				label = fmt.Sprintf("PG work %s no-op with keys (River unique jobs), %d workers", count(h.o.WorkN), h.o.Workers)
+			}
+		}
+		rows := []row{{name: fmt.Sprintf("%s, River FetchCooldown %s (jobs/s)", label, cd), idem: idemRate, river: riverRate, unit: "jobs/s", target: 1.5}}
+		if h.o.Table == "full" {
+			rows[0].target = 0
+		}
 		if h.o.RiverDefaultRow && h.o.RiverFetchCooldown > 0 {
 			def, err := h.measureWork(ctx, "river", keys, 0)
 			if err != nil {
@@ -348,4 +383,38 @@ func count(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// profile starts a CPU profile of this process for an idem measurement
+// when --cpuprofile is set, and returns the function that stops it (safe
+// to call twice). The profile shows idem's client side; PostgreSQL's own
+// CPU is in its backends, not here.
+func (h *harness) profile(sys, scenario string, keys bool) func() {
+	if h.o.CPUProfile == "" || sys != "idem" {
+		return func() {}
+	}
+	name := scenario
+	if keys {
+		name += "-keys"
+	}
+	path := filepath.Join(h.o.CPUProfile, name+".pprof")
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		h.logf("cpuprofile %s: %v", path, err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+			h.logf("cpuprofile: %s (go tool pprof -top %s)", path, path)
+		})
+	}
 }

@@ -11,12 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestQuick runs the whole comparison with --quick. It skips when
-// PostgreSQL is not reachable (this module is not part of the root
-// `go test ./...`).
-func TestQuick(t *testing.T) {
-	t.Parallel()
-	o := defaultOptions()
+// needPostgres skips the test when PostgreSQL is not reachable (this module
+// is not part of the root `go test ./...`).
+func needPostgres(t *testing.T, o *options) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	conn, err := pgx.Connect(ctx, o.URL)
 	cancel()
@@ -24,8 +22,14 @@ func TestQuick(t *testing.T) {
 		t.Skipf("PostgreSQL not reachable at %s: %v", o.URL, err)
 	}
 	_ = conn.Close(context.Background())
+}
 
-	o.Quick = true
+// TestQuick runs the whole comparison with --quick --table full.
+func TestQuick(t *testing.T) {
+	t.Parallel()
+	o := defaultOptions()
+	needPostgres(t, o)
+	o.Quick, o.Table = true, "full"
 	var out bytes.Buffer
 	if err := run(t.Context(), o, &out, io.Discard); err != nil {
 		t.Fatal(err)
@@ -57,6 +61,9 @@ func TestOptions(t *testing.T) {
 		{[]string{"--scenarios", "nope"}, false},
 		{[]string{"--keys", "maybe"}, false},
 		{[]string{"--batch-size", "1001"}, false},
+		{[]string{"--table", "nope"}, false},
+		{[]string{"--scenarios", "multinode", "--mn-nodes", "1,x"}, false},
+		{[]string{"--scenarios", "single,multinode", "--mn-nodes", "2"}, true},
 	} {
 		o := defaultOptions()
 		fs := newFlagSet(o)
@@ -66,5 +73,38 @@ func TestOptions(t *testing.T) {
 		if err := o.finish(); (err == nil) != tc.ok {
 			t.Errorf("%v: finish() = %v, want ok=%v", tc.args, err, tc.ok)
 		}
+	}
+}
+
+// TestIssueTableAndMultinode: the default table has the five rows of issue
+// 14 (single with p50/p99) with targets, and the multinode scenario builds
+// the idem binary, works a backlog with 1 and 2 processes and times the
+// rescue after a SIGKILL of the leader (short lease settings so the test
+// stays quick).
+func TestIssueTableAndMultinode(t *testing.T) {
+	t.Parallel()
+	o := defaultOptions()
+	needPostgres(t, o)
+	o.Quick, o.Scenarios = true, "single,batch,work,multinode"
+	o.SingleN, o.BatchN, o.WorkN, o.MNJobs = 500, 2000, 2000, 2000
+	o.MNNodes, o.MNLease, o.MNRescueInterval, o.MNLeaderTTL = "1,2", "2s", "500ms", "1500ms"
+	var out bytes.Buffer
+	if err := run(t.Context(), o, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	table := out.String()
+	t.Log("\n" + table)
+	for _, want := range []string{
+		"issue 14 target", "PG single insert, 16 goroutines (jobs/s)", "PG batch of 1,000 vs River COPY",
+		"PG batch of 1,000 with keys vs River COPY unique", "PG work 2,000 no-op, 100 workers",
+		"PG work 2,000 no-op with keys", "| 2 | ", "lease=2s", "new leader elected", "every job of the killed leader rescued",
+		"load average at the start",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("output lacks %q:\n%s", want, table)
+		}
+	}
+	if n := strings.Count(table, "issue 14 target") + strings.Count(table, ": met |") + strings.Count(table, ": not met |"); n != 1+5 {
+		t.Errorf("want a header and 5 rows with targets, got %d:\n%s", n, table)
 	}
 }

@@ -1,4 +1,4 @@
--- 0016: a job may wait for its dependencies to finish whatever their
+-- 0015: a job may wait for its dependencies to finish whatever their
 -- outcome (deps_any: completed, dead and cancelled all release it) instead
 -- of requiring them all to complete; a batch may have such a job, its
 -- completion job, created with it (on_finish_job_id).
