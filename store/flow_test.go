@@ -199,7 +199,7 @@ func TestClaimBudgetUnlimited(t *testing.T) {
 	if b.HasLimits() {
 		t.Error("HasLimits without limits")
 	}
-	if !b.QueueOpen("mail") || len(b.Excluded("mail")) != 0 {
+	if !b.QueueOpen("mail") || len(b.Excluded("mail", "")) != 0 {
 		t.Error("a queue without limits or pauses is closed")
 	}
 	if got := b.Quota("acme", "mail", 25); got != 25 {
@@ -256,12 +256,12 @@ func TestClaimBudgetExcluded(t *testing.T) {
 	}
 	paused := []store.FlowScope{{Queue: "mail", Tenant: "hooli"}, {Queue: "sms", Tenant: "umbrella"}, {Queue: "mail"}}
 	b := store.NewClaimBudget(t0, limits, paused)
-	got := b.Excluded("mail")
+	got := b.Excluded("mail", "")
 	want := []string{"acme", "hooli", "zeta"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Excluded(mail) = %v, want %v", got, want)
 	}
-	got = b.Excluded("sms")
+	got = b.Excluded("sms", "")
 	want = []string{"globex", "umbrella", "zeta"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Excluded(sms) = %v, want %v", got, want)
