@@ -143,7 +143,10 @@ func TestJobRecordLifecycle(t *testing.T) {
 	p.DedupWindow = 0
 	j := insert(t, s, t0, p)[0].Job
 	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "key-1", Now: t0})
-	if err != nil || rec.JobID != j.ID || rec.DedupUntil != nil || rec.ExpiresAt != nil {
+	// Window 0: no dedup_until while the job is unfinished; the expiry is
+	// projected from the job (available now: now + its result TTL).
+	if err != nil || rec.JobID != j.ID || rec.DedupUntil != nil || rec.ExpiresAt == nil ||
+		!rec.ExpiresAt.Equal(t0.Add(p.ResultTTL)) {
 		t.Fatalf("record after insert: %+v %v", rec, err)
 	}
 	got := claim(t, s, t0, 1)
