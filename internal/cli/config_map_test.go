@@ -127,9 +127,9 @@ func TestMaskDatabase(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
 		"postgres://idem:s3cret@db:5432/idem?sslmode=require": "postgres://idem:xxxxx@db:5432/idem?sslmode=require",
-		"postgres://idem@db/idem":                            "postgres://idem@db/idem",
-		"./idem.db":                                          "./idem.db",
-		"sqlite:/var/lib/idem/idem.db":                       "sqlite:/var/lib/idem/idem.db",
+		"postgres://idem@db/idem":                             "postgres://idem@db/idem",
+		"./idem.db":                                           "./idem.db",
+		"sqlite:/var/lib/idem/idem.db":                        "sqlite:/var/lib/idem/idem.db",
 	} {
 		if got := maskDatabase(in); got != want {
 			t.Errorf("maskDatabase(%q) = %q, want %q", in, got, want)

@@ -77,7 +77,17 @@ func printJobs(w io.Writer, jobs []*idemclient.Job, next string) {
 // printJob prints one job as key: value lines.
 func printJob(w io.Writer, j *idemclient.Job) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row := func(k, v string) {
+		// A value of several lines (an error with its stack) keeps to the
+		// value column, so the key: value layout stays readable.
+		first, rest, _ := strings.Cut(v, "\n")
+		fmt.Fprintf(tw, "%s:\t%s\n", k, first)
+		for rest != "" {
+			var line string
+			line, rest, _ = strings.Cut(rest, "\n")
+			fmt.Fprintf(tw, "\t%s\n", line)
+		}
+	}
 	row("id", j.ID)
 	row("tenant", j.Tenant)
 	row("queue", j.Queue)
