@@ -32,17 +32,24 @@ func TestConcurrentInsertOneKey(t *testing.T) {
 	s := newTestStore(t, 64)
 	const n = 64
 	// Hold every connection open first so the inserts really overlap.
+	// A failed acquire releases the ones held before it fails the test:
+	// a connection left acquired would make the store's Close wait forever.
 	conns := make([]func(), 0, n)
+	releaseAll := func() {
+		for _, release := range conns {
+			release()
+		}
+		conns = conns[:0]
+	}
 	for range n {
 		c, err := s.pool.Acquire(t.Context())
 		if err != nil {
+			releaseAll()
 			t.Fatal(err)
 		}
 		conns = append(conns, c.Release)
 	}
-	for _, release := range conns {
-		release()
-	}
+	releaseAll()
 	start := make(chan struct{})
 	ids := make([]int64, n)
 	var wg sync.WaitGroup
