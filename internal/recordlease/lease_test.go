@@ -117,6 +117,33 @@ func testLease(t *testing.T, open opener) {
 		}
 	})
 
+	t.Run("a resumed lease renews while its owner holds the key, then reports ErrLost", func(t *testing.T) {
+		t.Parallel()
+		st, clock := open(t), &fakeClock{t: t0}
+		if l, _, err := Acquire(ctx, st, params("a", clock)); err != nil || l == nil {
+			t.Fatalf("acquire: %v %v", l, err)
+		}
+		r := Resume(st, params("a", clock)) // as another request of owner a would
+		clock.Add(30 * time.Second)
+		until, err := r.Renew(ctx)
+		if err != nil || !until.Equal(clock.Now().Add(time.Minute)) || !r.Until().Equal(until) {
+			t.Fatalf("renew: %v until %v (lease until %v), want %v", err, until, r.Until(), clock.Now().Add(time.Minute))
+		}
+		clock.Add(2 * time.Minute) // the lease lapsed: b takes the key
+		if l2, _, err := Acquire(ctx, st, params("b", clock)); err != nil || l2 == nil {
+			t.Fatalf("b acquire after expiry: %v %v", l2, err)
+		}
+		if until, err := r.Renew(ctx); !errors.Is(err, ErrLost) || !until.IsZero() {
+			t.Fatalf("renew after b took the key: %v %v, want ErrLost", until, err)
+		}
+		// Without a clock, Resume uses the real one.
+		p := params("c", clock)
+		p.Key, p.Now = "k2", nil
+		if until, err := Resume(st, p).Renew(ctx); err != nil || until.Before(time.Now()) {
+			t.Fatalf("renew on the real clock: %v %v", until, err)
+		}
+	})
+
 	t.Run("a completed key returns its result to later acquirers", func(t *testing.T) {
 		t.Parallel()
 		st, clock := open(t), &fakeClock{t: t0}
