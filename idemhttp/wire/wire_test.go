@@ -29,7 +29,7 @@ var every = []any{
 	wire.BatchCreateReply{}, wire.LeaseRequest{}, wire.LeaseReply{}, wire.LeaseTokenRequest{},
 	wire.LeaseCompleteRequest{}, wire.LeaseRenewReply{}, wire.LimitRequest{}, wire.Limit{}, wire.Usage{},
 	wire.LimitList{}, wire.PauseRequest{}, wire.PauseReply{}, wire.PausedScope{}, wire.ScheduleRequest{},
-	wire.Schedule{}, wire.ScheduleList{}, wire.TriggerRequest{},
+	wire.Schedule{}, wire.ScheduleList{}, wire.TriggerRequest{}, wire.RetrySpec{}, wire.ClaimReply{},
 }
 
 // TestEveryTypeIsChecked keeps the list above complete: every struct type
