@@ -6,7 +6,10 @@
 -- at the page size; state lists of live or dead jobs use the partial indexes
 -- that the runtime keeps anyway (docs/indexes.md). The partial key and
 -- partition indexes stay: they cost nothing for jobs without a key or a
--- partition.
+-- partition. jobs_claim goes too: every claim probes jobs_claim_tenant (the
+-- same claimable jobs, by queue and tenant), so it was one more entry to
+-- write at each insert and to delete at each claim that nothing read.
+DROP INDEX IF EXISTS jobs_claim;
 DROP INDEX IF EXISTS jobs_list_queue;
 DROP INDEX IF EXISTS jobs_list_kind;
 DROP INDEX IF EXISTS jobs_list_state;
