@@ -452,6 +452,23 @@ func runningOn(t *testing.T, pool *pgxpool.Pool, schema, node string) map[int64]
 	return out
 }
 
+// runningAttemptsOn returns the running jobs of node with their attempt numbers.
+func runningAttemptsOn(t *testing.T, pool *pgxpool.Pool, schema, node string) map[int64]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT id, attempt FROM "+pgx.Identifier{schema, "jobs"}.Sanitize()+
+		" WHERE state = 'running' AND worker_id = $1", node)
+	if err != nil {
+		t.Fatalf("running on %s: %v", node, err)
+	}
+	out := map[int64]int{}
+	var id int64
+	var attempt int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &attempt}, func() error { out[id] = attempt; return nil }); err != nil {
+		t.Fatalf("running on %s: %v", node, err)
+	}
+	return out
+}
+
 // checkLostAttempts bounds re-runs after kills: lost (rescued) attempts
 // belong only to jobs that were running on a killed node, exactly one per
 // kill that caught the job running, and some kill caught a job running.
@@ -604,7 +621,8 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 	}
 	c.start("node-a")
 	c.start("node-b")
-	runningAtKills := map[int64]int{} // job → kills that caught it running on the killed node
+	runningAtKills := map[int64]int{} // job → attempts that a kill caught running on the killed node
+	killedAttempts := map[int64]map[int]bool{}
 	held := map[int64]int64{}
 	for round := range 4 {
 		// Each kill comes once the node holds a handler between its row
@@ -614,8 +632,17 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 		for id, attempt := range c.holdThenKill(node, 200) {
 			held[id] = attempt
 		}
-		for id := range runningOn(t, pool, c.schema, node) {
-			runningAtKills[id]++
+		// A job still marked running from an earlier kill of the same node
+		// (its lease not yet rescued) is the same lost attempt: count
+		// attempts, not kills.
+		for id, attempt := range runningAttemptsOn(t, pool, c.schema, node) {
+			if killedAttempts[id] == nil {
+				killedAttempts[id] = map[int]bool{}
+			}
+			if !killedAttempts[id][attempt] {
+				killedAttempts[id][attempt] = true
+				runningAtKills[id]++
+			}
 		}
 		c.start(node)
 	}
