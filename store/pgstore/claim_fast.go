@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -173,7 +174,7 @@ func (r prefixRow) Scan(dest ...any) error {
 // flow-control rows apply: then nothing was claimed. Later rounds among
 // the tenants that filled their share (when others ran short) use
 // claimRounds, as the general path does.
-func (s *Store) claimOne(ctx context.Context, q querier, p *store.JobClaimParams, now time.Time) (out []*idemtype.JobRow, ok bool, err error) {
+func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, now time.Time) (out []*idemtype.JobRow, ok bool, err error) {
 	queue := p.Queues[0]
 	var kinds []string
 	if p.Kinds != nil {
@@ -181,28 +182,64 @@ func (s *Store) claimOne(ctx context.Context, q querier, p *store.JobClaimParams
 	}
 	cursor := s.cursors.Get(queue)
 	solo := s.solo.Get(queue)
-	rows, err := q.Query(ctx, s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo)
+	// One round trip: the statement runs in its own transaction with JIT
+	// off. Once the table has statistics its estimated cost passes
+	// jit_above_cost, and compiling it took ~0.5 s per claim (4-5x less
+	// throughput) for a statement that runs in a millisecond; SET LOCAL
+	// keeps the setting to this transaction, whoever owns the pool.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL jit = off")
+	b.Queue(s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo)
+	b.Queue("COMMIT")
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, false, err
+		}
+	}
+	out, ok, visited, err := readClaimOne(br)
 	if err != nil {
 		return nil, false, err
 	}
+	if _, err := br.Exec(); err != nil {
+		return nil, false, fmt.Errorf("commit: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, false, err
+	}
+	return s.afterClaimOne(ctx, q, p, now, out, ok, visited)
+}
+
+// readClaimOne reads qClaimOne's rows: the guard, the visited tenants and
+// the claimed jobs.
+func readClaimOne(br pgx.BatchResults) (out []*idemtype.JobRow, ok bool, visited []string, err error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, false, nil, err
+	}
 	defer rows.Close()
-	var visited []string
 	for rows.Next() {
 		if rows.RawValues()[2] == nil { // no job claimed: only the meta row
 			if err := rows.Scan(append([]any{&ok, &visited}, make([]any, len(rows.FieldDescriptions())-2)...)...); err != nil {
-				return nil, false, err
+				return nil, false, nil, err
 			}
 			continue
 		}
 		j, err := scanJob(prefixRow{rows: rows, ok: &ok, visited: &visited})
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		out = append(out, j)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, false, err
-	}
+	return out, ok, visited, rows.Err()
+}
+
+// afterClaimOne moves the queue's cursor and runs the later rounds.
+func (s *Store) afterClaimOne(ctx context.Context, q querier, p *store.JobClaimParams, now time.Time,
+	out []*idemtype.JobRow, ok bool, visited []string) ([]*idemtype.JobRow, bool, error) {
+	queue := p.Queues[0]
 	if !ok {
 		return nil, false, nil
 	}

@@ -308,7 +308,7 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 	// One queue whose last claim found no flow-control rows: try the one
 	// round-trip claim, which checks that there still are none.
 	if len(p.Queues) == 1 && !s.flowHints.get(p.Queues[0]) {
-		out, ok, err := s.claimOne(ctx, db, p, now)
+		out, ok, err := s.claimOne(ctx, s.pool, p, now)
 		if err != nil {
 			return nil, err
 		}
