@@ -33,6 +33,8 @@ func finishCases() []testCase {
 		{"JobFinishMany/dead_cancels_dependants_transitively", testFinishDeadCancelsDependants},
 		{"JobFinishMany/cancelled_cancels_dependants", testFinishCancelCancelsDependants},
 		{"JobFinishMany/expired_lease_not_rescued_accepted", testFinishExpiredLease},
+		{"AttemptList/completion_after_failure_and_snooze", testAttemptsCompletionHistory},
+		{"QueueStats/completions_counted_once", testStatsCompletionsOnce},
 	}
 }
 
@@ -372,5 +374,73 @@ func testFinishRepeatJSONEqual(t *testing.T, s store.Store) {
 		`{"a":"1","b":[1,2],"c":{"x":"y","z":null}}`,
 	} {
 		wantErr(t, "repeat with "+res, finishAll(t, s, completion(c, res, at(2*time.Second)))[0], idemtype.ErrLeaseLost)
+	}
+}
+
+// testAttemptsCompletionHistory: a job that failed once, was snoozed and
+// then completed lists its three attempts in order, the completion last
+// with its own attempt number, start, finish, worker and handler duration
+// (the completion is kept in the job row, the others as attempt rows:
+// docs/state-machine.md, "Attempts"). A cached completion reads "cached".
+func testAttemptsCompletionHistory(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), newJob("k"))
+	c := claimJob(t, s, j, at(time.Second))
+	finish1(t, s, failure(c, idemtype.StateRetryable, idemtype.OutcomeFailed, "boom", at(time.Minute), at(2*time.Second)))
+	c = claimJob(t, s, j, at(time.Minute))
+	sn := failure(c, idemtype.StateScheduled, idemtype.OutcomeSnoozed, "", at(2*time.Minute), at(time.Minute+time.Second))
+	sn.Snooze = true
+	finish1(t, s, sn)
+	c = claimWith(t, s, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w-last", Limit: 1,
+		LeaseUntil: at(time.Hour), Now: at(2 * time.Minute)})[0]
+	p := completion(c, `{"done":1}`, at(2*time.Minute+3*time.Second))
+	p.DurationMS = 2900
+	finish1(t, s, p)
+	as := attempts(t, s, j.ID)
+	if len(as) != 3 {
+		t.Fatalf("%d attempts, want failed, snoozed, completed: %s", len(as), fmtAttempts(as))
+	}
+	if as[0].Outcome != idemtype.OutcomeFailed || as[1].Outcome != idemtype.OutcomeSnoozed {
+		t.Errorf("attempts %s, want failed then snoozed first", fmtAttempts(as))
+	}
+	last := as[2]
+	if last.Outcome != idemtype.OutcomeCompleted || last.Attempt != 2 || last.DurationMS != 2900 ||
+		last.WorkerID != "w-last" || last.Error != "" || last.Target != "" || last.HTTPStatus != 0 {
+		t.Errorf("completion attempt %+v, want attempt 2 completed by w-last in 2900 ms", last)
+	}
+	wantTime(t, "completion StartedAt", last.StartedAt, at(2*time.Minute))
+	wantTimeP(t, "completion FinishedAt", last.FinishedAt, at(2*time.Minute+3*time.Second))
+
+	k := insert1(t, s, at(0), newJob("k"))
+	kc := claimJob(t, s, k, at(time.Second))
+	cp := completion(kc, `1`, at(2*time.Second))
+	cp.Outcome, cp.WasCached, cp.OriginalJobID = idemtype.OutcomeCached, true, j.ID
+	finish1(t, s, cp)
+	if ks := attempts(t, s, k.ID); len(ks) != 1 || ks[0].Outcome != idemtype.OutcomeCached {
+		t.Errorf("cached completion attempts %s, want one cached", fmtAttempts(ks))
+	}
+}
+
+// testStatsCompletionsOnce: the per-minute completion count counts each
+// completed job once, whether its completion is kept in the job row or
+// (a delivery, with a target) also as an attempt row, and failures from
+// attempt rows.
+func testStatsCompletionsOnce(t *testing.T, s store.Store) {
+	a := insert1(t, s, at(0), newJob("k"))
+	b := insert1(t, s, at(0), newJob("k"))
+	f := insert1(t, s, at(0), newJob("k"))
+	completeJob(t, s, a, at(time.Second), `1`)
+	cb := claimJob(t, s, b, at(time.Second))
+	p := completion(cb, `1`, at(2*time.Second))
+	p.Target, p.HTTPStatus = "https://example.test/hook", 200
+	finish1(t, s, p)
+	cf := claimJob(t, s, f, at(time.Second))
+	finish1(t, s, failure(cf, idemtype.StateRetryable, idemtype.OutcomeFailed, "boom", at(time.Hour), at(2*time.Second)))
+	stats, err := s.QueueStats(t.Context(), &store.QueueStatsParams{Now: at(30 * time.Second)})
+	if err != nil {
+		t.Fatalf("QueueStats: %v", err)
+	}
+	q := queueStat(stats, "default")
+	if q == nil || q.Completed1m != 2 || q.Failed1m != 1 {
+		t.Fatalf("stats %+v, want 2 completed and 1 failed in the last minute", q)
 	}
 }
