@@ -484,10 +484,12 @@ type Ready struct {
 }
 
 // Ready returns the readiness of the server; an unhealthy server is an
-// *Error with status 503 (and the reply is still returned).
+// *Error with status 503 (and the reply is still returned). It asks once,
+// without the client's retries: a readiness probe reports the state of
+// now, and its caller decides when to ask again.
 func (cl *Client) Ready(ctx context.Context) (*Ready, error) {
 	var out Ready
-	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/readyz", out: &out, outOnError: true})
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/readyz", out: &out, outOnError: true, once: true})
 	return &out, err
 }
 

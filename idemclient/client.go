@@ -146,6 +146,8 @@ type call struct {
 	// outOnError: decode the body into out on an error status too (a
 	// reply that carries data with its failure, as /readyz's 503).
 	outOnError bool
+	// once: no retries (a probe reports the state of now).
+	once bool
 }
 
 // do sends c with retries and decodes the answer.
@@ -162,7 +164,7 @@ func (cl *Client) do(ctx context.Context, c *call) (int, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		status, retryAfter, err := cl.once(ctx, c, body)
-		if err == nil || attempt >= cl.cfg.MaxRetries || !retryable(status, err) || ctx.Err() != nil {
+		if err == nil || c.once || attempt >= cl.cfg.MaxRetries || !retryable(status, err) || ctx.Err() != nil {
 			return status, err
 		}
 		wait := cl.backoff(attempt, retryAfter)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,13 +38,24 @@ func TestReadyWhenUnready(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	var readyz atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			readyz.Add(1)
+		}
+		srv.ServeHTTP(w, r)
+	}))
 	t.Cleanup(hs.Close)
-	cl, err := idemclient.New(hs.URL, &idemclient.Config{MaxRetries: -1})
+	// The client's default retries (5xx are retried) do not apply to a
+	// probe: one request, at once.
+	cl, err := idemclient.New(hs.URL, &idemclient.Config{MaxRetries: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := cl.Ready(ctx)
+	if n := readyz.Load(); n != 1 {
+		t.Errorf("Ready sent %d requests to an unready server, want 1", n)
+	}
 	var pe *idemclient.Error
 	if !errors.As(err, &pe) || pe.Status != 503 {
 		t.Fatalf("err %v, want a 503", err)
