@@ -8,6 +8,7 @@ import (
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // JobFinishMany implements store.Jobs in one transaction. Small requests
@@ -32,7 +33,61 @@ func (s *Store) JobFinishMany(ctx context.Context, p []*store.JobFinishParams) (
 // JobFinishManyTx is JobFinishMany inside the caller's transaction tx, so
 // a handler's own writes and its job's completion commit together.
 func (s *Store) JobFinishManyTx(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams) ([]error, error) {
-	return s.finishTx(ctx, tx, p, false)
+	return s.finishPasses(ctx, tx, p)
+}
+
+// distinctJobs reports whether every finish names another job.
+func distinctJobs(p []*store.JobFinishParams) bool {
+	seen := make(map[int64]struct{}, len(p))
+	for _, f := range p {
+		if _, ok := seen[f.ID]; ok {
+			return false
+		}
+		seen[f.ID] = struct{}{}
+	}
+	return true
+}
+
+// finishInOrder finishes a batch that names a job more than once (two
+// callers' requests in one group, a client repeating itself) in one
+// transaction on conn.
+func (s *Store) finishInOrder(ctx context.Context, conn *pgxpool.Conn, p []*store.JobFinishParams) ([]error, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: a no-op
+	out, err := s.finishPasses(ctx, tx, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return out, nil
+}
+
+// finishPasses applies p inside tx in order, in passes that each name a
+// job at most once: one UPDATE cannot, as it applies one of several rows
+// matching a job, whichever comes first, and answers all of them as done.
+// Each pass sees the ones before it, so a later finish of the same lease
+// is a repeat or has lost its lease, as if it had come alone.
+func (s *Store) finishPasses(ctx context.Context, tx pgx.Tx, p []*store.JobFinishParams) ([]error, error) {
+	out := make([]error, 0, len(p))
+	for start := 0; start < len(p); {
+		end, seen := start, map[int64]bool{}
+		for end < len(p) && !seen[p[end].ID] {
+			seen[p[end].ID] = true
+			end++
+		}
+		errs, err := s.finishTx(ctx, tx, p[start:end], false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, errs...)
+		start = end
+	}
+	return out, nil
 }
 
 // finishTx finishes p. When own is true, q is a connection outside any

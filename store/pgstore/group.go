@@ -214,6 +214,9 @@ func (s *Store) finishDirect(ctx context.Context, p []*store.JobFinishParams) ([
 	}
 	// A connection left inside a transaction is destroyed by Release.
 	defer conn.Release()
+	if !distinctJobs(p) {
+		return s.finishInOrder(ctx, conn, p)
+	}
 	out, err := s.finishTx(ctx, conn, p, true)
 	if err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {

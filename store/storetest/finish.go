@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ func finishCases() []testCase {
 		{"JobFinishMany/cancelled_cancels_dependants", testFinishCancelCancelsDependants},
 		{"JobFinishMany/expired_lease_not_rescued_accepted", testFinishExpiredLease},
 		{"AttemptList/completion_after_failure_and_snooze", testAttemptsCompletionHistory},
+		{"JobFinishMany/one_job_twice_in_a_batch", testFinishSameJobTwice},
 		{"QueueStats/completions_counted_once", testStatsCompletionsOnce},
 	}
 }
@@ -442,5 +444,30 @@ func testStatsCompletionsOnce(t *testing.T, s store.Store) {
 	q := queueStat(stats, "default")
 	if q == nil || q.Completed1m != 2 || q.Failed1m != 1 {
 		t.Fatalf("stats %+v, want 2 completed and 1 failed in the last minute", q)
+	}
+}
+
+// testFinishSameJobTwice: a batch that names one job twice (a retry, then a
+// completion under the same, now spent, token) applies the items in order:
+// the retry with its run time, then lease-lost for the second, and the
+// other items as usual.
+func testFinishSameJobTwice(t *testing.T, s store.Store) {
+	a := insert1(t, s, at(0), newJob("k"))
+	b := insert1(t, s, at(0), newJob("k"))
+	ca := claimJob(t, s, a, at(time.Second))
+	cb := claimJob(t, s, b, at(time.Second))
+	retry := failure(ca, idemtype.StateRetryable, idemtype.OutcomeFailed, "boom", at(10*time.Minute), at(2*time.Second))
+	errs := finishAll(t, s, retry, completion(ca, `1`, at(3*time.Second)), completion(cb, `2`, at(3*time.Second)))
+	if errs[0] != nil || !errors.Is(errs[1], idemtype.ErrLeaseLost) || errs[2] != nil {
+		t.Fatalf("errors %v, want nil, lease lost, nil", errs)
+	}
+	got := wantState(t, s, a.ID, idemtype.StateRetryable)
+	wantTime(t, "RunAt of the retried job", got.RunAt, at(10*time.Minute))
+	if got.LastError != "boom" || got.Result != nil {
+		t.Errorf("retried job: last error %q result %s", got.LastError, got.Result)
+	}
+	wantState(t, s, b.ID, idemtype.StateCompleted)
+	if as := attempts(t, s, a.ID); len(as) != 1 || as[0].Outcome != idemtype.OutcomeFailed {
+		t.Errorf("attempts of the retried job %s, want one failed", fmtAttempts(as))
 	}
 }
