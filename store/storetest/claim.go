@@ -11,6 +11,7 @@ import (
 func claimCases() []testCase {
 	return []testCase{
 		{"JobClaim/order_priority_then_run_at_then_id", testClaimOrder},
+		{"JobClaim/one_claim_returns_jobs_in_order", testClaimOrderInOneClaim},
 		{"JobClaim/limit_takes_the_first_in_order", testClaimOrderWithinLimit},
 		{"JobClaim/future_run_at_not_claimed", testClaimFuture},
 		{"JobClaim/queues_and_kinds_filters", testClaimFilters},
@@ -53,6 +54,32 @@ func testClaimOrder(t *testing.T, s store.Store) {
 		got = append(got, ids(claim(t, s, at(0), 1))...)
 	}
 	wantIDs(t, "claim order", got, []int64{byKind["c"], byKind["d"], byKind["b"], byKind["a"], byKind["f"], byKind["e"]})
+}
+
+// testClaimOrderInOneClaim: the jobs of one claim come back in claim order
+// too (priority, then run time, then id), whatever order the store's
+// statement produced them in: the runtime starts them in that order.
+func testClaimOrderInOneClaim(t *testing.T, s store.Store) {
+	mk := func(kind string, prio int, runAt time.Duration) *store.JobInsertParams {
+		p := newJob(kind)
+		p.Priority = prio
+		p.RunAt = at(runAt)
+		return p
+	}
+	js := insertNew(t, s, at(0),
+		mk("e", -1, -10*time.Minute),
+		mk("a", 0, -3*time.Minute),
+		mk("b", 5, -1*time.Minute),
+		mk("f", 0, -3*time.Minute),
+		mk("c", 5, -2*time.Minute),
+		mk("d", 5, -2*time.Minute),
+	)
+	byKind := map[string]int64{}
+	for _, j := range js {
+		byKind[j.Kind] = j.ID
+	}
+	got := ids(claim(t, s, at(0), 10))
+	wantIDs(t, "order within one claim", got, []int64{byKind["c"], byKind["d"], byKind["b"], byKind["a"], byKind["f"], byKind["e"]})
 }
 
 func testClaimOrderWithinLimit(t *testing.T, s store.Store) {
