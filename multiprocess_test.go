@@ -115,7 +115,11 @@ func mpChild() int {
 	})
 	client, err := idem.NewClient(st, &idem.Config{Workers: workers, WorkerID: node, Logger: quietLogger(),
 		Queues:        map[string]idem.QueueConfig{"mp": {MaxWorkers: 20}},
-		LeaseDuration: 2 * time.Second, RescueInterval: 200 * time.Millisecond, LeaderTTL: 1500 * time.Millisecond,
+		// A 5 s lease (heartbeats every ~1.7 s): with 2 s, a surviving node
+		// starved for 1.3 s by a loaded CI machine (-race, packages in
+		// parallel) lost a lease now and then, which the strict lost-attempt
+		// checks rightly count as a re-run outside the kill.
+		LeaseDuration: 5 * time.Second, RescueInterval: 200 * time.Millisecond, LeaderTTL: 1500 * time.Millisecond,
 		Retry: idem.RetryPolicy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
