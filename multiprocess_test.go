@@ -114,7 +114,7 @@ func mpChild() int {
 		return nil, tx.Commit(ctx)
 	})
 	client, err := idem.NewClient(st, &idem.Config{Workers: workers, WorkerID: node, Logger: quietLogger(),
-		Queues:        map[string]idem.QueueConfig{"mp": {MaxWorkers: 20}},
+		Queues: map[string]idem.QueueConfig{"mp": {MaxWorkers: 20}},
 		// A 5 s lease (heartbeats every ~1.7 s): with 2 s, a surviving node
 		// starved for 1.3 s by a loaded CI machine (-race, packages in
 		// parallel) lost a lease now and then, which the strict lost-attempt
