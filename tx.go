@@ -10,7 +10,8 @@ import (
 )
 
 // TxStore is implemented by stores whose writes can join a caller's
-// transaction of type TTx (pgstore.Store with pgx.Tx).
+// transaction of type TTx: pgstore.Store with pgx.Tx, sqlitestore.Store
+// with *sqlitestore.Tx (from its WriteTx).
 type TxStore[TTx any] interface {
 	JobInsertManyTx(ctx context.Context, tx TTx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error)
 	JobFinishManyTx(ctx context.Context, tx TTx, p []*store.JobFinishParams) ([]error, error)

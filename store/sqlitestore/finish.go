@@ -17,37 +17,47 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 		return nil, nil
 	}
 	errs := make([]error, len(ps))
-	ids := make([]int64, len(ps))
-	for i, p := range ps {
-		ids[i] = p.ID
-	}
-	idList := jsonIDs(ids)
-	err := s.write(ctx, len(ps), func(t *wtx) error {
-		deps, err := withDependants(t, idList)
-		if err != nil {
-			return err
-		}
-		if distinctIDs(ps) {
-			es, err := finishBatch(t, ps, deps)
-			if err != nil {
-				return err
-			}
-			copy(errs, es)
-			return nil
-		}
-		for i, p := range ps {
-			e, err := finishOne(t, p, deps[p.ID])
-			if err != nil {
-				return err
-			}
-			errs[i] = e
-		}
-		return nil
-	})
+	idList := finishIDs(ps) // outside the writer: it is the bottleneck
+	err := s.write(ctx, len(ps), func(t *wtx) error { return finishMany(t, ps, idList, errs) })
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	return errs, nil
+}
+
+// finishIDs is the JSON list of the ids of ps.
+func finishIDs(ps []*store.JobFinishParams) string {
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	return jsonIDs(ids)
+}
+
+// finishMany ends the attempts of ps (whose ids idList lists) inside t,
+// putting each item's error in errs; its own error fails the whole
+// operation.
+func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error) error {
+	deps, err := withDependants(t, idList)
+	if err != nil {
+		return err
+	}
+	if distinctIDs(ps) {
+		es, err := finishBatch(t, ps, deps)
+		if err != nil {
+			return err
+		}
+		copy(errs, es)
+		return nil
+	}
+	for i, p := range ps {
+		e, err := finishOne(t, p, deps[p.ID])
+		if err != nil {
+			return err
+		}
+		errs[i] = e
+	}
+	return nil
 }
 
 // finishOne ends one attempt; it returns the item's error and an error that

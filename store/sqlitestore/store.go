@@ -334,7 +334,7 @@ func (s *Store) Close() error {
 // write runs fn in the writer's next group commit and waits for its outcome.
 // weight is the number of items the operation handles (for batch sizing).
 func (s *Store) write(ctx context.Context, weight int, fn func(w *wtx) error) error {
-	return s.w.submit(ctx, weight, fn)
+	return s.w.submit(ctx, weight, writeReq{fn: fn})
 }
 
 // readRow runs a fixed read query through a cached prepared statement.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -20,18 +21,25 @@ import (
 // operations before it starts a group commit.
 const gatherYields = 2
 
-// writeFn is one write operation: it runs inside the writer's transaction.
-type writeFn = func(w *wtx) error
+// writeReq is one write operation: fn runs inside the writer's
+// transaction. once marks a caller's transaction (Store.WriteTx), whose
+// function must run exactly once: a group holding one runs with a savepoint
+// per op from the start, instead of being run again after another op's
+// failure (see runBatch).
+type writeReq struct {
+	fn   func(w *wtx) error
+	once bool
+}
 
 // writeOp is one write operation inside a group commit.
-type writeOp = batch.Call[writeFn, struct{}]
+type writeOp = batch.Call[writeReq, struct{}]
 
 // writer owns the single write connection and runs group commits. The
 // gathering (take everything queued, up to MaxBatchOps operations and
 // MaxBatchItems items) is a batch.Runner; the writer runs each group.
 type writer struct {
 	conn     *sql.Conn
-	runner   *batch.Runner[writeFn, struct{}]
+	runner   *batch.Runner[writeReq, struct{}]
 	closed   atomic.Bool
 	log      *slog.Logger
 	tx       *wtx
@@ -62,7 +70,7 @@ func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath s
 		log:      log,
 		tx:       &wtx{conn: conn, stmts: make(map[string]*sql.Stmt)},
 	}
-	w.runner = batch.New(&batch.Config[writeFn]{
+	w.runner = batch.New(&batch.Config[writeReq]{
 		MaxCount:  maxOps,
 		MaxWeight: maxItems,
 		Yields:    gatherYields,
@@ -74,11 +82,14 @@ func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath s
 // Once taken into a group, the op is always answered (after commit or
 // rollback, and the WAL fsync); the caller waits for that answer so it never
 // misses a committed write.
-func (w *writer) submit(ctx context.Context, weight int, fn func(*wtx) error) error {
+func (w *writer) submit(ctx context.Context, weight int, req writeReq) error {
 	if w.closed.Load() {
 		return store.ErrClosed
 	}
-	_, err := w.runner.Submit(ctx, fn, weight)
+	if ctx.Value(inWriteTx{}) == w {
+		return errWriteInTx
+	}
+	_, err := w.runner.Submit(ctx, req, weight)
 	if errors.Is(err, batch.ErrStopped) {
 		return store.ErrClosed
 	}
@@ -172,11 +183,14 @@ func (w *writer) close() error {
 // returned before the op wrote anything, so it needs no rollback. Any other
 // error (an SQL failure, possibly after partial writes) rolls the whole
 // transaction back and the batch runs again with one SAVEPOINT per op, so
-// that the failing op rolls back only itself.
+// that the failing op rolls back only itself. A group holding a caller's
+// transaction (writeReq.once) takes the savepoint path at once, so that
+// function never runs twice.
 func (w *writer) runBatch(batch []*writeOp) {
 	w.batches.Add(1)
 	w.opsRun.Add(int64(len(batch)))
-	errs, retry, fatal := w.runOnce(batch, false)
+	once := slices.ContainsFunc(batch, func(op *writeOp) bool { return op.Req.once })
+	errs, retry, fatal := w.runOnce(batch, once)
 	if fatal == nil && retry {
 		errs, _, fatal = w.runOnce(batch, true)
 	}
@@ -209,7 +223,7 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 			continue
 		}
 		if !savepoints {
-			err := op.Req(t)
+			err := op.Req.fn(t)
 			if err != nil && !isLogical(err) {
 				w.rollback()
 				return nil, true, nil
@@ -221,7 +235,7 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 			w.rollback()
 			return nil, false, fmt.Errorf("savepoint: %w", err)
 		}
-		if err := op.Req(t); err != nil {
+		if err := op.Req.fn(t); err != nil {
 			errs[i] = err
 			if _, rerr := t.exec("ROLLBACK TO op"); rerr != nil {
 				w.rollback()

@@ -1,0 +1,146 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Tx is a caller's write transaction on the store's database, open while
+// the function given to WriteTx runs. The application's own tables live in
+// the same database file; writes made through Tx commit together with the
+// jobs inserted (idem.EnqueueTx) and the completions written
+// (idem.JobCompleteTx) through it, or not at all.
+//
+// A Tx is only valid inside that function: after it returns, every method
+// reports ErrTxDone.
+type Tx struct {
+	t    *wtx
+	w    *writer
+	done bool
+}
+
+// ErrTxDone is returned by a Tx used after its WriteTx function returned.
+var ErrTxDone = errors.New("sqlitestore: transaction has already ended")
+
+// errWriteInTx is returned to a store write submitted with the context of a
+// WriteTx function: it would wait for the writer that runs that very
+// function, for ever.
+var errWriteInTx = errors.New("sqlitestore: a store write inside WriteTx must go through its Tx (idem.EnqueueTx, idem.JobCompleteTx)")
+
+// inWriteTx is the context key that marks the context given to a WriteTx
+// function; its value is the writer running it.
+type inWriteTx struct{}
+
+// WriteTx runs fn in a write transaction on the store's database and commits
+// it when fn returns nil; when fn returns an error, everything written
+// through tx is rolled back and that error is returned.
+//
+// fn runs on the store's single writer, inside one of its group commits
+// (under its own savepoint) and exactly once; WriteTx returns after the
+// commit is durable, like every store write. While fn runs no other write
+// of this store proceeds (SQLite has one writer at a time in any case), so
+// keep fn to database work: no network calls, no waiting on other
+// goroutines that write to the store. Store writes inside fn must go
+// through tx; one made with the context fn receives returns an error
+// instead of waiting for ever. Close every *sql.Rows before fn returns.
+func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+	var fnErr error
+	err := s.w.submit(ctx, 1, writeReq{once: true, fn: func(t *wtx) error {
+		tx := &Tx{t: t, w: s.w}
+		defer func() { tx.done = true }()
+		if _, err := t.exec("SAVEPOINT caller_tx"); err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+		fnErr = fn(context.WithValue(ctx, inWriteTx{}, s.w), tx)
+		if fnErr != nil {
+			if _, err := t.exec("ROLLBACK TO caller_tx"); err != nil {
+				return fmt.Errorf("rollback to savepoint: %w", err)
+			}
+		}
+		if _, err := t.exec("RELEASE caller_tx"); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+		return nil
+	}})
+	if err != nil {
+		return fmt.Errorf("write tx: %w", err)
+	}
+	return fnErr
+}
+
+func (tx *Tx) check() error {
+	if tx == nil || tx.done {
+		return ErrTxDone
+	}
+	return nil
+}
+
+// ExecContext runs a statement that returns no rows inside the transaction.
+func (tx *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	return tx.t.conn.ExecContext(ctx, query, args...)
+}
+
+// QueryContext runs a query inside the transaction; it sees the
+// transaction's own writes. Close the rows before the WriteTx function
+// returns.
+func (tx *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	return tx.t.conn.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext runs a query expected to return at most one row inside
+// the transaction.
+func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) (*sql.Row, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	return tx.t.conn.QueryRowContext(ctx, query, args...), nil
+}
+
+// JobInsertManyTx is JobInsertMany inside the caller's transaction tx: the
+// jobs exist exactly when tx commits (idem.EnqueueTx).
+func (s *Store) JobInsertManyTx(ctx context.Context, tx *Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	if tx.w != s.w {
+		return nil, errors.New("insert jobs: the transaction belongs to another store")
+	}
+	if p == nil || len(p.Jobs) == 0 {
+		return nil, nil
+	}
+	res, err := insertJobs(tx.t, p.Jobs, truncUS(store.OrNow(p.Now)))
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	return res, nil
+}
+
+// JobFinishManyTx is JobFinishMany inside the caller's transaction tx, so a
+// handler's own writes and its job's completion commit together
+// (idem.JobCompleteTx).
+func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFinishParams) ([]error, error) {
+	if err := tx.check(); err != nil {
+		return nil, err
+	}
+	if tx.w != s.w {
+		return nil, errors.New("finish jobs: the transaction belongs to another store")
+	}
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	errs := make([]error, len(ps))
+	if err := finishMany(tx.t, ps, finishIDs(ps), errs); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return errs, nil
+}
