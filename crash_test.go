@@ -50,8 +50,11 @@ func crashChild() int {
 		time.Sleep(5 * time.Millisecond) // simulates work
 		return json.RawMessage(fmt.Sprintf(`{"id":%d}`, j.ID)), nil
 	})
+	// A 3 s lease: a 1 s one lapsed under a running handler on a starved
+	// child (load 20 on 2 cores, -race), which the strict re-run check
+	// counts as a re-run of a job that was not running at the kill.
 	client, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(8), Logger: quietLogger(),
-		LeaseDuration: time.Second, RescueInterval: 100 * time.Millisecond, LeaderTTL: time.Second})
+		LeaseDuration: 3 * time.Second, RescueInterval: 100 * time.Millisecond, LeaderTTL: time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 2

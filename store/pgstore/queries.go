@@ -422,7 +422,25 @@ ORDER BY tenant LIMIT 1`
 	qRecordAcquire = `INSERT INTO {schema}.records AS r
     (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
 VALUES ($1, $2, 'in_progress', NULLIF($3::bigint, 0), $4, $5, $6, $7, $8)
-ON CONFLICT (tenant, key) DO UPDATE SET
+` + recordAcquireConflict
+
+	// qRecordAcquireMany is qRecordAcquire for many distinct keys in one
+	// statement ($1 tenants, $2 keys, $3 job ids, $4 owners, $5 lease ends,
+	// $7 dedup ends, $8 expiries; $6 now and $9 the expiry clock shared):
+	// one execution instead of one per key. Rows are taken in (tenant, key)
+	// order, so two of them never lock keys in opposite orders.
+	qRecordAcquireMany = `INSERT INTO {schema}.records AS r
+    (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
+SELECT i.tenant, i.key, 'in_progress', NULLIF(i.job_id, 0), i.owner, i.lease_until, $6::timestamptz, i.dedup_until, i.expires_at
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $7::timestamptz[], $8::timestamptz[])
+    AS i(tenant, key, job_id, owner, lease_until, dedup_until, expires_at)
+ORDER BY i.tenant, i.key
+` + recordAcquireConflict
+
+	// recordAcquireConflict takes the lease of an existing record when it is
+	// expired (a fresh start), or in progress with no live lease or with
+	// this owner's; $6 is now, $9 the expiry clock.
+	recordAcquireConflict = `ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
     status        = CASE WHEN r.expires_at <= $6 THEN 'in_progress' ELSE r.status END,

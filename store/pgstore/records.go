@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,6 +61,9 @@ func (s *Store) RecordAcquire(ctx context.Context, p *store.RecordAcquireParams)
 // RecordAcquireMany implements store.Records: one transaction, so one
 // commit for the whole claim batch.
 func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquireParams) ([]*store.RecordAcquireResult, error) {
+	if len(ps) == 0 {
+		return []*store.RecordAcquireResult{}, nil
+	}
 	// Lock keys in (tenant, key) order so that two batches never wait on
 	// each other in a cycle; items of one key keep their order.
 	order := make([]int, len(ps))
@@ -77,37 +81,21 @@ func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquire
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		// One round trip for every acquire, run in order; a second for
 		// reading who holds the keys that were not acquired.
-		b := &pgx.Batch{}
-		for _, i := range order {
-			p := ps[i]
-			b.Queue(s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
-				p.LeaseUntil, store.OrNow(p.Now), nullTime(p.DedupUntil), nullTime(p.ExpiresAt), s.expiryClock(store.OrNow(p.Now)))
-		}
-		br := tx.SendBatch(ctx, b)
 		var held []int
-		for _, i := range order {
-			r, err := scanRecord(br.QueryRow())
-			switch {
-			case err == nil:
-				out[i] = &store.RecordAcquireResult{Acquired: true, Record: r}
-			case errors.Is(err, pgx.ErrNoRows):
-				held = append(held, i)
-			default:
-				br.Close()
-				return fmt.Errorf("acquire record %q: %w", ps[i].Key, err)
-			}
+		var err error
+		if distinctKeysOneNow(ps, order) {
+			held, err = s.acquireSet(ctx, tx, ps, order, out)
+		} else {
+			held, err = s.acquireEach(ctx, tx, ps, order, out)
 		}
-		if err := br.Close(); err != nil {
-			return fmt.Errorf("acquire records: %w", err)
+		if err != nil || len(held) == 0 {
+			return err
 		}
-		if len(held) == 0 {
-			return nil
-		}
-		b = &pgx.Batch{}
+		b := &pgx.Batch{}
 		for _, i := range held {
 			b.Queue(s.sql(qRecordGet), ps[i].Tenant, ps[i].Key, store.OrNow(ps[i].Now))
 		}
-		br = tx.SendBatch(ctx, b)
+		br := tx.SendBatch(ctx, b)
 		defer br.Close()
 		for _, i := range held {
 			r, err := scanRecord(br.QueryRow())
@@ -122,6 +110,84 @@ func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquire
 		return nil, err
 	}
 	return out, nil
+}
+
+// distinctKeysOneNow reports whether ps (sorted by order) name distinct
+// keys and share one Now: then one statement acquires them all (an INSERT
+// … ON CONFLICT DO UPDATE may not update one row twice).
+func distinctKeysOneNow(ps []*store.RecordAcquireParams, order []int) bool {
+	for n := 1; n < len(order); n++ {
+		a, b := ps[order[n-1]], ps[order[n]]
+		if (a.Tenant == b.Tenant && a.Key == b.Key) || !a.Now.Equal(b.Now) {
+			return false
+		}
+	}
+	return true
+}
+
+// acquireSet acquires ps in one statement (qRecordAcquireMany), filling out
+// for the acquired keys; it returns the indexes of the others.
+func (s *Store) acquireSet(ctx context.Context, tx pgx.Tx, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
+	n := len(ps)
+	tenants, keys, owners := make([]string, n), make([]string, n), make([]string, n)
+	jobIDs := make([]int64, n)
+	leases, dedups, expiries := make([]time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+	for i, p := range ps {
+		tenants[i], keys[i], owners[i], jobIDs[i] = p.Tenant, p.Key, p.Owner, p.JobID
+		leases[i], dedups[i], expiries[i] = p.LeaseUntil, nullTime(p.DedupUntil), nullTime(p.ExpiresAt)
+	}
+	now := store.OrNow(ps[0].Now)
+	rows, err := tx.Query(ctx, s.sql(qRecordAcquireMany), tenants, keys, jobIDs, owners, leases, now, dedups, expiries, s.expiryClock(now))
+	if err != nil {
+		return nil, fmt.Errorf("acquire records: %w", err)
+	}
+	got, err := collect(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("acquire records: %w", err)
+	}
+	type tk struct{ tenant, key string }
+	byKey := make(map[tk]*idemtype.Record, len(got))
+	for _, r := range got {
+		byKey[tk{r.Tenant, r.Key}] = r
+	}
+	var held []int
+	for _, i := range order {
+		if r, ok := byKey[tk{ps[i].Tenant, ps[i].Key}]; ok {
+			out[i] = &store.RecordAcquireResult{Acquired: true, Record: r}
+		} else {
+			held = append(held, i)
+		}
+	}
+	return held, nil
+}
+
+// acquireEach acquires ps one statement each, in order (keys named twice
+// are taken in item order), in one round trip.
+func (s *Store) acquireEach(ctx context.Context, tx pgx.Tx, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
+	b := &pgx.Batch{}
+	for _, i := range order {
+		p := ps[i]
+		b.Queue(s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
+			p.LeaseUntil, store.OrNow(p.Now), nullTime(p.DedupUntil), nullTime(p.ExpiresAt), s.expiryClock(store.OrNow(p.Now)))
+	}
+	br := tx.SendBatch(ctx, b)
+	var held []int
+	for _, i := range order {
+		r, err := scanRecord(br.QueryRow())
+		switch {
+		case err == nil:
+			out[i] = &store.RecordAcquireResult{Acquired: true, Record: r}
+		case errors.Is(err, pgx.ErrNoRows):
+			held = append(held, i)
+		default:
+			br.Close()
+			return nil, fmt.Errorf("acquire record %q: %w", ps[i].Key, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("acquire records: %w", err)
+	}
+	return held, nil
 }
 
 // acquireOne takes the execution lease of one key, or reads who holds it.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"reflect"
 )
 import (
 	"testing"
@@ -24,6 +25,7 @@ func recordCases() []testCase {
 		{"RecordAcquire/same_owner_reacquires", testAcquireSameOwner},
 		{"RecordAcquire/completed_returns_cached_result", testAcquireCompleted},
 		{"RecordAcquireMany/each_item_as_alone_in_order", testAcquireMany},
+		{"RecordAcquireMany/distinct_keys_as_alone", testAcquireManyDistinct},
 		{"RecordAcquire/expired_record_starts_fresh", testAcquireExpiredRecord},
 		{"RecordAcquire/job_takes_lease_of_its_key", testAcquireJobRecord},
 		{"RecordComplete/stores_result", testRecordComplete},
@@ -463,6 +465,59 @@ func testAcquireMany(t *testing.T, s store.Store) {
 	}
 	if out, err := s.RecordAcquireMany(t.Context(), nil); err != nil || len(out) != 0 {
 		t.Errorf("empty batch: %v %v", out, err)
+	}
+}
+
+// testAcquireManyDistinct sets up two twin sets of keys in every state an
+// acquire meets (new, held, lease lapsed, same owner, completed, expired
+// record, another tenant's key) and acquires one set with one
+// RecordAcquireMany of distinct keys (which a store may run as one
+// statement) and the other key by key: every result must be the same.
+func testAcquireManyDistinct(t *testing.T, s store.Store) {
+	setup := func(prefix string) {
+		k := func(name string) string { return prefix + name }
+		acquire(t, s, acq(k("held"), "o1", at(time.Minute)))
+		acquire(t, s, acq(k("lapsed"), "o1", at(0)))
+		acquire(t, s, acq(k("mine"), "o2", at(time.Minute)))
+		acquire(t, s, acq(k("done"), "o1", at(0)))
+		wantOK(t, "complete", complete(t, s, k("done"), "o1", "cached", at(time.Second)))
+		short := acq(k("expired"), "o1", at(0))
+		short.DedupUntil, short.ExpiresAt = at(time.Second), at(2*time.Second)
+		acquire(t, s, short)
+		other := acq(k("tenant"), "o1", at(time.Minute))
+		other.Tenant = "other"
+		acquire(t, s, other)
+	}
+	setup("m-")
+	setup("s-")
+	now := at(90 * time.Second)
+	names := []string{"tenant", "done", "new", "lapsed", "mine", "expired", "held"}
+	var many []*store.RecordAcquireParams
+	for _, n := range names {
+		many = append(many, acq("m-"+n, "o2", now))
+	}
+	got, err := s.RecordAcquireMany(t.Context(), many)
+	if err != nil || len(got) != len(names) {
+		t.Fatalf("RecordAcquireMany: %d results, %v", len(got), err)
+	}
+	for i, n := range names {
+		one := acquire(t, s, acq("s-"+n, "o2", now))
+		m := got[i]
+		if m.Acquired != one.Acquired {
+			t.Errorf("%s: acquired %v in a batch, %v alone", n, m.Acquired, one.Acquired)
+			continue
+		}
+		a, b := *m.Record, *one.Record
+		a.Key, b.Key = n, n
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: batch %+v\nalone %+v", n, a, b)
+		}
+	}
+	wantAcquired := map[string]bool{"tenant": true, "new": true, "lapsed": true, "mine": true, "expired": true}
+	for i, n := range names {
+		if got[i].Acquired != wantAcquired[n] {
+			t.Errorf("%s: acquired %v, want %v", n, got[i].Acquired, wantAcquired[n])
+		}
 	}
 }
 
