@@ -78,38 +78,55 @@ func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquire
 		return pa.Key < pb.Key
 	})
 	out := make([]*store.RecordAcquireResult, len(ps))
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		// One round trip for every acquire, run in order; a second for
-		// reading who holds the keys that were not acquired.
-		var held []int
-		var err error
-		if distinctKeysOneNow(ps, order) {
-			held, err = s.acquireSet(ctx, tx, ps, order, out)
-		} else {
+	var held []int
+	var err error
+	if distinctKeysOneNow(ps, order) {
+		// One statement, atomic by itself: no explicit transaction, so
+		// one round trip instead of three.
+		var db querier
+		if db, err = s.db(); err == nil {
+			held, err = s.acquireSet(ctx, db, ps, order, out)
+		}
+	} else {
+		// One statement per item, in order, in one round trip and one
+		// transaction (one commit for the whole claim batch).
+		err = s.tx(ctx, func(tx pgx.Tx) error {
+			var err error
 			held, err = s.acquireEach(ctx, tx, ps, order, out)
-		}
-		if err != nil || len(held) == 0 {
 			return err
-		}
-		b := &pgx.Batch{}
-		for _, i := range held {
-			b.Queue(s.sql(qRecordGet), ps[i].Tenant, ps[i].Key, store.OrNow(ps[i].Now))
-		}
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		for _, i := range held {
-			r, err := scanRecord(br.QueryRow())
-			if err != nil {
-				return fmt.Errorf("acquire record %q: %w", ps[i].Key, err)
-			}
-			out[i] = &store.RecordAcquireResult{Record: r}
-		}
-		return br.Close()
-	})
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
+	if len(held) > 0 {
+		if err := s.readHeld(ctx, ps, held, out); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// readHeld reads who holds the keys of ps[held] (each statement a new
+// snapshot, which sees the winner's committed row), in one round trip.
+func (s *Store) readHeld(ctx context.Context, ps []*store.RecordAcquireParams, held []int, out []*store.RecordAcquireResult) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	b := &pgx.Batch{}
+	for _, i := range held {
+		b.Queue(s.sql(qRecordGet), ps[i].Tenant, ps[i].Key, store.OrNow(ps[i].Now))
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for _, i := range held {
+		r, err := scanRecord(br.QueryRow())
+		if err != nil {
+			return fmt.Errorf("acquire record %q: %w", ps[i].Key, err)
+		}
+		out[i] = &store.RecordAcquireResult{Record: r}
+	}
+	return br.Close()
 }
 
 // distinctKeysOneNow reports whether ps (sorted by order) name distinct
@@ -127,7 +144,7 @@ func distinctKeysOneNow(ps []*store.RecordAcquireParams, order []int) bool {
 
 // acquireSet acquires ps in one statement (qRecordAcquireMany), filling out
 // for the acquired keys; it returns the indexes of the others.
-func (s *Store) acquireSet(ctx context.Context, tx pgx.Tx, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
+func (s *Store) acquireSet(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
 	n := len(ps)
 	tenants, keys, owners := make([]string, n), make([]string, n), make([]string, n)
 	jobIDs := make([]int64, n)
@@ -137,7 +154,7 @@ func (s *Store) acquireSet(ctx context.Context, tx pgx.Tx, ps []*store.RecordAcq
 		leases[i], dedups[i], expiries[i] = p.LeaseUntil, nullTime(p.DedupUntil), nullTime(p.ExpiresAt)
 	}
 	now := store.OrNow(ps[0].Now)
-	rows, err := tx.Query(ctx, s.sql(qRecordAcquireMany), tenants, keys, jobIDs, owners, leases, now, dedups, expiries, s.expiryClock(now))
+	rows, err := q.Query(ctx, s.sql(qRecordAcquireMany), tenants, keys, jobIDs, owners, leases, now, dedups, expiries, s.expiryClock(now))
 	if err != nil {
 		return nil, fmt.Errorf("acquire records: %w", err)
 	}
