@@ -540,9 +540,10 @@ RETURNING j.queue`
     WHERE ((j.state = 'completed' AND j.finished_at < $1)
         OR (j.state = 'cancelled' AND j.finished_at < $2)
         OR (j.state = 'dead' AND j.finished_at < $3))
-      AND NOT EXISTS (SELECT 1 FROM {schema}.records r
-          WHERE r.job_id = j.id AND (r.dedup_until IS NULL OR r.dedup_until > $4)
-            AND (r.expires_at IS NULL OR r.expires_at > $4))
+      AND (j.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM {schema}.records r
+          WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id
+            AND (r.dedup_until IS NULL OR r.dedup_until > $4)
+            AND (r.expires_at IS NULL OR r.expires_at > $4)))
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), a AS (

@@ -1,0 +1,1 @@
+CREATE INDEX IF NOT EXISTS records_job_idx ON {schema}.records (job_id) WHERE job_id IS NOT NULL;
