@@ -32,15 +32,31 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
+	s.noteKeys(ctx, p.Jobs)
 	return results, nil
 }
 
+// noteKeys adds the keys of jobs to the key filter.
+func (s *Store) noteKeys(ctx context.Context, jobs []*store.JobInsertParams) {
+	if s.keys == nil {
+		return
+	}
+	for _, j := range jobs {
+		if j.IdempotencyKey != "" {
+			s.keys.add(ctx, j.Tenant, j.IdempotencyKey)
+		}
+	}
+}
+
 // existing answers a repeated key from the read pool, without taking the
-// writer: when the key's record is live, its dedup window open and its job
+// writer (a key the key filter has certainly never seen skips the read): when the key's record is live, its dedup window open and its job
 // still stored, the result is that job (or a KeyReusedError for another
 // fingerprint). It only reports what is already committed; whether a job is
 // created is still decided by the unique constraint on the write path.
 func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
+	if !s.keys.mayContain(p.Tenant, p.IdempotencyKey) {
+		return store.JobInsertResult{}, false // certainly new: no read
+	}
 	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: p.Tenant, Key: p.IdempotencyKey, Now: now})
 	if err != nil || rec.JobID == 0 || (rec.DedupUntil != nil && !rec.DedupUntil.After(now)) {
 		return store.JobInsertResult{}, false

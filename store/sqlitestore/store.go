@@ -161,6 +161,9 @@ type Store struct {
 	cursors store.ClaimCursors
 	// lock is the process lock of the database file, when this Store got it.
 	lock *os.File
+	// keys is the filter of recorded keys, kept when this Store holds lock
+	// (nil otherwise: every keyed insert reads first).
+	keys *keyFilter
 }
 
 // uriPath escapes the characters of a file path that end or escape the
@@ -255,6 +258,9 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		// Only a faster takeover is lost: elections still work by expiry.
 		c.Logger.LogAttrs(ctx, slog.LevelWarn, "sqlitestore: leader takeover", slog.Any("err", err))
 	}
+	if s.lock != nil && !c.SkipMigrate {
+		s.keys = newKeyFilter(ctx, s.scanKeys, minKeyFilterCap, c.Logger)
+	}
 	return s, nil
 }
 
@@ -277,6 +283,24 @@ func connectWriter(ctx context.Context, db *sql.DB, busyTimeout time.Duration) (
 		case <-time.After(wait):
 		}
 	}
+}
+
+// scanKeys calls each with the (tenant, key) of every idempotency record,
+// for the key filter.
+func (s *Store) scanKeys(ctx context.Context, each func(tenant, key string)) error {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT tenant, key FROM idem_keys")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tenant, key string
+		if err := rows.Scan(&tenant, &key); err != nil {
+			return err
+		}
+		each(tenant, key)
+	}
+	return rows.Err()
 }
 
 // takeOverLeaders clears the leader rows of processes that are provably
