@@ -39,6 +39,28 @@ FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) 
 WHERE f.tenant = u.tenant AND f.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs WHERE state = 'running' GROUP BY tenant, queue`
 
+	// qDefaultWindows reads the tenants' current windows under the rate
+	// limits of tenant '*' of queues $2 ($1 now); older windows count
+	// nothing. A claim runs it after locking the '*' rows, so that it sees
+	// every window written by the claims that held the lock before it.
+	qDefaultWindows = `SELECT w.tenant, w.queue, w.window_start, w.window_used, w.throttled
+FROM {schema}.flow_default_windows w JOIN {schema}.flow_controls f ON f.tenant = '*' AND f.queue = w.queue
+WHERE f.rate > 0 AND w.window_start > $1::timestamptz - f.period_us * interval '1 microsecond'
+    AND (w.queue = '' OR w.queue = ANY($2::text[]))`
+	// qDefaultWindowsOf reads one tenant's windows under default limits.
+	qDefaultWindowsOf = `SELECT tenant, queue, window_start, window_used, throttled FROM {schema}.flow_default_windows WHERE tenant = $1`
+	// qDefaultUsage writes back the tenants' windows under default limits
+	// a claim spent from or was throttled by.
+	qDefaultUsage = `INSERT INTO {schema}.flow_default_windows AS w (tenant, queue, window_start, window_used, throttled)
+SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[])
+ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
+    window_used = excluded.window_used, throttled = w.throttled + excluded.throttled`
+	// qDefaultReset forgets the windows of the default limit of queue $1
+	// unless it keeps its rate $2 and period $3 (a changed rate starts a
+	// new window, as for any limit).
+	qDefaultReset = `DELETE FROM {schema}.flow_default_windows WHERE queue = $1 AND NOT EXISTS (
+    SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = $1 AND rate = $2 AND period_us = $3)`
+
 	// qClaimTenants is the skip scan of store.ClaimTenants: at most $6
 	// tenants with claimable work in queue $1, after $3 and up to $4 ('' =
 	// no bound), not in $5; one index probe of jobs_claim_tenant_idx each.
@@ -158,6 +180,34 @@ func (s *Store) loadRunning(ctx context.Context, q querier) ([]store.RunningCoun
 	})
 }
 
+// usageCols are LimitUsage rows as the column arrays of qFlowUsage and
+// qDefaultUsage.
+type usageCols struct {
+	tenants, queues []string
+	starts          []time.Time
+	used            []int
+	thr             []int64
+}
+
+func (c *usageCols) add(u store.LimitUsage) {
+	c.tenants, c.queues = append(c.tenants, u.Scope.Tenant), append(c.queues, u.Scope.Queue)
+	c.starts, c.used, c.thr = append(c.starts, u.WindowStart), append(c.used, u.WindowUsed), append(c.thr, u.Throttled)
+}
+
+// loadWindows reads tenants' windows under default limits.
+func (s *Store) loadWindows(ctx context.Context, q querier, sql string, args ...any) ([]store.InheritedWindow, error) {
+	rows, err := q.Query(ctx, s.sql(sql), args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.InheritedWindow, error) {
+		var w store.InheritedWindow
+		err := r.Scan(&w.Tenant, &w.Queue, &w.WindowStart, &w.WindowUsed, &w.Throttled)
+		w.WindowStart = w.WindowStart.UTC()
+		return w, err
+	})
+}
+
 // splitFlow returns the limits and paused scopes of the rows.
 func splitFlow(rows []flowRow) (limits, weights []*store.Limit, paused []store.FlowScope) {
 	for _, r := range rows {
@@ -186,7 +236,18 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight); err != nil {
+	if l.IsDefault() {
+		err = s.tx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, s.sql(qDefaultReset), l.Queue, l.Rate, l.Period.Microseconds()); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight)
+			return err
+		})
+	} else {
+		_, err = db.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
 	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency, Weight: l.Weight}, nil
@@ -216,6 +277,18 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	}
 	store.SetRunning(out, running)
 	store.CurrentWindows(out, store.OrNow(p.Now))
+	if p.Tenant != "" && p.Tenant != store.DefaultTenant {
+		ws, err := s.loadWindows(ctx, db, qDefaultWindowsOf, p.Tenant)
+		if err != nil {
+			return nil, fmt.Errorf("list limits: %w", err)
+		}
+		all := make([]*store.Limit, 0, len(rows))
+		for _, r := range rows {
+			all = append(all, &r.limit)
+		}
+		out = append(out, store.DefaultUsage(all, p.Tenant, ws, running, store.OrNow(p.Now))...)
+		store.SortLimits(out)
+	}
 	return out, nil
 }
 
@@ -231,6 +304,11 @@ func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) err
 		}
 		if tag.RowsAffected() == 0 {
 			return idemtype.ErrNotFound
+		}
+		if p.Scope.IsDefault() {
+			if _, err := tx.Exec(ctx, s.sql(qDefaultReset), p.Scope.Queue, -1, -1); err != nil {
+				return err
+			}
 		}
 		_, err = tx.Exec(ctx, s.sql(qFlowPrune), p.Scope.Tenant, p.Scope.Queue)
 		return err
@@ -342,26 +420,44 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 			return err
 		}
 		limits, _, paused := splitFlow(rows)
+		var running []store.RunningCount
 		if store.HasConcurrency(limits) {
-			running, err := s.loadRunning(ctx, tx)
-			if err != nil {
+			if running, err = s.loadRunning(ctx, tx); err != nil {
 				return err
 			}
 			store.SetRunning(limits, running)
 		}
 		b := store.NewClaimBudget(now, limits, paused)
 		b.SetWeights(weights)
+		if b.HasDefaults() {
+			// After the lock of the '*' rows: a window another claimer
+			// wrote before releasing it is seen.
+			ws, err := s.loadWindows(ctx, tx, qDefaultWindows, now, p.Queues)
+			if err != nil {
+				return err
+			}
+			b.SetInherited(ws, running)
+		}
 		out, err = s.claimFair(ctx, tx, p, b, now)
 		if err != nil {
 			return err
 		}
-		if us := b.Usage(); len(us) > 0 {
-			tenants, queues := make([]string, len(us)), make([]string, len(us))
-			starts, used, thr := make([]time.Time, len(us)), make([]int, len(us)), make([]int64, len(us))
-			for i, u := range us {
-				tenants[i], queues[i], starts[i], used[i], thr[i] = u.Scope.Tenant, u.Scope.Queue, u.WindowStart, u.WindowUsed, u.Throttled
+		var own, inherited usageCols
+		for _, u := range b.Usage() {
+			if u.Inherited {
+				inherited.add(u)
+			} else {
+				own.add(u)
 			}
-			if _, err := tx.Exec(ctx, s.sql(qFlowUsage), tenants, queues, starts, used, thr); err != nil {
+		}
+		for _, w := range []struct {
+			q string
+			c *usageCols
+		}{{qFlowUsage, &own}, {qDefaultUsage, &inherited}} {
+			if len(w.c.tenants) == 0 {
+				continue
+			}
+			if _, err := tx.Exec(ctx, s.sql(w.q), w.c.tenants, w.c.queues, w.c.starts, w.c.used, w.c.thr); err != nil {
 				return err
 			}
 		}
