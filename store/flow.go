@@ -171,13 +171,13 @@ type ClaimReport struct {
 // concurrent use.
 type ClaimBudget struct {
 	now      time.Time
-	weights  []*Limit // scopes with a weight
-	limits   []*Limit // explicit limits, then tenants' inherited copies of defaults
-	defaults []*Limit // limits of tenant DefaultTenant
+	weights  []*Limit                      // scopes with a weight
+	limits   []*Limit                      // explicit limits, then tenants' inherited copies of defaults
+	defaults []*Limit                      // limits of tenant DefaultTenant
 	windows  map[FlowScope]InheritedWindow // by (tenant, default's queue scope)
 	running  map[string][]RunningCount     // by tenant
 	has      map[FlowScope]bool            // scopes of limits (explicit or inherited)
-	left     []int // remaining budget per limit (-1 = unbounded)
+	left     []int                         // remaining budget per limit (-1 = unbounded)
 	used     []int
 	hit      []bool
 	paused   []FlowScope
