@@ -180,8 +180,8 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 				return
 			}
 			err := idem.ValidateName(headerTenant, t)
-			if err == nil && t == store.DefaultTenant {
-				err = idemtype.Invalid(headerTenant, "%q is reserved for default limits", store.DefaultTenant)
+			if err == nil && t == store.EveryTenant {
+				err = idemtype.Invalid(headerTenant, "%q is reserved for default limits", store.EveryTenant)
 			}
 			if err != nil {
 				writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))

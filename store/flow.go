@@ -100,7 +100,7 @@ func (l *Limit) Validate() error {
 	case l.Weight > 0 && l.Tenant == "":
 		return idemtype.Invalid("weight", "only a tenant has a weight")
 	case l.Weight > 0 && l.IsDefault():
-		return idemtype.Invalid("weight", "a default limit (tenant %q) has no weight", DefaultTenant)
+		return idemtype.Invalid("weight", "a default limit (tenant %q) has no weight", EveryTenant)
 	case l.Rate == 0 && l.Concurrency == 0 && l.Weight == 0:
 		return idemtype.Invalid("rate", "a rate, a concurrency, a weight or a combination")
 	}
@@ -150,7 +150,7 @@ func (p *QueuePauseParams) Validate() error {
 		return idemtype.Invalid("queue", "required")
 	}
 	if p.Scope.IsDefault() {
-		return idemtype.Invalid("tenant", "%q names default limits, not a tenant to pause", DefaultTenant)
+		return idemtype.Invalid("tenant", "%q names default limits, not a tenant to pause", EveryTenant)
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ type ClaimBudget struct {
 	now      time.Time
 	weights  []*Limit                      // scopes with a weight
 	limits   []*Limit                      // explicit limits, then tenants' inherited copies of defaults
-	defaults []*Limit                      // limits of tenant DefaultTenant
+	defaults []*Limit                      // limits of tenant EveryTenant
 	windows  map[FlowScope]InheritedWindow // by (tenant, default's queue scope)
 	running  map[string][]RunningCount     // by tenant
 	has      map[FlowScope]bool            // scopes of limits (explicit or inherited)
@@ -185,7 +185,7 @@ type ClaimBudget struct {
 
 // NewClaimBudget builds the budget of one claim from the limits (with
 // Running, WindowStart and WindowUsed loaded) and the paused scopes. A
-// default limit (tenant DefaultTenant) applies through each tenant's
+// default limit (tenant EveryTenant) applies through each tenant's
 // inherited copy (see SetInherited).
 func NewClaimBudget(now time.Time, limits []*Limit, paused []FlowScope) *ClaimBudget {
 	own, defaults := splitDefaults(limits)

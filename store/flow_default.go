@@ -6,24 +6,24 @@ import (
 	"github.com/idem-dev/idem/idemtype"
 )
 
-// DefaultTenant is the tenant of a default limit's scope: a limit of
-// FlowScope{Tenant: DefaultTenant, Queue: q} applies to every tenant that
+// EveryTenant is the tenant of a default limit's scope: a limit of
+// FlowScope{Tenant: EveryTenant, Queue: q} applies to every tenant that
 // has no limit of its own for queue scope q, each tenant with its own
 // budget (its own rate window and its own running count). It is reserved:
 // no job has it as its tenant (CheckInsertTenants).
-const DefaultTenant = "*"
+const EveryTenant = "*"
 
 // IsDefault reports whether the scope is a default for every tenant
-// (Tenant is DefaultTenant).
-func (s FlowScope) IsDefault() bool { return s.Tenant == DefaultTenant }
+// (Tenant is EveryTenant).
+func (s FlowScope) IsDefault() bool { return s.Tenant == EveryTenant }
 
 // CheckInsertTenants reports an *idemtype.InvalidError for field "tenant"
-// when a job would have the reserved tenant DefaultTenant. Both stores
+// when a job would have the reserved tenant EveryTenant. Both stores
 // call it before storing anything, so a batch naming it stores nothing.
 func CheckInsertTenants(jobs []*JobInsertParams) error {
 	for _, j := range jobs {
-		if j != nil && j.Tenant == DefaultTenant {
-			return idemtype.Invalid("tenant", "%q is reserved for default limits", DefaultTenant)
+		if j != nil && j.Tenant == EveryTenant {
+			return idemtype.Invalid("tenant", "%q is reserved for default limits", EveryTenant)
 		}
 	}
 	return nil
@@ -88,20 +88,10 @@ func (b *ClaimBudget) SetInherited(windows []InheritedWindow, running []RunningC
 // store must then load the inherited windows and the running counts).
 func (b *ClaimBudget) HasDefaults() bool { return len(b.defaults) > 0 }
 
-// DefaultQueues returns the queue scopes of the default limits ("" = every
-// queue), whose windows the store loads.
-func (b *ClaimBudget) DefaultQueues() []string {
-	out := make([]string, len(b.defaults))
-	for i, d := range b.defaults {
-		out[i] = d.Queue
-	}
-	return out
-}
-
 // ensure makes tenant's inherited limits for work in queue (exact: only
 // the default of queue scope queue; else every default covering queue).
 func (b *ClaimBudget) ensure(tenant, queue string, exact bool) {
-	if tenant == DefaultTenant {
+	if tenant == EveryTenant {
 		return
 	}
 	for _, d := range b.defaults {

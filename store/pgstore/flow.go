@@ -277,7 +277,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	}
 	store.SetRunning(out, running)
 	store.CurrentWindows(out, store.OrNow(p.Now))
-	if p.Tenant != "" && p.Tenant != store.DefaultTenant {
+	if p.Tenant != "" && p.Tenant != store.EveryTenant {
 		ws, err := s.loadWindows(ctx, db, qDefaultWindowsOf, p.Tenant)
 		if err != nil {
 			return nil, fmt.Errorf("list limits: %w", err)

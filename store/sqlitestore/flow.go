@@ -194,7 +194,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 			return err
 		}
 		out = limitsWithUsage(rows, running, p.Tenant, store.OrNow(p.Now))
-		if p.Tenant != "" && p.Tenant != store.DefaultTenant {
+		if p.Tenant != "" && p.Tenant != store.EveryTenant {
 			ws, err := loadWindows(q, qDefaultWindowsOf, p.Tenant)
 			if err != nil {
 				return err

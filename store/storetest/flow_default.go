@@ -25,7 +25,7 @@ func flowDefaultCases() []testCase {
 	}
 }
 
-var everyTenant = store.FlowScope{Tenant: store.DefaultTenant}
+var everyTenant = store.FlowScope{Tenant: store.EveryTenant}
 
 // A default of 3 per hour for every tenant: each of three tenants starts 3
 // jobs in the window (not 3 together), then nothing until the next window.
@@ -66,7 +66,7 @@ func testDefaultRate(t *testing.T, s store.Store) {
 // A tenant's own limit for the default's queue scope replaces the default
 // for it; a limit for another queue scope does not.
 func testDefaultOverride(t *testing.T, s store.Store) {
-	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: store.DefaultTenant, Queue: "default"}, Rate: 2, Period: time.Hour})
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "default"}, Rate: 2, Period: time.Hour})
 	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a", Queue: "default"}, Rate: 5, Period: time.Hour})
 	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "c"}, Rate: 10, Period: time.Hour})
 	for _, tenant := range []string{"a", "b", "c"} {
@@ -93,7 +93,7 @@ func testDefaultOverride(t *testing.T, s store.Store) {
 
 // A default concurrency of 2 counts each tenant's running jobs apart.
 func testDefaultConcurrency(t *testing.T, s store.Store) {
-	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: store.DefaultTenant, Queue: "default"}, Concurrency: 2})
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "default"}, Concurrency: 2})
 	insertTenant(t, s, "a", 5)
 	insertTenant(t, s, "b", 5)
 	jobs := claim(t, s, at(time.Second), 10)
@@ -120,7 +120,7 @@ func testDefaultConcurrency(t *testing.T, s store.Store) {
 func testDefaultReserved(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	ps := tenantJobs("a", 2)
-	ps[1].Tenant = store.DefaultTenant
+	ps[1].Tenant = store.EveryTenant
 	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: at(0)})
 	if err == nil {
 		for _, r := range res {
@@ -133,7 +133,7 @@ func testDefaultReserved(t *testing.T, s store.Store) {
 	if len(jobs) != 0 {
 		t.Fatalf("a refused batch stored %d jobs", len(jobs))
 	}
-	wantInvalidField(t, "pause of tenant *", s.QueuePause(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Tenant: store.DefaultTenant, Queue: "q"}}), "tenant")
+	wantInvalidField(t, "pause of tenant *", s.QueuePause(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}}), "tenant")
 	_, err = s.LimitPut(ctx, &store.LimitPutParams{Limit: store.Limit{FlowScope: everyTenant, Weight: 2}})
 	wantInvalidField(t, "weight of tenant *", err, "weight")
 	ls, err := s.LimitList(ctx, &store.LimitListParams{})
@@ -155,12 +155,12 @@ func testDefaultList(t *testing.T, s store.Store) {
 	now := at(2 * time.Second)
 	ls, err := s.LimitList(ctx, &store.LimitListParams{Now: now})
 	wantOK(t, "LimitList", err)
-	if len(ls) != 2 || ls[0].Tenant != store.DefaultTenant || ls[0].Rate != 4 || ls[0].Concurrency != 9 || ls[1].Tenant != "b" {
+	if len(ls) != 2 || ls[0].Tenant != store.EveryTenant || ls[0].Rate != 4 || ls[0].Concurrency != 9 || ls[1].Tenant != "b" {
 		t.Fatalf("LimitList = %v, want the default and b's limit", ls)
 	}
 	mine, err := s.LimitList(ctx, &store.LimitListParams{Tenant: "a", Now: now})
 	wantOK(t, "LimitList(a)", err)
-	if len(mine) != 1 || mine[0].Tenant != store.DefaultTenant || mine[0].WindowUsed != 2 || mine[0].Running != 2 {
+	if len(mine) != 1 || mine[0].Tenant != store.EveryTenant || mine[0].WindowUsed != 2 || mine[0].Running != 2 {
 		t.Fatalf("LimitList(a) = %+v, want the default with a's 2 started and running", mine)
 	}
 	theirs, err := s.LimitList(ctx, &store.LimitListParams{Tenant: "b", Now: now})
@@ -220,7 +220,7 @@ func testDefaultRateRace(t *testing.T, s store.Store) {
 // claimers count them), and every job runs once.
 func testDefaultConcurrencyRace(t *testing.T, s store.Store) {
 	const perTenant, limit = 100, 3
-	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: store.DefaultTenant, Queue: "default"}, Concurrency: limit})
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "default"}, Concurrency: limit})
 	insertTenant(t, s, "a", perTenant)
 	insertTenant(t, s, "b", perTenant)
 	var (
