@@ -509,3 +509,52 @@ func SortScopes(s []FlowScope) {
 		return s[i].Tenant < s[j].Tenant
 	})
 }
+
+// ClaimRounds claims up to limit jobs of queue among tenants (in visit
+// order) within budget b: each tenant's fair share (Shares, capped by
+// Quota), then what is left among the tenants that got all of their share,
+// until the claim is full or no tenant filled its share. claim takes up to
+// ns[i] jobs of ts[i] in one statement. Both stores' fair claims are this
+// loop around their own claim statement.
+func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
+	claim func(ts []string, ns []int) ([]*idemtype.JobRow, error)) ([]*idemtype.JobRow, error) {
+	var out []*idemtype.JobRow
+	for len(tenants) > 0 && len(out) < limit {
+		shares := b.Shares(queue, tenants, limit-len(out))
+		var ts []string
+		var ns, wants []int
+		left := limit - len(out)
+		for i, tenant := range tenants {
+			want := min(shares[i], left)
+			if want == 0 {
+				break
+			}
+			if n := b.Quota(tenant, queue, want); n > 0 {
+				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
+				left -= n
+			}
+		}
+		if len(ts) == 0 {
+			break
+		}
+		jobs, err := claim(ts, ns)
+		if err != nil {
+			return nil, err
+		}
+		got := map[string]int{}
+		for _, j := range jobs {
+			got[j.Tenant]++
+		}
+		var full []string
+		for i, tenant := range ts {
+			b.Return(tenant, queue, ns[i]-got[tenant])
+			b.Claimed(tenant, queue, got[tenant])
+			if got[tenant] == wants[i] {
+				full = append(full, tenant)
+			}
+		}
+		out = append(out, jobs...)
+		tenants = full
+	}
+	return out, nil
+}

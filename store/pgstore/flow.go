@@ -61,21 +61,6 @@ ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
 	qDefaultReset = `DELETE FROM {schema}.flow_default_windows WHERE queue = $1 AND NOT EXISTS (
     SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = $1 AND rate = $2 AND period_us = $3)`
 
-	// qClaimTenants is the skip scan of store.ClaimTenants: at most $6
-	// tenants with claimable work in queue $1, after $3 and up to $4 ('' =
-	// no bound), not in $5; one index probe of jobs_claim_tenant_idx each.
-	qClaimTenants = `WITH RECURSIVE t(tenant) AS (
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > t.tenant
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
-    FROM t WHERE t.tenant IS NOT NULL AND ($4 = '' OR t.tenant < $4)
-)
-SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND tenant <> ALL($5::text[]) LIMIT $6`
-
 	// qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
 	// one ordered, SKIP LOCKED probe of jobs_claim_tenant_idx per tenant.
 	//
@@ -139,6 +124,38 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND 
 SELECT * FROM upd`
 )
 
+// tenantProbe is one step of the skip scan over jobs_claim_tenant_idx: the
+// first tenant after the SQL expression after with claimable work in queue
+// $1 at $2 of kinds $4 (NULL = any). It orders by the whole index key, not
+// by tenant alone (see qClaimOne). qClaimOne and qClaimRotation share it.
+func tenantProbe(after string) string {
+	return `(SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > ` + after + `
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)`
+}
+
+// qClaimRotation lists the tenants a claim of queue $1 visits, as
+// store.ClaimTenants does but in one statement: up to $6 tenants with
+// claimable work after the cursor $3, not in $5, then (when fewer) from
+// the first tenant up to the cursor; one index probe per tenant.
+var qClaimRotation = `WITH RECURSIVE fwd(tenant) AS (
+    SELECT ` + tenantProbe("$3") + `
+    UNION ALL
+    SELECT ` + tenantProbe("fwd.tenant") + ` FROM fwd WHERE fwd.tenant IS NOT NULL
+), fwdl AS (
+    SELECT tenant FROM fwd WHERE tenant IS NOT NULL AND tenant <> ALL($5::text[]) LIMIT $6
+), wrap(tenant) AS (
+    SELECT ` + tenantProbe("''") + ` WHERE $3 <> '' AND (SELECT count(*) FROM fwdl) < $6
+    UNION ALL
+    SELECT ` + tenantProbe("wrap.tenant") + ` FROM wrap WHERE wrap.tenant IS NOT NULL AND wrap.tenant < $3
+)
+SELECT tenant FROM (
+    SELECT 0 AS part, tenant FROM fwdl
+    UNION ALL
+    (SELECT 1, tenant FROM wrap WHERE tenant IS NOT NULL AND tenant <= $3 AND tenant <> ALL($5::text[])
+        LIMIT greatest(0, $6 - (SELECT count(*) FROM fwdl)))
+) x ORDER BY part, tenant`
+
 // flowRow is one scanned flow_controls row.
 type flowRow struct {
 	limit  store.Limit
@@ -147,37 +164,12 @@ type flowRow struct {
 
 // loadFlow reads the flow-control rows of queues (nil = all).
 func (s *Store) loadFlow(ctx context.Context, q querier, sql string, queues []string) ([]flowRow, error) {
-	rows, err := q.Query(ctx, s.sql(sql), queues)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []flowRow
-	for rows.Next() {
-		var r flowRow
-		var periodUS int64
-		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency, &r.limit.Weight,
-			&r.paused, &r.limit.WindowStart, &r.limit.WindowUsed, &r.limit.Throttled); err != nil {
-			return nil, err
-		}
-		r.limit.Period = time.Duration(periodUS) * time.Microsecond
-		r.limit.WindowStart = r.limit.WindowStart.UTC()
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanFlow(q.Query(ctx, s.sql(sql), queues))
 }
 
 // loadRunning counts running jobs per (tenant, queue).
 func (s *Store) loadRunning(ctx context.Context, q querier) ([]store.RunningCount, error) {
-	rows, err := q.Query(ctx, s.sql(qRunningScopes))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.RunningCount, error) {
-		var c store.RunningCount
-		err := r.Scan(&c.Tenant, &c.Queue, &c.N)
-		return c, err
-	})
+	return scanRunning(q.Query(ctx, s.sql(qRunningScopes)))
 }
 
 // usageCols are LimitUsage rows as the column arrays of qFlowUsage and
@@ -196,16 +188,7 @@ func (c *usageCols) add(u store.LimitUsage) {
 
 // loadWindows reads tenants' windows under default limits.
 func (s *Store) loadWindows(ctx context.Context, q querier, sql string, args ...any) ([]store.InheritedWindow, error) {
-	rows, err := q.Query(ctx, s.sql(sql), args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.InheritedWindow, error) {
-		var w store.InheritedWindow
-		err := r.Scan(&w.Tenant, &w.Queue, &w.WindowStart, &w.WindowUsed, &w.Throttled)
-		w.WindowStart = w.WindowStart.UTC()
-		return w, err
-	})
+	return scanWindows(q.Query(ctx, s.sql(sql), args...))
 }
 
 // splitFlow returns the limits and paused scopes of the rows.
@@ -398,6 +381,11 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		}
 		s.flowHints.set(p.Queues[0], true)
 	}
+	// Queues whose last claim found limits: straight to the locked claim,
+	// which reads the rows again under the lock.
+	if sh := s.shapes.get(p.Queues); sh.limited {
+		return s.claimLimited(ctx, p, now, sh)
+	}
 	rows, err := s.loadFlow(ctx, db, qFlowLoad, p.Queues)
 	if err != nil {
 		return nil, err
@@ -413,58 +401,7 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		b.Report(p.Report)
 		return out, err
 	}
-	var out []*idemtype.JobRow
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		rows, err := s.loadFlow(ctx, tx, qFlowLock, p.Queues)
-		if err != nil {
-			return err
-		}
-		limits, _, paused := splitFlow(rows)
-		var running []store.RunningCount
-		if store.HasConcurrency(limits) {
-			if running, err = s.loadRunning(ctx, tx); err != nil {
-				return err
-			}
-			store.SetRunning(limits, running)
-		}
-		b := store.NewClaimBudget(now, limits, paused)
-		b.SetWeights(weights)
-		if b.HasDefaults() {
-			// After the lock of the '*' rows: a window another claimer
-			// wrote before releasing it is seen.
-			ws, err := s.loadWindows(ctx, tx, qDefaultWindows, now, p.Queues)
-			if err != nil {
-				return err
-			}
-			b.SetInherited(ws, running)
-		}
-		out, err = s.claimFair(ctx, tx, p, b, now)
-		if err != nil {
-			return err
-		}
-		var own, inherited usageCols
-		for _, u := range b.Usage() {
-			if u.Inherited {
-				inherited.add(u)
-			} else {
-				own.add(u)
-			}
-		}
-		for _, w := range []struct {
-			q string
-			c *usageCols
-		}{{qFlowUsage, &own}, {qDefaultUsage, &inherited}} {
-			if len(w.c.tenants) == 0 {
-				continue
-			}
-			if _, err := tx.Exec(ctx, s.sql(w.q), w.c.tenants, w.c.queues, w.c.starts, w.c.used, w.c.thr); err != nil {
-				return err
-			}
-		}
-		b.Report(p.Report)
-		return nil
-	})
-	return out, err
+	return s.claimLimited(ctx, p, now, shapeOf(limits))
 }
 
 // claimFair claims up to p.Limit jobs of p.Queues within budget b, tenant
@@ -498,16 +435,12 @@ func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimPara
 			tenants = []string{p.Tenant}
 		}
 	} else {
-		var err error
-		tenants, err = store.ClaimTenants(s.cursors.Get(queue), limit, func(after, upTo string, k int) ([]string, error) {
-			rows, err := q.Query(ctx, s.sql(qClaimTenants), queue, now, after, upTo, append([]string{}, excluded...), k, kinds)
-			if err != nil {
-				return nil, err
-			}
-			return pgx.CollectRows(rows, pgx.RowTo[string])
-		})
+		rows, err := q.Query(ctx, s.sql(qClaimRotation), queue, now, s.cursors.Get(queue), kinds, append([]string{}, excluded...), limit)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		if tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
 		}
 		if len(tenants) > 0 {
 			s.cursors.Set(queue, tenants[len(tenants)-1])
@@ -524,45 +457,9 @@ func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimPar
 	if p.Kinds != nil {
 		kinds = p.Kinds
 	}
-	var out []*idemtype.JobRow
-	for len(tenants) > 0 && len(out) < limit {
-		shares := b.Shares(queue, tenants, limit-len(out))
-		var ts []string
-		var ns, wants []int
-		left := limit - len(out)
-		for i, tenant := range tenants {
-			want := min(shares[i], left)
-			if want == 0 {
-				break
-			}
-			if n := b.Quota(tenant, queue, want); n > 0 {
-				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
-				left -= n
-			}
-		}
-		if len(ts) == 0 {
-			break
-		}
-		jobs, err := collectJobsQuery(ctx, q, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
-		if err != nil {
-			return nil, err
-		}
-		got := map[string]int{}
-		for _, j := range jobs {
-			got[j.Tenant]++
-		}
-		var full []string
-		for i, tenant := range ts {
-			b.Return(tenant, queue, ns[i]-got[tenant])
-			b.Claimed(tenant, queue, got[tenant])
-			if got[tenant] == wants[i] {
-				full = append(full, tenant)
-			}
-		}
-		out = append(out, jobs...)
-		tenants = full
-	}
-	return out, nil
+	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+		return collectJobsQuery(ctx, q, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
+	})
 }
 
 func containsStr(xs []string, x string) bool {

@@ -390,45 +390,9 @@ func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget
 			s.cursors.Set(queue, tenants[len(tenants)-1])
 		}
 	}
-	var out []*idemtype.JobRow
-	for len(tenants) > 0 && len(out) < limit {
-		shares := b.Shares(queue, tenants, limit-len(out))
-		var ts []string
-		var ns, wants []int
-		left := limit - len(out)
-		for i, tenant := range tenants {
-			want := min(shares[i], left)
-			if want == 0 {
-				break
-			}
-			if n := b.Quota(tenant, queue, want); n > 0 {
-				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
-				left -= n
-			}
-		}
-		if len(ts) == 0 {
-			break
-		}
-		jobs, err := claimTenants(t, p, queue, ts, ns, now)
-		if err != nil {
-			return nil, err
-		}
-		got := map[string]int{}
-		for _, j := range jobs {
-			got[j.Tenant]++
-		}
-		var full []string
-		for i, tenant := range ts {
-			b.Return(tenant, queue, ns[i]-got[tenant])
-			b.Claimed(tenant, queue, got[tenant])
-			if got[tenant] == wants[i] {
-				full = append(full, tenant)
-			}
-		}
-		out = append(out, jobs...)
-		tenants = full
-	}
-	return out, nil
+	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+		return claimTenants(t, p, queue, ts, ns, now)
+	})
 }
 
 // nextTenants is the skip scan of ClaimTenants: at most k tenants with
