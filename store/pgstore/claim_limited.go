@@ -15,16 +15,26 @@ import (
 // The limited claim: a transaction of four round trips in the common case,
 //
 //  1. [BEGIN, SET LOCAL jit = off, lock the limit rows (qFlowLock), read
-//     the weights, count running jobs, read the default windows]
-//  2. the tenant probes (both halves of the rotation in one batch)
-//  3. the claim (qClaimFair)
-//  4. [write the usage back (qFlowUsage, qDefaultUsage), COMMIT]
+//     the weights, count running jobs, read the default windows, list the
+//     tenants to visit (qClaimRotation)]
+//  2. the claim (qClaimFair)
+//  3. [write the usage back (qFlowUsage, qDefaultUsage), COMMIT]
 //
 // instead of eight or nine sequential statements (flow read, BEGIN, lock,
 // running count, windows, probes, claim, usage, COMMIT). The statements of
 // one batch run one after the other, each with its own snapshot (READ
 // COMMITTED), so the running count and the windows are still read after
 // the lock: exactly as exact as before.
+//
+// The tenant listing of a claim of one queue (all tenants) goes into the
+// first batch, before the budget says which tenants are spent: it excludes
+// the tenants the previous claim of the queue found spent (excludedHints).
+// When the budget excludes exactly those, the list is the one the claim
+// would have made; when it excludes more, the extra tenants are dropped
+// from the list, which is still exact unless the list was full (then more
+// tenants may follow: it is listed again); when a tenant the hint excluded
+// is no longer spent, it is listed again. So the visit order is always the
+// one of store.ClaimTenants; only the round trips change.
 //
 // The flow read that decided whether to take this path is cached per set
 // of queues (flowShapes): a claim whose last claim of the same queues found
@@ -104,6 +114,16 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if sh.defaults {
 		b.Queue(s.sql(qDefaultWindows), now, p.Queues)
 	}
+	var pre *rotation
+	if len(p.Queues) == 1 && p.Tenant == "" {
+		var kinds []string
+		if p.Kinds != nil {
+			kinds = p.Kinds
+		}
+		queue := p.Queues[0]
+		pre = &rotation{queue: queue, limit: p.Limit, excluded: s.excluded.get(queue)}
+		b.Queue(s.sql(qClaimRotation), queue, now, s.cursors.Get(queue), kinds, append([]string{}, pre.excluded...), p.Limit)
+	}
 	br := conn.SendBatch(ctx, b)
 	var (
 		locked, weighted []flowRow
@@ -134,6 +154,15 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 				return err
 			}
 		}
+		if pre != nil {
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			if pre.tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+		}
 		return br.Close()
 	}()
 	if err != nil {
@@ -161,7 +190,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if budget.HasDefaults() {
 		budget.SetInherited(windows, running)
 	}
-	out, err := s.claimFair(ctx, conn, p, budget, now)
+	out, err := s.claimFair(ctx, conn, p, budget, now, pre)
 	if err != nil {
 		return nil, err
 	}
@@ -229,4 +258,64 @@ func scanWindows(rows pgx.Rows, err error) ([]store.InheritedWindow, error) {
 		w.WindowStart = w.WindowStart.UTC()
 		return w, err
 	})
+}
+
+// rotation is the tenant list of a claim of one queue made ahead of the
+// budget, with the exclusions of the queue's previous claim.
+type rotation struct {
+	queue    string
+	limit    int
+	excluded []string
+	tenants  []string
+}
+
+// use returns the visit list for the claim's actual exclusions, or false
+// when the queue must be listed again: a tenant excluded ahead of time is
+// no longer spent, or tenants dropped from a full list may have had
+// successors. A nil rotation is never used.
+func (r *rotation) use(queue string, limit int, excluded []string) ([]string, bool) {
+	if r == nil || r.queue != queue || r.limit != limit {
+		return nil, false
+	}
+	for _, t := range r.excluded {
+		if !containsStr(excluded, t) {
+			return nil, false
+		}
+	}
+	var out []string
+	for _, t := range r.tenants {
+		if !containsStr(excluded, t) {
+			out = append(out, t)
+		}
+	}
+	if len(out) < len(r.tenants) && len(r.tenants) == r.limit {
+		return nil, false
+	}
+	return out, true
+}
+
+// excludedHints remembers, per queue, the tenants the last claim of the
+// queue found spent (see rotation); safe for concurrent use.
+type excludedHints struct {
+	mu sync.Mutex
+	m  map[string][]string
+}
+
+func (h *excludedHints) get(queue string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[queue]
+}
+
+func (h *excludedHints) set(queue string, excluded []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string][]string{}
+	}
+	if len(excluded) == 0 {
+		delete(h.m, queue)
+		return
+	}
+	h.m[queue] = append([]string(nil), excluded...)
 }

@@ -397,7 +397,7 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 	if len(limits) == 0 {
 		b := store.NewClaimBudget(now, nil, paused)
 		b.SetWeights(weights)
-		out, err := s.claimFair(ctx, db, p, b, now)
+		out, err := s.claimFair(ctx, db, p, b, now, nil)
 		b.Report(p.Report)
 		return out, err
 	}
@@ -406,13 +406,14 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 
 // claimFair claims up to p.Limit jobs of p.Queues within budget b, tenant
 // by tenant in rotation.
-func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, now time.Time) ([]*idemtype.JobRow, error) {
+// pre, when not nil, is the first queue's rotation listed ahead of time.
+func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, now time.Time, pre *rotation) ([]*idemtype.JobRow, error) {
 	var out []*idemtype.JobRow
 	for _, queue := range p.Queues {
 		if len(out) >= p.Limit || !b.QueueOpen(queue) {
 			continue
 		}
-		jobs, err := s.claimQueue(ctx, q, p, b, queue, now, p.Limit-len(out))
+		jobs, err := s.claimQueue(ctx, q, p, b, queue, now, p.Limit-len(out), pre)
 		if err != nil {
 			return nil, err
 		}
@@ -423,8 +424,11 @@ func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParam
 
 // claimQueue claims up to limit jobs of one queue: each visited tenant's
 // fair share, then what is left among the tenants that filled theirs.
-func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int) ([]*idemtype.JobRow, error) {
+func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int, pre *rotation) ([]*idemtype.JobRow, error) {
 	excluded := b.Excluded(queue, p.Tenant)
+	if p.Tenant == "" {
+		s.excluded.set(queue, excluded)
+	}
 	var kinds []string
 	if p.Kinds != nil {
 		kinds = p.Kinds
@@ -435,12 +439,15 @@ func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimPara
 			tenants = []string{p.Tenant}
 		}
 	} else {
-		rows, err := q.Query(ctx, s.sql(qClaimRotation), queue, now, s.cursors.Get(queue), kinds, append([]string{}, excluded...), limit)
-		if err != nil {
-			return nil, fmt.Errorf("list tenants: %w", err)
-		}
-		if tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return nil, fmt.Errorf("list tenants: %w", err)
+		var ok bool
+		if tenants, ok = pre.use(queue, limit, excluded); !ok {
+			rows, err := q.Query(ctx, s.sql(qClaimRotation), queue, now, s.cursors.Get(queue), kinds, append([]string{}, excluded...), limit)
+			if err != nil {
+				return nil, fmt.Errorf("list tenants: %w", err)
+			}
+			if tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return nil, fmt.Errorf("list tenants: %w", err)
+			}
 		}
 		if len(tenants) > 0 {
 			s.cursors.Set(queue, tenants[len(tenants)-1])

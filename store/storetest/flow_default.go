@@ -22,6 +22,7 @@ func flowDefaultCases() []testCase {
 		{"Defaults/listed_with_a_tenant_usage_and_deleted", testDefaultList},
 		{"Defaults/rate_exact_under_racing_claimers", testDefaultRateRace},
 		{"Defaults/concurrency_exact_under_racing_claimers", testDefaultConcurrencyRace},
+		{"Limits/rotation_skips_spent_tenants_and_returns_to_refilled_ones", testLimitRotationRefill},
 	}
 }
 
@@ -289,5 +290,40 @@ func wantInvalidField(t *testing.T, what string, err error, field string) {
 	var ie *idemtype.InvalidError
 	if !errors.As(err, &ie) || !errors.Is(err, idemtype.ErrInvalid) || ie.Field != field {
 		t.Fatalf("%s: %v, want invalid %s", what, err, field)
+	}
+}
+
+// Twelve tenants with a rate of 1 per hour each, claims of 5: the claims
+// of one window visit five new tenants, then five, then the last two (the
+// others spent); in the next window every tenant is back in the rotation
+// at once, from the cursor on.
+func testLimitRotationRefill(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: everyTenant, Rate: 1, Period: time.Hour})
+	for i := range 12 {
+		insertTenant(t, s, fmt.Sprintf("t%02d", i), 3)
+	}
+	for round, want := range []int{5, 5, 2, 0} {
+		got := byTenant(claim(t, s, at(time.Second), 5))
+		if len(got) != want {
+			t.Fatalf("round %d in the first window visited %v, want %d tenants", round, got, want)
+		}
+		for tenant, n := range got {
+			if n != 1 {
+				t.Fatalf("round %d: tenant %s started %d jobs, rate 1", round, tenant, n)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for round := range 2 {
+		got := byTenant(claim(t, s, at(time.Hour), 5))
+		if len(got) != 5 {
+			t.Fatalf("round %d in the next window visited %v, want 5 refilled tenants", round, got)
+		}
+		for tenant := range got {
+			if seen[tenant] {
+				t.Fatalf("tenant %s visited twice in one window", tenant)
+			}
+			seen[tenant] = true
+		}
 	}
 }
