@@ -90,21 +90,7 @@ var qClaimOne = `WITH RECURSIVE guard AS (
     FROM ten, (SELECT (($5 + count(*) - 1) / greatest(count(*), 1))::int AS share FROM ten) s
 ), cand AS (
     SELECT c.id FROM want x
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM {schema}.jobs j
-        WHERE j.queue = $1 AND j.tenant = x.tenant
-          AND j.state IN ('available', 'scheduled', 'retryable')
-          AND j.run_at <= $2
-          AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
-          AND (j.partition_key = '' OR NOT EXISTS (
-              SELECT 1 FROM {schema}.jobs h
-              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
-                AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT x.n
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS c
+    CROSS JOIN LATERAL ` + tenantClaimProbe("$2", "$4") + ` AS c
     WHERE x.n > 0
 ), upd AS (
     UPDATE {schema}.jobs j SET

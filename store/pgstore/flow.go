@@ -60,56 +60,43 @@ ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
 	// new window, as for any limit).
 	qDefaultReset = `DELETE FROM {schema}.flow_default_windows WHERE queue = $1 AND NOT EXISTS (
     SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = $1 AND rate = $2 AND period_us = $3)`
+)
 
-	// qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
-	// one ordered, SKIP LOCKED probe of jobs_claim_tenant_idx per tenant.
-	//
-	//
-	// Why it is correct under concurrency (READ COMMITTED):
-	//   - SKIP LOCKED: two claimers never lock the same row, and the UPDATE
-	//     only touches locked rows, so no job is returned twice. A row whose
-	//     state changed since the snapshot is re-checked by PostgreSQL
-	//     against the WHERE clause of the locking scan before it is locked.
-	//   - FIFO head rule: a job with a partition key is taken only when no
-	//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
-	//     from this statement's snapshot. While the head runs, the successor
-	//     is not claimable. While the head's completion is uncommitted, the
-	//     snapshot still shows the head running, so the successor is not
-	//     claimable either: it becomes claimable only once the completion is
-	//     committed. Two claimers cannot both take a head (SKIP LOCKED), and
-	//     one claim cannot take a head and its successor together (the
-	//     successor sees the head unfinished in the same snapshot).
-	//   - Lower ids committing late: inserts of one partition are serialised
-	//     by an advisory lock taken before ids are allocated (qLockPartitions),
-	//     so a job is never visible before a lower-id job of its partition.
-	//   - Dependencies: jobs waiting on dependencies are pending, which is
-	//     not a claimable state; finishes move them on.
-	// Each queue is read by its own ordered scan of jobs_claim_idx
-	// (available/scheduled/retryable only), which stops after $5 unlocked
-	// rows; the head rule reads jobs_partition_idx (unfinished partition
-	// members only). Finished jobs are never read. With several queues,
-	// up to $5 rows per queue are locked for the duration of the statement
-	// and only the best $5 are taken; the rest are skipped meanwhile by
-	// other claimers, which is harmless (a claim returns "up to" Limit).
-	// No attempt row is written: the running attempt is read from the job
-	// row (qAttemptList) and its row is inserted when it ends.
-	qClaimFair = `WITH cand AS (
+// qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
+// one ordered, SKIP LOCKED probe of jobs_claim_tenant_idx per tenant.
+//
+// Why it is correct under concurrency (READ COMMITTED):
+//   - SKIP LOCKED: two claimers never lock the same row, and the UPDATE
+//     only touches locked rows, so no job is returned twice. A row whose
+//     state changed since the snapshot is re-checked by PostgreSQL
+//     against the WHERE clause of the locking scan before it is locked.
+//   - FIFO head rule: a job with a partition key is taken only when no
+//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
+//     from this statement's snapshot. While the head runs, the successor
+//     is not claimable. While the head's completion is uncommitted, the
+//     snapshot still shows the head running, so the successor is not
+//     claimable either: it becomes claimable only once the completion is
+//     committed. Two claimers cannot both take a head (SKIP LOCKED), and
+//     one claim cannot take a head and its successor together (the
+//     successor sees the head unfinished in the same snapshot).
+//   - Lower ids committing late: inserts of one partition are serialised
+//     by an advisory lock taken before ids are allocated (qLockPartitions),
+//     so a job is never visible before a lower-id job of its partition.
+//   - Dependencies: jobs waiting on dependencies are pending, which is
+//     not a claimable state; finishes move them on.
+//
+// Each queue is read by its own ordered scan of jobs_claim_idx
+// (available/scheduled/retryable only), which stops after $5 unlocked
+// rows; the head rule reads jobs_partition_idx (unfinished partition
+// members only). Finished jobs are never read. With several queues,
+// up to $5 rows per queue are locked for the duration of the statement
+// and only the best $5 are taken; the rest are skipped meanwhile by
+// other claimers, which is harmless (a claim returns "up to" Limit).
+// No attempt row is written: the running attempt is read from the job
+// row (qAttemptList) and its row is inserted when it ends.
+var qClaimFair = `WITH cand AS (
     SELECT c.id FROM unnest($2::text[], $3::int[]) AS x(tenant, n)
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM {schema}.jobs j
-        WHERE j.queue = $1 AND j.tenant = x.tenant
-          AND j.state IN ('available', 'scheduled', 'retryable')
-          AND j.run_at <= $4
-          AND ($5::text[] IS NULL OR j.kind = ANY($5::text[]))
-          AND (j.partition_key = '' OR NOT EXISTS (
-              SELECT 1 FROM {schema}.jobs h
-              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
-                AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT x.n
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS c
+    CROSS JOIN LATERAL ` + tenantClaimProbe("$4", "$5") + ` AS c
 ), upd AS (
     UPDATE {schema}.jobs j SET
         state = 'running',
@@ -122,7 +109,28 @@ ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
     RETURNING ` + jobCols + `
 )
 SELECT * FROM upd`
-)
+
+// tenantClaimProbe is the claim of one tenant's jobs in queue $1: up to
+// x.n of tenant x.tenant's claimable jobs at now of kinds (SQL parameters),
+// in claim order, FIFO heads only, locked SKIP LOCKED. qClaimOne and
+// qClaimFair share it.
+func tenantClaimProbe(now, kinds string) string {
+	return `(
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = $1 AND j.tenant = x.tenant
+          AND j.state IN ('available', 'scheduled', 'retryable')
+          AND j.run_at <= ` + now + `
+          AND (` + kinds + `::text[] IS NULL OR j.kind = ANY(` + kinds + `::text[]))
+          AND (j.partition_key = '' OR NOT EXISTS (
+              SELECT 1 FROM {schema}.jobs h
+              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
+                AND h.partition_key <> ''
+                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT x.n
+        FOR UPDATE OF j SKIP LOCKED
+    )`
+}
 
 // tenantProbe is one step of the skip scan over jobs_claim_tenant_idx: the
 // first tenant after the SQL expression after with claimable work in queue
