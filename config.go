@@ -226,6 +226,9 @@ func (c *Config) withDefaults() (*Config, error) {
 			return nil, fmt.Errorf("config: limits: %w", err)
 		}
 	}
+	if cfg.Tenant == EveryTenant {
+		return nil, fmt.Errorf("config: tenant %q is reserved for default limits", EveryTenant)
+	}
 	return &cfg, nil
 }
 

@@ -222,6 +222,9 @@ func validateInsert(p *store.JobInsertParams) error {
 			return err
 		}
 	}
+	if err := store.CheckInsertTenants([]*store.JobInsertParams{p}); err != nil {
+		return err
+	}
 	if p.PartitionKey != "" {
 		if err := ValidateKey("partition_key", p.PartitionKey); err != nil {
 			return err

@@ -18,6 +18,12 @@ import (
 // stay available and use no attempt. See docs/flow-control.md.
 type Limit = store.Limit
 
+// EveryTenant ("*") as a limit's tenant makes it the default limit of every
+// tenant that has no limit of its own for the same queue scope, each tenant
+// with its own budget (its own rate window, its own running count). It is
+// reserved: no job, schedule or client has it as its tenant.
+const EveryTenant = store.EveryTenant
+
 // MaxWeight is the largest tenant weight (Limit.Weight).
 const MaxWeight = store.MaxWeight
 

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
@@ -308,5 +310,34 @@ func TestQueuePauseResume(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDefaultLimitGoAPI: LimitPut with tenant "*" sets the default of every
+// tenant, LimitList of a tenant shows it with that tenant's usage, and "*"
+// is refused as the tenant of an enqueue, which stores nothing.
+func TestDefaultLimitGoAPI(t *testing.T) {
+	ctx := context.Background()
+	c, err := idem.NewClient(sharedStores(t, "sqlite", 1)[0], &idem.Config{DisableMaintenance: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LimitPut(ctx, idem.Limit{FlowScope: idem.FlowScope{Tenant: "*"}, Rate: 100, Period: time.Minute}); err != nil {
+		t.Fatalf("LimitPut(*): %v", err)
+	}
+	ls, err := c.LimitList(ctx, "acme")
+	if err != nil || len(ls) != 1 || ls[0].Tenant != "*" || ls[0].Rate != 100 {
+		t.Fatalf("LimitList(acme) = %v, %v; want the default", ls, err)
+	}
+	_, err = c.EnqueueMany(ctx, []idem.EnqueueParams{
+		{Kind: "send", Args: []byte(`{}`), Opts: &idem.EnqueueOpts{Tenant: "acme"}},
+		{Kind: "send", Args: []byte(`{}`), Opts: &idem.EnqueueOpts{Tenant: "*"}},
+	})
+	var ie *idemtype.InvalidError
+	if !errors.As(err, &ie) || ie.Field != "tenant" {
+		t.Fatalf("enqueue for tenant *: %v, want invalid tenant", err)
+	}
+	if jobs, _, err := c.JobListAll(ctx, &idem.JobListParams{Limit: 10}); err != nil || len(jobs) != 0 {
+		t.Fatalf("after a refused batch: %d jobs, %v; want none", len(jobs), err)
 	}
 }

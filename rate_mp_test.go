@@ -31,8 +31,17 @@ import (
 // "ready"; each job it runs is a line "ran <id>". It stops at EOF.
 const rateChildEnv = "IDEM_RATE_CHILD"
 
-// rateLimit is the limit every process of the test configures.
-var rateLimit = idem.Limit{FlowScope: idem.FlowScope{Tenant: "acme"}, Rate: 5, Period: time.Minute}
+// rateLimit and defaultRate are the limits every process of the test
+// configures: acme's own, and the default of every other tenant (each
+// with its own budget of the same rate).
+var (
+	rateLimit   = idem.Limit{FlowScope: idem.FlowScope{Tenant: "acme"}, Rate: 5, Period: time.Minute}
+	defaultRate = idem.Limit{FlowScope: idem.FlowScope{Tenant: "*"}, Rate: 5, Period: time.Minute}
+)
+
+// rateTenants enqueue the jobs of TestRateLimitThreeProcesses: acme under
+// its own limit, the others under the default.
+var rateTenants = []string{"acme", "beta", "gamma"}
 
 func rateChild() int {
 	ctx := context.Background()
@@ -88,7 +97,7 @@ func rateChild() int {
 		}))
 		client, err = idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(10), Now: clock.Now,
 			PollInterval: 5 * time.Millisecond, DisableMaintenance: true, Logger: quietLogger(),
-			WorkerID: "proc" + os.Getenv(rateChildEnv), Limits: []idem.Limit{rateLimit}})
+			WorkerID: "proc" + os.Getenv(rateChildEnv), Limits: []idem.Limit{rateLimit, defaultRate}})
 		if err == nil {
 			err = client.Start(ctx)
 		}
@@ -151,16 +160,19 @@ func (p *rateProc) setTime(t *testing.T, now time.Time) {
 }
 
 // TestRateLimitThreeProcesses: three worker processes (the test binary run
-// again) share one store (a SQLite file; a PostgreSQL schema) and a rate of
-// 5 per minute on a tenant, each with its own client and 10 workers. The
-// test moves every process's clock a window on each time it has seen 5
-// runs. Each window starts at most 5 jobs (by StartedAt, the claim's
-// time), and every job runs exactly once.
+// again) share one store (a SQLite file; a PostgreSQL schema), a rate of 5
+// per minute on tenant acme and a default rate of 5 per minute for every
+// other tenant (beta and gamma, each its own budget), each process with
+// its own client and 10 workers. The test moves every process's clock a
+// window on each time it has seen 15 runs. Each window starts at most 5
+// jobs of each tenant (by StartedAt, the claim's time), and every job runs
+// exactly once.
 func TestRateLimitThreeProcesses(t *testing.T) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			const total, procs = 20, 3
+			const perTenant, procs = 20, 3
+			total := perTenant * len(rateTenants)
 			ctx := context.Background()
 			var (
 				st  store.Store
@@ -213,7 +225,10 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 					t.Fatalf("%d of %d worker processes ready", ready, procs)
 				}
 			}
-			ids := enqueueTenant(t, c, "acme", total)
+			var ids []int64
+			for _, tenant := range rateTenants {
+				ids = append(ids, enqueueTenant(t, c, tenant, perTenant)...)
+			}
 			seen := map[int64]int{}
 			for len(seen) < total {
 				select {
@@ -223,7 +238,7 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 						t.Fatalf("worker process said %q", l)
 					}
 					seen[id]++
-					if len(seen)%rateLimit.Rate == 0 {
+					if len(seen)%(rateLimit.Rate*len(rateTenants)) == 0 {
 						now = now.Add(time.Minute)
 						for _, p := range ps {
 							p.setTime(t, now)
@@ -234,13 +249,17 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 				}
 			}
 			rows := waitAll(t, c, ids, waitTimeout)
-			perWindow := map[time.Time]int{}
+			type tenantWindow struct {
+				tenant string
+				start  time.Time
+			}
+			perWindow := map[tenantWindow]int{}
 			for _, r := range rows {
-				perWindow[r.StartedAt.Truncate(time.Minute)]++
+				perWindow[tenantWindow{r.Tenant, r.StartedAt.Truncate(time.Minute)}]++
 			}
 			for w, n := range perWindow {
 				if n > rateLimit.Rate {
-					t.Errorf("window %v started %d jobs, rate %d", w, n, rateLimit.Rate)
+					t.Errorf("tenant %s: window %v started %d jobs, rate %d", w.tenant, w.start, n, rateLimit.Rate)
 				}
 			}
 			for id, n := range seen {

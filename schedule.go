@@ -122,6 +122,9 @@ func (c *Client) scheduleSpec(s *Schedule) ([]byte, string, error) {
 		return nil, "", idemtype.Invalid("schedule", "is nil")
 	}
 	tenant := c.tenant(s.Tenant)
+	if tenant == store.EveryTenant {
+		return nil, "", idemtype.Invalid("tenant", "%q is reserved for default limits", store.EveryTenant)
+	}
 	if err := ValidateName("name", s.Name); err != nil {
 		return nil, "", err
 	}

@@ -35,6 +35,7 @@ func runAPISuite(t *testing.T, open opener) {
 		"post middleware":     testPostMiddleware,
 		"concurrent enqueue":  testConcurrentEnqueue,
 		"limits":              testLimits,
+		"default limits":      testDefaultLimits,
 		"pause":               testPause,
 		"claim refill":        testClaimRefill,
 		"schedules":           testSchedules,

@@ -179,7 +179,11 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 					"a tenant key acts only in its own tenant"))
 				return
 			}
-			if err := idem.ValidateName(headerTenant, t); err != nil {
+			err := idem.ValidateName(headerTenant, t)
+			if err == nil && t == store.EveryTenant {
+				err = idemtype.Invalid(headerTenant, "%q is reserved for default limits", store.EveryTenant)
+			}
+			if err != nil {
 				writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 				return
 			}

@@ -214,3 +214,51 @@ func testClaimRefill(t *testing.T, open opener) {
 		t.Errorf("ClaimWait sent %d requests for 2 jobs under 1/2s: it polled instead of waiting for retry_after", n)
 	}
 }
+
+// testDefaultLimits: a limit of tenant "*" (in the path as is or escaped)
+// gives every tenant its own budget; a tenant key sees it with its own
+// usage; "*" is refused as the tenant an admin key acts for.
+func testDefaultLimits(t *testing.T, open opener) {
+	e := setup(t, open, nil)
+	r := e.req("PUT", "/v1/limits/tenant/*", e.admin, map[string]any{"rate": "2/1h"})
+	expect(t, r, 200, "")
+	if m := r.json(t); m["tenant"] != "*" || m["rate"] != "2/1h" {
+		t.Fatalf("put default limit = %s", r.body)
+	}
+	expect(t, e.req("PUT", "/v1/limits/tenant/%2A?queue=mail", e.admin, map[string]any{"concurrency": 1}), 200, "")
+	expect(t, e.req("PUT", "/v1/limits/tenant/*", e.admin, map[string]any{"weight": 2}), 400, "/problems/invalid-request")
+	for range 3 {
+		e.enqueue(e.keyA, map[string]any{"kind": "k"})
+		e.enqueue(e.keyB, map[string]any{"kind": "k"})
+	}
+	claim := map[string]any{"queues": []string{"default"}, "worker_id": "w", "limit": 10}
+	for _, key := range []string{e.keyA, e.keyB} {
+		r := e.req("POST", "/v1/claim", key, claim)
+		expect(t, r, 200, "")
+		if n := len(r.json(t)["jobs"].([]any)); n != 2 {
+			t.Fatalf("claim under a default of 2/1h took %d jobs, want the tenant's own 2", n)
+		}
+		r = e.req("POST", "/v1/claim", key, claim)
+		expect(t, r, 200, "")
+		if m := r.json(t); len(m["jobs"].([]any)) != 0 || m["throttled"] != true {
+			t.Fatalf("claim of a spent default: %s", r.body)
+		}
+	}
+	r = e.req("GET", "/v1/limits/tenant/*", e.keyA, nil)
+	expect(t, r, 200, "")
+	if u := r.json(t)["usage"].(map[string]any); u["window_used"] != float64(2) || u["running"] != float64(2) {
+		t.Errorf("tenant a's usage of the default = %v, want 2 started and running", u)
+	}
+	r = e.req("GET", "/v1/limits", e.admin, nil)
+	expect(t, r, 200, "")
+	if n := len(r.json(t)["limits"].([]any)); n != 2 {
+		t.Errorf("admin sees %d limits, want the 2 defaults: %s", n, r.body)
+	}
+	r = e.req("POST", "/v1/jobs", e.admin, map[string]any{"kind": "k"}, "Idem-Tenant", "*")
+	expect(t, r, 400, "/problems/invalid-request")
+	if r.json(t)["errors"].(map[string]any)["Idem-Tenant"] == nil {
+		t.Errorf("enqueue for tenant *: problem %s does not name Idem-Tenant", r.body)
+	}
+	expect(t, e.req("DELETE", "/v1/limits/tenant/%2A", e.admin, nil), 204, "")
+	expect(t, e.req("GET", "/v1/limits/tenant/*", e.admin, nil), 404, "/problems/not-found")
+}

@@ -71,9 +71,11 @@ var docLooserThanServer = []string{
 	"result_ttl: must be positive",
 	"dedup_window must be >= 0 and result_ttl > 0",
 	"the dead-letter queue holds dead jobs only",
-	"must be between 1s and",     // lease bounds (a duration pattern has no range)
-	"must be between 0s and",     // wait bounds
-	"only a tenant has a weight", // path scope × body field
+	"must be between 1s and",         // lease bounds (a duration pattern has no range)
+	"must be between 0s and",         // wait bounds
+	"only a tenant has a weight",     // path scope × body field
+	"has no weight",                  // tenant "*" (a path value) × body field
+	"is reserved for default limits", // "*" as a tenant: the document's names have no pattern
 	"lease: must be at least 1s",
 	"unexpected data after the JSON value", // JSON Schema sees one value
 	"malformed cursor",                     // a cursor is opaque

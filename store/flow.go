@@ -79,6 +79,8 @@ type Limit struct {
 	WindowStart time.Time // start of the rate window WindowUsed counts
 	WindowUsed  int       // jobs started in that window
 	Throttled   int64     // claims that left work of the scope behind for this limit
+
+	inherited bool // a tenant's copy of a default limit, made by a claim's budget
 }
 
 // Validate reports an *idemtype.InvalidError naming the first bad field.
@@ -97,6 +99,8 @@ func (l *Limit) Validate() error {
 		return idemtype.Invalid("weight", "must be between 1 and %d", MaxWeight)
 	case l.Weight > 0 && l.Tenant == "":
 		return idemtype.Invalid("weight", "only a tenant has a weight")
+	case l.Weight > 0 && l.IsDefault():
+		return idemtype.Invalid("weight", "a default limit (tenant %q) has no weight", EveryTenant)
 	case l.Rate == 0 && l.Concurrency == 0 && l.Weight == 0:
 		return idemtype.Invalid("rate", "a rate, a concurrency, a weight or a combination")
 	}
@@ -145,6 +149,9 @@ func (p *QueuePauseParams) Validate() error {
 	if p.Scope.Queue == "" {
 		return idemtype.Invalid("queue", "required")
 	}
+	if p.Scope.IsDefault() {
+		return idemtype.Invalid("tenant", "%q names default limits, not a tenant to pause", EveryTenant)
+	}
 	return nil
 }
 
@@ -163,45 +170,63 @@ type ClaimReport struct {
 // it for each tenant's quota and store what it used. It is not safe for
 // concurrent use.
 type ClaimBudget struct {
-	now     time.Time
-	weights []*Limit // scopes with a weight
-	limits  []*Limit
-	left    []int // remaining budget per limit (-1 = unbounded)
-	used    []int
-	hit     []bool
-	paused  []FlowScope
+	now      time.Time
+	weights  []*Limit                      // scopes with a weight
+	limits   []*Limit                      // explicit limits, then tenants' inherited copies of defaults
+	defaults []*Limit                      // limits of tenant EveryTenant
+	windows  map[FlowScope]InheritedWindow // by (tenant, default's queue scope)
+	running  map[string][]RunningCount     // by tenant
+	has      map[FlowScope]bool            // scopes of limits (explicit or inherited)
+	left     []int                         // remaining budget per limit (-1 = unbounded)
+	used     []int
+	hit      []bool
+	paused   []FlowScope
 }
 
 // NewClaimBudget builds the budget of one claim from the limits (with
-// Running, WindowStart and WindowUsed loaded) and the paused scopes.
+// Running, WindowStart and WindowUsed loaded) and the paused scopes. A
+// default limit (tenant EveryTenant) applies through each tenant's
+// inherited copy (see SetInherited).
 func NewClaimBudget(now time.Time, limits []*Limit, paused []FlowScope) *ClaimBudget {
-	b := &ClaimBudget{now: now, limits: limits, paused: paused,
-		left: make([]int, len(limits)), used: make([]int, len(limits)), hit: make([]bool, len(limits))}
-	for i, l := range limits {
-		left := -1
-		if l.Rate > 0 {
-			ws := l.windowStart(now)
-			switch {
-			case l.WindowStart.Equal(ws):
-				left = max(0, l.Rate-l.WindowUsed)
-			case l.WindowStart.After(ws):
-				// A claim whose Now lags behind another node's (clock skew,
-				// or a claim that waited for the lock) must not reopen a
-				// window that has passed: it gets nothing this time.
-				left = 0
-			default:
-				left = l.Rate
-			}
+	own, defaults := splitDefaults(limits)
+	b := &ClaimBudget{now: now, limits: own, defaults: defaults, paused: paused,
+		left: make([]int, len(own)), used: make([]int, len(own)), hit: make([]bool, len(own))}
+	for i, l := range own {
+		b.left[i] = l.budget(now)
+	}
+	if len(defaults) > 0 {
+		b.has = make(map[FlowScope]bool, len(own))
+		for _, l := range own {
+			b.has[l.FlowScope] = true
 		}
-		if l.Concurrency > 0 {
-			c := max(0, l.Concurrency-l.Running)
-			if left < 0 || c < left {
-				left = c
-			}
-		}
-		b.left[i] = left
 	}
 	return b
+}
+
+// budget returns what is left of l at now (-1 = unbounded).
+func (l *Limit) budget(now time.Time) int {
+	left := -1
+	if l.Rate > 0 {
+		ws := l.windowStart(now)
+		switch {
+		case l.WindowStart.Equal(ws):
+			left = max(0, l.Rate-l.WindowUsed)
+		case l.WindowStart.After(ws):
+			// A claim whose Now lags behind another node's (clock skew,
+			// or a claim that waited for the lock) must not reopen a
+			// window that has passed: it gets nothing this time.
+			left = 0
+		default:
+			left = l.Rate
+		}
+	}
+	if l.Concurrency > 0 {
+		c := max(0, l.Concurrency-l.Running)
+		if left < 0 || c < left {
+			left = c
+		}
+	}
+	return left
 }
 
 // QueueOpen reports whether queue may be claimed from at all: it is not
@@ -245,6 +270,7 @@ func (b *ClaimBudget) Excluded(queue, only string) []string {
 // Quota returns how many jobs of tenant in queue the claim may take, at
 // most want, and reserves them from every limit that applies.
 func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
+	b.ensure(tenant, queue, false)
 	n := want
 	for i, l := range b.limits {
 		if b.left[i] >= 0 && l.applies(tenant, queue) && b.left[i] < n {
@@ -284,17 +310,24 @@ type LimitUsage struct {
 	WindowStart time.Time
 	WindowUsed  int
 	Throttled   int64 // to add
+	// Inherited marks a tenant's window under the default limit of
+	// Scope.Queue: the store upserts it into flow_default_windows.
+	Inherited bool
 }
 
 // Usage returns the rows to write back: the rate windows that moved and the
 // limits that throttled this claim.
 func (b *ClaimBudget) Usage() []LimitUsage {
 	var out []LimitUsage
+	defaultHit := map[*Limit]bool{}
 	for i, l := range b.limits {
 		if (l.Rate == 0 || b.used[i] == 0) && !b.hit[i] {
 			continue
 		}
-		u := LimitUsage{Scope: l.FlowScope, WindowStart: l.WindowStart, WindowUsed: l.WindowUsed}
+		u := LimitUsage{Scope: l.FlowScope, WindowStart: l.WindowStart, WindowUsed: l.WindowUsed, Inherited: l.inherited}
+		if l.inherited && b.hit[i] {
+			defaultHit[b.defaultOf(l)] = true
+		}
 		if l.Rate > 0 {
 			ws := l.windowStart(b.now)
 			if ws.After(l.WindowStart) {
@@ -306,6 +339,12 @@ func (b *ClaimBudget) Usage() []LimitUsage {
 			u.Throttled = 1
 		}
 		out = append(out, u)
+	}
+	// A default limit counts the claims that any tenant's copy throttled.
+	for _, d := range b.defaults {
+		if defaultHit[d] {
+			out = append(out, LimitUsage{Scope: d.FlowScope, WindowStart: d.WindowStart, WindowUsed: d.WindowUsed, Throttled: 1})
+		}
 	}
 	return out
 }
@@ -359,7 +398,7 @@ func (b *ClaimBudget) Shares(queue string, tenants []string, limit int) []int {
 
 // HasLimits reports whether any limit applies (a claim without limits need
 // not lock or write flow-control rows).
-func (b *ClaimBudget) HasLimits() bool { return len(b.limits) > 0 }
+func (b *ClaimBudget) HasLimits() bool { return len(b.limits)+len(b.defaults) > 0 }
 
 // HasConcurrency reports whether any limit counts running jobs.
 func HasConcurrency(limits []*Limit) bool {
@@ -451,6 +490,16 @@ func CurrentWindows(limits []*Limit, now time.Time) {
 	}
 }
 
+// SortLimits orders limits by (Tenant, Queue), as LimitList returns them.
+func SortLimits(ls []*Limit) {
+	sort.SliceStable(ls, func(i, j int) bool {
+		if ls[i].Tenant != ls[j].Tenant {
+			return ls[i].Tenant < ls[j].Tenant
+		}
+		return ls[i].Queue < ls[j].Queue
+	})
+}
+
 // SortScopes orders scopes by (Queue, Tenant).
 func SortScopes(s []FlowScope) {
 	sort.Slice(s, func(i, j int) bool {
@@ -459,4 +508,53 @@ func SortScopes(s []FlowScope) {
 		}
 		return s[i].Tenant < s[j].Tenant
 	})
+}
+
+// ClaimRounds claims up to limit jobs of queue among tenants (in visit
+// order) within budget b: each tenant's fair share (Shares, capped by
+// Quota), then what is left among the tenants that got all of their share,
+// until the claim is full or no tenant filled its share. claim takes up to
+// ns[i] jobs of ts[i] in one statement. Both stores' fair claims are this
+// loop around their own claim statement.
+func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
+	claim func(ts []string, ns []int) ([]*idemtype.JobRow, error)) ([]*idemtype.JobRow, error) {
+	var out []*idemtype.JobRow
+	for len(tenants) > 0 && len(out) < limit {
+		shares := b.Shares(queue, tenants, limit-len(out))
+		var ts []string
+		var ns, wants []int
+		left := limit - len(out)
+		for i, tenant := range tenants {
+			want := min(shares[i], left)
+			if want == 0 {
+				break
+			}
+			if n := b.Quota(tenant, queue, want); n > 0 {
+				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
+				left -= n
+			}
+		}
+		if len(ts) == 0 {
+			break
+		}
+		jobs, err := claim(ts, ns)
+		if err != nil {
+			return nil, err
+		}
+		got := map[string]int{}
+		for _, j := range jobs {
+			got[j.Tenant]++
+		}
+		var full []string
+		for i, tenant := range ts {
+			b.Return(tenant, queue, ns[i]-got[tenant])
+			b.Claimed(tenant, queue, got[tenant])
+			if got[tenant] == wants[i] {
+				full = append(full, tenant)
+			}
+		}
+		out = append(out, jobs...)
+		tenants = full
+	}
+	return out, nil
 }

@@ -48,6 +48,9 @@ func newAPIKeyCreateCmd(open func(context.Context) (store.Store, error)) *cobra.
 			if err := idem.ValidateName("tenant", tenant); err != nil {
 				return usageErr(err)
 			}
+			if tenant == idem.EveryTenant {
+				return usageErr(fmt.Errorf("tenant %q is reserved for default limits", idem.EveryTenant))
+			}
 			st, err := open(cmd.Context())
 			if err != nil {
 				return err

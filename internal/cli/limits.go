@@ -15,7 +15,7 @@ import (
 type scopeFlags struct{ tenant, queue string }
 
 func (f *scopeFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.tenant, "for-tenant", "", "the tenant the limit applies to (with --for-queue: only its work in that queue)")
+	cmd.Flags().StringVar(&f.tenant, "for-tenant", "", "the tenant the limit applies to (with --for-queue: only its work in that queue); '*': the default of every tenant without its own limit, each with its own budget")
 	cmd.Flags().StringVar(&f.queue, "for-queue", "", "the queue the limit applies to (alone: every tenant's work in it)")
 }
 

@@ -30,6 +30,14 @@ func TestLimitsAndQueuesCommands(t *testing.T) {
 		t.Fatalf("bad rate: exit %d, %s", code, errs)
 	}
 	mustRun("limits", "delete", "--for-tenant", "acme")
+	// Tenant "*": the default limit of every tenant.
+	if out := mustRun("limits", "set", "--for-tenant", "*", "--for-queue", "mail", "--rate", "10/1m"); !strings.Contains(out, "*") || !strings.Contains(out, "10/1m") {
+		t.Fatalf("limits set --for-tenant '*':\n%s", out)
+	}
+	if out := mustRun("limits", "list"); !strings.Contains(out, "*") || !strings.Contains(out, "10/1m") {
+		t.Fatalf("limits list with a default:\n%s", out)
+	}
+	mustRun("limits", "delete", "--for-tenant", "*", "--for-queue", "mail")
 	if _, _, code := run(t, append([]string{"limits", "delete", "--for-tenant", "acme"}, api...)...); code == 0 {
 		t.Fatal("deleting a missing limit succeeded")
 	}

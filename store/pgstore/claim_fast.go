@@ -17,7 +17,7 @@ import (
 //
 // qClaimOne checks that case in the statement's own snapshot (guard) and,
 // when it holds, lists the tenants with claimable work in rotation from
-// the cursor $3 (the skip scan of qClaimTenants, wrapping around; or only
+// the cursor $3 (the skip scan of qClaimRotation, wrapping around; or only
 // tenant $8 when set) and claims each visited tenant's first-round share
 // ceil($5 / tenants), in visit order and never more than $5 in all, which
 // is exactly the first round of claimQueue without flow rows. It returns
@@ -47,7 +47,7 @@ import (
 // this statement's snapshot is seen by the guard (the general path reads
 // the rows in an earlier statement, so it can only see less); claims of
 // limited queues lock their rows and count running jobs as before.
-const qClaimOne = `WITH RECURSIVE guard AS (
+var qClaimOne = `WITH RECURSIVE guard AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
         WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
 ), solo AS (
@@ -59,27 +59,19 @@ const qClaimOne = `WITH RECURSIVE guard AS (
             AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
             ORDER BY j.tenant DESC, j.priority, j.run_at DESC, j.id DESC LIMIT 1) IS NULL AS yes
 ), fwd(tenant) AS (
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    SELECT ` + tenantProbe("$3") + `
     WHERE $8::text = '' AND (SELECT ok FROM guard) AND NOT (SELECT yes FROM solo)
     UNION ALL
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > fwd.tenant
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    SELECT ` + tenantProbe("fwd.tenant") + `
     FROM fwd WHERE fwd.tenant IS NOT NULL
 ), fwdl AS (
     SELECT tenant FROM fwd WHERE tenant IS NOT NULL LIMIT $5
 ), wrap(tenant) AS (
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > ''
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    SELECT ` + tenantProbe("''") + `
     WHERE $8::text = '' AND $3 <> '' AND (SELECT count(*) FROM fwdl) < $5 AND (SELECT ok FROM guard)
         AND NOT (SELECT yes FROM solo)
     UNION ALL
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > wrap.tenant
-        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
+    SELECT ` + tenantProbe("wrap.tenant") + `
     FROM wrap WHERE wrap.tenant IS NOT NULL AND wrap.tenant < $3
 ), ten AS (
     SELECT tenant, row_number() OVER (ORDER BY part, tenant) AS ord FROM (
@@ -98,21 +90,7 @@ const qClaimOne = `WITH RECURSIVE guard AS (
     FROM ten, (SELECT (($5 + count(*) - 1) / greatest(count(*), 1))::int AS share FROM ten) s
 ), cand AS (
     SELECT c.id FROM want x
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM {schema}.jobs j
-        WHERE j.queue = $1 AND j.tenant = x.tenant
-          AND j.state IN ('available', 'scheduled', 'retryable')
-          AND j.run_at <= $2
-          AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
-          AND (j.partition_key = '' OR NOT EXISTS (
-              SELECT 1 FROM {schema}.jobs h
-              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
-                AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT x.n
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS c
+    CROSS JOIN LATERAL ` + tenantClaimProbe("$2", "$4") + ` AS c
     WHERE x.n > 0
 ), upd AS (
     UPDATE {schema}.jobs j SET

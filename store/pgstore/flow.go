@@ -39,70 +39,64 @@ FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) 
 WHERE f.tenant = u.tenant AND f.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs WHERE state = 'running' GROUP BY tenant, queue`
 
-	// qClaimTenants is the skip scan of store.ClaimTenants: at most $6
-	// tenants with claimable work in queue $1, after $3 and up to $4 ('' =
-	// no bound), not in $5; one index probe of jobs_claim_tenant_idx each.
-	qClaimTenants = `WITH RECURSIVE t(tenant) AS (
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > $3
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > t.tenant
-        AND ($7::text[] IS NULL OR j.kind = ANY($7::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)
-    FROM t WHERE t.tenant IS NOT NULL AND ($4 = '' OR t.tenant < $4)
+	// qDefaultWindows reads the tenants' current windows under the rate
+	// limits of tenant '*' of queues $2 ($1 now); older windows count
+	// nothing. A claim runs it after locking the '*' rows, so that it sees
+	// every window written by the claims that held the lock before it.
+	qDefaultWindows = `SELECT w.tenant, w.queue, w.window_start, w.window_used, w.throttled
+FROM {schema}.flow_default_windows w JOIN {schema}.flow_controls f ON f.tenant = '*' AND f.queue = w.queue
+WHERE f.rate > 0 AND w.window_start > $1::timestamptz - f.period_us * interval '1 microsecond'
+    AND (w.queue = '' OR w.queue = ANY($2::text[]))`
+	// qDefaultWindowsOf reads one tenant's windows under default limits.
+	qDefaultWindowsOf = `SELECT tenant, queue, window_start, window_used, throttled FROM {schema}.flow_default_windows WHERE tenant = $1`
+	// qDefaultUsage writes back the tenants' windows under default limits
+	// a claim spent from or was throttled by.
+	qDefaultUsage = `INSERT INTO {schema}.flow_default_windows AS w (tenant, queue, window_start, window_used, throttled)
+SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[])
+ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
+    window_used = excluded.window_used, throttled = w.throttled + excluded.throttled`
+	// qDefaultReset forgets the windows of the default limit of queue $1
+	// unless it keeps its rate $2 and period $3 (a changed rate starts a
+	// new window, as for any limit).
+	qDefaultReset = `DELETE FROM {schema}.flow_default_windows WHERE queue = $1 AND NOT EXISTS (
+    SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = $1 AND rate = $2 AND period_us = $3)`
 )
-SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND tenant <> ALL($5::text[]) LIMIT $6`
 
-	// qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
-	// one ordered, SKIP LOCKED probe of jobs_claim_tenant_idx per tenant.
-	//
-	//
-	// Why it is correct under concurrency (READ COMMITTED):
-	//   - SKIP LOCKED: two claimers never lock the same row, and the UPDATE
-	//     only touches locked rows, so no job is returned twice. A row whose
-	//     state changed since the snapshot is re-checked by PostgreSQL
-	//     against the WHERE clause of the locking scan before it is locked.
-	//   - FIFO head rule: a job with a partition key is taken only when no
-	//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
-	//     from this statement's snapshot. While the head runs, the successor
-	//     is not claimable. While the head's completion is uncommitted, the
-	//     snapshot still shows the head running, so the successor is not
-	//     claimable either: it becomes claimable only once the completion is
-	//     committed. Two claimers cannot both take a head (SKIP LOCKED), and
-	//     one claim cannot take a head and its successor together (the
-	//     successor sees the head unfinished in the same snapshot).
-	//   - Lower ids committing late: inserts of one partition are serialised
-	//     by an advisory lock taken before ids are allocated (qLockPartitions),
-	//     so a job is never visible before a lower-id job of its partition.
-	//   - Dependencies: jobs waiting on dependencies are pending, which is
-	//     not a claimable state; finishes move them on.
-	// Each queue is read by its own ordered scan of jobs_claim_idx
-	// (available/scheduled/retryable only), which stops after $5 unlocked
-	// rows; the head rule reads jobs_partition_idx (unfinished partition
-	// members only). Finished jobs are never read. With several queues,
-	// up to $5 rows per queue are locked for the duration of the statement
-	// and only the best $5 are taken; the rest are skipped meanwhile by
-	// other claimers, which is harmless (a claim returns "up to" Limit).
-	// No attempt row is written: the running attempt is read from the job
-	// row (qAttemptList) and its row is inserted when it ends.
-	qClaimFair = `WITH cand AS (
+// qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
+// one ordered, SKIP LOCKED probe of jobs_claim_tenant_idx per tenant.
+//
+// Why it is correct under concurrency (READ COMMITTED):
+//   - SKIP LOCKED: two claimers never lock the same row, and the UPDATE
+//     only touches locked rows, so no job is returned twice. A row whose
+//     state changed since the snapshot is re-checked by PostgreSQL
+//     against the WHERE clause of the locking scan before it is locked.
+//   - FIFO head rule: a job with a partition key is taken only when no
+//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
+//     from this statement's snapshot. While the head runs, the successor
+//     is not claimable. While the head's completion is uncommitted, the
+//     snapshot still shows the head running, so the successor is not
+//     claimable either: it becomes claimable only once the completion is
+//     committed. Two claimers cannot both take a head (SKIP LOCKED), and
+//     one claim cannot take a head and its successor together (the
+//     successor sees the head unfinished in the same snapshot).
+//   - Lower ids committing late: inserts of one partition are serialised
+//     by an advisory lock taken before ids are allocated (qLockPartitions),
+//     so a job is never visible before a lower-id job of its partition.
+//   - Dependencies: jobs waiting on dependencies are pending, which is
+//     not a claimable state; finishes move them on.
+//
+// Each queue is read by its own ordered scan of jobs_claim_idx
+// (available/scheduled/retryable only), which stops after $5 unlocked
+// rows; the head rule reads jobs_partition_idx (unfinished partition
+// members only). Finished jobs are never read. With several queues,
+// up to $5 rows per queue are locked for the duration of the statement
+// and only the best $5 are taken; the rest are skipped meanwhile by
+// other claimers, which is harmless (a claim returns "up to" Limit).
+// No attempt row is written: the running attempt is read from the job
+// row (qAttemptList) and its row is inserted when it ends.
+var qClaimFair = `WITH cand AS (
     SELECT c.id FROM unnest($2::text[], $3::int[]) AS x(tenant, n)
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM {schema}.jobs j
-        WHERE j.queue = $1 AND j.tenant = x.tenant
-          AND j.state IN ('available', 'scheduled', 'retryable')
-          AND j.run_at <= $4
-          AND ($5::text[] IS NULL OR j.kind = ANY($5::text[]))
-          AND (j.partition_key = '' OR NOT EXISTS (
-              SELECT 1 FROM {schema}.jobs h
-              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
-                AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT x.n
-        FOR UPDATE OF j SKIP LOCKED
-    ) AS c
+    CROSS JOIN LATERAL ` + tenantClaimProbe("$4", "$5") + ` AS c
 ), upd AS (
     UPDATE {schema}.jobs j SET
         state = 'running',
@@ -115,7 +109,60 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL AND ($4 = '' OR tenant <= $4) AND 
     RETURNING ` + jobCols + `
 )
 SELECT * FROM upd`
+
+// tenantClaimProbe is the claim of one tenant's jobs in queue $1: up to
+// x.n of tenant x.tenant's claimable jobs at now of kinds (SQL parameters),
+// in claim order, FIFO heads only, locked SKIP LOCKED. qClaimOne and
+// qClaimFair share it.
+func tenantClaimProbe(now, kinds string) string {
+	return `(
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = $1 AND j.tenant = x.tenant
+          AND j.state IN ('available', 'scheduled', 'retryable')
+          AND j.run_at <= ` + now + `
+          AND (` + kinds + `::text[] IS NULL OR j.kind = ANY(` + kinds + `::text[]))
+          AND (j.partition_key = '' OR NOT EXISTS (
+              SELECT 1 FROM {schema}.jobs h
+              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
+                AND h.partition_key <> ''
+                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT x.n
+        FOR UPDATE OF j SKIP LOCKED
+    )`
+}
+
+// tenantProbe is one step of the skip scan over jobs_claim_tenant_idx: the
+// first tenant after the SQL expression after with claimable work in queue
+// $1 at $2 of kinds $4 (NULL = any). It orders by the whole index key, not
+// by tenant alone (see qClaimOne). qClaimOne and qClaimRotation share it.
+func tenantProbe(after string) string {
+	return `(SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > ` + after + `
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)`
+}
+
+// qClaimRotation lists the tenants a claim of queue $1 visits, as
+// store.ClaimTenants does but in one statement: up to $6 tenants with
+// claimable work after the cursor $3, not in $5, then (when fewer) from
+// the first tenant up to the cursor; one index probe per tenant.
+var qClaimRotation = `WITH RECURSIVE fwd(tenant) AS (
+    SELECT ` + tenantProbe("$3") + `
+    UNION ALL
+    SELECT ` + tenantProbe("fwd.tenant") + ` FROM fwd WHERE fwd.tenant IS NOT NULL
+), fwdl AS (
+    SELECT tenant FROM fwd WHERE tenant IS NOT NULL AND tenant <> ALL($5::text[]) LIMIT $6
+), wrap(tenant) AS (
+    SELECT ` + tenantProbe("''") + ` WHERE $3 <> '' AND (SELECT count(*) FROM fwdl) < $6
+    UNION ALL
+    SELECT ` + tenantProbe("wrap.tenant") + ` FROM wrap WHERE wrap.tenant IS NOT NULL AND wrap.tenant < $3
 )
+SELECT tenant FROM (
+    SELECT 0 AS part, tenant FROM fwdl
+    UNION ALL
+    (SELECT 1, tenant FROM wrap WHERE tenant IS NOT NULL AND tenant <= $3 AND tenant <> ALL($5::text[])
+        LIMIT greatest(0, $6 - (SELECT count(*) FROM fwdl)))
+) x ORDER BY part, tenant`
 
 // flowRow is one scanned flow_controls row.
 type flowRow struct {
@@ -125,37 +172,31 @@ type flowRow struct {
 
 // loadFlow reads the flow-control rows of queues (nil = all).
 func (s *Store) loadFlow(ctx context.Context, q querier, sql string, queues []string) ([]flowRow, error) {
-	rows, err := q.Query(ctx, s.sql(sql), queues)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []flowRow
-	for rows.Next() {
-		var r flowRow
-		var periodUS int64
-		if err := rows.Scan(&r.limit.Tenant, &r.limit.Queue, &r.limit.Rate, &periodUS, &r.limit.Concurrency, &r.limit.Weight,
-			&r.paused, &r.limit.WindowStart, &r.limit.WindowUsed, &r.limit.Throttled); err != nil {
-			return nil, err
-		}
-		r.limit.Period = time.Duration(periodUS) * time.Microsecond
-		r.limit.WindowStart = r.limit.WindowStart.UTC()
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanFlow(q.Query(ctx, s.sql(sql), queues))
 }
 
 // loadRunning counts running jobs per (tenant, queue).
 func (s *Store) loadRunning(ctx context.Context, q querier) ([]store.RunningCount, error) {
-	rows, err := q.Query(ctx, s.sql(qRunningScopes))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.RunningCount, error) {
-		var c store.RunningCount
-		err := r.Scan(&c.Tenant, &c.Queue, &c.N)
-		return c, err
-	})
+	return scanRunning(q.Query(ctx, s.sql(qRunningScopes)))
+}
+
+// usageCols are LimitUsage rows as the column arrays of qFlowUsage and
+// qDefaultUsage.
+type usageCols struct {
+	tenants, queues []string
+	starts          []time.Time
+	used            []int
+	thr             []int64
+}
+
+func (c *usageCols) add(u store.LimitUsage) {
+	c.tenants, c.queues = append(c.tenants, u.Scope.Tenant), append(c.queues, u.Scope.Queue)
+	c.starts, c.used, c.thr = append(c.starts, u.WindowStart), append(c.used, u.WindowUsed), append(c.thr, u.Throttled)
+}
+
+// loadWindows reads tenants' windows under default limits.
+func (s *Store) loadWindows(ctx context.Context, q querier, sql string, args ...any) ([]store.InheritedWindow, error) {
+	return scanWindows(q.Query(ctx, s.sql(sql), args...))
 }
 
 // splitFlow returns the limits and paused scopes of the rows.
@@ -186,7 +227,18 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight); err != nil {
+	if l.IsDefault() {
+		err = s.tx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, s.sql(qDefaultReset), l.Queue, l.Rate, l.Period.Microseconds()); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight)
+			return err
+		})
+	} else {
+		_, err = db.Exec(ctx, s.sql(qLimitPut), l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
 	return &store.Limit{FlowScope: l.FlowScope, Rate: l.Rate, Period: l.Period, Concurrency: l.Concurrency, Weight: l.Weight}, nil
@@ -216,6 +268,18 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	}
 	store.SetRunning(out, running)
 	store.CurrentWindows(out, store.OrNow(p.Now))
+	if p.Tenant != "" && p.Tenant != store.EveryTenant {
+		ws, err := s.loadWindows(ctx, db, qDefaultWindowsOf, p.Tenant)
+		if err != nil {
+			return nil, fmt.Errorf("list limits: %w", err)
+		}
+		all := make([]*store.Limit, 0, len(rows))
+		for _, r := range rows {
+			all = append(all, &r.limit)
+		}
+		out = append(out, store.DefaultUsage(all, p.Tenant, ws, running, store.OrNow(p.Now))...)
+		store.SortLimits(out)
+	}
 	return out, nil
 }
 
@@ -231,6 +295,11 @@ func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) err
 		}
 		if tag.RowsAffected() == 0 {
 			return idemtype.ErrNotFound
+		}
+		if p.Scope.IsDefault() {
+			if _, err := tx.Exec(ctx, s.sql(qDefaultReset), p.Scope.Queue, -1, -1); err != nil {
+				return err
+			}
 		}
 		_, err = tx.Exec(ctx, s.sql(qFlowPrune), p.Scope.Tenant, p.Scope.Queue)
 		return err
@@ -320,6 +389,11 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		}
 		s.flowHints.set(p.Queues[0], true)
 	}
+	// Queues whose last claim found limits: straight to the locked claim,
+	// which reads the rows again under the lock.
+	if sh := s.shapes.get(p.Queues); sh.limited {
+		return s.claimLimited(ctx, p, now, sh)
+	}
 	rows, err := s.loadFlow(ctx, db, qFlowLoad, p.Queues)
 	if err != nil {
 		return nil, err
@@ -331,55 +405,23 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 	if len(limits) == 0 {
 		b := store.NewClaimBudget(now, nil, paused)
 		b.SetWeights(weights)
-		out, err := s.claimFair(ctx, db, p, b, now)
+		out, err := s.claimFair(ctx, db, p, b, now, nil)
 		b.Report(p.Report)
 		return out, err
 	}
-	var out []*idemtype.JobRow
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		rows, err := s.loadFlow(ctx, tx, qFlowLock, p.Queues)
-		if err != nil {
-			return err
-		}
-		limits, _, paused := splitFlow(rows)
-		if store.HasConcurrency(limits) {
-			running, err := s.loadRunning(ctx, tx)
-			if err != nil {
-				return err
-			}
-			store.SetRunning(limits, running)
-		}
-		b := store.NewClaimBudget(now, limits, paused)
-		b.SetWeights(weights)
-		out, err = s.claimFair(ctx, tx, p, b, now)
-		if err != nil {
-			return err
-		}
-		if us := b.Usage(); len(us) > 0 {
-			tenants, queues := make([]string, len(us)), make([]string, len(us))
-			starts, used, thr := make([]time.Time, len(us)), make([]int, len(us)), make([]int64, len(us))
-			for i, u := range us {
-				tenants[i], queues[i], starts[i], used[i], thr[i] = u.Scope.Tenant, u.Scope.Queue, u.WindowStart, u.WindowUsed, u.Throttled
-			}
-			if _, err := tx.Exec(ctx, s.sql(qFlowUsage), tenants, queues, starts, used, thr); err != nil {
-				return err
-			}
-		}
-		b.Report(p.Report)
-		return nil
-	})
-	return out, err
+	return s.claimLimited(ctx, p, now, shapeOf(limits))
 }
 
 // claimFair claims up to p.Limit jobs of p.Queues within budget b, tenant
 // by tenant in rotation.
-func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, now time.Time) ([]*idemtype.JobRow, error) {
+// pre, when not nil, is the first queue's rotation listed ahead of time.
+func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, now time.Time, pre *rotation) ([]*idemtype.JobRow, error) {
 	var out []*idemtype.JobRow
 	for _, queue := range p.Queues {
 		if len(out) >= p.Limit || !b.QueueOpen(queue) {
 			continue
 		}
-		jobs, err := s.claimQueue(ctx, q, p, b, queue, now, p.Limit-len(out))
+		jobs, err := s.claimQueue(ctx, q, p, b, queue, now, p.Limit-len(out), pre)
 		if err != nil {
 			return nil, err
 		}
@@ -390,8 +432,11 @@ func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParam
 
 // claimQueue claims up to limit jobs of one queue: each visited tenant's
 // fair share, then what is left among the tenants that filled theirs.
-func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int) ([]*idemtype.JobRow, error) {
+func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int, pre *rotation) ([]*idemtype.JobRow, error) {
 	excluded := b.Excluded(queue, p.Tenant)
+	if p.Tenant == "" {
+		s.excluded.set(queue, excluded)
+	}
 	var kinds []string
 	if p.Kinds != nil {
 		kinds = p.Kinds
@@ -402,16 +447,15 @@ func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimPara
 			tenants = []string{p.Tenant}
 		}
 	} else {
-		var err error
-		tenants, err = store.ClaimTenants(s.cursors.Get(queue), limit, func(after, upTo string, k int) ([]string, error) {
-			rows, err := q.Query(ctx, s.sql(qClaimTenants), queue, now, after, upTo, append([]string{}, excluded...), k, kinds)
+		var ok bool
+		if tenants, ok = pre.use(queue, limit, excluded); !ok {
+			rows, err := q.Query(ctx, s.sql(qClaimRotation), queue, now, s.cursors.Get(queue), kinds, append([]string{}, excluded...), limit)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("list tenants: %w", err)
 			}
-			return pgx.CollectRows(rows, pgx.RowTo[string])
-		})
-		if err != nil {
-			return nil, err
+			if tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return nil, fmt.Errorf("list tenants: %w", err)
+			}
 		}
 		if len(tenants) > 0 {
 			s.cursors.Set(queue, tenants[len(tenants)-1])
@@ -428,45 +472,9 @@ func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimPar
 	if p.Kinds != nil {
 		kinds = p.Kinds
 	}
-	var out []*idemtype.JobRow
-	for len(tenants) > 0 && len(out) < limit {
-		shares := b.Shares(queue, tenants, limit-len(out))
-		var ts []string
-		var ns, wants []int
-		left := limit - len(out)
-		for i, tenant := range tenants {
-			want := min(shares[i], left)
-			if want == 0 {
-				break
-			}
-			if n := b.Quota(tenant, queue, want); n > 0 {
-				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
-				left -= n
-			}
-		}
-		if len(ts) == 0 {
-			break
-		}
-		jobs, err := collectJobsQuery(ctx, q, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
-		if err != nil {
-			return nil, err
-		}
-		got := map[string]int{}
-		for _, j := range jobs {
-			got[j.Tenant]++
-		}
-		var full []string
-		for i, tenant := range ts {
-			b.Return(tenant, queue, ns[i]-got[tenant])
-			b.Claimed(tenant, queue, got[tenant])
-			if got[tenant] == wants[i] {
-				full = append(full, tenant)
-			}
-		}
-		out = append(out, jobs...)
-		tenants = full
-	}
-	return out, nil
+	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+		return collectJobsQuery(ctx, q, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
+	})
 }
 
 func containsStr(xs []string, x string) bool {

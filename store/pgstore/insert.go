@@ -26,6 +26,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if len(p.Jobs) == 0 {
 		return []store.JobInsertResult{}, nil
 	}
+	if err := store.CheckInsertTenants(p.Jobs); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
 	if s.groups != nil && len(p.Jobs) <= groupInsertMaxReq {
 		return s.groupInsert(ctx, p)
 	}
@@ -197,6 +200,9 @@ type insertItem struct {
 // (which must be on this store's database): the jobs exist exactly when tx
 // commits. Notifications are sent at commit.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+	if err := store.CheckInsertTenants(p.Jobs); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
 	return s.insertTx(ctx, tx, newItems(p), modeInTx)
 }
 

@@ -92,6 +92,11 @@ type Store struct {
 	cursors store.ClaimCursors
 	// flowHints: queues whose last claim found flow-control rows.
 	flowHints flowHints
+	// shapes: per set of queues, what the last limited claim found (see
+	// claimLimited).
+	shapes flowShapes
+	// excluded: per queue, the tenants its last claim found spent.
+	excluded excludedHints
 	// solo: per queue, the one tenant the last fast claim visited ("" =
 	// none or several); see qClaimOne.
 	solo store.ClaimCursors

@@ -37,6 +37,27 @@ FROM (SELECT json_extract(value, '$[0]') AS tenant, json_extract(value, '$[1]') 
     FROM json_each(?1)) AS u
 WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
+
+	// qDefaultWindows reads the tenants' current windows under the rate
+	// limits of tenant '*' (?1 now); older windows count nothing.
+	qDefaultWindows = `SELECT w.tenant, w.queue, w.window_start_us, w.window_used, w.throttled
+FROM flow_default_windows w JOIN flow_controls f ON f.tenant = '*' AND f.queue = w.queue
+WHERE f.rate > 0 AND w.window_start_us > ?1 - f.period_us`
+	// qDefaultWindowsOf reads one tenant's windows under default limits.
+	qDefaultWindowsOf = `SELECT tenant, queue, window_start_us, window_used, throttled FROM flow_default_windows WHERE tenant = ?1`
+	// qDefaultUsage writes back the tenants' windows under default limits
+	// a claim spent from or was throttled by: ?1 is a JSON array of
+	// [tenant, queue, window_start_us, window_used, throttled_add].
+	qDefaultUsage = `INSERT INTO flow_default_windows (tenant, queue, window_start_us, window_used, throttled)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+    json_extract(value, '$[3]'), json_extract(value, '$[4]') FROM json_each(?1) WHERE true
+ON CONFLICT (queue, tenant) DO UPDATE SET window_start_us = excluded.window_start_us,
+    window_used = excluded.window_used, throttled = throttled + excluded.throttled`
+	// qDefaultReset forgets the windows of the default limit of queue ?1
+	// unless it keeps its rate ?2 and period ?3 (a changed rate starts a
+	// new window, as for any limit).
+	qDefaultReset = `DELETE FROM flow_default_windows WHERE queue = ?1 AND NOT EXISTS (
+    SELECT 1 FROM flow_controls WHERE tenant = '*' AND queue = ?1 AND rate = ?2 AND period_us = ?3)`
 )
 
 // flowRow is one scanned flow_controls row.
@@ -88,6 +109,26 @@ func loadRunning(query rowsQuerier) ([]store.RunningCount, error) {
 	return out, rows.Err()
 }
 
+// loadWindows reads tenants' windows under default limits.
+func loadWindows(query rowsQuerier, q string, arg any) ([]store.InheritedWindow, error) {
+	rows, err := query(q, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.InheritedWindow
+	for rows.Next() {
+		var w store.InheritedWindow
+		var wsUS int64
+		if err := rows.Scan(&w.Tenant, &w.Queue, &wsUS, &w.WindowUsed, &w.Throttled); err != nil {
+			return nil, err
+		}
+		w.WindowStart = fromUS(wsUS)
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
 // splitFlow returns the limits and paused scopes that concern queues.
 func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit, paused []store.FlowScope) {
 	for _, r := range rows {
@@ -125,6 +166,11 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		if l.IsDefault() {
+			if _, err := t.exec(qDefaultReset, l.Queue, l.Rate, l.Period.Microseconds()); err != nil {
+				return err
+			}
+		}
 		_, err := t.exec(qLimitPut, l.Tenant, l.Queue, l.Rate, l.Period.Microseconds(), l.Concurrency, l.Weight)
 		return err
 	})
@@ -148,6 +194,18 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 			return err
 		}
 		out = limitsWithUsage(rows, running, p.Tenant, store.OrNow(p.Now))
+		if p.Tenant != "" && p.Tenant != store.EveryTenant {
+			ws, err := loadWindows(q, qDefaultWindowsOf, p.Tenant)
+			if err != nil {
+				return err
+			}
+			all := make([]*store.Limit, 0, len(rows))
+			for _, r := range rows {
+				all = append(all, &r.limit)
+			}
+			out = append(out, store.DefaultUsage(all, p.Tenant, ws, running, store.OrNow(p.Now))...)
+			store.SortLimits(out)
+		}
 		return nil
 	})
 	if err != nil {
@@ -184,6 +242,11 @@ func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return idemtype.ErrNotFound
+		}
+		if p.Scope.IsDefault() {
+			if _, err := t.exec(qDefaultReset, p.Scope.Queue, -1, -1); err != nil {
+				return err
+			}
 		}
 		_, err = t.exec(qFlowPrune, p.Scope.Tenant, p.Scope.Queue)
 		return err
@@ -252,15 +315,22 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		return nil, err
 	}
 	limits, weights, paused := splitFlow(flow, p.Queues)
+	var running []store.RunningCount
 	if store.HasConcurrency(limits) {
-		running, err := loadRunning(t.query)
-		if err != nil {
+		if running, err = loadRunning(t.query); err != nil {
 			return nil, err
 		}
 		store.SetRunning(limits, running)
 	}
 	b := store.NewClaimBudget(fromUS(now), limits, paused)
 	b.SetWeights(weights)
+	if b.HasDefaults() {
+		ws, err := loadWindows(t.query, qDefaultWindows, now)
+		if err != nil {
+			return nil, err
+		}
+		b.SetInherited(ws, running)
+	}
 	var out []*idemtype.JobRow
 	for _, queue := range p.Queues {
 		if len(out) >= p.Limit || !b.QueueOpen(queue) {
@@ -272,16 +342,27 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		}
 		out = append(out, jobs...)
 	}
-	if us := b.Usage(); len(us) > 0 {
-		rows := make([][]any, len(us))
-		for i, u := range us {
-			rows[i] = []any{u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled}
+	var rows, inherited [][]any
+	for _, u := range b.Usage() {
+		row := []any{u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled}
+		if u.Inherited {
+			inherited = append(inherited, row)
+		} else {
+			rows = append(rows, row)
 		}
-		js, err := json.Marshal(rows)
+	}
+	for _, w := range []struct {
+		q    string
+		rows [][]any
+	}{{qFlowUsage, rows}, {qDefaultUsage, inherited}} {
+		if len(w.rows) == 0 {
+			continue
+		}
+		js, err := json.Marshal(w.rows)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := t.exec(qFlowUsage, string(js)); err != nil {
+		if _, err := t.exec(w.q, string(js)); err != nil {
 			return nil, err
 		}
 	}
@@ -309,45 +390,9 @@ func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget
 			s.cursors.Set(queue, tenants[len(tenants)-1])
 		}
 	}
-	var out []*idemtype.JobRow
-	for len(tenants) > 0 && len(out) < limit {
-		shares := b.Shares(queue, tenants, limit-len(out))
-		var ts []string
-		var ns, wants []int
-		left := limit - len(out)
-		for i, tenant := range tenants {
-			want := min(shares[i], left)
-			if want == 0 {
-				break
-			}
-			if n := b.Quota(tenant, queue, want); n > 0 {
-				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
-				left -= n
-			}
-		}
-		if len(ts) == 0 {
-			break
-		}
-		jobs, err := claimTenants(t, p, queue, ts, ns, now)
-		if err != nil {
-			return nil, err
-		}
-		got := map[string]int{}
-		for _, j := range jobs {
-			got[j.Tenant]++
-		}
-		var full []string
-		for i, tenant := range ts {
-			b.Return(tenant, queue, ns[i]-got[tenant])
-			b.Claimed(tenant, queue, got[tenant])
-			if got[tenant] == wants[i] {
-				full = append(full, tenant)
-			}
-		}
-		out = append(out, jobs...)
-		tenants = full
-	}
-	return out, nil
+	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+		return claimTenants(t, p, queue, ts, ns, now)
+	})
 }
 
 // nextTenants is the skip scan of ClaimTenants: at most k tenants with

@@ -17,6 +17,9 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if p == nil || len(p.Jobs) == 0 {
 		return nil, nil
 	}
+	if err := store.CheckInsertTenants(p.Jobs); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
 	now := truncUS(store.OrNow(p.Now))
 	if len(p.Jobs) == 1 && p.Jobs[0].IdempotencyKey != "" {
 		if res, ok := s.existing(ctx, p.Jobs[0], now); ok {

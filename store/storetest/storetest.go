@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, counterCases()...)
 	all = append(all, listenCases()...)
 	all = append(all, flowCases()...)
+	all = append(all, flowDefaultCases()...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
