@@ -1,4 +1,4 @@
--- 0016: records_job_idx goes. Its only reader was retention's "does a live
+-- 0017: records_job_idx goes. Its only reader was retention's "does a live
 -- record still point at this job" check, which now finds the record by the
 -- job's own key (records_pkey): a record names a job only for that job's
 -- key. Every keyed insert wrote one more B-tree entry for it, and every
