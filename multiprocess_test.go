@@ -23,7 +23,6 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store"
-	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // mpChildEnv makes the test binary act as one node of a PostgreSQL cluster
@@ -42,17 +41,11 @@ func mpChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	url, schema, node := os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"), os.Getenv(mpChildEnv)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pool:", err)
+	pool, st := childPG(ctx, url, schema)
+	if st == nil {
 		return 2
 	}
 	defer pool.Close()
-	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema, SkipMigrate: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "store:", err)
-		return 2
-	}
 	defer st.Close()
 	logf, err := os.OpenFile(os.Getenv("IDEM_MP_LOG"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
@@ -158,27 +151,14 @@ type mpCluster struct {
 
 func (c *mpCluster) start(node string, env ...string) {
 	c.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// application_name lets kill find the node's server sessions (and only
 	// this cluster's: other tests run nodes of the same names).
 	url := c.url + "&application_name=" + c.appName(node)
 	if !strings.Contains(c.url, "?") {
 		url = c.url + "?application_name=" + c.appName(node)
 	}
-	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("start %s: %v", node, err)
-	}
+	cmd, stdin, stdout := startTestChild(c.t, append([]string{mpChildEnv + "=" + node, "IDEM_MP_URL=" + url,
+		"IDEM_MP_SCHEMA=" + c.schema, "IDEM_MP_LOG=" + c.logPath}, env...)...)
 	c.procs[node] = cmd
 	c.stdin[node], c.stdout[node] = stdin, bufio.NewReader(stdout)
 }
