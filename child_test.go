@@ -3,9 +3,7 @@ package idem_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,32 +11,9 @@ import (
 	"github.com/idem-dev/idem/store/pgstore"
 )
 
-// The harness of the multi-process tests: the test binary is run again as a
-// child process (TestMain sends it to its role by an environment variable),
-// driven over its stdin and read on its stdout.
-
-// startTestChild starts the test binary again with env added to this
-// process's environment, its stderr shared with this process, and returns
-// the command and its stdin and stdout pipes. Stopping the child is the
-// caller's (each harness stops its children its own way).
-func startTestChild(t *testing.T, env ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child %v: %v", env, err)
-	}
-	return cmd, stdin, stdout
-}
+// The stores of the multi-process tests' children and of their parent test
+// (the children start with dbtest.StartChild; TestMain sends each to its
+// role).
 
 // childPG opens, in a child process, the PostgreSQL store of schema (which
 // the parent has migrated) on a pool of its own. On failure it says why on

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
@@ -93,7 +94,7 @@ func waitEveryJob(ctx context.Context, client *idem.Client) error {
 
 func startChild(t *testing.T, db, logPath string) (*exec.Cmd, io.WriteCloser, io.Reader) {
 	t.Helper()
-	cmd, stdin, stdout := startTestChild(t, crashChildEnv+"="+db, "IDEM_CRASH_CHILD_LOG="+logPath)
+	cmd, stdin, stdout := dbtest.StartChild(t, crashChildEnv+"="+db, "IDEM_CRASH_CHILD_LOG="+logPath)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd, stdin, stdout
 }

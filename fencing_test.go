@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
 )
@@ -109,7 +110,7 @@ type pausedProc struct {
 // startPaused starts a paused-worker child with env.
 func startPaused(t *testing.T, env ...string) *pausedProc {
 	t.Helper()
-	cmd, stdin, stdout := startTestChild(t, env...)
+	cmd, stdin, stdout := dbtest.StartChild(t, env...)
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -157,7 +158,7 @@ func (c *mpCluster) start(node string, env ...string) {
 	if !strings.Contains(c.url, "?") {
 		url = c.url + "?application_name=" + c.appName(node)
 	}
-	cmd, stdin, stdout := startTestChild(c.t, append([]string{mpChildEnv + "=" + node, "IDEM_MP_URL=" + url,
+	cmd, stdin, stdout := dbtest.StartChild(c.t, append([]string{mpChildEnv + "=" + node, "IDEM_MP_URL=" + url,
 		"IDEM_MP_SCHEMA=" + c.schema, "IDEM_MP_LOG=" + c.logPath}, env...)...)
 	c.procs[node] = cmd
 	c.stdin[node], c.stdout[node] = stdin, bufio.NewReader(stdout)

@@ -106,7 +106,7 @@ type rateProc struct {
 // startRateProc starts process n; its output lines go to lines.
 func startRateProc(t *testing.T, env []string, n int, lines chan<- string) *rateProc {
 	t.Helper()
-	cmd, in, out := startTestChild(t, append([]string{fmt.Sprintf("%s=%d", rateChildEnv, n)}, env...)...)
+	cmd, in, out := dbtest.StartChild(t, append([]string{fmt.Sprintf("%s=%d", rateChildEnv, n)}, env...)...)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {

@@ -62,7 +62,7 @@ type schedProc struct {
 
 func startSchedProc(t *testing.T, url, schema string, n int) *schedProc {
 	t.Helper()
-	cmd, in, out := startTestChild(t, fmt.Sprintf("%s=%d", schedChildEnv, n), "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+schema)
+	cmd, in, out := dbtest.StartChild(t, fmt.Sprintf("%s=%d", schedChildEnv, n), "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+schema)
 	p := &schedProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	t.Cleanup(func() { p.stop() })
 	return p
