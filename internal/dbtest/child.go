@@ -18,14 +18,14 @@ func StartChild(t testing.TB, env ...string) (*exec.Cmd, io.WriteCloser, io.Read
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+	var stdout io.ReadCloser
+	if err == nil {
+		stdout, err = cmd.StdoutPipe()
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		err = cmd.Start()
 	}
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		t.Fatalf("start child %v: %v", env, err)
 	}
 	return cmd, stdin, stdout
