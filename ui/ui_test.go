@@ -393,3 +393,46 @@ func TestMountServesBoth(t *testing.T) {
 		})
 	}
 }
+
+// TestPagesWithARevokedKey: a session whose key the API no longer knows (a
+// key revoked after sign-in) gets, on every page, the API's 401 as an error
+// page titled by what failed (not as a filter to fix, on the lists); the
+// overview's live fragment keeps polling (200) and shows the problem in
+// place.
+func TestPagesWithARevokedKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	gone := &http.Cookie{Name: "idem_session", Value: "nonce.t.idem_revoked0000000000"}
+	cases := []struct{ path, title string }{
+		{"/ui/", "Could not load the overview"},
+		{"/ui/jobs", "Could not list jobs"},
+		{"/ui/jobs/1", "Could not load job 1"},
+		{"/ui/dlq", "Could not list the dead jobs"},
+		{"/ui/dlq/requeue?queue=q", "Could not count the dead jobs"},
+		{"/ui/limits", "Could not read the limits"},
+		{"/ui/schedules", "Could not list the schedules"},
+		{"/ui/cache?key=k", "Could not load the cache statistics"},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			res := e.get(c.path, gone)
+			b := body(t, res)
+			if res.StatusCode != http.StatusUnauthorized || !strings.Contains(b, c.title) || !strings.Contains(b, `class="msg error"`) ||
+				strings.Contains(b, "Fix the filter") {
+				t.Fatalf("%d, want 401 titled %q:\n%s", res.StatusCode, c.title, b)
+			}
+		})
+	}
+	t.Run("the live fragment", func(t *testing.T) {
+		res := e.get("/ui/overview/queues", gone)
+		b := body(t, res)
+		if res.StatusCode != http.StatusOK || !strings.HasPrefix(b, `<p class="msg error" role="alert">Could not refresh: `) {
+			t.Fatalf("%d:\n%s", res.StatusCode, b)
+		}
+	})
+	t.Run("overview.json", func(t *testing.T) {
+		if res := e.get("/ui/overview.json", gone); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%d, want 401", res.StatusCode)
+		}
+	})
+}
