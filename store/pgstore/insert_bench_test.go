@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idem-dev/idem/store"
 )
 
@@ -15,11 +17,11 @@ import (
 // that every path shows what it buys over the simpler one (BENCHMARKS.md,
 // "Insert strategies"). Keyless batches: COPY (insertCopy, what a batch of
 // copyMinItems or more takes), the multi-row insert (insertSimple, below
-// it) and the general keyed path (insertTx with qInsertFast, one implicit
+// it) and the general keyed path (insertOwn: qInsertFast in an explicit
 // transaction). Keyed batches: one explicit transaction for the batch
-// (insertOwn, what a request with many keys takes), the one-shot path of
-// one-key requests combined (insertDirect with one end per item, as group
-// commit sends single enqueues) and one transaction per job.
+// (insertOwn, what every keyed batch takes) and one transaction per job. A
+// third keyed path, a one-shot implicit transaction for one-key requests,
+// was measured here and removed (BENCHMARKS.md).
 
 // insertStrategy inserts one batch's items by one path.
 type insertStrategy struct {
@@ -28,7 +30,7 @@ type insertStrategy struct {
 }
 
 // onConn runs fn on a pooled connection (the paths that take one).
-func onConn(ctx context.Context, s *Store, fn func(c dbtx) ([]store.JobInsertResult, error)) ([]store.JobInsertResult, error) {
+func onConn(ctx context.Context, s *Store, fn func(c *pgxpool.Conn) ([]store.JobInsertResult, error)) ([]store.JobInsertResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -44,44 +46,31 @@ var keylessStrategies = []insertStrategy{
 	{"rows", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
 		return s.insertSimple(ctx, items)
 	}},
-	{"fast", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
-		return onConn(ctx, s, func(c dbtx) ([]store.JobInsertResult, error) {
-			return s.insertTx(ctx, c, items, modeOneShot)
+	{"general", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
+		return onConn(ctx, s, func(c *pgxpool.Conn) ([]store.JobInsertResult, error) {
+			return s.insertOwn(ctx, c, items)
 		})
 	}},
 }
 
 var keyedStrategies = []insertStrategy{
 	{"own", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
-		conn, err := s.pool.Acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Release()
-		return s.insertOwn(ctx, conn, items)
-	}},
-	{"oneshot", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
-		ends := make([]int, len(items))
-		for i := range ends {
-			ends[i] = i + 1
-		}
-		return s.insertDirect(ctx, items, ends)
+		return onConn(ctx, s, func(c *pgxpool.Conn) ([]store.JobInsertResult, error) {
+			return s.insertOwn(ctx, c, items)
+		})
 	}},
 	{"perjob", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
-		conn, err := s.pool.Acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Release()
-		out := make([]store.JobInsertResult, 0, len(items))
-		for _, it := range items {
-			r, err := s.insertOwn(ctx, conn, []*insertItem{it})
-			if err != nil {
-				return nil, err
+		return onConn(ctx, s, func(c *pgxpool.Conn) ([]store.JobInsertResult, error) {
+			out := make([]store.JobInsertResult, 0, len(items))
+			for _, it := range items {
+				r, err := s.insertOwn(ctx, c, []*insertItem{it})
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, r...)
 			}
-			out = append(out, r...)
-		}
-		return out, nil
+			return out, nil
+		})
 	}},
 }
 
@@ -127,8 +116,8 @@ func BenchmarkInsertStrategyKeyless(b *testing.B) {
 }
 
 // BenchmarkInsertStrategyKeyed: batches of 1, 10, 100 and 1,000 keyed
-// jobs in one transaction and as one-key requests combined; one transaction
-// per job at 10 and 100 (at 1,000 one operation takes seconds).
+// jobs in one transaction; one transaction per job at 10 and 100 (at 1,000
+// one operation takes seconds).
 func BenchmarkInsertStrategyKeyed(b *testing.B) {
 	for _, n := range []int{1, 10, 100, 1000} {
 		for _, st := range keyedStrategies {
