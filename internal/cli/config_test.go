@@ -23,6 +23,17 @@ func writeConfig(t *testing.T, body string) string {
 	return path
 }
 
+// loadFile loads the configuration of a TOML file body ("" = no file) and
+// environ, without flags.
+func loadFile(t *testing.T, body string, environ []string) (*ServeConfig, error) {
+	t.Helper()
+	path := ""
+	if body != "" {
+		path = writeConfig(t, body)
+	}
+	return loadConfig(path, environ, nil)
+}
+
 // serveFlagSet is the flag set of `idem serve` parsed from args.
 func serveFlagSet(t *testing.T, args ...string) *pflag.FlagSet {
 	t.Helper()
@@ -93,15 +104,11 @@ func TestConfigRejectsUnknownKeysAndBadValues(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			path := ""
-			if c.file != "" {
-				path = writeConfig(t, c.file)
-			}
 			var env []string
 			if c.env != "" {
 				env = []string{c.env}
 			}
-			_, err := loadConfig(path, env, nil)
+			_, err := loadFile(t, c.file, env)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want one naming %q", err, c.want)
 			}
@@ -195,11 +202,7 @@ func TestConfigDurationForms(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			path := ""
-			if c.file != "" {
-				path = writeConfig(t, c.file)
-			}
-			cfg, err := loadConfig(path, c.env, nil)
+			cfg, err := loadFile(t, c.file, c.env)
 			if err != nil {
 				t.Fatal(err)
 			}
