@@ -355,14 +355,7 @@ func TestMultiProcessPostgres(t *testing.T) {
 		args, _ := json.Marshal(a)
 		items = append(items, idem.EnqueueParams{Kind: "mp", Args: args, Opts: opts})
 	}
-	var all []int64
-	for off := 0; off < n; off += idem.MaxBatch {
-		res, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch])
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, ids(res)...)
-	}
+	all := enqueueChunks(t, b.client, items)
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		c.start(node)
 	}
@@ -596,14 +589,7 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 	for i := range items {
 		items[i] = idem.EnqueueParams{Kind: "tx-order", Opts: &idem.EnqueueOpts{Queue: "mp", MaxAttempts: 25}}
 	}
-	var all []int64
-	for off := 0; off < n; off += idem.MaxBatch {
-		res, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch])
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, ids(res)...)
-	}
+	all := enqueueChunks(t, b.client, items)
 	c.start("node-a")
 	c.start("node-b")
 	runningAtKills := map[int64]int{} // job → attempts that a kill caught running on the killed node
