@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
@@ -96,20 +97,7 @@ func waitEveryJob(ctx context.Context, client *idem.Client) error {
 
 func startChild(t *testing.T, db, logPath string) (*exec.Cmd, io.WriteCloser, io.Reader) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+db, "IDEM_CRASH_CHILD_LOG="+logPath)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
+	cmd, stdin, stdout := dbtest.StartChild(t, crashChildEnv+"="+db, "IDEM_CRASH_CHILD_LOG="+logPath)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd, stdin, stdout
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
 )
@@ -35,17 +36,11 @@ func pauseChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	schema := os.Getenv(pauseChildEnv)
-	pool, err := pgxpool.New(ctx, os.Getenv("IDEM_PAUSE_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pool:", err)
+	pool, st := childPG(ctx, os.Getenv("IDEM_PAUSE_URL"), schema)
+	if st == nil {
 		return 2
 	}
 	defer pool.Close()
-	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema, SkipMigrate: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "store:", err)
-		return 2
-	}
 	defer st.Close()
 	in := bufio.NewScanner(os.Stdin)
 	workers := idem.NewWorkers()
@@ -115,20 +110,7 @@ type pausedProc struct {
 // startPaused starts a paused-worker child with env.
 func startPaused(t *testing.T, env ...string) *pausedProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
+	cmd, stdin, stdout := dbtest.StartChild(t, env...)
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()

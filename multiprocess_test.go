@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
-	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // mpChildEnv makes the test binary act as one node of a PostgreSQL cluster
@@ -42,17 +42,11 @@ func mpChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	url, schema, node := os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"), os.Getenv(mpChildEnv)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pool:", err)
+	pool, st := childPG(ctx, url, schema)
+	if st == nil {
 		return 2
 	}
 	defer pool.Close()
-	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema, SkipMigrate: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "store:", err)
-		return 2
-	}
 	defer st.Close()
 	logf, err := os.OpenFile(os.Getenv("IDEM_MP_LOG"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
@@ -158,27 +152,14 @@ type mpCluster struct {
 
 func (c *mpCluster) start(node string, env ...string) {
 	c.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// application_name lets kill find the node's server sessions (and only
 	// this cluster's: other tests run nodes of the same names).
 	url := c.url + "&application_name=" + c.appName(node)
 	if !strings.Contains(c.url, "?") {
 		url = c.url + "?application_name=" + c.appName(node)
 	}
-	cmd.Env = append(os.Environ(), mpChildEnv+"="+node, "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+c.schema, "IDEM_MP_LOG="+c.logPath)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("start %s: %v", node, err)
-	}
+	cmd, stdin, stdout := dbtest.StartChild(c.t, append([]string{mpChildEnv + "=" + node, "IDEM_MP_URL=" + url,
+		"IDEM_MP_SCHEMA=" + c.schema, "IDEM_MP_LOG=" + c.logPath}, env...)...)
 	c.procs[node] = cmd
 	c.stdin[node], c.stdout[node] = stdin, bufio.NewReader(stdout)
 }
@@ -374,14 +355,7 @@ func TestMultiProcessPostgres(t *testing.T) {
 		args, _ := json.Marshal(a)
 		items = append(items, idem.EnqueueParams{Kind: "mp", Args: args, Opts: opts})
 	}
-	var all []int64
-	for off := 0; off < n; off += idem.MaxBatch {
-		res, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch])
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, ids(res)...)
-	}
+	all := enqueueChunks(t, b.client, items)
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		c.start(node)
 	}
@@ -615,14 +589,7 @@ func TestTransactionalCompletionSurvivesSIGKILL(t *testing.T) {
 	for i := range items {
 		items[i] = idem.EnqueueParams{Kind: "tx-order", Opts: &idem.EnqueueOpts{Queue: "mp", MaxAttempts: 25}}
 	}
-	var all []int64
-	for off := 0; off < n; off += idem.MaxBatch {
-		res, err := b.client.EnqueueMany(ctx, items[off:off+idem.MaxBatch])
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, ids(res)...)
-	}
+	all := enqueueChunks(t, b.client, items)
 	c.start("node-a")
 	c.start("node-b")
 	runningAtKills := map[int64]int{} // job → attempts that a kill caught running on the killed node

@@ -14,12 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
-	"github.com/idem-dev/idem/store/pgstore"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
@@ -55,17 +52,11 @@ func rateChild() int {
 		defer s.Close()
 		st = s
 	} else {
-		pool, err := pgxpool.New(ctx, os.Getenv("IDEM_MP_URL"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "pool:", err)
+		pool, s := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
+		if s == nil {
 			return 2
 		}
 		defer pool.Close()
-		s, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: os.Getenv("IDEM_MP_SCHEMA"), SkipMigrate: true})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "store:", err)
-			return 2
-		}
 		defer s.Close()
 		st = s
 	}
@@ -124,20 +115,7 @@ type rateProc struct {
 // startRateProc starts process n; its output lines go to lines.
 func startRateProc(t *testing.T, env []string, n int, lines chan<- string) *rateProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), fmt.Sprintf("%s=%d", rateChildEnv, n)), env...)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, in, out := dbtest.StartChild(t, append([]string{fmt.Sprintf("%s=%d", rateChildEnv, n)}, env...)...)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -189,17 +167,7 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 				st, env = s, []string{"IDEM_RATE_DB=" + path}
 			case "postgres":
 				url, schema := dbtest.NewSchema(t)
-				pool, err := pgxpool.New(ctx, url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(pool.Close)
-				s, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				st, env = s, []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
+				st, env = parentPG(t, url, schema), []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
 			}
 			c, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: quietLogger()})
 			if err != nil {

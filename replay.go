@@ -22,8 +22,9 @@ type ReplayParams struct {
 	Limit int
 }
 
-// JobReplay enqueues a copy of every job the filter selects (up to Limit),
-// oldest first, and returns how many it enqueued. A copy is a new job with
+// JobReplay enqueues a copy of every job the filter selects (up to Limit:
+// then the newest Limit of them), oldest first, and returns how many it
+// enqueued. A copy is a new job with
 // the original's kind, args, priority, max attempts, partition key and
 // metadata plus metadata.replay_of = the original's id (a string); it has no
 // idempotency key and no dependencies, and runs now.

@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/dbtest"
-	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // schedChildEnv makes the test binary a scheduler process (see TestMain):
@@ -25,17 +22,11 @@ const schedChildEnv = "IDEM_SCHED_CHILD"
 
 func schedChild() int {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("IDEM_MP_URL"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pool:", err)
+	pool, st := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
+	if st == nil {
 		return 2
 	}
 	defer pool.Close()
-	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: os.Getenv("IDEM_MP_SCHEMA"), SkipMigrate: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "store:", err)
-		return 2
-	}
 	defer st.Close()
 	clock := &fakeClock{}
 	c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger()})
@@ -71,20 +62,7 @@ type schedProc struct {
 
 func startSchedProc(t *testing.T, url, schema string, n int) *schedProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", schedChildEnv, n), "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+schema)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, in, out := dbtest.StartChild(t, fmt.Sprintf("%s=%d", schedChildEnv, n), "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+schema)
 	p := &schedProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	t.Cleanup(func() { p.stop() })
 	return p
@@ -118,16 +96,7 @@ func (p *schedProc) stop() {
 func TestScheduleThreeProcessesPostgres(t *testing.T) {
 	t.Parallel()
 	url, schema := dbtest.NewSchema(t)
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st, err := pgstore.New(context.Background(), pool, &pgstore.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := parentPG(t, url, schema)
 	clock := &fakeClock{now: schedDay}
 	admin := schedClient(t, st, clock)
 	for _, s := range daySchedules() {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +162,21 @@ func ids(res []idem.EnqueueResult) []int64 {
 		out[i] = r.Job.ID
 	}
 	return out
+}
+
+// enqueueChunks enqueues items in batches of at most idem.MaxBatch and
+// returns the new jobs' ids in item order.
+func enqueueChunks(t *testing.T, c *idem.Client, items []idem.EnqueueParams) []int64 {
+	t.Helper()
+	var all []int64
+	for chunk := range slices.Chunk(items, idem.MaxBatch) {
+		res, err := c.EnqueueMany(context.Background(), chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ids(res)...)
+	}
+	return all
 }
 
 // queues is a one-queue config with n workers.

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,4 +42,47 @@ func TestRevokeAPIKey(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAuthorizationHeaderForms: the scheme is case-insensitive and spaces
+// around the key are ignored; anything else that is not "Bearer <key of at
+// most 512 bytes>" asks for a key, and a well-formed unknown key is an
+// invalid token; each 401 carries its WWW-Authenticate challenge.
+func TestAuthorizationHeaderForms(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	const ask, invalid = "send an API key as Authorization: Bearer <key>", "unknown or revoked API key"
+	cases := []struct {
+		name, header string
+		status       int
+		challenge    string
+		detail       string
+	}{
+		{"no header", "", 401, `Bearer realm="idem"`, ask},
+		{"basic scheme", "Basic YTpi", 401, `Bearer realm="idem"`, ask},
+		{"scheme alone", "Bearer", 401, `Bearer realm="idem"`, ask},
+		{"scheme and spaces", "Bearer    ", 401, `Bearer realm="idem"`, ask},
+		{"key too long", "Bearer " + strings.Repeat("k", 513), 401, `Bearer realm="idem"`, ask},
+		{"unknown key", "Bearer idem_unknown", 401, `Bearer realm="idem", error="invalid_token"`, invalid},
+		{"lower-case scheme", "bearer " + e.keyA, 200, "", ""},
+		{"upper-case scheme", "BEARER " + e.keyA, 200, "", ""},
+		{"spaces around the key", "Bearer   " + e.keyA + "  ", 200, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hdr := []string{"Authorization", c.header}
+			r := e.req("GET", "/v1/jobs", "", nil, hdr...)
+			if c.status == 200 {
+				expect(t, r, 200, "")
+				return
+			}
+			expect(t, r, c.status, "/problems/unauthorized")
+			if got := r.header.Get("WWW-Authenticate"); got != c.challenge {
+				t.Fatalf("challenge %q, want %q", got, c.challenge)
+			}
+			if d := r.json(t)["detail"]; d != c.detail {
+				t.Fatalf("detail %q, want %q", d, c.detail)
+			}
+		})
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/internal/dbtest"
 )
 
 // TestMain doubles as a pull worker process for TestWorkerKilled: with
@@ -54,16 +54,7 @@ func TestWorkerKilled(t *testing.T) {
 		clientCfg: &idem.Config{RescueInterval: 100 * time.Millisecond, PollInterval: 50 * time.Millisecond}})
 	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "crash", "max_attempts": 3})
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "IDEMHTTP_TEST_WORKER=1", "IDEM_URL="+e.srv.URL, "IDEM_API_KEY="+e.keyA)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, _, out := dbtest.StartChild(t, "IDEMHTTP_TEST_WORKER=1", "IDEM_URL="+e.srv.URL, "IDEM_API_KEY="+e.keyA)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "claimed "+id {
 		cmd.Process.Kill()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/internal/dbtest"
 )
 
 // pausedWorkerEnv makes the test binary a pull worker that the test pauses
@@ -64,20 +64,7 @@ func TestPausedPullWorkerIsFenced(t *testing.T) {
 		clientCfg: &idem.Config{RescueInterval: 50 * time.Millisecond, PollInterval: 20 * time.Millisecond}})
 	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "pause", "max_attempts": 3})
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), pausedWorkerEnv+"=1", "IDEM_URL="+e.srv.URL, "IDEM_API_KEY="+e.keyA)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := dbtest.StartChild(t, pausedWorkerEnv+"=1", "IDEM_URL="+e.srv.URL, "IDEM_API_KEY="+e.keyA)
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()

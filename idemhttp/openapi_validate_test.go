@@ -82,6 +82,7 @@ var docLooserThanServer = []string{
 	"depends_on: job",                      // a dependency that does not exist (PostgreSQL)
 	"key: must be printable ASCII",         // kin-openapi checks path values still escaped
 	"forbidden target address",             // a target URL's resolved address (SSRF policy)
+	"want whsec_ followed by base64",       // a secret's base64 and its 16-byte minimum
 	"a batch needs a key",                  // the key may come in the body or the header
 	// Retry policies and completion jobs: cross-field rules, and a
 	// duration pattern that cannot say "positive".

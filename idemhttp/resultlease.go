@@ -39,17 +39,26 @@ func positiveDuration(field string, s *string) (time.Duration, error) {
 	return *d, nil
 }
 
+// leaseRoute adapts a lease handler: the key of the path is validated and
+// the request body decoded into a T (optional: an absent body is a zero
+// T) before handle runs.
+func leaseRoute[T any](s *Server, optional bool, handle func(w http.ResponseWriter, r *http.Request, key string, req *T) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		key, err := pathKey(r)
+		if err != nil {
+			return err
+		}
+		var req T
+		if err := s.decodeBody(r, &req, optional); err != nil {
+			return err
+		}
+		return handle(w, r, key, &req)
+	}
+}
+
 // leaseAcquire: POST /v1/idempotency/{key}/lease → 200 with the cached
 // result or a lease token; 409 while another holder runs the work.
-func (s *Server) leaseAcquire(w http.ResponseWriter, r *http.Request) error {
-	key, err := pathKey(r)
-	if err != nil {
-		return err
-	}
-	var req wire.LeaseRequest
-	if err := s.decodeBody(r, &req, true); err != nil {
-		return err
-	}
+func (s *Server) leaseAcquire(w http.ResponseWriter, r *http.Request, key string, req *wire.LeaseRequest) error {
 	lease, err := positiveDuration("lease", req.Lease)
 	if err != nil {
 		return err
@@ -74,15 +83,7 @@ func (s *Server) leaseAcquire(w http.ResponseWriter, r *http.Request) error {
 
 // leaseRenew: POST /v1/idempotency/{key}/lease/renew → 200
 // {lease_expires_at}; 409 when the lease was lost.
-func (s *Server) leaseRenew(w http.ResponseWriter, r *http.Request) error {
-	key, err := pathKey(r)
-	if err != nil {
-		return err
-	}
-	var req wire.LeaseTokenRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
-		return err
-	}
+func (s *Server) leaseRenew(w http.ResponseWriter, r *http.Request, key string, req *wire.LeaseTokenRequest) error {
 	lease, err := positiveDuration("lease", req.Lease)
 	if err != nil {
 		return err
@@ -97,15 +98,7 @@ func (s *Server) leaseRenew(w http.ResponseWriter, r *http.Request) error {
 
 // leaseComplete: POST /v1/idempotency/{key}/lease/complete → 200 the
 // stored result; 409 when the lease was lost (nothing stored).
-func (s *Server) leaseComplete(w http.ResponseWriter, r *http.Request) error {
-	key, err := pathKey(r)
-	if err != nil {
-		return err
-	}
-	var req wire.LeaseCompleteRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
-		return err
-	}
+func (s *Server) leaseComplete(w http.ResponseWriter, r *http.Request, key string, req *wire.LeaseCompleteRequest) error {
 	ttl, err := positiveDuration("result_ttl", req.TTL)
 	if err != nil {
 		return err
@@ -127,15 +120,7 @@ func (s *Server) leaseComplete(w http.ResponseWriter, r *http.Request) error {
 
 // leaseRelease: POST /v1/idempotency/{key}/lease/release → 204; the
 // failure is not cached.
-func (s *Server) leaseRelease(w http.ResponseWriter, r *http.Request) error {
-	key, err := pathKey(r)
-	if err != nil {
-		return err
-	}
-	var req wire.LeaseTokenRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
-		return err
-	}
+func (s *Server) leaseRelease(w http.ResponseWriter, r *http.Request, key string, req *wire.LeaseTokenRequest) error {
 	if req.Lease != nil {
 		return invalid("lease", "only renew takes a lease")
 	}

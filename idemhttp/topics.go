@@ -19,14 +19,19 @@ func pathTopic(r *http.Request) (string, error) {
 	return t, nil
 }
 
+// pathSubscription returns the {topic} and {name} path values, validated.
+func pathSubscription(r *http.Request) (topic, name string, err error) {
+	if topic, err = pathTopic(r); err != nil {
+		return "", "", err
+	}
+	name, err = pathName(r)
+	return topic, name, err
+}
+
 // putSubscription creates (201) or replaces (200) a subscription; a
 // generated secret is in the reply once.
 func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
-	topic, err := pathTopic(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathName(r)
+	topic, name, err := pathSubscription(r)
 	if err != nil {
 		return err
 	}
@@ -77,11 +82,7 @@ func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) error {
-	topic, err := pathTopic(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathName(r)
+	topic, name, err := pathSubscription(r)
 	if err != nil {
 		return err
 	}
@@ -111,11 +112,7 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) error {
-	topic, err := pathTopic(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathName(r)
+	topic, name, err := pathSubscription(r)
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,14 @@ func problemText(err error) string {
 	return err.Error()
 }
 
+// filterRefused reports whether err is the API refusing a list's filter
+// (400), which a page shows beside the filter form to fix; any other
+// failure (an unknown key, a forbidden tenant, the database down) is not
+// the filter's and gets an error page (apiError).
+func filterRefused(err error) bool {
+	return problemStatus(err) == http.StatusBadRequest
+}
+
 // problemStatus is the HTTP status a page answers for an API error: the
 // API's own for a 4xx, 502 otherwise.
 func problemStatus(err error) int {

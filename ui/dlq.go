@@ -42,6 +42,10 @@ func (h *Handler) dlq(w http.ResponseWriter, r *http.Request, s *session) {
 	cl := h.client(s)
 	page, err := h.listJobs(r.Context(), cl, jq, true)
 	if err != nil {
+		if !filterRefused(err) {
+			h.apiError(w, r, s, "Could not list the dead jobs", err)
+			return
+		}
 		d.Errors = []string{problemText(err)}
 		h.render(w, r, problemStatus(err), "dlq", s, d)
 		return
@@ -154,6 +158,10 @@ func (h *Handler) dlqConfirm(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	jobs, more, err := h.countDead(r, h.client(s), jq)
 	if err != nil {
+		if !filterRefused(err) {
+			h.apiError(w, r, s, "Could not count the dead jobs", err)
+			return
+		}
 		d.Errors = []string{problemText(err)}
 		h.render(w, r, problemStatus(err), "dlqconfirm", s, d)
 		return

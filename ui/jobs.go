@@ -35,7 +35,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	page, err := h.listJobs(r.Context(), h.client(s), jq, false)
 	if err != nil {
-		if problemStatus(err) >= 500 {
+		if !filterRefused(err) {
 			h.apiError(w, r, s, "Could not list jobs", err)
 			return
 		}

@@ -23,9 +23,10 @@ type env struct {
 	t     *testing.T
 	st    store.Store
 	srv   *httptest.Server
-	admin string // admin key, tenant default
-	keyA  string // tenant "a"
-	keyB  string // tenant "b"
+	api0  *idemhttp.Server // the API the dashboard calls
+	admin string           // admin key, tenant default
+	keyA  string           // tenant "a"
+	keyB  string           // tenant "b"
 }
 
 func setup(t *testing.T) *env {
@@ -49,7 +50,7 @@ func setup(t *testing.T) *env {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, st: st, srv: srv}
+	e := &env{t: t, st: st, srv: srv, api0: api}
 	e.admin = e.newKey("default", true)
 	e.keyA = e.newKey("a", false)
 	e.keyB = e.newKey("b", false)

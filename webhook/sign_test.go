@@ -142,6 +142,7 @@ func TestSecret(t *testing.T) {
 		for _, out := range []string{
 			fmt.Sprint(sec), fmt.Sprintf("%v %+v %#v %s %q %x", sec, sec, sec, sec, sec, sec),
 			fmt.Sprintf("%+v", struct{ S Secret }{sec}), logged.String(), string(text),
+			sec.String(), sec.GoString(), // called directly, as a fmt.Stringer consumer would
 		} {
 			if strings.Contains(out, key) || !strings.Contains(out, "****") {
 				t.Fatalf("secret leaked or unmasked: %s", out)

@@ -23,6 +23,17 @@ func writeConfig(t *testing.T, body string) string {
 	return path
 }
 
+// loadFile loads the configuration of a TOML file body ("" = no file) and
+// environ, without flags.
+func loadFile(t *testing.T, body string, environ []string) (*ServeConfig, error) {
+	t.Helper()
+	path := ""
+	if body != "" {
+		path = writeConfig(t, body)
+	}
+	return loadConfig(path, environ, nil)
+}
+
 // serveFlagSet is the flag set of `idem serve` parsed from args.
 func serveFlagSet(t *testing.T, args ...string) *pflag.FlagSet {
 	t.Helper()
@@ -93,15 +104,11 @@ func TestConfigRejectsUnknownKeysAndBadValues(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			path := ""
-			if c.file != "" {
-				path = writeConfig(t, c.file)
-			}
 			var env []string
 			if c.env != "" {
 				env = []string{c.env}
 			}
-			_, err := loadConfig(path, env, nil)
+			_, err := loadFile(t, c.file, env)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want one naming %q", err, c.want)
 			}
@@ -164,5 +171,50 @@ func TestPrintConfigJSON(t *testing.T) {
 	var m map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &m) != nil || m["database"] != "postgres://u:xxxxx@h/db" || m["health"].(map[string]any)["dead_jobs"] != float64(100) {
 		t.Fatalf("print-config --json: %d %q %q", code, out, errs)
+	}
+}
+
+// TestConfigDurationForms: a duration in the file, the environment or a
+// map or list of durations reads as Go syntax, integer seconds (a TOML
+// integer or a string) or fractional seconds (a TOML float).
+func TestConfigDurationForms(t *testing.T) {
+	t.Parallel()
+	lease := func(c *ServeConfig) []Duration { return []Duration{c.Jobs.Lease} }
+	cases := []struct {
+		name, file string
+		env        []string
+		get        func(c *ServeConfig) []Duration
+		want       []time.Duration
+	}{
+		{"Go syntax", "[jobs]\nlease = \"1m30s\"\n", nil, lease, []time.Duration{90 * time.Second}},
+		{"integer seconds", "[jobs]\nlease = 45\n", nil, lease, []time.Duration{45 * time.Second}},
+		{"seconds as a string, spaced", "[jobs]\nlease = \" 90 \"\n", nil, lease, []time.Duration{90 * time.Second}},
+		{"fractional seconds", "[jobs]\nlease = 1.5\n", nil, lease, []time.Duration{1500 * time.Millisecond}},
+		{"environment seconds", "", []string{"IDEM_JOBS_LEASE=120"}, lease, []time.Duration{2 * time.Minute}},
+		{"map by kind", "[jobs.result_ttl_by_kind]\nreport = \"2h\"\nemail = 30\n", nil,
+			func(c *ServeConfig) []Duration {
+				return []Duration{c.Jobs.ResultTTLByKind["report"], c.Jobs.ResultTTLByKind["email"]}
+			}, []time.Duration{2 * time.Hour, 30 * time.Second}},
+		{"list of delays", "[retry]\ndelays = [\"1s\", 5, 0.25]\n", nil,
+			func(c *ServeConfig) []Duration { return c.Retry.Delays },
+			[]time.Duration{time.Second, 5 * time.Second, 250 * time.Millisecond}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadFile(t, c.file, c.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.get(cfg)
+			if len(got) != len(c.want) {
+				t.Fatalf("%v, want %v", got, c.want)
+			}
+			for i := range got {
+				if time.Duration(got[i]) != c.want[i] {
+					t.Fatalf("%v, want %v", got, c.want)
+				}
+			}
+		})
 	}
 }

@@ -55,6 +55,12 @@ func runMigrate(cmd *cobra.Command, url, action string, args []string, create bo
 	if !isPostgres(url) {
 		return usageErr(errors.New("migrate down and status are for PostgreSQL; the SQLite store migrates with `idem migrate` or at open"))
 	}
+	steps := 1
+	if action == "down" && len(args) == 2 {
+		if _, err := fmt.Sscan(args[1], &steps); err != nil || steps < 1 {
+			return usageErr(fmt.Errorf("migrate down: %q is not a positive number", args[1]))
+		}
+	}
 	st, err := openPostgresWith(ctx, url, true)
 	if err != nil {
 		return err
@@ -62,12 +68,6 @@ func runMigrate(cmd *cobra.Command, url, action string, args []string, create bo
 	defer st.Close()
 	if action == "status" {
 		return printMigrationStatus(cmd, out, st)
-	}
-	steps := 1
-	if len(args) == 2 {
-		if _, err := fmt.Sscan(args[1], &steps); err != nil || steps < 1 {
-			return usageErr(fmt.Errorf("migrate down: %q is not a positive number", args[1]))
-		}
 	}
 	if err := st.MigrateDown(ctx, steps); err != nil {
 		return fmt.Errorf("migrate down: %w", err)

@@ -1,8 +1,11 @@
 package leadership_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +77,50 @@ func TestElectorTakesOverAfterResign(t *testing.T) {
 	if !b.IsLeader() {
 		t.Fatal("b is not leader after winning")
 	}
+}
+
+// cutOffLeader returns an elector that led on a SQLite store which is then
+// closed: every later call to the store fails.
+func cutOffLeader(t *testing.T, logger *slog.Logger) *leadership.Elector {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "l.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := leadership.New(st, leadership.Config{Owner: "a", TTL: time.Hour, Logger: logger})
+	if ok, err := a.RunOnce(ctx); !ok || err != nil || !a.IsLeader() {
+		t.Fatalf("a lone elector: %v %v", ok, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestElectorCutOffFromItsStore: a leader whose renewal fails (its store is
+// gone) stops leading at once rather than at its TTL's end, so a node cut
+// off from the database never acts as a second leader; stopped while cut
+// off, it stops leading and says that its resignation failed (the lease
+// then lapses at its TTL).
+func TestElectorCutOffFromItsStore(t *testing.T) {
+	t.Parallel()
+	t.Run("renewal fails", func(t *testing.T) {
+		t.Parallel()
+		a := cutOffLeader(t, nil)
+		ok, err := a.RunOnce(context.Background())
+		if ok || err == nil || a.IsLeader() {
+			t.Fatalf("renewal on a closed store: leader %v (IsLeader %v), err %v; want no leadership and the error", ok, a.IsLeader(), err)
+		}
+		a.Stop()
+	})
+	t.Run("resign fails", func(t *testing.T) {
+		t.Parallel()
+		var logged bytes.Buffer
+		a := cutOffLeader(t, slog.New(slog.NewTextHandler(&logged, nil)))
+		a.Stop()
+		if a.IsLeader() || !strings.Contains(logged.String(), "leader resign failed") {
+			t.Fatalf("leader %v after Stop; log:\n%s", a.IsLeader(), logged.String())
+		}
+	})
 }

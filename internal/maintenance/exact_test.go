@@ -2,6 +2,7 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,5 +87,60 @@ func TestPromoterMovesExactlyDueJobs(t *testing.T) {
 		if err != nil || row.State != want {
 			t.Fatalf("job %d (run at %s): %s (%v), want %s", i, ps[i].RunAt.Sub(base), row.State, err, want)
 		}
+	}
+}
+
+// TestRescuerBatches: the rescuer takes expired leases in batches of
+// Config.Batch, tells OnRescue each batch's ids (every rescued job once)
+// and wakes the queues once per run that rescued anything — also when the
+// count is an exact multiple of the batch, so the last batch is empty.
+func TestRescuerBatches(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 3, 4, 5} {
+		t.Run(fmt.Sprint(n, " expired"), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := openStore(t)
+			insert(t, st, base, n, "")
+			jobs, err := st.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: n,
+				LeaseUntil: base.Add(time.Second), Now: base})
+			if err != nil || len(jobs) != n {
+				t.Fatalf("claimed %d (%v)", len(jobs), err)
+			}
+			var batches [][]int64
+			woken := 0
+			r := maintenance.NewRescuer(st, &maintenance.Config{Now: (&clock{now: base.Add(time.Minute)}).Now, Batch: 2,
+				OnRescue: func(_ context.Context, ids []int64) { batches = append(batches, ids) },
+				OnPromote: func(q []string) {
+					if q != nil {
+						t.Errorf("rescue woke %v, want every queue (nil)", q)
+					}
+					woken++
+				}})
+			got, err := r.RunOnce(ctx)
+			if err != nil || got != n {
+				t.Fatalf("rescued %d (%v), want %d", got, err, n)
+			}
+			seen := map[int64]bool{}
+			for _, b := range batches {
+				if len(b) == 0 || len(b) > 2 {
+					t.Fatalf("batches %v, want 1 or 2 ids each", batches)
+				}
+				for _, id := range b {
+					if seen[id] {
+						t.Fatalf("job %d told twice: %v", id, batches)
+					}
+					seen[id] = true
+				}
+			}
+			for _, j := range jobs {
+				if !seen[j.ID] {
+					t.Fatalf("job %d rescued but not told: %v", j.ID, batches)
+				}
+			}
+			if woken != 1 {
+				t.Fatalf("queues woken %d times, want once", woken)
+			}
+		})
 	}
 }

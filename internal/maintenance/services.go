@@ -82,7 +82,9 @@ func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 			r.cfg.OnRescue(ctx, ids)
 		}
 		if err != nil || len(ids) < r.cfg.Batch {
-			if len(ids) > 0 && r.cfg.OnPromote != nil {
+			// Wake the queues once for the whole run (its last batch may
+			// be empty: a count that is a multiple of Batch).
+			if total > 0 && r.cfg.OnPromote != nil {
 				r.cfg.OnPromote(nil)
 			}
 			return total, err

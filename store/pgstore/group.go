@@ -18,9 +18,8 @@ import (
 // (internal/batch Runners). A
 // worker takes the first request waiting, adds every other request already
 // queued (up to groupMaxJobs items) and runs them all in one transaction —
-// one round trip for keyless inserts and for requests with one key each
-// (see insertDirect) — then answers each caller with its own slice of the
-// results. Nothing waits on a timer: while one group
+// one round trip for keyless inserts (see insertDirect) — then answers each
+// caller with its own slice of the results. Nothing waits on a timer: while one group
 // commits, the next one gathers, so groups grow exactly as fast as callers
 // arrive.
 //
@@ -30,8 +29,8 @@ import (
 //   - a statement error (invalid JSON args, a deadlock) fails the shared
 //     transaction: the worker then reruns each request in a transaction of
 //     its own, so only the faulty request sees the error;
-//   - a request whose key already existed is rerun alone in an explicit
-//     transaction; nothing of it was inserted by the shared one;
+//   - a request whose key already existed gets the existing job (or
+//     KeyReusedError), settled in the shared transaction;
 //   - two requests inserting one idempotency key in one group are the
 //     leader and a follower of one batch: one job, the second gets
 //     Existing (or KeyReusedError);
@@ -141,15 +140,13 @@ func (s *Store) runInsertGroup(live []*insertReq) {
 	s.groups.insertReqs.Add(int64(len(live)))
 	ctx := s.groups.ctx
 	var items []*insertItem
-	var ends []int
 	for _, r := range live {
 		items = append(items, newItems(r.Req)...)
-		ends = append(ends, len(items))
 	}
-	res, err := s.insertDirect(ctx, items, ends)
+	res, err := s.insertDirect(ctx, items)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			r.Answer(s.insertDirect(ctx, newItems(r.Req), nil))
+			r.Answer(s.insertDirect(ctx, newItems(r.Req)))
 		}
 		return
 	}

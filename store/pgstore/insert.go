@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -32,22 +31,21 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if s.groups != nil && len(p.Jobs) <= groupInsertMaxReq {
 		return s.groupInsert(ctx, p)
 	}
-	out, err := s.insertDirect(ctx, newItems(p), nil)
+	out, err := s.insertDirect(ctx, newItems(p))
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	return out, nil
 }
 
-// insertDirect inserts items in their own transaction(s). ends are the
-// end offsets of the callers' requests in items (nil: one request); each
-// request is atomic. Keyless batches take one round trip (insertSimple),
-// large unpartitioned ones COPY (insertCopy).
-// Keyed batches without dependencies first try one implicit transaction
-// (modeOneShot) when no request holds more than one distinct key: a
-// request whose key existed then has nothing committed and is rerun alone
-// in an explicit transaction (modeOwn), which handles existing keys.
-func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []int) ([]store.JobInsertResult, error) {
+// insertDirect inserts items, of one request or of a group of callers'
+// requests, in their own transaction; each item's result is its own.
+// Keyless batches take one round trip (insertSimple), large unpartitioned
+// ones COPY (insertCopy); keyed ones one explicit transaction (insertOwn),
+// which settles the keys that exist in it. (A one-shot implicit
+// transaction for groups of one-key requests was measured no faster and
+// removed: BENCHMARKS.md, "insert strategies".)
+func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.JobInsertResult, error) {
 	if simpleItems(items) {
 		if copyable(items) {
 			return s.insertCopy(ctx, items)
@@ -64,72 +62,7 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, ends []in
 	// A connection left inside a transaction (an error, a cancelled
 	// context) is destroyed by Release rather than reused.
 	defer conn.Release()
-	if ends == nil {
-		ends = []int{len(items)}
-	}
-	if hasDeps(items) || !oneKeyPerRequest(items, ends) {
-		return s.insertOwn(ctx, conn, items)
-	}
-	res, err := s.insertTx(ctx, conn, items, modeOneShot)
-	if err != nil {
-		return nil, err
-	}
-	return s.rerunExisting(ctx, conn, items, ends, res), nil
-}
-
-// rerunExisting reruns the requests whose key existed (their items hold
-// errRetryOwn after a modeOneShot insert) together in one explicit
-// transaction — each request is still whole: all or nothing — and fills in
-// their results.
-func (s *Store) rerunExisting(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, ends []int, res []store.JobInsertResult) []store.JobInsertResult {
-	var retry [][2]int
-	var fresh []*insertItem
-	start := 0
-	for _, end := range ends {
-		for i := start; i < end; i++ {
-			if errors.Is(res[i].Err, errRetryOwn) {
-				retry = append(retry, [2]int{start, end})
-				for _, it := range items[start:end] {
-					fresh = append(fresh, &insertItem{p: it.p, now: it.now})
-				}
-				break
-			}
-		}
-		start = end
-	}
-	if len(retry) == 0 {
-		return res
-	}
-	again, err := s.insertOwn(ctx, conn, fresh)
-	if err == nil {
-		k := 0
-		for _, r := range retry {
-			k += copy(res[r[0]:r[1]], again[k:])
-		}
-		return res
-	}
-	s.rerunEach(ctx, conn, items, retry, res)
-	return res
-}
-
-// rerunEach reruns each request of retry in its own transaction after the
-// shared rerun failed, so that an error is only its own request's (the rest
-// of the group has committed).
-func (s *Store) rerunEach(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, retry [][2]int, res []store.JobInsertResult) {
-	for _, r := range retry {
-		fresh := make([]*insertItem, 0, r[1]-r[0])
-		for _, it := range items[r[0]:r[1]] {
-			fresh = append(fresh, &insertItem{p: it.p, now: it.now})
-		}
-		again, err := s.insertOwn(ctx, conn, fresh)
-		for i := r[0]; i < r[1]; i++ {
-			if err != nil {
-				res[i] = store.JobInsertResult{Err: err}
-			} else {
-				res[i] = again[i-r[0]]
-			}
-		}
-	}
+	return s.insertOwn(ctx, conn, items)
 }
 
 // insertOwn runs items in one explicit transaction on conn (modeOwn).
@@ -142,25 +75,6 @@ func (s *Store) insertOwn(ctx context.Context, conn *pgxpool.Conn, items []*inse
 		return nil, err
 	}
 	return out, nil
-}
-
-// oneKeyPerRequest reports whether every request of items (split at
-// ends) is keyless or has one idempotency key on all its items: then a
-// request is inserted either whole or not at all by qInsertFast (its jobs
-// all wait on the same record).
-func oneKeyPerRequest(items []*insertItem, ends []int) bool {
-	start := 0
-	for _, end := range ends {
-		req := items[start:end]
-		first := rk{req[0].p.Tenant, req[0].p.IdempotencyKey}
-		for _, it := range req {
-			if (rk{it.p.Tenant, it.p.IdempotencyKey}) != first {
-				return false
-			}
-		}
-		start = end
-	}
-	return true
 }
 
 // newItems returns the items of a batch, each with the batch's now.
@@ -237,15 +151,10 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 	lead, rank := k.leaders()
 	// Records decide the keyed items: the unique constraint on (tenant, key)
 	// with ON CONFLICT, never a read followed by a write.
-	if err := s.insertFast(ctx, q, k, rank, begin, mode == modeOneShot); err != nil {
+	if err := s.insertFast(ctx, q, k, rank, begin); err != nil {
 		return nil, err
 	}
-	pending := k.pending(lead)
-	if mode == modeOneShot && len(pending) > 0 {
-		k.retryOwn(pending)
-		pending = nil
-	}
-	if len(pending) > 0 {
+	if pending := k.pending(lead); len(pending) > 0 {
 		if err := s.insertExistingKeys(ctx, q, k, pending); err != nil {
 			return nil, err
 		}
@@ -257,10 +166,6 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 	if err := s.markDepsAny(ctx, q, k); err != nil {
 		return nil, err
 	}
-	if mode == modeOneShot {
-		// Committed with qInsertFast (and notified there).
-		return k.res, nil
-	}
 	if err := s.insertCommit(ctx, q, k, own); err != nil {
 		return nil, err
 	}
@@ -268,9 +173,8 @@ func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode 
 }
 
 // markDepsAny flags the created jobs that wait for their dependencies'
-// end whatever the outcome (DependsOnFinished). Such items have
-// dependencies, so they never take the one-shot path: the transaction is
-// still open.
+// end whatever the outcome (DependsOnFinished), in insertTx's still open
+// transaction.
 func (s *Store) markDepsAny(ctx context.Context, q dbtx, k *keyedInsert) error {
 	var ids []int64
 	for i, it := range k.items {
@@ -360,21 +264,6 @@ func (k *keyedInsert) pending(lead []int) []int {
 		}
 	}
 	return pending
-}
-
-// retryOwn marks every item of the pending keys for a rerun in its own
-// transaction: nothing of these keys' requests was inserted (one key per
-// request).
-func (k *keyedInsert) retryOwn(pending []int) {
-	retry := map[rk]bool{}
-	for _, i := range pending {
-		retry[rk{k.items[i].p.Tenant, k.items[i].p.IdempotencyKey}] = true
-	}
-	for i, it := range k.items {
-		if it.p.IdempotencyKey != "" && retry[rk{it.p.Tenant, it.p.IdempotencyKey}] {
-			k.res[i] = store.JobInsertResult{Err: errRetryOwn}
-		}
-	}
 }
 
 // insertExistingKeys settles keys that exist: read them (a new statement
@@ -507,16 +396,7 @@ const (
 	// modeOwn: a connection outside a transaction; BEGIN and COMMIT are
 	// pipelined with the first and last statements.
 	modeOwn
-	// modeOneShot: no dependencies, at most one distinct key per caller's
-	// request; one implicit transaction [partition locks, qInsertFast,
-	// notify]. Items whose key existed get errRetryOwn: with one key per
-	// request nothing of their request was inserted, and the caller reruns
-	// it with modeOwn.
-	modeOneShot
 )
-
-// errRetryOwn marks the items of a one-shot insert whose key existed.
-var errRetryOwn = errors.New("pgstore: key exists, rerun in a transaction")
 
 // hasDeps reports whether an item has dependencies.
 func hasDeps(items []*insertItem) bool {
@@ -539,20 +419,18 @@ func setInitialStates(items []*insertItem) {
 }
 
 // fastInsert is what insertFast sends for one batch: the items that have
-// not failed (idx), their columns, and the partitions and queues involved.
+// not failed (idx), their columns, and the partitions involved.
 type fastInsert struct {
-	idx          []int
-	c            jobArrays
-	fps          []string
-	ranks        []int32
-	dedupUntil   []*time.Time
-	locks        []string
-	notifyQueues []string
+	idx        []int
+	c          jobArrays
+	fps        []string
+	ranks      []int32
+	dedupUntil []*time.Time
+	locks      []string
 }
 
-// newFastInsert gathers the columns of the items that have not failed;
-// oneShot (the insert commits by itself) also gathers the queues to wake.
-func (k *keyedInsert) newFastInsert(rank map[int]int, oneShot bool) *fastInsert {
+// newFastInsert gathers the columns of the items that have not failed.
+func (k *keyedInsert) newFastInsert(rank map[int]int) *fastInsert {
 	f := &fastInsert{}
 	for i, it := range k.items {
 		if k.res[i].Err != nil {
@@ -572,14 +450,11 @@ func (k *keyedInsert) newFastInsert(rank map[int]int, oneShot bool) *fastInsert 
 		if p.PartitionKey != "" {
 			f.locks = append(f.locks, partitionName(p))
 		}
-		if oneShot && it.state == idemtype.StateAvailable {
-			f.notifyQueues = append(f.notifyQueues, p.Queue)
-		}
 	}
 	return f
 }
 
-// batch queues [BEGIN (when begin), partition locks, qInsertFast, notify].
+// fastBatch queues [BEGIN (when begin), partition locks, qInsertFast].
 func (s *Store) fastBatch(f *fastInsert, begin bool) *pgx.Batch {
 	b := &pgx.Batch{}
 	if begin {
@@ -594,19 +469,15 @@ func (s *Store) fastBatch(f *fastInsert, begin bool) *pgx.Batch {
 			c.parts, c.keys, c.deps, c.metas, c.lastErrs, c.dedupUs, c.ttlUs, c.nows, f.fps, f.dedupUntil, f.ranks,
 			c.retries, c.timeoutUs)
 	}
-	if len(f.notifyQueues) > 0 {
-		b.Queue(qNotify, s.schema, f.notifyQueues)
-	}
 	return b
 }
 
 // insertFast runs [BEGIN (when begin), partition locks, qInsertFast] in
-// one round trip for the items that have not failed (and, when oneShot,
-// the wake-up of their queues). It allocates every such item's id; the
+// one round trip for the items that have not failed. It allocates every such item's id; the
 // jobs of keyless items and of leaders (rank > 0) whose record it created
 // are inserted, their results set.
-func (s *Store) insertFast(ctx context.Context, q dbtx, k *keyedInsert, rank map[int]int, begin, oneShot bool) error {
-	f := k.newFastInsert(rank, oneShot)
+func (s *Store) insertFast(ctx context.Context, q dbtx, k *keyedInsert, rank map[int]int, begin bool) error {
+	f := k.newFastInsert(rank)
 	b := s.fastBatch(f, begin)
 	if b.Len() == 0 {
 		return nil
@@ -630,11 +501,6 @@ func (s *Store) insertFast(ctx context.Context, q dbtx, k *keyedInsert, rank map
 		}
 		if err := k.readFast(rows, f.idx); err != nil {
 			return fmt.Errorf("insert: %w", err)
-		}
-	}
-	if len(f.notifyQueues) > 0 {
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("notify: %w", err)
 		}
 	}
 	return br.Close()
