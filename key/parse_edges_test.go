@@ -65,7 +65,8 @@ func TestParserStaysWithinItsInput(t *testing.T) {
 }
 
 // TestDigitBoundsAndSurrogateRange: the digits '0' and '9' are digits
-// wherever a number needs one (after '.', in an exponent), and the low
+// wherever a number needs one (after '.', in an exponent), '0', '9', 'a',
+// 'A', 'f' and 'F' are hex digits in a \u escape, and the low
 // surrogates U+DC00 and U+DFFF both complete a pair (the ends of each
 // range, which boundary mutants of the parser moved).
 func TestDigitBoundsAndSurrogateRange(t *testing.T) {
@@ -79,6 +80,7 @@ func TestDigitBoundsAndSurrogateRange(t *testing.T) {
 		{`"\ud800\udc00"`, "\"\U00010000\""},
 		{`"\udbff\udfff"`, "\"\U0010FFFF\""},
 		{`"\uD83D\uDE00"`, "\"\U0001F600\""},
+		{`"\u00A9\u00a9\u0090"`, "\"\u00a9\u00a9\u0090\""}, // hex digits A, a, 9 and 0
 	} {
 		got, err := Canonicalize([]byte(c.in))
 		if err != nil || string(got) != c.want {
