@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +113,71 @@ func TestHeartbeatCallBoundedByAThirdOfTheLease(t *testing.T) {
 	}
 	close(release)
 	b.waitFinished(t, 1)
+}
+
+// TestFinishedJobsLeaveTheRegistry: once their finishes are written, jobs
+// leave Running — nothing left to heartbeat or to release at shutdown.
+// (Kills `r.jobs[id] == j` negated in Running.remove, which kept every
+// finished job registered and heartbeated.)
+func TestFinishedJobsLeaveTheRegistry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.handle("k", func(context.Context, *idemtype.JobRow) (json.RawMessage, error) { return nil, nil })
+	b.insert(t, 3, "k")
+	p := b.producer(t, 2)
+	_ = p.Start(context.Background())
+	b.waitFinished(t, 3)
+	p.Stop()
+	b.completer.Stop() // returns once every written callback has run
+	b.running.Wait()
+	if n := b.running.Len(); n != 0 {
+		t.Fatalf("%d jobs still registered after their finishes were written", n)
+	}
+	if l := b.running.Leases(); len(l) != 0 {
+		t.Fatalf("leases still renewed after the finishes were written: %v", l)
+	}
+}
+
+// TestLostLeaseCancelsItsHandler: a heartbeat that finds a job's lease lost
+// (the job was cancelled in the store) cancels that job's handler with
+// ErrLeaseLost, and its finish is dropped; CancelLease naming another token
+// of the job (an older claim) does nothing. (Kills `j != nil` negated in
+// CancelLease: the handler ran on, and a stale lease dereferenced nil.)
+func TestLostLeaseCancelsItsHandler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	causes := make(chan error, 1)
+	b.handle("k", func(ctx context.Context, row *idemtype.JobRow) (json.RawMessage, error) {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, context.Cause(ctx)
+	})
+	id := b.insert(t, 1, "k")[0]
+	p := b.producer(t, 1)
+	_ = p.Start(ctx)
+	if n := p.TestSignals.Claimed.WaitOrTimeout(t); n != 1 {
+		t.Fatalf("claimed %d, want 1", n)
+	}
+	b.running.CancelLease(store.Lease{ID: id, Token: "an older claim's token"}, errors.New("stale"))
+	if l := b.running.Leases(); len(l) != 1 {
+		t.Fatalf("a stale lease's cancel touched the running job: leases %v", l)
+	}
+	if _, err := b.store.JobCancel(ctx, &store.JobCancelParams{Tenant: "t", ID: id, Reason: "test", Now: utcNow()}); err != nil {
+		t.Fatal(err)
+	}
+	h := producer.NewHeartbeater(b.store, b.running, &producer.HeartbeaterConfig{LeaseDuration: time.Hour})
+	h.RunOnce(ctx)
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, idemtype.ErrLeaseLost) {
+			t.Fatalf("handler cancelled with %v, want ErrLeaseLost", cause)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler of a job whose lease was lost was not cancelled")
+	}
+	b.running.Wait()
+	if row, _ := b.store.JobGet(ctx, &store.JobGetParams{Tenant: "t", ID: id}); row.State != idemtype.StateCancelled {
+		t.Fatalf("job %s, want cancelled (the lost attempt's finish dropped)", row.State)
+	}
 }
