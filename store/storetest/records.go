@@ -24,6 +24,7 @@ func recordCases() []testCase {
 		{"RecordAcquire/same_owner_reacquires", testAcquireSameOwner},
 		{"RecordAcquire/completed_returns_cached_result", testAcquireCompleted},
 		{"RecordAcquireMany/each_item_as_alone_in_order", testAcquireMany},
+		{"RecordAcquireMany/opposite_key_orders_at_once", testAcquireManyOppositeOrders},
 		{"RecordAcquire/expired_record_starts_fresh", testAcquireExpiredRecord},
 		{"RecordAcquire/job_takes_lease_of_its_key", testAcquireJobRecord},
 		{"RecordComplete/stores_result", testRecordComplete},
