@@ -1,11 +1,15 @@
 package executor_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -46,16 +50,32 @@ func TestKeyLeaseFollowsTheJobLease(t *testing.T) {
 // TestKeyBatchFailureLeavesEachJobAlone: when the batch acquire of a
 // claim's keys fails (here the store is closed), AcquireKeys answers no
 // lease for any job — each then acquires its key alone when it runs —
-// rather than reading results that do not exist. (Kills `err != nil`
-// negated after RecordAcquireMany.)
+// rather than reading results that do not exist, and warns on the
+// configured Logger. (Kills `err != nil` negated after RecordAcquireMany,
+// and `Logger == nil` negated in New, which replaced a configured logger
+// by the default.)
 func TestKeyBatchFailureLeavesEachJobAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	var logs bytes.Buffer
+	exec, err := executor.New(&executor.Config{
+		Store: b.store, Now: func() time.Time { return now }, LeaseDuration: time.Minute,
+		ResultTTL:  func(string) time.Duration { return time.Hour },
+		RetryDelay: func(*idemtype.JobRow) time.Duration { return time.Second },
+		Handler:    func(string) executor.Handler { return nil },
+		Logger:     slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	row := b.claim(t, "k", "key-2")
 	if err := b.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if keys := b.exec.AcquireKeys(context.Background(), []*idemtype.JobRow{row}); keys[row.ID] != nil {
+	if keys := exec.AcquireKeys(context.Background(), []*idemtype.JobRow{row}); keys[row.ID] != nil {
 		t.Fatalf("a failed batch acquire answered %+v for job %d", keys[row.ID], row.ID)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "acquire idempotency keys failed") {
+		t.Fatalf("configured logger got %q, want the failed acquire's warning", logs.String())
 	}
 }
