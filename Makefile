@@ -53,8 +53,8 @@ mutate:
 
 mutate-stores:
 	$(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
-	-IDEM_REQUIRE_POSTGRES=1 nice -n 10 scripts/mutate-files.sh $(MUTATE_BUDGET) store/sqlitestore claim.go finish.go finish_batch.go records.go
-	-IDEM_REQUIRE_POSTGRES=1 MUTATE_RUN='$(MUTATE_PG_RUN)' nice -n 10 scripts/mutate-files.sh $(MUTATE_BUDGET) store/pgstore claim.go finish.go records.go
+	-IDEM_REQUIRE_POSTGRES=1 GOFLAGS=-failfast nice -n 10 scripts/mutate-files.sh $(MUTATE_BUDGET) store/sqlitestore claim.go finish.go finish_batch.go records.go
+	-IDEM_REQUIRE_POSTGRES=1 GOFLAGS=-failfast MUTATE_RUN='$(MUTATE_PG_RUN)' nice -n 10 scripts/mutate-files.sh $(MUTATE_BUDGET) store/pgstore claim.go finish.go records.go
 
 ## run: the server on ./idem.db (the README's run command)
 run:

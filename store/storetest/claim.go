@@ -17,6 +17,7 @@ func claimCases() []testCase {
 		{"JobClaim/queues_and_kinds_filters", testClaimFilters},
 		{"JobClaim/tenant_filter", testClaimTenant},
 		{"JobClaim/limit", testClaimLimit},
+		{"JobClaim/limit_0_claims_nothing", testClaimLimitZero},
 		{"JobClaim/sets_lease_fields_and_attempt_record", testClaimFields},
 		{"JobClaim/due_scheduled_and_retryable_claimable", testClaimDue},
 		{"JobClaim/not_claimable_states", testClaimNotClaimable},

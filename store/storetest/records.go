@@ -26,6 +26,7 @@ func recordCases() []testCase {
 		{"RecordAcquire/completed_returns_cached_result", testAcquireCompleted},
 		{"RecordAcquireMany/each_item_as_alone_in_order", testAcquireMany},
 		{"RecordAcquireMany/distinct_keys_as_alone", testAcquireManyDistinct},
+		{"RecordAcquireMany/opposite_key_orders_at_once", testAcquireManyOppositeOrders},
 		{"RecordAcquire/expired_record_starts_fresh", testAcquireExpiredRecord},
 		{"RecordAcquire/job_takes_lease_of_its_key", testAcquireJobRecord},
 		{"RecordComplete/stores_result", testRecordComplete},
