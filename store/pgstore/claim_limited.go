@@ -93,15 +93,10 @@ FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND we
 
 // claimLimited is JobClaim of queues with limits: see the comment above.
 func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape) ([]*idemtype.JobRow, error) {
-	if s.closed.Load() {
-		return nil, store.ErrClosed
-	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// A connection left inside a transaction (an error, a cancelled
-	// context) is destroyed by Release rather than reused.
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")

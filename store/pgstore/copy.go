@@ -58,10 +58,7 @@ func (s *Store) insertCopy(ctx context.Context, items []*insertItem) ([]store.Jo
 			queues = append(queues, it.p.Queue)
 		}
 	}
-	if s.closed.Load() {
-		return nil, store.ErrClosed
-	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}

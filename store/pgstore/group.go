@@ -202,14 +202,10 @@ func (s *Store) runFinishGroup(live []*finishReq) {
 
 // finishDirect finishes p in its own transaction (see finishTx).
 func (s *Store) finishDirect(ctx context.Context, p []*store.JobFinishParams) ([]error, error) {
-	if s.closed.Load() {
-		return nil, store.ErrClosed
-	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// A connection left inside a transaction is destroyed by Release.
 	defer conn.Release()
 	if !distinctJobs(p) {
 		return s.finishInOrder(ctx, conn, p)

@@ -52,15 +52,10 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.
 		}
 		return s.insertSimple(ctx, items)
 	}
-	if s.closed.Load() {
-		return nil, store.ErrClosed
-	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// A connection left inside a transaction (an error, a cancelled
-	// context) is destroyed by Release rather than reused.
 	defer conn.Release()
 	return s.insertOwn(ctx, conn, items)
 }

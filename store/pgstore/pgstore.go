@@ -223,6 +223,17 @@ func (s *Store) db() (querier, error) {
 	return s.pool, nil
 }
 
+// conn takes a pooled connection for statements of its own (a transaction
+// begun inside a pipeline), or store.ErrClosed after Close. Release it when
+// done: a connection left inside a transaction (an error, a cancelled
+// context) is destroyed by Release rather than reused.
+func (s *Store) conn(ctx context.Context) (*pgxpool.Conn, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	return s.pool.Acquire(ctx)
+}
+
 // tx runs fn in a READ COMMITTED transaction and commits it when fn
 // returns nil.
 func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {

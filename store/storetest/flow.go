@@ -300,14 +300,8 @@ func testLimitConcurrencyRace(t *testing.T, s store.Store) {
 				continue
 			}
 			running.Add(-int64(len(jobs))) // before the finish commits: never undercounts
-			errs, err := s.JobFinishMany(t.Context(), fins)
-			if err != nil {
+			if err := finishEach(t, s, fins); err != nil {
 				return err
-			}
-			for _, e := range errs {
-				if e != nil {
-					return e
-				}
 			}
 			done.Add(int64(len(jobs)))
 		}

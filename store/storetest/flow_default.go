@@ -255,14 +255,8 @@ func testDefaultConcurrencyRace(t *testing.T, s store.Store) {
 				running[j.Tenant]--
 			}
 			mu.Unlock()
-			errs, err := s.JobFinishMany(t.Context(), fins)
-			if err != nil {
+			if err := finishEach(t, s, fins); err != nil {
 				return err
-			}
-			for _, e := range errs {
-				if e != nil {
-					return e
-				}
 			}
 			done.Add(int64(len(jobs)))
 		}

@@ -417,3 +417,18 @@ func finishAs(t *testing.T, s store.Store, j *idemtype.JobRow, state idemtype.Jo
 		t.Fatalf("JobFinishMany: %v %v", err, errs)
 	}
 }
+
+// finishEach finishes fins in one JobFinishMany and returns its error or the
+// first item's (for racing goroutines, which must not call t.Fatal).
+func finishEach(t *testing.T, s store.Store, fins []*store.JobFinishParams) error {
+	errs, err := s.JobFinishMany(t.Context(), fins)
+	if err != nil {
+		return err
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
