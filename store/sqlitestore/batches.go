@@ -75,7 +75,7 @@ func (s *Store) BatchCreate(ctx context.Context, p *store.BatchCreateParams) (*s
 	if err != nil {
 		return nil, fmt.Errorf("create batch: %w", err)
 	}
-	s.noteKeys(ctx, p.Jobs)
+	s.noteKeys(p.Jobs)
 	return out, nil
 }
 

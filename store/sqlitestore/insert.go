@@ -35,18 +35,18 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
-	s.noteKeys(ctx, p.Jobs)
+	s.noteKeys(p.Jobs)
 	return results, nil
 }
 
 // noteKeys adds the keys of jobs to the key filter.
-func (s *Store) noteKeys(ctx context.Context, jobs []*store.JobInsertParams) {
+func (s *Store) noteKeys(jobs []*store.JobInsertParams) {
 	if s.keys == nil {
 		return
 	}
 	for _, j := range jobs {
 		if j.IdempotencyKey != "" {
-			s.keys.add(ctx, j.Tenant, j.IdempotencyKey)
+			s.keys.add(j.Tenant, j.IdempotencyKey)
 		}
 	}
 }

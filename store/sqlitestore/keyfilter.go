@@ -28,6 +28,11 @@ type keyFilter struct {
 	pending [][2]string // keys added while a build scans the table
 	build   func(ctx context.Context, each func(tenant, key string)) error
 	log     *slog.Logger
+	// ctx ends at close, which waits for a running build (wg): a scan must
+	// not touch the database after the Store closed it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // Bloom parameters: 10 bits and 7 probes per key (about 1 % false "maybe"),
@@ -44,20 +49,39 @@ const (
 // a key's commit, so a key is either seen by a scan or added after it began.
 func newKeyFilter(ctx context.Context, scan func(ctx context.Context, each func(tenant, key string)) error, minCap int, log *slog.Logger) *keyFilter {
 	f := &keyFilter{seed: maphash.MakeSeed(), build: scan, log: log}
+	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	f.mu.Lock()
-	f.startBuild(ctx, minCap)
+	f.startBuild(minCap)
 	f.mu.Unlock()
 	return f
 }
 
+// close stops a running build and waits for it.
+func (f *keyFilter) close() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	f.cancel()
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
 // startBuild scans the records into a fresh filter of room capacity; f.mu
-// is held by the caller.
-func (f *keyFilter) startBuild(ctx context.Context, capacity int) {
+// is held by the caller. After close it does nothing (the filter stays
+// "maybe").
+func (f *keyFilter) startBuild(capacity int) {
 	f.ready, f.pending = false, f.pending[:0]
+	if f.ctx.Err() != nil {
+		return
+	}
+	ctx := f.ctx
+	f.wg.Add(1)
 	go func() {
+		defer f.wg.Done()
 		bits := make([]uint64, (capacity*keyFilterBitsPerKey+63)/64)
 		n := 0
-		err := f.build(context.WithoutCancel(ctx), func(tenant, key string) {
+		err := f.build(ctx, func(tenant, key string) {
 			f.set(bits, tenant, key)
 			n++
 		})
@@ -73,7 +97,7 @@ func (f *keyFilter) startBuild(ctx context.Context, capacity int) {
 		}
 		f.bits, f.n, f.cap, f.ready, f.pending = bits, n, capacity, true, nil
 		if f.n > f.cap {
-			f.startBuild(ctx, 2*f.n)
+			f.startBuild(2 * f.n)
 		}
 	}()
 }
@@ -99,7 +123,7 @@ func (f *keyFilter) set(bits []uint64, tenant, key string) {
 }
 
 // add records a key (a keyed job was inserted, or may have been).
-func (f *keyFilter) add(ctx context.Context, tenant, key string) {
+func (f *keyFilter) add(tenant, key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.ready {
@@ -109,7 +133,7 @@ func (f *keyFilter) add(ctx context.Context, tenant, key string) {
 	f.set(f.bits, tenant, key)
 	f.n++
 	if f.n > f.cap { // fuller than planned: "maybe" grows likely; rebuild twice as large
-		f.startBuild(ctx, 2*f.n)
+		f.startBuild(2 * f.n)
 	}
 }
 

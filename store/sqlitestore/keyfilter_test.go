@@ -90,7 +90,7 @@ func TestKeyFilterRebuildKeepsEveryKey(t *testing.T) {
 				mu.Lock()
 				table = append(table, k) // committed
 				mu.Unlock()
-				f.add(ctx, "t", k)
+				f.add("t", k)
 				if !f.mayContain("t", k) {
 					bad.Add(1)
 				}
@@ -141,7 +141,7 @@ func TestKeyFilterKeepsKeysAddedDuringAScan(t *testing.T) {
 		mu.Lock()
 		table = append(table, k)
 		mu.Unlock()
-		f.add(ctx, "t", k)
+		f.add("t", k)
 	}
 	f := newKeyFilter(ctx, scan, 10, slog.New(slog.DiscardHandler))
 	waitReady(t, f)
@@ -213,4 +213,30 @@ func openAt(t *testing.T, path string) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// TestKeyFilterCloseWaitsForTheScan: close cancels a running scan and
+// returns only after it ended, so a Store never reads its database after
+// Close (a scan that outlived Close left files in a removed directory).
+func TestKeyFilterCloseWaitsForTheScan(t *testing.T) {
+	t.Parallel()
+	scanning, ended := make(chan struct{}), make(chan struct{})
+	scan := func(ctx context.Context, each func(tenant, key string)) error {
+		close(scanning)
+		<-ctx.Done() // a long scan: it ends only when cancelled
+		close(ended)
+		return ctx.Err()
+	}
+	f := newKeyFilter(context.Background(), scan, 10, slog.New(slog.DiscardHandler))
+	<-scanning
+	f.close()
+	select {
+	case <-ended:
+	default:
+		t.Fatal("close returned while the scan was still running")
+	}
+	f.add("t", "k") // after close: no new build starts
+	if !f.mayContain("t", "never") {
+		t.Fatal("a filter that never finished a build answered no")
+	}
 }

@@ -345,6 +345,7 @@ func (s *Store) takeOverLeaders(ctx context.Context, path string) error {
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.keys.close() // a background scan must end before the read pool closes
 		s.w.stop()
 		s.rstmts.Range(func(_, st any) bool { st.(*sql.Stmt).Close(); return true })
 		err = errors.Join(s.w.close(), s.wdb.Close(), s.rdb.Close())
