@@ -47,16 +47,21 @@ type inWriteTx struct{}
 // goroutines that write to the store. Store writes inside fn must go
 // through tx; one made with the context fn receives returns an error
 // instead of waiting for ever. Close every *sql.Rows before fn returns.
+//
+// A panic in fn rolls its writes back and is raised again in the goroutine
+// that called WriteTx (fn itself runs on the writer's goroutine, where it
+// would end the process).
 func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
 	var fnErr error
+	var panicked any
 	err := s.w.submit(ctx, 1, writeReq{once: true, fn: func(t *wtx) error {
 		tx := &Tx{t: t, w: s.w}
 		defer func() { tx.done = true }()
 		if _, err := t.exec("SAVEPOINT caller_tx"); err != nil {
 			return fmt.Errorf("savepoint: %w", err)
 		}
-		fnErr = fn(context.WithValue(ctx, inWriteTx{}, s.w), tx)
-		if fnErr != nil {
+		panicked, fnErr = runCaller(ctx, s.w, tx, fn)
+		if fnErr != nil || panicked != nil {
 			if _, err := t.exec("ROLLBACK TO caller_tx"); err != nil {
 				return fmt.Errorf("rollback to savepoint: %w", err)
 			}
@@ -66,10 +71,23 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 		}
 		return nil
 	}})
+	if panicked != nil {
+		panic(panicked)
+	}
 	if err != nil {
 		return fmt.Errorf("write tx: %w", err)
 	}
 	return fnErr
+}
+
+// runCaller runs a WriteTx function, turning a panic into its value.
+func runCaller(ctx context.Context, w *writer, tx *Tx, fn func(ctx context.Context, tx *Tx) error) (panicked any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = r
+		}
+	}()
+	return nil, fn(context.WithValue(ctx, inWriteTx{}, w), tx)
 }
 
 func (tx *Tx) check() error {

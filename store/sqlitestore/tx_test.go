@@ -233,3 +233,30 @@ func TestWriteTxRunsOnceUnderFailingNeighbours(t *testing.T) {
 		t.Fatalf("%d jobs for %d committed transactions", len(jobs), committed.Load())
 	}
 }
+
+// TestWriteTxPanicRollsBackAndReachesTheCaller: a panic in the function
+// (which runs on the writer's goroutine) rolls its writes back, is raised
+// in the caller's goroutine, and leaves the store working.
+func TestWriteTxPanicRollsBackAndReachesTheCaller(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	ctx := context.Background()
+	createTable(t, s, "CREATE TABLE marks (n int)")
+	got := func() (r any) {
+		defer func() { r = recover() }()
+		_ = s.WriteTx(ctx, func(ctx context.Context, tx *Tx) error {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO marks VALUES (1)"); err != nil {
+				return err
+			}
+			panic("handler bug")
+		})
+		return nil
+	}()
+	if got != "handler bug" {
+		t.Fatalf("recovered %v, want the function's panic", got)
+	}
+	if n := countRows(t, s, "marks"); n != 0 {
+		t.Fatalf("%d rows after a panic, want the write rolled back", n)
+	}
+	insert(t, s, t0, job("k")) // the writer still runs
+}
