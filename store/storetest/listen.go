@@ -13,6 +13,7 @@ import (
 func listenCases() []testCase {
 	return []testCase{
 		{"Listener/insert_notifies_its_queue", testListenInsert},
+		{"Listener/finish_releasing_a_dependant_notifies_its_queue", testListenReleasedDependant},
 	}
 }
 
@@ -48,5 +49,36 @@ func testListenInsert(t *testing.T, s store.Store) {
 	}
 	cancel()
 	for range ch { // closes when ctx ends
+	}
+}
+
+// testListenReleasedDependant: a completion that makes a pending dependant
+// available notifies the dependant's queue (workers of that queue may be
+// idle, waiting for exactly this).
+func testListenReleasedDependant(t *testing.T, s store.Store) {
+	l := listener(t, s)
+	parent := insertNew(t, s, base, newJob("parent"))[0]
+	child := newJob("child")
+	child.Queue = "after"
+	child.DependsOn = []int64{parent.ID}
+	insertNew(t, s, base, child)
+	running := claimJob(t, s, parent, at(time.Second))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := l.Listen(ctx)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	finish1(t, s, completion(running, `1`, at(2*time.Second)))
+	deadline := time.After(10 * time.Second) // a store that never notifies fails instead of hanging
+	for {
+		select {
+		case q := <-ch:
+			if q == "after" || q == "" { // "" = any queue may have jobs
+				return
+			}
+		case <-deadline:
+			t.Fatal("no notification for the released dependant's queue within 10s")
+		}
 	}
 }
