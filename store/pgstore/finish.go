@@ -397,29 +397,14 @@ func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFin
 	return nil
 }
 
-// afterFinal runs the side effects of jobs that reached a state: completed
-// jobs release their dependants, dead and cancelled ones cancel theirs
-// (transitively), and the records of all of them (and of the dependants
-// cancelled) are settled. It returns the queues that got available jobs.
-func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, completed, killed, settle []int64, now time.Time) ([]string, error) {
+// afterFinal runs the side effects of jobs that reached a final state
+// outside a finish (a cancel, a rescue to dead): their dependants are
+// cancelled (transitively; those waiting for any outcome are released), and
+// the records of all of them (and of the dependants cancelled) are settled.
+// It returns the queues that got available jobs. (A finish releases the
+// dependants of its completed jobs itself, in finishTx.)
+func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, killed, settle []int64, now time.Time) ([]string, error) {
 	var queues []string
-	if len(completed) > 0 {
-		rows, err := tx.Query(ctx, s.sql(qLockDependants), completed)
-		if err != nil {
-			return nil, fmt.Errorf("lock dependants: %w", err)
-		}
-		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, fmt.Errorf("lock dependants: %w", err)
-		}
-		if len(locked) > 0 {
-			qs, err := s.releaseDependants(ctx, tx, locked, now)
-			if err != nil {
-				return nil, err
-			}
-			queues = append(queues, qs...)
-		}
-	}
 	cancelled, qs, err := s.cancelDependants(ctx, tx, killed, now)
 	if err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 		if out, err = scanJob(tx.QueryRow(ctx, s.sql(qJobCancel), p.ID, now, p.Reason)); err != nil {
 			return err
 		}
-		queues, err := s.afterFinal(ctx, tx, nil, []int64{p.ID}, []int64{p.ID}, now)
+		queues, err := s.afterFinal(ctx, tx, []int64{p.ID}, []int64{p.ID}, now)
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		if err != nil || len(out) == 0 {
 			return err
 		}
-		released, err := s.afterFinal(ctx, tx, nil, deadIDs, out, now)
+		released, err := s.afterFinal(ctx, tx, deadIDs, out, now)
 		if err != nil {
 			return err
 		}
