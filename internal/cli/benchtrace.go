@@ -103,6 +103,11 @@ func explainOne(ctx context.Context, conn *pgx.Conn, s tracedStmt) (string, erro
 		return "", err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The store runs its claims with JIT off (a JIT compile after ANALYZE
+	// took hundreds of milliseconds); the plan shown must be the one it gets.
+	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+		return "", err
+	}
 	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+s.sql, s.args...)
 	if err != nil {
 		return "", err
