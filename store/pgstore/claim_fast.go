@@ -93,15 +93,7 @@ var qClaimOne = `WITH RECURSIVE guard AS (
     CROSS JOIN LATERAL ` + tenantClaimProbe("$2", "$4") + ` AS c
     WHERE x.n > 0
 ), upd AS (
-    UPDATE {schema}.jobs j SET
-        state = 'running',
-        attempt = j.attempt + 1,
-        started_at = $2,
-        lease_token = replace(gen_random_uuid()::text, '-', ''),
-        lease_expires_at = $6,
-        worker_id = $7
-    WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
-    RETURNING ` + jobCols + `
+    ` + claimCand("$2", "$6", "$7") + `
 ), meta AS (
     SELECT (SELECT ok FROM guard) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited
 )

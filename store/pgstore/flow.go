@@ -98,17 +98,24 @@ var qClaimFair = `WITH cand AS (
     SELECT c.id FROM unnest($2::text[], $3::int[]) AS x(tenant, n)
     CROSS JOIN LATERAL ` + tenantClaimProbe("$4", "$5") + ` AS c
 ), upd AS (
-    UPDATE {schema}.jobs j SET
-        state = 'running',
-        attempt = j.attempt + 1,
-        started_at = $4,
-        lease_token = replace(gen_random_uuid()::text, '-', ''),
-        lease_expires_at = $6,
-        worker_id = $7
-    WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
-    RETURNING ` + jobCols + `
+    ` + claimCand("$4", "$6", "$7") + `
 )
 SELECT * FROM upd`
+
+// claimCand is the UPDATE that starts the attempts of the jobs in cand, at
+// now with a lease until leaseUntil for worker (SQL parameters), returning
+// the claimed rows. qClaimOne and qClaimFair share it.
+func claimCand(now, leaseUntil, worker string) string {
+	return `UPDATE {schema}.jobs j SET
+        state = 'running',
+        attempt = j.attempt + 1,
+        started_at = ` + now + `,
+        lease_token = replace(gen_random_uuid()::text, '-', ''),
+        lease_expires_at = ` + leaseUntil + `,
+        worker_id = ` + worker + `
+    WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
+    RETURNING ` + jobCols
+}
 
 // tenantClaimProbe is the claim of one tenant's jobs in queue $1: up to
 // x.n of tenant x.tenant's claimable jobs at now of kinds (SQL parameters),

@@ -26,8 +26,11 @@ type keyFilter struct {
 	n, cap  int
 	ready   bool
 	pending [][2]string // keys added while a build scans the table
-	build   func(ctx context.Context, each func(tenant, key string)) error
-	log     *slog.Logger
+	// built is closed when the latest build ends, ready or not (tests wait
+	// on it instead of polling).
+	built chan struct{}
+	build func(ctx context.Context, each func(tenant, key string)) error
+	log   *slog.Logger
 	// ctx ends at close, which waits for a running build (wg): a scan must
 	// not touch the database after the Store closed it.
 	ctx    context.Context
@@ -75,10 +78,12 @@ func (f *keyFilter) startBuild(capacity int) {
 	if f.ctx.Err() != nil {
 		return
 	}
-	ctx := f.ctx
+	ctx, built := f.ctx, make(chan struct{})
+	f.built = built
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
+		defer close(built)
 		bits := make([]uint64, (capacity*keyFilterBitsPerKey+63)/64)
 		n := 0
 		err := f.build(ctx, func(tenant, key string) {

@@ -161,21 +161,30 @@ func TestKeyFilterKeepsKeysAddedDuringAScan(t *testing.T) {
 	}
 }
 
-// waitReady waits until f finished a build.
+// waitReady waits until f finished a build (a finished build may start a
+// larger one: then that one is waited for too).
 func waitReady(t *testing.T, f *keyFilter) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
 	for {
 		f.mu.Lock()
-		ready := f.ready
+		ready, built := f.ready, f.built
 		f.mu.Unlock()
 		if ready {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-built:
+		case <-deadline.C:
 			t.Fatal("no build finished in 30 s")
 		}
-		time.Sleep(time.Millisecond) // polls a background build that signals nothing
+		f.mu.Lock()
+		ended := !f.ready && f.built == built
+		f.mu.Unlock()
+		if ended {
+			t.Fatal("the build ended without a filter")
+		}
 	}
 }
 
