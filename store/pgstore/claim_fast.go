@@ -50,7 +50,29 @@ import (
 var qClaimOne = `WITH RECURSIVE guard AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
         WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
-), solo AS (
+), ` + claimOneBody("", "") + `, meta AS (
+    SELECT (SELECT ok FROM guard) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited
+)
+SELECT m.ok, m.visited, u.* FROM meta m LEFT JOIN upd u ON true`
+
+// claimOneBody is what follows the guard CTE (a boolean ok) in qClaimOne
+// and qClaimOneLimited: the solo check, the rotation (solo, fwd, fwdl,
+// wrap, ten), each visited tenant's first-round want (want), the locked
+// candidates (cand) and the claim (upd). spent, when not empty, is a SQL
+// text[] expression of tenants the rotation skips; fits, when not empty, a
+// boolean SQL expression that must hold for anything to be claimed.
+func claimOneBody(spent, fits string) string {
+	skip := func(col string) string {
+		if spent == "" {
+			return ""
+		}
+		return " AND " + col + " <> ALL(" + spent + ")"
+	}
+	gate := ""
+	if fits != "" {
+		gate = " AND " + fits
+	}
+	return `solo AS (
     SELECT $9::text <> '' AND $8::text = ''
         AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant > $9::text AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
             AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
@@ -65,7 +87,7 @@ var qClaimOne = `WITH RECURSIVE guard AS (
     SELECT ` + tenantProbe("fwd.tenant") + `
     FROM fwd WHERE fwd.tenant IS NOT NULL
 ), fwdl AS (
-    SELECT tenant FROM fwd WHERE tenant IS NOT NULL LIMIT $5
+    SELECT tenant FROM fwd WHERE tenant IS NOT NULL` + skip("tenant") + ` LIMIT $5
 ), wrap(tenant) AS (
     SELECT ` + tenantProbe("''") + `
     WHERE $8::text = '' AND $3 <> '' AND (SELECT count(*) FROM fwdl) < $5 AND (SELECT ok FROM guard)
@@ -77,12 +99,12 @@ var qClaimOne = `WITH RECURSIVE guard AS (
     SELECT tenant, row_number() OVER (ORDER BY part, tenant) AS ord FROM (
         SELECT 0 AS part, tenant FROM fwdl
         UNION ALL
-        (SELECT 1, tenant FROM wrap WHERE tenant IS NOT NULL AND tenant <= $3
+        (SELECT 1, tenant FROM wrap WHERE tenant IS NOT NULL AND tenant <= $3` + skip("tenant") + `
             LIMIT greatest(0, $5 - (SELECT count(*) FROM fwdl)))
         UNION ALL
-        SELECT 0, $8 WHERE $8::text <> ''
+        SELECT 0, $8 WHERE $8::text <> ''` + skip("$8") + `
         UNION ALL
-        SELECT 0, $9 WHERE (SELECT yes FROM solo)
+        SELECT 0, $9 WHERE (SELECT yes FROM solo)` + skip("$9") + `
     ) x
     WHERE (SELECT ok FROM guard)
 ), want AS (
@@ -91,13 +113,11 @@ var qClaimOne = `WITH RECURSIVE guard AS (
 ), cand AS (
     SELECT c.id FROM want x
     CROSS JOIN LATERAL ` + tenantClaimProbe("$2", "$4") + ` AS c
-    WHERE x.n > 0
+    WHERE x.n > 0` + gate + `
 ), upd AS (
     ` + claimCand("$2", "$6", "$7") + `
-), meta AS (
-    SELECT (SELECT ok FROM guard) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited
-)
-SELECT m.ok, m.visited, u.* FROM meta m LEFT JOIN upd u ON true`
+)`
+}
 
 // flowHints remembers, per queue, that the last claim found flow-control
 // rows, so that the next claim goes straight to the general path instead
@@ -128,16 +148,15 @@ func (h *flowHints) set(queue string, v bool) {
 	}
 }
 
-// prefixRow scans the two leading columns of a qClaimOne row into ok and
-// visited before the job columns.
+// prefixRow scans the leading meta columns of a qClaimOne or
+// qClaimOneLimited row into meta before the job columns.
 type prefixRow struct {
-	rows    pgx.Rows
-	ok      *bool
-	visited *[]string
+	rows pgx.Rows
+	meta []any
 }
 
 func (r prefixRow) Scan(dest ...any) error {
-	return r.rows.Scan(append([]any{r.ok, r.visited}, dest...)...)
+	return r.rows.Scan(append(append([]any{}, r.meta...), dest...)...)
 }
 
 // claimOne is the fast claim of one queue (qClaimOne). ok is false when
@@ -169,7 +188,8 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 			return nil, false, err
 		}
 	}
-	out, ok, visited, err := readClaimOne(br)
+	var visited []string
+	out, err = readClaimRows(br, &ok, &visited)
 	if err != nil {
 		return nil, false, err
 	}
@@ -179,40 +199,49 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	if err := br.Close(); err != nil {
 		return nil, false, err
 	}
-	return s.afterClaimOne(ctx, q, p, now, out, ok, visited)
-}
-
-// readClaimOne reads qClaimOne's rows: the guard, the visited tenants and
-// the claimed jobs.
-func readClaimOne(br pgx.BatchResults) (out []*idemtype.JobRow, ok bool, visited []string, err error) {
-	rows, err := br.Query()
-	if err != nil {
-		return nil, false, nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if rows.RawValues()[2] == nil { // no job claimed: only the meta row
-			if err := rows.Scan(append([]any{&ok, &visited}, make([]any, len(rows.FieldDescriptions())-2)...)...); err != nil {
-				return nil, false, nil, err
-			}
-			continue
-		}
-		j, err := scanJob(prefixRow{rows: rows, ok: &ok, visited: &visited})
-		if err != nil {
-			return nil, false, nil, err
-		}
-		out = append(out, j)
-	}
-	return out, ok, visited, rows.Err()
-}
-
-// afterClaimOne moves the queue's cursor and runs the later rounds.
-func (s *Store) afterClaimOne(ctx context.Context, q querier, p *store.JobClaimParams, now time.Time,
-	out []*idemtype.JobRow, ok bool, visited []string) ([]*idemtype.JobRow, bool, error) {
-	queue := p.Queues[0]
 	if !ok {
 		return nil, false, nil
 	}
+	full := s.afterFirstRound(p, now, out, visited)
+	more, err := s.claimRounds(ctx, q, p, store.NewClaimBudget(now, nil, nil), queue, now, p.Limit-len(out), full)
+	if err != nil {
+		return nil, false, err
+	}
+	return append(out, more...), true, nil
+}
+
+// readClaimRows reads the rows of qClaimOne or qClaimOneLimited: the meta
+// columns into meta (the first is always the guard, the second the visited
+// tenants), then the claimed jobs.
+func readClaimRows(br pgx.BatchResults, meta ...any) ([]*idemtype.JobRow, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*idemtype.JobRow
+	for rows.Next() {
+		if rows.RawValues()[len(meta)] == nil { // no job claimed: only the meta row
+			if err := rows.Scan(append(append([]any{}, meta...), make([]any, len(rows.FieldDescriptions())-len(meta))...)...); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		j, err := scanJob(prefixRow{rows: rows, meta: meta})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// afterFirstRound moves the queue's cursor after a one-statement claim
+// that visited tenants and returns the tenants that got all of their
+// first-round want (as the statement computed it), among which later
+// rounds share what is left.
+func (s *Store) afterFirstRound(p *store.JobClaimParams, now time.Time, out []*idemtype.JobRow, visited []string) []string {
+	queue := p.Queues[0]
 	if p.Tenant == "" {
 		if len(visited) > 0 {
 			s.cursors.Set(queue, visited[len(visited)-1])
@@ -223,10 +252,7 @@ func (s *Store) afterClaimOne(ctx context.Context, q querier, p *store.JobClaimP
 			s.solo.Set(queue, "")
 		}
 	}
-	// The first round's wants, as qClaimOne computed them; the tenants
-	// that got all of theirs share what is left.
-	b := store.NewClaimBudget(now, nil, nil)
-	shares := b.Shares(queue, visited, p.Limit)
+	shares := store.NewClaimBudget(now, nil, nil).Shares(queue, visited, p.Limit)
 	got := map[string]int{}
 	for _, j := range out {
 		got[j.Tenant]++
@@ -243,9 +269,5 @@ func (s *Store) afterClaimOne(ctx context.Context, q querier, p *store.JobClaimP
 			full = append(full, tenant)
 		}
 	}
-	more, err := s.claimRounds(ctx, q, p, b, queue, now, p.Limit-len(out), full)
-	if err != nil {
-		return nil, false, err
-	}
-	return append(out, more...), true, nil
+	return full
 }

@@ -92,7 +92,11 @@ const qFlowWeights = `SELECT tenant, queue, rate, period_us, concurrency, weight
 FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND weight > 0`
 
 // claimLimited is JobClaim of queues with limits: see the comment above.
-func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape) ([]*idemtype.JobRow, error) {
+// fixed, when not nil, is the later rounds of a one-round-trip claim of
+// one queue (claimOneLimited): the claim visits exactly these tenants, as
+// the rounds after the first of store.ClaimRounds do, without listing or
+// excluding tenants or moving the cursor.
+func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape, fixed []string) ([]*idemtype.JobRow, error) {
 	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -110,7 +114,9 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 		b.Queue(s.sql(qDefaultWindows), now, p.Queues)
 	}
 	var pre *rotation
-	if len(p.Queues) == 1 && p.Tenant == "" {
+	if fixed != nil {
+		pre = &rotation{queue: p.Queues[0], limit: p.Limit, fixed: true, tenants: fixed}
+	} else if len(p.Queues) == 1 && p.Tenant == "" {
 		var kinds []string
 		if p.Kinds != nil {
 			kinds = p.Kinds
@@ -149,7 +155,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 				return err
 			}
 		}
-		if pre != nil {
+		if pre != nil && !pre.fixed {
 			rows, err := br.Query()
 			if err != nil {
 				return err
@@ -262,6 +268,7 @@ type rotation struct {
 	limit    int
 	excluded []string
 	tenants  []string
+	fixed    bool // tenants is the visit list as is (see claimLimited)
 }
 
 // use returns the visit list for the claim's actual exclusions, or false

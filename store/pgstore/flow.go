@@ -399,7 +399,7 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 	// Queues whose last claim found limits: straight to the locked claim,
 	// which reads the rows again under the lock.
 	if sh := s.shapes.get(p.Queues); sh.limited {
-		return s.claimLimited(ctx, p, now, sh)
+		return s.claimLimitedFirst(ctx, p, now, sh)
 	}
 	rows, err := s.loadFlow(ctx, db, qFlowLoad, p.Queues)
 	if err != nil {
@@ -416,7 +416,7 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		b.Report(p.Report)
 		return out, err
 	}
-	return s.claimLimited(ctx, p, now, shapeOf(limits))
+	return s.claimLimitedFirst(ctx, p, now, shapeOf(limits))
 }
 
 // claimFair claims up to p.Limit jobs of p.Queues within budget b, tenant
@@ -440,6 +440,9 @@ func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParam
 // claimQueue claims up to limit jobs of one queue: each visited tenant's
 // fair share, then what is left among the tenants that filled theirs.
 func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int, pre *rotation) ([]*idemtype.JobRow, error) {
+	if pre != nil && pre.fixed {
+		return s.claimRounds(ctx, q, p, b, queue, now, limit, pre.tenants)
+	}
 	excluded := b.Excluded(queue, p.Tenant)
 	if p.Tenant == "" {
 		s.excluded.set(queue, excluded)

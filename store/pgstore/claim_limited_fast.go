@@ -1,0 +1,247 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// The limited claim in one round trip: [BEGIN, SET LOCAL jit = off, lock
+// the limit rows (qFlowLock), qClaimOneLimited, COMMIT] in one pipelined
+// batch, for a claim of one queue whose limits all have room for the whole
+// claim. It claims exactly what the general path (claimLimited) would claim
+// in its first round, and writes the same usage back, in the common case;
+// when a limit could bind, it claims nothing and the general path runs.
+//
+// Why it is exact: the statements of a batch run one after the other, each
+// with its own snapshot (READ COMMITTED), so qClaimOneLimited's snapshot is
+// taken after qFlowLock holds the limit rows: every claim that spent from
+// them before has committed (claims hold the lock until they commit), and
+// no claim that spends from them runs until this one commits. Within that
+// snapshot the statement reads each limit's window and counts the running
+// jobs of its scope (jobs_running_scope_idx), which is what the general
+// path reads after its lock.
+//
+// What the statement decides (qClaimOneLimited):
+//   - lim: every rate or concurrency limit of the queue's scopes (the
+//     queue, the tenants, tenants in the queue) with what is left of it now
+//     (store.Limit.budget in SQL: a fixed window of the period since the
+//     epoch; a window later than now's counts as spent).
+//   - guard: no weight, pause or default limit (tenant '*') applies, and
+//     every queue-wide limit has at least $5 (the claim's size) left, so
+//     no claim of this size can spend it. Otherwise ok is false.
+//   - hit: the limits of tenants with a limit of theirs spent (nothing left); the
+//     rotation skips them, as ClaimBudget.Excluded does, and each of their
+//     spent limits counts one throttled claim, as the general path counts.
+//   - fits: every visited tenant's limits have room for the tenant's want
+//     (its first-round share), so ClaimBudget.Quota would have granted all
+//     of it. Otherwise ok is false and nothing is claimed.
+//   - use: each rate limit the claim spent from moves to now's window and
+//     counts the claimed jobs of its scope (ClaimBudget.Usage).
+//
+// It returns ok, the visited tenants, whether spent limits throttled the
+// claim and the earliest refill among them, then the claimed jobs (one row
+// of NULL job columns when none was claimed), like qClaimOne.
+var qClaimOneLimited = `WITH RECURSIVE lim AS (
+    SELECT f.tenant, f.queue, f.rate, f.period_us, w.ws, least(
+        CASE WHEN f.rate = 0 THEN NULL
+             WHEN f.window_start = w.ws THEN greatest(0, f.rate - f.window_used)
+             WHEN f.window_start > w.ws THEN 0
+             ELSE f.rate END,
+        CASE WHEN f.concurrency = 0 THEN NULL
+             ELSE greatest(0, f.concurrency - (SELECT count(*) FROM {schema}.jobs r WHERE r.state = 'running'
+                 AND (f.tenant = '' OR r.tenant = f.tenant) AND (f.queue = '' OR r.queue = f.queue)))::int END) AS left_n
+    FROM {schema}.flow_controls f
+    CROSS JOIN LATERAL (SELECT CASE WHEN f.rate > 0 THEN
+        'epoch'::timestamptz + (n.us - ((n.us % f.period_us) + f.period_us) % f.period_us) * interval '1 microsecond' END AS ws
+        FROM (SELECT (extract(epoch FROM $2::timestamptz) * 1000000)::bigint AS us) n) w
+    WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0) AND f.tenant <> '*'
+), guard AS (
+    SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
+            WHERE (f.queue = '' OR f.queue = $1)
+              AND (f.weight > 0 OR f.paused OR (f.tenant = '*' AND (f.rate > 0 OR f.concurrency > 0))))
+        AND NOT EXISTS (SELECT 1 FROM lim WHERE tenant = '' AND left_n < $5) AS ok
+), hit AS (
+    SELECT * FROM lim WHERE tenant <> '' AND left_n = 0 AND ($8::text = '' OR tenant = $8)
+), ` + claimOneBody("ARRAY(SELECT tenant FROM hit)", "(SELECT ok FROM fits)") + `, fits AS (
+    SELECT (SELECT ok FROM guard) AND NOT EXISTS (
+        SELECT 1 FROM lim l JOIN want x ON x.tenant = l.tenant WHERE x.n > 0 AND l.left_n < x.n) AS ok
+), got AS (
+    SELECT tenant, count(*)::int AS n FROM upd GROUP BY tenant
+), use AS (
+    UPDATE {schema}.flow_controls f SET
+        window_start = CASE WHEN l.rate > 0 AND u.n > 0 THEN l.ws ELSE f.window_start END,
+        window_used = CASE WHEN l.rate > 0 AND u.n > 0
+            THEN (CASE WHEN f.window_start = l.ws THEN f.window_used ELSE 0 END) + u.n ELSE f.window_used END,
+        throttled = f.throttled + CASE WHEN EXISTS (SELECT 1 FROM hit h WHERE h.tenant = l.tenant AND h.queue = l.queue) THEN 1 ELSE 0 END
+    FROM lim l CROSS JOIN LATERAL (SELECT coalesce(sum(g.n), 0)::int AS n FROM got g WHERE l.tenant = '' OR g.tenant = l.tenant) u
+    WHERE f.tenant = l.tenant AND f.queue = l.queue AND (SELECT ok FROM fits)
+      AND ((l.rate > 0 AND u.n > 0) OR EXISTS (SELECT 1 FROM hit h WHERE h.tenant = l.tenant AND h.queue = l.queue))
+), meta AS (
+    SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
+        EXISTS (SELECT 1 FROM hit) AS throttled,
+        (SELECT min(ws + period_us * interval '1 microsecond') FROM hit WHERE rate > 0) AS refill
+)
+SELECT m.ok, m.visited, m.throttled, m.refill, u.* FROM meta m LEFT JOIN upd u ON true`
+
+// fastSkips counts, per set of queues, the limited claims still to take
+// the general path after the one-round-trip claim found a limit that could
+// bind (or a weight, pause or default limit it does not handle): it is
+// tried again after limitedRetry claims, so a queue that is throttled or
+// weighted pays the failed attempt on one claim in limitedRetry+1 only.
+type fastSkips struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+// limitedRetry is how many limited claims skip the one-round-trip claim
+// after it declined.
+const limitedRetry = 8
+
+// take reports whether the one-round-trip claim may be tried for queues,
+// counting down a skip.
+func (f *fastSkips) take(queues []string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := queuesKey(queues)
+	if n := f.m[k]; n > 0 {
+		f.m[k] = n - 1
+		return false
+	}
+	return true
+}
+
+// decline makes the next limitedRetry claims of queues skip the
+// one-round-trip claim.
+func (f *fastSkips) decline(queues []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]int{}
+	}
+	f.m[queuesKey(queues)] = limitedRetry
+}
+
+// oneRoundMode chooses the path of limited claims; tests set it to compare
+// the paths (the zero value is what a store does).
+type oneRoundMode int8
+
+const (
+	oneRoundAuto   oneRoundMode = iota // try it, skip it a while after a decline
+	oneRoundNever                      // always the general path
+	oneRoundAlways                     // try it on every claim it may apply to
+)
+
+// claimLimitedFirst is a claim of queues with limits: the one-round-trip
+// claim when it may apply and accepts, else the general path.
+func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape) ([]*idemtype.JobRow, error) {
+	try := len(p.Queues) == 1 && !sh.defaults
+	switch s.oneRoundMode {
+	case oneRoundNever:
+		try = false
+	case oneRoundAuto:
+		try = try && s.skips.take(p.Queues)
+	}
+	if try {
+		out, ok, err := s.claimOneLimited(ctx, p, now, sh)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			s.oneRound[0].Add(1)
+			return out, nil
+		}
+		s.oneRound[1].Add(1)
+		s.skips.decline(p.Queues)
+	}
+	return s.claimLimited(ctx, p, now, sh, nil)
+}
+
+// claimOneLimited is the one-round-trip limited claim (qClaimOneLimited).
+// ok is false when it declined: then nothing was claimed or written.
+// Later rounds among the tenants that filled their share (when others ran
+// short) take the general path with those tenants as its visit list: it
+// reads the budget again under its own lock, which then holds what the
+// first round spent, and runs the rounds store.ClaimRounds runs after the
+// first, so the claim as a whole takes and counts what the general path
+// would have.
+func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape) (out []*idemtype.JobRow, ok bool, err error) {
+	conn, err := s.conn(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer conn.Release()
+	queue := p.Queues[0]
+	var kinds []string
+	if p.Kinds != nil {
+		kinds = p.Kinds
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL jit = off")
+	b.Queue(s.sql(qFlowLock), p.Queues)
+	b.Queue(s.sql(qClaimOneLimited), queue, now, s.cursors.Get(queue), kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, s.solo.Get(queue))
+	b.Queue("COMMIT")
+	var (
+		visited   []string
+		throttled bool
+		refill    *time.Time
+	)
+	err = func() error {
+		br := conn.SendBatch(ctx, b)
+		defer br.Close()
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		locked, err := scanFlow(br.Query())
+		if err != nil {
+			return err
+		}
+		limits, _, _ := splitFlow(locked)
+		s.shapes.set(p.Queues, shapeOf(limits))
+		if out, err = readClaimRows(br, &ok, &visited, &throttled, &refill); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return br.Close()
+	}()
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	var report store.ClaimReport
+	if throttled {
+		report.Throttled = true
+		if refill != nil {
+			report.NextRefill = refill.UTC()
+		}
+	}
+	full := s.afterFirstRound(p, now, out, visited)
+	if len(full) > 0 && len(out) < p.Limit {
+		more := *p
+		more.Limit = p.Limit - len(out)
+		var r store.ClaimReport
+		more.Report = &r
+		jobs, err := s.claimLimited(ctx, &more, now, sh, full)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, jobs...)
+		report.Throttled = report.Throttled || r.Throttled
+		if !r.NextRefill.IsZero() && (report.NextRefill.IsZero() || r.NextRefill.Before(report.NextRefill)) {
+			report.NextRefill = r.NextRefill
+		}
+	}
+	if p.Report != nil {
+		*p.Report = report
+	}
+	return out, true, nil
+}

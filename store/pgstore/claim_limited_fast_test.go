@@ -1,0 +1,275 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// The one-round-trip limited claim takes, counts and reports exactly what
+// the general path does: two stores on their own schemas get the same jobs,
+// limits and claims (random, seeded; limits small enough to bind often,
+// time moving across their windows, running jobs finishing, limits
+// changing), one store always trying the one-round-trip claim and the
+// other never; after every claim the claimed jobs, the claim's report and
+// every limit's usage (window, running, throttled) must be equal. It fails
+// unless the one-round-trip claim both accepted and declined many claims.
+func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { compareLimitedPaths(t, seed) })
+	}
+}
+
+func compareLimitedPaths(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	fast, general := newTestStore(t, 2), newTestStore(t, 2)
+	fast.oneRoundMode, general.oneRoundMode = oneRoundAlways, oneRoundNever
+	stores := []*Store{fast, general}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	tenants := []string{"t0", "t1", "t2", "t3", "t4", "t5"}
+	insert := func(n int) {
+		ps := make([]*store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = &store.JobInsertParams{Tenant: tenants[rng.IntN(len(tenants))], Queue: "q", Kind: "k",
+				Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now, Priority: rng.IntN(3)}
+		}
+		for _, s := range stores {
+			if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put := func(l store.Limit) {
+		for _, s := range stores {
+			if _, err := s.LimitPut(ctx, &store.LimitPutParams{Limit: l, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	randomLimits := func() {
+		periods := []time.Duration{time.Second, 10 * time.Second, time.Minute}
+		if rng.IntN(2) == 0 {
+			put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 10 + rng.IntN(40), Period: periods[rng.IntN(3)]})
+		}
+		if rng.IntN(3) == 0 {
+			put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Concurrency: 8 + rng.IntN(20)})
+		}
+		for _, tn := range tenants {
+			switch rng.IntN(5) {
+			case 0:
+				put(store.Limit{FlowScope: store.FlowScope{Tenant: tn}, Rate: 1 + rng.IntN(8), Period: periods[rng.IntN(3)]})
+			case 1:
+				put(store.Limit{FlowScope: store.FlowScope{Tenant: tn}, Concurrency: 1 + rng.IntN(4)})
+			case 2:
+				put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: "q"}, Rate: 2 + rng.IntN(10),
+					Period: periods[rng.IntN(3)], Concurrency: 2 + rng.IntN(6)})
+			}
+		}
+	}
+	insert(120)
+	randomLimits()
+	running := make([]map[int64]string, len(stores)) // id → lease token, per store
+	for i := range running {
+		running[i] = map[int64]string{}
+	}
+	for step := range 120 {
+		p := store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1 + rng.IntN(10),
+			LeaseUntil: now.Add(time.Hour), Now: now}
+		if rng.IntN(8) == 0 {
+			p.Tenant = tenants[rng.IntN(len(tenants))]
+		}
+		var ids [2][]int64
+		var reports [2]store.ClaimReport
+		for i, s := range stores {
+			q := p
+			q.Report = &reports[i]
+			jobs, err := s.JobClaim(ctx, &q)
+			if err != nil {
+				t.Fatalf("step %d: claim: %v", step, err)
+			}
+			for _, j := range jobs {
+				ids[i] = append(ids[i], j.ID)
+				running[i][j.ID] = j.LeaseToken
+			}
+			slices.Sort(ids[i])
+		}
+		if !slices.Equal(ids[0], ids[1]) || reports[0] != reports[1] {
+			t.Fatalf("step %d (limit %d, tenant %q): one round claimed %v, report %+v; general path %v, report %+v",
+				step, p.Limit, p.Tenant, ids[0], reports[0], ids[1], reports[1])
+		}
+		if a, b := limitState(t, fast, now), limitState(t, general, now); a != b {
+			t.Fatalf("step %d: limits after the one-round claim:\n%s\nafter the general path:\n%s", step, a, b)
+		}
+		// Finish about half of the running jobs, the same ones in both.
+		var done []int64
+		for id := range running[0] {
+			if rng.IntN(2) == 0 {
+				done = append(done, id)
+			}
+		}
+		slices.Sort(done)
+		for i, s := range stores {
+			fins := make([]*store.JobFinishParams, len(done))
+			for k, id := range done {
+				fins[k] = &store.JobFinishParams{ID: id, LeaseToken: running[i][id], State: idemtype.StateCompleted,
+					Outcome: idemtype.OutcomeCompleted, FinishedAt: now}
+				delete(running[i], id)
+			}
+			if _, err := s.JobFinishMany(ctx, fins); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(time.Duration(rng.IntN(4000)) * time.Millisecond)
+		switch rng.IntN(12) {
+		case 0:
+			insert(30)
+		case 1:
+			randomLimits()
+		}
+	}
+	took, declined := fast.oneRound[0].Load(), fast.oneRound[1].Load()
+	t.Logf("one round: %d claims taken, %d declined", took, declined)
+	if took < 10 || declined < 10 {
+		t.Fatalf("the one-round-trip claim took %d and declined %d claims: the comparison did not cover both", took, declined)
+	}
+}
+
+// limitState is every limit of s with its usage at now, as text.
+func limitState(t *testing.T, s *Store, now time.Time) string {
+	t.Helper()
+	ls, err := s.LimitList(context.Background(), &store.LimitListParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := ""
+	for _, l := range ls {
+		out += fmt.Sprintf("%s/%s rate %d/%s conc %d: running %d, window %s used %d, throttled %d\n",
+			l.Tenant, l.Queue, l.Rate, l.Period, l.Concurrency, l.Running, l.WindowStart.Format(time.RFC3339Nano), l.WindowUsed, l.Throttled)
+	}
+	return out
+}
+
+// Racing claimers that all take the one-round-trip claim never run more
+// jobs at once than a concurrency limit nor start more in a window than a
+// rate: 8 goroutines claim and finish from a backlog of 4 tenants under a
+// queue concurrency, a tenant concurrency and a tenant rate; every claim's
+// jobs are counted while they run.
+func TestLimitedClaimOneRoundRacing(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, 10)
+	s.oneRoundMode = oneRoundAlways
+	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC) // the rate's window is this minute
+	var ps []*store.JobInsertParams
+	for i := range 400 {
+		ps = append(ps, &store.JobInsertParams{Tenant: fmt.Sprint("t", i%4), Queue: "q", Kind: "k",
+			Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now})
+	}
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []store.Limit{
+		{FlowScope: store.FlowScope{Queue: "q"}, Concurrency: 6},
+		{FlowScope: store.FlowScope{Tenant: "t0"}, Concurrency: 3},
+		{FlowScope: store.FlowScope{Tenant: "t1"}, Rate: 40, Period: time.Minute},
+	} {
+		if _, err := s.LimitPut(ctx, &store.LimitPutParams{Limit: l, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu                                      sync.Mutex
+		runAll, runT0, maxAll, maxT0, startedT1 int
+		seen                                    = map[int64]bool{}
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each claimer holds its jobs until after its next claim, so
+			// that the claimers together keep the limits saturated.
+			var held []*idemtype.JobRow
+			finish := func(jobs []*idemtype.JobRow) error {
+				// The count goes up after the store counts a claimed job as
+				// running and down before the store stops counting it, so it
+				// is never above the store's own count: it can exceed a limit
+				// only if the store did.
+				mu.Lock()
+				for _, j := range jobs {
+					runAll--
+					if j.Tenant == "t0" {
+						runT0--
+					}
+				}
+				mu.Unlock()
+				fins := make([]*store.JobFinishParams, len(jobs))
+				for i, j := range jobs {
+					fins[i] = &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: idemtype.StateCompleted,
+						Outcome: idemtype.OutcomeCompleted, FinishedAt: now}
+				}
+				_, err := s.JobFinishMany(ctx, fins)
+				return err
+			}
+			for range 60 {
+				jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: fmt.Sprint("w", w),
+					Limit: 1 + w%4, LeaseUntil: now.Add(time.Hour), Now: now})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					if seen[j.ID] {
+						mu.Unlock()
+						errs <- fmt.Errorf("job %d claimed twice", j.ID)
+						return
+					}
+					seen[j.ID] = true
+					runAll++
+					switch j.Tenant {
+					case "t0":
+						runT0++
+					case "t1":
+						startedT1++
+					}
+				}
+				maxAll, maxT0 = max(maxAll, runAll), max(maxT0, runT0)
+				mu.Unlock()
+				if err := finish(held); err != nil {
+					errs <- err
+					return
+				}
+				held = jobs
+			}
+			if err := finish(held); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("jobs %d, most running %d (limit 6), t0 %d (limit 3), t1 started %d (rate 40); one round took %d, declined %d",
+		len(seen), maxAll, maxT0, startedT1, s.oneRound[0].Load(), s.oneRound[1].Load())
+	if maxAll > 6 || maxT0 > 3 || startedT1 > 40 {
+		t.Fatalf("limits exceeded: most running %d (limit 6), t0 %d (limit 3), t1 started %d in one window (rate 40)", maxAll, maxT0, startedT1)
+	}
+	if startedT1 != 40 {
+		t.Errorf("t1 started %d jobs, want its whole rate of 40 (it had 100 waiting)", startedT1)
+	}
+	if s.oneRound[0].Load() < 20 {
+		t.Errorf("the one-round-trip claim took only %d claims", s.oneRound[0].Load())
+	}
+}
