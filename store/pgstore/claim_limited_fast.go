@@ -15,8 +15,8 @@ import (
 // the limit rows (qFlowLock), qClaimOneLimited, COMMIT] in one pipelined
 // batch, for a claim of one queue whose limits all have room for the whole
 // claim. It claims exactly what the general path (claimLimited) would claim
-// in its first round, and writes the same usage back, in the common case;
-// when a limit could bind, it claims nothing and the general path runs.
+// in its first round, and writes the same usage back; when a limit could
+// bind, it claims nothing and the general path runs.
 //
 // Why it is exact: the statements of a batch run one after the other, each
 // with its own snapshot (READ COMMITTED), so qClaimOneLimited's snapshot is
@@ -28,49 +28,78 @@ import (
 // path reads after its lock.
 //
 // What the statement decides (qClaimOneLimited):
-//   - lim: every rate or concurrency limit of the queue's scopes (the
-//     queue, the tenants, tenants in the queue) with what is left of it now
-//     (store.Limit.budget in SQL: a fixed window of the period since the
-//     epoch; a window later than now's counts as spent).
-//   - guard: no weight, pause or default limit (tenant '*') applies, and
-//     every queue-wide limit has at least $5 (the claim's size) left, so
-//     no claim of this size can spend it. Otherwise ok is false.
-//   - hit: the limits of tenants with a limit of theirs spent (nothing left); the
-//     rotation skips them, as ClaimBudget.Excluded does, and each of their
-//     spent limits counts one throttled claim, as the general path counts.
-//   - fits: every visited tenant's limits have room for the tenant's want
-//     (its first-round share), so ClaimBudget.Quota would have granted all
-//     of it. Otherwise ok is false and nothing is claimed.
-//   - use: each rate limit the claim spent from moves to now's window and
-//     counts the claimed jobs of its scope (ClaimBudget.Usage).
+//   - flow, dflt, inh, lim: every rate or concurrency limit of the queue's
+//     scopes (the queue, the tenants, tenants in the queue) with what is
+//     left of it now (store.Limit.budget in SQL: a fixed window of the
+//     period since the epoch; a window later than now's counts as spent;
+//     running jobs counted per scope through jobs_running_scope_idx), and
+//     the tenants' copies of default limits (tenant '*') for the tenants
+//     with a current window or running jobs under one and no limit of their
+//     own for its queue scope (ClaimBudget.SetInherited).
+//   - guard: no weight or pause applies, and every queue-wide limit has at
+//     least $5 (the claim's size) left, so no claim of this size can spend
+//     it. Otherwise ok is false.
+//   - hit: the limits of tenants that are spent (nothing left); the
+//     rotation skips those tenants, as ClaimBudget.Excluded does, and each
+//     of these limits counts one throttled claim (a default limit once, and
+//     each tenant's window under it), as the general path counts.
+//   - fits: every visited tenant's limits, its copies of defaults
+//     included, have room for the tenant's want (its first-round share), so
+//     ClaimBudget.Quota would have granted all of it. Otherwise ok is false
+//     and nothing is claimed.
+//   - use, use_inherited, use_default: each rate limit the claim spent
+//     from moves to now's window and counts the claimed jobs of its scope;
+//     a tenant's window under a default is upserted (ClaimBudget.Usage).
 //
 // It returns ok, the visited tenants, whether spent limits throttled the
 // claim and the earliest refill among them, then the claimed jobs (one row
 // of NULL job columns when none was claimed), like qClaimOne.
-var qClaimOneLimited = `WITH RECURSIVE lim AS (
-    SELECT f.tenant, f.queue, f.rate, f.period_us, w.ws, least(
-        CASE WHEN f.rate = 0 THEN NULL
-             WHEN f.window_start = w.ws THEN greatest(0, f.rate - f.window_used)
-             WHEN f.window_start > w.ws THEN 0
-             ELSE f.rate END,
-        CASE WHEN f.concurrency = 0 THEN NULL
-             ELSE greatest(0, f.concurrency - (SELECT count(*) FROM {schema}.jobs r WHERE r.state = 'running'
-                 AND (f.tenant = '' OR r.tenant = f.tenant) AND (f.queue = '' OR r.queue = f.queue)))::int END) AS left_n
-    FROM {schema}.flow_controls f
-    CROSS JOIN LATERAL (SELECT CASE WHEN f.rate > 0 THEN
-        'epoch'::timestamptz + (n.us - ((n.us % f.period_us) + f.period_us) % f.period_us) * interval '1 microsecond' END AS ws
-        FROM (SELECT (extract(epoch FROM $2::timestamptz) * 1000000)::bigint AS us) n) w
-    WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0) AND f.tenant <> '*'
+var qClaimOneLimited = `WITH RECURSIVE flow AS (
+    SELECT f.tenant, f.queue, f.rate, f.period_us, f.concurrency, f.window_start, f.window_used,
+        CASE WHEN f.rate > 0 THEN
+            'epoch'::timestamptz + (n.us - ((n.us % f.period_us) + f.period_us) % f.period_us) * interval '1 microsecond' END AS ws
+    FROM {schema}.flow_controls f, (SELECT (extract(epoch FROM $2::timestamptz) * 1000000)::bigint AS us) n
+    WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0)
+), dflt AS (
+    SELECT * FROM flow WHERE tenant = '*'
+), inh AS (
+    SELECT t.tenant, d.queue, d.rate, d.period_us, d.concurrency, w.window_start, coalesce(w.window_used, 0) AS window_used, d.ws
+    FROM dflt d
+    CROSS JOIN LATERAL (
+        SELECT w.tenant FROM {schema}.flow_default_windows w WHERE d.rate > 0 AND w.queue = d.queue
+            AND w.window_start > $2::timestamptz - d.period_us * interval '1 microsecond'
+        UNION
+        SELECT r.tenant FROM {schema}.jobs r WHERE d.concurrency > 0 AND r.state = 'running' AND (d.queue = '' OR r.queue = d.queue)
+    ) t
+    LEFT JOIN {schema}.flow_default_windows w ON w.queue = d.queue AND w.tenant = t.tenant
+    WHERE NOT EXISTS (SELECT 1 FROM flow o WHERE o.tenant = t.tenant AND o.queue = d.queue)
+), lim AS (
+    SELECT a.*, least(
+        CASE WHEN a.rate = 0 THEN NULL
+             WHEN a.window_start = a.ws THEN greatest(0, a.rate - a.window_used)
+             WHEN a.window_start > a.ws THEN 0
+             ELSE a.rate END,
+        CASE WHEN a.concurrency = 0 THEN NULL
+             ELSE greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r WHERE r.state = 'running'
+                 AND (a.tenant = '' OR r.tenant = a.tenant) AND (a.queue = '' OR r.queue = a.queue)))::int END) AS left_n
+    FROM (
+        SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, false AS inh FROM flow WHERE tenant <> '*'
+        UNION ALL
+        SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, true FROM inh
+    ) a
 ), guard AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
-            WHERE (f.queue = '' OR f.queue = $1)
-              AND (f.weight > 0 OR f.paused OR (f.tenant = '*' AND (f.rate > 0 OR f.concurrency > 0))))
+            WHERE (f.queue = '' OR f.queue = $1) AND (f.weight > 0 OR f.paused))
         AND NOT EXISTS (SELECT 1 FROM lim WHERE tenant = '' AND left_n < $5) AS ok
 ), hit AS (
     SELECT * FROM lim WHERE tenant <> '' AND left_n = 0 AND ($8::text = '' OR tenant = $8)
 ), ` + claimOneBody("ARRAY(SELECT tenant FROM hit)", "(SELECT ok FROM fits)") + `, fits AS (
-    SELECT (SELECT ok FROM guard) AND NOT EXISTS (
-        SELECT 1 FROM lim l JOIN want x ON x.tenant = l.tenant WHERE x.n > 0 AND l.left_n < x.n) AS ok
+    SELECT (SELECT ok FROM guard)
+        AND NOT EXISTS (SELECT 1 FROM lim l JOIN want x ON x.tenant = l.tenant WHERE x.n > 0 AND l.left_n < x.n)
+        AND NOT EXISTS (SELECT 1 FROM want x CROSS JOIN dflt d WHERE x.n > 0
+            AND NOT EXISTS (SELECT 1 FROM flow o WHERE o.tenant = x.tenant AND o.queue = d.queue)
+            AND NOT EXISTS (SELECT 1 FROM inh i WHERE i.tenant = x.tenant AND i.queue = d.queue)
+            AND least(nullif(d.rate, 0), nullif(d.concurrency, 0)) < x.n) AS ok
 ), got AS (
     SELECT tenant, count(*)::int AS n FROM upd GROUP BY tenant
 ), use AS (
@@ -80,8 +109,25 @@ var qClaimOneLimited = `WITH RECURSIVE lim AS (
             THEN (CASE WHEN f.window_start = l.ws THEN f.window_used ELSE 0 END) + u.n ELSE f.window_used END,
         throttled = f.throttled + CASE WHEN EXISTS (SELECT 1 FROM hit h WHERE h.tenant = l.tenant AND h.queue = l.queue) THEN 1 ELSE 0 END
     FROM lim l CROSS JOIN LATERAL (SELECT coalesce(sum(g.n), 0)::int AS n FROM got g WHERE l.tenant = '' OR g.tenant = l.tenant) u
-    WHERE f.tenant = l.tenant AND f.queue = l.queue AND (SELECT ok FROM fits)
+    WHERE NOT l.inh AND f.tenant = l.tenant AND f.queue = l.queue AND (SELECT ok FROM fits)
       AND ((l.rate > 0 AND u.n > 0) OR EXISTS (SELECT 1 FROM hit h WHERE h.tenant = l.tenant AND h.queue = l.queue))
+), use_inherited AS (
+    INSERT INTO {schema}.flow_default_windows AS w (tenant, queue, window_start, window_used, throttled)
+    SELECT g.tenant, d.queue, d.ws, g.n, 0 FROM got g CROSS JOIN dflt d
+    WHERE d.rate > 0 AND NOT EXISTS (SELECT 1 FROM flow o WHERE o.tenant = g.tenant AND o.queue = d.queue) AND (SELECT ok FROM fits)
+    UNION ALL
+    SELECT h.tenant, h.queue,
+        CASE WHEN h.rate > 0 AND (h.window_start IS NULL OR h.ws > h.window_start) THEN h.ws
+             ELSE coalesce(h.window_start, '0001-01-01 00:00:00+00') END,
+        CASE WHEN h.rate > 0 AND (h.window_start IS NULL OR h.ws > h.window_start) THEN 0 ELSE h.window_used END, 1
+    FROM hit h WHERE h.inh AND (SELECT ok FROM fits)
+    ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
+        window_used = CASE WHEN excluded.throttled > 0 THEN excluded.window_used
+            ELSE (CASE WHEN w.window_start = excluded.window_start THEN w.window_used ELSE 0 END) + excluded.window_used END,
+        throttled = w.throttled + excluded.throttled
+), use_default AS (
+    UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1
+    WHERE f.tenant = '*' AND f.queue IN (SELECT queue FROM hit WHERE inh) AND (SELECT ok FROM fits)
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
         EXISTS (SELECT 1 FROM hit) AS throttled,
@@ -140,7 +186,7 @@ const (
 // claimLimitedFirst is a claim of queues with limits: the one-round-trip
 // claim when it may apply and accepts, else the general path.
 func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape) ([]*idemtype.JobRow, error) {
-	try := len(p.Queues) == 1 && !sh.defaults
+	try := len(p.Queues) == 1
 	switch s.oneRoundMode {
 	case oneRoundNever:
 		try = false

@@ -18,7 +18,8 @@ import (
 // the general path does: two stores on their own schemas get the same jobs,
 // limits and claims (random, seeded; limits small enough to bind often,
 // time moving across their windows, running jobs finishing, limits
-// changing), one store always trying the one-round-trip claim and the
+// changing and deleted, default limits of tenant '*' among them), one
+// store always trying the one-round-trip claim and the
 // other never; after every claim the claimed jobs, the claim's report and
 // every limit's usage (window, running, throttled) must be equal. It fails
 // unless the one-round-trip claim both accepted and declined many claims.
@@ -63,6 +64,14 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 		if rng.IntN(3) == 0 {
 			put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Concurrency: 8 + rng.IntN(20)})
 		}
+		switch rng.IntN(4) {
+		case 0:
+			put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: []string{"", "q"}[rng.IntN(2)]},
+				Rate: 2 + rng.IntN(8), Period: periods[rng.IntN(3)]})
+		case 1:
+			put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: []string{"", "q"}[rng.IntN(2)]},
+				Concurrency: 1 + rng.IntN(4)})
+		}
 		for _, tn := range tenants {
 			switch rng.IntN(5) {
 			case 0:
@@ -106,7 +115,7 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 			t.Fatalf("step %d (limit %d, tenant %q): one round claimed %v, report %+v; general path %v, report %+v",
 				step, p.Limit, p.Tenant, ids[0], reports[0], ids[1], reports[1])
 		}
-		if a, b := limitState(t, fast, now), limitState(t, general, now); a != b {
+		if a, b := limitState(t, fast, now, tenants), limitState(t, general, now, tenants); a != b {
 			t.Fatalf("step %d: limits after the one-round claim:\n%s\nafter the general path:\n%s", step, a, b)
 		}
 		// Finish about half of the running jobs, the same ones in both.
@@ -134,6 +143,19 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 			insert(30)
 		case 1:
 			randomLimits()
+		case 2:
+			ls, err := general.LimitList(ctx, &store.LimitListParams{Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ls) > 0 {
+				scope := ls[rng.IntN(len(ls))].FlowScope
+				for _, s := range stores {
+					if err := s.LimitDelete(ctx, &store.LimitDeleteParams{Scope: scope}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 		}
 	}
 	took, declined := fast.oneRound[0].Load(), fast.oneRound[1].Load()
@@ -143,26 +165,31 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 	}
 }
 
-// limitState is every limit of s with its usage at now, as text.
-func limitState(t *testing.T, s *Store, now time.Time) string {
+// limitState is every limit of s with its usage at now, then each tenant's
+// limits (with its usage under default limits), as text.
+func limitState(t *testing.T, s *Store, now time.Time, tenants []string) string {
 	t.Helper()
-	ls, err := s.LimitList(context.Background(), &store.LimitListParams{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := ""
-	for _, l := range ls {
-		out += fmt.Sprintf("%s/%s rate %d/%s conc %d: running %d, window %s used %d, throttled %d\n",
-			l.Tenant, l.Queue, l.Rate, l.Period, l.Concurrency, l.Running, l.WindowStart.Format(time.RFC3339Nano), l.WindowUsed, l.Throttled)
+	for _, tn := range append([]string{""}, tenants...) {
+		ls, err := s.LimitList(context.Background(), &store.LimitListParams{Tenant: tn, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out += fmt.Sprintf("listed for %q:\n", tn)
+		for _, l := range ls {
+			out += fmt.Sprintf("  %s/%s rate %d/%s conc %d: running %d, window %s used %d, throttled %d\n",
+				l.Tenant, l.Queue, l.Rate, l.Period, l.Concurrency, l.Running, l.WindowStart.Format(time.RFC3339Nano), l.WindowUsed, l.Throttled)
+		}
 	}
 	return out
 }
 
-// Racing claimers that all take the one-round-trip claim never run more
+// Racing claimers that all try the one-round-trip claim never run more
 // jobs at once than a concurrency limit nor start more in a window than a
 // rate: 8 goroutines claim and finish from a backlog of 4 tenants under a
-// queue concurrency, a tenant concurrency and a tenant rate; every claim's
-// jobs are counted while they run.
+// queue concurrency, a tenant concurrency, a tenant rate and a default
+// concurrency for the other tenants; every claim's jobs are counted while
+// they run.
 func TestLimitedClaimOneRoundRacing(t *testing.T) {
 	ctx := context.Background()
 	s := newTestStore(t, 10)
@@ -180,6 +207,9 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 		{FlowScope: store.FlowScope{Queue: "q"}, Concurrency: 6},
 		{FlowScope: store.FlowScope{Tenant: "t0"}, Concurrency: 3},
 		{FlowScope: store.FlowScope{Tenant: "t1"}, Rate: 40, Period: time.Minute},
+		// A default for every tenant: t0 and t1 have their own limit of
+		// this queue scope, so it applies to t2 and t3, each on its own.
+		{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Concurrency: 2},
 	} {
 		if _, err := s.LimitPut(ctx, &store.LimitPutParams{Limit: l, Now: now}); err != nil {
 			t.Fatal(err)
@@ -188,6 +218,7 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 	var (
 		mu                                      sync.Mutex
 		runAll, runT0, maxAll, maxT0, startedT1 int
+		runDefault, maxDefault                  = map[string]int{}, 0
 		seen                                    = map[int64]bool{}
 	)
 	var wg sync.WaitGroup
@@ -207,6 +238,7 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 				mu.Lock()
 				for _, j := range jobs {
 					runAll--
+					runDefault[j.Tenant]--
 					if j.Tenant == "t0" {
 						runT0--
 					}
@@ -236,6 +268,9 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 					}
 					seen[j.ID] = true
 					runAll++
+					if runDefault[j.Tenant]++; j.Tenant >= "t2" {
+						maxDefault = max(maxDefault, runDefault[j.Tenant])
+					}
 					switch j.Tenant {
 					case "t0":
 						runT0++
@@ -261,10 +296,11 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	t.Logf("jobs %d, most running %d (limit 6), t0 %d (limit 3), t1 started %d (rate 40); one round took %d, declined %d",
-		len(seen), maxAll, maxT0, startedT1, s.oneRound[0].Load(), s.oneRound[1].Load())
-	if maxAll > 6 || maxT0 > 3 || startedT1 > 40 {
-		t.Fatalf("limits exceeded: most running %d (limit 6), t0 %d (limit 3), t1 started %d in one window (rate 40)", maxAll, maxT0, startedT1)
+	t.Logf("jobs %d, most running %d (limit 6), t0 %d (limit 3), t2 or t3 %d (default 2), t1 started %d (rate 40); one round took %d, declined %d",
+		len(seen), maxAll, maxT0, maxDefault, startedT1, s.oneRound[0].Load(), s.oneRound[1].Load())
+	if maxAll > 6 || maxT0 > 3 || startedT1 > 40 || maxDefault > 2 {
+		t.Fatalf("limits exceeded: most running %d (limit 6), t0 %d (limit 3), t2 or t3 %d (default 2), t1 started %d in one window (rate 40)",
+			maxAll, maxT0, maxDefault, startedT1)
 	}
 	if startedT1 != 40 {
 		t.Errorf("t1 started %d jobs, want its whole rate of 40 (it had 100 waiting)", startedT1)
