@@ -245,6 +245,25 @@ func BenchmarkClaimTenants(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimLimitedPaths: the limited claims of BenchmarkClaimTenants
+// on each path, in one binary so that a run compares them on the same
+// machine state: general (the three-round-trip transaction), one-round
+// (qClaimOneLimited on every claim) and auto (what a store does).
+func BenchmarkClaimLimitedPaths(b *testing.B) {
+	for _, tenants := range []int{1, 100, 10000} {
+		for _, m := range []struct {
+			name string
+			mode oneRoundMode
+		}{{"general", oneRoundNever}, {"one-round", oneRoundAlways}, {"auto", oneRoundAuto}} {
+			b.Run(fmt.Sprintf("tenants=%d/path=%s", tenants, m.name), func(b *testing.B) {
+				s := newTestStore(b, 4)
+				s.oneRoundMode = m.mode
+				storetest.BenchClaimTenants(b, s, tenants, true)
+			})
+		}
+	}
+}
+
 // BenchmarkListRareFilter: one page of a list whose filter matches only a
 // tenant's oldest job, over 100,000 newer jobs of that tenant
 // (storetest.BenchListRareFilter).

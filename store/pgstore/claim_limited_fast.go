@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The limited claim in one round trip: [BEGIN, SET LOCAL jit = off, lock
-// the limit rows (qFlowLock), qClaimOneLimited, COMMIT] in one pipelined
-// batch, for a claim of one queue whose limits all have room for the whole
+// The limited claim in one round trip: [BEGIN, SET LOCAL jit = off and
+// plan_cache_mode, lock the limit rows (qFlowLockShape), qClaimOneLimited,
+// COMMIT] in one pipelined batch, for a claim of one queue whose limits all have room for the whole
 // claim. It claims exactly what the general path (claimLimited) would claim
 // in its first round, and writes the same usage back; when a limit could
 // bind, it claims nothing and the general path runs.
@@ -47,7 +47,7 @@ import (
 //     included, have room for the tenant's want (its first-round share), so
 //     ClaimBudget.Quota would have granted all of it. Otherwise ok is false
 //     and nothing is claimed.
-//   - use, use_inherited, use_default: each rate limit the claim spent
+//   - spend, use, use_inherited, use_default: each rate limit the claim spent
 //     from moves to now's window and counts the claimed jobs of its scope;
 //     a tenant's window under a default is upserted (ClaimBudget.Usage).
 //
@@ -102,15 +102,20 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
             AND least(nullif(d.rate, 0), nullif(d.concurrency, 0)) < x.n) AS ok
 ), got AS (
     SELECT tenant, count(*)::int AS n FROM upd GROUP BY tenant
+), spend AS (
+    SELECT l.tenant, l.queue, l.ws, CASE WHEN l.tenant = '' THEN (SELECT sum(n) FROM got) ELSE g.n END AS n, false AS hit
+    FROM lim l LEFT JOIN got g ON g.tenant = l.tenant
+    WHERE NOT l.inh AND l.rate > 0 AND (l.tenant = '' OR g.n > 0)
+    UNION ALL
+    SELECT tenant, queue, ws, 0, true FROM hit WHERE NOT inh
 ), use AS (
     UPDATE {schema}.flow_controls f SET
-        window_start = CASE WHEN l.rate > 0 AND u.n > 0 THEN l.ws ELSE f.window_start END,
-        window_used = CASE WHEN l.rate > 0 AND u.n > 0
-            THEN (CASE WHEN f.window_start = l.ws THEN f.window_used ELSE 0 END) + u.n ELSE f.window_used END,
-        throttled = f.throttled + CASE WHEN EXISTS (SELECT 1 FROM hit h WHERE h.tenant = l.tenant AND h.queue = l.queue) THEN 1 ELSE 0 END
-    FROM lim l CROSS JOIN LATERAL (SELECT coalesce(sum(g.n), 0)::int AS n FROM got g WHERE l.tenant = '' OR g.tenant = l.tenant) u
-    WHERE NOT l.inh AND f.tenant = l.tenant AND f.queue = l.queue AND (SELECT ok FROM fits)
-      AND ((l.rate > 0 AND u.n > 0) OR EXISTS (SELECT 1 FROM hit h WHERE h.tenant = l.tenant AND h.queue = l.queue))
+        window_start = CASE WHEN u.n > 0 THEN u.ws ELSE f.window_start END,
+        window_used = CASE WHEN u.n > 0
+            THEN (CASE WHEN f.window_start = u.ws THEN f.window_used ELSE 0 END) + u.n ELSE f.window_used END,
+        throttled = f.throttled + CASE WHEN u.hit THEN 1 ELSE 0 END
+    FROM spend u
+    WHERE f.tenant = u.tenant AND f.queue = u.queue AND (u.n > 0 OR u.hit) AND (SELECT ok FROM fits)
 ), use_inherited AS (
     INSERT INTO {schema}.flow_default_windows AS w (tenant, queue, window_start, window_used, throttled)
     SELECT g.tenant, d.queue, d.ws, g.n, 0 FROM got g CROSS JOIN dflt d
@@ -134,6 +139,12 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
         (SELECT min(ws + period_us * interval '1 microsecond') FROM hit WHERE rate > 0) AS refill
 )
 SELECT m.ok, m.visited, m.throttled, m.refill, u.* FROM meta m LEFT JOIN upd u ON true`
+
+// qFlowLockShape is qFlowLock returning only the shape of the limits it
+// locked (flowShape), not every row.
+var qFlowLockShape = `SELECT coalesce(bool_or(rate > 0 OR concurrency > 0), false), coalesce(bool_or(concurrency > 0), false),
+    coalesce(bool_or(tenant = '*' AND (rate > 0 OR concurrency > 0)), false)
+FROM (` + qFlowLock + `) l`
 
 // fastSkips counts, per set of queues, the limited claims still to take
 // the general path after the one-round-trip claim found a limit that could
@@ -230,7 +241,10 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL jit = off")
-	b.Queue(s.sql(qFlowLock), p.Queues)
+	// The lock statement's plan does not depend on its queues, but
+	// PostgreSQL kept planning it anew for each claim (custom plans).
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	b.Queue(s.sql(qFlowLockShape), p.Queues)
 	b.Queue(s.sql(qClaimOneLimited), queue, now, s.cursors.Get(queue), kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, s.solo.Get(queue))
 	b.Queue("COMMIT")
 	var (
@@ -241,17 +255,16 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	err = func() error {
 		br := conn.SendBatch(ctx, b)
 		defer br.Close()
-		for range 2 {
+		for range 3 {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
 		}
-		locked, err := scanFlow(br.Query())
-		if err != nil {
+		var found flowShape
+		if err := br.QueryRow().Scan(&found.limited, &found.concurrency, &found.defaults); err != nil {
 			return err
 		}
-		limits, _, _ := splitFlow(locked)
-		s.shapes.set(p.Queues, shapeOf(limits))
+		s.shapes.set(p.Queues, found)
 		if out, err = readClaimRows(br, &ok, &visited, &throttled, &refill); err != nil {
 			return err
 		}
