@@ -314,6 +314,9 @@ func testAcquireJobRecord(t *testing.T, s store.Store) {
 		t.Errorf("record: %+v", r)
 	}
 	wantTimeP(t, "DedupUntil (kept from the insert)", r.DedupUntil, at(time.Hour))
+	// The job is not running, so no job lease holds the record for it: the
+	// lease it asked for is written.
+	wantHolder(t, "stored lease", record(t, s, "default", "K", at(0)), store.JobOwner(j.ID), at(time.Minute))
 }
 
 func testRecordComplete(t *testing.T, s store.Store) {

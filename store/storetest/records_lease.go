@@ -206,16 +206,20 @@ func (a *acquired) add(res *store.RecordAcquireResult) {
 // acquires its record while 8 other owners acquire the key; every lease
 // outlives the round, so exactly one of the nine holds the key. Overlap:
 // parallel's start barrier releases the nine together; the job's claim and
-// acquire run back to back, as an executor's do.
+// acquire run back to back, as an executor's do; in odd rounds the others
+// start with the claim, in even ones once it returned (against the job's
+// acquire).
 func testRaceDerivedLease(t *testing.T, s store.Store) {
 	const rounds, others = 40, 8
 	for round := range rounds {
 		key := fmt.Sprintf("K%d", round)
 		j := insert1(t, s, at(0), keyed("k"+key, key, "fp"))
 		var got acquired
+		claimed := make(chan struct{})
 		err := parallel(others+1, func(i int) error {
 			if i == 0 {
 				c, err := claimKind(t.Context(), s, j.Kind, at(0))
+				close(claimed)
 				if err != nil {
 					return err
 				}
@@ -226,8 +230,11 @@ func testRaceDerivedLease(t *testing.T, s store.Store) {
 				got.add(res[0])
 				return nil
 			}
+			if round%2 == 0 {
+				<-claimed // race the job's acquire, not its claim
+			}
 			p := acq(key, fmt.Sprintf("do:%d", i), at(time.Second))
-			if i%2 == 0 {
+			if i%4 == 0 {
 				p.JobID, p.Owner = int64(1_000_000+i), store.JobOwner(int64(1_000_000+i))
 			}
 			res, err := s.RecordAcquire(t.Context(), p)
@@ -249,16 +256,21 @@ func testRaceDerivedLease(t *testing.T, s store.Store) {
 // testRaceDerivedReopen: per round, job a's second attempt (reopenable) is
 // claimed and acquires while job b of the key is inserted after the window,
 // claimed and acquires; exactly one of the two holds the key. Overlap:
-// parallel's start barrier releases both together.
+// parallel's start barrier releases both together; in even rounds b's
+// insert waits for a's claim, so it races a's acquire.
 func testRaceDerivedReopen(t *testing.T, s store.Store) {
 	const rounds = 25
 	for round := range rounds {
 		key := fmt.Sprintf("K%d", round)
 		a := reopenable(t, s, key)
 		var got acquired
+		claimed := make(chan struct{})
 		err := parallel(2, func(i int) error {
 			kind, now := a.Kind, at(3*time.Minute)
 			if i == 1 {
+				if round%2 == 0 {
+					<-claimed // race a's acquire, not its claim
+				}
 				res, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{
 					Jobs: []*store.JobInsertParams{keyed("b-"+key, key, "fp")}, Now: at(4 * time.Minute)})
 				if err != nil || res[0].Err != nil || res[0].Existing {
@@ -267,6 +279,9 @@ func testRaceDerivedReopen(t *testing.T, s store.Store) {
 				kind, now = "b-"+key, at(4*time.Minute)
 			}
 			c, err := claimKind(t.Context(), s, kind, now)
+			if i == 0 {
+				close(claimed)
+			}
 			if err != nil {
 				return err
 			}
