@@ -66,11 +66,12 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
         $6::timestamptz[], $7::bigint[]) WITH ORDINALITY
     AS u(tenant, key, fp, job_id, dedup_until, now, ttl_us, ord)
 ), held AS (
-    SELECT r.job_id FROM u JOIN {schema}.records r ON r.tenant = u.tenant AND r.key = u.key
-    WHERE r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL
+    SELECT r.job_id FROM u
+    JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = u.tenant AND r.key = u.key
+        AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL LIMIT 1) r ON true
 ), lk AS (
     SELECT hj.id, hj.state, hj.lease_expires_at FROM {schema}.jobs hj
-    WHERE hj.id IN (SELECT held.job_id FROM held) ORDER BY hj.id FOR SHARE
+    WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
 )
 INSERT INTO {schema}.records AS r
     (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
@@ -465,7 +466,10 @@ ORDER BY tenant LIMIT 1`
 	// for this statement's commit, whose record write its own read then
 	// sees; a claim committed before shows here as running. A record whose
 	// job changed since the snapshot (not in held) is refused: the caller
-	// reads the holder and tries later.
+	// reads the holder and tries later. Every lookup is by primary key
+	// (LATERAL … LIMIT 1, = ANY(ARRAY(…))): a generic plan must not join
+	// against a scan of the running jobs, whose partial indexes hold an
+	// entry for every job that ran since the last vacuum.
 	qRecordAcquireMany = `WITH i AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $7::timestamptz[], $8::timestamptz[])
         AS i(tenant, key, job_id, owner, lease_until, dedup_until, expires_at)
@@ -473,17 +477,20 @@ ORDER BY tenant LIMIT 1`
     SELECT r.tenant, r.key, r.status, r.fingerprint, r.job_id, COALESCE(r.result_job_id, 0), r.result,
         r.result_hash, r.size_bytes, r.compressed, 'job:' || oj.id, oj.lease_expires_at, r.created_at,
         r.completed_at, r.dedup_until, r.expires_at, r.duration_ms
-    FROM i JOIN {schema}.records r ON r.tenant = i.tenant AND r.key = i.key
-    JOIN {schema}.jobs oj ON oj.id = r.job_id
-    WHERE i.job_id <> 0 AND r.job_id = i.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
-      AND (r.expires_at IS NULL OR r.expires_at > $6)
-      AND oj.state = 'running' AND oj.lease_expires_at > COALESCE($9::timestamptz, now())
+    FROM i
+    JOIN LATERAL (SELECT * FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
+        AND r.job_id = i.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
+        AND (r.expires_at IS NULL OR r.expires_at > $6) LIMIT 1) r ON true
+    JOIN LATERAL (SELECT oj.id, oj.state, oj.lease_expires_at FROM {schema}.jobs oj WHERE oj.id = i.job_id LIMIT 1) oj ON true
+    WHERE i.job_id <> 0 AND oj.state = 'running' AND oj.lease_expires_at > COALESCE($9::timestamptz, now())
 ), held AS (
-    SELECT r.job_id FROM i JOIN {schema}.records r ON r.tenant = i.tenant AND r.key = i.key
-    WHERE r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS DISTINCT FROM NULLIF(i.job_id, 0)
+    SELECT r.job_id FROM i
+    JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
+        AND r.lease_owner IS NULL AND r.status = 'in_progress' LIMIT 1) r ON true
+    WHERE r.job_id IS DISTINCT FROM NULLIF(i.job_id, 0)
 ), lk AS (
     SELECT hj.id, hj.state, hj.lease_expires_at FROM {schema}.jobs hj
-    WHERE hj.id IN (SELECT held.job_id FROM held) ORDER BY hj.id FOR SHARE
+    WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
 ), ins AS (
     INSERT INTO {schema}.records AS r
         (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
