@@ -245,7 +245,9 @@ type Records interface {
 	// job's earliest finish (Now, its RunAt or the end of its lease,
 	// whichever is latest) plus its ResultTTL, or for a record without a
 	// job the end of its lease (or Now). The projection moves with the job;
-	// such a record is never deleted before its job finishes.
+	// such a record is never deleted before its job finishes. A record in
+	// progress that stores no lease while the job it names runs reads as
+	// leased by that job (JobOwner) until its job lease ends.
 	RecordGet(ctx context.Context, p *RecordGetParams) (*idemtype.Record, error)
 
 	// RecordDelete deletes the record (Tenant, Key) so the key may be used
@@ -257,6 +259,12 @@ type Records interface {
 	//     ExpiresAt from the params, JobID from the params) with the lease:
 	//     Acquired.
 	//   - Completed live record: not acquired; Record holds the cached result.
+	//   - In progress, naming job JobID, storing no lease, and that job is
+	//     running under a live job lease: Acquired without a write — the job
+	//     row is the lease (Record shows Owner and the job's lease end).
+	//   - In progress, storing no lease, and the job it names (another than
+	//     JobID) is running under a live job lease: that job holds it (a
+	//     derived lease, read the same way by RecordGet): not acquired.
 	//   - In progress and the lease is free, expired (LeaseUntil <= Now) or
 	//     already Owner's: the lease is taken: Acquired.
 	//   - Otherwise: not acquired; Record shows the holder and LeaseUntil.

@@ -219,11 +219,13 @@ func TestExecute(t *testing.T) {
 	t.Run("a key held by a live job snoozes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		row := b.claim(t, "k", "held")
-		if _, err := b.store.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "held", Owner: "other",
-			LeaseUntil: now.Add(2 * time.Second), DedupUntil: now, ExpiresAt: now.Add(time.Hour), Now: now}); err != nil {
-			t.Fatal(err)
+		// Taken before the job is claimed: once it runs, the job holds its
+		// own record by its job lease.
+		if res, err := b.store.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "held", Owner: "other",
+			LeaseUntil: now.Add(2 * time.Second), DedupUntil: now, ExpiresAt: now.Add(time.Hour), Now: now}); err != nil || !res.Acquired {
+			t.Fatal(err, res)
 		}
+		row := b.claim(t, "k", "held")
 		fin, run := b.exec.Settle(ctx, row, nil)
 		if run || fin.Outcome != idemtype.OutcomeSnoozed || !fin.Snooze || !fin.RunAt.Equal(now.Add(2*time.Second)) ||
 			!strings.Contains(fin.Error, "held by other") {

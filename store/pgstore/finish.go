@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -144,10 +145,18 @@ type finishColumns struct {
 }
 
 // newFinishColumns validates each finish (out[i] gets an item's error) and
-// returns the valid ones as columns.
+// returns the valid ones as columns, in job id order: qFinish then locks the
+// job rows in the order a key acquire locks them FOR SHARE
+// (qRecordAcquireMany's lk), so the two never wait on each other in a cycle.
 func newFinishColumns(p []*store.JobFinishParams, out []error) *finishColumns {
 	c := &finishColumns{}
-	for i, f := range p {
+	order := make([]int, len(p))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return p[order[a]].ID < p[order[b]].ID })
+	for _, i := range order {
+		f := p[i]
 		switch f.State {
 		case idemtype.StateCompleted, idemtype.StateRetryable, idemtype.StateScheduled,
 			idemtype.StateDead, idemtype.StateCancelled:

@@ -46,26 +46,37 @@ const (
 	qLockPartitions = `SELECT pg_advisory_xact_lock($1::integer, h)
 FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) AS parts`
 
-	// qRecordsValues inserts the records of keyed items (sorted by tenant,
-	// key so that concurrent batches lock in one order).
+	// qUpsertRecords creates or reopens the idempotency records of keyed
+	// items (sorted by tenant, key so concurrent batches lock in one order).
 	// Each item has its own now ($6, stored as created_at, so the ON
 	// CONFLICT clause reads it as excluded.created_at) and result TTL ($7).
-	qRecordsValues = `WITH u AS (
+	// A row is returned only when this batch owns the key now: there was no
+	// record, or it expired, or its dedup window passed, or it belongs to no
+	// job (a Do record). A live expired-window record keeps its cached result.
+	//
+	// A reopened record that stores no lease while the job it named runs was
+	// leased by that job's row (see qRecordAcquireMany): the lease is written
+	// into the record, as it no longer names that job. lk locks those jobs
+	// FOR SHARE before any record (the InitPlan), so a claim of one either
+	// committed before (and shows running) or waits for this transaction; a
+	// record whose job changed since the snapshot (not in held) is left to
+	// the next round of insertExistingKeys.
+	qUpsertRecords = `WITH u AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[],
         $6::timestamptz[], $7::bigint[]) WITH ORDINALITY
     AS u(tenant, key, fp, job_id, dedup_until, now, ttl_us, ord)
+), held AS (
+    SELECT r.job_id FROM u
+    JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = u.tenant AND r.key = u.key
+        AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL LIMIT 1) r ON true
+), lk AS (
+    SELECT hj.id, hj.state, hj.lease_expires_at FROM {schema}.jobs hj
+    WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
 )
 INSERT INTO {schema}.records AS r
     (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
 SELECT u.tenant, u.key, 'in_progress', u.fp, u.job_id, u.now, u.dedup_until, u.dedup_until
-FROM u ORDER BY u.ord`
-
-	// qUpsertRecords creates or reopens the idempotency records of keyed
-	// items (sorted by tenant, key so concurrent batches lock in one order).
-	// A row is returned only when this batch owns the key now: there was no
-	// record, or it expired, or its dedup window passed, or it belongs to no
-	// job (a Do record). A live expired-window record keeps its cached result.
-	qUpsertRecords = qRecordsValues + `
+FROM u WHERE (SELECT count(*) FROM lk) >= 0 ORDER BY u.ord
 ON CONFLICT (tenant, key) DO UPDATE SET
     job_id        = excluded.job_id,
     fingerprint   = excluded.fingerprint,
@@ -78,8 +89,14 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     compressed    = CASE WHEN r.expires_at <= excluded.created_at THEN false ELSE r.compressed END,
     completed_at  = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.completed_at END,
     duration_ms   = CASE WHEN r.expires_at <= excluded.created_at THEN 0 ELSE r.duration_ms END,
-    lease_owner   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.lease_owner END,
-    lease_until   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.lease_until END,
+    lease_owner   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL
+                         WHEN r.lease_owner IS NULL AND r.status = 'in_progress'
+                         THEN (SELECT 'job:' || lk.id FROM lk WHERE lk.id = r.job_id AND lk.state = 'running')
+                         ELSE r.lease_owner END,
+    lease_until   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL
+                         WHEN r.lease_owner IS NULL AND r.status = 'in_progress'
+                         THEN (SELECT lk.lease_expires_at FROM lk WHERE lk.id = r.job_id AND lk.state = 'running')
+                         ELSE r.lease_until END,
     created_at    = CASE WHEN r.expires_at <= excluded.created_at THEN excluded.created_at ELSE r.created_at END,
     -- A cached result is never dropped before its own expiry: window 0
     -- blocks until the job finishes (NULL); otherwise the later of the new
@@ -90,7 +107,9 @@ ON CONFLICT (tenant, key) DO UPDATE SET
                          ELSE GREATEST(excluded.dedup_until, r.completed_at + interval '1 microsecond' *
                               (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
                     END
-WHERE r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR r.expires_at <= excluded.created_at
+WHERE (r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR r.expires_at <= excluded.created_at)
+  AND (r.expires_at <= excluded.created_at OR r.lease_owner IS NOT NULL OR r.status <> 'in_progress'
+       OR r.job_id IS NULL OR r.job_id IN (SELECT held.job_id FROM held))
 RETURNING r.tenant, r.key, r.job_id`
 
 	// qExistingRecords reads the records of keys this batch did not get (a
@@ -302,7 +321,9 @@ WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_
 	// job finishes") for the jobs that reached a final state: the record
 	// then expires at the later of the finish and its cached result's
 	// expiry (CompletedAt + the job's ResultTTL), so a result is never
-	// dropped early, whichever job of the key finished last.
+	// dropped early, whichever job of the key finished last. A record with
+	// nothing to change is not written (a job holding its record by its job
+	// lease has no stored lease to release).
 	qSettleRecords = `UPDATE {schema}.records r SET
     lease_owner = CASE WHEN r.lease_owner = 'job:' || j.id THEN NULL ELSE r.lease_owner END,
     lease_until = CASE WHEN r.lease_owner = 'job:' || j.id THEN NULL ELSE r.lease_until END,
@@ -314,7 +335,8 @@ WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_
                        ELSE r.expires_at END
 FROM {schema}.jobs j
 WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> ''
-  AND r.tenant = j.tenant AND r.key = j.idempotency_key`
+  AND r.tenant = j.tenant AND r.key = j.idempotency_key
+  AND (r.lease_owner = 'job:' || j.id OR (j.finished_at IS NOT NULL AND j.dedup_window_us = 0 AND r.job_id = j.id))`
 
 	// qLockDependants locks the pending dependants of completed jobs (and,
 	// in cancelDependants, of dead or cancelled ones), in id order. Two dependencies of one job completing in concurrent
@@ -402,12 +424,18 @@ const (
 	// reads with a projected one — the job's earliest finish (now, its
 	// run_at or its lease's end, whichever is latest) plus its result TTL;
 	// a lease record without a job, the end of its lease. And a record in progress whose
-	// job is dead or cancelled reads 'failed' (store.RecordFailed).
+	// job is dead or cancelled reads 'failed' (store.RecordFailed). A record
+	// in progress that stores no lease while its job runs is leased by that
+	// job until its job lease ends (see qRecordAcquireMany).
 	recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
         WHERE fj.id = records.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
     fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
-    result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
-    dedup_until,
+    result_hash, size_bytes, compressed,
+    COALESCE(lease_owner, CASE WHEN status = 'in_progress' THEN (SELECT 'job:' || lj.id FROM {schema}.jobs lj
+        WHERE lj.id = records.job_id AND lj.state = 'running') END, ''),
+    CASE WHEN lease_owner IS NULL AND status = 'in_progress' THEN (SELECT lj.lease_expires_at FROM {schema}.jobs lj
+        WHERE lj.id = records.job_id AND lj.state = 'running') ELSE lease_until END,
+    created_at, completed_at, dedup_until,
     COALESCE(expires_at,
         (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
          FROM {schema}.jobs fj WHERE fj.id = records.job_id),
@@ -419,27 +447,67 @@ ORDER BY tenant LIMIT 1`
 
 	qRecordDelete = `DELETE FROM {schema}.records WHERE tenant = $1 AND key = $2`
 
-	qRecordAcquire = `INSERT INTO {schema}.records AS r
-    (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
-VALUES ($1, $2, 'in_progress', NULLIF($3::bigint, 0), $4, $5, $6, $7, $8)
-` + recordAcquireConflict
-
-	// qRecordAcquireMany is qRecordAcquire for many distinct keys in one
+	// qRecordAcquireMany takes the execution leases of distinct keys in one
 	// statement ($1 tenants, $2 keys, $3 job ids, $4 owners, $5 lease ends,
-	// $7 dedup ends, $8 expiries; $6 now and $9 the expiry clock shared):
-	// one execution instead of one per key. Rows are taken in (tenant, key)
-	// order, so two of them never lock keys in opposite orders.
-	qRecordAcquireMany = `INSERT INTO {schema}.records AS r
-    (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
-SELECT i.tenant, i.key, 'in_progress', NULLIF(i.job_id, 0), i.owner, i.lease_until, $6::timestamptz, i.dedup_until, i.expires_at
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $7::timestamptz[], $8::timestamptz[])
-    AS i(tenant, key, job_id, owner, lease_until, dedup_until, expires_at)
-ORDER BY i.tenant, i.key
-` + recordAcquireConflict
+	// $7 dedup ends, $8 expiries; $6 now and $9 the expiry clock shared);
+	// it returns the records it acquired. A job whose key's record is its
+	// own (the record names it, is in progress and live, stores no lease,
+	// and the job runs under a live job lease) holds the lease by its job
+	// lease already: own reads the record and nothing is written. The other
+	// keys are upserted in (tenant, key) order, so two statements never lock
+	// keys in opposite orders.
+	//
+	// A record that stores no lease is held by its running job (a derived
+	// lease, read as in recordReadCols). An acquirer of another owner must
+	// see that job's current state, not its snapshot's: held locks the jobs
+	// the records name FOR SHARE first (the InitPlan on the INSERT's SELECT
+	// runs before any record is locked, so jobs are locked before records
+	// as everywhere else). A claim of such a job (SKIP LOCKED) then waits
+	// for this statement's commit, whose record write its own read then
+	// sees; a claim committed before shows here as running. A record whose
+	// job changed since the snapshot (not in held) is refused: the caller
+	// reads the holder and tries later. Every lookup is by primary key
+	// (LATERAL … LIMIT 1, = ANY(ARRAY(…))): a generic plan must not join
+	// against a scan of the running jobs, whose partial indexes hold an
+	// entry for every job that ran since the last vacuum.
+	qRecordAcquireMany = `WITH i AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $7::timestamptz[], $8::timestamptz[])
+        AS i(tenant, key, job_id, owner, lease_until, dedup_until, expires_at)
+), own AS (
+    SELECT r.tenant, r.key, r.status, r.fingerprint, r.job_id, COALESCE(r.result_job_id, 0), r.result,
+        r.result_hash, r.size_bytes, r.compressed, 'job:' || oj.id, oj.lease_expires_at, r.created_at,
+        r.completed_at, r.dedup_until, r.expires_at, r.duration_ms
+    FROM i
+    JOIN LATERAL (SELECT * FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
+        AND r.job_id = i.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
+        AND (r.expires_at IS NULL OR r.expires_at > $6) LIMIT 1) r ON true
+    JOIN LATERAL (SELECT oj.id, oj.state, oj.lease_expires_at FROM {schema}.jobs oj WHERE oj.id = i.job_id LIMIT 1) oj ON true
+    WHERE i.job_id <> 0 AND oj.state = 'running' AND oj.lease_expires_at > COALESCE($9::timestamptz, now())
+), held AS (
+    SELECT r.job_id FROM i
+    JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
+        AND r.lease_owner IS NULL AND r.status = 'in_progress' LIMIT 1) r ON true
+    WHERE r.job_id IS DISTINCT FROM NULLIF(i.job_id, 0)
+), lk AS (
+    SELECT hj.id, hj.state, hj.lease_expires_at FROM {schema}.jobs hj
+    WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
+), ins AS (
+    INSERT INTO {schema}.records AS r
+        (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
+    SELECT i.tenant, i.key, 'in_progress', NULLIF(i.job_id, 0), i.owner, i.lease_until, $6::timestamptz, i.dedup_until, i.expires_at
+    FROM i
+    WHERE NOT EXISTS (SELECT 1 FROM own WHERE own.tenant = i.tenant AND own.key = i.key)
+      AND (SELECT count(*) FROM lk) >= 0
+    ORDER BY i.tenant, i.key
+    ` + recordAcquireConflict + `
+    RETURNING ` + recordCols + `
+)
+SELECT * FROM own UNION ALL SELECT * FROM ins`
 
 	// recordAcquireConflict takes the lease of an existing record when it is
 	// expired (a fresh start), or in progress with no live lease or with
-	// this owner's; $6 is now, $9 the expiry clock.
+	// this owner's and not held by its running job (lk, above); $6 is now,
+	// $9 the expiry clock.
 	recordAcquireConflict = `ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
@@ -459,8 +527,11 @@ ORDER BY i.tenant, i.key
 WHERE r.expires_at <= $6
    OR (r.status = 'in_progress'
        AND (r.lease_owner IS NULL OR r.lease_until <= COALESCE($9::timestamptz, now())
-            OR r.lease_owner = excluded.lease_owner))
-RETURNING ` + recordCols
+            OR r.lease_owner = excluded.lease_owner)
+       AND NOT (r.lease_owner IS NULL AND r.job_id IS NOT NULL AND r.job_id IS DISTINCT FROM excluded.job_id
+                AND (r.job_id NOT IN (SELECT held.job_id FROM held)
+                     OR r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'running'
+                                     AND lk.lease_expires_at > COALESCE($9::timestamptz, now())))))`
 
 	qRecordComplete = `UPDATE {schema}.records SET
     status = 'completed', result = $4, compressed = $5, result_hash = $6, size_bytes = length($4::bytea),

@@ -47,9 +47,11 @@ func (s *Store) RecordDelete(ctx context.Context, params *store.RecordDeletePara
 	return nil
 }
 
-// RecordAcquire implements store.Records with one INSERT … ON CONFLICT DO
-// UPDATE … WHERE; when it does not take the lease, a second statement (a
-// new snapshot, which sees the winner's committed row) reads the record.
+// RecordAcquire implements store.Records with one statement
+// (qRecordAcquireMany: a read when the key's record is the running job's
+// own, else INSERT … ON CONFLICT DO UPDATE … WHERE); when it does not take
+// the lease, a second statement (a new snapshot, which sees the winner's
+// committed row) reads the record.
 func (s *Store) RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
 	db, err := s.db()
 	if err != nil {
@@ -145,16 +147,7 @@ func distinctKeysOneNow(ps []*store.RecordAcquireParams, order []int) bool {
 // acquireSet acquires ps in one statement (qRecordAcquireMany), filling out
 // for the acquired keys; it returns the indexes of the others.
 func (s *Store) acquireSet(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
-	n := len(ps)
-	tenants, keys, owners := make([]string, n), make([]string, n), make([]string, n)
-	jobIDs := make([]int64, n)
-	leases, dedups, expiries := make([]time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
-	for i, p := range ps {
-		tenants[i], keys[i], owners[i], jobIDs[i] = p.Tenant, p.Key, p.Owner, p.JobID
-		leases[i], dedups[i], expiries[i] = p.LeaseUntil, nullTime(p.DedupUntil), nullTime(p.ExpiresAt)
-	}
-	now := store.OrNow(ps[0].Now)
-	rows, err := q.Query(ctx, s.sql(qRecordAcquireMany), tenants, keys, jobIDs, owners, leases, now, dedups, expiries, s.expiryClock(now))
+	rows, err := q.Query(ctx, s.sql(qRecordAcquireMany), s.acquireArgs(ps)...)
 	if err != nil {
 		return nil, fmt.Errorf("acquire records: %w", err)
 	}
@@ -178,14 +171,27 @@ func (s *Store) acquireSet(ctx context.Context, q querier, ps []*store.RecordAcq
 	return held, nil
 }
 
+// acquireArgs binds ps (distinct keys; the first item's Now) to
+// qRecordAcquireMany.
+func (s *Store) acquireArgs(ps []*store.RecordAcquireParams) []any {
+	n := len(ps)
+	tenants, keys, owners := make([]string, n), make([]string, n), make([]string, n)
+	jobIDs := make([]int64, n)
+	leases, dedups, expiries := make([]time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+	for i, p := range ps {
+		tenants[i], keys[i], owners[i], jobIDs[i] = p.Tenant, p.Key, p.Owner, p.JobID
+		leases[i], dedups[i], expiries[i] = p.LeaseUntil, nullTime(p.DedupUntil), nullTime(p.ExpiresAt)
+	}
+	now := store.OrNow(ps[0].Now)
+	return []any{tenants, keys, jobIDs, owners, leases, now, dedups, expiries, s.expiryClock(now)}
+}
+
 // acquireEach acquires ps one statement each, in order (keys named twice
 // are taken in item order), in one round trip.
 func (s *Store) acquireEach(ctx context.Context, tx pgx.Tx, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
 	b := &pgx.Batch{}
 	for _, i := range order {
-		p := ps[i]
-		b.Queue(s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
-			p.LeaseUntil, store.OrNow(p.Now), nullTime(p.DedupUntil), nullTime(p.ExpiresAt), s.expiryClock(store.OrNow(p.Now)))
+		b.Queue(s.sql(qRecordAcquireMany), s.acquireArgs(ps[i:i+1])...)
 	}
 	br := tx.SendBatch(ctx, b)
 	var held []int
@@ -210,8 +216,7 @@ func (s *Store) acquireEach(ctx context.Context, tx pgx.Tx, ps []*store.RecordAc
 // acquireOne takes the execution lease of one key, or reads who holds it.
 func (s *Store) acquireOne(ctx context.Context, q querier, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
 	now := store.OrNow(p.Now)
-	r, err := scanRecord(q.QueryRow(ctx, s.sql(qRecordAcquire), p.Tenant, p.Key, p.JobID, p.Owner,
-		p.LeaseUntil, now, nullTime(p.DedupUntil), nullTime(p.ExpiresAt), s.expiryClock(now)))
+	r, err := scanRecord(q.QueryRow(ctx, s.sql(qRecordAcquireMany), s.acquireArgs([]*store.RecordAcquireParams{p})...))
 	if err == nil {
 		return &store.RecordAcquireResult{Acquired: true, Record: r}, nil
 	}

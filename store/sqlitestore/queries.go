@@ -21,14 +21,38 @@ expires_at, duration_ms`
 // job's earliest finish — ?3 (now), its run_at or its lease's end,
 // whichever is latest — plus its result TTL; a lease record without a job,
 // the end of its lease.
+//
+// The execution lease reads as it is held: a record in progress with no
+// lease stored whose job is running is leased by that job until its job
+// lease ends (leaseCols; docs/state-machine.md, "Idempotency keys").
 const recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
     WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
 fingerprint, job_id, result_job_id, result, result_hash,
-size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
+size_bytes, compressed, ` + leaseCols + `, created_at, completed_at, dedup_until,
 COALESCE(expires_at,
     (SELECT max(?3, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
      WHERE fj.id = idem_keys.job_id),
     max(?3, COALESCE(lease_until, 0))), duration_ms`
+
+// leaseCols reads a record's lease_owner and lease_until with the lease its
+// job's row implies: a job acquires the record its own insert created
+// without writing it (qRecordOwnLease), so while the record stores no lease
+// and its job runs, the job holds it until the end of its job lease.
+const leaseCols = `CASE WHEN lease_owner = '' AND status = 'in_progress' THEN COALESCE((SELECT 'job:' || lj.id
+    FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running'), '') ELSE lease_owner END,
+CASE WHEN lease_owner = '' AND status = 'in_progress' THEN (SELECT lj.lease_expires_at
+    FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running') ELSE lease_until END`
+
+// recordLeaseCols is recordCols with the lease read as leaseCols.
+const recordLeaseCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
+size_bytes, compressed, ` + leaseCols + `, created_at, completed_at, dedup_until,
+expires_at, duration_ms`
+
+// sqlDerivedHeld is true for a record whose stored lease is free while the
+// running job it names, another than ?3, holds it by its job lease (at
+// ?6); an acquire then leaves the record alone.
+const sqlDerivedHeld = `(lease_owner = '' AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = idem_keys.job_id
+    AND lj.id <> ?3 AND lj.state = 'running' AND lj.lease_expires_at > ?6))`
 
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
@@ -102,8 +126,14 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     result_hash   = CASE WHEN expires_at <= ?5 THEN '' ELSE result_hash END,
     size_bytes    = CASE WHEN expires_at <= ?5 THEN 0 ELSE size_bytes END,
     compressed    = CASE WHEN expires_at <= ?5 THEN 0 ELSE compressed END,
-    lease_owner   = CASE WHEN expires_at <= ?5 THEN '' ELSE lease_owner END,
-    lease_until   = CASE WHEN expires_at <= ?5 THEN NULL ELSE lease_until END,
+    lease_owner   = CASE WHEN expires_at <= ?5 THEN ''
+                         WHEN lease_owner = '' AND status = 'in_progress' THEN COALESCE((SELECT 'job:' || lj.id
+                             FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running'), '')
+                         ELSE lease_owner END,
+    lease_until   = CASE WHEN expires_at <= ?5 THEN NULL
+                         WHEN lease_owner = '' AND status = 'in_progress' THEN (SELECT lj.lease_expires_at
+                             FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running')
+                         ELSE lease_until END,
     created_at    = CASE WHEN expires_at <= ?5 THEN ?5 ELSE created_at END,
     completed_at  = CASE WHEN expires_at <= ?5 THEN NULL ELSE completed_at END,
     duration_ms   = CASE WHEN expires_at <= ?5 THEN 0 ELSE duration_ms END,
@@ -336,8 +366,17 @@ LIMIT ?5`
 const (
 	qRecordGet       = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)`
 	qRecordGetAny    = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE key = ?2 AND (expires_at IS NULL OR expires_at > ?3) AND ?1 = '' ORDER BY tenant LIMIT 1`
-	qRecordGetWriter = `SELECT ` + recordCols + ` FROM idem_keys WHERE tenant = ? AND key = ?`
-	qRecordDelete    = `DELETE FROM idem_keys WHERE tenant = ? AND key = ?`
+	qRecordGetWriter = `SELECT ` + recordLeaseCols + ` FROM idem_keys WHERE tenant = ? AND key = ?`
+
+	// qRecordOwnLease reads the record of job ?3's key when the job holds
+	// its lease without writing it: the record names the job, is in
+	// progress and live, stores no lease, and the job is running under a
+	// live job lease (?4 now). Its lease reads as the job's.
+	qRecordOwnLease = `SELECT ` + recordLeaseCols + ` FROM idem_keys
+WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND status = 'in_progress' AND lease_owner = ''
+  AND (expires_at IS NULL OR expires_at > ?4)
+  AND EXISTS (SELECT 1 FROM jobs oj WHERE oj.id = ?3 AND oj.state = 'running' AND oj.lease_expires_at > ?4)`
+	qRecordDelete = `DELETE FROM idem_keys WHERE tenant = ? AND key = ?`
 
 	// qRecordAcquire: ?1 tenant, ?2 key, ?3 job id, ?4 owner, ?5 lease
 	// until, ?6 now, ?7 dedup_until, ?8 expires_at.
@@ -361,7 +400,8 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     expires_at    = CASE WHEN expires_at <= ?6 THEN excluded.expires_at ELSE expires_at END,
     duration_ms   = CASE WHEN expires_at <= ?6 THEN 0 ELSE duration_ms END
 WHERE expires_at <= ?6
-   OR (status = 'in_progress' AND (lease_owner = '' OR lease_owner = ?4 OR lease_until IS NULL OR lease_until <= ?6))
+   OR (status = 'in_progress' AND (lease_owner = '' OR lease_owner = ?4 OR lease_until IS NULL OR lease_until <= ?6)
+       AND NOT ` + sqlDerivedHeld + `)
 RETURNING ` + recordCols
 
 	// qRecordComplete: ?1 result, ?2 compressed, ?3 hash, ?4 now, ?5 ttl

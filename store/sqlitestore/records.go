@@ -77,8 +77,19 @@ func (s *Store) RecordAcquireMany(ctx context.Context, ps []*store.RecordAcquire
 }
 
 // acquireOne takes the execution lease of one key, or reads who holds it.
+// A running job whose key's record is its own (qRecordOwnLease) holds the
+// lease by its job lease already: the record is read, not written.
 func acquireOne(t *wtx, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error) {
 	now := toUS(store.OrNow(p.Now))
+	if p.JobID != 0 {
+		r, err := scanRecord(t.queryRow(qRecordOwnLease, p.Tenant, p.Key, p.JobID, now))
+		if err == nil {
+			return &store.RecordAcquireResult{Acquired: true, Record: r}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+	}
 	r, err := scanRecord(t.queryRow(qRecordAcquire, p.Tenant, p.Key, p.JobID, p.Owner,
 		nullUS(p.LeaseUntil), now, nullUS(p.DedupUntil), nullUS(p.ExpiresAt)))
 	if err == nil {

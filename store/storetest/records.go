@@ -179,16 +179,17 @@ func testRecordFailureNotCached(t *testing.T, s store.Store) {
 
 func testRecordHeartbeat(t *testing.T, s store.Store) {
 	js := insertNew(t, s, at(0), keyed("k1", "K1", "fp"), keyed("k2", "K2", "fp"))
+	// K2's lease is held by someone else (a Do call) before its job runs
+	// (once it runs, its job holds it).
+	if res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K2", Owner: "someone",
+		LeaseUntil: at(time.Minute), Now: at(0)}); !res.Acquired {
+		t.Fatalf("could not take K2's lease")
+	}
 	c1 := claimJob(t, s, js[0], at(0))
 	c2 := claimJob(t, s, js[1], at(0))
 	if res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K1", Owner: store.JobOwner(c1.ID),
 		JobID: c1.ID, LeaseUntil: at(time.Minute), Now: at(0)}); !res.Acquired {
 		t.Fatalf("job could not take its key's lease")
-	}
-	// K2's lease is held by someone else (a Do call).
-	if res := acquire(t, s, &store.RecordAcquireParams{Tenant: "default", Key: "K2", Owner: "someone",
-		LeaseUntil: at(time.Minute), Now: at(0)}); !res.Acquired {
-		t.Fatalf("could not take K2's lease")
 	}
 	errs := heartbeat(t, s, at(10*time.Minute), at(30*time.Second), leaseOf(c1), leaseOf(c2))
 	wantOK(t, "heartbeat 1", errs[0])
@@ -313,6 +314,9 @@ func testAcquireJobRecord(t *testing.T, s store.Store) {
 		t.Errorf("record: %+v", r)
 	}
 	wantTimeP(t, "DedupUntil (kept from the insert)", r.DedupUntil, at(time.Hour))
+	// The job is not running, so no job lease holds the record for it: the
+	// lease it asked for is written.
+	wantHolder(t, "stored lease", record(t, s, "default", "K", at(0)), store.JobOwner(j.ID), at(time.Minute))
 }
 
 func testRecordComplete(t *testing.T, s store.Store) {
