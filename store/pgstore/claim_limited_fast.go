@@ -13,14 +13,14 @@ import (
 
 // The limited claim in one round trip: [BEGIN, SET LOCAL jit = off and
 // plan_cache_mode, lock the limit rows (qFlowLockShape), qClaimOneLimited,
-// COMMIT] in one pipelined batch, for a claim of one queue whose limits all have room for the whole
-// claim. It claims exactly what the general path (claimLimited) would claim
+// COMMIT] in one pipelined batch, for a claim of one queue whose limits
+// all have room for the whole claim. It claims exactly what the general path (claimLimited) would claim
 // in its first round, and writes the same usage back; when a limit could
 // bind, it claims nothing and the general path runs.
 //
 // Why it is exact: the statements of a batch run one after the other, each
 // with its own snapshot (READ COMMITTED), so qClaimOneLimited's snapshot is
-// taken after qFlowLock holds the limit rows: every claim that spent from
+// taken after qFlowLockShape holds the limit rows: every claim that spent from
 // them before has committed (claims hold the lock until they commit), and
 // no claim that spends from them runs until this one commits. Within that
 // snapshot the statement reads each limit's window and counts the running
