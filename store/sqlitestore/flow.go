@@ -166,6 +166,7 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		if l.IsDefault() {
 			if _, err := t.exec(qDefaultReset, l.Queue, l.Rate, l.Period.Microseconds()); err != nil {
 				return err
@@ -236,6 +237,7 @@ func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) err
 		return fmt.Errorf("delete limit: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		res, err := t.exec(qLimitClear, p.Scope.Tenant, p.Scope.Queue)
 		if err != nil {
 			return err
@@ -263,6 +265,7 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) error
 		return fmt.Errorf("pause queue: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		_, err := t.exec(qPause, p.Scope.Tenant, p.Scope.Queue)
 		return err
 	})
@@ -278,6 +281,7 @@ func (s *Store) QueueResume(ctx context.Context, p *store.QueuePauseParams) erro
 		return fmt.Errorf("resume queue: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		if _, err := t.exec(qResume, p.Scope.Tenant, p.Scope.Queue); err != nil {
 			return err
 		}
@@ -310,7 +314,7 @@ func (s *Store) QueuePauseList(ctx context.Context) ([]store.FlowScope, error) {
 // flow control first (pauses, limits), then the tenants of each queue in
 // rotation, each with its fair share.
 func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemtype.JobRow, error) {
-	flow, err := loadFlow(t.query)
+	flow, err := t.flow.load(t)
 	if err != nil {
 		return nil, err
 	}
@@ -342,8 +346,9 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		}
 		out = append(out, jobs...)
 	}
+	usage := b.Usage()
 	var rows, inherited [][]any
-	for _, u := range b.Usage() {
+	for _, u := range usage {
 		row := []any{u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled}
 		if u.Inherited {
 			inherited = append(inherited, row)
@@ -366,6 +371,7 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 			return nil, err
 		}
 	}
+	t.flow.put(usage)
 	b.Report(p.Report)
 	return out, nil
 }
