@@ -129,8 +129,11 @@ func loadWindows(query rowsQuerier, q string, arg any) ([]store.InheritedWindow,
 	return out, rows.Err()
 }
 
-// splitFlow returns the limits and paused scopes that concern queues.
+// splitFlow returns the limits and paused scopes that concern queues:
+// copies of the rows' limits (the budget sets their running counts), made
+// in one allocation.
 func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit, paused []store.FlowScope) {
+	copies := make([]store.Limit, 0, len(rows))
 	for _, r := range rows {
 		if r.limit.Queue != "" && !contains(queues, r.limit.Queue) {
 			continue
@@ -138,13 +141,16 @@ func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit,
 		if r.paused {
 			paused = append(paused, r.limit.FlowScope)
 		}
-		if r.limit.Limited() {
-			l := r.limit
-			limits = append(limits, &l)
+		if !r.limit.Limited() && r.limit.Weight == 0 {
+			continue
 		}
-		if r.limit.Weight > 0 {
-			l := r.limit
-			weights = append(weights, &l)
+		copies = append(copies, r.limit)
+		l := &copies[len(copies)-1]
+		if l.Limited() {
+			limits = append(limits, l)
+		}
+		if l.Weight > 0 {
+			weights = append(weights, l)
 		}
 	}
 	return limits, weights, paused
