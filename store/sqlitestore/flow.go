@@ -29,13 +29,11 @@ WHERE tenant = ?1 AND queue = ?2 AND (rate > 0 OR concurrency > 0 OR weight > 0)
 ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
 	qResume = `UPDATE flow_controls SET paused = 0 WHERE tenant = ?1 AND queue = ?2`
 	// qFlowUsage writes back every limit a claim spent from or was
-	// throttled by, in one statement: ?1 is a JSON array of
-	// [tenant, queue, window_start_us, window_used, throttled_add].
-	qFlowUsage = `UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
-FROM (SELECT json_extract(value, '$[0]') AS tenant, json_extract(value, '$[1]') AS queue,
-    json_extract(value, '$[2]') AS ws, json_extract(value, '$[3]') AS used, json_extract(value, '$[4]') AS thr
-    FROM json_each(?1)) AS u
-WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
+	// throttled by, in one statement: %s is a list of usageRowsMax rows
+	// at most, (tenant, queue, window_start_us, window_used, throttled_add).
+	qFlowUsage = `WITH u(tenant, queue, ws, used, thr) AS (VALUES %s)
+UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
+FROM u WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
@@ -46,11 +44,9 @@ WHERE f.rate > 0 AND w.window_start_us > ?1 - f.period_us`
 	// qDefaultWindowsOf reads one tenant's windows under default limits.
 	qDefaultWindowsOf = `SELECT tenant, queue, window_start_us, window_used, throttled FROM flow_default_windows WHERE tenant = ?1`
 	// qDefaultUsage writes back the tenants' windows under default limits
-	// a claim spent from or was throttled by: ?1 is a JSON array of
-	// [tenant, queue, window_start_us, window_used, throttled_add].
-	qDefaultUsage = `INSERT INTO flow_default_windows (tenant, queue, window_start_us, window_used, throttled)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-    json_extract(value, '$[3]'), json_extract(value, '$[4]') FROM json_each(?1) WHERE true
+	// a claim spent from or was throttled by: %s is a list of rows as in
+	// qFlowUsage.
+	qDefaultUsage = `INSERT INTO flow_default_windows (tenant, queue, window_start_us, window_used, throttled) VALUES %s
 ON CONFLICT (queue, tenant) DO UPDATE SET window_start_us = excluded.window_start_us,
     window_used = excluded.window_used, throttled = throttled + excluded.throttled`
 	// qDefaultReset forgets the windows of the default limit of queue ?1
@@ -353,33 +349,47 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		out = append(out, jobs...)
 	}
 	usage := b.Usage()
-	var rows, inherited [][]any
+	var rows, inherited []any
 	for _, u := range usage {
 		row := []any{u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled}
 		if u.Inherited {
-			inherited = append(inherited, row)
+			inherited = append(inherited, row...)
 		} else {
-			rows = append(rows, row)
+			rows = append(rows, row...)
 		}
 	}
-	for _, w := range []struct {
-		q    string
-		rows [][]any
-	}{{qFlowUsage, rows}, {qDefaultUsage, inherited}} {
-		if len(w.rows) == 0 {
-			continue
-		}
-		js, err := json.Marshal(w.rows)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := t.exec(w.q, string(js)); err != nil {
-			return nil, err
-		}
+	if err := writeUsage(t, qFlowUsage, rows); err != nil {
+		return nil, err
+	}
+	if err := writeUsage(t, qDefaultUsage, inherited); err != nil {
+		return nil, err
 	}
 	t.flow.put(usage)
 	b.Report(p.Report)
 	return out, nil
+}
+
+// usageRowsMax is the most usage rows written by one statement.
+const usageRowsMax = 32
+
+// writeUsage runs q (qFlowUsage or qDefaultUsage) on args, five per usage
+// row, usageRowsMax rows at a time. The rows are bound parameters of a
+// VALUES list: cheaper than a JSON array that SQLite parses again for
+// every field, and the statement texts stay few (one per row count).
+func writeUsage(t *wtx, q string, args []any) error {
+	for len(args) > 0 {
+		n := min(len(args)/5, usageRowsMax)
+		if _, err := t.exec(fmt.Sprintf(q, usageValues(n)), args[:5*n]...); err != nil {
+			return err
+		}
+		args = args[5*n:]
+	}
+	return nil
+}
+
+// usageValues returns the VALUES list of n usage rows.
+func usageValues(n int) string {
+	return strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", ")
 }
 
 // claimQueue claims up to limit jobs of one queue, tenant by tenant.

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -97,6 +98,39 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 		}
 		if got := windowUsed(t, s); got != 7 {
 			t.Fatalf("window_used %d, want 7", got)
+		}
+	})
+	t.Run("more usage rows than one statement writes", func(t *testing.T) {
+		t.Parallel()
+		s := openTest(t, nil)
+		const tenants = 2*usageRowsMax + 3
+		// A default limit too: its windows are written per tenant.
+		putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "default"}, Rate: 1, Period: time.Hour})
+		var ps []*store.JobInsertParams
+		for i := range tenants {
+			putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: fmt.Sprintf("t%03d", i)}, Rate: 2, Period: time.Hour})
+			for range 3 {
+				p := job("flow")
+				p.Tenant = fmt.Sprintf("t%03d", i)
+				ps = append(ps, p)
+			}
+		}
+		insert(t, s, t0, ps...)
+		if got := len(claim(t, s, t0, 1000)); got != tenants {
+			t.Fatalf("claimed %d, want one per tenant (the default's rate 1)", got)
+		}
+		if got := len(claim(t, s, t0, 1000)); got != 0 {
+			t.Fatalf("claimed %d more with every window spent", got)
+		}
+		var own, inherited int
+		if err := s.rdb.QueryRow(`SELECT sum(window_used) FROM flow_controls WHERE tenant LIKE 't%'`).Scan(&own); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.rdb.QueryRow(`SELECT sum(window_used) FROM flow_default_windows`).Scan(&inherited); err != nil {
+			t.Fatal(err)
+		}
+		if own != tenants || inherited != tenants {
+			t.Fatalf("windows used: %d of the tenants' limits, %d of the default, want %d each", own, inherited, tenants)
 		}
 	})
 	t.Run("another store on the same file", func(t *testing.T) {
