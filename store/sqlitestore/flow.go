@@ -35,6 +35,11 @@ ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
 UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
 FROM u WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
+	// The running jobs of one scope, on the partial index jobs_running_scope
+	// (tenant, queue): one tenant's in one queue, one tenant's, one queue's.
+	qRunningTenantQueue = `SELECT count(*) FROM jobs WHERE state = 'running' AND tenant = ?1 AND queue = ?2`
+	qRunningTenant      = `SELECT count(*) FROM jobs WHERE state = 'running' AND tenant = ?1`
+	qRunningQueue       = `SELECT count(*) FROM jobs WHERE state = 'running' AND queue = ?1`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
 	// limits of tenant '*' (?1 now); older windows count nothing.
@@ -321,12 +326,9 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		return nil, err
 	}
 	limits, weights, paused := splitFlow(flow, p.Queues)
-	var running []store.RunningCount
-	if store.HasConcurrency(limits) {
-		if running, err = loadRunning(t.query); err != nil {
-			return nil, err
-		}
-		store.SetRunning(limits, running)
+	running, err := setRunning(t, limits)
+	if err != nil {
+		return nil, err
 	}
 	b := store.NewClaimBudget(fromUS(now), limits, paused)
 	b.SetWeights(weights)
@@ -390,6 +392,51 @@ func writeUsage(t *wtx, q string, args []any) error {
 // usageValues returns the VALUES list of n usage rows.
 func usageValues(n int) string {
 	return strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", ")
+}
+
+// runningScopesMax is the most concurrency limits whose running jobs a
+// claim counts scope by scope.
+const runningScopesMax = 16
+
+// setRunning fills the Running of the concurrency limits. A few limits
+// without a default among them are counted scope by scope on the index
+// (running jobs of other scopes cost nothing) and running is nil; else
+// every running job is counted by (tenant, queue) once, and running holds
+// those counts (a default limit needs every tenant's).
+func setRunning(t *wtx, limits []*store.Limit) (running []store.RunningCount, err error) {
+	var scoped []*store.Limit
+	for _, l := range limits {
+		if l.IsDefault() && l.Concurrency > 0 {
+			scoped = nil
+			break
+		}
+		if l.Concurrency > 0 {
+			scoped = append(scoped, l)
+		}
+	}
+	if len(scoped) == 0 || len(scoped) > runningScopesMax {
+		if !store.HasConcurrency(limits) {
+			return nil, nil
+		}
+		if running, err = loadRunning(t.query); err != nil {
+			return nil, err
+		}
+		store.SetRunning(limits, running)
+		return running, nil
+	}
+	for _, l := range scoped {
+		q, args := qRunningTenantQueue, []any{l.Tenant, l.Queue}
+		switch {
+		case l.Queue == "":
+			q, args = qRunningTenant, args[:1]
+		case l.Tenant == "":
+			q, args = qRunningQueue, args[1:]
+		}
+		if err := t.queryRow(q, args...).Scan(&l.Running); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // claimQueue claims up to limit jobs of one queue, tenant by tenant.
