@@ -177,6 +177,7 @@ type ClaimBudget struct {
 	windows  map[FlowScope]InheritedWindow // by (tenant, default's queue scope)
 	running  map[string][]RunningCount     // by tenant
 	has      map[FlowScope]bool            // scopes of limits (explicit or inherited)
+	byTenant map[string][]int              // indexes of limits by Tenant ("" = every tenant), ascending
 	left     []int                         // remaining budget per limit (-1 = unbounded)
 	used     []int
 	hit      []bool
@@ -191,8 +192,10 @@ func NewClaimBudget(now time.Time, limits []*Limit, paused []FlowScope) *ClaimBu
 	own, defaults := splitDefaults(limits)
 	b := &ClaimBudget{now: now, limits: own, defaults: defaults, paused: paused,
 		left: make([]int, len(own)), used: make([]int, len(own)), hit: make([]bool, len(own))}
+	b.byTenant = make(map[string][]int)
 	for i, l := range own {
 		b.left[i] = l.budget(now)
+		b.byTenant[l.Tenant] = append(b.byTenant[l.Tenant], i)
 	}
 	if len(defaults) > 0 {
 		b.has = make(map[FlowScope]bool, len(own))
@@ -272,34 +275,53 @@ func (b *ClaimBudget) Excluded(queue, only string) []string {
 func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
 	b.ensure(tenant, queue, false)
 	n := want
-	for i, l := range b.limits {
-		if b.left[i] >= 0 && l.applies(tenant, queue) && b.left[i] < n {
+	b.each(tenant, queue, func(i int) {
+		if b.left[i] >= 0 && b.left[i] < n {
 			n = b.left[i]
 			b.hit[i] = true
 		}
-	}
-	for i, l := range b.limits {
-		if b.left[i] >= 0 && l.applies(tenant, queue) {
+	})
+	b.each(tenant, queue, func(i int) {
+		if b.left[i] >= 0 {
 			b.left[i] -= n
 		}
-	}
+	})
 	return n
 }
 
 // Return gives back n reserved but unclaimed jobs of tenant in queue.
 func (b *ClaimBudget) Return(tenant, queue string, n int) {
-	for i, l := range b.limits {
-		if b.left[i] >= 0 && l.applies(tenant, queue) {
+	b.each(tenant, queue, func(i int) {
+		if b.left[i] >= 0 {
 			b.left[i] += n
 		}
-	}
+	})
 }
 
 // Claimed records that n jobs of tenant in queue were claimed.
 func (b *ClaimBudget) Claimed(tenant, queue string, n int) {
-	for i, l := range b.limits {
-		if l.applies(tenant, queue) {
-			b.used[i] += n
+	b.each(tenant, queue, func(i int) { b.used[i] += n })
+}
+
+// each calls f with the index of every limit that applies to work of
+// tenant in queue, in the order of b.limits (which limits a quota marks
+// as hit depends on it): the limits of every tenant and those of tenant,
+// merged, so that a claim does not test every tenant's limits for each
+// tenant it visits.
+func (b *ClaimBudget) each(tenant, queue string, f func(i int)) {
+	all, own := b.byTenant[""], b.byTenant[tenant]
+	if tenant == "" {
+		own = nil
+	}
+	for len(all) > 0 || len(own) > 0 {
+		var i int
+		if len(own) == 0 || len(all) > 0 && all[0] < own[0] {
+			i, all = all[0], all[1:]
+		} else {
+			i, own = own[0], own[1:]
+		}
+		if l := b.limits[i]; l.Queue == "" || l.Queue == queue {
+			f(i)
 		}
 	}
 }

@@ -103,6 +103,7 @@ func (b *ClaimBudget) ensure(tenant, queue string, exact bool) {
 		}
 		l := b.inherit(d, tenant)
 		b.has[l.FlowScope] = true
+		b.byTenant[tenant] = append(b.byTenant[tenant], len(b.limits))
 		b.limits = append(b.limits, l)
 		b.left = append(b.left, l.budget(b.now))
 		b.used = append(b.used, 0)
