@@ -103,8 +103,8 @@ func (b *ClaimBudget) ensure(tenant, queue string, exact bool) {
 		}
 		l := b.inherit(d, tenant)
 		b.has[l.FlowScope] = true
-		b.byTenant[tenant] = append(b.byTenant[tenant], len(b.limits))
 		b.limits = append(b.limits, l)
+		b.link(len(b.limits) - 1)
 		b.left = append(b.left, l.budget(b.now))
 		b.used = append(b.used, 0)
 		b.hit = append(b.hit, false)
