@@ -132,9 +132,12 @@ func loadWindows(query rowsQuerier, q string, arg any) ([]store.InheritedWindow,
 
 // splitFlow returns the limits and paused scopes that concern queues:
 // copies of the rows' limits (the budget sets their running counts), made
-// in one allocation.
-func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit, paused []store.FlowScope) {
-	copies := make([]store.Limit, 0, len(rows))
+// in the array of copies when it has room, and that array.
+func splitFlow(rows []flowRow, queues []string, copies []store.Limit) (limits, weights []*store.Limit, paused []store.FlowScope, _ []store.Limit) {
+	if cap(copies) < len(rows) {
+		copies = make([]store.Limit, 0, len(rows))
+	}
+	copies = copies[:0]
 	for _, r := range rows {
 		if r.limit.Queue != "" && !contains(queues, r.limit.Queue) {
 			continue
@@ -154,7 +157,7 @@ func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit,
 			weights = append(weights, l)
 		}
 	}
-	return limits, weights, paused
+	return limits, weights, paused, copies
 }
 
 func contains(xs []string, x string) bool {
@@ -325,7 +328,8 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 	if err != nil {
 		return nil, err
 	}
-	limits, weights, paused := splitFlow(flow, p.Queues)
+	limits, weights, paused, copies := splitFlow(flow, p.Queues, t.flow.copies)
+	t.flow.copies = copies
 	running, err := setRunning(t, limits)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,10 @@ type flowCache struct {
 	index   map[store.FlowScope]int // position of a scope in rows
 	valid   bool
 	version int64 // data_version when rows were read
+	// copies is the array a claim copies its limits into (splitFlow),
+	// reused by the next claim: the writer runs one claim at a time and
+	// a claim's budget does not outlive it.
+	copies []store.Limit
 }
 
 // invalidate drops the rows: the next claim reads the table again.
