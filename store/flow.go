@@ -177,6 +177,8 @@ type ClaimBudget struct {
 	windows  map[FlowScope]InheritedWindow // by (tenant, default's queue scope)
 	running  map[string][]RunningCount     // by tenant
 	has      map[FlowScope]bool            // scopes of limits (explicit or inherited)
+	first    map[string]int                // first limit of each Tenant ("" = every tenant)
+	next     []int                         // next limit of the same Tenant (-1 = none), ascending
 	left     []int                         // remaining budget per limit (-1 = unbounded)
 	used     []int
 	hit      []bool
@@ -191,8 +193,15 @@ func NewClaimBudget(now time.Time, limits []*Limit, paused []FlowScope) *ClaimBu
 	own, defaults := splitDefaults(limits)
 	b := &ClaimBudget{now: now, limits: own, defaults: defaults, paused: paused,
 		left: make([]int, len(own)), used: make([]int, len(own)), hit: make([]bool, len(own))}
-	for i, l := range own {
+	b.first, b.next = make(map[string]int, len(own)), make([]int, len(own))
+	for i := len(own) - 1; i >= 0; i-- {
+		l := own[i]
 		b.left[i] = l.budget(now)
+		b.next[i] = -1
+		if j, ok := b.first[l.Tenant]; ok {
+			b.next[i] = j
+		}
+		b.first[l.Tenant] = i
 	}
 	if len(defaults) > 0 {
 		b.has = make(map[FlowScope]bool, len(own))
@@ -272,36 +281,79 @@ func (b *ClaimBudget) Excluded(queue, only string) []string {
 func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
 	b.ensure(tenant, queue, false)
 	n := want
-	for i, l := range b.limits {
-		if b.left[i] >= 0 && l.applies(tenant, queue) && b.left[i] < n {
+	b.each(tenant, queue, func(i int) {
+		if b.left[i] >= 0 && b.left[i] < n {
 			n = b.left[i]
 			b.hit[i] = true
 		}
-	}
-	for i, l := range b.limits {
-		if b.left[i] >= 0 && l.applies(tenant, queue) {
+	})
+	b.each(tenant, queue, func(i int) {
+		if b.left[i] >= 0 {
 			b.left[i] -= n
 		}
-	}
+	})
 	return n
 }
 
 // Return gives back n reserved but unclaimed jobs of tenant in queue.
 func (b *ClaimBudget) Return(tenant, queue string, n int) {
-	for i, l := range b.limits {
-		if b.left[i] >= 0 && l.applies(tenant, queue) {
+	b.each(tenant, queue, func(i int) {
+		if b.left[i] >= 0 {
 			b.left[i] += n
 		}
-	}
+	})
 }
 
 // Claimed records that n jobs of tenant in queue were claimed.
 func (b *ClaimBudget) Claimed(tenant, queue string, n int) {
-	for i, l := range b.limits {
-		if l.applies(tenant, queue) {
-			b.used[i] += n
+	b.each(tenant, queue, func(i int) { b.used[i] += n })
+}
+
+// each calls f with the index of every limit that applies to work of
+// tenant in queue, in the order of b.limits (which limits a quota marks
+// as hit depends on it): the limits of every tenant and those of tenant,
+// merged, so that a claim does not test every tenant's limits for each
+// tenant it visits.
+func (b *ClaimBudget) each(tenant, queue string, f func(i int)) {
+	all, own := b.chain(""), -1
+	if tenant != "" {
+		own = b.chain(tenant)
+	}
+	for all >= 0 || own >= 0 {
+		var i int
+		if own < 0 || all >= 0 && all < own {
+			i, all = all, b.next[all]
+		} else {
+			i, own = own, b.next[own]
+		}
+		if l := b.limits[i]; l.Queue == "" || l.Queue == queue {
+			f(i)
 		}
 	}
+}
+
+// chain returns the first limit of tenant (-1 = none); b.next links the
+// others.
+func (b *ClaimBudget) chain(tenant string) int {
+	if i, ok := b.first[tenant]; ok {
+		return i
+	}
+	return -1
+}
+
+// link appends limit i, just added to b.limits, to the chain of its tenant.
+func (b *ClaimBudget) link(i int) {
+	b.next = append(b.next, -1)
+	tenant := b.limits[i].Tenant
+	j := b.chain(tenant)
+	if j < 0 {
+		b.first[tenant] = i
+		return
+	}
+	for b.next[j] >= 0 {
+		j = b.next[j]
+	}
+	b.next[j] = i
 }
 
 // LimitUsage is what a claim writes back to one limit row.

@@ -104,6 +104,7 @@ func (b *ClaimBudget) ensure(tenant, queue string, exact bool) {
 		l := b.inherit(d, tenant)
 		b.has[l.FlowScope] = true
 		b.limits = append(b.limits, l)
+		b.link(len(b.limits) - 1)
 		b.left = append(b.left, l.budget(b.now))
 		b.used = append(b.used, 0)
 		b.hit = append(b.hit, false)

@@ -327,6 +327,51 @@ func TestClaimBudgetUsageCountsThrottling(t *testing.T) {
 	}
 }
 
+// TestClaimBudgetQuotaMarksLimitsInOrder: a quota marks as throttling the
+// limits that lowered it, taken in the order the limits were given, whether
+// they name the tenant or every tenant; other tenants' limits play no part.
+func TestClaimBudgetQuotaMarksLimitsInOrder(t *testing.T) {
+	t.Parallel()
+	own := func() *store.Limit {
+		return &store.Limit{FlowScope: store.FlowScope{Tenant: "acme"}, Rate: 5, Period: time.Minute}
+	}
+	queue := func() *store.Limit {
+		return &store.Limit{FlowScope: store.FlowScope{Queue: "mail"}, Rate: 3, Period: time.Minute}
+	}
+	other := func() *store.Limit {
+		return &store.Limit{FlowScope: store.FlowScope{Tenant: "globex"}, Rate: 1, Period: time.Minute}
+	}
+	for _, tc := range []struct {
+		name   string
+		limits []*store.Limit
+		hit    []store.FlowScope
+	}{
+		{"tenant's first", []*store.Limit{other(), own(), queue()}, []store.FlowScope{{Tenant: "acme"}, {Queue: "mail"}}},
+		{"queue's first", []*store.Limit{queue(), other(), own()}, []store.FlowScope{{Queue: "mail"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := store.NewClaimBudget(t0, tc.limits, nil)
+			if got := b.Quota("acme", "mail", 10); got != 3 {
+				t.Fatalf("quota %d, want 3", got)
+			}
+			b.Claimed("acme", "mail", 3)
+			var hit []store.FlowScope
+			for _, u := range b.Usage() {
+				if u.Throttled > 0 {
+					hit = append(hit, u.Scope)
+				}
+				if u.Scope.Tenant == "globex" {
+					t.Errorf("usage of another tenant's limit: %+v", u)
+				}
+			}
+			if !reflect.DeepEqual(hit, tc.hit) {
+				t.Errorf("throttled %v, want %v", hit, tc.hit)
+			}
+		})
+	}
+}
+
 func TestClaimBudgetReport(t *testing.T) {
 	t.Parallel()
 	now := t0.Add(10 * time.Second)

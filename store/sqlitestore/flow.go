@@ -29,14 +29,17 @@ WHERE tenant = ?1 AND queue = ?2 AND (rate > 0 OR concurrency > 0 OR weight > 0)
 ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
 	qResume = `UPDATE flow_controls SET paused = 0 WHERE tenant = ?1 AND queue = ?2`
 	// qFlowUsage writes back every limit a claim spent from or was
-	// throttled by, in one statement: ?1 is a JSON array of
-	// [tenant, queue, window_start_us, window_used, throttled_add].
-	qFlowUsage = `UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
-FROM (SELECT json_extract(value, '$[0]') AS tenant, json_extract(value, '$[1]') AS queue,
-    json_extract(value, '$[2]') AS ws, json_extract(value, '$[3]') AS used, json_extract(value, '$[4]') AS thr
-    FROM json_each(?1)) AS u
-WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
+	// throttled by, in one statement: %s is a list of usageRowsMax rows
+	// at most, (tenant, queue, window_start_us, window_used, throttled_add).
+	qFlowUsage = `WITH u(tenant, queue, ws, used, thr) AS (VALUES %s)
+UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
+FROM u WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
+	// The running jobs of one scope, on the partial index jobs_running_scope
+	// (tenant, queue): one tenant's in one queue, one tenant's, one queue's.
+	qRunningTenantQueue = `SELECT count(*) FROM jobs WHERE state = 'running' AND tenant = ?1 AND queue = ?2`
+	qRunningTenant      = `SELECT count(*) FROM jobs WHERE state = 'running' AND tenant = ?1`
+	qRunningQueue       = `SELECT count(*) FROM jobs WHERE state = 'running' AND queue = ?1`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
 	// limits of tenant '*' (?1 now); older windows count nothing.
@@ -46,11 +49,9 @@ WHERE f.rate > 0 AND w.window_start_us > ?1 - f.period_us`
 	// qDefaultWindowsOf reads one tenant's windows under default limits.
 	qDefaultWindowsOf = `SELECT tenant, queue, window_start_us, window_used, throttled FROM flow_default_windows WHERE tenant = ?1`
 	// qDefaultUsage writes back the tenants' windows under default limits
-	// a claim spent from or was throttled by: ?1 is a JSON array of
-	// [tenant, queue, window_start_us, window_used, throttled_add].
-	qDefaultUsage = `INSERT INTO flow_default_windows (tenant, queue, window_start_us, window_used, throttled)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-    json_extract(value, '$[3]'), json_extract(value, '$[4]') FROM json_each(?1) WHERE true
+	// a claim spent from or was throttled by: %s is a list of rows as in
+	// qFlowUsage.
+	qDefaultUsage = `INSERT INTO flow_default_windows (tenant, queue, window_start_us, window_used, throttled) VALUES %s
 ON CONFLICT (queue, tenant) DO UPDATE SET window_start_us = excluded.window_start_us,
     window_used = excluded.window_used, throttled = throttled + excluded.throttled`
 	// qDefaultReset forgets the windows of the default limit of queue ?1
@@ -129,8 +130,14 @@ func loadWindows(query rowsQuerier, q string, arg any) ([]store.InheritedWindow,
 	return out, rows.Err()
 }
 
-// splitFlow returns the limits and paused scopes that concern queues.
-func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit, paused []store.FlowScope) {
+// splitFlow returns the limits and paused scopes that concern queues:
+// copies of the rows' limits (the budget sets their running counts), made
+// in the array of copies when it has room, and that array.
+func splitFlow(rows []flowRow, queues []string, copies []store.Limit) (limits, weights []*store.Limit, paused []store.FlowScope, _ []store.Limit) {
+	if cap(copies) < len(rows) {
+		copies = make([]store.Limit, 0, len(rows))
+	}
+	copies = copies[:0]
 	for _, r := range rows {
 		if r.limit.Queue != "" && !contains(queues, r.limit.Queue) {
 			continue
@@ -138,16 +145,19 @@ func splitFlow(rows []flowRow, queues []string) (limits, weights []*store.Limit,
 		if r.paused {
 			paused = append(paused, r.limit.FlowScope)
 		}
-		if r.limit.Limited() {
-			l := r.limit
-			limits = append(limits, &l)
+		if !r.limit.Limited() && r.limit.Weight == 0 {
+			continue
 		}
-		if r.limit.Weight > 0 {
-			l := r.limit
-			weights = append(weights, &l)
+		copies = append(copies, r.limit)
+		l := &copies[len(copies)-1]
+		if l.Limited() {
+			limits = append(limits, l)
+		}
+		if l.Weight > 0 {
+			weights = append(weights, l)
 		}
 	}
-	return limits, weights, paused
+	return limits, weights, paused, copies
 }
 
 func contains(xs []string, x string) bool {
@@ -166,6 +176,7 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		if l.IsDefault() {
 			if _, err := t.exec(qDefaultReset, l.Queue, l.Rate, l.Period.Microseconds()); err != nil {
 				return err
@@ -236,6 +247,7 @@ func (s *Store) LimitDelete(ctx context.Context, p *store.LimitDeleteParams) err
 		return fmt.Errorf("delete limit: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		res, err := t.exec(qLimitClear, p.Scope.Tenant, p.Scope.Queue)
 		if err != nil {
 			return err
@@ -263,6 +275,7 @@ func (s *Store) QueuePause(ctx context.Context, p *store.QueuePauseParams) error
 		return fmt.Errorf("pause queue: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		_, err := t.exec(qPause, p.Scope.Tenant, p.Scope.Queue)
 		return err
 	})
@@ -278,6 +291,7 @@ func (s *Store) QueueResume(ctx context.Context, p *store.QueuePauseParams) erro
 		return fmt.Errorf("resume queue: %w", err)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate()
 		if _, err := t.exec(qResume, p.Scope.Tenant, p.Scope.Queue); err != nil {
 			return err
 		}
@@ -310,17 +324,15 @@ func (s *Store) QueuePauseList(ctx context.Context) ([]store.FlowScope, error) {
 // flow control first (pauses, limits), then the tenants of each queue in
 // rotation, each with its fair share.
 func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemtype.JobRow, error) {
-	flow, err := loadFlow(t.query)
+	flow, err := t.flow.load(t)
 	if err != nil {
 		return nil, err
 	}
-	limits, weights, paused := splitFlow(flow, p.Queues)
-	var running []store.RunningCount
-	if store.HasConcurrency(limits) {
-		if running, err = loadRunning(t.query); err != nil {
-			return nil, err
-		}
-		store.SetRunning(limits, running)
+	limits, weights, paused, copies := splitFlow(flow, p.Queues, t.flow.copies)
+	t.flow.copies = copies
+	running, err := setRunning(t, limits)
+	if err != nil {
+		return nil, err
 	}
 	b := store.NewClaimBudget(fromUS(now), limits, paused)
 	b.SetWeights(weights)
@@ -342,32 +354,93 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		}
 		out = append(out, jobs...)
 	}
-	var rows, inherited [][]any
-	for _, u := range b.Usage() {
+	usage := b.Usage()
+	var rows, inherited []any
+	for _, u := range usage {
 		row := []any{u.Scope.Tenant, u.Scope.Queue, toUS(u.WindowStart), u.WindowUsed, u.Throttled}
 		if u.Inherited {
-			inherited = append(inherited, row)
+			inherited = append(inherited, row...)
 		} else {
-			rows = append(rows, row)
+			rows = append(rows, row...)
 		}
 	}
-	for _, w := range []struct {
-		q    string
-		rows [][]any
-	}{{qFlowUsage, rows}, {qDefaultUsage, inherited}} {
-		if len(w.rows) == 0 {
-			continue
-		}
-		js, err := json.Marshal(w.rows)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := t.exec(w.q, string(js)); err != nil {
-			return nil, err
-		}
+	if err := writeUsage(t, qFlowUsage, rows); err != nil {
+		return nil, err
 	}
+	if err := writeUsage(t, qDefaultUsage, inherited); err != nil {
+		return nil, err
+	}
+	t.flow.put(usage)
 	b.Report(p.Report)
 	return out, nil
+}
+
+// usageRowsMax is the most usage rows written by one statement.
+const usageRowsMax = 32
+
+// writeUsage runs q (qFlowUsage or qDefaultUsage) on args, five per usage
+// row, usageRowsMax rows at a time. The rows are bound parameters of a
+// VALUES list: cheaper than a JSON array that SQLite parses again for
+// every field, and the statement texts stay few (one per row count).
+func writeUsage(t *wtx, q string, args []any) error {
+	for len(args) > 0 {
+		n := min(len(args)/5, usageRowsMax)
+		if _, err := t.exec(fmt.Sprintf(q, usageValues(n)), args[:5*n]...); err != nil {
+			return err
+		}
+		args = args[5*n:]
+	}
+	return nil
+}
+
+// usageValues returns the VALUES list of n usage rows.
+func usageValues(n int) string {
+	return strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", ")
+}
+
+// runningScopesMax is the most concurrency limits whose running jobs a
+// claim counts scope by scope.
+const runningScopesMax = 16
+
+// setRunning fills the Running of the concurrency limits. A few limits
+// without a default among them are counted scope by scope on the index
+// (running jobs of other scopes cost nothing) and running is nil; else
+// every running job is counted by (tenant, queue) once, and running holds
+// those counts (a default limit needs every tenant's).
+func setRunning(t *wtx, limits []*store.Limit) (running []store.RunningCount, err error) {
+	var scoped []*store.Limit
+	for _, l := range limits {
+		if l.IsDefault() && l.Concurrency > 0 {
+			scoped = nil
+			break
+		}
+		if l.Concurrency > 0 {
+			scoped = append(scoped, l)
+		}
+	}
+	if len(scoped) == 0 || len(scoped) > runningScopesMax {
+		if !store.HasConcurrency(limits) {
+			return nil, nil
+		}
+		if running, err = loadRunning(t.query); err != nil {
+			return nil, err
+		}
+		store.SetRunning(limits, running)
+		return running, nil
+	}
+	for _, l := range scoped {
+		q, args := qRunningTenantQueue, []any{l.Tenant, l.Queue}
+		switch {
+		case l.Queue == "":
+			q, args = qRunningTenant, args[:1]
+		case l.Tenant == "":
+			q, args = qRunningQueue, args[1:]
+		}
+		if err := t.queryRow(q, args...).Scan(&l.Running); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // claimQueue claims up to limit jobs of one queue, tenant by tenant.

@@ -63,6 +63,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	err = s.write(ctx, 1, func(t *wtx) error {
+		t.flow.invalidate() // a migration may change flow_controls
 		if _, err := t.conn.ExecContext(context.Background(), qMigrationsTable); err != nil {
 			return err
 		}

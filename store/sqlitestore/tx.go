@@ -57,6 +57,9 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 	err := s.w.submit(ctx, 1, writeReq{once: true, fn: func(t *wtx) error {
 		tx := &Tx{t: t, w: s.w}
 		defer func() { tx.done = true }()
+		// fn may write any table through tx, flow_controls too, and
+		// roll it back: claims read the flow-control rows afresh.
+		defer t.flow.invalidate()
 		if _, err := t.exec("SAVEPOINT caller_tx"); err != nil {
 			return fmt.Errorf("savepoint: %w", err)
 		}

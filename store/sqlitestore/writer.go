@@ -237,6 +237,7 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 		}
 		if err := op.Req.fn(t); err != nil {
 			errs[i] = err
+			t.flow.invalidate() // the op's writes to flow_controls are undone
 			if _, rerr := t.exec("ROLLBACK TO op"); rerr != nil {
 				w.rollback()
 				return nil, false, fmt.Errorf("rollback to savepoint: %w", rerr)
@@ -267,6 +268,7 @@ func isLogical(err error) bool {
 }
 
 func (w *writer) rollback() {
+	w.tx.flow.invalidate() // what the cache took from this transaction is undone
 	if _, err := w.tx.exec("ROLLBACK"); err != nil {
 		w.log.Error("sqlitestore: rollback", slog.Any("err", err))
 	}
@@ -280,6 +282,8 @@ type wtx struct {
 	// nextID is the last job id allocated in this transaction; 0 = not yet
 	// read from the database (see qJobSeq).
 	nextID int64
+	// flow caches the flow-control rows between claims (see flowCache).
+	flow flowCache
 }
 
 // maxCachedStmts bounds the statement cache (dynamic IN lists vary).
