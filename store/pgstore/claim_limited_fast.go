@@ -80,8 +80,12 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
              WHEN a.window_start > a.ws THEN 0
              ELSE a.rate END,
         CASE WHEN a.concurrency = 0 THEN NULL
-             ELSE greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r WHERE r.state = 'running'
-                 AND (a.tenant = '' OR r.tenant = a.tenant) AND (a.queue = '' OR r.queue = a.queue)))::int END) AS left_n
+             WHEN a.tenant = '' THEN greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
+                 WHERE r.state = 'running' AND r.queue = a.queue))::int
+             WHEN a.queue = '' THEN greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
+                 WHERE r.state = 'running' AND r.tenant = a.tenant))::int
+             ELSE greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
+                 WHERE r.state = 'running' AND r.tenant = a.tenant AND r.queue = a.queue))::int END) AS left_n
     FROM (
         SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, false AS inh FROM flow WHERE tenant <> '*'
         UNION ALL
