@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,6 +27,7 @@ func flowCases() []testCase {
 		{"Limits/concurrency_never_exceeded_by_racing_claimers", testLimitConcurrencyRace},
 		{"Limits/throttled_tenant_does_not_block_others", testLimitTenantIsolation},
 		{"Limits/queue_limit_caps_all_tenants", testLimitQueueWide},
+		{"Limits/concurrency_counts_only_its_scope", testLimitConcurrencyScope},
 		{"Limits/take_effect_from_the_next_claim", testLimitNextClaim},
 		{"Pause/queue_and_tenant_in_queue", testPause},
 		{"Pause/toggling_under_load_loses_nothing", testPauseRace},
@@ -344,6 +346,86 @@ func testLimitQueueWide(t *testing.T, s store.Store) {
 	}
 	if n := len(claim(t, s, at(time.Second), 10)) + len(claim(t, s, at(2*time.Second), 10)); n != 7 {
 		t.Fatalf("claims took %d jobs, want the queue's rate 7", n)
+	}
+}
+
+// A concurrency limit counts the running jobs of its scope and no others:
+// for a tenant, a queue and a tenant in a queue, two jobs run in every
+// (tenant, queue) outside the scope, then a claim in the scope takes the
+// limit of 2, the next nothing, and one more after one of them finished.
+func testLimitConcurrencyScope(t *testing.T, s store.Store) {
+	for i, scope := range []store.FlowScope{{Tenant: "a"}, {Queue: "q"}, {Tenant: "a", Queue: "q"}} {
+		// Each scope claims from queues of its own, so that what a store
+		// remembers of a queue's earlier claims (hints) does not carry over.
+		q := fmt.Sprint("q", i)
+		if scope.Queue != "" {
+			scope.Queue = q
+		}
+		t.Run(fmt.Sprintf("tenant=%q queue=%q", scope.Tenant, scope.Queue), func(t *testing.T) {
+			ctx := context.Background()
+			base := at(time.Duration(len(scope.Tenant)+2*len(scope.Queue)) * time.Hour)
+			putLimit(t, s, store.Limit{FlowScope: scope, Concurrency: 2})
+			defer func() {
+				if err := s.LimitDelete(ctx, &store.LimitDeleteParams{Scope: scope}); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			claimOf := func(tenant, queue string, limit int) []*idemtype.JobRow {
+				t.Helper()
+				jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{queue}, Tenant: tenant, WorkerID: "w",
+					Limit: limit, LeaseUntil: base.Add(time.Hour), Now: base})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return jobs
+			}
+			var running []*idemtype.JobRow
+			for _, tenant := range []string{"a", "b"} {
+				for _, queue := range []string{q, q + "-other"} {
+					if (scope.Tenant == "" || scope.Tenant == tenant) && (scope.Queue == "" || scope.Queue == queue) {
+						continue
+					}
+					for range 2 {
+						p := newJob("scope")
+						p.Tenant, p.Queue, p.RunAt = tenant, queue, base
+						insertAll(t, s, base, p)
+					}
+					running = append(running, claimOf(tenant, queue, 10)...)
+				}
+			}
+			in := make([]*store.JobInsertParams, 5)
+			for i := range in {
+				in[i] = newJob("scope")
+				in[i].Tenant, in[i].Queue, in[i].RunAt = "a", q, base
+			}
+			insertAll(t, s, base, in...)
+			// Claims of one job each (a claim that fits the budget as a
+			// whole) and of ten (more than the limit).
+			var jobs []*idemtype.JobRow
+			for i, want := range []int{1, 1, 0} {
+				got := claimOf("a", q, 1)
+				if len(got) != want {
+					t.Fatalf("claim %d of one job took %d under concurrency 2, want %d (%d jobs running outside the scope must not count)",
+						i+1, len(got), want, len(running))
+				}
+				jobs = append(jobs, got...)
+			}
+			if got := len(claimOf("a", q, 10)); got != 0 {
+				t.Fatalf("claimed %d with the scope's 2 running", got)
+			}
+			finish1(t, s, completion(jobs[0], `1`, base))
+			more := claimOf("a", q, 10)
+			if len(more) != 1 {
+				t.Fatalf("claimed %d after one of 2 finished, want 1", len(more))
+			}
+			// Leave nothing running for the next scope.
+			for _, j := range append(append(running, jobs[1]), more...) {
+				finish1(t, s, completion(j, `1`, base))
+			}
+			for _, j := range claimOf("a", q, 10) {
+				finish1(t, s, completion(j, `1`, base))
+			}
+		})
 	}
 }
 
