@@ -108,7 +108,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	b.Queue(s.sql(qFlowLock), p.Queues)
 	b.Queue(s.sql(qFlowWeights), p.Queues)
 	if sh.concurrency {
-		b.Queue(s.sql(qRunningScopes))
+		b.Queue(s.sql(qRunningOfClaim), p.Queues)
 	}
 	if sh.defaults {
 		b.Queue(s.sql(qDefaultWindows), now, p.Queues)
@@ -174,7 +174,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	found := shapeOf(limits)
 	s.shapes.set(p.Queues, found)
 	if found.concurrency && !sh.concurrency {
-		if running, err = s.loadRunning(ctx, conn); err != nil {
+		if running, err = s.loadRunning(ctx, conn, p.Queues); err != nil {
 			return nil, err
 		}
 	}
@@ -236,7 +236,7 @@ func scanFlow(rows pgx.Rows, err error) ([]flowRow, error) {
 	})
 }
 
-// scanRunning reads qRunningScopes.
+// scanRunning reads qRunningScopes or qRunningOfClaim.
 func scanRunning(rows pgx.Rows, err error) ([]store.RunningCount, error) {
 	if err != nil {
 		return nil, err

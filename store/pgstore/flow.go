@@ -38,6 +38,15 @@ ON CONFLICT (tenant, queue) DO UPDATE SET paused = true`
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) AS u(tenant, queue, ws, used, thr)
 WHERE f.tenant = u.tenant AND f.queue = u.queue`
 	qRunningScopes = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs WHERE state = 'running' GROUP BY tenant, queue`
+	// qRunningOfClaim counts the running jobs a claim of queues $1 can be
+	// limited by: those of the queues, and those of every queue of a
+	// tenant with a concurrency limit for every queue (all of them under
+	// such a default limit).
+	qRunningOfClaim = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs
+WHERE state = 'running' AND (queue = ANY($1::text[])
+    OR tenant IN (SELECT tenant FROM {schema}.flow_controls WHERE queue = '' AND concurrency > 0)
+    OR EXISTS (SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = '' AND concurrency > 0))
+GROUP BY tenant, queue`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
 	// limits of tenant '*' of queues $2 ($1 now); older windows count
@@ -182,9 +191,13 @@ func (s *Store) loadFlow(ctx context.Context, q querier, sql string, queues []st
 	return scanFlow(q.Query(ctx, s.sql(sql), queues))
 }
 
-// loadRunning counts running jobs per (tenant, queue).
-func (s *Store) loadRunning(ctx context.Context, q querier) ([]store.RunningCount, error) {
-	return scanRunning(q.Query(ctx, s.sql(qRunningScopes)))
+// loadRunning counts running jobs per (tenant, queue): every one when
+// queues is nil, else those a claim of queues can be limited by.
+func (s *Store) loadRunning(ctx context.Context, q querier, queues []string) ([]store.RunningCount, error) {
+	if queues == nil {
+		return scanRunning(q.Query(ctx, s.sql(qRunningScopes)))
+	}
+	return scanRunning(q.Query(ctx, s.sql(qRunningOfClaim), queues))
 }
 
 // usageCols are LimitUsage rows as the column arrays of qFlowUsage and
@@ -261,7 +274,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	if err != nil {
 		return nil, fmt.Errorf("list limits: %w", err)
 	}
-	running, err := s.loadRunning(ctx, db)
+	running, err := s.loadRunning(ctx, db, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list limits: %w", err)
 	}

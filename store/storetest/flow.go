@@ -399,10 +399,24 @@ func testLimitConcurrencyScope(t *testing.T, s store.Store) {
 				in[i].Tenant, in[i].Queue, in[i].RunAt = "a", q, base
 			}
 			insertAll(t, s, base, in...)
+			// A tenant's limit for every queue counts its jobs running in
+			// another queue too.
+			wants := []int{1, 1, 0}
+			if scope.Queue == "" {
+				p := newJob("scope")
+				p.Tenant, p.Queue, p.RunAt = "a", q+"-side", base
+				insertAll(t, s, base, p)
+				side := claimOf("a", q+"-side", 10)
+				if len(side) != 1 {
+					t.Fatalf("claimed %d of a's job in another queue, want 1", len(side))
+				}
+				running = append(running, side...)
+				wants = []int{1, 0, 0}
+			}
 			// Claims of one job each (a claim that fits the budget as a
 			// whole) and of ten (more than the limit).
 			var jobs []*idemtype.JobRow
-			for i, want := range []int{1, 1, 0} {
+			for i, want := range wants {
 				got := claimOf("a", q, 1)
 				if len(got) != want {
 					t.Fatalf("claim %d of one job took %d under concurrency 2, want %d (%d jobs running outside the scope must not count)",
@@ -419,7 +433,7 @@ func testLimitConcurrencyScope(t *testing.T, s store.Store) {
 				t.Fatalf("claimed %d after one of 2 finished, want 1", len(more))
 			}
 			// Leave nothing running for the next scope.
-			for _, j := range append(append(running, jobs[1]), more...) {
+			for _, j := range append(append(running, jobs[1:]...), more...) {
 				finish1(t, s, completion(j, `1`, base))
 			}
 			for _, j := range claimOf("a", q, 10) {
