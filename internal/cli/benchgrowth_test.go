@@ -25,7 +25,7 @@ func TestBenchGrowth(t *testing.T) {
 		url := dbtest.PostgresURL(t)
 		out, errs, code := run(t, append(args, "--database", url)...)
 		if code != 0 || !strings.Contains(out, "| 300 | 250 |") || !strings.Contains(out, "claim plan, 300 waiting") ||
-			!strings.Contains(out, "Buffers: shared") || !strings.Contains(out, "jobs_claim_idx") {
+			!strings.Contains(out, "Buffers: shared") || !strings.Contains(out, "jobs_claim_tenant_idx") {
 			t.Fatalf("bench-growth: %d %q %q", code, out, errs)
 		}
 	})

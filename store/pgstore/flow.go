@@ -94,8 +94,8 @@ ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
 //   - Dependencies: jobs waiting on dependencies are pending, which is
 //     not a claimable state; finishes move them on.
 //
-// Each queue is read by its own ordered scan of jobs_claim_idx
-// (available/scheduled/retryable only), which stops after $5 unlocked
+// Each tenant of the queue is read by its own ordered scan of
+// jobs_claim_tenant_idx (available/scheduled/retryable only), which stops after $5 unlocked
 // rows; the head rule reads jobs_partition_idx (unfinished partition
 // members only). Finished jobs are never read. With several queues,
 // up to $5 rows per queue are locked for the duration of the statement

@@ -16,7 +16,8 @@ const DefaultVacuumEvery = 50_000
 // VACUUM at a time, in the background.
 //
 // Why the store does it and not only autovacuum: each claim leaves the
-// claimed job's entry in jobs_claim_idx, in front of the jobs still
+// claimed job's entry in the claim index (jobs_claim_tenant_idx since
+// 0018; jobs_claim_idx before), in front of the tenant's jobs still
 // available, until a vacuum removes it, so every claim reads every job
 // claimed since the last vacuum (BenchmarkHistoryRounds: a claim of 100 read
 // 6 index pages on an empty history, 689 after 100,000 jobs, and took 3 ms
@@ -88,7 +89,7 @@ func (v *vacuumer) loop(ctx context.Context) {
 
 // runOnce vacuums the jobs table. SKIP_LOCKED: when another node's VACUUM
 // (or autovacuum) holds the table, this one is skipped instead of queued.
-// INDEX_CLEANUP ON: the dead entries of jobs_claim_idx are what claims pay
+// INDEX_CLEANUP ON: the dead entries of the claim index are what claims pay
 // for, so the indexes are always vacuumed. VACUUM cannot run in a
 // transaction, hence the simple protocol.
 func (v *vacuumer) runOnce(ctx context.Context) error {
