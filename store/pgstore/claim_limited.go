@@ -12,11 +12,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The limited claim: a transaction of four round trips in the common case,
+// The general limited claim, for what the one-round claim
+// (claim_limited_fast.go) declines or does not handle (several queues,
+// weights, pauses, a limit that could bind): a transaction of three round
+// trips in the common case,
 //
 //  1. [BEGIN, SET LOCAL jit = off, lock the limit rows (qFlowLock), read
-//     the weights, count running jobs, read the default windows, list the
-//     tenants to visit (qClaimRotation)]
+//     the weights, count the running jobs the claim can be limited by
+//     (qRunningOfClaim), read the default windows, list the tenants to
+//     visit (qClaimRotation)]
 //  2. the claim (qClaimFair)
 //  3. [write the usage back (qFlowUsage, qDefaultUsage), COMMIT]
 //

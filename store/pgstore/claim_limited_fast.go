@@ -214,10 +214,10 @@ func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, 
 			return nil, err
 		}
 		if ok {
-			s.oneRound[0].Add(1)
+			s.oneRoundTaken.Add(1)
 			return out, nil
 		}
-		s.oneRound[1].Add(1)
+		s.oneRoundDeclined.Add(1)
 		s.skips.decline(p.Queues)
 	}
 	return s.claimLimited(ctx, p, now, sh, nil)

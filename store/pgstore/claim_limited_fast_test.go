@@ -158,7 +158,7 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 			}
 		}
 	}
-	took, declined := fast.oneRound[0].Load(), fast.oneRound[1].Load()
+	took, declined := fast.oneRoundTaken.Load(), fast.oneRoundDeclined.Load()
 	t.Logf("one round: %d claims taken, %d declined", took, declined)
 	if took < 10 || declined < 10 {
 		t.Fatalf("the one-round-trip claim took %d and declined %d claims: the comparison did not cover both", took, declined)
@@ -297,7 +297,7 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("jobs %d, most running %d (limit 6), t0 %d (limit 3), t2 or t3 %d (default 2), t1 started %d (rate 40); one round took %d, declined %d",
-		len(seen), maxAll, maxT0, maxDefault, startedT1, s.oneRound[0].Load(), s.oneRound[1].Load())
+		len(seen), maxAll, maxT0, maxDefault, startedT1, s.oneRoundTaken.Load(), s.oneRoundDeclined.Load())
 	if maxAll > 6 || maxT0 > 3 || startedT1 > 40 || maxDefault > 2 {
 		t.Fatalf("limits exceeded: most running %d (limit 6), t0 %d (limit 3), t2 or t3 %d (default 2), t1 started %d in one window (rate 40)",
 			maxAll, maxT0, maxDefault, startedT1)
@@ -305,7 +305,7 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 	if startedT1 != 40 {
 		t.Errorf("t1 started %d jobs, want its whole rate of 40 (it had 100 waiting)", startedT1)
 	}
-	if s.oneRound[0].Load() < 20 {
-		t.Errorf("the one-round-trip claim took only %d claims", s.oneRound[0].Load())
+	if s.oneRoundTaken.Load() < 20 {
+		t.Errorf("the one-round-trip claim took only %d claims", s.oneRoundTaken.Load())
 	}
 }

@@ -103,11 +103,11 @@ type Store struct {
 	// skips: per set of queues, limited claims that skip the
 	// one-round-trip claim after it declined (see claimLimitedFirst).
 	skips fastSkips
-	// oneRound counts limited claims the one-round-trip claim took and
-	// declined; oneRoundMode is a test's choice of path (see
-	// claimLimitedFirst).
-	oneRound     [2]atomic.Int64
-	oneRoundMode oneRoundMode
+	// oneRoundTaken and oneRoundDeclined count the limited claims the
+	// one-round-trip claim took and declined; oneRoundMode is a test's
+	// choice of path (see claimLimitedFirst).
+	oneRoundTaken, oneRoundDeclined atomic.Int64
+	oneRoundMode                    oneRoundMode
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the
