@@ -384,7 +384,10 @@ func TestBrowser(t *testing.T) {
 	t.Run("limits page shows usage; Pause then Resume changes /v1/stats", func(t *testing.T) {
 		ctx := session(t, b)
 		bg := context.Background()
-		rate, conc := "20/1m", 1
+		// A day's window: with a minute's, a minute boundary between the
+		// API's reading and the page's render showed the page a new, empty
+		// window ("used 0") and failed a CI run.
+		rate, conc := "20/24h", 1
 		if _, err := e.api(e.admin).LimitPut(bg, idemclient.LimitScope{Queue: "mailer"},
 			idemclient.LimitRequest{Rate: &rate, Concurrency: &conc}); err != nil {
 			t.Fatal(err)
