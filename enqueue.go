@@ -2,6 +2,8 @@ package idem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -306,8 +308,82 @@ func isJSONObject(b json.RawMessage) bool {
 }
 
 // fingerprint is the SHA-256 of the canonical JSON of the job fields that
-// make "the same request" (API.md): run_at only when it was given.
+// make "the same request" (API.md): run_at only when it was given. It
+// writes the canonical document directly, its members in canonical
+// order, canonicalizing only args and metadata: the same bytes as
+// fingerprintOf's map through json.Marshal and key.Canonicalize, at a
+// fraction of the cost (a keyed batch spent 40 % of its client CPU
+// there). A string that is not valid UTF-8, which encoding/json repairs
+// byte by byte, takes fingerprintOf.
 func fingerprint(p *store.JobInsertParams, runAt time.Time) (string, error) {
+	b := make([]byte, 0, 160+len(p.Args)+len(p.Metadata))
+	args := p.Args
+	if args == nil {
+		args = json.RawMessage("null") // what encoding/json writes for a nil RawMessage (an empty one is an error)
+	}
+	b = append(b, `{"args":`...)
+	b, err := key.AppendCanonical(b, args)
+	if err != nil {
+		return "", idemtype.Invalid("args", "canonical form: %v", err)
+	}
+	if len(p.DependsOn) > 0 {
+		b = append(b, `,"depends_on":[`...)
+		for i, id := range p.DependsOn {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = key.AppendInt(b, id)
+		}
+		b = append(b, ']')
+		if p.DependsOnFinished {
+			b = append(b, `,"depends_on_finished":true`...)
+		}
+	}
+	ok := true
+	b = append(b, `,"kind":`...)
+	b, ok = appendFPString(b, p.Kind, ok)
+	b = append(b, `,"max_attempts":`...)
+	b = key.AppendInt(b, int64(p.MaxAttempts))
+	if len(p.Metadata) > 0 {
+		b = append(b, `,"metadata":`...)
+		if b, err = key.AppendCanonical(b, p.Metadata); err != nil {
+			return "", idemtype.Invalid("args", "canonical form: %v", err)
+		}
+	}
+	b = append(b, `,"partition_key":`...)
+	b, ok = appendFPString(b, p.PartitionKey, ok)
+	b = append(b, `,"priority":`...)
+	b = key.AppendInt(b, int64(p.Priority))
+	b = append(b, `,"queue":`...)
+	b, ok = appendFPString(b, p.Queue, ok)
+	if !runAt.IsZero() {
+		b = append(b, `,"run_at":"`...)
+		b = runAt.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	b = append(b, '}')
+	if !ok {
+		return fingerprintOf(p, runAt)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// appendFPString appends s as a canonical JSON string while ok; it turns
+// ok false (and appends nothing) at the first string that is not valid
+// UTF-8.
+func appendFPString(b []byte, s string, ok bool) ([]byte, bool) {
+	if !ok {
+		return b, false
+	}
+	return key.AppendString(b, s)
+}
+
+// fingerprintOf is fingerprint by its definition: the fields as a map,
+// encoded by encoding/json (which replaces each invalid UTF-8 byte of a
+// string with U+FFFD), canonicalized and hashed. fingerprint takes it for
+// strings that are not valid UTF-8; the tests hold the two equal.
+func fingerprintOf(p *store.JobInsertParams, runAt time.Time) (string, error) {
 	fields := map[string]any{
 		"queue": p.Queue, "kind": p.Kind, "args": p.Args, "priority": p.Priority,
 		"max_attempts": p.MaxAttempts, "partition_key": p.PartitionKey,

@@ -646,7 +646,7 @@ func appendNumber(buf []byte, f float64) []byte {
 }
 
 // appendString appends s (valid UTF-8) as a JCS string literal.
-func appendString(buf []byte, s []byte) []byte {
+func appendString[S string | []byte](buf []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	buf = append(buf, '"')
 	start := 0
