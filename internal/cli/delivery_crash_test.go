@@ -149,8 +149,16 @@ func TestDeliveryServerKilled(t *testing.T) {
 	rcv.mu.Unlock()
 	close(rcv.release)
 
-	proc, _, _ = serveProcess(t, db)
+	proc, apiURL, _ = serveProcess(t, db)
 	<-rcv.all
+	// Every id reached the receiver, but a job whose push was lost may still
+	// be on its way to completion (retried, or snoozed while its key was
+	// held): the server gets to finish them all before it is stopped.
+	cl, err = idemclient.New(apiURL, &idemclient.Config{APIKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, ctx, cl, "hooks", n)
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +177,26 @@ func TestDeliveryServerKilled(t *testing.T) {
 		t.Fatalf("receiver accepted %d ids (%d bad signatures), want %d", len(rcv.accepted), rcv.badSigs, n)
 	}
 	t.Logf("%d events, %d requests (%d repeats of an id after the kill, deduplicated)", n, rcv.requests, rcv.requests-n)
+}
+
+// waitCompleted polls the server until n jobs of queue are completed, or
+// fails the test when ctx ends.
+func waitCompleted(t *testing.T, ctx context.Context, cl *idemclient.Client, queue string, n int) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		page, err := cl.ListJobs(ctx, &idemclient.ListParams{
+			Filter: idemclient.Filter{Queue: queue, States: []string{"completed"}}, Limit: n + 1})
+		if err == nil && len(page.Jobs) >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %d completed jobs in %s: %v (last error %v)", n, queue, ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
 }
 
 // checkAllDelivered opens the database after the server stopped: every job
