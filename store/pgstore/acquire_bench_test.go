@@ -32,13 +32,16 @@ func BenchmarkRecordAcquire100(b *testing.B) {
 			benchAcquire100(b, mode, bc.existing)
 		})
 	}
-	b.Run("set/own", benchAcquireOwn100)
+	b.Run("set/own", func(b *testing.B) { benchAcquireOwn100(b, false) })
+	b.Run("set/own-full-statement", func(b *testing.B) { benchAcquireOwn100(b, true) })
 }
 
 // benchAcquireOwn100 acquires the keys of 100 claimed keyed jobs, each by
 // its job (the executor's AcquireKeys).
-func benchAcquireOwn100(b *testing.B) {
+// fullOnly: with the full statement alone (before the read of own keys).
+func benchAcquireOwn100(b *testing.B, fullOnly bool) {
 	s := newTestStoreCfg(b, 4, &Config{})
+	s.acquireFullOnly = fullOnly
 	now := time.Now()
 	n := 0
 	order := make([]int, 100)

@@ -108,6 +108,10 @@ type Store struct {
 	// choice of path (see claimLimitedFirst).
 	oneRoundTaken, oneRoundDeclined atomic.Int64
 	oneRoundMode                    oneRoundMode
+	// acquireFullOnly: a test's or benchmark's choice to acquire keys with
+	// the full statement only, without reading the jobs' own keys first
+	// (see acquireSet).
+	acquireFullOnly bool
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the

@@ -504,6 +504,21 @@ ORDER BY tenant LIMIT 1`
 )
 SELECT * FROM own UNION ALL SELECT * FROM ins`
 
+	// qRecordAcquireOwn is qRecordAcquireMany's own CTE alone: the records
+	// in progress that name the running job that asks for them (the job's
+	// row holds the lease, nothing is written). Keyed work asks for its own
+	// keys after nearly every claim; acquireSet runs this read first and the
+	// full statement only for the keys it did not return.
+	qRecordAcquireOwn = `SELECT r.tenant, r.key, r.status, r.fingerprint, r.job_id, COALESCE(r.result_job_id, 0), r.result,
+    r.result_hash, r.size_bytes, r.compressed, 'job:' || oj.id, oj.lease_expires_at, r.created_at,
+    r.completed_at, r.dedup_until, r.expires_at, r.duration_ms
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS i(tenant, key, job_id)
+JOIN LATERAL (SELECT * FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
+    AND r.job_id = i.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
+    AND (r.expires_at IS NULL OR r.expires_at > $4) LIMIT 1) r ON true
+JOIN LATERAL (SELECT oj.id, oj.state, oj.lease_expires_at FROM {schema}.jobs oj WHERE oj.id = i.job_id LIMIT 1) oj ON true
+WHERE oj.state = 'running' AND oj.lease_expires_at > COALESCE($5::timestamptz, now())`
+
 	// recordAcquireConflict takes the lease of an existing record when it is
 	// expired (a fresh start), or in progress with no live lease or with
 	// this owner's and not held by its running job (lk, above); $6 is now,

@@ -147,6 +147,77 @@ func distinctKeysOneNow(ps []*store.RecordAcquireParams, order []int) bool {
 // acquireSet acquires ps in one statement (qRecordAcquireMany), filling out
 // for the acquired keys; it returns the indexes of the others.
 func (s *Store) acquireSet(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
+	if !s.acquireFullOnly {
+		var err error
+		if order, err = s.acquireOwn(ctx, q, ps, order, out); err != nil || len(order) == 0 {
+			return nil, err
+		}
+		if len(order) < len(ps) {
+			sub := make([]*store.RecordAcquireParams, len(order))
+			subOut := make([]*store.RecordAcquireResult, len(order))
+			subOrder := make([]int, len(order))
+			for n, i := range order {
+				sub[n], subOrder[n] = ps[i], n
+			}
+			held, err := s.acquireAll(ctx, q, sub, subOrder, subOut)
+			if err != nil {
+				return nil, err
+			}
+			for n, i := range order {
+				out[i] = subOut[n]
+			}
+			for n := range held {
+				held[n] = order[held[n]]
+			}
+			return held, nil
+		}
+	}
+	return s.acquireAll(ctx, q, ps, order, out)
+}
+
+// acquireOwn fills out for the keys of ps that their running jobs own
+// (qRecordAcquireOwn: a read) and returns the others, in order.
+func (s *Store) acquireOwn(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
+	var tenants, keys []string
+	var jobIDs []int64
+	for _, i := range order {
+		if p := ps[i]; p.JobID != 0 {
+			tenants, keys, jobIDs = append(tenants, p.Tenant), append(keys, p.Key), append(jobIDs, p.JobID)
+		}
+	}
+	if len(jobIDs) == 0 {
+		return order, nil
+	}
+	now := store.OrNow(ps[0].Now)
+	rows, err := q.Query(ctx, s.sql(qRecordAcquireOwn), tenants, keys, jobIDs, now, s.expiryClock(now))
+	if err != nil {
+		return nil, fmt.Errorf("acquire own records: %w", err)
+	}
+	got, err := collect(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("acquire own records: %w", err)
+	}
+	if len(got) == 0 {
+		return order, nil
+	}
+	type tk struct{ tenant, key string }
+	byKey := make(map[tk]*idemtype.Record, len(got))
+	for _, r := range got {
+		byKey[tk{r.Tenant, r.Key}] = r
+	}
+	rest := order[:0:0]
+	for _, i := range order {
+		if r, ok := byKey[tk{ps[i].Tenant, ps[i].Key}]; ok && ps[i].JobID == r.JobID {
+			out[i] = &store.RecordAcquireResult{Acquired: true, Record: r}
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	return rest, nil
+}
+
+// acquireAll acquires ps[order] with qRecordAcquireMany.
+func (s *Store) acquireAll(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
 	rows, err := q.Query(ctx, s.sql(qRecordAcquireMany), s.acquireArgs(ps)...)
 	if err != nil {
 		return nil, fmt.Errorf("acquire records: %w", err)
