@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,13 +63,16 @@ func newHarness(ctx context.Context, o *options, progress io.Writer) (*harness, 
 
 func (h *harness) close() { h.admin.Close() }
 
-// newPool returns a pool of o.Conns connections, the same for both systems.
-func (h *harness) newPool(ctx context.Context) (*pgxpool.Pool, error) {
+// newPool returns a pool of o.Conns connections, the same for both
+// systems, whose backends are named app (application_name: startCPU finds
+// them by it).
+func (h *harness) newPool(ctx context.Context, app string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(h.o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse url: %w", err)
 	}
 	cfg.MaxConns = int32(h.o.Conns)
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
@@ -124,7 +128,7 @@ type setup struct {
 func (h *harness) with(ctx context.Context, sys string, st setup, fn func(s system, schema string) error) (err error) {
 	schema := h.schemaName(sys)
 	defer h.dropSchema(schema)
-	pool, err := h.newPool(ctx)
+	pool, err := h.newPool(ctx, schema)
 	if err != nil {
 		return err
 	}
@@ -153,6 +157,7 @@ func (h *harness) with(ctx context.Context, sys string, st setup, fn func(s syst
 type singleResult struct {
 	rate     float64
 	p50, p99 time.Duration
+	cpu      cpuUse
 }
 
 // measureSingle inserts SingleN jobs one at a time from Goroutines goroutines.
@@ -167,6 +172,7 @@ func (h *harness) measureSingle(ctx context.Context, sys string, keys bool) (res
 		errs := make([]error, h.o.Goroutines)
 		var wg sync.WaitGroup
 		stopProfile := h.profile(sys, "single", keys)
+		meter := h.startCPU(ctx, schema)
 		start := time.Now()
 		for g := range h.o.Goroutines {
 			wg.Add(1)
@@ -190,6 +196,7 @@ func (h *harness) measureSingle(ctx context.Context, sys string, keys bool) (res
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
+		cpu := meter.stop(ctx)
 		stopProfile()
 		if err := errors.Join(errs...); err != nil {
 			return err
@@ -197,29 +204,31 @@ func (h *harness) measureSingle(ctx context.Context, sys string, keys bool) (res
 		all := slices.Concat(lats...)
 		slices.Sort(all)
 		res = singleResult{rate: float64(n) / elapsed.Seconds(),
-			p50: all[len(all)*50/100], p99: all[min(len(all)-1, len(all)*99/100)]}
+			p50: all[len(all)*50/100], p99: all[min(len(all)-1, len(all)*99/100)], cpu: cpu}
 		return nil
 	})
 	return res, err
 }
 
 // measureBatch inserts BatchN jobs in batches of BatchSize from one goroutine.
-func (h *harness) measureBatch(ctx context.Context, sys string, keys, fast bool) (rate float64, err error) {
+func (h *harness) measureBatch(ctx context.Context, sys string, keys, fast bool) (rate float64, cpu cpuUse, err error) {
 	err = h.with(ctx, sys, setup{riverFast: fast}, func(s system, schema string) error {
 		if err := h.settle(ctx, schema); err != nil {
 			return err
 		}
 		stopProfile := h.profile(sys, "batch", keys)
+		meter := h.startCPU(ctx, schema)
 		start := time.Now()
 		err := insertAll(ctx, s, h.o.BatchN, h.o.BatchSize, keys)
 		rate = float64(h.o.BatchN) / time.Since(start).Seconds()
+		cpu = meter.stop(ctx)
 		stopProfile()
 		if err != nil {
 			return err
 		}
 		return nil
 	})
-	return rate, err
+	return rate, cpu, err
 }
 
 func insertAll(ctx context.Context, s system, n, size int, keys bool) error {
@@ -233,7 +242,7 @@ func insertAll(ctx context.Context, s system, n, size int, keys bool) error {
 
 // measureWork inserts WorkN no-op jobs (not timed), then starts the client and
 // times until the last completion is committed.
-func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldown time.Duration) (rate float64, err error) {
+func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldown time.Duration) (rate float64, cpu cpuUse, err error) {
 	err = h.with(ctx, sys, setup{work: true, riverFast: true, cooldown: cooldown}, func(s system, schema string) error {
 		n := h.o.WorkN
 		if err := insertAll(ctx, s, n, h.o.BatchSize, keys); err != nil {
@@ -247,6 +256,7 @@ func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldo
 		done := make(chan struct{})
 		stopProfile := h.profile(sys, "work", keys)
 		defer stopProfile()
+		meter := h.startCPU(ctx, schema)
 		start := time.Now()
 		if err := s.startWork(wctx, int64(n), done); err != nil {
 			return err
@@ -275,10 +285,11 @@ func (h *harness) measureWork(ctx context.Context, sys string, keys bool, cooldo
 			}
 		}
 		rate = float64(n) / time.Since(start).Seconds()
+		cpu = meter.stop(ctx)
 		stopProfile()
 		return nil
 	})
-	return rate, err
+	return rate, cpu, err
 }
 
 // scenario runs one scenario on both systems, idem first, and returns its rows.
@@ -302,23 +313,24 @@ func (h *harness) scenario(ctx context.Context, name string, keys bool) ([]row, 
 		if h.o.Table == "issue" {
 			label, target = "PG "+label, 2.5
 		}
-		return []row{
+		rows := []row{
 			{name: label + " (jobs/s)", idem: r[0].rate, river: r[1].rate, unit: "jobs/s", target: target},
 			{name: label + " p50", idem: ms(r[0].p50), river: ms(r[1].p50), unit: "ms"},
 			{name: label + " p99", idem: ms(r[0].p99), river: ms(r[1].p99), unit: "ms"},
-		}, nil
+		}
+		return append(rows, cpuRows(label, r[0].cpu, r[1].cpu, h.o.SingleN)...), nil
 	case "batch":
-		idemRate, err := h.measureBatch(ctx, "idem", keys, false)
+		idemRate, idemCPU, err := h.measureBatch(ctx, "idem", keys, false)
 		if err != nil {
 			return nil, fmt.Errorf("idem: %w", err)
 		}
 		var many float64
 		if h.o.Table == "full" {
-			if many, err = h.measureBatch(ctx, "river", keys, false); err != nil {
+			if many, _, err = h.measureBatch(ctx, "river", keys, false); err != nil {
 				return nil, fmt.Errorf("river InsertMany: %w", err)
 			}
 		}
-		fast, err := h.measureBatch(ctx, "river", keys, true)
+		fast, fastCPU, err := h.measureBatch(ctx, "river", keys, true)
 		if err != nil {
 			return nil, fmt.Errorf("river InsertManyFast: %w", err)
 		}
@@ -327,19 +339,21 @@ func (h *harness) scenario(ctx context.Context, name string, keys bool) ([]row, 
 			if keys {
 				label = fmt.Sprintf("PG batch of %s with keys vs River COPY unique (InsertManyFast, UniqueOpts ByArgs) (jobs/s)", count(h.o.BatchSize))
 			}
-			return []row{{name: label, idem: idemRate, river: fast, unit: "jobs/s", target: 1}}, nil
+			rows := []row{{name: label, idem: idemRate, river: fast, unit: "jobs/s", target: 1}}
+			return append(rows, cpuRows(strings.TrimSuffix(label, " (jobs/s)"), idemCPU, fastCPU, h.o.BatchN)...), nil
 		}
 		label := fmt.Sprintf("batch insert %s in %s%s", count(h.o.BatchN), count(h.o.BatchSize), suffix)
-		return []row{
+		rows := []row{
 			{name: label + " vs InsertMany (jobs/s)", idem: idemRate, river: many, unit: "jobs/s"},
 			{name: label + " vs InsertManyFast/COPY (jobs/s)", idem: idemRate, river: fast, unit: "jobs/s"},
-		}, nil
+		}
+		return append(rows, cpuRows(label+" vs InsertManyFast/COPY", idemCPU, fastCPU, h.o.BatchN)...), nil
 	case "work":
-		idemRate, err := h.measureWork(ctx, "idem", keys, 0)
+		idemRate, idemCPU, err := h.measureWork(ctx, "idem", keys, 0)
 		if err != nil {
 			return nil, fmt.Errorf("idem: %w", err)
 		}
-		riverRate, err := h.measureWork(ctx, "river", keys, h.o.RiverFetchCooldown)
+		riverRate, riverCPU, err := h.measureWork(ctx, "river", keys, h.o.RiverFetchCooldown)
 		if err != nil {
 			return nil, fmt.Errorf("river: %w", err)
 		}
@@ -358,8 +372,9 @@ func (h *harness) scenario(ctx context.Context, name string, keys bool) ([]row, 
 		if h.o.Table == "full" {
 			rows[0].target = 0
 		}
+		rows = append(rows, cpuRows(label, idemCPU, riverCPU, h.o.WorkN)...)
 		if h.o.RiverDefaultRow && h.o.RiverFetchCooldown > 0 {
-			def, err := h.measureWork(ctx, "river", keys, 0)
+			def, _, err := h.measureWork(ctx, "river", keys, 0)
 			if err != nil {
 				return nil, fmt.Errorf("river default: %w", err)
 			}

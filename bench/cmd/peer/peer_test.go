@@ -45,8 +45,35 @@ func TestQuick(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
-	if n := strings.Count("\n"+table, "\n| "); n != 1+12 {
-		t.Errorf("table has %d rows, want header and 12:\n%s", n, table)
+	if n := strings.Count("\n"+table, "\n| "); n != 1+12+12 {
+		t.Errorf("table has %d rows, want header, 12 and 2 CPU rows for each of 6 measurements:\n%s", n, table)
+	}
+	checkCPURows(t, table, 12)
+}
+
+// checkCPURows checks that table has n CPU rows, that every client row
+// shows CPU time for both systems, and that the backends' rows do too
+// somewhere: a meter that found no backend (or read no /proc entry) would
+// show 0 µs everywhere. (A backend's CPU is counted in 10 ms ticks, so one
+// small measurement may honestly read 0.)
+func checkCPURows(t *testing.T, table string, n int) {
+	t.Helper()
+	got, backends := 0, 0
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.Contains(line, "CPU per job |") {
+			continue
+		}
+		got++
+		zero := strings.Contains(line, "| 0 µs |")
+		switch {
+		case strings.Contains(line, "client CPU") && zero:
+			t.Errorf("client CPU row with 0 µs: %s", line)
+		case strings.Contains(line, "backends' CPU") && !zero:
+			backends++
+		}
+	}
+	if got != n || backends == 0 {
+		t.Errorf("%d CPU rows (want %d), %d backends' rows with CPU for both systems (want some):\n%s", got, n, backends, table)
 	}
 }
 
@@ -107,4 +134,5 @@ func TestIssueTableAndMultinode(t *testing.T) {
 	if n := strings.Count(table, "issue 14 target") + strings.Count(table, ": met |") + strings.Count(table, ": not met |"); n != 1+5 {
 		t.Errorf("want a header and 5 rows with targets, got %d:\n%s", n, table)
 	}
+	checkCPURows(t, table, 10)
 }

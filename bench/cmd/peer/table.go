@@ -45,12 +45,15 @@ func printTable(w io.Writer, rows []row) {
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintln(w, "\nratio: above 1 is better for idem on jobs/s rows, below 1 on ms (latency) rows.")
+	fmt.Fprintln(w, "\nratio: above 1 is better for idem on jobs/s rows, below 1 on ms (latency) and µs (CPU per job) rows.")
 }
 
 func format(v float64, unit string) string {
-	if unit == "ms" {
+	switch unit {
+	case "ms":
 		return fmt.Sprintf("%.2f ms", v)
+	case "µs":
+		return fmt.Sprintf("%.0f µs", v)
 	}
 	return strings.TrimSpace(count(int(v + 0.5)))
 }
