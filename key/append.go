@@ -7,15 +7,9 @@ import "unicode/utf8"
 // callers that assemble a larger canonical document from parts. Errors
 // wrap ErrInvalidJSON; on error buf is returned unchanged.
 func AppendCanonical(buf, data []byte) ([]byte, error) {
-	p := parser{data: data}
-	p.skipSpace()
-	v, err := p.value(0)
+	v, err := parseDocument(data, 0)
 	if err != nil {
 		return buf, err
-	}
-	p.skipSpace()
-	if p.pos != len(p.data) {
-		return buf, p.errorf("trailing data")
 	}
 	e := encoder{buf: buf}
 	e.value(&v)

@@ -81,15 +81,9 @@ func CanonicalizeWith(data []byte, o *Options) ([]byte, error) {
 			return nil, err
 		}
 	}
-	p := parser{data: data}
-	p.skipSpace()
-	v, err := p.value(0)
+	v, err := parseDocument(data, 0)
 	if err != nil {
 		return nil, err
-	}
-	p.skipSpace()
-	if p.pos != len(p.data) {
-		return nil, p.errorf("trailing data")
 	}
 	e := encoder{buf: make([]byte, 0, len(data)), sets: sets}
 	e.value(&v)
@@ -103,16 +97,24 @@ func CanonicalizeWith(data []byte, o *Options) ([]byte, error) {
 // ErrInvalidJSON. Inputs that pass Check canonicalize without error, so a
 // rule on input is the same whether or not a key is derived from it.
 func Check(data []byte, maxDepth int) error {
+	_, err := parseDocument(data, maxDepth)
+	return err
+}
+
+// parseDocument parses data as one JSON value with nothing but white space
+// around it, nested at most maxDepth deep (<= 0: the parser's own limit).
+func parseDocument(data []byte, maxDepth int) (node, error) {
 	p := parser{data: data, depth: maxDepth}
 	p.skipSpace()
-	if _, err := p.value(0); err != nil {
-		return err
+	v, err := p.value(0)
+	if err != nil {
+		return node{}, err
 	}
 	p.skipSpace()
 	if p.pos != len(p.data) {
-		return p.errorf("trailing data")
+		return node{}, p.errorf("trailing data")
 	}
-	return nil
+	return v, nil
 }
 
 // CanonicalValue returns the canonical form of v as encoded by
