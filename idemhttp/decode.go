@@ -229,6 +229,11 @@ func rawOrNil(b json.RawMessage) json.RawMessage {
 // wire structs cannot tell 0 from absent, and an explicit 0 is out of range
 // for max_attempts and limit (absent means the default).
 func explicitZero(body []byte, field string) bool {
+	// A key can only decode to field if field's bytes are in the body, or
+	// if an escape (\u…) spells it: most bodies need no decoding at all.
+	if !bytes.Contains(body, []byte(field)) && bytes.IndexByte(body, '\\') < 0 {
+		return false
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil {
 		return false

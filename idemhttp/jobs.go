@@ -186,7 +186,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set(headerIdempotentReplayed, "true")
 	}
 	w.Header().Set("Location", "/v1/jobs/"+formatID(res.Job.ID))
-	writeJSON(w, status, wire.EnqueueReply{Job: renderJob(res.Job, false), Existing: res.Existing})
+	writeEnqueueReply(w, status, &wire.EnqueueReply{Job: renderJob(res.Job, false), Existing: res.Existing})
 	return nil
 }
 

@@ -36,8 +36,12 @@ func newHTTPMetrics(reg *prometheus.Registry, s *Server) *httpMetrics {
 	return m
 }
 
-// instrument counts and times the requests of one route.
+// instrument counts and times the requests of one route. The route's
+// series are looked up once each (at its first request, or first request
+// with a status), not per request.
 func (m *httpMetrics) instrument(route string, h http.Handler) http.Handler {
+	duration := sync.OnceValue(func() prometheus.Observer { return m.duration.WithLabelValues(route) })
+	var counters sync.Map // status code → prometheus.Counter
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -45,8 +49,12 @@ func (m *httpMetrics) instrument(route string, h http.Handler) http.Handler {
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		m.requests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		c, ok := counters.Load(sw.status)
+		if !ok {
+			c, _ = counters.LoadOrStore(sw.status, m.requests.WithLabelValues(route, strconv.Itoa(sw.status)))
+		}
+		c.(prometheus.Counter).Inc()
+		duration().Observe(time.Since(start).Seconds())
 	})
 }
 

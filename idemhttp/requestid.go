@@ -55,16 +55,21 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(headerRequestID, id)
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
-		if sw.status == 0 {
-			sw.status = http.StatusOK
-		}
 		level := slog.LevelInfo
 		switch r.URL.Path {
 		case "/healthz", "/readyz", "/metrics":
 			level = slog.LevelDebug
+		}
+		rid := r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		if !s.cfg.Logger.Enabled(r.Context(), level) {
+			next.ServeHTTP(w, rid) // no access-log line: nothing to time or capture
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, rid)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
 		}
 		s.cfg.Logger.LogAttrs(r.Context(), level, "http request",
 			slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
