@@ -1,10 +1,12 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,6 +160,9 @@ func newRow(id int64, jp *store.JobInsertParams, now time.Time, state idemtype.J
 // insertPlainRows inserts jobs without key or dependencies with one
 // multi-row INSERT binding only the columns they set.
 func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
+	if len(rows) > 1 && sharedRows(rows) {
+		return insertSharedRows(t, rows)
+	}
 	args := make([]any, 0, len(rows)*jobInsertPlainCols)
 	for _, r := range rows {
 		args = append(args, r.ID, r.Tenant, r.Queue, r.Kind, []byte(r.Args), string(r.State),
@@ -166,6 +171,56 @@ func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
 	}
 	q := qJobInsertPlainHead + strings.Repeat(jobInsertPlainRow+",", len(rows)-1) + jobInsertPlainRow
 	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	return nil
+}
+
+// sharedRows reports whether rows differ only in id and args (a batch of
+// one kind of job, as EnqueueMany makes them): every other column that
+// insertPlainRows binds would be stored equal.
+func sharedRows(rows []*idemtype.JobRow) bool {
+	a := rows[0]
+	for _, r := range rows[1:] {
+		if r.Tenant != a.Tenant || r.Queue != a.Queue || r.Kind != a.Kind || r.State != a.State ||
+			r.Priority != a.Priority || r.MaxAttempts != a.MaxAttempts || toUS(r.RunAt) != toUS(a.RunAt) ||
+			toUS(r.CreatedAt) != toUS(a.CreatedAt) || r.PartitionKey != a.PartitionKey ||
+			!sameBlob(r.Metadata, a.Metadata) || !sameBlob(r.RetryPolicy, a.RetryPolicy) ||
+			r.Timeout.Microseconds() != a.Timeout.Microseconds() {
+			return false
+		}
+	}
+	return true
+}
+
+// sameBlob reports whether a and b are stored alike (nullBytes: nil is
+// NULL, an empty slice an empty blob).
+func sameBlob(a, b []byte) bool {
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
+}
+
+// insertSharedRows is insertPlainRows for rows that differ only in id and
+// args (sharedRows): the other columns are bound once for the statement.
+// Binding is most of a plain batch's cost outside SQLite's own B-tree work.
+func insertSharedRows(t *wtx, rows []*idemtype.JobRow) error {
+	a := rows[0]
+	args := make([]any, 0, jobInsertSharedCols+2*len(rows))
+	args = append(args, a.Tenant, a.Queue, a.Kind, string(a.State), a.Priority, a.MaxAttempts,
+		toUS(a.RunAt), toUS(a.CreatedAt), a.PartitionKey, nullBytes(a.Metadata), nullBytes(a.RetryPolicy),
+		a.Timeout.Microseconds())
+	var q strings.Builder
+	q.Grow(len(qJobInsertSharedHead) + len(rows)*(len(jobInsertSharedRowHead)+14))
+	q.WriteString(qJobInsertSharedHead)
+	for i, r := range rows {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		n := jobInsertSharedCols + 2*i + 1 // ?n is the id, ?n+1 the args
+		q.WriteString(jobInsertSharedRowHead)
+		q.WriteString("?" + strconv.Itoa(n) + ",?" + strconv.Itoa(n+1) + ")")
+		args = append(args, r.ID, []byte(r.Args))
+	}
+	if _, err := t.exec(q.String(), args...); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
 	return nil

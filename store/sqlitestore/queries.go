@@ -98,6 +98,15 @@ run_at, created_at, partition_key, metadata, retry_policy, timeout_us) VALUES `
 	jobInsertPlainRow  = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 	jobInsertPlainCols = 14
 
+	// qJobInsertSharedHead inserts rows that differ only in id and args
+	// (insertSharedRows): the twelve shared values are bound once as ?1…?12
+	// and every row refers to them, so a batch binds two values a row
+	// instead of fourteen.
+	qJobInsertSharedHead = `INSERT INTO jobs (tenant, queue, kind, state, priority, max_attempts,
+run_at, created_at, partition_key, metadata, retry_policy, timeout_us, id, args) VALUES `
+	jobInsertSharedRowHead = `(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,`
+	jobInsertSharedCols    = 12
+
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
 	// qJobDepsAny marks a job that waits for its dependencies' end whatever
 	// the outcome.
