@@ -54,14 +54,38 @@ func (s *Store) noteKeys(jobs []*store.JobInsertParams) {
 }
 
 // existing answers a repeated key from the read pool, without taking the
-// writer (a key the key filter has certainly never seen skips the read): when the key's record is live, its dedup window open and its job
-// still stored, the result is that job (or a KeyReusedError for another
-// fingerprint). It only reports what is already committed; whether a job is
-// created is still decided by the unique constraint on the write path.
+// writer (a key the key filter has certainly never seen skips the read):
+// when the key's record is live, its dedup window open and its job still
+// stored, the result is that job (or a KeyReusedError for another
+// fingerprint). It only reports what is already committed; whether a job
+// is created is still decided by the unique constraint on the write path,
+// which also answers every case this read leaves (no row).
 func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
 	if !s.keys.mayContain(p.Tenant, p.IdempotencyKey) {
 		return store.JobInsertResult{}, false // certainly new: no read
 	}
+	if p.Tenant == "" {
+		return s.existingAnyTenant(ctx, p, now)
+	}
+	var (
+		fingerprint string
+		jobID       int64
+		dedupUntil  sql.NullInt64
+	)
+	job, err := scanJob(prefixScanner{row: s.readRow(ctx, qKeyJobGet, p.Tenant, p.IdempotencyKey, toUS(now)),
+		prefix: []any{&fingerprint, &jobID, &dedupUntil}})
+	if err != nil || jobID == 0 || (dedupUntil.Valid && dedupUntil.Int64 <= toUS(now)) {
+		return store.JobInsertResult{}, false
+	}
+	if fingerprint != p.Fingerprint {
+		return store.JobInsertResult{Err: &idemtype.KeyReusedError{Key: p.IdempotencyKey, JobID: jobID}}, true
+	}
+	return store.JobInsertResult{Job: job, Existing: true}, true
+}
+
+// existingAnyTenant is existing for a job without a tenant: the record
+// and the job are read as RecordGet and JobGet read them for "any tenant".
+func (s *Store) existingAnyTenant(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
 	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: p.Tenant, Key: p.IdempotencyKey, Now: now})
 	if err != nil || rec.JobID == 0 || (rec.DedupUntil != nil && !rec.DedupUntil.After(now)) {
 		return store.JobInsertResult{}, false
@@ -74,6 +98,18 @@ func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time
 		return store.JobInsertResult{}, false
 	}
 	return store.JobInsertResult{Job: job, Existing: true}, true
+}
+
+// prefixScanner scans the columns of a row that come before the ones the
+// caller's scan function reads into prefix.
+type prefixScanner struct {
+	row    scanner
+	prefix []any
+}
+
+// Scan implements scanner.
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.row.Scan(append(p.prefix[:len(p.prefix):len(p.prefix)], dest...)...)
 }
 
 // plainBatch is how many unkeyed, dependency-free jobs go in one multi-row INSERT.

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -91,4 +92,57 @@ func blobTypes(t *testing.T, s *Store, id int64) string {
 		t.Fatal(err)
 	}
 	return types
+}
+
+// TestRepeatedKeyRead: a repeated key inside its dedup window is answered
+// by one read, without the writer: the job as stored, or KeyReusedError for
+// another fingerprint. A closed window, another tenant or an unknown key
+// go to the writer, which decides.
+func TestRepeatedKeyRead(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	first := insert(t, s, t0, keyedJob("k", "key", "fp"))[0].Job
+	writes := func() int64 { return s.w.opsRun.Load() }
+
+	before := writes()
+	res := insert(t, s, t0.Add(time.Minute), keyedJob("k", "key", "fp"))[0]
+	if !res.Existing || res.Err != nil || !reflect.DeepEqual(res.Job, getJob(t, s, first.ID)) {
+		t.Errorf("repeat: %+v, want the first job %+v", res, first)
+	}
+	reused := insert(t, s, t0.Add(time.Minute), keyedJob("k", "key", "other"))[0]
+	var kr *idemtype.KeyReusedError
+	if !errors.As(reused.Err, &kr) || kr.JobID != first.ID || kr.Key != "key" {
+		t.Errorf("other fingerprint: %+v", reused)
+	}
+	if got := writes(); got != before {
+		t.Errorf("the repeats took the writer (%d ops)", got-before)
+	}
+
+	other := keyedJob("k", "key", "fp")
+	other.Tenant = "acme"
+	if res := insert(t, s, t0.Add(time.Minute), other)[0]; res.Existing || res.Err != nil || res.Job.Tenant != "acme" {
+		t.Errorf("other tenant: %+v", res)
+	}
+	before = writes()
+	late := insert(t, s, t0.Add(2*time.Hour), keyedJob("k", "key", "fp"))[0] // the one-hour window closed
+	if late.Existing || late.Err != nil || late.Job.ID == first.ID {
+		t.Errorf("after the window: %+v", late)
+	}
+	if writes() == before {
+		t.Error("a closed window was answered without the writer")
+	}
+
+	// A finished job's record outlives its window (the result TTL): still
+	// a new job once the window closed.
+	done := insert(t, s, t0, keyedJob("k", "done", "fp"))[0].Job
+	for _, j := range claim(t, s, t0, 10) {
+		finish(t, s, j, idemtype.StateCompleted, t0.Add(time.Second))
+	}
+	if rec, err := s.RecordGet(context.Background(), &store.RecordGetParams{Tenant: "default", Key: "done",
+		Now: t0.Add(2 * time.Hour)}); err != nil || rec.JobID != done.ID {
+		t.Fatalf("record after the window: %v %+v", err, rec)
+	}
+	if res := insert(t, s, t0.Add(2*time.Hour), keyedJob("k", "done", "fp"))[0]; res.Existing || res.Err != nil || res.Job.ID == done.ID {
+		t.Errorf("finished, after the window: %+v", res)
+	}
 }

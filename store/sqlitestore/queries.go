@@ -9,6 +9,12 @@ created_at, started_at, finished_at, partition_key, idempotency_key, depends_on,
 was_cached, original_job_id, last_error, metadata, lease_token, lease_expires_at, worker_id,
 retry_policy, error_code, resolved_at, resolution_note, timeout_us`
 
+// jobColsJ is jobCols of the table alias j.
+const jobColsJ = `j.id, j.tenant, j.queue, j.kind, j.args, j.state, j.priority, j.attempt, j.max_attempts,
+j.run_at, j.created_at, j.started_at, j.finished_at, j.partition_key, j.idempotency_key, j.depends_on,
+j.result, j.was_cached, j.original_job_id, j.last_error, j.metadata, j.lease_token, j.lease_expires_at,
+j.worker_id, j.retry_policy, j.error_code, j.resolved_at, j.resolution_note, j.timeout_us`
+
 const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
 expires_at, duration_ms`
@@ -154,6 +160,14 @@ WHERE expires_at <= ?5
    OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = idem_keys.job_id)`
 
 	qKeyGet = `SELECT job_id, fingerprint FROM idem_keys WHERE tenant = ? AND key = ?`
+
+	// qKeyJobGet is the read of a repeated key (Store.existing): the live
+	// record's fingerprint, job and dedup window, with its job's row, in
+	// one statement (the columns RecordGet and JobGet would read for it).
+	// No row when there is no live record or its job is gone.
+	qKeyJobGet = `SELECT k.fingerprint, k.job_id, k.dedup_until, ` + jobColsJ + `
+FROM idem_keys k JOIN jobs j ON j.id = k.job_id AND j.tenant = k.tenant
+WHERE k.tenant = ?1 AND k.key = ?2 AND (k.expires_at IS NULL OR k.expires_at > ?3)`
 )
 
 // Job reads.
