@@ -223,6 +223,10 @@ const (
 	// dependants (so finishes skip the release/cancel query for the rest).
 	qHasDependants = `SELECT DISTINCT depends_on_id FROM job_deps
 WHERE depends_on_id IN (SELECT value FROM json_each(?1))`
+	// qAnyDependants tells whether any job waits for another: when none
+	// does, finishes skip qHasDependants (it reads the id list with
+	// json_each even on an empty table).
+	qAnyDependants = `SELECT EXISTS (SELECT 1 FROM job_deps)`
 
 	qHeartbeat = `UPDATE jobs SET lease_expires_at = ?1
 WHERE id = ?2 AND state = 'running' AND lease_token = ?3 AND lease_expires_at > ?4
