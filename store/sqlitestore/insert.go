@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -244,19 +243,11 @@ func insertSharedRows(t *wtx, rows []*idemtype.JobRow) error {
 	args = append(args, a.Tenant, a.Queue, a.Kind, string(a.State), a.Priority, a.MaxAttempts,
 		toUS(a.RunAt), toUS(a.CreatedAt), a.PartitionKey, nullBytes(a.Metadata), nullBytes(a.RetryPolicy),
 		a.Timeout.Microseconds())
-	var q strings.Builder
-	q.Grow(len(qJobInsertSharedHead) + len(rows)*(len(jobInsertSharedRowHead)+14))
-	q.WriteString(qJobInsertSharedHead)
-	for i, r := range rows {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		n := jobInsertSharedCols + 2*i + 1 // ?n is the id, ?n+1 the args
-		q.WriteString(jobInsertSharedRowHead)
-		q.WriteString("?" + strconv.Itoa(n) + ",?" + strconv.Itoa(n+1) + ")")
+	for _, r := range rows {
 		args = append(args, r.ID, []byte(r.Args))
 	}
-	if _, err := t.exec(q.String(), args...); err != nil {
+	q := qJobInsertSharedHead + strings.Repeat(jobInsertSharedRow+",", len(rows)-1) + jobInsertSharedRow
+	if _, err := t.exec(q, args...); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}
 	return nil

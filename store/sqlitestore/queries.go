@@ -107,11 +107,13 @@ run_at, created_at, partition_key, metadata, retry_policy, timeout_us) VALUES `
 	// qJobInsertSharedHead inserts rows that differ only in id and args
 	// (insertSharedRows): the twelve shared values are bound once as ?1…?12
 	// and every row refers to them, so a batch binds two values a row
-	// instead of fourteen.
+	// instead of fourteen. A row's own two are anonymous: SQLite numbers a
+	// bare ? one past the highest so far (13, 14, then 15, 16, …), and only
+	// numbered parameters enter the list it scans to name each one at bind.
 	qJobInsertSharedHead = `INSERT INTO jobs (tenant, queue, kind, state, priority, max_attempts,
 run_at, created_at, partition_key, metadata, retry_policy, timeout_us, id, args) VALUES `
-	jobInsertSharedRowHead = `(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,`
-	jobInsertSharedCols    = 12
+	jobInsertSharedRow  = `(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?,?)`
+	jobInsertSharedCols = 12
 
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
 	// qJobDepsAny marks a job that waits for its dependencies' end whatever
