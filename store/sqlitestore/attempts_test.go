@@ -118,3 +118,63 @@ SELECT id, attempt, started_at, 'running', worker_id FROM jobs WHERE id = ?`, j.
 		t.Fatalf("attempts after finish: %v %+v", err, as)
 	}
 }
+
+// TestFinishBatchAttemptsByItem: a batched finish skips the attempt
+// statement only when no item can write a row. A chunk of plain
+// completions stores none; a failure or a delivery among completions
+// stores its own row, and the completions still none.
+func TestFinishBatchAttemptsByItem(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	ctx := context.Background()
+	ps := make([]*store.JobInsertParams, 9)
+	for i := range ps {
+		ps[i] = job("k")
+	}
+	insert(t, s, t0, ps...)
+	jobs := claim(t, s, t0, len(ps))
+	if len(jobs) != len(ps) {
+		t.Fatalf("claimed %d, want %d", len(jobs), len(ps))
+	}
+	completed := func(j *idemtype.JobRow) *store.JobFinishParams {
+		return &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: idemtype.StateCompleted,
+			Outcome: idemtype.OutcomeCompleted, Result: json.RawMessage(`{}`), FinishedAt: t0.Add(time.Second), DurationMS: 1}
+	}
+	failed := completed(jobs[4])
+	failed.State, failed.Outcome, failed.Error, failed.RunAt, failed.Result =
+		idemtype.StateRetryable, idemtype.OutcomeFailed, "boom", t0.Add(time.Minute), nil
+	delivered := completed(jobs[7])
+	delivered.Target, delivered.HTTPStatus = "x", 204
+	batches := [][]*store.JobFinishParams{
+		{completed(jobs[0]), completed(jobs[1]), completed(jobs[2])},
+		{completed(jobs[3]), failed, completed(jobs[5])},
+		{completed(jobs[6]), delivered, completed(jobs[8])},
+	}
+	for _, b := range batches {
+		errs, err := s.JobFinishMany(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range errs {
+			if e != nil {
+				t.Fatalf("finish %d: %v", b[i].ID, e)
+			}
+		}
+	}
+	for i, j := range jobs {
+		want := 0
+		if i == 4 || i == 7 {
+			want = 1
+		}
+		if got := attemptRows(t, s, j.ID); got != want {
+			t.Errorf("job %d: %d attempt rows, want %d", i, got, want)
+		}
+	}
+	as, err := s.AttemptList(ctx, &store.AttemptListParams{Tenant: "", JobID: jobs[4].ID})
+	if err != nil || len(as) != 1 || as[0].Outcome != idemtype.OutcomeFailed || as[0].Error != "boom" {
+		t.Errorf("failed attempt: %v %+v", err, as)
+	}
+	if got := getJob(t, s, jobs[4].ID); got.State != idemtype.StateRetryable {
+		t.Errorf("failed job state %s", got.State)
+	}
+}

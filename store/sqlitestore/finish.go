@@ -154,6 +154,13 @@ func jsonIDs(ids []int64) string {
 
 // withDependants returns which jobs of the JSON id list have dependants.
 func withDependants(t *wtx, idList string) (map[int64]bool, error) {
+	var some bool
+	if err := t.queryRow(qAnyDependants).Scan(&some); err != nil {
+		return nil, fmt.Errorf("find dependants: %w", err)
+	}
+	if !some {
+		return map[int64]bool{}, nil
+	}
 	ids, err := selectIDs(t, qHasDependants, idList)
 	if err != nil {
 		return nil, fmt.Errorf("find dependants: %w", err)

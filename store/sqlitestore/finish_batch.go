@@ -111,8 +111,10 @@ func finishBatch(t *wtx, ps []*store.JobFinishParams, deps map[int64]bool) ([]er
 		for range (rowsN - len(chunk)) * finishCols {
 			args = append(args, nil) // padding rows: id NULL matches no job
 		}
-		if _, err := t.exec(finishSQL(rowsN, qAttemptFinishBatchTail), args...); err != nil {
-			return nil, fmt.Errorf("end attempts: %w", err)
+		if writesAttempt(chunk) {
+			if _, err := t.exec(finishSQL(rowsN, qAttemptFinishBatchTail), args...); err != nil {
+				return nil, fmt.Errorf("end attempts: %w", err)
+			}
 		}
 		rows, err := t.query(finishSQL(rowsN, qJobFinishBatchTail), args...)
 		if err != nil {
@@ -148,6 +150,19 @@ func finishBatch(t *wtx, ps []*store.JobFinishParams, deps map[int64]bool) ([]er
 		}
 	}
 	return errs, nil
+}
+
+// writesAttempt reports whether qAttemptFinishBatchTail can write a row
+// for any item of ps: it writes none for a completion that is not a
+// delivery, so a chunk of such completions (the common case) skips the
+// statement and its join.
+func writesAttempt(ps []*store.JobFinishParams) bool {
+	for _, p := range ps {
+		if p.State != idemtype.StateCompleted || p.Target != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // distinctIDs reports whether every item names another job.

@@ -470,21 +470,30 @@ func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget
 
 // nextTenants is the skip scan of ClaimTenants: at most k tenants with
 // claimable work in queue, after "after" and up to upTo, not excluded.
+//
+// k is not a LIMIT of the statement: SQLite plans with a bound LIMIT's
+// value, so a LIMIT parameter expires the statement whenever k changes
+// and every claim parsed and planned it again (two thirds of this scan's
+// cost). The recursive CTE runs as a co-routine, one probe per row read,
+// so reading k rows and closing stops the scan as the LIMIT did.
 func nextTenants(t *wtx, kinds []string, queue string, now int64, after, upTo string, excluded []string, k int) ([]string, error) {
+	if k <= 0 {
+		return nil, nil
+	}
 	probe := `SELECT j.tenant FROM jobs j WHERE j.queue = ?1 AND j.` + sqlClaimable + ` AND j.run_at <= ?2 AND j.tenant > %s` +
-		kindFilter(kinds, 7) + ` ORDER BY j.tenant LIMIT 1`
+		kindFilter(kinds, 6) + ` ORDER BY j.tenant LIMIT 1`
 	q := `WITH RECURSIVE t(tenant) AS (
     SELECT (` + fmt.Sprintf(probe, "?3") + `)
     UNION ALL
     SELECT (` + fmt.Sprintf(probe, "t.tenant") + `) FROM t WHERE t.tenant IS NOT NULL AND (?4 = '' OR t.tenant < ?4)
 )
 SELECT tenant FROM t WHERE tenant IS NOT NULL AND (?4 = '' OR tenant <= ?4)
-    AND tenant NOT IN (SELECT value FROM json_each(?5)) LIMIT ?6`
+    AND tenant NOT IN (SELECT value FROM json_each(?5))`
 	ex, err := json.Marshal(append([]string{}, excluded...))
 	if err != nil {
 		return nil, err
 	}
-	args := []any{queue, now, after, upTo, string(ex), k}
+	args := []any{queue, now, after, upTo, string(ex)}
 	for _, kind := range kinds {
 		args = append(args, kind)
 	}
@@ -494,7 +503,7 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL AND (?4 = '' OR tenant <= ?4)
 	}
 	defer rows.Close()
 	var out []string
-	for rows.Next() {
+	for len(out) < k && rows.Next() {
 		var s string
 		if err := rows.Scan(&s); err != nil {
 			return nil, err

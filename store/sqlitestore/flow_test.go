@@ -76,3 +76,55 @@ func testRunningOfScope(t *testing.T, scope store.FlowScope, others int) {
 		t.Fatalf("claimed %d after one of 2 finished, want 1", got)
 	}
 }
+
+// TestNextTenants: the tenant skip scan returns at most k tenants with
+// claimable work, in order, after the cursor and up to upTo, without the
+// excluded ones and of the given kinds only; the same statement serves
+// every k.
+func TestNextTenants(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	var ps []*store.JobInsertParams
+	for _, tenant := range []string{"a", "b", "c", "d", "e"} {
+		for range 3 {
+			p := job("k")
+			if tenant == "d" {
+				p.Kind = "k2"
+			}
+			p.Tenant = tenant
+			ps = append(ps, p)
+		}
+	}
+	insert(t, s, t0, ps...)
+	now := toUS(t0)
+	for _, c := range []struct {
+		kinds       []string
+		after, upTo string
+		excluded    []string
+		k           int
+		want        string
+	}{
+		{nil, "", "", nil, 2, "[a b]"},
+		{nil, "", "", nil, 10, "[a b c d e]"},
+		{nil, "b", "", nil, 10, "[c d e]"},
+		{nil, "b", "", nil, 1, "[c]"},
+		{nil, "", "c", nil, 10, "[a b c]"},
+		{nil, "", "", []string{"b"}, 2, "[a c]"},
+		{[]string{"k2"}, "", "", nil, 10, "[d]"},
+		{[]string{"k", "k2"}, "c", "", nil, 5, "[d e]"},
+		{nil, "e", "", nil, 3, "[]"},
+	} {
+		var got []string
+		err := s.write(context.Background(), 1, func(w *wtx) error {
+			var err error
+			got, err = nextTenants(w, c.kinds, "default", now, c.after, c.upTo, c.excluded, c.k)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != c.want {
+			t.Errorf("kinds %v after %q up to %q excluding %v, k %d: %v, want %s", c.kinds, c.after, c.upTo, c.excluded, c.k, got, c.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -52,14 +53,38 @@ func (s *Store) noteKeys(jobs []*store.JobInsertParams) {
 }
 
 // existing answers a repeated key from the read pool, without taking the
-// writer (a key the key filter has certainly never seen skips the read): when the key's record is live, its dedup window open and its job
-// still stored, the result is that job (or a KeyReusedError for another
-// fingerprint). It only reports what is already committed; whether a job is
-// created is still decided by the unique constraint on the write path.
+// writer (a key the key filter has certainly never seen skips the read):
+// when the key's record is live, its dedup window open and its job still
+// stored, the result is that job (or a KeyReusedError for another
+// fingerprint). It only reports what is already committed; whether a job
+// is created is still decided by the unique constraint on the write path,
+// which also answers every case this read leaves (no row).
 func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
 	if !s.keys.mayContain(p.Tenant, p.IdempotencyKey) {
 		return store.JobInsertResult{}, false // certainly new: no read
 	}
+	if p.Tenant == "" {
+		return s.existingAnyTenant(ctx, p, now)
+	}
+	var (
+		fingerprint string
+		jobID       int64
+		dedupUntil  sql.NullInt64
+	)
+	job, err := scanJob(prefixScanner{row: s.readRow(ctx, qKeyJobGet, p.Tenant, p.IdempotencyKey, toUS(now)),
+		prefix: []any{&fingerprint, &jobID, &dedupUntil}})
+	if err != nil || jobID == 0 || (dedupUntil.Valid && dedupUntil.Int64 <= toUS(now)) {
+		return store.JobInsertResult{}, false
+	}
+	if fingerprint != p.Fingerprint {
+		return store.JobInsertResult{Err: &idemtype.KeyReusedError{Key: p.IdempotencyKey, JobID: jobID}}, true
+	}
+	return store.JobInsertResult{Job: job, Existing: true}, true
+}
+
+// existingAnyTenant is existing for a job without a tenant: the record
+// and the job are read as RecordGet and JobGet read them for "any tenant".
+func (s *Store) existingAnyTenant(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
 	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: p.Tenant, Key: p.IdempotencyKey, Now: now})
 	if err != nil || rec.JobID == 0 || (rec.DedupUntil != nil && !rec.DedupUntil.After(now)) {
 		return store.JobInsertResult{}, false
@@ -72,6 +97,18 @@ func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time
 		return store.JobInsertResult{}, false
 	}
 	return store.JobInsertResult{Job: job, Existing: true}, true
+}
+
+// prefixScanner scans the columns of a row that come before the ones the
+// caller's scan function reads into prefix.
+type prefixScanner struct {
+	row    scanner
+	prefix []any
+}
+
+// Scan implements scanner.
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.row.Scan(append(p.prefix[:len(p.prefix):len(p.prefix)], dest...)...)
 }
 
 // plainBatch is how many unkeyed, dependency-free jobs go in one multi-row INSERT.
@@ -158,6 +195,9 @@ func newRow(id int64, jp *store.JobInsertParams, now time.Time, state idemtype.J
 // insertPlainRows inserts jobs without key or dependencies with one
 // multi-row INSERT binding only the columns they set.
 func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
+	if len(rows) > 1 && sharedRows(rows) {
+		return insertSharedRows(t, rows)
+	}
 	args := make([]any, 0, len(rows)*jobInsertPlainCols)
 	for _, r := range rows {
 		args = append(args, r.ID, r.Tenant, r.Queue, r.Kind, []byte(r.Args), string(r.State),
@@ -165,6 +205,48 @@ func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
 			r.Timeout.Microseconds())
 	}
 	q := qJobInsertPlainHead + strings.Repeat(jobInsertPlainRow+",", len(rows)-1) + jobInsertPlainRow
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	return nil
+}
+
+// sharedRows reports whether rows differ only in id and args (a batch of
+// one kind of job, as EnqueueMany makes them): every other column that
+// insertPlainRows binds would be stored equal.
+func sharedRows(rows []*idemtype.JobRow) bool {
+	a := rows[0]
+	for _, r := range rows[1:] {
+		if r.Tenant != a.Tenant || r.Queue != a.Queue || r.Kind != a.Kind || r.State != a.State ||
+			r.Priority != a.Priority || r.MaxAttempts != a.MaxAttempts || toUS(r.RunAt) != toUS(a.RunAt) ||
+			toUS(r.CreatedAt) != toUS(a.CreatedAt) || r.PartitionKey != a.PartitionKey ||
+			!sameBlob(r.Metadata, a.Metadata) || !sameBlob(r.RetryPolicy, a.RetryPolicy) ||
+			r.Timeout.Microseconds() != a.Timeout.Microseconds() {
+			return false
+		}
+	}
+	return true
+}
+
+// sameBlob reports whether a and b are stored alike (nullBytes: nil is
+// NULL, an empty slice an empty blob).
+func sameBlob(a, b []byte) bool {
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
+}
+
+// insertSharedRows is insertPlainRows for rows that differ only in id and
+// args (sharedRows): the other columns are bound once for the statement.
+// Binding is most of a plain batch's cost outside SQLite's own B-tree work.
+func insertSharedRows(t *wtx, rows []*idemtype.JobRow) error {
+	a := rows[0]
+	args := make([]any, 0, jobInsertSharedCols+2*len(rows))
+	args = append(args, a.Tenant, a.Queue, a.Kind, string(a.State), a.Priority, a.MaxAttempts,
+		toUS(a.RunAt), toUS(a.CreatedAt), a.PartitionKey, nullBytes(a.Metadata), nullBytes(a.RetryPolicy),
+		a.Timeout.Microseconds())
+	for _, r := range rows {
+		args = append(args, r.ID, []byte(r.Args))
+	}
+	q := qJobInsertSharedHead + strings.Repeat(jobInsertSharedRow+",", len(rows)-1) + jobInsertSharedRow
 	if _, err := t.exec(q, args...); err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}

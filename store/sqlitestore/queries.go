@@ -9,6 +9,12 @@ created_at, started_at, finished_at, partition_key, idempotency_key, depends_on,
 was_cached, original_job_id, last_error, metadata, lease_token, lease_expires_at, worker_id,
 retry_policy, error_code, resolved_at, resolution_note, timeout_us`
 
+// jobColsJ is jobCols of the table alias j.
+const jobColsJ = `j.id, j.tenant, j.queue, j.kind, j.args, j.state, j.priority, j.attempt, j.max_attempts,
+j.run_at, j.created_at, j.started_at, j.finished_at, j.partition_key, j.idempotency_key, j.depends_on,
+j.result, j.was_cached, j.original_job_id, j.last_error, j.metadata, j.lease_token, j.lease_expires_at,
+j.worker_id, j.retry_policy, j.error_code, j.resolved_at, j.resolution_note, j.timeout_us`
+
 const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
 expires_at, duration_ms`
@@ -98,6 +104,17 @@ run_at, created_at, partition_key, metadata, retry_policy, timeout_us) VALUES `
 	jobInsertPlainRow  = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
 	jobInsertPlainCols = 14
 
+	// qJobInsertSharedHead inserts rows that differ only in id and args
+	// (insertSharedRows): the twelve shared values are bound once as ?1…?12
+	// and every row refers to them, so a batch binds two values a row
+	// instead of fourteen. A row's own two are anonymous: SQLite numbers a
+	// bare ? one past the highest so far (13, 14, then 15, 16, …), and only
+	// numbered parameters enter the list it scans to name each one at bind.
+	qJobInsertSharedHead = `INSERT INTO jobs (tenant, queue, kind, state, priority, max_attempts,
+run_at, created_at, partition_key, metadata, retry_policy, timeout_us, id, args) VALUES `
+	jobInsertSharedRow  = `(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?,?)`
+	jobInsertSharedCols = 12
+
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
 	// qJobDepsAny marks a job that waits for its dependencies' end whatever
 	// the outcome.
@@ -145,6 +162,14 @@ WHERE expires_at <= ?5
    OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = idem_keys.job_id)`
 
 	qKeyGet = `SELECT job_id, fingerprint FROM idem_keys WHERE tenant = ? AND key = ?`
+
+	// qKeyJobGet is the read of a repeated key (Store.existing): the live
+	// record's fingerprint, job and dedup window, with its job's row, in
+	// one statement (the columns RecordGet and JobGet would read for it).
+	// No row when there is no live record or its job is gone.
+	qKeyJobGet = `SELECT k.fingerprint, k.job_id, k.dedup_until, ` + jobColsJ + `
+FROM idem_keys k JOIN jobs j ON j.id = k.job_id AND j.tenant = k.tenant
+WHERE k.tenant = ?1 AND k.key = ?2 AND (k.expires_at IS NULL OR k.expires_at > ?3)`
 )
 
 // Job reads.
@@ -200,6 +225,10 @@ const (
 	// dependants (so finishes skip the release/cancel query for the rest).
 	qHasDependants = `SELECT DISTINCT depends_on_id FROM job_deps
 WHERE depends_on_id IN (SELECT value FROM json_each(?1))`
+	// qAnyDependants tells whether any job waits for another: when none
+	// does, finishes skip qHasDependants (it reads the id list with
+	// json_each even on an empty table).
+	qAnyDependants = `SELECT EXISTS (SELECT 1 FROM job_deps)`
 
 	qHeartbeat = `UPDATE jobs SET lease_expires_at = ?1
 WHERE id = ?2 AND state = 'running' AND lease_token = ?3 AND lease_expires_at > ?4

@@ -47,13 +47,22 @@ type writer struct {
 	batches  atomic.Int64 // group commits run (diagnostics)
 	opsRun   atomic.Int64 // operations run (diagnostics)
 
-	// walPath, when set, is the WAL file the syncer fsyncs after each
+	// walPath, when set, is the WAL file the syncers fsync after each
 	// group commit before the ops are answered (synchronous FULL; the
 	// connection itself runs at NORMAL). Empty: answer at once.
 	walPath  string
 	syncq    chan syncJob
 	syncDone chan struct{}
+	// sync makes the file at walPath durable (syncFile; tests replace it).
+	sync func(path string) error
 }
+
+// syncers is how many WAL fsyncs may be in flight at once. A group
+// committed while an fsync runs starts its own at once (while fewer than
+// syncers run) instead of waiting for the running one to end and then
+// for its own: the kernel overlaps concurrent flushes of one file, so a
+// caller waits about one fsync instead of up to two.
+const syncers = 3
 
 // syncJob is a committed group waiting for its WAL fsync.
 type syncJob struct {
@@ -68,6 +77,7 @@ func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath s
 		syncDone: make(chan struct{}),
 		conn:     conn,
 		log:      log,
+		sync:     syncFile,
 		tx:       &wtx{conn: conn, stmts: make(map[string]*sql.Stmt)},
 	}
 	w.runner = batch.New(&batch.Config[writeReq]{
@@ -115,42 +125,64 @@ func (w *writer) stop() {
 	<-w.syncDone
 }
 
-// syncLoop fsyncs the WAL for committed groups and then answers their ops.
-// One fsync covers every group committed before it started, so groups that
-// queue up while an fsync runs share the next one. Meanwhile the writer
-// already executes the next group: the fsync is off its critical path.
+// syncLoop hands committed groups to up to syncers goroutines, each of
+// which fsyncs the WAL and then answers the groups it took. A group is
+// taken only by an fsync that starts after the group committed, so no op
+// is answered before its writes are durable. Groups that commit while
+// every syncer is busy are gathered and share the next free one.
+// Meanwhile the writer already executes the next group: the fsync is off
+// its critical path.
 func (w *writer) syncLoop() {
 	defer close(w.syncDone)
+	work := make(chan []syncJob) // unbuffered: a send finds an idle syncer
+	var wg sync.WaitGroup
+	for range syncers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for jobs := range work {
+				w.syncAndAnswer(jobs)
+			}
+		}()
+	}
+	in := w.syncq
 	var jobs []syncJob
-	for job := range w.syncq {
-		jobs = append(jobs[:0], job)
-	drain:
-		for {
-			select {
-			case j, ok := <-w.syncq:
-				if !ok {
-					break drain
-				}
-				jobs = append(jobs, j)
-			default:
-				break drain
+	for in != nil || len(jobs) > 0 {
+		var out chan []syncJob // nil (never ready) while nothing waits
+		if len(jobs) > 0 {
+			out = work
+		}
+		select {
+		case j, ok := <-in:
+			if !ok {
+				in = nil // stopped: hand over what is left, then end
+				continue
+			}
+			jobs = append(jobs, j)
+		case out <- jobs:
+			jobs = nil
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
+// syncAndAnswer fsyncs the WAL and answers the ops of jobs: with their own
+// outcome, or with the fsync's error when it failed.
+func (w *writer) syncAndAnswer(jobs []syncJob) {
+	err := w.sync(w.walPath)
+	if err != nil {
+		err = fmt.Errorf("sync wal: %w", err)
+		w.log.Error("sqlitestore: sync wal", slog.Any("err", err))
+	}
+	for _, j := range jobs {
+		for i, op := range j.ops {
+			if err != nil && j.errs[i] == nil {
+				op.Answer(struct{}{}, err)
+			} else {
+				op.Answer(struct{}{}, j.errs[i])
 			}
 		}
-		err := syncFile(w.walPath)
-		if err != nil {
-			err = fmt.Errorf("sync wal: %w", err)
-			w.log.Error("sqlitestore: sync wal", slog.Any("err", err))
-		}
-		for _, j := range jobs {
-			for i, op := range j.ops {
-				if err != nil && j.errs[i] == nil {
-					op.Answer(struct{}{}, err)
-				} else {
-					op.Answer(struct{}{}, j.errs[i])
-				}
-			}
-		}
-		clear(jobs)
 	}
 }
 
