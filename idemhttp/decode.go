@@ -234,6 +234,12 @@ func explicitZero(body []byte, field string) bool {
 	if !bytes.Contains(body, []byte(field)) && bytes.IndexByte(body, '\\') < 0 {
 		return false
 	}
+	return decodedZero(body, field)
+}
+
+// decodedZero is explicitZero by decoding body: whether field is present
+// with the value 0.
+func decodedZero(body []byte, field string) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil {
 		return false
