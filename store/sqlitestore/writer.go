@@ -55,6 +55,8 @@ type writer struct {
 	syncDone chan struct{}
 	// sync makes the file at walPath durable (syncFile; tests replace it).
 	sync func(path string) error
+	// failed holds the first WAL fsync error (see syncAndAnswer).
+	failed atomic.Pointer[error]
 }
 
 // syncers is how many WAL fsyncs may be in flight at once. A group
@@ -96,6 +98,9 @@ func (w *writer) submit(ctx context.Context, weight int, req writeReq) error {
 	if w.closed.Load() {
 		return store.ErrClosed
 	}
+	if err := w.failure(); err != nil {
+		return err
+	}
 	if ctx.Value(inWriteTx{}) == w {
 		return errWriteInTx
 	}
@@ -132,25 +137,36 @@ func (w *writer) stop() {
 // every syncer is busy are gathered and share the next free one.
 // Meanwhile the writer already executes the next group: the fsync is off
 // its critical path.
+//
+// Answers go out in commit order: a syncer whose fsync returned waits
+// until the groups handed out before its own are answered. The WAL is a
+// chain — recovery stops at the first frame that did not reach the disk —
+// so a group is durable only if every earlier group is; were a later
+// fsync's success reported before an earlier one failed, acknowledged
+// groups could be lost.
 func (w *writer) syncLoop() {
 	defer close(w.syncDone)
-	work := make(chan []syncJob) // unbuffered: a send finds an idle syncer
+	work := make(chan syncBatch) // unbuffered: a send finds an idle syncer
 	var wg sync.WaitGroup
 	for range syncers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for jobs := range work {
-				w.syncAndAnswer(jobs)
+			for b := range work {
+				w.syncAndAnswer(b)
 			}
 		}()
 	}
 	in := w.syncq
 	var jobs []syncJob
+	prev := make(chan struct{})
+	close(prev) // nothing before the first batch
 	for in != nil || len(jobs) > 0 {
-		var out chan []syncJob // nil (never ready) while nothing waits
+		var out chan syncBatch // nil (never ready) while nothing waits
+		next := syncBatch{jobs: jobs, prev: prev}
 		if len(jobs) > 0 {
 			out = work
+			next.done = make(chan struct{})
 		}
 		select {
 		case j, ok := <-in:
@@ -159,23 +175,42 @@ func (w *writer) syncLoop() {
 				continue
 			}
 			jobs = append(jobs, j)
-		case out <- jobs:
-			jobs = nil
+		case out <- next:
+			jobs, prev = nil, next.done
 		}
 	}
 	close(work)
 	wg.Wait()
 }
 
-// syncAndAnswer fsyncs the WAL and answers the ops of jobs: with their own
-// outcome, or with the fsync's error when it failed.
-func (w *writer) syncAndAnswer(jobs []syncJob) {
+// syncBatch is the groups one fsync covers; prev is closed once the
+// batch handed out before it has been answered, done once this one has.
+type syncBatch struct {
+	jobs       []syncJob
+	prev, done chan struct{}
+}
+
+// syncAndAnswer fsyncs the WAL and, after the batch before it, answers the
+// ops of b: with their own outcome, or with the error of this fsync or of
+// any earlier one. The first failed fsync fails the writer for good
+// (failure): after it, no write can be known durable — the kernel may
+// have dropped the pages it could not write, and later frames of the WAL
+// depend on them — so every op answered afterwards gets that error and
+// submit refuses new ones until the store is opened again.
+func (w *writer) syncAndAnswer(b syncBatch) {
+	defer close(b.done)
 	err := w.sync(w.walPath)
+	<-b.prev
 	if err != nil {
 		err = fmt.Errorf("sync wal: %w", err)
-		w.log.Error("sqlitestore: sync wal", slog.Any("err", err))
+		w.log.Error("sqlitestore: sync wal; the store refuses writes until it is opened again", slog.Any("err", err))
+		first := err
+		w.failed.CompareAndSwap(nil, &first)
 	}
-	for _, j := range jobs {
+	if f := w.failure(); f != nil {
+		err = f
+	}
+	for _, j := range b.jobs {
 		for i, op := range j.ops {
 			if err != nil && j.errs[i] == nil {
 				op.Answer(struct{}{}, err)
@@ -184,6 +219,14 @@ func (w *writer) syncAndAnswer(jobs []syncJob) {
 			}
 		}
 	}
+}
+
+// failure returns the error of the first failed WAL fsync, or nil.
+func (w *writer) failure() error {
+	if p := w.failed.Load(); p != nil {
+		return fmt.Errorf("sqlitestore: writes refused after a failed WAL fsync (open the store again): %w", *p)
+	}
+	return nil
 }
 
 // syncFile fsyncs the file at path. It opens the file each time, so a WAL

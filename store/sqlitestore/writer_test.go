@@ -84,30 +84,42 @@ func TestWriterAnswersAfterSync(t *testing.T) {
 	}
 }
 
-// TestWriterSyncsOverlap: a group committed while an fsync is in flight
-// starts its own fsync at once and is answered while the first one still
-// runs (with one fsync at a time it would wait for the first).
-func TestWriterSyncsOverlap(t *testing.T) {
-	t.Parallel()
+// hangingFirstSync is a WAL fsync whose first call signals started and
+// blocks until release is closed, then returns firstErr; every later call
+// signals later and succeeds.
+func hangingFirstSync(firstErr error) (fn func(string) error, started, later chan struct{}, release chan struct{}) {
 	var calls atomic.Int64
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	var releaseOnce sync.Once
-	w := startTestWriter(t, func(string) error {
+	started, later, release = make(chan struct{}, 1), make(chan struct{}, 8), make(chan struct{})
+	return func(string) error {
 		if calls.Add(1) == 1 {
 			started <- struct{}{}
-			<-release // the first fsync hangs until released
+			<-release
+			return firstErr
 		}
+		later <- struct{}{}
 		return nil
-	})
+	}, started, later, release
+}
+
+// TestWriterSyncsOverlap: a group committed while an fsync is in flight
+// starts its own fsync at once (with one fsync at a time it would wait for
+// the first to end), but is answered only after the group before it: the
+// WAL is a chain, a group is durable only if every earlier one is.
+func TestWriterSyncsOverlap(t *testing.T) {
+	t.Parallel()
+	syncFn, started, later, release := hangingFirstSync(nil)
+	var releaseOnce sync.Once
+	w := startTestWriter(t, syncFn)
 	// Registered after the writer's cleanup, so it runs first: a failed
 	// test still lets the writer stop.
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	first := submitAsync(w)
 	waitSignal(t, started, "first fsync")
-	if err := waitSignal(t, submitAsync(w), "answer of the second op while the first fsync runs"); err != nil {
-		t.Fatal(err)
-	}
+	second := submitAsync(w)
+	waitSignal(t, later, "second fsync while the first runs")
 	select {
+	case err := <-second:
+		t.Fatalf("second op answered (%v) before the group before it", err)
 	case err := <-first:
 		t.Fatalf("first op answered (%v) before its fsync returned", err)
 	default:
@@ -115,6 +127,38 @@ func TestWriterSyncsOverlap(t *testing.T) {
 	releaseOnce.Do(func() { close(release) })
 	if err := waitSignal(t, first, "answer of the first op"); err != nil {
 		t.Fatal(err)
+	}
+	if err := waitSignal(t, second, "answer of the second op"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriterEarlierSyncFailureFailsLater: when an fsync fails, a later
+// group whose own fsync succeeded is not acknowledged either (its WAL
+// frames follow frames that may be lost), and the writer refuses every
+// write after it until the store is opened again.
+func TestWriterEarlierSyncFailureFailsLater(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("disk gone")
+	syncFn, started, later, release := hangingFirstSync(boom)
+	var releaseOnce sync.Once
+	w := startTestWriter(t, syncFn)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	first := submitAsync(w)
+	waitSignal(t, started, "first fsync")
+	second := submitAsync(w)
+	waitSignal(t, later, "second fsync while the first runs")
+	releaseOnce.Do(func() { close(release) })
+	if err := waitSignal(t, first, "answer of the first op"); !errors.Is(err, boom) {
+		t.Fatalf("first op: %v, want %v", err, boom)
+	}
+	if err := waitSignal(t, second, "answer of the second op"); !errors.Is(err, boom) {
+		t.Fatalf("second op (its own fsync succeeded): %v, want %v", err, boom)
+	}
+	ran := false
+	err := w.submit(context.Background(), 1, writeReq{fn: func(*wtx) error { ran = true; return nil }})
+	if !errors.Is(err, boom) || ran {
+		t.Fatalf("write after the failure: %v (ran %v), want refused with %v", err, ran, boom)
 	}
 }
 
