@@ -221,10 +221,11 @@ func (w *writer) syncAndAnswer(b syncBatch) {
 	}
 }
 
-// failure returns the error of the first failed WAL fsync, or nil.
+// failure returns the error of the first failed WAL fsync, or nil; it
+// wraps idemtype.ErrUnavailable (HTTP 503, /readyz not ready).
 func (w *writer) failure() error {
 	if p := w.failed.Load(); p != nil {
-		return fmt.Errorf("sqlitestore: writes refused after a failed WAL fsync (open the store again): %w", *p)
+		return fmt.Errorf("%w: sqlitestore refuses writes after a failed WAL fsync (open the store again): %w", idemtype.ErrUnavailable, *p)
 	}
 	return nil
 }

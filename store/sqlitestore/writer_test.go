@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // startTestWriter runs a writer on its own database file, with sync in
@@ -157,8 +159,8 @@ func TestWriterEarlierSyncFailureFailsLater(t *testing.T) {
 	}
 	ran := false
 	err := w.submit(context.Background(), 1, writeReq{fn: func(*wtx) error { ran = true; return nil }})
-	if !errors.Is(err, boom) || ran {
-		t.Fatalf("write after the failure: %v (ran %v), want refused with %v", err, ran, boom)
+	if !errors.Is(err, boom) || !errors.Is(err, idemtype.ErrUnavailable) || ran {
+		t.Fatalf("write after the failure: %v (ran %v), want refused as unavailable with %v", err, ran, boom)
 	}
 }
 
