@@ -144,39 +144,21 @@ func distinctKeysOneNow(ps []*store.RecordAcquireParams, order []int) bool {
 	return true
 }
 
-// acquireSet acquires ps in one statement (qRecordAcquireMany), filling out
-// for the acquired keys; it returns the indexes of the others.
+// acquireSet acquires ps[order]: the keys their running jobs own by a read
+// (qRecordAcquireOwn), the others in one statement (qRecordAcquireMany),
+// filling out for the acquired keys; it returns the indexes of the others.
 func (s *Store) acquireSet(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
 	if !s.acquireFullOnly {
 		var err error
 		if order, err = s.acquireOwn(ctx, q, ps, order, out); err != nil || len(order) == 0 {
 			return nil, err
 		}
-		if len(order) < len(ps) {
-			sub := make([]*store.RecordAcquireParams, len(order))
-			subOut := make([]*store.RecordAcquireResult, len(order))
-			subOrder := make([]int, len(order))
-			for n, i := range order {
-				sub[n], subOrder[n] = ps[i], n
-			}
-			held, err := s.acquireAll(ctx, q, sub, subOrder, subOut)
-			if err != nil {
-				return nil, err
-			}
-			for n, i := range order {
-				out[i] = subOut[n]
-			}
-			for n := range held {
-				held[n] = order[held[n]]
-			}
-			return held, nil
-		}
 	}
 	return s.acquireAll(ctx, q, ps, order, out)
 }
 
-// acquireOwn fills out for the keys of ps that their running jobs own
-// (qRecordAcquireOwn: a read) and returns the others, in order.
+// acquireOwn fills out for the keys of ps[order] that their running jobs
+// own (qRecordAcquireOwn: a read) and returns the others, in order.
 func (s *Store) acquireOwn(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
 	var tenants, keys []string
 	var jobIDs []int64
@@ -197,28 +179,19 @@ func (s *Store) acquireOwn(ctx context.Context, q querier, ps []*store.RecordAcq
 	if err != nil {
 		return nil, fmt.Errorf("acquire own records: %w", err)
 	}
-	if len(got) == 0 {
-		return order, nil
-	}
-	type tk struct{ tenant, key string }
-	byKey := make(map[tk]*idemtype.Record, len(got))
-	for _, r := range got {
-		byKey[tk{r.Tenant, r.Key}] = r
-	}
-	rest := order[:0:0]
-	for _, i := range order {
-		if r, ok := byKey[tk{ps[i].Tenant, ps[i].Key}]; ok && ps[i].JobID == r.JobID {
-			out[i] = &store.RecordAcquireResult{Acquired: true, Record: r}
-		} else {
-			rest = append(rest, i)
-		}
-	}
-	return rest, nil
+	return matchAcquired(got, ps, order, out, true), nil
 }
 
 // acquireAll acquires ps[order] with qRecordAcquireMany.
 func (s *Store) acquireAll(ctx context.Context, q querier, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult) ([]int, error) {
-	rows, err := q.Query(ctx, s.sql(qRecordAcquireMany), s.acquireArgs(ps)...)
+	sub := ps
+	if len(order) < len(ps) {
+		sub = make([]*store.RecordAcquireParams, len(order))
+		for n, i := range order {
+			sub[n] = ps[i]
+		}
+	}
+	rows, err := q.Query(ctx, s.sql(qRecordAcquireMany), s.acquireArgs(sub)...)
 	if err != nil {
 		return nil, fmt.Errorf("acquire records: %w", err)
 	}
@@ -226,20 +199,27 @@ func (s *Store) acquireAll(ctx context.Context, q querier, ps []*store.RecordAcq
 	if err != nil {
 		return nil, fmt.Errorf("acquire records: %w", err)
 	}
+	return matchAcquired(got, ps, order, out, false), nil
+}
+
+// matchAcquired fills out for the items of ps[order] whose key is among
+// the acquired records got (and, when own, whose job the record names) and
+// returns the others, in order.
+func matchAcquired(got []*idemtype.Record, ps []*store.RecordAcquireParams, order []int, out []*store.RecordAcquireResult, own bool) []int {
 	type tk struct{ tenant, key string }
 	byKey := make(map[tk]*idemtype.Record, len(got))
 	for _, r := range got {
 		byKey[tk{r.Tenant, r.Key}] = r
 	}
-	var held []int
+	var rest []int
 	for _, i := range order {
-		if r, ok := byKey[tk{ps[i].Tenant, ps[i].Key}]; ok {
+		if r, ok := byKey[tk{ps[i].Tenant, ps[i].Key}]; ok && (!own || ps[i].JobID == r.JobID) {
 			out[i] = &store.RecordAcquireResult{Acquired: true, Record: r}
 		} else {
-			held = append(held, i)
+			rest = append(rest, i)
 		}
 	}
-	return held, nil
+	return rest
 }
 
 // acquireArgs binds ps (distinct keys; the first item's Now) to
