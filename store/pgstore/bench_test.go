@@ -245,6 +245,16 @@ func BenchmarkClaimTenants(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimLimitedCost: what limits cost a claim of 10 with 1, 100
+// and 10,000 tenants, measured paired (storetest.BenchClaimLimitedCost).
+func BenchmarkClaimLimitedCost(b *testing.B) {
+	for _, tenants := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
+			storetest.BenchClaimLimitedCost(b, newTestStore(b, 4), newTestStore(b, 4), tenants)
+		})
+	}
+}
+
 // BenchmarkClaimLimitedPaths: the limited claims of BenchmarkClaimTenants
 // on each path, in one binary so that a run compares them on the same
 // machine state: general (the three-round-trip transaction), one-round

@@ -147,6 +147,16 @@ func BenchmarkClaimTenants(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimLimitedCost: what limits cost a claim of 10 with 1, 100
+// and 10,000 tenants, measured paired (storetest.BenchClaimLimitedCost).
+func BenchmarkClaimLimitedCost(b *testing.B) {
+	for _, tenants := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
+			storetest.BenchClaimLimitedCost(b, openTest(b, benchConfig()), openTest(b, benchConfig()), tenants)
+		})
+	}
+}
+
 // BenchmarkListRareFilter: one page of a list whose filter matches only a
 // tenant's oldest job, over 100,000 newer jobs of that tenant
 // (storetest.BenchListRareFilter).
