@@ -114,6 +114,10 @@ const MaxWeight = 1000
 // weight alone only shapes fair shares.
 func (l *Limit) Limited() bool { return l.Rate > 0 || l.Concurrency > 0 }
 
+// WindowAt returns the start of the rate window of l holding now (l must
+// have a rate).
+func (l *Limit) WindowAt(now time.Time) time.Time { return l.windowStart(now) }
+
 // windowStart returns the start of the rate window holding now.
 func (l *Limit) windowStart(now time.Time) time.Time {
 	p := l.Period.Microseconds()

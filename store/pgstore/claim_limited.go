@@ -92,7 +92,7 @@ func shapeOf(limits []*store.Limit) flowShape {
 }
 
 // qFlowWeights reads the weights of the tenants in the claimed queues.
-const qFlowWeights = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled
+const qFlowWeights = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled, def_ver
 FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND weight > 0`
 
 // claimLimited is JobClaim of queues with limits: see the comment above.
@@ -190,6 +190,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if found.concurrency {
 		store.SetRunning(limits, running)
 	}
+	absorbed := s.absorbReserved(limits, defVers(locked), now)
 	budget := store.NewClaimBudget(now, limits, paused)
 	budget.SetWeights(weights)
 	if budget.HasDefaults() {
@@ -205,6 +206,13 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 			inherited.add(u)
 		} else {
 			own.add(u)
+		}
+	}
+	// Limits whose reservation the claim took back are written even when
+	// it spent nothing from them.
+	for _, l := range absorbed {
+		if !own.has(l.FlowScope) {
+			own.add(store.LimitUsage{Scope: l.FlowScope, WindowStart: l.WindowStart, WindowUsed: l.WindowUsed})
 		}
 	}
 	b = &pgx.Batch{}
@@ -233,7 +241,7 @@ func scanFlow(rows pgx.Rows, err error) ([]flowRow, error) {
 		var f flowRow
 		var periodUS int64
 		err := r.Scan(&f.limit.Tenant, &f.limit.Queue, &f.limit.Rate, &periodUS, &f.limit.Concurrency, &f.limit.Weight,
-			&f.paused, &f.limit.WindowStart, &f.limit.WindowUsed, &f.limit.Throttled)
+			&f.paused, &f.limit.WindowStart, &f.limit.WindowUsed, &f.limit.Throttled, &f.defVer)
 		f.limit.Period = time.Duration(periodUS) * time.Microsecond
 		f.limit.WindowStart = f.limit.WindowStart.UTC()
 		return f, err

@@ -198,8 +198,9 @@ const (
 	oneRoundAlways                     // try it on every claim it may apply to
 )
 
-// claimLimitedFirst is a claim of queues with limits: the one-round-trip
-// claim when it may apply and accepts, else the general path.
+// claimLimitedFirst is a claim of queues with limits: the reserved claim
+// (claim_reserved.go) or the one-round-trip claim when one may apply and
+// accepts, else the general path.
 func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape) ([]*idemtype.JobRow, error) {
 	try := len(p.Queues) == 1
 	switch s.oneRoundMode {
@@ -207,6 +208,21 @@ func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, 
 		try = false
 	case oneRoundAuto:
 		try = try && s.skips.take(p.Queues)
+	}
+	if len(p.Queues) == 1 && !s.noReserve && s.oneRoundMode != oneRoundNever {
+		out, applies, ok, err := s.claimReserved(ctx, p, now)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			s.reservedTaken.Add(1)
+			return out, nil
+		}
+		if applies {
+			// The locking one-round claim would not see what the store
+			// holds; the general path takes it back.
+			return s.claimLimited(ctx, p, now, s.shapes.get(p.Queues), nil)
+		}
 	}
 	if try {
 		out, ok, err := s.claimOneLimited(ctx, p, now, sh)

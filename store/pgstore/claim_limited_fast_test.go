@@ -25,14 +25,26 @@ import (
 // unless the one-round-trip claim both accepted and declined many claims.
 func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { compareLimitedPaths(t, seed) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { compareLimitedPaths(t, seed, false) })
 	}
 }
 
-func compareLimitedPaths(t *testing.T, seed uint64) {
+// The reserved claim (claim_reserved.go) takes, counts and reports what the
+// general path does, and LimitList shows the same usage, when one store
+// claims alone: the comparison above with only the limits it applies to
+// (queue rates and concurrencies, tenants' rates, for every queue or this
+// one) and with them put, changed and deleted as it goes.
+func TestReservedClaimMatchesGeneralPath(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { compareLimitedPaths(t, seed, true) })
+	}
+}
+
+func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 	ctx := context.Background()
 	fast, general := newTestStore(t, 2), newTestStore(t, 2)
 	fast.oneRoundMode, general.oneRoundMode = oneRoundAlways, oneRoundNever
+	fast.noReserve = !reserved
 	stores := []*Store{fast, general}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -58,6 +70,21 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 	}
 	randomLimits := func() {
 		periods := []time.Duration{time.Second, 10 * time.Second, time.Minute}
+		if reserved {
+			if rng.IntN(2) == 0 {
+				put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 10 + rng.IntN(40), Period: periods[rng.IntN(3)],
+					Concurrency: rng.IntN(2) * (8 + rng.IntN(20))})
+			}
+			for _, tn := range tenants {
+				switch rng.IntN(3) {
+				case 0:
+					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn}, Rate: 1 + rng.IntN(8), Period: periods[rng.IntN(3)]})
+				case 1:
+					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: "q"}, Rate: 2 + rng.IntN(10), Period: periods[rng.IntN(3)]})
+				}
+			}
+			return
+		}
 		if rng.IntN(2) == 0 {
 			put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 10 + rng.IntN(40), Period: periods[rng.IntN(3)]})
 		}
@@ -112,8 +139,8 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 			slices.Sort(ids[i])
 		}
 		if !slices.Equal(ids[0], ids[1]) || reports[0] != reports[1] {
-			t.Fatalf("step %d (limit %d, tenant %q): one round claimed %v, report %+v; general path %v, report %+v",
-				step, p.Limit, p.Tenant, ids[0], reports[0], ids[1], reports[1])
+			t.Fatalf("step %d (limit %d, tenant %q, now %v): one round claimed %v, report %+v; general path %v, report %+v\nlimits after the one-round claim:\n%s\nafter the general path:\n%s",
+				step, p.Limit, p.Tenant, now, ids[0], reports[0], ids[1], reports[1], limitState(t, fast, now, tenants)+fast.dumpReserved(), limitState(t, general, now, tenants))
 		}
 		if a, b := limitState(t, fast, now, tenants), limitState(t, general, now, tenants); a != b {
 			t.Fatalf("step %d: limits after the one-round claim:\n%s\nafter the general path:\n%s", step, a, b)
@@ -159,7 +186,13 @@ func compareLimitedPaths(t *testing.T, seed uint64) {
 		}
 	}
 	took, declined := fast.oneRoundTaken.Load(), fast.oneRoundDeclined.Load()
-	t.Logf("one round: %d claims taken, %d declined", took, declined)
+	t.Logf("one round: %d claims taken, %d declined; reserved: %d", took, declined, fast.reservedTaken.Load())
+	if reserved {
+		if fast.reservedTaken.Load() < 30 {
+			t.Fatalf("the reserved claim took only %d claims", fast.reservedTaken.Load())
+		}
+		return
+	}
 	if took < 10 || declined < 10 {
 		t.Fatalf("the one-round-trip claim took %d and declined %d claims: the comparison did not cover both", took, declined)
 	}

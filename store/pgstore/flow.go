@@ -13,12 +13,12 @@ import (
 // Flow control: the flow_controls table (limits, pauses, rate windows) and
 // the fair claim.
 const (
-	qFlowLoad = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled
+	qFlowLoad = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled, def_ver
 FROM {schema}.flow_controls WHERE $1::text[] IS NULL OR queue = '' OR queue = ANY($1::text[])
 ORDER BY tenant, queue`
 	// qFlowLock locks the limit rows a claim spends from, in one order so
 	// that claimers never deadlock.
-	qFlowLock = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled
+	qFlowLock = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled, def_ver
 FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND (rate > 0 OR concurrency > 0 OR paused)
 ORDER BY tenant, queue FOR UPDATE`
 	qLimitPut = `INSERT INTO {schema}.flow_controls AS f (tenant, queue, rate, period_us, concurrency, weight)
@@ -184,6 +184,16 @@ SELECT tenant FROM (
 type flowRow struct {
 	limit  store.Limit
 	paused bool
+	defVer int64 // the definition's version (migration 0019)
+}
+
+// defVers maps the scopes of rows to their definitions' versions.
+func defVers(rows []flowRow) map[store.FlowScope]int64 {
+	m := make(map[store.FlowScope]int64, len(rows))
+	for _, r := range rows {
+		m[r.limit.FlowScope] = r.defVer
+	}
+	return m
 }
 
 // loadFlow reads the flow-control rows of queues (nil = all).
@@ -207,6 +217,16 @@ type usageCols struct {
 	starts          []time.Time
 	used            []int
 	thr             []int64
+}
+
+// has reports whether c writes the limit of scope.
+func (c *usageCols) has(scope store.FlowScope) bool {
+	for i := range c.tenants {
+		if c.tenants[i] == scope.Tenant && c.queues[i] == scope.Queue {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *usageCols) add(u store.LimitUsage) {
@@ -288,6 +308,11 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	}
 	store.SetRunning(out, running)
 	store.CurrentWindows(out, store.OrNow(p.Now))
+	for _, l := range out {
+		if l.Rate > 0 {
+			l.WindowUsed = max(0, l.WindowUsed-s.ownReserved(l, l.WindowStart))
+		}
+	}
 	if p.Tenant != "" && p.Tenant != store.EveryTenant {
 		ws, err := s.loadWindows(ctx, db, qDefaultWindowsOf, p.Tenant)
 		if err != nil {

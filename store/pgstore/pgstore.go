@@ -107,7 +107,13 @@ type Store struct {
 	// one-round-trip claim took and declined; oneRoundMode is a test's
 	// choice of path (see claimLimitedFirst).
 	oneRoundTaken, oneRoundDeclined atomic.Int64
-	oneRoundMode                    oneRoundMode
+	// reserved is the rate budget the store holds (claim_reserved.go);
+	// reservedTaken counts the claims that spent it; noReserve is a test's
+	// choice to claim without it.
+	reserved      reservations
+	reservedTaken atomic.Int64
+	noReserve     bool
+	oneRoundMode  oneRoundMode
 	// acquireFullOnly: a test's or benchmark's choice to acquire keys with
 	// the full statement only, without reading the jobs' own keys first
 	// (see acquireSet).
@@ -211,6 +217,13 @@ func (s *Store) Close() error {
 	}
 	s.stopGroups()
 	s.stopVacuumer()
+	// Give back the rate budget reserved and not spent, so that other
+	// processes can start it in this window.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := s.unreserve(ctx, s.pool); err != nil {
+		s.logger.Warn("pgstore: give back reserved rate budget", "err", err)
+	}
+	cancel()
 	if s.ownsPool {
 		s.pool.Close()
 	}

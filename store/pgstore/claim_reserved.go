@@ -1,0 +1,698 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// Reserved rate budget: the limited claim of one queue whose scope holds
+// only queue limits (rate, concurrency) and tenants' rate limits (no
+// default limit, tenant concurrency, weight or pause). The locking claims
+// write every rate limit they spend from on every claim, which with a
+// hundred limited tenants is most of a claim's cost; this one spends rate
+// budget the store reserved in advance, in slices, and writes nothing but
+// the claimed jobs and, when the queue has a concurrency limit, its row.
+//
+//   - A store reserves a slice of a limit's current window (qFlowReserve:
+//     the rows locked in one order, each granted the least of the slice and
+//     what is left of the window) and keeps it: a reserved job counts as
+//     started in the window at once, so the limit is never exceeded, however
+//     many processes reserve. What a store has not spent when the window
+//     ends is lost with the window; Close returns what is left of current
+//     windows. Until then another process cannot start it: with several
+//     processes a tenant may start fewer than its rate in a window (at most
+//     a slice less per other process that holds one), never more.
+//     LimitList shows the store's own unspent reservations as not used.
+//   - The claim (qClaimReserved) skips tenants with nothing reserved and
+//     nothing left to reserve, caps each visited tenant's first-round want
+//     at its reservation and the claim at the queue's, and checks in its own
+//     snapshot that the limit definitions are those the store cached
+//     (flow_generation, migration 0019: a limit put, changed or removed
+//     since makes it decline and the store read them again).
+//   - A queue concurrency limit: the claim first locks its row (as every
+//     locking claim of the queue does), then counts the queue's running
+//     jobs in the next statement, whose snapshot sees every claim that
+//     held the lock before. Claims of such a queue take turns, as on the
+//     locking path; the row is locked, not written.
+//
+// Throttled claims are counted on the limits that stopped them, in one
+// ordered statement after the claim.
+
+// reserveSlice is what a store reserves of a limit at once: a sixteenth of
+// the rate (rounded up), at most 1,000 jobs.
+func reserveSlice(rate int) int {
+	return min(rate, max((rate+15)/16, 1), 1000)
+}
+
+// rateBudget is one rate limit of a queue's scope and the budget the store
+// holds of it.
+type rateBudget struct {
+	limit  store.Limit // scope, rate and period
+	defVer int64       // the row's def_ver when read (migration 0019)
+	ws     time.Time   // the window the reservation belongs to
+	left   int         // reserved, not spent
+}
+
+// allowance is what b lets the store start at now without reserving.
+func (b *rateBudget) allowance(now time.Time) int {
+	if !b.ws.Equal(b.limit.WindowAt(now)) {
+		return 0
+	}
+	return b.left
+}
+
+// queueBudget is what the store knows of one queue's limits.
+type queueBudget struct {
+	gen      int64                    // flow_generation when read
+	shape    flowShape                // of the limits read
+	conc     bool                     // the queue has a concurrency limit
+	eligible bool                     // the reserved claim applies
+	queue    []*rateBudget            // rate limits of the queue (tenant "")
+	tenants  map[string][]*rateBudget // each tenant's rate limits in scope
+	names    []string                 // the keys of tenants, sorted
+}
+
+// all returns every rate budget of q.
+func (q *queueBudget) all() []*rateBudget {
+	out := slices.Clone(q.queue)
+	for _, bs := range q.tenants {
+		out = append(out, bs...)
+	}
+	return out
+}
+
+// reservations are a store's queue budgets (Store.reserved).
+type reservations struct {
+	// claimMu serialises the store's reserved claims (a store's claims of a
+	// queue come from one producer, so it rarely waits).
+	claimMu sync.Mutex
+	// mu guards the maps and every rateBudget's fields.
+	mu     sync.Mutex
+	queues map[string]*queueBudget
+	// old holds budgets whose limits changed, until they are read again.
+	old map[string]*queueBudget
+}
+
+// qFlowDefs reads the flow generation and the flow rows of queue $1's scope.
+const qFlowGen = `SELECT gen FROM {schema}.flow_generation`
+
+// qFlowReserve reserves rate budget: each limit ($1 tenant, $2 queue)
+// whose row still has def_ver $5, locked in one order, granted the least
+// of $3 and what is left of its window at $4, which moves to that window
+// and counts the grant. It returns those limits' windows and grants (a
+// limit missing from the result changed or went away).
+var qFlowReserve = `WITH n AS (
+    SELECT (extract(epoch FROM $4::timestamptz) * 1000000)::bigint AS us
+), lk AS (
+    SELECT f.tenant, f.queue, f.rate, f.period_us, f.window_start, f.window_used, r.want
+    FROM {schema}.flow_controls f JOIN unnest($1::text[], $2::text[], $3::int[], $5::bigint[]) AS r(tenant, queue, want, def_ver)
+        ON f.tenant = r.tenant AND f.queue = r.queue AND f.def_ver = r.def_ver
+    WHERE f.rate > 0
+    ORDER BY f.tenant, f.queue FOR UPDATE OF f
+), g AS (
+    SELECT lk.tenant, lk.queue, lk.rate, lk.period_us, w.ws, greatest(0, least(lk.want,
+        CASE WHEN lk.window_start = w.ws THEN lk.rate - lk.window_used
+             WHEN lk.window_start > w.ws THEN 0
+             ELSE lk.rate END))::int AS granted
+    FROM lk CROSS JOIN n CROSS JOIN LATERAL (SELECT ` + windowStart("lk") + ` AS ws) w
+), upd AS (
+    UPDATE {schema}.flow_controls f SET window_start = g.ws,
+        window_used = (CASE WHEN f.window_start = g.ws THEN f.window_used ELSE 0 END) + g.granted
+    FROM g WHERE f.tenant = g.tenant AND f.queue = g.queue AND g.granted > 0
+)
+SELECT tenant, queue, rate, period_us, ws, granted FROM g`
+
+// qFlowUnreserve returns reserved budget: each limit ($1 tenant, $2
+// queue) locked in one order gives back $4 of its window $3 when that is
+// still its window and its row still has def_ver $5.
+const qFlowUnreserve = `WITH lk AS (
+    SELECT f.tenant, f.queue, r.ws, r.n
+    FROM {schema}.flow_controls f
+    JOIN unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) AS r(tenant, queue, ws, n, def_ver)
+        ON f.tenant = r.tenant AND f.queue = r.queue AND f.def_ver = r.def_ver
+    ORDER BY f.tenant, f.queue FOR UPDATE OF f
+)
+UPDATE {schema}.flow_controls f SET window_used = greatest(0, f.window_used - lk.n)
+FROM lk WHERE f.tenant = lk.tenant AND f.queue = lk.queue AND f.window_start = lk.ws`
+
+// qFlowThrottled counts one throttled claim on each limit ($1 tenant, $2
+// queue), locked in one order.
+const qFlowThrottled = `WITH lk AS (
+    SELECT f.tenant, f.queue FROM {schema}.flow_controls f
+    JOIN unnest($1::text[], $2::text[]) AS r(tenant, queue) ON f.tenant = r.tenant AND f.queue = r.queue
+    ORDER BY f.tenant, f.queue FOR UPDATE OF f
+)
+UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1 FROM lk WHERE f.tenant = lk.tenant AND f.queue = lk.queue`
+
+// qClaimReserved is the reserved claim of queue $1: $10 the cached flow
+// generation, $11 the tenants to skip (nothing reserved, nothing left to
+// reserve), $12/$13 the tenants that hold less than the claim and what they
+// hold. It claims what qClaimOne would, when the generation is current,
+// every queue concurrency limit has room for the whole claim ($5) and every
+// visited tenant holds its first-round want; otherwise it claims nothing
+// (the caller takes the general path). It returns ok, the visited tenants
+// and whether the generation is current, then the claimed jobs.
+var qClaimReserved = `WITH RECURSIVE guard AS (
+    SELECT (SELECT gen FROM {schema}.flow_generation) = $10
+        AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls q
+            WHERE q.tenant = '' AND (q.queue = '' OR q.queue = $1) AND q.concurrency > 0
+              AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok
+), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)") + `, fits AS (
+    SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
+        JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n) AS ok
+), meta AS (
+    SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
+        (SELECT gen FROM {schema}.flow_generation) = $10 AS current
+)
+SELECT m.ok, m.visited, m.current, u.* FROM meta m LEFT JOIN upd u ON true`
+
+// qQueueConcurrencyLock locks queue $1's concurrency limit rows (tenant
+// ”), which every locking claim of the queue locks too, so that the
+// reserved claim that follows counts running jobs in a snapshot taken
+// after every claim that started jobs under them committed.
+const qQueueConcurrencyLock = `SELECT 1 FROM {schema}.flow_controls
+WHERE tenant = '' AND (queue = '' OR queue = $1) AND concurrency > 0 ORDER BY queue FOR UPDATE`
+
+// windowStart is the SQL start of now's rate window of flow row alias a
+// (NULL without a rate): fixed windows of the period since the epoch, as
+// store.Limit.WindowAt; now is n.us, microseconds since the epoch.
+func windowStart(a string) string {
+	return `CASE WHEN ` + a + `.rate > 0 THEN 'epoch'::timestamptz + (n.us - ((n.us % ` + a + `.period_us) + ` + a + `.period_us) % ` +
+		a + `.period_us) * interval '1 microsecond' END`
+}
+
+// runningOf is the SQL count of the running jobs of flow row alias a's
+// scope (jobs_running_scope_idx).
+func runningOf(a string) string {
+	return `(SELECT count(*) FROM {schema}.jobs r WHERE r.state = 'running'
+            AND (` + a + `.tenant = '' OR r.tenant = ` + a + `.tenant) AND (` + a + `.queue = '' OR r.queue = ` + a + `.queue))`
+}
+
+// budgetOf returns the store's budget of queue, reading the queue's limits
+// when it has none (or dropped it). Budget kept from an earlier read
+// carries over to a limit whose row kept its def_ver: a row put again, or
+// given another rate or period, started its window again in the database,
+// and what was reserved of the old one is gone.
+func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error) {
+	s.reserved.mu.Lock()
+	qb := s.reserved.queues[queue]
+	s.reserved.mu.Unlock()
+	if qb != nil {
+		return qb, nil
+	}
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	var gen int64
+	if err := db.QueryRow(ctx, s.sql(qFlowGen)).Scan(&gen); err != nil {
+		return nil, fmt.Errorf("read flow generation: %w", err)
+	}
+	rows, err := s.loadFlow(ctx, db, qFlowLoad, []string{queue})
+	if err != nil {
+		return nil, err
+	}
+	limits, _, _ := splitFlow(rows)
+	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{}}
+	for _, r := range rows {
+		l := r.limit
+		switch {
+		case r.paused || l.Weight > 0 || l.IsDefault() || (l.Tenant != "" && l.Concurrency > 0):
+			qb.eligible = false
+		case l.Tenant == "" && l.Concurrency > 0:
+			qb.conc = true
+			if l.Rate > 0 {
+				qb.queue = append(qb.queue, &rateBudget{limit: l, defVer: r.defVer})
+			}
+		case l.Rate == 0:
+		case l.Tenant == "":
+			qb.queue = append(qb.queue, &rateBudget{limit: l, defVer: r.defVer})
+		default:
+			qb.tenants[l.Tenant] = append(qb.tenants[l.Tenant], &rateBudget{limit: l, defVer: r.defVer})
+		}
+	}
+	for t := range qb.tenants {
+		qb.names = append(qb.names, t)
+	}
+	slices.Sort(qb.names)
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	if old := s.reserved.old[queue]; old != nil {
+		for _, b := range qb.all() {
+			for _, o := range old.all() {
+				if o.limit.FlowScope == b.limit.FlowScope && o.defVer == b.defVer {
+					b.ws, b.left = o.ws, o.left
+				}
+			}
+		}
+		delete(s.reserved.old, queue)
+	}
+	if s.reserved.queues == nil {
+		s.reserved.queues = map[string]*queueBudget{}
+	}
+	s.reserved.queues[queue] = qb
+	return qb, nil
+}
+
+// dropBudget forgets queue's cached limits (they changed); the budget held
+// moves aside until they are read again (budgetOf).
+func (s *Store) dropBudget(queue string, qb *queueBudget) {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	if s.reserved.queues[queue] != qb {
+		return
+	}
+	delete(s.reserved.queues, queue)
+	if s.reserved.old == nil {
+		s.reserved.old = map[string]*queueBudget{}
+	}
+	s.reserved.old[queue] = qb
+}
+
+// claimReserved is the reserved claim (see above) of p.Queues[0]. It
+// reports applies false when the queue's limits are not the kind it
+// handles; then nothing was done. Otherwise ok false means it declined
+// (nothing claimed, nothing spent) and the general path, which takes back
+// what the store holds of the limits it locks (absorbReserved), must claim.
+func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now time.Time) (out []*idemtype.JobRow, applies, ok bool, err error) {
+	queue := p.Queues[0]
+	qb, err := s.budgetOf(ctx, queue)
+	if err != nil || !qb.eligible {
+		return nil, false, false, err
+	}
+	s.reserved.claimMu.Lock()
+	defer s.reserved.claimMu.Unlock()
+	if current, err := s.reserve(ctx, qb, p.Limit, now); err != nil || !current {
+		if err == nil {
+			s.dropBudget(queue, qb) // a limit changed: read them again
+		}
+		return nil, true, false, err
+	}
+	var (
+		skip   []string
+		capT   []string
+		capN   []int32
+		hits   []*rateBudget
+		report store.ClaimReport
+	)
+	// The limits that are spent throttle the claim, as the general path's
+	// ClaimBudget.QueueOpen and Excluded count them.
+	throttle := func(b *rateBudget) {
+		hits = append(hits, b)
+		report.Throttled = true
+		if end := b.ws.Add(b.limit.Period); report.NextRefill.IsZero() || end.Before(report.NextRefill) {
+			report.NextRefill = end
+		}
+	}
+	s.reserved.mu.Lock()
+	queueLeft := p.Limit
+	for _, b := range qb.queue {
+		left := b.allowance(now)
+		if left == 0 {
+			throttle(b)
+		}
+		queueLeft = min(queueLeft, left)
+	}
+	// What the claim may spend is taken out of the budgets while it runs
+	// (held), so that a general-path claim of this store taking back the
+	// reservations meanwhile (absorbReserved) takes only the rest; what
+	// the claim did not spend is put back after it.
+	held := map[*rateBudget]int{}
+	if queueLeft >= p.Limit {
+		for _, b := range qb.queue {
+			held[b] = p.Limit
+		}
+		for _, t := range qb.names {
+			c := p.Limit
+			for _, b := range qb.tenants[t] {
+				left := b.allowance(now)
+				if left == 0 && (p.Tenant == "" || p.Tenant == t) {
+					throttle(b)
+				}
+				c = min(c, left)
+			}
+			switch {
+			case c == 0:
+				skip = append(skip, t)
+			case c < p.Limit:
+				capT, capN = append(capT, t), append(capN, int32(c))
+			}
+			if c > 0 {
+				for _, b := range qb.tenants[t] {
+					held[b] = c
+				}
+			}
+		}
+		for b, n := range held {
+			b.left -= n
+		}
+	}
+	s.reserved.mu.Unlock()
+	// settle puts back what the claim held and did not spend.
+	settle := func(out []*idemtype.JobRow) {
+		got := map[string]int{}
+		for _, j := range out {
+			got[j.Tenant]++
+		}
+		s.reserved.mu.Lock()
+		defer s.reserved.mu.Unlock()
+		for _, b := range qb.queue {
+			if n, ok := held[b]; ok {
+				b.left += n - min(n, len(out))
+			}
+		}
+		for t, bs := range qb.tenants {
+			for _, b := range bs {
+				if n, ok := held[b]; ok {
+					b.left += n - min(n, got[t])
+				}
+			}
+		}
+	}
+	if queueLeft == 0 {
+		// The queue's window is spent: nothing to claim, if the limits
+		// are still those the store read.
+		if current, err := s.flowCurrent(ctx, qb); err != nil || !current {
+			if err == nil {
+				s.dropBudget(queue, qb)
+			}
+			return nil, true, false, err
+		}
+		if err := s.countThrottled(ctx, hits); err != nil {
+			return nil, true, false, err
+		}
+		s.shapes.set(p.Queues, qb.shape)
+		if p.Report != nil {
+			*p.Report = report
+		}
+		return nil, true, true, nil
+	}
+	if queueLeft < p.Limit {
+		return nil, true, false, nil // the queue's rate binds this claim
+	}
+	out, full, ok, current, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN)
+	settle(out)
+	if err != nil || !ok {
+		if err == nil && !current {
+			s.dropBudget(queue, qb) // the limits changed: read them again
+		}
+		return nil, true, false, err
+	}
+	if len(hits) > 0 {
+		if err := s.countThrottled(ctx, hits); err != nil {
+			return nil, true, false, err
+		}
+	}
+	if len(full) > 0 && len(out) < p.Limit {
+		// Later rounds among the tenants that got their share: the general
+		// path, which takes back what the store holds of its limits and
+		// reads the windows again.
+		more := *p
+		more.Limit = p.Limit - len(out)
+		more.Report = nil
+		jobs, err := s.claimLimited(ctx, &more, now, qb.shape, full)
+		if err != nil {
+			return nil, true, false, err
+		}
+		out = append(out, jobs...)
+	}
+	if p.Report != nil {
+		*p.Report = report
+	}
+	// The next claim of the queue comes straight here (claimFlow).
+	s.shapes.set(p.Queues, qb.shape)
+	return out, true, true, nil
+}
+
+// reserve tops up, in one statement, the budgets of qb that hold less than
+// a claim of size claim may spend from one of them, each by the larger of
+// the claim and reserveSlice (or what is left of its window). current is
+// false when a limit
+// changed since qb was read: then nothing was reserved.
+func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now time.Time) (current bool, err error) {
+	var (
+		tenants, queues []string
+		wants           []int32
+		vers            []int64
+		need            []*rateBudget
+	)
+	s.reserved.mu.Lock()
+	for _, b := range qb.all() {
+		// A limit whose window had nothing more to give is asked again:
+		// another store may have given budget back (Close, or a locking
+		// claim that took this store's reservation).
+		if b.allowance(now) >= claim {
+			continue
+		}
+		// Enough for a whole claim when the window has it, so that a
+		// claim takes all its budget allows, as on the locking path.
+		slice := max(claim, reserveSlice(b.limit.Rate))
+		need = append(need, b)
+		tenants, queues = append(tenants, b.limit.Tenant), append(queues, b.limit.Queue)
+		wants, vers = append(wants, int32(slice)), append(vers, b.defVer)
+	}
+	s.reserved.mu.Unlock()
+	if len(need) == 0 {
+		return true, nil
+	}
+	if _, err := s.db(); err != nil {
+		return false, err
+	}
+	// A limit whose row changed since it was read (another def_ver, or
+	// gone) gets nothing: the statement reserves only under the
+	// definitions the store holds, and in one transaction, so that either
+	// every limit is reserved or (when one changed) the rest is given back
+	// by rolling back.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	rows, err := tx.Query(ctx, s.sql(qFlowReserve), tenants, queues, wants, now, vers)
+	if err != nil {
+		return false, fmt.Errorf("reserve rate budget: %w", err)
+	}
+	type grant struct {
+		scope store.FlowScope
+		ws    time.Time
+		n     int
+	}
+	grants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (grant, error) {
+		var g grant
+		var rate int
+		var periodUS int64
+		err := r.Scan(&g.scope.Tenant, &g.scope.Queue, &rate, &periodUS, &g.ws, &g.n)
+		return g, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("reserve rate budget: %w", err)
+	}
+	if len(grants) < len(need) {
+		return false, nil // rolled back
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("reserve rate budget: %w", err)
+	}
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	for _, b := range need {
+		ws := b.limit.WindowAt(now)
+		if !b.ws.Equal(ws) {
+			b.ws, b.left = ws, 0
+		}
+		for _, g := range grants {
+			if g.scope == b.limit.FlowScope && g.ws.Equal(ws) {
+				b.left += g.n
+			}
+		}
+	}
+	return true, nil
+}
+
+// claimReservedStatement runs qClaimReserved; full are the visited tenants
+// that got their whole first-round want (afterFirstRound).
+func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
+	skip, capT []string, capN []int32) (out []*idemtype.JobRow, full []string, ok, current bool, err error) {
+	limit := p.Limit
+	queue := p.Queues[0]
+	var kinds []string
+	if p.Kinds != nil {
+		kinds = p.Kinds
+	}
+	if skip == nil {
+		skip = []string{}
+	}
+	if capT == nil {
+		capT, capN = []string{}, []int32{}
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL jit = off")
+	// The statement's plan does not depend on its parameters, but
+	// PostgreSQL would plan it anew for each claim (custom plans).
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	n := 3
+	if qb.conc {
+		b.Queue(s.sql(qQueueConcurrencyLock), queue)
+		n++
+	}
+	b.Queue(s.sql(qClaimReserved), queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
+		s.solo.Get(queue), qb.gen, skip, capT, capN)
+	b.Queue("COMMIT")
+	var visited []string
+	conn, err := s.conn(ctx)
+	if err != nil {
+		return nil, nil, false, false, err
+	}
+	defer conn.Release()
+	err = func() error {
+		br := conn.SendBatch(ctx, b)
+		defer br.Close()
+		for range n {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if out, err = readClaimRows(br, &ok, &visited, &current); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return br.Close()
+	}()
+	if err != nil || !ok {
+		return nil, nil, false, current, err
+	}
+	return out, s.afterFirstRound(p, now, out, visited), true, true, nil
+}
+
+// flowCurrent reports whether the flow generation is still qb's.
+func (s *Store) flowCurrent(ctx context.Context, qb *queueBudget) (bool, error) {
+	db, err := s.db()
+	if err != nil {
+		return false, err
+	}
+	var gen int64
+	if err := db.QueryRow(ctx, s.sql(qFlowGen)).Scan(&gen); err != nil {
+		return false, fmt.Errorf("read flow generation: %w", err)
+	}
+	return gen == qb.gen, nil
+}
+
+// countThrottled counts one throttled claim on each of the limits.
+func (s *Store) countThrottled(ctx context.Context, hits []*rateBudget) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	tenants, queues := make([]string, len(hits)), make([]string, len(hits))
+	for i, b := range hits {
+		tenants[i], queues[i] = b.limit.Tenant, b.limit.Queue
+	}
+	if _, err := db.Exec(ctx, s.sql(qFlowThrottled), tenants, queues); err != nil {
+		return fmt.Errorf("count throttled claims: %w", err)
+	}
+	return nil
+}
+
+// unreserve gives back what the store holds of current windows (Close).
+func (s *Store) unreserve(ctx context.Context, q querier) error {
+	type key struct {
+		scope  store.FlowScope
+		ws     time.Time
+		defVer int64
+	}
+	held := map[key]int{}
+	s.reserved.mu.Lock()
+	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
+		for _, qb := range m {
+			for _, b := range qb.all() {
+				if b.left > 0 {
+					held[key{b.limit.FlowScope, b.ws.UTC(), b.defVer}] += b.left
+					b.left = 0
+				}
+			}
+		}
+	}
+	s.reserved.mu.Unlock()
+	var (
+		tenants, queues []string
+		starts          []time.Time
+		ns              []int32
+		vers            []int64
+	)
+	for k, n := range held {
+		tenants, queues = append(tenants, k.scope.Tenant), append(queues, k.scope.Queue)
+		starts, ns, vers = append(starts, k.ws), append(ns, int32(n)), append(vers, k.defVer)
+	}
+	if len(tenants) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, s.sql(qFlowUnreserve), tenants, queues, starts, ns, vers)
+	return err
+}
+
+// ownReserved returns what the store holds unspent of limit l's window
+// ws (LimitList shows it as not used).
+func (s *Store) ownReserved(l *store.Limit, ws time.Time) int {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	n := 0
+	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
+		for _, qb := range m {
+			for _, b := range qb.all() {
+				if b.limit.FlowScope == l.FlowScope && b.ws.Equal(ws) {
+					n += b.left
+				}
+			}
+		}
+	}
+	return n
+}
+
+// absorbReserved takes back, for the general path, what the store holds of
+// the current windows of limits (whose rows have the def_vers vers): each
+// such limit's WindowUsed (as read under the lock) drops by it and the
+// store holds nothing of it any more.
+// It returns the limits whose WindowUsed changed, which the claim must
+// write back even if it spends nothing from them.
+func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]int64, now time.Time) []*store.Limit {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	if len(s.reserved.queues)+len(s.reserved.old) == 0 {
+		return nil
+	}
+	var changed []*store.Limit
+	for _, l := range limits {
+		if l.Rate == 0 || l.IsDefault() {
+			continue
+		}
+		ws := l.WindowAt(now)
+		n := 0
+		for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
+			for _, qb := range m {
+				for _, b := range qb.all() {
+					if b.limit.FlowScope == l.FlowScope && b.left > 0 {
+						if b.ws.Equal(ws) && l.WindowStart.Equal(ws) && b.defVer == vers[l.FlowScope] {
+							n += b.left
+						}
+						b.left = 0
+					}
+				}
+			}
+		}
+		if n > 0 {
+			l.WindowUsed = max(0, l.WindowUsed-n)
+			changed = append(changed, l)
+		}
+	}
+	return changed
+}

@@ -1,0 +1,268 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store"
+)
+
+// openStores opens n stores on one new schema, as n processes would.
+func openStores(t *testing.T, n, maxConns int) []*Store {
+	t.Helper()
+	url, schema := dbtest.NewSchema(t)
+	var out []*Store
+	for range n {
+		s, err := Open(context.Background(), withPoolSize(url, maxConns), &Config{CallerClock: true, Schema: schema})
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		out = append(out, s)
+	}
+	return out
+}
+
+func insertJobs(t *testing.T, s *Store, now time.Time, tenants []string, n int) {
+	t.Helper()
+	var ps []*store.JobInsertParams
+	for i := range n {
+		ps = append(ps, &store.JobInsertParams{Tenant: tenants[i%len(tenants)], Queue: "q", Kind: "k",
+			Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now})
+	}
+	if _, err := s.JobInsertMany(context.Background(), &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func putLimits(t *testing.T, s *Store, now time.Time, ls ...store.Limit) {
+	t.Helper()
+	for _, l := range ls {
+		if _, err := s.LimitPut(context.Background(), &store.LimitPutParams{Limit: l, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func claimN(t *testing.T, s *Store, now time.Time, limit int) []*idemtype.JobRow {
+	t.Helper()
+	jobs, err := s.JobClaim(context.Background(), &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: limit,
+		LeaseUntil: now.Add(time.Hour), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// Three stores on one schema (three processes) race claimers over a queue
+// with a concurrency of 6 and a rate of 60 a minute, two tenants with
+// rates of their own (one for every queue, one for this queue) and two
+// without, through two windows. No job runs twice, no more than 6 run at
+// once, no window starts more than a rate allows, the tenants without a
+// rate of their own get work, and every store took the reserved claim.
+func TestReservedClaimRacingStores(t *testing.T) {
+	ctx := context.Background()
+	stores := openStores(t, 3, 6)
+	w0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	tenants := []string{"t0", "t1", "t2", "t3"}
+	insertJobs(t, stores[0], w0, tenants, 400)
+	putLimits(t, stores[0], w0,
+		store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 60, Period: time.Minute, Concurrency: 6},
+		store.Limit{FlowScope: store.FlowScope{Tenant: "t0"}, Rate: 10, Period: time.Minute},
+		store.Limit{FlowScope: store.FlowScope{Tenant: "t1", Queue: "q"}, Rate: 15, Period: time.Minute})
+	rates := map[string]int{"t0": 10, "t1": 15}
+	var (
+		mu               sync.Mutex
+		running, most    int
+		seen             = map[int64]bool{}
+		started          = map[string]int{} // tenant@window → jobs
+		startedInWindow  = map[time.Time]int{}
+		errs             = make(chan error, 16)
+		wg               sync.WaitGroup
+		windows          = []time.Time{w0.Add(30 * time.Second), w0.Add(90 * time.Second)}
+		claimersPerStore = 3
+	)
+	for _, now := range windows {
+		for si, s := range stores {
+			for c := range claimersPerStore {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var held []*idemtype.JobRow
+					finish := func(jobs []*idemtype.JobRow) error {
+						mu.Lock()
+						running -= len(jobs) // before the store stops counting them
+						mu.Unlock()
+						fins := make([]*store.JobFinishParams, len(jobs))
+						for i, j := range jobs {
+							fins[i] = &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: idemtype.StateCompleted,
+								Outcome: idemtype.OutcomeCompleted, FinishedAt: now}
+						}
+						_, err := s.JobFinishMany(ctx, fins)
+						return err
+					}
+					for range 25 {
+						jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"},
+							WorkerID: fmt.Sprint("s", si, "c", c), Limit: 1 + (si+c)%4, LeaseUntil: now.Add(time.Hour), Now: now})
+						if err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						for _, j := range jobs {
+							if seen[j.ID] {
+								mu.Unlock()
+								errs <- fmt.Errorf("job %d claimed twice", j.ID)
+								return
+							}
+							seen[j.ID] = true
+							started[j.Tenant+"@"+now.Truncate(time.Minute).String()]++
+							startedInWindow[now.Truncate(time.Minute)]++
+						}
+						running += len(jobs) // after the store counts them
+						most = max(most, running)
+						mu.Unlock()
+						if err := finish(held); err != nil {
+							errs <- err
+							return
+						}
+						held = jobs
+					}
+					if err := finish(held); err != nil {
+						errs <- err
+					}
+				}()
+			}
+		}
+		wg.Wait()
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("most running %d (limit 6); started per window %v; per tenant %v", most, startedInWindow, started)
+	if most > 6 {
+		t.Errorf("%d jobs ran at once, concurrency 6", most)
+	}
+	for w, n := range startedInWindow {
+		if n > 60 {
+			t.Errorf("window %v started %d jobs, queue rate 60", w, n)
+		}
+	}
+	for _, w := range windows {
+		key := w.Truncate(time.Minute).String()
+		for tenant, rate := range rates {
+			if n := started[tenant+"@"+key]; n > rate {
+				t.Errorf("tenant %s started %d jobs in window %s, rate %d", tenant, n, key, rate)
+			}
+		}
+		if started["t2@"+key]+started["t3@"+key] == 0 {
+			t.Errorf("tenants without a rate of their own started nothing in window %s", key)
+		}
+	}
+	for i, s := range stores {
+		if s.reservedTaken.Load() == 0 {
+			t.Errorf("store %d never took the reserved claim", i)
+		}
+	}
+}
+
+// Budget one store reserved and did not spend is not another's to start
+// in the same window until the first store closes, which gives it back.
+func TestReservedBudgetGivenBackOnClose(t *testing.T) {
+	stores := openStores(t, 2, 4)
+	a, b := stores[0], stores[1]
+	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
+	putLimits(t, a, now, store.Limit{FlowScope: store.FlowScope{Tenant: "t"}, Rate: 10, Period: time.Minute})
+	insertJobs(t, a, now, []string{"t"}, 1)
+	if got := claimN(t, a, now, 6); len(got) != 1 {
+		t.Fatalf("a claimed %d jobs, want the only one", len(got))
+	}
+	// a holds 5 of the window's 10 (it reserved a claim's worth, 6, and
+	// started 1): b can start 4.
+	insertJobs(t, a, now, []string{"t"}, 20)
+	if got := claimN(t, b, now, 10); len(got) != 4 {
+		t.Fatalf("b claimed %d jobs while a holds 5 of 10 (1 started), want 4", len(got))
+	}
+	if got := claimN(t, b, now, 10); len(got) != 0 {
+		t.Fatalf("b claimed %d more jobs, want none", len(got))
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimN(t, b, now, 10); len(got) != 5 {
+		t.Fatalf("after a closed, b claimed %d jobs, want the 5 a gave back", len(got))
+	}
+	ls, err := b.LimitList(context.Background(), &store.LimitListParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || ls[0].WindowUsed != 10 {
+		t.Fatalf("limits %+v, want t's window used 10", ls)
+	}
+}
+
+// A store that caches a queue's limits sees what another process changes
+// on its next claim: a pause, a lower rate, a tenant concurrency (a limit
+// the reserved claim leaves to the locking path).
+func TestReservedClaimSeesOtherStoresChanges(t *testing.T) {
+	ctx := context.Background()
+	stores := openStores(t, 2, 4)
+	a, b := stores[0], stores[1]
+	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
+	putLimits(t, a, now, store.Limit{FlowScope: store.FlowScope{Tenant: "t0"}, Rate: 100, Period: time.Minute},
+		store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 1000, Period: time.Minute})
+	insertJobs(t, a, now, []string{"t0", "t1"}, 200)
+	if got := claimN(t, a, now, 4); len(got) != 4 || a.reservedTaken.Load() != 1 {
+		t.Fatalf("a claimed %d jobs (reserved claims %d), want 4 reserved", len(got), a.reservedTaken.Load())
+	}
+	if err := b.QueuePause(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Queue: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimN(t, a, now, 4); len(got) != 0 {
+		t.Fatalf("a claimed %d jobs of a queue b paused", len(got))
+	}
+	if err := b.QueueResume(ctx, &store.QueuePauseParams{Scope: store.FlowScope{Queue: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	// t0 started 2 of the 4 above; a rate of 3 leaves it 1 in this window.
+	putLimits(t, b, now, store.Limit{FlowScope: store.FlowScope{Tenant: "t0"}, Rate: 3, Period: time.Minute})
+	n := map[string]int{}
+	for _, j := range claimN(t, a, now, 10) {
+		n[j.Tenant]++
+	}
+	// The new rate starts a new window count (LimitPut with another rate).
+	if n["t0"] > 3 {
+		t.Fatalf("a claimed %d jobs of t0 after b set its rate to 3", n["t0"])
+	}
+	putLimits(t, b, now, store.Limit{FlowScope: store.FlowScope{Tenant: "t1"}, Concurrency: 1})
+	n = map[string]int{}
+	for _, j := range claimN(t, a, now, 10) {
+		n[j.Tenant]++
+	}
+	// t1 has jobs running from the claims above: none may start now.
+	if n["t1"] > 0 {
+		t.Fatalf("a claimed %d jobs of t1 over its concurrency of 1 (with jobs running)", n["t1"])
+	}
+}
+
+// dumpReserved prints what s holds of each limit, for failure messages.
+func (s *Store) dumpReserved() string {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	out := ""
+	for name, m := range map[string]map[string]*queueBudget{"queues": s.reserved.queues, "old": s.reserved.old} {
+		for q, qb := range m {
+			for _, b := range qb.all() {
+				out += fmt.Sprintf("%s %s gen %d: %s/%s rate %d/%v def %d ws %v left %d\n", name, q, qb.gen, b.limit.Tenant, b.limit.Queue, b.limit.Rate, b.limit.Period, b.defVer, b.ws, b.left)
+			}
+		}
+	}
+	return out
+}
