@@ -57,7 +57,8 @@ type rateBudget struct {
 	limit  store.Limit // scope, rate and period
 	defVer int64       // the row's def_ver when read (migration 0019)
 	ws     time.Time   // the window the reservation belongs to
-	left   int         // reserved, not spent
+	left   int         // reserved, not spent, not held
+	held   int         // taken out of left by the claim in flight
 }
 
 // allowance is what b lets the store start at now without reserving.
@@ -77,16 +78,11 @@ type queueBudget struct {
 	queue    []*rateBudget            // rate limits of the queue (tenant "")
 	tenants  map[string][]*rateBudget // each tenant's rate limits in scope
 	names    []string                 // the keys of tenants, sorted
+	list     []*rateBudget            // queue and then every tenant's
 }
 
 // all returns every rate budget of q.
-func (q *queueBudget) all() []*rateBudget {
-	out := slices.Clone(q.queue)
-	for _, bs := range q.tenants {
-		out = append(out, bs...)
-	}
-	return out
-}
+func (q *queueBudget) all() []*rateBudget { return q.list }
 
 // reservations are a store's queue budgets (Store.reserved).
 type reservations struct {
@@ -173,12 +169,17 @@ var qClaimReserved = `WITH RECURSIVE guard AS (
 )
 SELECT m.ok, m.visited, m.current, u.* FROM meta m LEFT JOIN upd u ON true`
 
-// qQueueConcurrencyLock locks queue $1's concurrency limit rows (tenant
-// ”), which every locking claim of the queue locks too, so that the
-// reserved claim that follows counts running jobs in a snapshot taken
-// after every claim that started jobs under them committed.
-const qQueueConcurrencyLock = `SELECT 1 FROM {schema}.flow_controls
-WHERE tenant = '' AND (queue = '' OR queue = $1) AND concurrency > 0 ORDER BY queue FOR UPDATE`
+// qReservedSetup is the first statement of a reserved claim's
+// transaction: JIT off and generic plans for the claim statement (its plan
+// does not depend on its parameters, but PostgreSQL would plan it anew for
+// each claim), and, when $2, a lock on queue $1's concurrency limit rows
+// (those of no tenant), which every locking claim of the queue locks too,
+// so that the claim statement that follows counts running jobs in a
+// snapshot taken after every claim that started jobs under them committed.
+// One statement instead of three saves their messages.
+const qReservedSetup = `SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
+    (SELECT count(*) FROM (SELECT 1 FROM {schema}.flow_controls
+        WHERE $2::bool AND tenant = '' AND (queue = '' OR queue = $1) AND concurrency > 0 ORDER BY queue FOR UPDATE) l)`
 
 // windowStart is the SQL start of now's rate window of flow row alias a
 // (NULL without a rate): fixed windows of the period since the epoch, as
@@ -242,6 +243,10 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 		qb.names = append(qb.names, t)
 	}
 	slices.Sort(qb.names)
+	qb.list = slices.Clone(qb.queue)
+	for _, t := range qb.names {
+		qb.list = append(qb.list, qb.tenants[t]...)
+	}
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
 	if old := s.reserved.old[queue]; old != nil {
@@ -324,10 +329,11 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	// (held), so that a general-path claim of this store taking back the
 	// reservations meanwhile (absorbReserved) takes only the rest; what
 	// the claim did not spend is put back after it.
-	held := map[*rateBudget]int{}
+	var held []*rateBudget
 	if queueLeft >= p.Limit {
 		for _, b := range qb.queue {
-			held[b] = p.Limit
+			b.held = p.Limit
+			held = append(held, b)
 		}
 		for _, t := range qb.names {
 			c := p.Limit
@@ -346,12 +352,13 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 			}
 			if c > 0 {
 				for _, b := range qb.tenants[t] {
-					held[b] = c
+					b.held = c
+					held = append(held, b)
 				}
 			}
 		}
-		for b, n := range held {
-			b.left -= n
+		for _, b := range held {
+			b.left -= b.held
 		}
 	}
 	s.reserved.mu.Unlock()
@@ -363,17 +370,13 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		}
 		s.reserved.mu.Lock()
 		defer s.reserved.mu.Unlock()
-		for _, b := range qb.queue {
-			if n, ok := held[b]; ok {
-				b.left += n - min(n, len(out))
+		for _, b := range held {
+			used := got[b.limit.Tenant]
+			if b.limit.Tenant == "" {
+				used = len(out)
 			}
-		}
-		for t, bs := range qb.tenants {
-			for _, b := range bs {
-				if n, ok := held[b]; ok {
-					b.left += n - min(n, got[t])
-				}
-			}
+			b.left += b.held - min(b.held, used)
+			b.held = 0
 		}
 	}
 	if queueLeft == 0 {
@@ -534,15 +537,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("SET LOCAL jit = off")
-	// The statement's plan does not depend on its parameters, but
-	// PostgreSQL would plan it anew for each claim (custom plans).
-	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
-	n := 3
-	if qb.conc {
-		b.Queue(s.sql(qQueueConcurrencyLock), queue)
-		n++
-	}
+	b.Queue(s.sql(qReservedSetup), queue, qb.conc)
 	b.Queue(s.sql(qClaimReserved), queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
 		s.solo.Get(queue), qb.gen, skip, capT, capN)
 	b.Queue("COMMIT")
@@ -555,7 +550,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	err = func() error {
 		br := conn.SendBatch(ctx, b)
 		defer br.Close()
-		for range n {
+		for range 2 {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
