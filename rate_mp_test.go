@@ -40,6 +40,20 @@ var (
 // its own limit, the others under the default.
 var rateTenants = []string{"acme", "beta", "gamma"}
 
+// ownRates gives every tenant of rateTenants a limit of its own at
+// rateLimit's rate, and no default: on PostgreSQL the processes then spend
+// rate budget they reserve in slices (pgstore claim_reserved.go) instead of
+// locking the limits on every claim (IDEM_RATE_OWN).
+func ownRates() []idem.Limit {
+	var out []idem.Limit
+	for _, t := range rateTenants {
+		l := rateLimit
+		l.Tenant = t
+		out = append(out, l)
+	}
+	return out
+}
+
 func rateChild() int {
 	ctx := context.Background()
 	var st store.Store
@@ -86,9 +100,13 @@ func rateChild() int {
 			say("ran %d", j.ID)
 			return nil, nil
 		}))
+		limits := []idem.Limit{rateLimit, defaultRate}
+		if os.Getenv("IDEM_RATE_OWN") != "" {
+			limits = ownRates()
+		}
 		client, err = idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(10), Now: clock.Now,
 			PollInterval: 5 * time.Millisecond, DisableMaintenance: true, Logger: quietLogger(),
-			WorkerID: "proc" + os.Getenv(rateChildEnv), Limits: []idem.Limit{rateLimit, defaultRate}})
+			WorkerID: "proc" + os.Getenv(rateChildEnv), Limits: limits})
 		if err == nil {
 			err = client.Start(ctx)
 		}
@@ -144,9 +162,10 @@ func (p *rateProc) setTime(t *testing.T, now time.Time) {
 // its own client and 10 workers. The test moves every process's clock a
 // window on each time it has seen 15 runs. Each window starts at most 5
 // jobs of each tenant (by StartedAt, the claim's time), and every job runs
-// exactly once.
+// exactly once. "postgres-reserved" gives each tenant its own rate and no
+// default, so that the processes spend budget they reserve in advance.
 func TestRateLimitThreeProcesses(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
+	for _, backend := range []string{"sqlite", "postgres", "postgres-reserved"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			const perTenant, procs = 20, 3
@@ -165,9 +184,12 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 				}
 				t.Cleanup(func() { s.Close() })
 				st, env = s, []string{"IDEM_RATE_DB=" + path}
-			case "postgres":
+			case "postgres", "postgres-reserved":
 				url, schema := dbtest.NewSchema(t)
 				st, env = parentPG(t, url, schema), []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
+				if backend == "postgres-reserved" {
+					env = append(env, "IDEM_RATE_OWN=1")
+				}
 			}
 			c, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: quietLogger()})
 			if err != nil {
