@@ -218,10 +218,10 @@ func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, 
 			s.reservedTaken.Add(1)
 			return out, nil
 		}
-		if applies {
+		if applies || s.holdsReserved() {
 			// The locking one-round claim would not see what the store
 			// holds; the general path takes it back.
-			return s.claimLimited(ctx, p, now, s.shapes.get(p.Queues), nil)
+			return s.claimLimited(ctx, p, now, sh, nil)
 		}
 	}
 	if try {

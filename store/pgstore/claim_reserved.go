@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Reserved rate budget: the limited claim of one queue whose scope holds
@@ -59,6 +61,7 @@ type rateBudget struct {
 	ws     time.Time   // the window the reservation belongs to
 	left   int         // reserved, not spent, not held
 	held   int         // taken out of left by the claim in flight
+	empty  bool        // the last reservation found window ws with nothing left
 }
 
 // allowance is what b lets the store start at now without reserving.
@@ -79,7 +82,12 @@ type queueBudget struct {
 	tenants  map[string][]*rateBudget // each tenant's rate limits in scope
 	names    []string                 // the keys of tenants, sorted
 	list     []*rateBudget            // queue and then every tenant's
+	loaded   time.Time                // when read (an ineligible queue is read again)
 }
+
+// ineligibleFor is how long a queue whose limits the reserved claim does
+// not handle goes to the locking claims before its limits are read again.
+const ineligibleFor = time.Second
 
 // all returns every rate budget of q.
 func (q *queueBudget) all() []*rateBudget { return q.list }
@@ -96,7 +104,7 @@ type reservations struct {
 	old map[string]*queueBudget
 }
 
-// qFlowDefs reads the flow generation and the flow rows of queue $1's scope.
+// qFlowGen reads the flow generation.
 const qFlowGen = `SELECT gen FROM {schema}.flow_generation`
 
 // qFlowReserve reserves rate budget: each limit ($1 tenant, $2 queue)
@@ -205,7 +213,9 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 	s.reserved.mu.Lock()
 	qb := s.reserved.queues[queue]
 	s.reserved.mu.Unlock()
-	if qb != nil {
+	// A queue whose limits the reserved claim does not handle is looked at
+	// again after a while: they may have changed.
+	if qb != nil && (qb.eligible || time.Since(qb.loaded) < ineligibleFor) {
 		return qb, nil
 	}
 	db, err := s.db()
@@ -221,7 +231,8 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 		return nil, err
 	}
 	limits, _, _ := splitFlow(rows)
-	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{}}
+	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{},
+		loaded: time.Now()}
 	for _, r := range rows {
 		l := r.limit
 		switch {
@@ -249,7 +260,14 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 	}
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
-	if old := s.reserved.old[queue]; old != nil {
+	if cur := s.reserved.queues[queue]; cur != nil && cur.eligible {
+		return cur, nil // another claim read them meanwhile: one budget per queue
+	}
+	old := s.reserved.old[queue]
+	if old == nil {
+		old = s.reserved.queues[queue] // an ineligible budget read again
+	}
+	if old != nil {
 		for _, b := range qb.all() {
 			for _, o := range old.all() {
 				if o.limit.FlowScope == b.limit.FlowScope && o.defVer == b.defVer {
@@ -294,6 +312,15 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	}
 	s.reserved.claimMu.Lock()
 	defer s.reserved.claimMu.Unlock()
+	s.reserved.mu.Lock()
+	stale := s.reserved.queues[queue] != qb
+	s.reserved.mu.Unlock()
+	if stale {
+		// Another claim dropped or replaced it meanwhile: decide on the
+		// general path this time rather than spend from a budget no one
+		// else will see.
+		return nil, true, false, nil
+	}
 	if current, err := s.reserve(ctx, qb, p.Limit, now); err != nil || !current {
 		if err == nil {
 			s.dropBudget(queue, qb) // a limit changed: read them again
@@ -317,10 +344,17 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		}
 	}
 	s.reserved.mu.Lock()
+	// A budget with nothing left whose window the reservation above did
+	// not find empty was taken back meanwhile by a general-path claim of
+	// this store: the general path decides this claim too.
+	taken := false
 	queueLeft := p.Limit
 	for _, b := range qb.queue {
 		left := b.allowance(now)
 		if left == 0 {
+			if !b.empty {
+				taken = true
+			}
 			throttle(b)
 		}
 		queueLeft = min(queueLeft, left)
@@ -339,6 +373,9 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 			c := p.Limit
 			for _, b := range qb.tenants[t] {
 				left := b.allowance(now)
+				if left == 0 && !b.empty {
+					taken = true
+				}
 				if left == 0 && (p.Tenant == "" || p.Tenant == t) {
 					throttle(b)
 				}
@@ -357,13 +394,24 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 				}
 			}
 		}
+		if taken {
+			for _, b := range held {
+				b.held = 0
+			}
+			held = nil
+		}
 		for _, b := range held {
 			b.left -= b.held
 		}
 	}
 	s.reserved.mu.Unlock()
-	// settle puts back what the claim held and did not spend.
-	settle := func(out []*idemtype.JobRow) {
+	if taken {
+		return nil, true, false, nil
+	}
+	// settle puts back what the claim held and did not spend. When the
+	// claim's outcome is unknown (the batch, COMMIT included, went out and
+	// no answer came back) everything held counts as spent.
+	settle := func(out []*idemtype.JobRow, unknown bool) {
 		got := map[string]int{}
 		for _, j := range out {
 			got[j.Tenant]++
@@ -375,7 +423,9 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 			if b.limit.Tenant == "" {
 				used = len(out)
 			}
-			b.left += b.held - min(b.held, used)
+			if !unknown {
+				b.left += b.held - min(b.held, used)
+			}
 			b.held = 0
 		}
 	}
@@ -401,7 +451,8 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		return nil, true, false, nil // the queue's rate binds this claim
 	}
 	out, full, ok, current, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN)
-	settle(out)
+	var pgErr *pgconn.PgError
+	settle(out, err != nil && !errors.As(err, &pgErr))
 	if err != nil || !ok {
 		if err == nil && !current {
 			s.dropBudget(queue, qb) // the limits changed: read them again
@@ -409,8 +460,10 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		return nil, true, false, err
 	}
 	if len(hits) > 0 {
+		// The claim committed: its jobs are the caller's whatever happens
+		// to the statistics.
 		if err := s.countThrottled(ctx, hits); err != nil {
-			return nil, true, false, err
+			s.logger.Warn("pgstore: count throttled claims", "err", err)
 		}
 	}
 	if len(full) > 0 && len(out) < p.Limit {
@@ -419,12 +472,17 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		// reads the windows again.
 		more := *p
 		more.Limit = p.Limit - len(out)
-		more.Report = nil
+		var r store.ClaimReport
+		more.Report = &r
 		jobs, err := s.claimLimited(ctx, &more, now, qb.shape, full)
 		if err != nil {
 			return nil, true, false, err
 		}
 		out = append(out, jobs...)
+		report.Throttled = report.Throttled || r.Throttled
+		if !r.NextRefill.IsZero() && (report.NextRefill.IsZero() || r.NextRefill.Before(report.NextRefill)) {
+			report.NextRefill = r.NextRefill
+		}
 	}
 	if p.Report != nil {
 		*p.Report = report
@@ -507,12 +565,15 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 	defer s.reserved.mu.Unlock()
 	for _, b := range need {
 		ws := b.limit.WindowAt(now)
-		if !b.ws.Equal(ws) {
+		if ws.After(b.ws) {
 			b.ws, b.left = ws, 0
+		} else if !ws.Equal(b.ws) {
+			continue // a claim with an earlier now than the budget's window
 		}
 		for _, g := range grants {
 			if g.scope == b.limit.FlowScope && g.ws.Equal(ws) {
 				b.left += g.n
+				b.empty = g.n == 0
 			}
 		}
 	}
@@ -675,11 +736,11 @@ func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]i
 		for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
 			for _, qb := range m {
 				for _, b := range qb.all() {
-					if b.limit.FlowScope == l.FlowScope && b.left > 0 {
-						if b.ws.Equal(ws) && l.WindowStart.Equal(ws) && b.defVer == vers[l.FlowScope] {
+					if b.limit.FlowScope == l.FlowScope && b.left > 0 && b.ws.Equal(ws) {
+						if l.WindowStart.Equal(ws) && b.defVer == vers[l.FlowScope] {
 							n += b.left
 						}
-						b.left = 0
+						b.left, b.empty = 0, false
 					}
 				}
 			}
@@ -690,4 +751,22 @@ func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]i
 		}
 	}
 	return changed
+}
+
+// holdsReserved reports whether the store holds reserved budget of any
+// limit (the locking one-round claim, which reads the windows in SQL, would
+// not see it as the store's own).
+func (s *Store) holdsReserved() bool {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
+		for _, qb := range m {
+			for _, b := range qb.all() {
+				if b.left > 0 || b.held > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
