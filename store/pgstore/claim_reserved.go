@@ -83,6 +83,10 @@ type queueBudget struct {
 	names    []string                 // the keys of tenants, sorted
 	list     []*rateBudget            // queue and then every tenant's
 	loaded   time.Time                // when read (an ineligible queue is read again)
+	// claimMu serialises the store's reserved claims of the queue (they
+	// come from one producer, so it rarely waits); a claim that took it on
+	// a budget replaced meanwhile declines.
+	claimMu sync.Mutex
 }
 
 // ineligibleFor is how long a queue whose limits the reserved claim does
@@ -94,9 +98,6 @@ func (q *queueBudget) all() []*rateBudget { return q.list }
 
 // reservations are a store's queue budgets (Store.reserved).
 type reservations struct {
-	// claimMu serialises the store's reserved claims (a store's claims of a
-	// queue come from one producer, so it rarely waits).
-	claimMu sync.Mutex
 	// mu guards the maps and every rateBudget's fields.
 	mu     sync.Mutex
 	queues map[string]*queueBudget
@@ -310,8 +311,8 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	if err != nil || !qb.eligible {
 		return nil, false, false, err
 	}
-	s.reserved.claimMu.Lock()
-	defer s.reserved.claimMu.Unlock()
+	qb.claimMu.Lock()
+	defer qb.claimMu.Unlock()
 	s.reserved.mu.Lock()
 	stale := s.reserved.queues[queue] != qb
 	s.reserved.mu.Unlock()

@@ -274,3 +274,73 @@ func (s *Store) dumpReserved() string {
 	}
 	return out
 }
+
+// A tenant's rate for every queue is shared by claims of two queues that
+// two stores run at once (each store's claims of different queues run side
+// by side): the tenant never starts more than its rate in the window.
+func TestReservedClaimTenantRateAcrossQueues(t *testing.T) {
+	ctx := context.Background()
+	stores := openStores(t, 2, 6)
+	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
+	var ps []*store.JobInsertParams
+	for i := range 200 {
+		ps = append(ps, &store.JobInsertParams{Tenant: []string{"t0", "t1"}[i%2], Queue: []string{"q1", "q2"}[i/2%2],
+			Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now})
+	}
+	if _, err := stores[0].JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	putLimits(t, stores[0], now,
+		store.Limit{FlowScope: store.FlowScope{Tenant: "t0"}, Rate: 12, Period: time.Minute},
+		store.Limit{FlowScope: store.FlowScope{Queue: "q1"}, Rate: 1000, Period: time.Minute},
+		store.Limit{FlowScope: store.FlowScope{Queue: "q2"}, Rate: 1000, Period: time.Minute})
+	var (
+		mu      sync.Mutex
+		started = map[string]int{}
+		seen    = map[int64]bool{}
+		wg      sync.WaitGroup
+		errs    = make(chan error, 8)
+	)
+	for si, s := range stores {
+		for _, q := range []string{"q1", "q2"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 20 {
+					jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{q}, WorkerID: fmt.Sprint("s", si, q),
+						Limit: 3, LeaseUntil: now.Add(time.Hour), Now: now})
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					for _, j := range jobs {
+						if seen[j.ID] {
+							mu.Unlock()
+							errs <- fmt.Errorf("job %d claimed twice", j.ID)
+							return
+						}
+						seen[j.ID] = true
+						started[j.Tenant]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("started %v; reserved claims %d and %d", started, stores[0].reservedTaken.Load(), stores[1].reservedTaken.Load())
+	if started["t0"] > 12 {
+		t.Fatalf("t0 started %d jobs over two queues in one window, its rate is 12", started["t0"])
+	}
+	if started["t0"] == 0 || started["t1"] == 0 {
+		t.Fatalf("started %v: both tenants should have started work", started)
+	}
+	if stores[0].reservedTaken.Load() == 0 || stores[1].reservedTaken.Load() == 0 {
+		t.Fatalf("a store never took the reserved claim")
+	}
+}
