@@ -20,7 +20,7 @@ import (
 // write every rate limit they spend from on every claim, which with a
 // hundred limited tenants is most of a claim's cost; this one spends rate
 // budget the store reserved in advance, in slices, and writes nothing but
-// the claimed jobs and, when the queue has a concurrency limit, its row.
+// the claimed jobs (a queue concurrency limit's row is locked, not written).
 //
 //   - A store reserves a slice of a limit's current window (qFlowReserve:
 //     the rows locked in one order, each granted the least of the slice and
@@ -33,11 +33,13 @@ import (
 //     a slice less per other process that holds one), never more.
 //     LimitList shows the store's own unspent reservations as not used.
 //   - The claim (qClaimReserved) skips tenants with nothing reserved and
-//     nothing left to reserve, caps each visited tenant's first-round want
-//     at its reservation and the claim at the queue's, and checks in its own
-//     snapshot that the limit definitions are those the store cached
-//     (flow_generation, migration 0019: a limit put, changed or removed
-//     since makes it decline and the store read them again).
+//     nothing left to reserve, and checks in its own snapshot that the
+//     limit definitions are those the store cached (flow_generation,
+//     migration 0019: a limit put, changed or removed since makes it
+//     decline and the store read them again). When a visited tenant holds
+//     less than its first-round share, or the queue's rate less than the
+//     claim, it declines too: the general path, which takes the store's
+//     reservations back first (absorbReserved), claims instead.
 //   - A queue concurrency limit: the claim first locks its row (as every
 //     locking claim of the queue does), then counts the queue's running
 //     jobs in the next statement, whose snapshot sees every claim that
