@@ -95,8 +95,20 @@ type queueBudget struct {
 // not handle goes to the locking claims before its limits are read again.
 const ineligibleFor = time.Second
 
-// all returns every rate budget of q.
-func (q *queueBudget) all() []*rateBudget { return q.list }
+// eachBudget calls f with every rate budget the store holds, of current
+// and of dropped queue budgets; s.reserved.mu must be held. f returns
+// false to stop.
+func (s *Store) eachBudget(f func(b *rateBudget) bool) {
+	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
+		for _, qb := range m {
+			for _, b := range qb.list {
+				if !f(b) {
+					return
+				}
+			}
+		}
+	}
+}
 
 // reservations are a store's queue budgets (Store.reserved).
 type reservations struct {
@@ -124,7 +136,7 @@ var qFlowReserve = `WITH n AS (
     WHERE f.rate > 0
     ORDER BY f.tenant, f.queue FOR UPDATE OF f
 ), g AS (
-    SELECT lk.tenant, lk.queue, lk.rate, lk.period_us, w.ws, greatest(0, least(lk.want,
+    SELECT lk.tenant, lk.queue, w.ws, greatest(0, least(lk.want,
         CASE WHEN lk.window_start = w.ws THEN lk.rate - lk.window_used
              WHEN lk.window_start > w.ws THEN 0
              ELSE lk.rate END))::int AS granted
@@ -134,7 +146,7 @@ var qFlowReserve = `WITH n AS (
         window_used = (CASE WHEN f.window_start = g.ws THEN f.window_used ELSE 0 END) + g.granted
     FROM g WHERE f.tenant = g.tenant AND f.queue = g.queue AND g.granted > 0
 )
-SELECT tenant, queue, rate, period_us, ws, granted FROM g`
+SELECT tenant, queue, ws, granted FROM g`
 
 // qFlowUnreserve returns reserved budget: each limit ($1 tenant, $2
 // queue) locked in one order gives back $4 of its window $3 when that is
@@ -166,8 +178,10 @@ UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1 FROM lk WHERE f.
 // visited tenant holds its first-round want; otherwise it claims nothing
 // (the caller takes the general path). It returns ok, the visited tenants
 // and whether the generation is current, then the claimed jobs.
-var qClaimReserved = `WITH RECURSIVE guard AS (
-    SELECT (SELECT gen FROM {schema}.flow_generation) = $10
+var qClaimReserved = `WITH RECURSIVE cur AS (
+    SELECT gen = $10 AS current FROM {schema}.flow_generation
+), guard AS (
+    SELECT (SELECT current FROM cur)
         AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls q
             WHERE q.tenant = '' AND (q.queue = '' OR q.queue = $1) AND q.concurrency > 0
               AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok
@@ -176,7 +190,7 @@ var qClaimReserved = `WITH RECURSIVE guard AS (
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n) AS ok
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
-        (SELECT gen FROM {schema}.flow_generation) = $10 AS current
+        (SELECT current FROM cur) AS current
 )
 SELECT m.ok, m.visited, m.current, u.* FROM meta m LEFT JOIN upd u ON true`
 
@@ -225,9 +239,9 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 	if err != nil {
 		return nil, err
 	}
-	var gen int64
-	if err := db.QueryRow(ctx, s.sql(qFlowGen)).Scan(&gen); err != nil {
-		return nil, fmt.Errorf("read flow generation: %w", err)
+	gen, err := s.flowGeneration(ctx, db)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := s.loadFlow(ctx, db, qFlowLoad, []string{queue})
 	if err != nil {
@@ -271,8 +285,8 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 		old = s.reserved.queues[queue] // an ineligible budget read again
 	}
 	if old != nil {
-		for _, b := range qb.all() {
-			for _, o := range old.all() {
+		for _, b := range qb.list {
+			for _, o := range old.list {
 				if o.limit.FlowScope == b.limit.FlowScope && o.defVer == b.defVer {
 					b.ws, b.left = o.ws, o.left
 				}
@@ -508,7 +522,7 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 		need            []*rateBudget
 	)
 	s.reserved.mu.Lock()
-	for _, b := range qb.all() {
+	for _, b := range qb.list {
 		// A limit whose window had nothing more to give is asked again:
 		// another store may have given budget back (Close, or a locking
 		// claim that took this store's reservation).
@@ -550,9 +564,7 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 	}
 	grants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (grant, error) {
 		var g grant
-		var rate int
-		var periodUS int64
-		err := r.Scan(&g.scope.Tenant, &g.scope.Queue, &rate, &periodUS, &g.ws, &g.n)
+		err := r.Scan(&g.scope.Tenant, &g.scope.Queue, &g.ws, &g.n)
 		return g, err
 	})
 	if err != nil {
@@ -633,17 +645,23 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	return out, s.afterFirstRound(p, now, out, visited), true, true, nil
 }
 
+// flowGeneration reads the flow generation (migration 0019).
+func (s *Store) flowGeneration(ctx context.Context, q querier) (int64, error) {
+	var gen int64
+	if err := q.QueryRow(ctx, s.sql(qFlowGen)).Scan(&gen); err != nil {
+		return 0, fmt.Errorf("read flow generation: %w", err)
+	}
+	return gen, nil
+}
+
 // flowCurrent reports whether the flow generation is still qb's.
 func (s *Store) flowCurrent(ctx context.Context, qb *queueBudget) (bool, error) {
 	db, err := s.db()
 	if err != nil {
 		return false, err
 	}
-	var gen int64
-	if err := db.QueryRow(ctx, s.sql(qFlowGen)).Scan(&gen); err != nil {
-		return false, fmt.Errorf("read flow generation: %w", err)
-	}
-	return gen == qb.gen, nil
+	gen, err := s.flowGeneration(ctx, db)
+	return gen == qb.gen, err
 }
 
 // countThrottled counts one throttled claim on each of the limits.
@@ -671,16 +689,13 @@ func (s *Store) unreserve(ctx context.Context, q querier) error {
 	}
 	held := map[key]int{}
 	s.reserved.mu.Lock()
-	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
-		for _, qb := range m {
-			for _, b := range qb.all() {
-				if b.left > 0 {
-					held[key{b.limit.FlowScope, b.ws.UTC(), b.defVer}] += b.left
-					b.left = 0
-				}
-			}
+	s.eachBudget(func(b *rateBudget) bool {
+		if b.left > 0 {
+			held[key{b.limit.FlowScope, b.ws.UTC(), b.defVer}] += b.left
+			b.left = 0
 		}
-	}
+		return true
+	})
 	s.reserved.mu.Unlock()
 	var (
 		tenants, queues []string
@@ -705,15 +720,12 @@ func (s *Store) ownReserved(l *store.Limit, ws time.Time) int {
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
 	n := 0
-	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
-		for _, qb := range m {
-			for _, b := range qb.all() {
-				if b.limit.FlowScope == l.FlowScope && b.ws.Equal(ws) {
-					n += b.left
-				}
-			}
+	s.eachBudget(func(b *rateBudget) bool {
+		if b.limit.FlowScope == l.FlowScope && b.ws.Equal(ws) {
+			n += b.left
 		}
-	}
+		return true
+	})
 	return n
 }
 
@@ -736,18 +748,15 @@ func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]i
 		}
 		ws := l.WindowAt(now)
 		n := 0
-		for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
-			for _, qb := range m {
-				for _, b := range qb.all() {
-					if b.limit.FlowScope == l.FlowScope && b.left > 0 && b.ws.Equal(ws) {
-						if l.WindowStart.Equal(ws) && b.defVer == vers[l.FlowScope] {
-							n += b.left
-						}
-						b.left, b.empty = 0, false
-					}
+		s.eachBudget(func(b *rateBudget) bool {
+			if b.limit.FlowScope == l.FlowScope && b.left > 0 && b.ws.Equal(ws) {
+				if l.WindowStart.Equal(ws) && b.defVer == vers[l.FlowScope] {
+					n += b.left
 				}
+				b.left, b.empty = 0, false
 			}
-		}
+			return true
+		})
 		if n > 0 {
 			l.WindowUsed = max(0, l.WindowUsed-n)
 			changed = append(changed, l)
@@ -762,14 +771,10 @@ func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]i
 func (s *Store) holdsReserved() bool {
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
-	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
-		for _, qb := range m {
-			for _, b := range qb.all() {
-				if b.left > 0 || b.held > 0 {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	holds := false
+	s.eachBudget(func(b *rateBudget) bool {
+		holds = b.left > 0 || b.held > 0
+		return !holds
+	})
+	return holds
 }

@@ -50,6 +50,17 @@ func putLimits(t *testing.T, s *Store, now time.Time, ls ...store.Limit) {
 	}
 }
 
+// markClaimed adds the jobs to seen, or says which one it had already.
+func markClaimed(seen map[int64]bool, jobs []*idemtype.JobRow) error {
+	for _, j := range jobs {
+		if seen[j.ID] {
+			return fmt.Errorf("job %d claimed twice", j.ID)
+		}
+		seen[j.ID] = true
+	}
+	return nil
+}
+
 func claimN(t *testing.T, s *Store, now time.Time, limit int) []*idemtype.JobRow {
 	t.Helper()
 	jobs, err := s.JobClaim(context.Background(), &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: limit,
@@ -115,13 +126,12 @@ func TestReservedClaimRacingStores(t *testing.T) {
 							return
 						}
 						mu.Lock()
+						if err := markClaimed(seen, jobs); err != nil {
+							mu.Unlock()
+							errs <- err
+							return
+						}
 						for _, j := range jobs {
-							if seen[j.ID] {
-								mu.Unlock()
-								errs <- fmt.Errorf("job %d claimed twice", j.ID)
-								return
-							}
-							seen[j.ID] = true
 							started[j.Tenant+"@"+now.Truncate(time.Minute).String()]++
 							startedInWindow[now.Truncate(time.Minute)]++
 						}
@@ -267,7 +277,7 @@ func (s *Store) dumpReserved() string {
 	out := ""
 	for name, m := range map[string]map[string]*queueBudget{"queues": s.reserved.queues, "old": s.reserved.old} {
 		for q, qb := range m {
-			for _, b := range qb.all() {
+			for _, b := range qb.list {
 				out += fmt.Sprintf("%s %s gen %d: %s/%s rate %d/%v def %d ws %v left %d\n", name, q, qb.gen, b.limit.Tenant, b.limit.Queue, b.limit.Rate, b.limit.Period, b.defVer, b.ws, b.left)
 			}
 		}
@@ -314,16 +324,15 @@ func TestReservedClaimTenantRateAcrossQueues(t *testing.T) {
 						return
 					}
 					mu.Lock()
+					err = markClaimed(seen, jobs)
 					for _, j := range jobs {
-						if seen[j.ID] {
-							mu.Unlock()
-							errs <- fmt.Errorf("job %d claimed twice", j.ID)
-							return
-						}
-						seen[j.ID] = true
 						started[j.Tenant]++
 					}
 					mu.Unlock()
+					if err != nil {
+						errs <- err
+						return
+					}
 				}
 			}()
 		}
