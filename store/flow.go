@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -281,16 +283,36 @@ func (b *ClaimBudget) Excluded(queue, only string) []string {
 }
 
 // Quota returns how many jobs of tenant in queue the claim may take, at
-// most want, and reserves them from every limit that applies.
+// most want, and reserves them from every limit that applies. The limits
+// that lowered it count as having throttled the claim, taken in the order
+// given and then the tenant's inherited copies of default limits by queue
+// scope (not in the order they were made, which depends on which windows a
+// store holds rows of).
 func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
 	b.ensure(tenant, queue, false)
+	var order [8]int
+	idx := order[:0]
+	b.each(tenant, queue, func(i int) { idx = append(idx, i) })
+	slices.SortStableFunc(idx, func(i, j int) int {
+		li, lj := b.limits[i], b.limits[j]
+		switch {
+		case li.inherited != lj.inherited:
+			if li.inherited {
+				return 1
+			}
+			return -1
+		case li.inherited:
+			return strings.Compare(li.Queue, lj.Queue)
+		}
+		return 0
+	})
 	n := want
-	b.each(tenant, queue, func(i int) {
+	for _, i := range idx {
 		if b.left[i] >= 0 && b.left[i] < n {
 			n = b.left[i]
 			b.hit[i] = true
 		}
-	})
+	}
 	b.each(tenant, queue, func(i int) {
 		if b.left[i] >= 0 {
 			b.left[i] -= n

@@ -246,12 +246,15 @@ func BenchmarkClaimTenants(b *testing.B) {
 }
 
 // BenchmarkClaimLimitedCost: what limits cost a claim of 10 with 1, 100
-// and 10,000 tenants, measured paired (storetest.BenchClaimLimitedCost).
+// and 10,000 tenants, measured paired (storetest.BenchClaimLimitedCost),
+// with tenants' own rates and with a default rate for every tenant.
 func BenchmarkClaimLimitedCost(b *testing.B) {
-	for _, tenants := range []int{1, 100, 10000} {
-		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
-			storetest.BenchClaimLimitedCost(b, newTestStore(b, 4), newTestStore(b, 4), tenants)
-		})
+	for _, shape := range []storetest.LimitShape{storetest.OwnLimits, storetest.DefaultLimits} {
+		for _, tenants := range []int{1, 100, 10000} {
+			b.Run(fmt.Sprintf("limits=%s/tenants=%d", shape, tenants), func(b *testing.B) {
+				storetest.BenchClaimLimitedCost(b, newTestStore(b, 4), newTestStore(b, 4), tenants, shape)
+			})
+		}
 	}
 }
 

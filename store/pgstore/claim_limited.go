@@ -190,7 +190,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if found.concurrency {
 		store.SetRunning(limits, running)
 	}
-	absorbed := s.absorbReserved(limits, defVers(locked), now)
+	absorbed, absorbedW := s.absorbReserved(limits, defVers(locked), windows, now)
 	budget := store.NewClaimBudget(now, limits, paused)
 	budget.SetWeights(weights)
 	if budget.HasDefaults() {
@@ -213,6 +213,12 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	for _, l := range absorbed {
 		if !own.has(l.FlowScope) {
 			own.add(store.LimitUsage{Scope: l.FlowScope, WindowStart: l.WindowStart, WindowUsed: l.WindowUsed})
+		}
+	}
+	for _, w := range absorbedW {
+		scope := store.FlowScope{Tenant: w.Tenant, Queue: w.Queue}
+		if !inherited.has(scope) {
+			inherited.add(store.LimitUsage{Scope: scope, WindowStart: w.WindowStart, WindowUsed: w.WindowUsed})
 		}
 	}
 	b = &pgx.Batch{}

@@ -75,6 +75,14 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 				put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 10 + rng.IntN(40), Period: periods[rng.IntN(3)],
 					Concurrency: rng.IntN(2) * (8 + rng.IntN(20))})
 			}
+			// Default rates (seed 002's "100 jobs/min per tenant"), for
+			// every queue or this one: tenants without their own inherit.
+			for _, q := range []string{"", "q"} {
+				if rng.IntN(3) == 0 {
+					put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: q}, Rate: 2 + rng.IntN(8),
+						Period: periods[rng.IntN(3)]})
+				}
+			}
 			for _, tn := range tenants {
 				switch rng.IntN(3) {
 				case 0:
@@ -125,6 +133,7 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 		}
 		var ids [2][]int64
 		var reports [2]store.ClaimReport
+		before := limitState(t, general, now, tenants)
 		for i, s := range stores {
 			q := p
 			q.Report = &reports[i]
@@ -143,7 +152,7 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 				step, p.Limit, p.Tenant, now, ids[0], reports[0], ids[1], reports[1], limitState(t, fast, now, tenants)+fast.dumpReserved(), limitState(t, general, now, tenants))
 		}
 		if a, b := limitState(t, fast, now, tenants), limitState(t, general, now, tenants); a != b {
-			t.Fatalf("step %d: limits after the one-round claim:\n%s\nafter the general path:\n%s", step, a, b)
+			t.Fatalf("step %d (limit %d, tenant %q, now %v, claimed %v): BEFORE\n%s\nlimits after the one-round claim:\n%s\nafter the general path:\n%s", step, p.Limit, p.Tenant, now, ids[0], before, a, b)
 		}
 		// Finish about half of the running jobs, the same ones in both.
 		var done []int64
@@ -186,10 +195,12 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 		}
 	}
 	took, declined := fast.oneRoundTaken.Load(), fast.oneRoundDeclined.Load()
-	t.Logf("one round: %d claims taken, %d declined; reserved: %d", took, declined, fast.reservedTaken.Load())
+	t.Logf("one round: %d claims taken, %d declined; reserved: %d (%d under default limits)", took, declined,
+		fast.reservedTaken.Load(), fast.reservedInherited.Load())
 	if reserved {
-		if fast.reservedTaken.Load() < 30 {
-			t.Fatalf("the reserved claim took only %d claims", fast.reservedTaken.Load())
+		if fast.reservedTaken.Load() < 30 || fast.reservedInherited.Load() < 10 {
+			t.Fatalf("the reserved claim took only %d claims, %d under default limits", fast.reservedTaken.Load(),
+				fast.reservedInherited.Load())
 		}
 		return
 	}

@@ -64,6 +64,15 @@ type rateBudget struct {
 	left   int         // reserved, not spent, not held
 	held   int         // taken out of left by the claim in flight
 	empty  bool        // the last reservation found window ws with nothing left
+	// inherited: limit is a tenant's copy of a default limit (tenant "*"
+	// of queue scope limit.Queue), its window a flow_default_windows row;
+	// defVer is the default row's.
+	inherited bool
+}
+
+// same reports whether b and o are budgets of one limit's window rows.
+func (b *rateBudget) same(o *rateBudget) bool {
+	return b.limit.FlowScope == o.limit.FlowScope && b.inherited == o.inherited
 }
 
 // allowance is what b lets the store start at now without reserving.
@@ -85,10 +94,48 @@ type queueBudget struct {
 	names    []string                 // the keys of tenants, sorted
 	list     []*rateBudget            // queue and then every tenant's
 	loaded   time.Time                // when read (an ineligible queue is read again)
+	// defaults are the default rate limits (tenant "*") of the queue's
+	// scope, as rate budgets that hold nothing; own the scopes of tenants'
+	// own rate limits. Every tenant without its own limit for a default's
+	// queue scope inherits it: with defaults, a tenant the store does not
+	// know yet (not in names) makes the claim decline, and the store adds
+	// the tenant's inherited budgets (inherit).
+	defaults []*rateBudget
+	own      map[store.FlowScope]bool
+	seen     map[string]bool // tenants inherit has been called for
 	// claimMu serialises the store's reserved claims of the queue (they
 	// come from one producer, so it rarely waits); a claim that took it on
 	// a budget replaced meanwhile declines.
 	claimMu sync.Mutex
+}
+
+// maxInherited is the most tenants a queue with default limits may hold
+// budgets for: the claim statement gets their names, to tell tenants the
+// store has not seen yet. A queue with more takes the locking claims.
+const maxInherited = 1000
+
+// inherit adds tenant's inherited budgets (those of every default whose
+// queue scope the tenant has no limit of its own for), once per tenant; a
+// tenant the store knows (names) has been through it. s.reserved.mu must
+// be held, or qb not yet shared.
+func (qb *queueBudget) inherit(tenant string) {
+	if qb.seen[tenant] || tenant == store.EveryTenant {
+		return
+	}
+	qb.seen[tenant] = true
+	for _, d := range qb.defaults {
+		scope := store.FlowScope{Tenant: tenant, Queue: d.limit.Queue}
+		if qb.own[scope] {
+			continue
+		}
+		b := &rateBudget{limit: store.Limit{FlowScope: scope, Rate: d.limit.Rate, Period: d.limit.Period}, defVer: d.defVer,
+			inherited: true}
+		qb.tenants[tenant] = append(qb.tenants[tenant], b)
+		qb.list = append(qb.list, b)
+	}
+	if i, found := slices.BinarySearch(qb.names, tenant); !found && len(qb.tenants[tenant]) > 0 {
+		qb.names = slices.Insert(qb.names, i, tenant)
+	}
 }
 
 // ineligibleFor is how long a queue whose limits the reserved claim does
@@ -148,6 +195,31 @@ var qFlowReserve = `WITH n AS (
 )
 SELECT tenant, queue, ws, granted FROM g`
 
+// qDefaultReserve reserves inherited rate budget: each tenant $1's
+// window under the default limit of queue scope $2 (rate $5 per $6
+// microseconds) is granted the least of $3 and what is left of it at $4,
+// and moves to that window and counts the grant. It runs after
+// qFlowReserve locked the default rows (as every writer of these windows
+// does first), so its snapshot holds every write before. It returns the
+// windows and grants.
+var qDefaultReserve = `WITH n AS (
+    SELECT (extract(epoch FROM $4::timestamptz) * 1000000)::bigint AS us
+), r AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $5::int[], $6::bigint[]) AS r(tenant, queue, want, rate, period_us)
+), g AS (
+    SELECT r.tenant, r.queue, w.ws,
+        greatest(0, least(r.want, CASE WHEN d.window_start = w.ws THEN r.rate - d.window_used
+            WHEN d.window_start > w.ws THEN 0 ELSE r.rate END))::int AS granted,
+        CASE WHEN d.window_start = w.ws THEN d.window_used ELSE 0 END AS used
+    FROM r CROSS JOIN n CROSS JOIN LATERAL (SELECT ` + windowStart("r") + ` AS ws) w
+    LEFT JOIN {schema}.flow_default_windows d ON d.queue = r.queue AND d.tenant = r.tenant
+), ins AS (
+    INSERT INTO {schema}.flow_default_windows AS d (tenant, queue, window_start, window_used)
+    SELECT tenant, queue, ws, used + granted FROM g WHERE granted > 0
+    ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start, window_used = excluded.window_used
+)
+SELECT tenant, queue, ws, granted FROM g`
+
 // qFlowUnreserve returns reserved budget: each limit ($1 tenant, $2
 // queue) locked in one order gives back $4 of its window $3 when that is
 // still its window and its row still has def_ver $5.
@@ -177,7 +249,9 @@ UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1 FROM lk WHERE f.
 // every queue concurrency limit has room for the whole claim ($5) and every
 // visited tenant holds its first-round want; otherwise it claims nothing
 // (the caller takes the general path). It returns ok, the visited tenants
-// and whether the generation is current, then the claimed jobs.
+// and whether the generation is current, then the claimed jobs. With $15,
+// a queue with default limits, every visited tenant must be one of $14
+// (those the store holds inherited budgets for), or it claims nothing.
 var qClaimReserved = `WITH RECURSIVE cur AS (
     SELECT gen = $10 AS current FROM {schema}.flow_generation
 ), guard AS (
@@ -187,7 +261,8 @@ var qClaimReserved = `WITH RECURSIVE cur AS (
               AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok
 ), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)") + `, fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
-        JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n) AS ok
+        JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
+        AND NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND x.tenant <> ALL($14::text[]))) AS ok
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
         (SELECT current FROM cur) AS current
@@ -226,7 +301,7 @@ func runningOf(a string) string {
 // carries over to a limit whose row kept its def_ver: a row put again, or
 // given another rate or period, started its window again in the database,
 // and what was reserved of the old one is gone.
-func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error) {
+func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*queueBudget, error) {
 	s.reserved.mu.Lock()
 	qb := s.reserved.queues[queue]
 	s.reserved.mu.Unlock()
@@ -249,12 +324,16 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 	}
 	limits, _, _ := splitFlow(rows)
 	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{},
-		loaded: time.Now()}
+		loaded: time.Now(), own: map[store.FlowScope]bool{}, seen: map[string]bool{}}
 	for _, r := range rows {
 		l := r.limit
 		switch {
-		case r.paused || l.Weight > 0 || l.IsDefault() || (l.Tenant != "" && l.Concurrency > 0):
+		case r.paused || l.Weight > 0 || (l.Tenant != "" && l.Concurrency > 0):
 			qb.eligible = false
+		case l.IsDefault():
+			if l.Rate > 0 {
+				qb.defaults = append(qb.defaults, &rateBudget{limit: l, defVer: r.defVer})
+			}
 		case l.Tenant == "" && l.Concurrency > 0:
 			qb.conc = true
 			if l.Rate > 0 {
@@ -265,6 +344,7 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 			qb.queue = append(qb.queue, &rateBudget{limit: l, defVer: r.defVer})
 		default:
 			qb.tenants[l.Tenant] = append(qb.tenants[l.Tenant], &rateBudget{limit: l, defVer: r.defVer})
+			qb.own[l.FlowScope] = true
 		}
 	}
 	for t := range qb.tenants {
@@ -274,6 +354,22 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 	qb.list = slices.Clone(qb.queue)
 	for _, t := range qb.names {
 		qb.list = append(qb.list, qb.tenants[t]...)
+	}
+	if len(qb.defaults) > 0 && qb.eligible {
+		// Every tenant with a window under a default, or a limit of its
+		// own, gets its inherited budgets now: a claim counts a throttled
+		// claim on every spent limit, visited or not, as the general path
+		// does.
+		windows, err := s.loadWindows(ctx, db, qDefaultWindows, now, []string{queue})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range slices.Clone(qb.names) {
+			qb.inherit(t)
+		}
+		for _, w := range windows {
+			qb.inherit(w.Tenant)
+		}
 	}
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
@@ -285,14 +381,23 @@ func (s *Store) budgetOf(ctx context.Context, queue string) (*queueBudget, error
 		old = s.reserved.queues[queue] // an ineligible budget read again
 	}
 	if old != nil {
+		// Tenants that held inherited budget stay known: it carries over.
+		for _, o := range old.list {
+			if o.inherited && o.left > 0 && len(qb.defaults) > 0 {
+				qb.inherit(o.limit.Tenant)
+			}
+		}
 		for _, b := range qb.list {
 			for _, o := range old.list {
-				if o.limit.FlowScope == b.limit.FlowScope && o.defVer == b.defVer {
+				if o.same(b) && o.defVer == b.defVer {
 					b.ws, b.left = o.ws, o.left
 				}
 			}
 		}
 		delete(s.reserved.old, queue)
+	}
+	if len(qb.defaults) > 0 && len(qb.names) > maxInherited {
+		qb.eligible = false
 	}
 	if s.reserved.queues == nil {
 		s.reserved.queues = map[string]*queueBudget{}
@@ -323,7 +428,7 @@ func (s *Store) dropBudget(queue string, qb *queueBudget) {
 // what the store holds of the limits it locks (absorbReserved), must claim.
 func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now time.Time) (out []*idemtype.JobRow, applies, ok bool, err error) {
 	queue := p.Queues[0]
-	qb, err := s.budgetOf(ctx, queue)
+	qb, err := s.budgetOf(ctx, queue, now)
 	if err != nil || !qb.eligible {
 		return nil, false, false, err
 	}
@@ -331,7 +436,11 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	defer qb.claimMu.Unlock()
 	s.reserved.mu.Lock()
 	stale := s.reserved.queues[queue] != qb
+	many := len(qb.defaults) > 0 && len(qb.names) > maxInherited
 	s.reserved.mu.Unlock()
+	if many {
+		return nil, false, false, nil
+	}
 	if stale {
 		// Another claim dropped or replaced it meanwhile: decide on the
 		// general path this time rather than spend from a budget no one
@@ -348,6 +457,7 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		skip   []string
 		capT   []string
 		capN   []int32
+		known  []string
 		hits   []*rateBudget
 		report store.ClaimReport
 	)
@@ -361,6 +471,9 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		}
 	}
 	s.reserved.mu.Lock()
+	if len(qb.defaults) > 0 {
+		known = append([]string{}, qb.names...) // not nil: the statement checks them
+	}
 	// A budget with nothing left whose window the reservation above did
 	// not find empty was taken back meanwhile by a general-path claim of
 	// this store: the general path decides this claim too.
@@ -467,15 +580,25 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	if queueLeft < p.Limit {
 		return nil, true, false, nil // the queue's rate binds this claim
 	}
-	out, full, ok, current, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN)
+	out, visited, ok, current, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, known)
 	var pgErr *pgconn.PgError
 	settle(out, err != nil && !errors.As(err, &pgErr))
 	if err != nil || !ok {
-		if err == nil && !current {
+		switch {
+		case err == nil && !current:
 			s.dropBudget(queue, qb) // the limits changed: read them again
+		case err == nil && known != nil:
+			// Tenants the store did not know may have made it decline:
+			// the next claim reserves their inherited budgets.
+			s.reserved.mu.Lock()
+			for _, t := range visited {
+				qb.inherit(t)
+			}
+			s.reserved.mu.Unlock()
 		}
 		return nil, true, false, err
 	}
+	full := s.afterFirstRound(p, now, out, visited)
 	if len(hits) > 0 {
 		// The claim committed: its jobs are the caller's whatever happens
 		// to the statistics.
@@ -506,20 +629,25 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	}
 	// The next claim of the queue comes straight here (claimFlow).
 	s.shapes.set(p.Queues, qb.shape)
+	if known != nil {
+		s.reservedInherited.Add(1)
+	}
 	return out, true, true, nil
 }
 
-// reserve tops up, in one statement, the budgets of qb that hold less than
-// a claim of size claim may spend from one of them, each by the larger of
-// the claim and reserveSlice (or what is left of its window). current is
-// false when a limit
-// changed since qb was read: then nothing was reserved.
+// reserve tops up the budgets of qb that hold less than a claim of size
+// claim may spend from one of them, each by the larger of the claim and
+// reserveSlice (or what is left of its window), in one transaction:
+// qFlowReserve locks the limits' rows (and the default rows of inherited
+// budgets) in one order and reserves from the limits' own windows, then
+// qDefaultReserve from the tenants' windows under the defaults, read in a
+// snapshot taken under those locks. current is false when a limit changed
+// since qb was read: then nothing was reserved.
 func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now time.Time) (current bool, err error) {
 	var (
-		tenants, queues []string
-		wants           []int32
-		vers            []int64
-		need            []*rateBudget
+		own, inh cols
+		defs     = map[string]int64{} // default rows to lock: queue scope → def_ver
+		need     []*rateBudget
 	)
 	s.reserved.mu.Lock()
 	for _, b := range qb.list {
@@ -531,10 +659,14 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 		}
 		// Enough for a whole claim when the window has it, so that a
 		// claim takes all its budget allows, as on the locking path.
-		slice := max(claim, reserveSlice(b.limit.Rate))
+		slice := int32(max(claim, reserveSlice(b.limit.Rate)))
 		need = append(need, b)
-		tenants, queues = append(tenants, b.limit.Tenant), append(queues, b.limit.Queue)
-		wants, vers = append(wants, int32(slice)), append(vers, b.defVer)
+		if b.inherited {
+			inh.add(b, slice)
+			defs[b.limit.Queue] = b.defVer
+		} else {
+			own.add(b, slice)
+		}
 	}
 	s.reserved.mu.Unlock()
 	if len(need) == 0 {
@@ -542,6 +674,10 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 	}
 	if _, err := s.db(); err != nil {
 		return false, err
+	}
+	for q, v := range defs {
+		own.tenants, own.queues = append(own.tenants, store.EveryTenant), append(own.queues, q)
+		own.wants, own.vers = append(own.wants, 0), append(own.vers, v)
 	}
 	// A limit whose row changed since it was read (another def_ver, or
 	// gone) gets nothing: the statement reserves only under the
@@ -553,25 +689,20 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 		return false, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
-	rows, err := tx.Query(ctx, s.sql(qFlowReserve), tenants, queues, wants, now, vers)
+	grants, err := collectGrants(tx.Query(ctx, s.sql(qFlowReserve), own.tenants, own.queues, own.wants, now, own.vers))
 	if err != nil {
 		return false, fmt.Errorf("reserve rate budget: %w", err)
 	}
-	type grant struct {
-		scope store.FlowScope
-		ws    time.Time
-		n     int
-	}
-	grants, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (grant, error) {
-		var g grant
-		err := r.Scan(&g.scope.Tenant, &g.scope.Queue, &g.ws, &g.n)
-		return g, err
-	})
-	if err != nil {
-		return false, fmt.Errorf("reserve rate budget: %w", err)
-	}
-	if len(grants) < len(need) {
+	if len(grants) < len(own.tenants) {
 		return false, nil // rolled back
+	}
+	var inherited []grant
+	if len(inh.tenants) > 0 {
+		inherited, err = collectGrants(tx.Query(ctx, s.sql(qDefaultReserve), inh.tenants, inh.queues, inh.wants, now,
+			inh.rates, inh.periods))
+		if err != nil {
+			return false, fmt.Errorf("reserve inherited rate budget: %w", err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("reserve rate budget: %w", err)
@@ -585,7 +716,11 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 		} else if !ws.Equal(b.ws) {
 			continue // a claim with an earlier now than the budget's window
 		}
-		for _, g := range grants {
+		gs := grants
+		if b.inherited {
+			gs = inherited
+		}
+		for _, g := range gs {
 			if g.scope == b.limit.FlowScope && g.ws.Equal(ws) {
 				b.left += g.n
 				b.empty = g.n == 0
@@ -595,10 +730,43 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 	return true, nil
 }
 
-// claimReservedStatement runs qClaimReserved; full are the visited tenants
-// that got their whole first-round want (afterFirstRound).
+// cols are reserve's statement arguments, one element per budget.
+type cols struct {
+	tenants, queues []string
+	wants, rates    []int32
+	vers, periods   []int64
+}
+
+func (c *cols) add(b *rateBudget, want int32) {
+	c.tenants, c.queues = append(c.tenants, b.limit.Tenant), append(c.queues, b.limit.Queue)
+	c.wants, c.vers = append(c.wants, want), append(c.vers, b.defVer)
+	c.rates, c.periods = append(c.rates, int32(b.limit.Rate)), append(c.periods, b.limit.Period.Microseconds())
+}
+
+// grant is one limit's window and what a reservation got of it.
+type grant struct {
+	scope store.FlowScope
+	ws    time.Time
+	n     int
+}
+
+// collectGrants reads the rows of qFlowReserve or qDefaultReserve.
+func collectGrants(rows pgx.Rows, err error) ([]grant, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (grant, error) {
+		var g grant
+		err := r.Scan(&g.scope.Tenant, &g.scope.Queue, &g.ws, &g.n)
+		return g, err
+	})
+}
+
+// claimReservedStatement runs qClaimReserved; known, when not nil, are
+// the tenants whose inherited budgets the store holds (a queue with
+// default limits). It returns the visited tenants, also when it declined.
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
-	skip, capT []string, capN []int32) (out []*idemtype.JobRow, full []string, ok, current bool, err error) {
+	skip, capT []string, capN []int32, known []string) (out []*idemtype.JobRow, visited []string, ok, current bool, err error) {
 	limit := p.Limit
 	queue := p.Queues[0]
 	var kinds []string
@@ -615,9 +783,8 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	b.Queue("BEGIN")
 	b.Queue(s.sql(qReservedSetup), queue, qb.conc)
 	b.Queue(s.sql(qClaimReserved), queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
-		s.solo.Get(queue), qb.gen, skip, capT, capN)
+		s.solo.Get(queue), qb.gen, skip, capT, capN, append([]string{}, known...), known != nil)
 	b.Queue("COMMIT")
-	var visited []string
 	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, nil, false, false, err
@@ -639,10 +806,13 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		}
 		return br.Close()
 	}()
-	if err != nil || !ok {
-		return nil, nil, false, current, err
+	if err != nil {
+		return nil, nil, false, false, err
 	}
-	return out, s.afterFirstRound(p, now, out, visited), true, true, nil
+	if !ok {
+		return nil, visited, false, current, nil
+	}
+	return out, visited, true, true, nil
 }
 
 // flowGeneration reads the flow generation (migration 0019).
@@ -664,64 +834,170 @@ func (s *Store) flowCurrent(ctx context.Context, qb *queueBudget) (bool, error) 
 	return gen == qb.gen, err
 }
 
-// countThrottled counts one throttled claim on each of the limits.
+// countThrottled counts one throttled claim on each of the limits: on
+// their rows (qFlowThrottled), and for inherited limits on the tenants'
+// windows, after locking the default rows (qDefaultLock, qDefaultThrottled)
+// as every writer of those windows does.
 func (s *Store) countThrottled(ctx context.Context, hits []*rateBudget) error {
 	db, err := s.db()
 	if err != nil {
 		return err
 	}
-	tenants, queues := make([]string, len(hits)), make([]string, len(hits))
-	for i, b := range hits {
-		tenants[i], queues[i] = b.limit.Tenant, b.limit.Queue
+	var own, inh cols
+	defs := map[string]int64{}
+	for _, b := range hits {
+		if b.inherited {
+			inh.add(b, 0)
+			defs[b.limit.Queue] = b.defVer
+		} else {
+			own.add(b, 0)
+		}
 	}
-	if _, err := db.Exec(ctx, s.sql(qFlowThrottled), tenants, queues); err != nil {
-		return fmt.Errorf("count throttled claims: %w", err)
+	// A default limit counts the claims that any tenant's copy of it
+	// throttled, as on the general path (store.ClaimBudget.Usage).
+	for q := range defs {
+		own.add(&rateBudget{limit: store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: q}}}, 0)
+	}
+	if len(own.tenants) > 0 {
+		if _, err := db.Exec(ctx, s.sql(qFlowThrottled), own.tenants, own.queues); err != nil {
+			return fmt.Errorf("count throttled claims: %w", err)
+		}
+	}
+	if len(inh.tenants) > 0 {
+		err := s.tx(ctx, func(tx pgx.Tx) error {
+			if err := s.lockDefaults(ctx, tx, defs); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, s.sql(qDefaultThrottled), inh.tenants, inh.queues)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("count throttled claims: %w", err)
+		}
 	}
 	return nil
 }
 
-// unreserve gives back what the store holds of current windows (Close).
+// qDefaultLock locks the default rows of queue scopes $1 (tenant "*") in
+// one order, as the locking claims lock them.
+const qDefaultLock = `SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = ANY($1::text[]) ORDER BY tenant, queue FOR UPDATE`
+
+// qDefaultThrottled counts one throttled claim on each tenant $1's window
+// under the default of queue scope $2.
+const qDefaultThrottled = `UPDATE {schema}.flow_default_windows w SET throttled = w.throttled + 1
+FROM unnest($1::text[], $2::text[]) AS r(tenant, queue) WHERE w.tenant = r.tenant AND w.queue = r.queue`
+
+// qDefaultUnreserve gives back inherited budget: each tenant $1's window
+// under the default of queue scope $2 gives back $4 when its window is
+// still $3.
+const qDefaultUnreserve = `UPDATE {schema}.flow_default_windows w SET window_used = greatest(0, w.window_used - r.n)
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[]) AS r(tenant, queue, ws, n)
+WHERE w.tenant = r.tenant AND w.queue = r.queue AND w.window_start = r.ws`
+
+// lockDefaults locks the default rows of queue scopes defs (in tx).
+func (s *Store) lockDefaults(ctx context.Context, tx pgx.Tx, defs map[string]int64) error {
+	queues := make([]string, 0, len(defs))
+	for q := range defs {
+		queues = append(queues, q)
+	}
+	_, err := tx.Exec(ctx, s.sql(qDefaultLock), queues)
+	return err
+}
+
+// unreserve gives back what the store holds of current windows (Close):
+// of limits' own windows in one statement, of tenants' windows under
+// defaults in a transaction that locks the default rows first (and gives
+// back only under a default whose def_ver is still the one reserved
+// under).
 func (s *Store) unreserve(ctx context.Context, q querier) error {
 	type key struct {
-		scope  store.FlowScope
-		ws     time.Time
-		defVer int64
+		scope     store.FlowScope
+		inherited bool
+		ws        time.Time
+		defVer    int64
 	}
 	held := map[key]int{}
 	s.reserved.mu.Lock()
 	s.eachBudget(func(b *rateBudget) bool {
 		if b.left > 0 {
-			held[key{b.limit.FlowScope, b.ws.UTC(), b.defVer}] += b.left
+			held[key{b.limit.FlowScope, b.inherited, b.ws.UTC(), b.defVer}] += b.left
 			b.left = 0
 		}
 		return true
 	})
 	s.reserved.mu.Unlock()
 	var (
-		tenants, queues []string
-		starts          []time.Time
-		ns              []int32
-		vers            []int64
+		own, inh cols
+		starts   [2][]time.Time
+		ns       [2][]int32
 	)
+	defs := map[string]int64{}
 	for k, n := range held {
-		tenants, queues = append(tenants, k.scope.Tenant), append(queues, k.scope.Queue)
-		starts, ns, vers = append(starts, k.ws), append(ns, int32(n)), append(vers, k.defVer)
+		b := &rateBudget{limit: store.Limit{FlowScope: k.scope}, defVer: k.defVer}
+		i := 0
+		if k.inherited {
+			inh.add(b, 0)
+			i = 1
+			defs[k.scope.Queue] = k.defVer
+		} else {
+			own.add(b, 0)
+		}
+		starts[i], ns[i] = append(starts[i], k.ws), append(ns[i], int32(n))
 	}
-	if len(tenants) == 0 {
+	if len(own.tenants) > 0 {
+		if _, err := q.Exec(ctx, s.sql(qFlowUnreserve), own.tenants, own.queues, starts[0], ns[0], own.vers); err != nil {
+			return err
+		}
+	}
+	if len(inh.tenants) == 0 {
 		return nil
 	}
-	_, err := q.Exec(ctx, s.sql(qFlowUnreserve), tenants, queues, starts, ns, vers)
-	return err
+	// Not s.tx: Close calls this after the store is closed.
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Only under defaults that kept their def_ver: a default put
+		// again started its tenants' windows again.
+		var queues []string
+		var vers []int64
+		for q, v := range defs {
+			queues, vers = append(queues, q), append(vers, v)
+		}
+		rows, err := tx.Query(ctx, s.sql(qDefaultLockVer), queues, vers)
+		if err != nil {
+			return err
+		}
+		kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		var t, qs []string
+		var ws []time.Time
+		var n []int32
+		for i := range inh.tenants {
+			if slices.Contains(kept, inh.queues[i]) {
+				t, qs = append(t, inh.tenants[i]), append(qs, inh.queues[i])
+				ws, n = append(ws, starts[1][i]), append(n, ns[1][i])
+			}
+		}
+		_, err = tx.Exec(ctx, s.sql(qDefaultUnreserve), t, qs, ws, n)
+		return err
+	})
 }
 
-// ownReserved returns what the store holds unspent of limit l's window
-// ws (LimitList shows it as not used).
-func (s *Store) ownReserved(l *store.Limit, ws time.Time) int {
+// qDefaultLockVer locks the default rows of queue scopes $1 whose def_ver
+// is still $2, in one order, and returns their queue scopes.
+const qDefaultLockVer = `SELECT f.queue FROM {schema}.flow_controls f
+JOIN unnest($1::text[], $2::bigint[]) AS r(queue, def_ver) ON f.tenant = '*' AND f.queue = r.queue AND f.def_ver = r.def_ver
+ORDER BY f.tenant, f.queue FOR UPDATE OF f`
+
+// ownReserved returns what the store holds unspent of window ws of the
+// limit of scope (of a tenant's window under the default of that queue
+// scope when inherited); LimitList shows it as not used.
+func (s *Store) ownReserved(scope store.FlowScope, inherited bool, ws time.Time) int {
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
 	n := 0
 	s.eachBudget(func(b *rateBudget) bool {
-		if b.limit.FlowScope == l.FlowScope && b.ws.Equal(ws) {
+		if b.limit.FlowScope == scope && b.inherited == inherited && b.ws.Equal(ws) {
 			n += b.left
 		}
 		return true
@@ -730,26 +1006,48 @@ func (s *Store) ownReserved(l *store.Limit, ws time.Time) int {
 }
 
 // absorbReserved takes back, for the general path, what the store holds of
-// the current windows of limits (whose rows have the def_vers vers): each
-// such limit's WindowUsed (as read under the lock) drops by it and the
-// store holds nothing of it any more.
-// It returns the limits whose WindowUsed changed, which the claim must
-// write back even if it spends nothing from them.
-func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]int64, now time.Time) []*store.Limit {
+// the current windows of limits (whose rows have the def_vers vers), and
+// of the tenants' windows under the default limits among them: each such
+// limit's WindowUsed (as read under the lock), and each such window's in
+// windows, drops by it and the store holds nothing of it any more.
+// It returns the limits and the windows whose WindowUsed changed, which
+// the claim must write back even if it spends nothing from them.
+func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]int64, windows []store.InheritedWindow,
+	now time.Time) (changed []*store.Limit, changedW []store.InheritedWindow) {
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
 	if len(s.reserved.queues)+len(s.reserved.old) == 0 {
-		return nil
+		return nil, nil
 	}
-	var changed []*store.Limit
 	for _, l := range limits {
-		if l.Rate == 0 || l.IsDefault() {
+		if l.Rate == 0 {
 			continue
 		}
 		ws := l.WindowAt(now)
+		if l.IsDefault() {
+			// The tenants' windows under it.
+			took := map[string]int{}
+			s.eachBudget(func(b *rateBudget) bool {
+				if b.inherited && b.limit.Queue == l.Queue && b.left > 0 && b.ws.Equal(ws) {
+					if b.defVer == vers[l.FlowScope] {
+						took[b.limit.Tenant] += b.left
+					}
+					b.left, b.empty = 0, false
+				}
+				return true
+			})
+			for i := range windows {
+				w := &windows[i]
+				if n := took[w.Tenant]; n > 0 && w.Queue == l.Queue && w.WindowStart.Equal(ws) {
+					w.WindowUsed = max(0, w.WindowUsed-n)
+					changedW = append(changedW, *w)
+				}
+			}
+			continue
+		}
 		n := 0
 		s.eachBudget(func(b *rateBudget) bool {
-			if b.limit.FlowScope == l.FlowScope && b.left > 0 && b.ws.Equal(ws) {
+			if !b.inherited && b.limit.FlowScope == l.FlowScope && b.left > 0 && b.ws.Equal(ws) {
 				if l.WindowStart.Equal(ws) && b.defVer == vers[l.FlowScope] {
 					n += b.left
 				}
@@ -762,7 +1060,7 @@ func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]i
 			changed = append(changed, l)
 		}
 	}
-	return changed
+	return changed, changedW
 }
 
 // holdsReserved reports whether the store holds reserved budget of any

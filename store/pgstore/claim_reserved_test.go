@@ -77,7 +77,16 @@ func claimN(t *testing.T, s *Store, now time.Time, limit int) []*idemtype.JobRow
 // without, through two windows. No job runs twice, no more than 6 run at
 // once, no window starts more than a rate allows, the tenants without a
 // rate of their own get work, and every store took the reserved claim.
+// With defaults, default rates for every queue (8) and for this one (12)
+// bind every tenant without a rate of its own for that queue scope: t0
+// (10 of its own for every queue) inherits the second, t1 (15 of its own
+// for this queue) the first, t2 and t3 both.
 func TestReservedClaimRacingStores(t *testing.T) {
+	t.Run("own rates", func(t *testing.T) { racingReservedClaims(t, false) })
+	t.Run("defaults", func(t *testing.T) { racingReservedClaims(t, true) })
+}
+
+func racingReservedClaims(t *testing.T, defaults bool) {
 	ctx := context.Background()
 	stores := openStores(t, 3, 6)
 	w0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -88,6 +97,12 @@ func TestReservedClaimRacingStores(t *testing.T) {
 		store.Limit{FlowScope: store.FlowScope{Tenant: "t0"}, Rate: 10, Period: time.Minute},
 		store.Limit{FlowScope: store.FlowScope{Tenant: "t1", Queue: "q"}, Rate: 15, Period: time.Minute})
 	rates := map[string]int{"t0": 10, "t1": 15}
+	if defaults {
+		putLimits(t, stores[0], w0,
+			store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 8, Period: time.Minute},
+			store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Rate: 12, Period: time.Minute})
+		rates = map[string]int{"t0": 10, "t1": 8, "t2": 8, "t3": 8}
+	}
 	var (
 		mu               sync.Mutex
 		running, most    int
@@ -177,8 +192,9 @@ func TestReservedClaimRacingStores(t *testing.T) {
 		}
 	}
 	for i, s := range stores {
-		if s.reservedTaken.Load() == 0 {
-			t.Errorf("store %d never took the reserved claim", i)
+		if s.reservedTaken.Load() == 0 || defaults && s.reservedInherited.Load() == 0 {
+			t.Errorf("store %d never took the reserved claim (%d claims, %d under defaults)", i, s.reservedTaken.Load(),
+				s.reservedInherited.Load())
 		}
 	}
 }

@@ -269,6 +269,11 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 	}
 	if l.IsDefault() {
 		err = s.tx(ctx, func(tx pgx.Tx) error {
+			// The default row first, as every writer of its tenants'
+			// windows locks it before them.
+			if _, err := tx.Exec(ctx, s.sql(qDefaultLock), []string{l.Queue}); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, s.sql(qDefaultReset), l.Queue, l.Rate, l.Period.Microseconds()); err != nil {
 				return err
 			}
@@ -310,13 +315,17 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	store.CurrentWindows(out, store.OrNow(p.Now))
 	for _, l := range out {
 		if l.Rate > 0 {
-			l.WindowUsed = max(0, l.WindowUsed-s.ownReserved(l, l.WindowStart))
+			l.WindowUsed = max(0, l.WindowUsed-s.ownReserved(l.FlowScope, false, l.WindowStart))
 		}
 	}
 	if p.Tenant != "" && p.Tenant != store.EveryTenant {
 		ws, err := s.loadWindows(ctx, db, qDefaultWindowsOf, p.Tenant)
 		if err != nil {
 			return nil, fmt.Errorf("list limits: %w", err)
+		}
+		for i := range ws {
+			w := &ws[i]
+			w.WindowUsed = max(0, w.WindowUsed-s.ownReserved(store.FlowScope{Tenant: w.Tenant, Queue: w.Queue}, true, w.WindowStart))
 		}
 		all := make([]*store.Limit, 0, len(rows))
 		for _, r := range rows {
