@@ -192,15 +192,37 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 					}
 				}
 			}
+		case 3, 4:
+			// Pause or resume the queue (rarely) or a tenant's work in it.
+			if !reserved {
+				break
+			}
+			scope := store.FlowScope{Queue: "q"}
+			if rng.IntN(4) > 0 {
+				scope.Tenant = tenants[rng.IntN(len(tenants))]
+			}
+			pause := rng.IntN(2) == 0
+			for _, s := range stores {
+				var err error
+				pp := &store.QueuePauseParams{Scope: scope}
+				if pause {
+					err = s.QueuePause(ctx, pp)
+				} else {
+					err = s.QueueResume(ctx, pp)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 	}
 	took, declined := fast.oneRoundTaken.Load(), fast.oneRoundDeclined.Load()
-	t.Logf("one round: %d claims taken, %d declined; reserved: %d (%d under default limits)", took, declined,
-		fast.reservedTaken.Load(), fast.reservedInherited.Load())
+	t.Logf("one round: %d claims taken, %d declined; reserved: %d (%d under default limits, %d with pauses)", took, declined,
+		fast.reservedTaken.Load(), fast.reservedInherited.Load(), fast.reservedPaused.Load())
 	if reserved {
-		if fast.reservedTaken.Load() < 30 || fast.reservedInherited.Load() < 10 {
-			t.Fatalf("the reserved claim took only %d claims, %d under default limits", fast.reservedTaken.Load(),
-				fast.reservedInherited.Load())
+		if fast.reservedTaken.Load() < 30 || fast.reservedInherited.Load() < 5 || fast.reservedPaused.Load() < 5 {
+			t.Fatalf("the reserved claim took only %d claims, %d under default limits, %d with pauses", fast.reservedTaken.Load(),
+				fast.reservedInherited.Load(), fast.reservedPaused.Load())
 		}
 		return
 	}

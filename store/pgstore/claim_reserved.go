@@ -103,6 +103,10 @@ type queueBudget struct {
 	defaults []*rateBudget
 	own      map[store.FlowScope]bool
 	seen     map[string]bool // tenants inherit has been called for
+	// closed: the queue is paused (nothing is claimed); paused are the
+	// tenants whose work in it is paused (the claim skips them).
+	closed bool
+	paused []string
 	// claimMu serialises the store's reserved claims of the queue (they
 	// come from one producer, so it rarely waits); a claim that took it on
 	// a budget replaced meanwhile declines.
@@ -327,8 +331,15 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 		loaded: time.Now(), own: map[store.FlowScope]bool{}, seen: map[string]bool{}}
 	for _, r := range rows {
 		l := r.limit
+		if r.paused && l.Queue == queue {
+			if l.Tenant == "" {
+				qb.closed = true
+			} else {
+				qb.paused = append(qb.paused, l.Tenant)
+			}
+		}
 		switch {
-		case r.paused || l.Weight > 0 || (l.Tenant != "" && l.Concurrency > 0):
+		case l.Weight > 0 || (l.Tenant != "" && l.Concurrency > 0):
 			qb.eligible = false
 		case l.IsDefault():
 			if l.Rate > 0 {
@@ -447,6 +458,21 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		// else will see.
 		return nil, true, false, nil
 	}
+	if qb.closed {
+		// A paused queue: nothing to claim and nothing throttled, if it is
+		// still paused.
+		if current, err := s.flowCurrent(ctx, qb); err != nil || !current {
+			if err == nil {
+				s.dropBudget(queue, qb)
+			}
+			return nil, true, false, err
+		}
+		if p.Report != nil {
+			*p.Report = store.ClaimReport{}
+		}
+		s.reservedPaused.Add(1)
+		return nil, true, true, nil
+	}
 	if current, err := s.reserve(ctx, qb, p.Limit, now); err != nil || !current {
 		if err == nil {
 			s.dropBudget(queue, qb) // a limit changed: read them again
@@ -454,7 +480,7 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		return nil, true, false, err
 	}
 	var (
-		skip   []string
+		skip   = slices.Clone(qb.paused)
 		capT   []string
 		capN   []int32
 		known  []string
@@ -631,6 +657,9 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	s.shapes.set(p.Queues, qb.shape)
 	if known != nil {
 		s.reservedInherited.Add(1)
+	}
+	if len(qb.paused) > 0 {
+		s.reservedPaused.Add(1)
 	}
 	return out, true, true, nil
 }
