@@ -456,15 +456,7 @@ func (b *ClaimBudget) Shares(queue string, tenants []string, limit int) []int {
 	w := make([]int, len(tenants))
 	sum := 0
 	for i, t := range tenants {
-		w[i] = 1
-		best := -1 // the most specific weighted scope wins: (tenant, queue) over tenant
-		for _, l := range b.weights {
-			if l.Tenant == t && (l.Queue == "" || l.Queue == queue) {
-				if spec := len(l.Queue); spec > best {
-					best, w[i] = spec, l.Weight
-				}
-			}
-		}
+		w[i] = TenantWeight(b.weights, t, queue)
 		sum += w[i]
 	}
 	out := make([]int, len(tenants))
@@ -472,6 +464,21 @@ func (b *ClaimBudget) Shares(queue string, tenants []string, limit int) []int {
 		out[i] = (limit*w[i] + sum - 1) / sum
 	}
 	return out
+}
+
+// TenantWeight returns tenant's weight in queue among the weighted scopes
+// ws: that of the most specific scope naming the tenant ((tenant, queue)
+// over tenant), 1 when none does.
+func TenantWeight(ws []*Limit, tenant, queue string) int {
+	w, best := 1, -1
+	for _, l := range ws {
+		if l.Tenant == tenant && (l.Queue == "" || l.Queue == queue) {
+			if spec := len(l.Queue); spec > best {
+				best, w = spec, l.Weight
+			}
+		}
+	}
+	return w
 }
 
 // HasLimits reports whether any limit applies (a claim without limits need

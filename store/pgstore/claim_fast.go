@@ -50,7 +50,7 @@ import (
 var qClaimOne = `WITH RECURSIVE guard AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
         WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
-), ` + claimOneBody("", "") + `, meta AS (
+), ` + claimOneBody("", "", "") + `, meta AS (
     SELECT (SELECT ok FROM guard) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited
 )
 SELECT m.ok, m.visited, u.* FROM meta m LEFT JOIN upd u ON true`
@@ -60,8 +60,11 @@ SELECT m.ok, m.visited, u.* FROM meta m LEFT JOIN upd u ON true`
 // wrap, ten), each visited tenant's first-round want (want), the locked
 // candidates (cand) and the claim (upd). spent, when not empty, is a SQL
 // text[] expression of tenants the rotation skips; fits, when not empty, a
-// boolean SQL expression that must hold for anything to be claimed.
-func claimOneBody(spent, fits string) string {
+// boolean SQL expression that must hold for anything to be claimed;
+// weights, when not empty, SQL text[] and int[] expressions (separated by
+// a comma) of tenants' weights (1 for tenants they do not name), which
+// divide the first round as store.ClaimBudget.Shares does.
+func claimOneBody(spent, fits, weights string) string {
 	skip := func(col string) string {
 		if spent == "" {
 			return ""
@@ -108,8 +111,7 @@ func claimOneBody(spent, fits string) string {
     ) x
     WHERE (SELECT ok FROM guard)
 ), want AS (
-    SELECT tenant, ord, least(s.share, greatest(0, $5 - s.share * (ord - 1)))::int AS n
-    FROM ten, (SELECT (($5 + count(*) - 1) / greatest(count(*), 1))::int AS share FROM ten) s
+    ` + wantOf(weights) + `
 ), cand AS (
     SELECT c.id FROM want x
     CROSS JOIN LATERAL ` + tenantClaimProbe("$2", "$4") + ` AS c
@@ -117,6 +119,23 @@ func claimOneBody(spent, fits string) string {
 ), upd AS (
     ` + claimCand("$2", "$6", "$7") + `
 )`
+}
+
+// wantOf is the body of claimOneBody's want CTE: each visited tenant's
+// first-round want, in visit order its share (ceil(limit × weight ÷ sum of
+// weights)) while the claim has room, as store.ClaimRounds takes them.
+func wantOf(weights string) string {
+	if weights == "" {
+		return `SELECT tenant, ord, least(s.share, greatest(0, $5 - s.share * (ord - 1)))::int AS n
+    FROM ten, (SELECT (($5 + count(*) - 1) / greatest(count(*), 1))::int AS share FROM ten) s`
+	}
+	// sum over bigint is numeric: the casts keep the division integral.
+	return `SELECT tenant, ord, greatest(0, least(sh, $5 - ((sum(sh) OVER (ORDER BY ord))::bigint - sh)))::int AS n FROM (
+        SELECT tenant, ord, ($5 * w + (sum(w) OVER ())::bigint - 1) / (sum(w) OVER ())::bigint AS sh FROM (
+            SELECT ten.tenant, ten.ord, coalesce(wt.w, 1)::bigint AS w
+            FROM ten LEFT JOIN unnest(` + weights + `) AS wt(tenant, w) ON wt.tenant = ten.tenant
+        ) a
+    ) b`
 }
 
 // flowHints remembers, per queue, that the last claim found flow-control
@@ -202,7 +221,7 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	if !ok {
 		return nil, false, nil
 	}
-	full := s.afterFirstRound(p, now, out, visited)
+	full := s.afterFirstRound(p, now, out, visited, nil)
 	more, err := s.claimRounds(ctx, q, p, store.NewClaimBudget(now, nil, nil), queue, now, p.Limit-len(out), full)
 	if err != nil {
 		return nil, false, err
@@ -240,7 +259,9 @@ func readClaimRows(br pgx.BatchResults, meta ...any) ([]*idemtype.JobRow, error)
 // that visited tenants and returns the tenants that got all of their
 // first-round want (as the statement computed it), among which later
 // rounds share what is left.
-func (s *Store) afterFirstRound(p *store.JobClaimParams, now time.Time, out []*idemtype.JobRow, visited []string) []string {
+// weights are the weighted scopes of the queue (as store.ClaimBudget.SetWeights takes them).
+func (s *Store) afterFirstRound(p *store.JobClaimParams, now time.Time, out []*idemtype.JobRow, visited []string,
+	weights []*store.Limit) []string {
 	queue := p.Queues[0]
 	if p.Tenant == "" {
 		if len(visited) > 0 {
@@ -252,7 +273,9 @@ func (s *Store) afterFirstRound(p *store.JobClaimParams, now time.Time, out []*i
 			s.solo.Set(queue, "")
 		}
 	}
-	shares := store.NewClaimBudget(now, nil, nil).Shares(queue, visited, p.Limit)
+	b := store.NewClaimBudget(now, nil, nil)
+	b.SetWeights(weights)
+	shares := b.Shares(queue, visited, p.Limit)
 	got := map[string]int{}
 	for _, j := range out {
 		got[j.Tenant]++

@@ -97,7 +97,7 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
         AND NOT EXISTS (SELECT 1 FROM lim WHERE tenant = '' AND left_n < $5) AS ok
 ), hit AS (
     SELECT * FROM lim WHERE tenant <> '' AND left_n = 0 AND ($8::text = '' OR tenant = $8)
-), ` + claimOneBody("ARRAY(SELECT tenant FROM hit)", "(SELECT ok FROM fits)") + `, fits AS (
+), ` + claimOneBody("ARRAY(SELECT tenant FROM hit)", "(SELECT ok FROM fits)", "") + `, fits AS (
     SELECT (SELECT ok FROM guard)
         AND NOT EXISTS (SELECT 1 FROM lim l JOIN want x ON x.tenant = l.tenant WHERE x.n > 0 AND l.left_n < x.n)
         AND NOT EXISTS (SELECT 1 FROM want x CROSS JOIN dflt d WHERE x.n > 0
@@ -303,7 +303,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 			report.NextRefill = refill.UTC()
 		}
 	}
-	full := s.afterFirstRound(p, now, out, visited)
+	full := s.afterFirstRound(p, now, out, visited, nil)
 	if len(full) > 0 && len(out) < p.Limit {
 		more := *p
 		more.Limit = p.Limit - len(out)

@@ -84,11 +84,14 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 				}
 			}
 			for _, tn := range tenants {
-				switch rng.IntN(3) {
+				switch rng.IntN(4) {
 				case 0:
-					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn}, Rate: 1 + rng.IntN(8), Period: periods[rng.IntN(3)]})
+					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn}, Rate: 1 + rng.IntN(8), Period: periods[rng.IntN(3)],
+						Weight: rng.IntN(2) * (1 + rng.IntN(4))})
 				case 1:
 					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: "q"}, Rate: 2 + rng.IntN(10), Period: periods[rng.IntN(3)]})
+				case 2:
+					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: []string{"", "q"}[rng.IntN(2)]}, Weight: 1 + rng.IntN(4)})
 				}
 			}
 			return
@@ -217,12 +220,14 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 		}
 	}
 	took, declined := fast.oneRoundTaken.Load(), fast.oneRoundDeclined.Load()
-	t.Logf("one round: %d claims taken, %d declined; reserved: %d (%d under default limits, %d with pauses)", took, declined,
-		fast.reservedTaken.Load(), fast.reservedInherited.Load(), fast.reservedPaused.Load())
+	t.Logf("one round: %d claims taken, %d declined; reserved: %d (%d under default limits, %d with pauses, %d with weights)",
+		took, declined, fast.reservedTaken.Load(), fast.reservedInherited.Load(), fast.reservedPaused.Load(),
+		fast.reservedWeighted.Load())
 	if reserved {
-		if fast.reservedTaken.Load() < 30 || fast.reservedInherited.Load() < 5 || fast.reservedPaused.Load() < 5 {
-			t.Fatalf("the reserved claim took only %d claims, %d under default limits, %d with pauses", fast.reservedTaken.Load(),
-				fast.reservedInherited.Load(), fast.reservedPaused.Load())
+		if fast.reservedTaken.Load() < 30 || fast.reservedInherited.Load() < 5 || fast.reservedPaused.Load() < 5 ||
+			fast.reservedWeighted.Load() < 5 {
+			t.Fatalf("the reserved claim took only %d claims, %d under default limits, %d with pauses, %d with weights",
+				fast.reservedTaken.Load(), fast.reservedInherited.Load(), fast.reservedPaused.Load(), fast.reservedWeighted.Load())
 		}
 		return
 	}

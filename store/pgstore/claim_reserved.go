@@ -107,6 +107,12 @@ type queueBudget struct {
 	// tenants whose work in it is paused (the claim skips them).
 	closed bool
 	paused []string
+	// weights are the weighted scopes of the queue's scope; weightT and
+	// weightN each weighted tenant's weight in the queue (the most specific
+	// scope's), for the claim statement.
+	weights []*store.Limit
+	weightT []string
+	weightN []int32
 	// claimMu serialises the store's reserved claims of the queue (they
 	// come from one producer, so it rarely waits); a claim that took it on
 	// a budget replaced meanwhile declines.
@@ -256,14 +262,22 @@ UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1 FROM lk WHERE f.
 // and whether the generation is current, then the claimed jobs. With $15,
 // a queue with default limits, every visited tenant must be one of $14
 // (those the store holds inherited budgets for), or it claims nothing.
-var qClaimReserved = `WITH RECURSIVE cur AS (
+// qClaimReservedWeighted divides the first round by the tenants' weights
+// $16/$17 (a queue with weighted tenants).
+var (
+	qClaimReserved         = claimReservedSQL("")
+	qClaimReservedWeighted = claimReservedSQL("$16::text[], $17::int[]")
+)
+
+func claimReservedSQL(weights string) string {
+	return `WITH RECURSIVE cur AS (
     SELECT gen = $10 AS current FROM {schema}.flow_generation
 ), guard AS (
     SELECT (SELECT current FROM cur)
         AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls q
             WHERE q.tenant = '' AND (q.queue = '' OR q.queue = $1) AND q.concurrency > 0
               AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok
-), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)") + `, fits AS (
+), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)", weights) + `, fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
         AND NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND x.tenant <> ALL($14::text[]))) AS ok
@@ -272,6 +286,7 @@ var qClaimReserved = `WITH RECURSIVE cur AS (
         (SELECT current FROM cur) AS current
 )
 SELECT m.ok, m.visited, m.current, u.* FROM meta m LEFT JOIN upd u ON true`
+}
 
 // qReservedSetup is the first statement of a reserved claim's
 // transaction: JIT off and generic plans for the claim statement (its plan
@@ -338,8 +353,12 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 				qb.paused = append(qb.paused, l.Tenant)
 			}
 		}
+		if l.Weight > 0 {
+			w := l
+			qb.weights = append(qb.weights, &w)
+		}
 		switch {
-		case l.Weight > 0 || (l.Tenant != "" && l.Concurrency > 0):
+		case l.Tenant != "" && l.Concurrency > 0:
 			qb.eligible = false
 		case l.IsDefault():
 			if l.Rate > 0 {
@@ -365,6 +384,12 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 	qb.list = slices.Clone(qb.queue)
 	for _, t := range qb.names {
 		qb.list = append(qb.list, qb.tenants[t]...)
+	}
+	for _, w := range qb.weights {
+		if !slices.Contains(qb.weightT, w.Tenant) {
+			qb.weightT = append(qb.weightT, w.Tenant)
+			qb.weightN = append(qb.weightN, int32(store.TenantWeight(qb.weights, w.Tenant, queue)))
+		}
 	}
 	if len(qb.defaults) > 0 && qb.eligible {
 		// Every tenant with a window under a default, or a limit of its
@@ -624,7 +649,7 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		}
 		return nil, true, false, err
 	}
-	full := s.afterFirstRound(p, now, out, visited)
+	full := s.afterFirstRound(p, now, out, visited, qb.weights)
 	if len(hits) > 0 {
 		// The claim committed: its jobs are the caller's whatever happens
 		// to the statistics.
@@ -660,6 +685,9 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	}
 	if len(qb.paused) > 0 {
 		s.reservedPaused.Add(1)
+	}
+	if len(qb.weightT) > 0 {
+		s.reservedWeighted.Add(1)
 	}
 	return out, true, true, nil
 }
@@ -811,8 +839,14 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.sql(qReservedSetup), queue, qb.conc)
-	b.Queue(s.sql(qClaimReserved), queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
-		s.solo.Get(queue), qb.gen, skip, capT, capN, append([]string{}, known...), known != nil)
+	args := []any{queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
+		s.solo.Get(queue), qb.gen, skip, capT, capN, append([]string{}, known...), known != nil}
+	stmt := qClaimReserved
+	if len(qb.weightT) > 0 {
+		stmt = qClaimReservedWeighted
+		args = append(args, qb.weightT, qb.weightN)
+	}
+	b.Queue(s.sql(stmt), args...)
 	b.Queue("COMMIT")
 	conn, err := s.conn(ctx)
 	if err != nil {

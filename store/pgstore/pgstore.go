@@ -110,12 +110,13 @@ type Store struct {
 	// reserved is the rate budget the store holds (claim_reserved.go);
 	// reservedTaken counts the claims that spent it (reservedInherited
 	// those of queues with default limits, reservedPaused those of paused
-	// queues or queues with paused tenants); noReserve is a test's choice
-	// to claim without it.
-	reserved                                         reservations
-	reservedTaken, reservedInherited, reservedPaused atomic.Int64
-	noReserve                                        bool
-	oneRoundMode                                     oneRoundMode
+	// queues or queues with paused tenants, reservedWeighted those of
+	// queues with weighted tenants); noReserve is a test's choice to claim
+	// without it.
+	reserved                                                           reservations
+	reservedTaken, reservedInherited, reservedPaused, reservedWeighted atomic.Int64
+	noReserve                                                          bool
+	oneRoundMode                                                       oneRoundMode
 	// acquireFullOnly: a test's or benchmark's choice to acquire keys with
 	// the full statement only, without reading the jobs' own keys first
 	// (see acquireSet).
