@@ -15,8 +15,9 @@ import (
 )
 
 // Reserved rate budget: the limited claim of one queue whose scope holds
-// only queue limits (rate, concurrency) and tenants' rate limits (no
-// default limit, tenant concurrency, weight or pause). The locking claims
+// no tenant concurrency (a tenant's own or a default's): queue limits
+// (rate, concurrency), tenants' rates, default rates (tenant "*"),
+// weights and pauses. The locking claims
 // write every rate limit they spend from on every claim, which with a
 // hundred limited tenants is most of a claim's cost; this one spends rate
 // budget the store reserved in advance, in slices, and writes nothing but
@@ -45,6 +46,16 @@ import (
 //     jobs in the next statement, whose snapshot sees every claim that
 //     held the lock before. Claims of such a queue take turns, as on the
 //     locking path; the row is locked, not written.
+//
+//   - Default rates: each tenant's window under a default (a
+//     flow_default_windows row) is reserved like a limit's own, in the same
+//     transaction, after the default's row is locked (qDefaultReserve). The
+//     store holds inherited budgets of the tenants it has met (inherit) and
+//     writes them to flow_known (migration 0020) before it claims; the
+//     claim statement declines when it would visit a tenant without such a
+//     row, and the claim runs once more with that tenant's budgets.
+//   - Weights divide the first round in the statement (wantOf); paused
+//     tenants are skipped, a paused queue claims nothing.
 //
 // Throttled claims are counted on the limits that stopped them, in one
 // ordered statement after the claim.
@@ -103,6 +114,11 @@ type queueBudget struct {
 	defaults []*rateBudget
 	own      map[store.FlowScope]bool
 	seen     map[string]bool // tenants inherit has been called for
+	// unsynced are tenants seen (with defaults) not yet written to
+	// flow_known (migration 0020); fresh: the store's rows of the queue
+	// there are from an earlier read and must go first.
+	unsynced []string
+	fresh    bool
 	// closed: the queue is paused (nothing is claimed); paused are the
 	// tenants whose work in it is paused (the claim skips them).
 	closed bool
@@ -120,9 +136,9 @@ type queueBudget struct {
 }
 
 // maxInherited is the most tenants a queue with default limits may hold
-// budgets for: the claim statement gets their names, to tell tenants the
-// store has not seen yet. A queue with more takes the locking claims.
-const maxInherited = 1000
+// budgets for (each claim walks them): a queue with more takes the
+// locking claims.
+const maxInherited = 20000
 
 // inherit adds tenant's inherited budgets (those of every default whose
 // queue scope the tenant has no limit of its own for), once per tenant; a
@@ -133,6 +149,9 @@ func (qb *queueBudget) inherit(tenant string) {
 		return
 	}
 	qb.seen[tenant] = true
+	if len(qb.defaults) > 0 {
+		qb.unsynced = append(qb.unsynced, tenant)
+	}
 	for _, d := range qb.defaults {
 		scope := store.FlowScope{Tenant: tenant, Queue: d.limit.Queue}
 		if qb.own[scope] {
@@ -260,8 +279,9 @@ UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1 FROM lk WHERE f.
 // visited tenant holds its first-round want; otherwise it claims nothing
 // (the caller takes the general path). It returns ok, the visited tenants
 // and whether the generation is current, then the claimed jobs. With $15,
-// a queue with default limits, every visited tenant must be one of $14
-// (those the store holds inherited budgets for), or it claims nothing.
+// a queue with default limits, every visited tenant must have a row of
+// holder $14 in flow_known (the store holds its inherited budgets), or it
+// claims nothing.
 // qClaimReservedWeighted divides the first round by the tenants' weights
 // $16/$17 (a queue with weighted tenants).
 var (
@@ -280,7 +300,8 @@ func claimReservedSQL(weights string) string {
 ), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)", weights) + `, fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
-        AND NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND x.tenant <> ALL($14::text[]))) AS ok
+        AND NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
+            WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant))) AS ok
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
         (SELECT current FROM cur) AS current
@@ -343,7 +364,7 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 	}
 	limits, _, _ := splitFlow(rows)
 	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{},
-		loaded: time.Now(), own: map[store.FlowScope]bool{}, seen: map[string]bool{}}
+		loaded: time.Now(), own: map[store.FlowScope]bool{}, seen: map[string]bool{}, fresh: true}
 	for _, r := range rows {
 		l := r.limit
 		if r.paused && l.Queue == queue {
@@ -462,11 +483,27 @@ func (s *Store) dropBudget(queue string, qb *queueBudget) {
 // handles; then nothing was done. Otherwise ok false means it declined
 // (nothing claimed, nothing spent) and the general path, which takes back
 // what the store holds of the limits it locks (absorbReserved), must claim.
+// A claim that declined only because it would visit tenants the store had
+// not seen runs once more with their budgets (the general path would take
+// back every budget the store holds, which the next claims reserve again).
 func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now time.Time) (out []*idemtype.JobRow, applies, ok bool, err error) {
+	for range 2 {
+		var learned bool
+		out, applies, ok, learned, err = s.claimReservedOnce(ctx, p, now)
+		if !learned {
+			break
+		}
+	}
+	return out, applies, ok, err
+}
+
+// claimReservedOnce is one attempt of claimReserved; learned says it
+// declined when it would visit tenants it has now added.
+func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, now time.Time) (out []*idemtype.JobRow, applies, ok, learned bool, err error) {
 	queue := p.Queues[0]
 	qb, err := s.budgetOf(ctx, queue, now)
 	if err != nil || !qb.eligible {
-		return nil, false, false, err
+		return nil, false, false, false, err
 	}
 	qb.claimMu.Lock()
 	defer qb.claimMu.Unlock()
@@ -475,13 +512,13 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	many := len(qb.defaults) > 0 && len(qb.names) > maxInherited
 	s.reserved.mu.Unlock()
 	if many {
-		return nil, false, false, nil
+		return nil, false, false, false, nil
 	}
 	if stale {
 		// Another claim dropped or replaced it meanwhile: decide on the
 		// general path this time rather than spend from a budget no one
 		// else will see.
-		return nil, true, false, nil
+		return nil, true, false, false, nil
 	}
 	if qb.closed {
 		// A paused queue: nothing to claim and nothing throttled, if it is
@@ -490,25 +527,28 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 			if err == nil {
 				s.dropBudget(queue, qb)
 			}
-			return nil, true, false, err
+			return nil, true, false, false, err
 		}
 		if p.Report != nil {
 			*p.Report = store.ClaimReport{}
 		}
 		s.reservedPaused.Add(1)
-		return nil, true, true, nil
+		return nil, true, true, false, nil
+	}
+	if err := s.syncKnown(ctx, qb, queue); err != nil {
+		return nil, true, false, false, err
 	}
 	if current, err := s.reserve(ctx, qb, p.Limit, now); err != nil || !current {
 		if err == nil {
 			s.dropBudget(queue, qb) // a limit changed: read them again
 		}
-		return nil, true, false, err
+		return nil, true, false, false, err
 	}
 	var (
 		skip   = slices.Clone(qb.paused)
 		capT   []string
 		capN   []int32
-		known  []string
+		dflt   = len(qb.defaults) > 0
 		hits   []*rateBudget
 		report store.ClaimReport
 	)
@@ -522,9 +562,6 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		}
 	}
 	s.reserved.mu.Lock()
-	if len(qb.defaults) > 0 {
-		known = append([]string{}, qb.names...) // not nil: the statement checks them
-	}
 	// A budget with nothing left whose window the reservation above did
 	// not find empty was taken back meanwhile by a general-path claim of
 	// this store: the general path decides this claim too.
@@ -587,7 +624,7 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	}
 	s.reserved.mu.Unlock()
 	if taken {
-		return nil, true, false, nil
+		return nil, true, false, false, nil
 	}
 	// settle puts back what the claim held and did not spend. When the
 	// claim's outcome is unknown (the batch, COMMIT included, went out and
@@ -617,37 +654,44 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 			if err == nil {
 				s.dropBudget(queue, qb)
 			}
-			return nil, true, false, err
+			return nil, true, false, false, err
 		}
 		if err := s.countThrottled(ctx, hits); err != nil {
-			return nil, true, false, err
+			return nil, true, false, false, err
 		}
 		s.shapes.set(p.Queues, qb.shape)
 		if p.Report != nil {
 			*p.Report = report
 		}
-		return nil, true, true, nil
+		return nil, true, true, false, nil
 	}
 	if queueLeft < p.Limit {
-		return nil, true, false, nil // the queue's rate binds this claim
+		return nil, true, false, false, nil // the queue's rate binds this claim
 	}
-	out, visited, ok, current, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, known)
+	out, visited, ok, current, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, dflt)
 	var pgErr *pgconn.PgError
 	settle(out, err != nil && !errors.As(err, &pgErr))
 	if err != nil || !ok {
 		switch {
 		case err == nil && !current:
 			s.dropBudget(queue, qb) // the limits changed: read them again
-		case err == nil && known != nil:
+		case err == nil && dflt:
 			// Tenants the store did not know may have made it decline:
-			// the next claim reserves their inherited budgets.
+			// the next claim reserves their inherited budgets. Known
+			// ones are written to flow_known again (in case their rows
+			// went: Open removes day-old rows).
 			s.reserved.mu.Lock()
 			for _, t := range visited {
+				if qb.seen[t] {
+					qb.unsynced = append(qb.unsynced, t)
+				} else {
+					learned = true
+				}
 				qb.inherit(t)
 			}
 			s.reserved.mu.Unlock()
 		}
-		return nil, true, false, err
+		return nil, true, false, learned, err
 	}
 	full := s.afterFirstRound(p, now, out, visited, qb.weights)
 	if len(hits) > 0 {
@@ -667,7 +711,7 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 		more.Report = &r
 		jobs, err := s.claimLimited(ctx, &more, now, qb.shape, full)
 		if err != nil {
-			return nil, true, false, err
+			return nil, true, false, false, err
 		}
 		out = append(out, jobs...)
 		report.Throttled = report.Throttled || r.Throttled
@@ -680,7 +724,7 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	}
 	// The next claim of the queue comes straight here (claimFlow).
 	s.shapes.set(p.Queues, qb.shape)
-	if known != nil {
+	if dflt {
 		s.reservedInherited.Add(1)
 	}
 	if len(qb.paused) > 0 {
@@ -689,7 +733,7 @@ func (s *Store) claimReserved(ctx context.Context, p *store.JobClaimParams, now 
 	if len(qb.weightT) > 0 {
 		s.reservedWeighted.Add(1)
 	}
-	return out, true, true, nil
+	return out, true, true, false, nil
 }
 
 // reserve tops up the budgets of qb that hold less than a claim of size
@@ -819,11 +863,11 @@ func collectGrants(rows pgx.Rows, err error) ([]grant, error) {
 	})
 }
 
-// claimReservedStatement runs qClaimReserved; known, when not nil, are
-// the tenants whose inherited budgets the store holds (a queue with
-// default limits). It returns the visited tenants, also when it declined.
+// claimReservedStatement runs qClaimReserved; dflt says the queue has
+// default limits (the claim visits only tenants the store wrote to
+// flow_known). It returns the visited tenants, also when it declined.
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
-	skip, capT []string, capN []int32, known []string) (out []*idemtype.JobRow, visited []string, ok, current bool, err error) {
+	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, ok, current bool, err error) {
 	limit := p.Limit
 	queue := p.Queues[0]
 	var kinds []string
@@ -840,7 +884,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	b.Queue("BEGIN")
 	b.Queue(s.sql(qReservedSetup), queue, qb.conc)
 	args := []any{queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
-		s.solo.Get(queue), qb.gen, skip, capT, capN, append([]string{}, known...), known != nil}
+		s.solo.Get(queue), qb.gen, skip, capT, capN, s.holder, dflt}
 	stmt := qClaimReserved
 	if len(qb.weightT) > 0 {
 		stmt = qClaimReservedWeighted
@@ -876,6 +920,51 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		return nil, visited, false, current, nil
 	}
 	return out, visited, true, true, nil
+}
+
+// flow_known (migration 0020): qKnownClose forgets holder $1's tenants
+// (Close), qKnownStale day-old rows (Open), qKnownReset the tenants holder
+// $1 wrote for queue $2, and qKnownAdd writes tenants $3.
+const (
+	qKnownClose = `DELETE FROM {schema}.flow_known WHERE holder = $1`
+	qKnownStale = `DELETE FROM {schema}.flow_known WHERE written < now() - interval '1 day'`
+	qKnownReset = `DELETE FROM {schema}.flow_known WHERE holder = $1 AND queue = $2`
+	qKnownAdd   = `INSERT INTO {schema}.flow_known (holder, queue, tenant) SELECT $1, $2, t FROM unnest($3::text[]) AS t
+ON CONFLICT (holder, queue, tenant) DO UPDATE SET written = now()`
+)
+
+// syncKnown writes the tenants qb added since the last claim to
+// flow_known, after forgetting the store's earlier rows of the queue when
+// qb is a new read of its limits (a tenant known then may have a limit of
+// its own now). Called under qb.claimMu, before the claim statement.
+func (s *Store) syncKnown(ctx context.Context, qb *queueBudget, queue string) error {
+	s.reserved.mu.Lock()
+	add, fresh := qb.unsynced, qb.fresh && len(qb.defaults) > 0
+	qb.unsynced = nil
+	s.reserved.mu.Unlock()
+	if len(add) == 0 && !fresh {
+		return nil
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if fresh {
+			if _, err := tx.Exec(ctx, s.sql(qKnownReset), s.holder, queue); err != nil {
+				return err
+			}
+		}
+		if len(add) == 0 {
+			return nil
+		}
+		_, err := tx.Exec(ctx, s.sql(qKnownAdd), s.holder, queue, add)
+		return err
+	})
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	if err != nil {
+		qb.unsynced = append(qb.unsynced, add...)
+		return fmt.Errorf("write known tenants: %w", err)
+	}
+	qb.fresh = false
+	return nil
 }
 
 // flowGeneration reads the flow generation (migration 0019).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // openStores opens n stores on one new schema, as n processes would.
@@ -367,5 +369,62 @@ func TestReservedClaimTenantRateAcrossQueues(t *testing.T) {
 	}
 	if stores[0].reservedTaken.Load() == 0 || stores[1].reservedTaken.Load() == 0 {
 		t.Fatalf("a store never took the reserved claim")
+	}
+}
+
+// Under a default rate the reserved claim visits only tenants its store
+// wrote to flow_known: their rows are written as the store meets them,
+// written again when they went (a claim declines for them once), and
+// removed by Close.
+func TestReservedClaimKnownTenants(t *testing.T) {
+	ctx := context.Background()
+	stores := openStores(t, 2, 4)
+	s, other := stores[0], stores[1]
+	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
+	putLimits(t, s, now, store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 50, Period: time.Minute})
+	insertJobs(t, s, now, []string{"t0", "t1"}, 20)
+	known := func(st *Store) []string {
+		rows, err := st.pool.Query(ctx, st.sql(`SELECT tenant FROM {schema}.flow_known WHERE holder = $1 AND queue = 'q' ORDER BY tenant`), st.holder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	started := len(claimN(t, s, now, 4))
+	if got := known(s); !slices.Equal(got, []string{"t0", "t1"}) {
+		t.Fatalf("known tenants %v, want [t0 t1]", got)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql(`DELETE FROM {schema}.flow_known`)); err != nil {
+		t.Fatal(err)
+	}
+	taken := s.reservedTaken.Load()
+	started += len(claimN(t, s, now, 4))
+	started += len(claimN(t, s, now, 4))
+	if got := known(s); !slices.Equal(got, []string{"t0", "t1"}) {
+		t.Fatalf("known tenants after their rows went %v, want [t0 t1]", got)
+	}
+	if s.reservedTaken.Load() == taken {
+		t.Error("no reserved claim after the rows went")
+	}
+	started += len(claimN(t, other, now, 10))
+	if started != 20 {
+		t.Errorf("started %d of the 20 jobs", started)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := known(other); len(got) == 0 {
+		t.Error("the other store wrote no known tenants")
+	}
+	var n int
+	if err := other.pool.QueryRow(ctx, other.sql(`SELECT count(*) FROM {schema}.flow_known WHERE holder = $1`), s.holder).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d known tenants of a closed store left", n)
 	}
 }

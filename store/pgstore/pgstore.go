@@ -10,6 +10,7 @@ package pgstore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -113,6 +114,8 @@ type Store struct {
 	// queues or queues with paused tenants, reservedWeighted those of
 	// queues with weighted tenants); noReserve is a test's choice to claim
 	// without it.
+	// holder names the store in flow_known (claim_reserved.go).
+	holder                                                             string
 	reserved                                                           reservations
 	reservedTaken, reservedInherited, reservedPaused, reservedWeighted atomic.Int64
 	noReserve                                                          bool
@@ -154,10 +157,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		reconnect: c.ListenReconnectDelay,
 
 		callerClock: c.CallerClock,
+		holder:      rand.Text(),
 	}
 	if !c.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
+		}
+		// Rows of stores that did not close (crashed) are forgotten after
+		// a day; a live store whose rows went writes them again when a
+		// claim declines for them.
+		if _, err := pool.Exec(ctx, s.sql(qKnownStale)); err != nil {
+			s.logger.Warn("pgstore: forget stale known tenants", "err", err)
 		}
 	}
 	switch {
@@ -225,6 +235,9 @@ func (s *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := s.unreserve(ctx, s.pool); err != nil {
 		s.logger.Warn("pgstore: give back reserved rate budget", "err", err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql(qKnownClose), s.holder); err != nil {
+		s.logger.Warn("pgstore: forget known tenants", "err", err)
 	}
 	cancel()
 	if s.ownsPool {
