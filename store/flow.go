@@ -3,9 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -290,28 +288,20 @@ func (b *ClaimBudget) Excluded(queue, only string) []string {
 // store holds rows of).
 func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
 	b.ensure(tenant, queue, false)
-	var order [8]int
-	idx := order[:0]
-	b.each(tenant, queue, func(i int) { idx = append(idx, i) })
-	slices.SortStableFunc(idx, func(i, j int) int {
-		li, lj := b.limits[i], b.limits[j]
-		switch {
-		case li.inherited != lj.inherited:
-			if li.inherited {
-				return 1
-			}
-			return -1
-		case li.inherited:
-			return strings.Compare(li.Queue, lj.Queue)
-		}
-		return 0
-	})
 	n := want
-	for _, i := range idx {
-		if b.left[i] >= 0 && b.left[i] < n {
-			n = b.left[i]
-			b.hit[i] = true
-		}
+	// Own limits first, then the inherited copy of the every-queue
+	// default, then that of the queue's (a tenant has at most these two).
+	for pass := range 3 {
+		b.each(tenant, queue, func(i int) {
+			l := b.limits[i]
+			if pass == 0 && l.inherited || pass == 1 && (!l.inherited || l.Queue != "") || pass == 2 && (!l.inherited || l.Queue == "") {
+				return
+			}
+			if b.left[i] >= 0 && b.left[i] < n {
+				n = b.left[i]
+				b.hit[i] = true
+			}
+		})
 	}
 	b.each(tenant, queue, func(i int) {
 		if b.left[i] >= 0 {

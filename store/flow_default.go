@@ -64,9 +64,11 @@ func (b *ClaimBudget) ownLimit(tenant, queue string) bool {
 
 // SetInherited gives the budget the tenants' windows under its default
 // limits (read after the default rows were locked) and the running counts
-// of every (tenant, queue), and makes the inherited limit of every tenant
-// they name, so that Excluded sees the tenants whose inherited budget is
-// spent. Tenants they do not name get theirs when first asked for a quota.
+// of every (tenant, queue), and makes the inherited limits of the tenants
+// whose window is spent and of every tenant with running jobs, so that
+// Excluded sees the tenants whose inherited budget is spent. Other tenants
+// get theirs (from these windows) when first asked for a quota: with
+// thousands of tenants under a default, a claim makes the few it visits.
 func (b *ClaimBudget) SetInherited(windows []InheritedWindow, running []RunningCount) {
 	b.windows = make(map[FlowScope]InheritedWindow, len(windows))
 	for _, w := range windows {
@@ -77,11 +79,24 @@ func (b *ClaimBudget) SetInherited(windows []InheritedWindow, running []RunningC
 		b.running[c.Tenant] = append(b.running[c.Tenant], c)
 	}
 	for _, w := range windows {
-		b.ensure(w.Tenant, w.Queue, true)
+		if b.spentWindow(w) {
+			b.ensure(w.Tenant, w.Queue, true)
+		}
 	}
 	for _, c := range running {
 		b.ensure(c.Tenant, c.Queue, false)
 	}
+}
+
+// spentWindow reports whether w leaves nothing of its default's rate in
+// the current window.
+func (b *ClaimBudget) spentWindow(w InheritedWindow) bool {
+	for _, d := range b.defaults {
+		if d.Queue == w.Queue && d.Rate > 0 && w.WindowStart.Equal(d.windowStart(b.now)) && w.WindowUsed >= d.Rate {
+			return true
+		}
+	}
+	return false
 }
 
 // HasDefaults reports whether a default limit applies to the claim (the

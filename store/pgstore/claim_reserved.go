@@ -57,8 +57,9 @@ import (
 //   - Weights divide the first round in the statement (wantOf); paused
 //     tenants are skipped, a paused queue claims nothing.
 //
-// Throttled claims are counted on the limits that stopped them, in one
-// ordered statement after the claim.
+// Throttled claims are counted on the limits that stopped them after the
+// claim: on limit rows in one ordered statement, on tenants' windows under
+// defaults in a transaction that locks the default rows first.
 
 // reserveSlice is what a store reserves of a limit at once: a sixteenth of
 // the rate (rounded up), at most 1,000 jobs.
@@ -79,11 +80,6 @@ type rateBudget struct {
 	// of queue scope limit.Queue), its window a flow_default_windows row;
 	// defVer is the default row's.
 	inherited bool
-}
-
-// same reports whether b and o are budgets of one limit's window rows.
-func (b *rateBudget) same(o *rateBudget) bool {
-	return b.limit.FlowScope == o.limit.FlowScope && b.inherited == o.inherited
 }
 
 // allowance is what b lets the store start at now without reserving.
@@ -108,9 +104,9 @@ type queueBudget struct {
 	// defaults are the default rate limits (tenant "*") of the queue's
 	// scope, as rate budgets that hold nothing; own the scopes of tenants'
 	// own rate limits. Every tenant without its own limit for a default's
-	// queue scope inherits it: with defaults, a tenant the store does not
-	// know yet (not in names) makes the claim decline, and the store adds
-	// the tenant's inherited budgets (inherit).
+	// queue scope inherits it: with defaults, a visited tenant without a
+	// flow_known row of the store (one it has not met) makes the claim
+	// decline, and the store adds the tenant's inherited budgets (inherit).
 	defaults []*rateBudget
 	own      map[store.FlowScope]bool
 	seen     map[string]bool // tenants inherit has been called for
@@ -195,8 +191,12 @@ type reservations struct {
 	old map[string]*queueBudget
 }
 
-// qFlowGen reads the flow generation.
-const qFlowGen = `SELECT gen FROM {schema}.flow_generation`
+// qFlowGen reads the flow generation; qFlowGenBump moves it on (Close gave
+// budget back).
+const (
+	qFlowGen     = `SELECT gen FROM {schema}.flow_generation`
+	qFlowGenBump = `UPDATE {schema}.flow_generation SET gen = gen + 1`
+)
 
 // qFlowReserve reserves rate budget: each limit ($1 tenant, $2 queue)
 // whose row still has def_ver $5, locked in one order, granted the least
@@ -272,8 +272,8 @@ const qFlowThrottled = `WITH lk AS (
 UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1 FROM lk WHERE f.tenant = lk.tenant AND f.queue = lk.queue`
 
 // qClaimReserved is the reserved claim of queue $1: $10 the cached flow
-// generation, $11 the tenants to skip (nothing reserved, nothing left to
-// reserve), $12/$13 the tenants that hold less than the claim and what they
+// generation, $11 the tenants to skip (paused, or nothing reserved and
+// nothing left to reserve), $12/$13 the tenants that hold less than the claim and what they
 // hold. It claims what qClaimOne would, when the generation is current,
 // every queue concurrency limit has room for the whole claim ($5) and every
 // visited tenant holds its first-round want; otherwise it claims nothing
@@ -297,16 +297,18 @@ func claimReservedSQL(weights string) string {
         AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls q
             WHERE q.tenant = '' AND (q.queue = '' OR q.queue = $1) AND q.concurrency > 0
               AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok
-), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)", weights) + `, fits AS (
+), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)", weights) + `, kn AS (
+    SELECT NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
+            WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant))) AS ok
+), fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
-        AND NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
-            WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant))) AS ok
+        AND (SELECT ok FROM kn) AS ok
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
-        (SELECT current FROM cur) AS current
+        (SELECT current FROM cur) AS current, (SELECT ok FROM kn) AS known
 )
-SELECT m.ok, m.visited, m.current, u.* FROM meta m LEFT JOIN upd u ON true`
+SELECT m.ok, m.visited, m.current, m.known, u.* FROM meta m LEFT JOIN upd u ON true`
 }
 
 // qReservedSetup is the first statement of a reserved claim's
@@ -421,11 +423,15 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range slices.Clone(qb.names) {
-			qb.inherit(t)
-		}
-		for _, w := range windows {
-			qb.inherit(w.Tenant)
+		if len(windows)+len(qb.names) > maxInherited {
+			qb.eligible = false // too many tenants: the locking claims
+		} else {
+			for _, t := range slices.Clone(qb.names) {
+				qb.inherit(t)
+			}
+			for _, w := range windows {
+				qb.inherit(w.Tenant)
+			}
 		}
 	}
 	s.reserved.mu.Lock()
@@ -439,16 +445,21 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 	}
 	if old != nil {
 		// Tenants that held inherited budget stay known: it carries over.
+		type key struct {
+			scope     store.FlowScope
+			inherited bool
+			defVer    int64
+		}
+		kept := make(map[key]*rateBudget, len(old.list))
 		for _, o := range old.list {
-			if o.inherited && o.left > 0 && len(qb.defaults) > 0 {
+			if o.inherited && o.left > 0 && len(qb.defaults) > 0 && qb.eligible {
 				qb.inherit(o.limit.Tenant)
 			}
+			kept[key{o.limit.FlowScope, o.inherited, o.defVer}] = o
 		}
 		for _, b := range qb.list {
-			for _, o := range old.list {
-				if o.same(b) && o.defVer == b.defVer {
-					b.ws, b.left = o.ws, o.left
-				}
+			if o := kept[key{b.limit.FlowScope, b.inherited, b.defVer}]; o != nil {
+				b.ws, b.left = o.ws, o.left
 			}
 		}
 		delete(s.reserved.old, queue)
@@ -512,6 +523,10 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	many := len(qb.defaults) > 0 && len(qb.names) > maxInherited
 	s.reserved.mu.Unlock()
 	if many {
+		// Met more tenants than a claim should walk: read the limits
+		// again (with as many windows the queue goes to the locking
+		// claims, and is looked at again after a second).
+		s.dropBudget(queue, qb)
 		return nil, false, false, false, nil
 	}
 	if stale {
@@ -668,14 +683,14 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	if queueLeft < p.Limit {
 		return nil, true, false, false, nil // the queue's rate binds this claim
 	}
-	out, visited, ok, current, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, dflt)
+	out, visited, ok, current, known, sent, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, dflt)
 	var pgErr *pgconn.PgError
-	settle(out, err != nil && !errors.As(err, &pgErr))
+	settle(out, sent && err != nil && !errors.As(err, &pgErr))
 	if err != nil || !ok {
 		switch {
 		case err == nil && !current:
 			s.dropBudget(queue, qb) // the limits changed: read them again
-		case err == nil && dflt:
+		case err == nil && dflt && !known:
 			// Tenants the store did not know may have made it decline:
 			// the next claim reserves their inherited budgets. Known
 			// ones are written to flow_known again (in case their rows
@@ -752,10 +767,14 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 	)
 	s.reserved.mu.Lock()
 	for _, b := range qb.list {
-		// A limit whose window had nothing more to give is asked again:
-		// another store may have given budget back (Close, or a locking
-		// claim that took this store's reservation).
-		if b.allowance(now) >= claim {
+		// A limit whose window had nothing more to give is not asked
+		// again in that window (under a binding default that would lock
+		// the default's row on every claim). Budget another store gives
+		// back (Close) comes with a new flow generation, which makes the
+		// store read its limits again (new budgets ask again); budget
+		// this store's locking claim took back (absorbReserved) is asked
+		// again too.
+		if b.allowance(now) >= claim || b.empty && b.ws.Equal(b.limit.WindowAt(now)) {
 			continue
 		}
 		// Enough for a whole claim when the window has it, so that a
@@ -865,9 +884,11 @@ func collectGrants(rows pgx.Rows, err error) ([]grant, error) {
 
 // claimReservedStatement runs qClaimReserved; dflt says the queue has
 // default limits (the claim visits only tenants the store wrote to
-// flow_known). It returns the visited tenants, also when it declined.
+// flow_known). It returns the visited tenants, also when it declined, and
+// known false when it declined for a tenant without a flow_known row. sent
+// says the batch went out (an error after it leaves the outcome unknown).
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
-	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, ok, current bool, err error) {
+	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, ok, current, known, sent bool, err error) {
 	limit := p.Limit
 	queue := p.Queues[0]
 	var kinds []string
@@ -894,9 +915,10 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	b.Queue("COMMIT")
 	conn, err := s.conn(ctx)
 	if err != nil {
-		return nil, nil, false, false, err
+		return nil, nil, false, false, false, false, err
 	}
 	defer conn.Release()
+	sent = true
 	err = func() error {
 		br := conn.SendBatch(ctx, b)
 		defer br.Close()
@@ -905,7 +927,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 				return err
 			}
 		}
-		if out, err = readClaimRows(br, &ok, &visited, &current); err != nil {
+		if out, err = readClaimRows(br, &ok, &visited, &current, &known); err != nil {
 			return err
 		}
 		if _, err := br.Exec(); err != nil {
@@ -914,12 +936,12 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		return br.Close()
 	}()
 	if err != nil {
-		return nil, nil, false, false, err
+		return nil, nil, false, false, false, true, err
 	}
 	if !ok {
-		return nil, visited, false, current, nil
+		return nil, visited, false, current, known, true, nil
 	}
-	return out, visited, true, true, nil
+	return out, visited, true, true, known, true, nil
 }
 
 // flow_known (migration 0020): qKnownClose forgets holder $1's tenants
@@ -1083,19 +1105,29 @@ func (s *Store) unreserve(ctx context.Context, q querier) error {
 		starts   [2][]time.Time
 		ns       [2][]int32
 	)
-	defs := map[string]int64{}
+	defs := map[string]bool{}
 	for k, n := range held {
 		b := &rateBudget{limit: store.Limit{FlowScope: k.scope}, defVer: k.defVer}
 		i := 0
 		if k.inherited {
 			inh.add(b, 0)
 			i = 1
-			defs[k.scope.Queue] = k.defVer
+			defs[k.scope.Queue] = true
 		} else {
 			own.add(b, 0)
 		}
 		starts[i], ns[i] = append(starts[i], k.ws), append(ns[i], int32(n))
 	}
+	if len(own.tenants)+len(inh.tenants) == 0 {
+		return nil
+	}
+	// Other stores do not ask again in a window for a budget they found
+	// spent: a new flow generation makes them read the limits again.
+	defer func() {
+		if _, err := q.Exec(ctx, s.sql(qFlowGenBump)); err != nil {
+			s.logger.Warn("pgstore: announce given back rate budget", "err", err)
+		}
+	}()
 	if len(own.tenants) > 0 {
 		if _, err := q.Exec(ctx, s.sql(qFlowUnreserve), own.tenants, own.queues, starts[0], ns[0], own.vers); err != nil {
 			return err
@@ -1106,26 +1138,38 @@ func (s *Store) unreserve(ctx context.Context, q querier) error {
 	}
 	// Not s.tx: Close calls this after the store is closed.
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Only under defaults that kept their def_ver: a default put
-		// again started its tenants' windows again.
-		var queues []string
-		var vers []int64
-		for q, v := range defs {
-			queues, vers = append(queues, q), append(vers, v)
+		// Only what was reserved under each default's current def_ver:
+		// a default put again started its tenants' windows again. (One
+		// budget per def_ver and window, so at most one per row.)
+		queues := make([]string, 0, len(defs))
+		for q := range defs {
+			queues = append(queues, q)
 		}
-		rows, err := tx.Query(ctx, s.sql(qDefaultLockVer), queues, vers)
+		rows, err := tx.Query(ctx, s.sql(qDefaultLockVer), queues)
 		if err != nil {
 			return err
 		}
-		kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		type def struct {
+			queue string
+			ver   int64
+		}
+		locked, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (def, error) {
+			var d def
+			err := r.Scan(&d.queue, &d.ver)
+			return d, err
+		})
 		if err != nil {
 			return err
+		}
+		current := map[string]int64{}
+		for _, d := range locked {
+			current[d.queue] = d.ver
 		}
 		var t, qs []string
 		var ws []time.Time
 		var n []int32
 		for i := range inh.tenants {
-			if slices.Contains(kept, inh.queues[i]) {
+			if v, ok := current[inh.queues[i]]; ok && v == inh.vers[i] {
 				t, qs = append(t, inh.tenants[i]), append(qs, inh.queues[i])
 				ws, n = append(ws, starts[1][i]), append(n, ns[1][i])
 			}
@@ -1135,10 +1179,10 @@ func (s *Store) unreserve(ctx context.Context, q querier) error {
 	})
 }
 
-// qDefaultLockVer locks the default rows of queue scopes $1 whose def_ver
-// is still $2, in one order, and returns their queue scopes.
-const qDefaultLockVer = `SELECT f.queue FROM {schema}.flow_controls f
-JOIN unnest($1::text[], $2::bigint[]) AS r(queue, def_ver) ON f.tenant = '*' AND f.queue = r.queue AND f.def_ver = r.def_ver
+// qDefaultLockVer locks the default rows of queue scopes $1, in one
+// order, and returns their queue scopes and def_vers.
+const qDefaultLockVer = `SELECT f.queue, f.def_ver FROM {schema}.flow_controls f
+WHERE f.tenant = '*' AND f.queue = ANY($1::text[])
 ORDER BY f.tenant, f.queue FOR UPDATE OF f`
 
 // ownReserved returns what the store holds unspent of window ws of the

@@ -79,10 +79,10 @@ func claimN(t *testing.T, s *Store, now time.Time, limit int) []*idemtype.JobRow
 // without, through two windows. No job runs twice, no more than 6 run at
 // once, no window starts more than a rate allows, the tenants without a
 // rate of their own get work, and every store took the reserved claim.
-// With defaults, default rates for every queue (8) and for this one (12)
+// With defaults, default rates for every queue (8) and for this one (6)
 // bind every tenant without a rate of its own for that queue scope: t0
-// (10 of its own for every queue) inherits the second, t1 (15 of its own
-// for this queue) the first, t2 and t3 both.
+// (10 of its own for every queue) inherits the second (6), t1 (15 of its
+// own for this queue) the first (8), t2 and t3 both (6).
 func TestReservedClaimRacingStores(t *testing.T) {
 	t.Run("own rates", func(t *testing.T) { racingReservedClaims(t, false) })
 	t.Run("defaults", func(t *testing.T) { racingReservedClaims(t, true) })
@@ -102,8 +102,8 @@ func racingReservedClaims(t *testing.T, defaults bool) {
 	if defaults {
 		putLimits(t, stores[0], w0,
 			store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 8, Period: time.Minute},
-			store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Rate: 12, Period: time.Minute})
-		rates = map[string]int{"t0": 10, "t1": 8, "t2": 8, "t3": 8}
+			store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Rate: 6, Period: time.Minute})
+		rates = map[string]int{"t0": 6, "t1": 8, "t2": 6, "t3": 6}
 	}
 	var (
 		mu               sync.Mutex
@@ -426,5 +426,62 @@ func TestReservedClaimKnownTenants(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("%d known tenants of a closed store left", n)
+	}
+}
+
+// Budget a store reserved under a default that was put again since (a new
+// rate starts its tenants' windows again) is not given back into the new
+// windows at Close: the store holds tenant u's budget of queue y under the
+// old default and of queue x under the new one, another store spends the
+// rest of u's new window, and after Close exactly what was reserved under
+// the new default can start.
+func TestReservedInheritedBudgetGivenBackUnderItsDefault(t *testing.T) {
+	ctx := context.Background()
+	stores := openStores(t, 2, 4)
+	a, b := stores[0], stores[1]
+	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
+	insert := func(queue string, n int) {
+		var ps []*store.JobInsertParams
+		for range n {
+			ps = append(ps, &store.JobInsertParams{Tenant: "u", Queue: queue, Kind: "k", Args: json.RawMessage(`{}`),
+				MaxAttempts: 3, RunAt: now})
+		}
+		if _, err := a.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(s *Store, queue string, limit int) int {
+		jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{queue}, WorkerID: "w", Limit: limit,
+			LeaseUntil: now.Add(time.Hour), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(jobs)
+	}
+	every := store.FlowScope{Tenant: store.EveryTenant}
+	putLimits(t, a, now, store.Limit{FlowScope: every, Rate: 10, Period: time.Minute})
+	insert("y", 1)
+	if got := claim(a, "y", 6); got != 1 { // reserves 6 of u's window, starts 1
+		t.Fatalf("a claimed %d of y, want 1", got)
+	}
+	putLimits(t, a, now, store.Limit{FlowScope: every, Rate: 12, Period: time.Minute}) // new windows of 12
+	insert("x", 1)
+	if got := claim(a, "x", 3); got != 1 { // reserves 3 of the new window, starts 1
+		t.Fatalf("a claimed %d of x, want 1", got)
+	}
+	insert("x", 30)
+	if got := claim(b, "x", 20); got != 9 {
+		t.Fatalf("b claimed %d of x, want the 9 left of u's 12", got)
+	}
+	if a.reservedInherited.Load() == 0 {
+		t.Fatal("a never took the reserved claim")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// a gave back the 2 it held under the new default, not the 5 under
+	// the old one.
+	if got := claim(b, "x", 20); got != 2 {
+		t.Fatalf("b claimed %d more after a closed, want 2: u started %d in a window of 12", got, 10+got)
 	}
 }

@@ -46,6 +46,9 @@ FROM u WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
 	qDefaultWindows = `SELECT w.tenant, w.queue, w.window_start_us, w.window_used, w.throttled
 FROM flow_default_windows w JOIN flow_controls f ON f.tenant = '*' AND f.queue = w.queue
 WHERE f.rate > 0 AND w.window_start_us > ?1 - f.period_us`
+	// qAllDefaultWindows reads every tenant's windows under default limits
+	// (the writer's flow cache keeps them).
+	qAllDefaultWindows = `SELECT tenant, queue, window_start_us, window_used, throttled FROM flow_default_windows WHERE ?1 IS NULL`
 	// qDefaultWindowsOf reads one tenant's windows under default limits.
 	qDefaultWindowsOf = `SELECT tenant, queue, window_start_us, window_used, throttled FROM flow_default_windows WHERE tenant = ?1`
 	// qDefaultUsage writes back the tenants' windows under default limits
@@ -337,7 +340,7 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 	b := store.NewClaimBudget(fromUS(now), limits, paused)
 	b.SetWeights(weights)
 	if b.HasDefaults() {
-		ws, err := loadWindows(t.query, qDefaultWindows, now)
+		ws, err := t.flow.defaultWindows(t, now)
 		if err != nil {
 			return nil, err
 		}

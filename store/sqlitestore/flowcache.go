@@ -1,6 +1,9 @@
 package sqlitestore
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/idem-dev/idem/store"
 )
 
@@ -33,11 +36,53 @@ type flowCache struct {
 	// reused by the next claim: the writer runs one claim at a time and
 	// a claim's budget does not outlive it.
 	copies []store.Limit
+	// windows are the rows of flow_default_windows (tenants' windows under
+	// default limits) by (tenant, queue), when winValid: read once, then
+	// kept as claims write them back (put), under the same rules as rows.
+	windows  map[store.FlowScope]store.InheritedWindow
+	winValid bool
 }
 
 // invalidate drops the rows: the next claim reads the table again.
 func (c *flowCache) invalidate() {
 	c.valid, c.rows, c.index = false, nil, nil
+	c.winValid, c.windows = false, nil
+}
+
+// defaultWindows returns the tenants' current windows under the rate
+// limits of tenant '*' at now (µs), as qDefaultWindows reads them, sorted
+// by tenant and queue. load must have run in this transaction (it checks
+// that no other connection committed).
+func (c *flowCache) defaultWindows(t *wtx, now int64) ([]store.InheritedWindow, error) {
+	if !c.valid {
+		return loadWindows(t.query, qDefaultWindows, now)
+	}
+	if !c.winValid {
+		ws, err := loadWindows(t.query, qAllDefaultWindows, nil)
+		if err != nil {
+			return nil, err
+		}
+		c.windows = make(map[store.FlowScope]store.InheritedWindow, len(ws))
+		for _, w := range ws {
+			c.windows[store.FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = w
+		}
+		c.winValid = true
+	}
+	var out []store.InheritedWindow
+	for _, w := range c.windows {
+		i, ok := c.index[store.FlowScope{Tenant: store.EveryTenant, Queue: w.Queue}]
+		if !ok {
+			continue
+		}
+		d := c.rows[i].limit
+		if d.Rate > 0 && toUS(w.WindowStart) > now-d.Period.Microseconds() {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.InheritedWindow) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Queue, b.Queue))
+	})
+	return out, nil
 }
 
 // load returns the flow-control rows, from the cache when no other
@@ -72,7 +117,15 @@ func (c *flowCache) put(us []store.LimitUsage) {
 	}
 	for _, u := range us {
 		if u.Inherited {
-			continue // flow_default_windows: not cached
+			if c.winValid {
+				// As qDefaultUsage's upsert writes it.
+				w := c.windows[u.Scope]
+				w.Tenant, w.Queue = u.Scope.Tenant, u.Scope.Queue
+				w.WindowStart, w.WindowUsed = fromUS(toUS(u.WindowStart)), u.WindowUsed
+				w.Throttled += u.Throttled
+				c.windows[u.Scope] = w
+			}
+			continue
 		}
 		i, ok := c.index[u.Scope]
 		if !ok {

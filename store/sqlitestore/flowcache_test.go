@@ -162,6 +162,55 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 			t.Fatalf("the first store took %d after the second put rate 6, want 6", got)
 		}
 	})
+	t.Run("tenants' windows under a default", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "idem.db")
+		first, err := Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Close()
+		var ps []*store.JobInsertParams
+		for range 30 {
+			p := job("flow")
+			p.Tenant = "acme"
+			ps = append(ps, p)
+		}
+		insert(t, first, t0, ps...)
+		every := store.FlowScope{Tenant: store.EveryTenant}
+		putLimit(t, first, store.Limit{FlowScope: every, Rate: 3, Period: time.Hour})
+		if got := len(claim(t, first, t0, 2)); got != 2 {
+			t.Fatalf("first claim took %d, want 2", got)
+		}
+		second, err := Open(ctx, path, nil) // without the process lock, as another process
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer second.Close()
+		if got := len(claim(t, second, t0, 10)); got != 1 {
+			t.Fatalf("the second store's claim took %d, want the 1 left of acme's window", got)
+		}
+		if got := len(claim(t, first, t0, 10)); got != 0 {
+			t.Fatalf("the first store took %d of a window the second spent", got)
+		}
+		putLimit(t, second, store.Limit{FlowScope: every, Rate: 5, Period: time.Hour}) // new windows of 5
+		if got := len(claim(t, first, t0, 10)); got != 5 {
+			t.Fatalf("the first store took %d after the second put rate 5, want 5", got)
+		}
+		err = first.WriteTx(ctx, func(ctx context.Context, tx *Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE flow_default_windows SET window_used = 3`)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(claim(t, first, t0, 10)); got != 2 {
+			t.Fatalf("claimed %d after a transaction set acme's window to 3 used, want 2", got)
+		}
+		if got := len(claim(t, first, t0.Add(time.Hour), 10)); got != 5 {
+			t.Fatalf("claimed %d in the next window, want 5", got)
+		}
+	})
 	t.Run("a caller's transaction", func(t *testing.T) {
 		t.Parallel()
 		s := flowSetup(t, 20)
