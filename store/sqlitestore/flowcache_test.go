@@ -29,6 +29,17 @@ func fillJobs(t *testing.T, s *Store, n int) {
 	insert(t, s, t0, ps...)
 }
 
+// openFile opens a store on the file at path (closed when the test ends).
+func openFile(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 func putLimit(t *testing.T, s *Store, l store.Limit) {
 	t.Helper()
 	if _, err := s.LimitPut(context.Background(), &store.LimitPutParams{Limit: l}); err != nil {
@@ -136,21 +147,13 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 	t.Run("another store on the same file", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "idem.db")
-		first, err := Open(ctx, path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer first.Close()
+		first := openFile(t, path)
 		fillJobs(t, first, 20)
 		putLimit(t, first, queueRate(4))
 		if got := len(claim(t, first, t0, 2)); got != 2 {
 			t.Fatalf("first claim took %d, want 2", got)
 		}
-		second, err := Open(ctx, path, nil) // without the process lock, as another process
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer second.Close()
+		second := openFile(t, path) // without the process lock, as another process
 		if got := len(claim(t, second, t0, 1)); got != 1 {
 			t.Fatalf("the second store's claim took %d, want 1", got)
 		}
@@ -165,11 +168,7 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 	t.Run("tenants' windows under a default", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "idem.db")
-		first, err := Open(ctx, path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer first.Close()
+		first := openFile(t, path)
 		var ps []*store.JobInsertParams
 		for range 30 {
 			p := job("flow")
@@ -182,11 +181,7 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 		if got := len(claim(t, first, t0, 2)); got != 2 {
 			t.Fatalf("first claim took %d, want 2", got)
 		}
-		second, err := Open(ctx, path, nil) // without the process lock, as another process
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer second.Close()
+		second := openFile(t, path) // without the process lock, as another process
 		if got := len(claim(t, second, t0, 10)); got != 1 {
 			t.Fatalf("the second store's claim took %d, want the 1 left of acme's window", got)
 		}
@@ -197,7 +192,7 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 		if got := len(claim(t, first, t0, 10)); got != 5 {
 			t.Fatalf("the first store took %d after the second put rate 5, want 5", got)
 		}
-		err = first.WriteTx(ctx, func(ctx context.Context, tx *Tx) error {
+		err := first.WriteTx(ctx, func(ctx context.Context, tx *Tx) error {
 			_, err := tx.ExecContext(ctx, `UPDATE flow_default_windows SET window_used = 3`)
 			return err
 		})
