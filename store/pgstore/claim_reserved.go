@@ -298,8 +298,10 @@ func claimReservedSQL(weights string) string {
             WHERE q.tenant = '' AND (q.queue = '' OR q.queue = $1) AND q.concurrency > 0
               AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok
 ), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)", weights) + `, kn AS (
+    -- OFFSET 0 keeps the probe per visited tenant: as an anti-join the
+    -- generic plan hashed every known tenant of the store on each claim.
     SELECT NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
-            WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant))) AS ok
+            WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant OFFSET 0))) AS ok
 ), fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
