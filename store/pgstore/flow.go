@@ -271,7 +271,7 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 		err = s.tx(ctx, func(tx pgx.Tx) error {
 			// The default row first, as every writer of its tenants'
 			// windows locks it before them.
-			if _, err := tx.Exec(ctx, s.sql(qDefaultLock), []string{l.Queue}); err != nil {
+			if _, err := s.lockDefaults(ctx, tx, []string{l.Queue}); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, s.sql(qDefaultReset), l.Queue, l.Rate, l.Period.Microseconds()); err != nil {

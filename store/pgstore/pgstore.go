@@ -114,12 +114,12 @@ type Store struct {
 	// queues or queues with paused tenants, reservedWeighted those of
 	// queues with weighted tenants); noReserve is a test's choice to claim
 	// without it.
-	// holder names the store in flow_known (claim_reserved.go).
-	holder                                                             string
 	reserved                                                           reservations
 	reservedTaken, reservedInherited, reservedPaused, reservedWeighted atomic.Int64
 	noReserve                                                          bool
 	oneRoundMode                                                       oneRoundMode
+	// holder names the store in flow_known (claim_reserved_budget.go).
+	holder string
 	// acquireFullOnly: a test's or benchmark's choice to acquire keys with
 	// the full statement only, without reading the jobs' own keys first
 	// (see acquireSet).

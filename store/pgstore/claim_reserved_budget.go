@@ -1,0 +1,399 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// What a store holds of the reserved rate budget (claim_reserved.go): per
+// queue, the limits it read and the budget it reserved of each, the tenants
+// it met under default limits (written to flow_known), and the flow
+// generation they were read under.
+
+// reserveSlice is what a store reserves of a limit at once: a sixteenth of
+// the rate (rounded up), at most 1,000 jobs.
+func reserveSlice(rate int) int {
+	return min(rate, max((rate+15)/16, 1), 1000)
+}
+
+// rateBudget is one rate limit of a queue's scope and the budget the store
+// holds of it.
+type rateBudget struct {
+	limit  store.Limit // scope, rate and period
+	defVer int64       // the row's def_ver when read (migration 0019)
+	ws     time.Time   // the window the reservation belongs to
+	left   int         // reserved, not spent, not held
+	held   int         // taken out of left by the claim in flight
+	empty  bool        // the last reservation found window ws with nothing left
+	// inherited: limit is a tenant's copy of a default limit (tenant "*"
+	// of queue scope limit.Queue), its window a flow_default_windows row;
+	// defVer is the default row's.
+	inherited bool
+}
+
+// allowance is what b lets the store start at now without reserving.
+func (b *rateBudget) allowance(now time.Time) int {
+	if !b.ws.Equal(b.limit.WindowAt(now)) {
+		return 0
+	}
+	return b.left
+}
+
+// queueBudget is what the store knows of one queue's limits.
+type queueBudget struct {
+	gen      int64                    // flow_generation when read
+	shape    flowShape                // of the limits read
+	conc     bool                     // the queue has a concurrency limit
+	eligible bool                     // the reserved claim applies
+	queue    []*rateBudget            // rate limits of the queue (tenant "")
+	tenants  map[string][]*rateBudget // each tenant's rate limits in scope
+	names    []string                 // the keys of tenants, sorted
+	list     []*rateBudget            // queue and then every tenant's
+	loaded   time.Time                // when read (an ineligible queue is read again)
+	// defaults are the default rate limits (tenant "*") of the queue's
+	// scope, as rate budgets that hold nothing; own the scopes of tenants'
+	// own rate limits. Every tenant without its own limit for a default's
+	// queue scope inherits it: with defaults, a visited tenant without a
+	// flow_known row of the store (one it has not met) makes the claim
+	// decline, and the store adds the tenant's inherited budgets (inherit).
+	defaults []*rateBudget
+	own      map[store.FlowScope]bool
+	seen     map[string]bool // tenants inherit has been called for
+	// unsynced are tenants seen (with defaults) not yet written to
+	// flow_known (migration 0020); fresh: the store's rows of the queue
+	// there are from an earlier read and must go first.
+	unsynced []string
+	fresh    bool
+	// closed: the queue is paused (nothing is claimed); paused are the
+	// tenants whose work in it is paused (the claim skips them).
+	closed bool
+	paused []string
+	// weights are the weighted scopes of the queue's scope; weightT and
+	// weightN each weighted tenant's weight in the queue (the most specific
+	// scope's), for the claim statement.
+	weights []*store.Limit
+	weightT []string
+	weightN []int32
+	// claimMu serialises the store's reserved claims of the queue (they
+	// come from one producer, so it rarely waits); a claim that took it on
+	// a budget replaced meanwhile declines.
+	claimMu sync.Mutex
+}
+
+// maxInherited is the most tenants a queue with default limits may hold
+// budgets for (each claim walks them): a queue with more takes the
+// locking claims.
+const maxInherited = 20000
+
+// inherit adds tenant's inherited budgets (those of every default whose
+// queue scope the tenant has no limit of its own for), once per tenant; a
+// tenant the store knows (names) has been through it. s.reserved.mu must
+// be held, or qb not yet shared.
+func (qb *queueBudget) inherit(tenant string) {
+	if qb.seen[tenant] || tenant == store.EveryTenant {
+		return
+	}
+	qb.seen[tenant] = true
+	if len(qb.defaults) > 0 {
+		qb.unsynced = append(qb.unsynced, tenant)
+	}
+	for _, d := range qb.defaults {
+		scope := store.FlowScope{Tenant: tenant, Queue: d.limit.Queue}
+		if qb.own[scope] {
+			continue
+		}
+		b := &rateBudget{limit: store.Limit{FlowScope: scope, Rate: d.limit.Rate, Period: d.limit.Period}, defVer: d.defVer,
+			inherited: true}
+		qb.tenants[tenant] = append(qb.tenants[tenant], b)
+		qb.list = append(qb.list, b)
+	}
+	if i, found := slices.BinarySearch(qb.names, tenant); !found && len(qb.tenants[tenant]) > 0 {
+		qb.names = slices.Insert(qb.names, i, tenant)
+	}
+}
+
+// ineligibleFor is how long a queue whose limits the reserved claim does
+// not handle goes to the locking claims before its limits are read again.
+const ineligibleFor = time.Second
+
+// eachBudget calls f with every rate budget the store holds, of current
+// and of dropped queue budgets; s.reserved.mu must be held. f returns
+// false to stop.
+func (s *Store) eachBudget(f func(b *rateBudget) bool) {
+	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
+		for _, qb := range m {
+			for _, b := range qb.list {
+				if !f(b) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// reservations are a store's queue budgets (Store.reserved).
+type reservations struct {
+	// mu guards the maps and every rateBudget's fields.
+	mu     sync.Mutex
+	queues map[string]*queueBudget
+	// old holds budgets whose limits changed, until they are read again.
+	old map[string]*queueBudget
+}
+
+// qFlowGen reads the flow generation; qFlowGenBump moves it on (Close gave
+// budget back).
+const (
+	qFlowGen     = `SELECT gen FROM {schema}.flow_generation`
+	qFlowGenBump = `UPDATE {schema}.flow_generation SET gen = gen + 1`
+)
+
+// budgetOf returns the store's budget of queue, reading the queue's limits
+// when it has none (or dropped it). Budget kept from an earlier read
+// carries over to a limit whose row kept its def_ver: a row put again, or
+// given another rate or period, started its window again in the database,
+// and what was reserved of the old one is gone.
+func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*queueBudget, error) {
+	s.reserved.mu.Lock()
+	qb := s.reserved.queues[queue]
+	s.reserved.mu.Unlock()
+	// A queue whose limits the reserved claim does not handle is looked at
+	// again after a while: they may have changed.
+	if qb != nil && (qb.eligible || time.Since(qb.loaded) < ineligibleFor) {
+		return qb, nil
+	}
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	gen, err := s.flowGeneration(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.loadFlow(ctx, db, qFlowLoad, []string{queue})
+	if err != nil {
+		return nil, err
+	}
+	limits, _, _ := splitFlow(rows)
+	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{},
+		loaded: time.Now(), own: map[store.FlowScope]bool{}, seen: map[string]bool{}, fresh: true}
+	for _, r := range rows {
+		l := r.limit
+		if r.paused && l.Queue == queue {
+			if l.Tenant == "" {
+				qb.closed = true
+			} else {
+				qb.paused = append(qb.paused, l.Tenant)
+			}
+		}
+		if l.Weight > 0 {
+			w := l
+			qb.weights = append(qb.weights, &w)
+		}
+		switch {
+		case l.Tenant != "" && l.Concurrency > 0:
+			qb.eligible = false
+		case l.IsDefault():
+			if l.Rate > 0 {
+				qb.defaults = append(qb.defaults, &rateBudget{limit: l, defVer: r.defVer})
+			}
+		case l.Tenant == "" && l.Concurrency > 0:
+			qb.conc = true
+			if l.Rate > 0 {
+				qb.queue = append(qb.queue, &rateBudget{limit: l, defVer: r.defVer})
+			}
+		case l.Rate == 0:
+		case l.Tenant == "":
+			qb.queue = append(qb.queue, &rateBudget{limit: l, defVer: r.defVer})
+		default:
+			qb.tenants[l.Tenant] = append(qb.tenants[l.Tenant], &rateBudget{limit: l, defVer: r.defVer})
+			qb.own[l.FlowScope] = true
+		}
+	}
+	for t := range qb.tenants {
+		qb.names = append(qb.names, t)
+	}
+	slices.Sort(qb.names)
+	qb.list = slices.Clone(qb.queue)
+	for _, t := range qb.names {
+		qb.list = append(qb.list, qb.tenants[t]...)
+	}
+	for _, w := range qb.weights {
+		if !slices.Contains(qb.weightT, w.Tenant) {
+			qb.weightT = append(qb.weightT, w.Tenant)
+			qb.weightN = append(qb.weightN, int32(store.TenantWeight(qb.weights, w.Tenant, queue)))
+		}
+	}
+	if len(qb.defaults) > 0 && qb.eligible {
+		// Every tenant with a window under a default, or a limit of its
+		// own, gets its inherited budgets now: a claim counts a throttled
+		// claim on every spent limit, visited or not, as the general path
+		// does.
+		windows, err := s.loadWindows(ctx, db, qDefaultWindows, now, []string{queue})
+		if err != nil {
+			return nil, err
+		}
+		if len(windows)+len(qb.names) > maxInherited {
+			qb.eligible = false // too many tenants: the locking claims
+		} else {
+			for _, t := range slices.Clone(qb.names) {
+				qb.inherit(t)
+			}
+			for _, w := range windows {
+				qb.inherit(w.Tenant)
+			}
+		}
+	}
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	if cur := s.reserved.queues[queue]; cur != nil && cur.eligible {
+		return cur, nil // another claim read them meanwhile: one budget per queue
+	}
+	old := s.reserved.old[queue]
+	if old == nil {
+		old = s.reserved.queues[queue] // an ineligible budget read again
+	}
+	if old != nil {
+		// Tenants that held inherited budget stay known: it carries over.
+		type key struct {
+			scope     store.FlowScope
+			inherited bool
+			defVer    int64
+		}
+		kept := make(map[key]*rateBudget, len(old.list))
+		for _, o := range old.list {
+			if o.inherited && o.left > 0 && len(qb.defaults) > 0 && qb.eligible {
+				qb.inherit(o.limit.Tenant)
+			}
+			kept[key{o.limit.FlowScope, o.inherited, o.defVer}] = o
+		}
+		for _, b := range qb.list {
+			if o := kept[key{b.limit.FlowScope, b.inherited, b.defVer}]; o != nil {
+				b.ws, b.left = o.ws, o.left
+			}
+		}
+		delete(s.reserved.old, queue)
+	}
+	if len(qb.defaults) > 0 && len(qb.names) > maxInherited {
+		qb.eligible = false
+	}
+	if s.reserved.queues == nil {
+		s.reserved.queues = map[string]*queueBudget{}
+	}
+	s.reserved.queues[queue] = qb
+	return qb, nil
+}
+
+// dropBudget forgets queue's cached limits (they changed); the budget held
+// moves aside until they are read again (budgetOf).
+func (s *Store) dropBudget(queue string, qb *queueBudget) {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	if s.reserved.queues[queue] != qb {
+		return
+	}
+	delete(s.reserved.queues, queue)
+	if s.reserved.old == nil {
+		s.reserved.old = map[string]*queueBudget{}
+	}
+	s.reserved.old[queue] = qb
+}
+
+// flow_known (migration 0020): qKnownClose forgets holder $1's tenants
+// (Close), qKnownStale day-old rows (Open), qKnownReset the tenants holder
+// $1 wrote for queue $2, and qKnownAdd writes tenants $3.
+const (
+	qKnownClose = `DELETE FROM {schema}.flow_known WHERE holder = $1`
+	qKnownStale = `DELETE FROM {schema}.flow_known WHERE written < now() - interval '1 day'`
+	qKnownReset = `DELETE FROM {schema}.flow_known WHERE holder = $1 AND queue = $2`
+	qKnownAdd   = `INSERT INTO {schema}.flow_known (holder, queue, tenant) SELECT $1, $2, t FROM unnest($3::text[]) AS t
+ON CONFLICT (holder, queue, tenant) DO UPDATE SET written = now()`
+)
+
+// syncKnown writes the tenants qb added since the last claim to
+// flow_known, after forgetting the store's earlier rows of the queue when
+// qb is a new read of its limits (a tenant known then may have a limit of
+// its own now). Called under qb.claimMu, before the claim statement.
+func (s *Store) syncKnown(ctx context.Context, qb *queueBudget, queue string) error {
+	s.reserved.mu.Lock()
+	add, fresh := qb.unsynced, qb.fresh && len(qb.defaults) > 0
+	qb.unsynced = nil
+	s.reserved.mu.Unlock()
+	if len(add) == 0 && !fresh {
+		return nil
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if fresh {
+			if _, err := tx.Exec(ctx, s.sql(qKnownReset), s.holder, queue); err != nil {
+				return err
+			}
+		}
+		if len(add) == 0 {
+			return nil
+		}
+		_, err := tx.Exec(ctx, s.sql(qKnownAdd), s.holder, queue, add)
+		return err
+	})
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	if err != nil {
+		qb.unsynced = append(qb.unsynced, add...)
+		return fmt.Errorf("write known tenants: %w", err)
+	}
+	qb.fresh = false
+	return nil
+}
+
+// flowGeneration reads the flow generation (migration 0019).
+func (s *Store) flowGeneration(ctx context.Context, q querier) (int64, error) {
+	var gen int64
+	if err := q.QueryRow(ctx, s.sql(qFlowGen)).Scan(&gen); err != nil {
+		return 0, fmt.Errorf("read flow generation: %w", err)
+	}
+	return gen, nil
+}
+
+// flowCurrent reports whether the flow generation is still qb's.
+func (s *Store) flowCurrent(ctx context.Context, qb *queueBudget) (bool, error) {
+	db, err := s.db()
+	if err != nil {
+		return false, err
+	}
+	gen, err := s.flowGeneration(ctx, db)
+	return gen == qb.gen, err
+}
+
+// ownReserved returns what the store holds unspent of window ws of the
+// limit of scope (of a tenant's window under the default of that queue
+// scope when inherited); LimitList shows it as not used.
+func (s *Store) ownReserved(scope store.FlowScope, inherited bool, ws time.Time) int {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	n := 0
+	s.eachBudget(func(b *rateBudget) bool {
+		if b.limit.FlowScope == scope && b.inherited == inherited && b.ws.Equal(ws) {
+			n += b.left
+		}
+		return true
+	})
+	return n
+}
+
+// holdsReserved reports whether the store holds reserved budget of any
+// limit (the locking one-round claim, which reads the windows in SQL, would
+// not see it as the store's own).
+func (s *Store) holdsReserved() bool {
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	holds := false
+	s.eachBudget(func(b *rateBudget) bool {
+		holds = b.left > 0 || b.held > 0
+		return !holds
+	})
+	return holds
+}
