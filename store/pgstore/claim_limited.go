@@ -17,7 +17,8 @@ import (
 // weights, pauses, a limit that could bind): a transaction of three round
 // trips in the common case,
 //
-//  1. [BEGIN, SET LOCAL jit = off, lock the limit rows (qFlowLock), read
+//  1. [BEGIN, JIT off and the queue concurrency limits' advisory locks
+//     (qLockedSetup), lock the limit rows (qFlowLock), read
 //     the weights, count the running jobs the claim can be limited by
 //     (qRunningOfClaim), read the default windows, list the tenants to
 //     visit (qClaimRotation)]
@@ -108,7 +109,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("SET LOCAL jit = off")
+	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass(), true)
 	b.Queue(s.sql(qFlowLock), p.Queues)
 	b.Queue(s.sql(qFlowWeights), p.Queues)
 	if sh.concurrency {

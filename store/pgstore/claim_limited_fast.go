@@ -11,8 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The limited claim in one round trip: [BEGIN, SET LOCAL jit = off and
-// plan_cache_mode, lock the limit rows (qFlowLockShape), qClaimOneLimited,
+// The limited claim in one round trip: [BEGIN, JIT off and the queue
+// concurrency limits' advisory locks (qLockedSetup), plan_cache_mode, lock
+// the limit rows (qFlowLockShape), qClaimOneLimited,
 // COMMIT] in one pipelined batch, for a claim of one queue whose limits
 // all have room for the whole claim. It claims exactly what the general path (claimLimited) would claim
 // in its first round, and writes the same usage back; when a limit could
@@ -20,7 +21,9 @@ import (
 //
 // Why it is exact: the statements of a batch run one after the other, each
 // with its own snapshot (READ COMMITTED), so qClaimOneLimited's snapshot is
-// taken after qFlowLockShape holds the limit rows: every claim that spent from
+// taken after qFlowLockShape holds the limit rows (and qLockedSetup the
+// advisory locks that reserved claims take instead of a queue concurrency
+// limit's row lock): every claim that spent from
 // them before has committed (claims hold the lock until they commit), and
 // no claim that spends from them runs until this one commits. Within that
 // snapshot the statement reads each limit's window and counts the running
@@ -260,7 +263,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("SET LOCAL jit = off")
+	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass(), true)
 	// The lock statement's plan does not depend on its queues, but
 	// PostgreSQL kept planning it anew for each claim (custom plans).
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
