@@ -37,16 +37,20 @@ type flowCache struct {
 	// a claim's budget does not outlive it.
 	copies []store.Limit
 	// windows are the rows of flow_default_windows (tenants' windows under
-	// default limits) by (tenant, queue), when winValid: read once, then
-	// kept as claims write them back (put), under the same rules as rows.
-	windows  map[store.FlowScope]store.InheritedWindow
+	// default limits) sorted by (tenant, queue), winAt their positions,
+	// when winValid: read once, then kept as claims write them back (put),
+	// under the same rules as rows. Kept in order, so that a claim does not
+	// sort them (with 100 tenants sorting was most of what a default
+	// limit cost a claim in Go).
+	windows  []store.InheritedWindow
+	winAt    map[store.FlowScope]int
 	winValid bool
 }
 
 // invalidate drops the rows: the next claim reads the table again.
 func (c *flowCache) invalidate() {
 	c.valid, c.rows, c.index = false, nil, nil
-	c.winValid, c.windows = false, nil
+	c.winValid, c.windows, c.winAt = false, nil, nil
 }
 
 // defaultWindows returns the tenants' current windows under the rate
@@ -62,9 +66,10 @@ func (c *flowCache) defaultWindows(t *wtx, now int64) ([]store.InheritedWindow, 
 		if err != nil {
 			return nil, err
 		}
-		c.windows = make(map[store.FlowScope]store.InheritedWindow, len(ws))
-		for _, w := range ws {
-			c.windows[store.FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = w
+		slices.SortFunc(ws, compareWindows)
+		c.windows, c.winAt = ws, make(map[store.FlowScope]int, len(ws))
+		for i, w := range ws {
+			c.winAt[store.FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = i
 		}
 		c.winValid = true
 	}
@@ -79,9 +84,6 @@ func (c *flowCache) defaultWindows(t *wtx, now int64) ([]store.InheritedWindow, 
 			out = append(out, w)
 		}
 	}
-	slices.SortFunc(out, func(a, b store.InheritedWindow) int {
-		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Queue, b.Queue))
-	})
 	return out, nil
 }
 
@@ -118,12 +120,7 @@ func (c *flowCache) put(us []store.LimitUsage) {
 	for _, u := range us {
 		if u.Inherited {
 			if c.winValid {
-				// As qDefaultUsage's upsert writes it.
-				w := c.windows[u.Scope]
-				w.Tenant, w.Queue = u.Scope.Tenant, u.Scope.Queue
-				w.WindowStart, w.WindowUsed = fromUS(toUS(u.WindowStart)), u.WindowUsed
-				w.Throttled += u.Throttled
-				c.windows[u.Scope] = w
+				c.putWindow(u)
 			}
 			continue
 		}
@@ -136,4 +133,26 @@ func (c *flowCache) put(us []store.LimitUsage) {
 		l.WindowStart, l.WindowUsed = fromUS(toUS(u.WindowStart)), u.WindowUsed
 		l.Throttled += u.Throttled
 	}
+}
+
+// putWindow applies a tenant's usage under a default to the cached
+// windows, as qDefaultUsage's upsert writes it.
+func (c *flowCache) putWindow(u store.LimitUsage) {
+	i, ok := c.winAt[u.Scope]
+	if !ok {
+		w := store.InheritedWindow{Tenant: u.Scope.Tenant, Queue: u.Scope.Queue}
+		i, _ = slices.BinarySearchFunc(c.windows, w, compareWindows)
+		c.windows = slices.Insert(c.windows, i, w)
+		for j := i; j < len(c.windows); j++ {
+			c.winAt[store.FlowScope{Tenant: c.windows[j].Tenant, Queue: c.windows[j].Queue}] = j
+		}
+	}
+	w := &c.windows[i]
+	w.WindowStart, w.WindowUsed = fromUS(toUS(u.WindowStart)), u.WindowUsed
+	w.Throttled += u.Throttled
+}
+
+// compareWindows orders windows by tenant and queue.
+func compareWindows(a, b store.InheritedWindow) int {
+	return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Queue, b.Queue))
 }

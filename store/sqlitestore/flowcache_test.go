@@ -247,3 +247,43 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 		}
 	})
 }
+
+// TestFlowCacheWindowsStayInOrder: tenants' windows under defaults that
+// claims add to the cache in any order come out sorted by tenant and
+// queue, current ones only, with the usage last written.
+func TestFlowCacheWindowsStayInOrder(t *testing.T) {
+	hour := store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 10, Period: time.Hour}
+	minute := store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Rate: 10, Period: time.Minute}
+	c := &flowCache{valid: true, winValid: true, winAt: map[store.FlowScope]int{},
+		rows: []flowRow{{limit: hour}, {limit: minute}},
+		index: map[store.FlowScope]int{hour.FlowScope: 0, minute.FlowScope: 1}}
+	now := t0.Truncate(time.Hour).Add(30 * time.Minute)
+	use := func(tenant, queue string, at time.Time, used int) store.LimitUsage {
+		return store.LimitUsage{Scope: store.FlowScope{Tenant: tenant, Queue: queue}, WindowStart: at, WindowUsed: used,
+			Inherited: true}
+	}
+	hourStart, minuteStart := now.Truncate(time.Hour), now.Truncate(time.Minute)
+	c.put([]store.LimitUsage{
+		use("m", "", hourStart, 1), use("c", "q", minuteStart, 2), use("x", "", hourStart, 3),
+		use("a", "q", minuteStart.Add(-time.Minute), 4), // a past window: not current
+		use("c", "", hourStart, 5), use("a", "", hourStart, 6),
+	})
+	c.put([]store.LimitUsage{use("m", "", hourStart, 7)}) // written again
+	got, err := c.defaultWindows(nil, toUS(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range got {
+		names = append(names, fmt.Sprintf("%s/%s=%d", w.Tenant, w.Queue, w.WindowUsed))
+	}
+	want := []string{"a/=6", "c/=5", "c/q=2", "m/=7", "x/=3"}
+	if fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Fatalf("windows %v, want %v", names, want)
+	}
+	for scope, i := range c.winAt {
+		if w := c.windows[i]; w.Tenant != scope.Tenant || w.Queue != scope.Queue {
+			t.Fatalf("winAt[%v] = %d holds %s/%s", scope, i, w.Tenant, w.Queue)
+		}
+	}
+}
