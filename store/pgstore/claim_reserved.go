@@ -237,15 +237,15 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	// (held), so that a general-path claim of this store taking back the
 	// reservations meanwhile (absorbReserved) takes only the rest; what
 	// the claim did not spend is put back after it.
-	var held []*rateBudget
+	held := make([]*rateBudget, 0, len(qb.list))
 	if queueLeft >= p.Limit {
 		for _, b := range qb.queue {
 			b.held = p.Limit
 			held = append(held, b)
 		}
-		for _, t := range qb.names {
+		for i, t := range qb.names {
 			c := p.Limit
-			for _, b := range qb.tenants[t] {
+			for _, b := range qb.groups[i] {
 				left := b.allowance(now)
 				if left == 0 && !b.empty {
 					taken = true
@@ -262,7 +262,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 				capT, capN = append(capT, t), append(capN, int32(c))
 			}
 			if c > 0 {
-				for _, b := range qb.tenants[t] {
+				for _, b := range qb.groups[i] {
 					b.held = c
 					held = append(held, b)
 				}

@@ -54,6 +54,7 @@ type queueBudget struct {
 	queue    []*rateBudget            // rate limits of the queue (tenant "")
 	tenants  map[string][]*rateBudget // each tenant's rate limits in scope
 	names    []string                 // the keys of tenants, sorted
+	groups   [][]*rateBudget          // tenants[names[i]], for the claim's walk
 	list     []*rateBudget            // queue and then every tenant's
 	loaded   time.Time                // when read (an ineligible queue is read again)
 	// defaults are the default rate limits (tenant "*") of the queue's
@@ -113,8 +114,12 @@ func (qb *queueBudget) inherit(tenant string) {
 		qb.tenants[tenant] = append(qb.tenants[tenant], b)
 		qb.list = append(qb.list, b)
 	}
-	if i, found := slices.BinarySearch(qb.names, tenant); !found && len(qb.tenants[tenant]) > 0 {
+	switch i, found := slices.BinarySearch(qb.names, tenant); {
+	case found:
+		qb.groups[i] = qb.tenants[tenant]
+	case len(qb.tenants[tenant]) > 0:
 		qb.names = slices.Insert(qb.names, i, tenant)
+		qb.groups = slices.Insert(qb.groups, i, qb.tenants[tenant])
 	}
 }
 
@@ -222,6 +227,7 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 	qb.list = slices.Clone(qb.queue)
 	for _, t := range qb.names {
 		qb.list = append(qb.list, qb.tenants[t]...)
+		qb.groups = append(qb.groups, qb.tenants[t])
 	}
 	for _, w := range qb.weights {
 		if !slices.Contains(qb.weightT, w.Tenant) {

@@ -255,7 +255,7 @@ func TestFlowCacheWindowsStayInOrder(t *testing.T) {
 	hour := store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 10, Period: time.Hour}
 	minute := store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Rate: 10, Period: time.Minute}
 	c := &flowCache{valid: true, winValid: true, winAt: map[store.FlowScope]int{},
-		rows: []flowRow{{limit: hour}, {limit: minute}},
+		rows:  []flowRow{{limit: hour}, {limit: minute}},
 		index: map[store.FlowScope]int{hour.FlowScope: 0, minute.FlowScope: 1}}
 	now := t0.Truncate(time.Hour).Add(30 * time.Minute)
 	use := func(tenant, queue string, at time.Time, used int) store.LimitUsage {
