@@ -84,11 +84,15 @@ const (
 	// every tenant (tenant "*"), as seed 002's example (100 jobs a minute
 	// per tenant, 1,000 per queue) is written.
 	DefaultLimits
+	// ConcLimits: a queue rate and concurrency, a concurrency of their
+	// own on up to 100 tenants and a default concurrency for the others
+	// (tenant "*").
+	ConcLimits
 )
 
 // String is the shape's name in benchmark names.
 func (l LimitShape) String() string {
-	return [...]string{"none", "own", "default"}[l]
+	return [...]string{"none", "own", "default", "conc"}[l]
 }
 
 // setupClaimTenants inserts total jobs of queue "default" spread over
@@ -121,8 +125,15 @@ func setupClaimTenants(b *testing.B, s store.Store, now time.Time, total, tenant
 		put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 1 << 30, Period: time.Minute})
 		return
 	}
+	if shape == ConcLimits {
+		put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Concurrency: 1 << 30})
+	}
 	for i := range min(tenants, 100) {
-		put(store.Limit{FlowScope: store.FlowScope{Tenant: fmt.Sprintf("t%05d", i)}, Rate: 1 << 30, Period: time.Minute})
+		l := store.Limit{FlowScope: store.FlowScope{Tenant: fmt.Sprintf("t%05d", i)}, Rate: 1 << 30, Period: time.Minute}
+		if shape == ConcLimits {
+			l.Rate, l.Period, l.Concurrency = 0, 0, 1<<30
+		}
+		put(l)
 	}
 }
 
