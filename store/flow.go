@@ -175,15 +175,15 @@ type ClaimReport struct {
 // concurrent use.
 type ClaimBudget struct {
 	now      time.Time
-	weights  []*Limit                      // scopes with a weight
-	limits   []*Limit                      // explicit limits, then tenants' inherited copies of defaults
-	defaults []*Limit                      // limits of tenant EveryTenant
-	windows  map[FlowScope]InheritedWindow // by (tenant, default's queue scope)
-	running  map[string][]RunningCount     // by tenant
-	has      map[FlowScope]bool            // scopes of limits (explicit or inherited)
-	first    map[string]int                // first limit of each Tenant ("" = every tenant)
-	next     []int                         // next limit of the same Tenant (-1 = none), ascending
-	left     []int                         // remaining budget per limit (-1 = unbounded)
+	weights  []*Limit                  // scopes with a weight
+	limits   []*Limit                  // explicit limits, then tenants' inherited copies of defaults
+	defaults []*Limit                  // limits of tenant EveryTenant
+	window   WindowLookup              // tenants' windows under defaults
+	running  map[string][]RunningCount // by tenant
+	has      map[FlowScope]bool        // scopes of limits (explicit or inherited)
+	first    map[string]int            // first limit of each Tenant ("" = every tenant)
+	next     []int                     // next limit of the same Tenant (-1 = none), ascending
+	left     []int                     // remaining budget per limit (-1 = unbounded)
 	used     []int
 	hit      []bool
 	paused   []FlowScope

@@ -41,12 +41,14 @@ type InheritedWindow struct {
 }
 
 // inherit returns tenant's copy of the default limit d, with its own
-// window (from b.windows) and running count.
+// window (from b.window) and running count.
 func (b *ClaimBudget) inherit(d *Limit, tenant string) *Limit {
 	l := &Limit{FlowScope: FlowScope{Tenant: tenant, Queue: d.Queue}, Rate: d.Rate, Period: d.Period,
 		Concurrency: d.Concurrency, inherited: true}
-	if w, ok := b.windows[l.FlowScope]; ok {
-		l.WindowStart, l.WindowUsed = w.WindowStart, w.WindowUsed
+	if b.window != nil {
+		if w, ok := b.window(l.FlowScope); ok {
+			l.WindowStart, l.WindowUsed = w.WindowStart, w.WindowUsed
+		}
 	}
 	for _, c := range b.running[tenant] {
 		if d.Queue == "" || c.Queue == d.Queue {
@@ -70,15 +72,33 @@ func (b *ClaimBudget) ownLimit(tenant, queue string) bool {
 // get theirs (from these windows) when first asked for a quota: with
 // thousands of tenants under a default, a claim makes the few it visits.
 func (b *ClaimBudget) SetInherited(windows []InheritedWindow, running []RunningCount) {
-	b.windows = make(map[FlowScope]InheritedWindow, len(windows))
+	byScope := make(map[FlowScope]InheritedWindow, len(windows))
 	for _, w := range windows {
-		b.windows[FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = w
+		byScope[FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = w
 	}
+	b.SetInheritedLookup(func(scope FlowScope) (InheritedWindow, bool) {
+		w, ok := byScope[scope]
+		return w, ok
+	}, windows, running)
+}
+
+// WindowLookup returns a tenant's current window under the default limit
+// of a queue scope (scope is the tenant and that queue scope), as
+// SetInherited's windows hold it, and whether it has one.
+type WindowLookup func(scope FlowScope) (InheritedWindow, bool)
+
+// SetInheritedLookup is SetInherited for a store that keeps the tenants'
+// windows itself (SQLite's flow cache): window finds one, and spent are at
+// least the windows that leave nothing of their default's rate now (each
+// is checked again), in tenant and queue order. With thousands of tenants
+// under a default, building SetInherited's map was most of a claim.
+func (b *ClaimBudget) SetInheritedLookup(window WindowLookup, spent []InheritedWindow, running []RunningCount) {
+	b.window = window
 	b.running = map[string][]RunningCount{}
 	for _, c := range running {
 		b.running[c.Tenant] = append(b.running[c.Tenant], c)
 	}
-	for _, w := range windows {
+	for _, w := range spent {
 		if b.spentWindow(w) {
 			b.ensure(w.Tenant, w.Queue, true)
 		}

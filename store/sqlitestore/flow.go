@@ -340,11 +340,11 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 	b := store.NewClaimBudget(fromUS(now), limits, paused)
 	b.SetWeights(weights)
 	if b.HasDefaults() {
-		ws, err := t.flow.defaultWindows(t, now)
+		window, spent, err := t.flow.inheritedWindows(t, now)
 		if err != nil {
 			return nil, err
 		}
-		b.SetInherited(ws, running)
+		b.SetInheritedLookup(window, spent, running)
 	}
 	var out []*idemtype.JobRow
 	for _, queue := range p.Queues {

@@ -53,18 +53,32 @@ func (c *flowCache) invalidate() {
 	c.winValid, c.windows, c.winAt = false, nil, nil
 }
 
-// defaultWindows returns the tenants' current windows under the rate
-// limits of tenant '*' at now (µs), as qDefaultWindows reads them, sorted
-// by tenant and queue. load must have run in this transaction (it checks
-// that no other connection committed).
-func (c *flowCache) defaultWindows(t *wtx, now int64) ([]store.InheritedWindow, error) {
+// inheritedWindows returns, for a claim at now (µs), the tenants' current
+// windows under the rate limits of tenant '*' (those qDefaultWindows
+// reads) as a lookup, and those of them that have used their default's
+// rate, sorted by tenant and queue (store.ClaimBudget.SetInheritedLookup).
+// load must have run in this transaction (it checks that no other
+// connection committed). The lookup is valid until the cache changes
+// (put), i.e. for the claim.
+func (c *flowCache) inheritedWindows(t *wtx, now int64) (store.WindowLookup, []store.InheritedWindow, error) {
 	if !c.valid {
-		return loadWindows(t.query, qDefaultWindows, now)
+		ws, err := loadWindows(t.query, qDefaultWindows, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		byScope := make(map[store.FlowScope]store.InheritedWindow, len(ws))
+		for _, w := range ws {
+			byScope[store.FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = w
+		}
+		return func(scope store.FlowScope) (store.InheritedWindow, bool) {
+			w, ok := byScope[scope]
+			return w, ok
+		}, ws, nil
 	}
 	if !c.winValid {
 		ws, err := loadWindows(t.query, qAllDefaultWindows, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		slices.SortFunc(ws, compareWindows)
 		c.windows, c.winAt = ws, make(map[store.FlowScope]int, len(ws))
@@ -73,18 +87,48 @@ func (c *flowCache) defaultWindows(t *wtx, now int64) ([]store.InheritedWindow, 
 		}
 		c.winValid = true
 	}
-	var out []store.InheritedWindow
-	for _, w := range c.windows {
-		i, ok := c.index[store.FlowScope{Tenant: store.EveryTenant, Queue: w.Queue}]
-		if !ok {
-			continue
-		}
-		d := c.rows[i].limit
-		if d.Rate > 0 && toUS(w.WindowStart) > now-d.Period.Microseconds() {
-			out = append(out, w)
+	// The defaults' rates by queue scope (a queue has at most two).
+	type rate struct {
+		queue    string
+		rate     int
+		periodUS int64
+	}
+	var rates []rate
+	for _, r := range c.rows {
+		if l := r.limit; l.IsDefault() && l.Rate > 0 {
+			rates = append(rates, rate{l.Queue, l.Rate, l.Period.Microseconds()})
 		}
 	}
-	return out, nil
+	rateOf := func(queue string) (rate, bool) {
+		for _, r := range rates {
+			if r.queue == queue {
+				return r, true
+			}
+		}
+		return rate{}, false
+	}
+	// current is qDefaultWindows' test: the window started less than a
+	// period ago.
+	current := func(w *store.InheritedWindow) (rate, bool) {
+		r, ok := rateOf(w.Queue)
+		return r, ok && toUS(w.WindowStart) > now-r.periodUS
+	}
+	var spent []store.InheritedWindow
+	for i := range c.windows {
+		if r, ok := current(&c.windows[i]); ok && c.windows[i].WindowUsed >= r.rate {
+			spent = append(spent, c.windows[i])
+		}
+	}
+	return func(scope store.FlowScope) (store.InheritedWindow, bool) {
+		i, ok := c.winAt[scope]
+		if !ok {
+			return store.InheritedWindow{}, false
+		}
+		if _, ok := current(&c.windows[i]); !ok {
+			return store.InheritedWindow{}, false
+		}
+		return c.windows[i], true
+	}, spent, nil
 }
 
 // load returns the flow-control rows, from the cache when no other

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -249,8 +250,9 @@ func TestFlowCacheSeesEveryChange(t *testing.T) {
 }
 
 // TestFlowCacheWindowsStayInOrder: tenants' windows under defaults that
-// claims add to the cache in any order come out sorted by tenant and
-// queue, current ones only, with the usage last written.
+// claims add to the cache in any order are found by scope while current,
+// and the spent ones come out sorted by tenant and queue, with the usage
+// last written.
 func TestFlowCacheWindowsStayInOrder(t *testing.T) {
 	hour := store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 10, Period: time.Hour}
 	minute := store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Rate: 10, Period: time.Minute}
@@ -264,26 +266,37 @@ func TestFlowCacheWindowsStayInOrder(t *testing.T) {
 	}
 	hourStart, minuteStart := now.Truncate(time.Hour), now.Truncate(time.Minute)
 	c.put([]store.LimitUsage{
-		use("m", "", hourStart, 1), use("c", "q", minuteStart, 2), use("x", "", hourStart, 3),
-		use("a", "q", minuteStart.Add(-time.Minute), 4), // a past window: not current
+		use("m", "", hourStart, 1), use("c", "q", minuteStart, 12), use("x", "", hourStart, 3),
+		use("a", "q", minuteStart.Add(-time.Minute), 20), // a past window: not current
 		use("c", "", hourStart, 5), use("a", "", hourStart, 6),
 	})
-	c.put([]store.LimitUsage{use("m", "", hourStart, 7)}) // written again
-	got, err := c.defaultWindows(nil, toUS(now))
+	c.put([]store.LimitUsage{use("m", "", hourStart, 7), use("c", "", hourStart, 10)}) // written again
+	window, spent, err := c.inheritedWindows(nil, toUS(now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, w := range got {
+	for _, w := range spent {
 		names = append(names, fmt.Sprintf("%s/%s=%d", w.Tenant, w.Queue, w.WindowUsed))
 	}
-	want := []string{"a/=6", "c/=5", "c/q=2", "m/=7", "x/=3"}
-	if fmt.Sprint(names) != fmt.Sprint(want) {
-		t.Fatalf("windows %v, want %v", names, want)
+	if want := []string{"c/=10", "c/q=12"}; fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Fatalf("spent windows %v, want %v", names, want)
+	}
+	for _, tc := range []struct {
+		tenant, queue string
+		used          int // -1: none
+	}{{"a", "", 6}, {"a", "q", -1}, {"m", "", 7}, {"x", "", 3}, {"c", "q", 12}, {"z", "", -1}, {"m", "q", -1}} {
+		w, ok := window(store.FlowScope{Tenant: tc.tenant, Queue: tc.queue})
+		if got := map[bool]int{true: w.WindowUsed, false: -1}[ok]; got != tc.used {
+			t.Errorf("window of %s/%s: used %d, want %d", tc.tenant, tc.queue, got, tc.used)
+		}
 	}
 	for scope, i := range c.winAt {
 		if w := c.windows[i]; w.Tenant != scope.Tenant || w.Queue != scope.Queue {
 			t.Fatalf("winAt[%v] = %d holds %s/%s", scope, i, w.Tenant, w.Queue)
 		}
+	}
+	if !slices.IsSortedFunc(c.windows, compareWindows) {
+		t.Fatalf("windows out of order: %v", c.windows)
 	}
 }
