@@ -35,7 +35,7 @@ func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
 // (queue rates and concurrencies, tenants' rates, for every queue or this
 // one) and with them put, changed and deleted as it goes.
 func TestReservedClaimMatchesGeneralPath(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
+	for seed := uint64(1); seed <= 8; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { compareLimitedPaths(t, seed, true) })
 	}
 }

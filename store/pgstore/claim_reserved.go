@@ -243,9 +243,21 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 			b.held = p.Limit
 			held = append(held, b)
 		}
-		for i, t := range qb.names {
+		// Only tenants with a budget that holds less than the claim can
+		// be spent, capped or throttled; the claim may spend up to
+		// p.Limit of every other tenant's budgets, which it does not hold
+		// one by one (inflight).
+		var lowT []string
+		for _, b := range qb.low(now, p.Limit) {
+			if b.limit.Tenant != "" {
+				lowT = append(lowT, b.limit.Tenant)
+			}
+		}
+		slices.Sort(lowT)
+		for _, t := range slices.Compact(lowT) {
 			c := p.Limit
-			for _, b := range qb.groups[i] {
+			group := qb.tenants[t]
+			for _, b := range group {
 				left := b.allowance(now)
 				if left == 0 && !b.empty {
 					taken = true
@@ -262,7 +274,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 				capT, capN = append(capT, t), append(capN, int32(c))
 			}
 			if c > 0 {
-				for _, b := range qb.groups[i] {
+				for _, b := range group {
 					b.held = c
 					held = append(held, b)
 				}
@@ -276,6 +288,9 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 		}
 		for _, b := range held {
 			b.left -= b.held
+		}
+		if !taken {
+			qb.inflight = p.Limit
 		}
 	}
 	s.reserved.mu.Unlock()
@@ -292,6 +307,28 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 		}
 		s.reserved.mu.Lock()
 		defer s.reserved.mu.Unlock()
+		if qb.inflight > 0 {
+			// The budgets the claim did not hold: what it spent of
+			// them, or when that is unknown all it could have.
+			spend := func(b *rateBudget, n int) {
+				if b.held == 0 && n > 0 {
+					b.left -= min(b.left, n)
+					qb.watch(b)
+				}
+			}
+			if unknown {
+				for _, b := range qb.list {
+					spend(b, qb.inflight)
+				}
+			} else {
+				for t, n := range got {
+					for _, b := range qb.tenants[t] {
+						spend(b, n)
+					}
+				}
+			}
+			qb.inflight = 0
+		}
 		for _, b := range held {
 			used := got[b.limit.Tenant]
 			if b.limit.Tenant == "" {
@@ -301,6 +338,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 				b.left += b.held - min(b.held, used)
 			}
 			b.held = 0
+			qb.watch(b)
 		}
 	}
 	if queueLeft == 0 {

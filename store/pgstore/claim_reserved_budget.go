@@ -31,6 +31,8 @@ type rateBudget struct {
 	left   int         // reserved, not spent, not held
 	held   int         // taken out of left by the claim in flight
 	empty  bool        // the last reservation found window ws with nothing left
+	// watched: the budget is one of its queue budget's candidates (cand).
+	watched bool
 	// inherited: limit is a tenant's copy of a default limit (tenant "*"
 	// of queue scope limit.Queue), its window a flow_default_windows row;
 	// defVer is the default row's.
@@ -54,7 +56,6 @@ type queueBudget struct {
 	queue    []*rateBudget            // rate limits of the queue (tenant "")
 	tenants  map[string][]*rateBudget // each tenant's rate limits in scope
 	names    []string                 // the keys of tenants, sorted
-	groups   [][]*rateBudget          // tenants[names[i]], for the claim's walk
 	list     []*rateBudget            // queue and then every tenant's
 	loaded   time.Time                // when read (an ineligible queue is read again)
 	// defaults are the default rate limits (tenant "*") of the queue's
@@ -81,6 +82,21 @@ type queueBudget struct {
 	weights []*store.Limit
 	weightT []string
 	weightN []int32
+	// cand are the budgets a claim walks instead of every budget (list):
+	// every budget that may hold less than lowMark now is among them. A
+	// budget leaves them when a claim finds it holding at least lowMark;
+	// it comes back when what it holds drops (watch), when a window of a
+	// budget that left ends (nextRoll: then every budget is looked at
+	// again) or when a claim is larger than lowMark. With thousands of
+	// tenants under a default, walking every budget on every claim was
+	// most of a claim's cost.
+	cand     []*rateBudget
+	lowMark  int
+	nextRoll time.Time
+	// inflight is the size of the reserved claim in flight (0: none): it
+	// may spend up to that much of any tenant's budget it did not hold
+	// (held), so absorbReserved leaves that much of those.
+	inflight int
 	// claimMu serialises the store's reserved claims of the queue (they
 	// come from one producer, so it rarely waits); a claim that took it on
 	// a budget replaced meanwhile declines.
@@ -113,13 +129,10 @@ func (qb *queueBudget) inherit(tenant string) {
 			inherited: true}
 		qb.tenants[tenant] = append(qb.tenants[tenant], b)
 		qb.list = append(qb.list, b)
+		qb.watch(b)
 	}
-	switch i, found := slices.BinarySearch(qb.names, tenant); {
-	case found:
-		qb.groups[i] = qb.tenants[tenant]
-	case len(qb.tenants[tenant]) > 0:
+	if i, found := slices.BinarySearch(qb.names, tenant); !found && len(qb.tenants[tenant]) > 0 {
 		qb.names = slices.Insert(qb.names, i, tenant)
-		qb.groups = slices.Insert(qb.groups, i, qb.tenants[tenant])
 	}
 }
 
@@ -128,18 +141,67 @@ func (qb *queueBudget) inherit(tenant string) {
 const ineligibleFor = time.Second
 
 // eachBudget calls f with every rate budget the store holds, of current
-// and of dropped queue budgets; s.reserved.mu must be held. f returns
-// false to stop.
-func (s *Store) eachBudget(f func(b *rateBudget) bool) {
+// and of dropped queue budgets, with its queue budget; s.reserved.mu must
+// be held. f returns false to stop.
+func (s *Store) eachBudget(f func(qb *queueBudget, b *rateBudget) bool) {
 	for _, m := range []map[string]*queueBudget{s.reserved.queues, s.reserved.old} {
 		for _, qb := range m {
 			for _, b := range qb.list {
-				if !f(b) {
+				if !f(qb, b) {
 					return
 				}
 			}
 		}
 	}
+}
+
+// watch makes b one of qb's candidates (it may hold less than lowMark).
+func (qb *queueBudget) watch(b *rateBudget) {
+	if !b.watched {
+		b.watched = true
+		qb.cand = append(qb.cand, b)
+	}
+}
+
+// low returns qb's budgets that hold less than claim at now (allowance),
+// in the order they became candidates, and drops the candidates that
+// hold at least lowMark. s.reserved.mu must be held.
+func (qb *queueBudget) low(now time.Time, claim int) []*rateBudget {
+	if claim > qb.lowMark || !now.Before(qb.nextRoll) {
+		qb.lowMark = max(qb.lowMark, claim)
+		qb.nextRoll = now.Add(24 * time.Hour)
+		for _, b := range qb.list {
+			qb.watch(b)
+		}
+	}
+	var out []*rateBudget
+	keep := qb.cand[:0]
+	for _, b := range qb.cand {
+		left := b.allowance(now)
+		if left >= qb.lowMark {
+			b.watched = false
+			if end := b.ws.Add(b.limit.Period); end.Before(qb.nextRoll) {
+				qb.nextRoll = end
+			}
+			continue
+		}
+		keep = append(keep, b)
+		if left < claim {
+			out = append(out, b)
+		}
+	}
+	clear(qb.cand[len(keep):])
+	qb.cand = keep
+	return out
+}
+
+// givable is what absorbReserved may take back of b: all it holds, but
+// for the claim in flight's share of a budget it did not hold.
+func (qb *queueBudget) givable(b *rateBudget) int {
+	if b.held > 0 || qb.inflight == 0 {
+		return b.left
+	}
+	return max(0, b.left-qb.inflight)
 }
 
 // reservations are a store's queue budgets (Store.reserved).
@@ -227,7 +289,6 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 	qb.list = slices.Clone(qb.queue)
 	for _, t := range qb.names {
 		qb.list = append(qb.list, qb.tenants[t]...)
-		qb.groups = append(qb.groups, qb.tenants[t])
 	}
 	for _, w := range qb.weights {
 		if !slices.Contains(qb.weightT, w.Tenant) {
@@ -381,7 +442,7 @@ func (s *Store) ownReserved(scope store.FlowScope, inherited bool, ws time.Time)
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
 	n := 0
-	s.eachBudget(func(b *rateBudget) bool {
+	s.eachBudget(func(_ *queueBudget, b *rateBudget) bool {
 		if b.limit.FlowScope == scope && b.inherited == inherited && b.ws.Equal(ws) {
 			n += b.left
 		}
@@ -397,7 +458,7 @@ func (s *Store) holdsReserved() bool {
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
 	holds := false
-	s.eachBudget(func(b *rateBudget) bool {
+	s.eachBudget(func(_ *queueBudget, b *rateBudget) bool {
 		holds = b.left > 0 || b.held > 0
 		return !holds
 	})

@@ -112,7 +112,7 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 		need     []*rateBudget
 	)
 	s.reserved.mu.Lock()
-	for _, b := range qb.list {
+	for _, b := range qb.low(now, claim) {
 		// A limit whose window had nothing more to give is not asked
 		// again in that window (under a binding default that would lock
 		// the default's row on every claim). Budget another store gives
@@ -120,7 +120,7 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 		// store read its limits again (new budgets ask again); budget
 		// this store's locking claim took back (absorbReserved) is asked
 		// again too.
-		if b.allowance(now) >= claim || b.empty && b.ws.Equal(b.limit.WindowAt(now)) {
+		if b.empty && b.ws.Equal(b.limit.WindowAt(now)) {
 			continue
 		}
 		// Enough for a whole claim when the window has it, so that a
@@ -173,6 +173,12 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("reserve rate budget: %w", err)
 	}
+	byScope := [2]map[store.FlowScope]grant{make(map[store.FlowScope]grant, len(grants)), make(map[store.FlowScope]grant, len(inherited))}
+	for i, gs := range [][]grant{grants, inherited} {
+		for _, g := range gs {
+			byScope[i][g.scope] = g
+		}
+	}
 	s.reserved.mu.Lock()
 	defer s.reserved.mu.Unlock()
 	for _, b := range need {
@@ -182,15 +188,13 @@ func (s *Store) reserve(ctx context.Context, qb *queueBudget, claim int, now tim
 		} else if !ws.Equal(b.ws) {
 			continue // a claim with an earlier now than the budget's window
 		}
-		gs := grants
+		i := 0
 		if b.inherited {
-			gs = inherited
+			i = 1
 		}
-		for _, g := range gs {
-			if g.scope == b.limit.FlowScope && g.ws.Equal(ws) {
-				b.left += g.n
-				b.empty = g.n == 0
-			}
+		if g, ok := byScope[i][b.limit.FlowScope]; ok && g.ws.Equal(ws) {
+			b.left += g.n
+			b.empty = g.n == 0
 		}
 	}
 	return true, nil
@@ -318,7 +322,7 @@ func (s *Store) unreserve(ctx context.Context, q querier) error {
 	}
 	held := map[key]int{}
 	s.reserved.mu.Lock()
-	s.eachBudget(func(b *rateBudget) bool {
+	s.eachBudget(func(_ *queueBudget, b *rateBudget) bool {
 		if b.left > 0 {
 			held[key{b.limit.FlowScope, b.inherited, b.ws.UTC(), b.defVer}] += b.left
 			b.left = 0
@@ -413,12 +417,14 @@ func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]i
 		if l.IsDefault() {
 			// The tenants' windows under it.
 			took := map[string]int{}
-			s.eachBudget(func(b *rateBudget) bool {
+			s.eachBudget(func(qb *queueBudget, b *rateBudget) bool {
 				if b.inherited && b.limit.Queue == l.Queue && b.left > 0 && b.ws.Equal(ws) {
+					give := qb.givable(b)
 					if b.defVer == vers[l.FlowScope] {
-						took[b.limit.Tenant] += b.left
+						took[b.limit.Tenant] += give
 					}
-					b.left, b.empty = 0, false
+					b.left, b.empty = b.left-give, false
+					qb.watch(b)
 				}
 				return true
 			})
@@ -432,12 +438,14 @@ func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]i
 			continue
 		}
 		n := 0
-		s.eachBudget(func(b *rateBudget) bool {
+		s.eachBudget(func(qb *queueBudget, b *rateBudget) bool {
 			if !b.inherited && b.limit.FlowScope == l.FlowScope && b.left > 0 && b.ws.Equal(ws) {
+				give := qb.givable(b)
 				if l.WindowStart.Equal(ws) && b.defVer == vers[l.FlowScope] {
-					n += b.left
+					n += give
 				}
-				b.left, b.empty = 0, false
+				b.left, b.empty = b.left-give, false
+				qb.watch(b)
 			}
 			return true
 		})

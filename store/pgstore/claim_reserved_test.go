@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -483,5 +485,55 @@ func TestReservedInheritedBudgetGivenBackUnderItsDefault(t *testing.T) {
 	// the old one.
 	if got := claim(b, "x", 20); got != 2 {
 		t.Fatalf("b claimed %d more after a closed, want 2: u started %d in a window of 12", got, 10+got)
+	}
+}
+
+// TestQueueBudgetLow: the budgets a claim walks (queueBudget.low) are
+// exactly those that hold less than the claim, as a walk of every budget
+// finds them, while budgets are spent, topped up, taken back and their
+// windows end, and claims change size.
+func TestQueueBudgetLow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	qb := &queueBudget{tenants: map[string][]*rateBudget{}}
+	for i := range 50 {
+		period := []time.Duration{time.Second, time.Minute}[i%2]
+		b := &rateBudget{limit: store.Limit{FlowScope: store.FlowScope{Tenant: fmt.Sprint("t", i)}, Rate: 100, Period: period}}
+		qb.list = append(qb.list, b)
+	}
+	for step := range 2000 {
+		claim := 1 + rng.IntN(10)
+		if step > 1000 {
+			claim = 1 + rng.IntN(4) // smaller claims than lowMark
+		}
+		var want []*rateBudget
+		for _, b := range qb.list {
+			if b.allowance(now) < claim {
+				want = append(want, b)
+			}
+		}
+		got := qb.low(now, claim)
+		slices.SortFunc(got, func(a, b *rateBudget) int { return strings.Compare(a.limit.Tenant, b.limit.Tenant) })
+		slices.SortFunc(want, func(a, b *rateBudget) int { return strings.Compare(a.limit.Tenant, b.limit.Tenant) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d, claim %d: low gave %d budgets, a walk of all %d", step, claim, len(got), len(want))
+		}
+		// What claims and general paths do to budgets, each followed by
+		// watch where the store calls it.
+		b := qb.list[rng.IntN(len(qb.list))]
+		switch rng.IntN(4) {
+		case 0: // topped up in now's window (reserve)
+			if ws := b.limit.WindowAt(now); !b.ws.Equal(ws) {
+				b.ws, b.left = ws, 0
+			}
+			b.left += rng.IntN(30)
+		case 1: // spent by a claim
+			b.left -= min(b.left, rng.IntN(5))
+			qb.watch(b)
+		case 2: // taken back (absorbReserved)
+			b.left = 0
+			qb.watch(b)
+		}
+		now = now.Add(time.Duration(rng.IntN(300)) * time.Millisecond)
 	}
 }
