@@ -104,8 +104,8 @@ type queueBudget struct {
 }
 
 // maxInherited is the most tenants a queue with default limits may hold
-// budgets for (each claim walks them): a queue with more takes the
-// locking claims.
+// budgets for (kept in memory; every window's first claim walks them): a
+// queue with more takes the locking claims.
 const maxInherited = 20000
 
 // inherit adds tenant's inherited budgets (those of every default whose
