@@ -22,11 +22,27 @@ import (
 // store always trying the one-round-trip claim and the
 // other never; after every claim the claimed jobs, the claim's report and
 // every limit's usage (window, running, throttled) must be equal. It fails
-// unless the one-round-trip claim both accepted and declined many claims.
+// unless the one-round-trip claim both accepted and declined many claims
+// (over all seeds).
 func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
+	var sum pathCounts
 	for seed := uint64(1); seed <= 4; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { compareLimitedPaths(t, seed, false) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPaths(t, seed, false)) })
 	}
+	if sum.took < 40 || sum.declined < 40 {
+		t.Fatalf("the one-round-trip claim took %d and declined %d claims: the comparison did not cover both", sum.took, sum.declined)
+	}
+}
+
+// pathCounts are the claims each path took in compareLimitedPaths.
+type pathCounts struct {
+	took, declined                                    int64 // one round
+	reserved, inherited, paused, weighted, tenantConc int64
+}
+
+func (c *pathCounts) add(o pathCounts) {
+	c.took, c.declined, c.reserved, c.inherited = c.took+o.took, c.declined+o.declined, c.reserved+o.reserved, c.inherited+o.inherited
+	c.paused, c.weighted, c.tenantConc = c.paused+o.paused, c.weighted+o.weighted, c.tenantConc+o.tenantConc
 }
 
 // The reserved claim (claim_reserved.go) takes, counts and reports what the
@@ -35,12 +51,18 @@ func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
 // (queue rates and concurrencies, tenants' rates, for every queue or this
 // one) and with them put, changed and deleted as it goes.
 func TestReservedClaimMatchesGeneralPath(t *testing.T) {
+	var sum pathCounts
 	for seed := uint64(1); seed <= 8; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { compareLimitedPaths(t, seed, true) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPaths(t, seed, true)) })
+	}
+	if sum.reserved < 240 || sum.inherited < 40 || sum.paused < 40 || sum.weighted < 40 || sum.tenantConc < 40 {
+		t.Fatalf("the reserved claim took only %+v", sum)
 	}
 }
 
-func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
+// compareLimitedPaths runs the comparison of one seed and returns the
+// claims the paths took (the callers check coverage over all seeds).
+func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 	ctx := context.Background()
 	fast, general := newTestStore(t, 2), newTestStore(t, 2)
 	fast.oneRoundMode, general.oneRoundMode = oneRoundAlways, oneRoundNever
@@ -83,8 +105,14 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 						Period: periods[rng.IntN(3)]})
 				}
 			}
+			// Default concurrencies, rarely: the reserved claim declines
+			// while a tenant is at one.
+			if rng.IntN(4) == 0 {
+				put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: []string{"", "q"}[rng.IntN(2)]},
+					Concurrency: 3 + rng.IntN(6)})
+			}
 			for _, tn := range tenants {
-				switch rng.IntN(4) {
+				switch rng.IntN(5) {
 				case 0:
 					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn}, Rate: 1 + rng.IntN(8), Period: periods[rng.IntN(3)],
 						Weight: rng.IntN(2) * (1 + rng.IntN(4))})
@@ -92,6 +120,10 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: "q"}, Rate: 2 + rng.IntN(10), Period: periods[rng.IntN(3)]})
 				case 2:
 					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: []string{"", "q"}[rng.IntN(2)]}, Weight: 1 + rng.IntN(4)})
+				case 3:
+					// A tenant's own concurrency, with or without a rate.
+					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: []string{"", "q"}[rng.IntN(2)]},
+						Concurrency: 2 + rng.IntN(8), Rate: rng.IntN(2) * (5 + rng.IntN(10)), Period: time.Minute})
 				}
 			}
 			return
@@ -219,21 +251,11 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) {
 			}
 		}
 	}
-	took, declined := fast.oneRoundTaken.Load(), fast.oneRoundDeclined.Load()
-	t.Logf("one round: %d claims taken, %d declined; reserved: %d (%d under default limits, %d with pauses, %d with weights)",
-		took, declined, fast.reservedTaken.Load(), fast.reservedInherited.Load(), fast.reservedPaused.Load(),
-		fast.reservedWeighted.Load())
-	if reserved {
-		if fast.reservedTaken.Load() < 30 || fast.reservedInherited.Load() < 5 || fast.reservedPaused.Load() < 5 ||
-			fast.reservedWeighted.Load() < 5 {
-			t.Fatalf("the reserved claim took only %d claims, %d under default limits, %d with pauses, %d with weights",
-				fast.reservedTaken.Load(), fast.reservedInherited.Load(), fast.reservedPaused.Load(), fast.reservedWeighted.Load())
-		}
-		return
-	}
-	if took < 10 || declined < 10 {
-		t.Fatalf("the one-round-trip claim took %d and declined %d claims: the comparison did not cover both", took, declined)
-	}
+	c := pathCounts{took: fast.oneRoundTaken.Load(), declined: fast.oneRoundDeclined.Load(),
+		reserved: fast.reservedTaken.Load(), inherited: fast.reservedInherited.Load(), paused: fast.reservedPaused.Load(),
+		weighted: fast.reservedWeighted.Load(), tenantConc: fast.reservedConc.Load()}
+	t.Logf("claims taken: %+v", c)
+	return c
 }
 
 // limitState is every limit of s with its usage at now, then each tenant's

@@ -74,12 +74,53 @@ import (
 // claims nothing.
 // qClaimReservedWeighted divides the first round by the tenants' weights
 // $16/$17 (a queue with weighted tenants).
+// qClaimReservedConc is qClaimReservedWeighted (weights may be empty) for
+// a queue under tenants' concurrency limits: $18/$19/$20 are the tenants'
+// own concurrency limits of the queue's scope (tenant, queue scope,
+// concurrency), $21/$22 the scopes (tenant, queue scope) where a tenant has
+// a limit of its own (it inherits no default there), $23/$24 the default
+// concurrency limits (queue scope, concurrency). It claims only when no
+// tenant with running jobs is at one of its concurrency limits and every
+// visited tenant has room under them for its want, which is when the
+// general path would neither exclude a tenant nor lower a quota for a
+// concurrency limit (nor count a throttled claim on one); otherwise it
+// claims nothing, conc_ok is false and the general path claims. The
+// running jobs are counted after the queue scopes' advisory locks
+// (qConcLock), as for a queue concurrency limit.
 var (
-	qClaimReserved         = claimReservedSQL("")
-	qClaimReservedWeighted = claimReservedSQL("$16::text[], $17::int[]")
+	qClaimReserved         = claimReservedSQL("", false)
+	qClaimReservedWeighted = claimReservedSQL("$16::text[], $17::int[]", false)
+	qClaimReservedConc     = claimReservedSQL("$16::text[], $17::int[]", true)
 )
 
-func claimReservedSQL(weights string) string {
+// tenantConcSQL is the part of qClaimReservedConc after want: rt the
+// running jobs per tenant (in every queue and in queue $1) of the tenants
+// with running jobs and the visited ones, lim their concurrency limits and
+// what is left of each, tconc whether all have room.
+const tenantConcSQL = `, rt AS (
+    SELECT tenant, sum(n_all) AS n_all, sum(n_q) AS n_q FROM (
+        SELECT r.tenant, count(*) AS n_all, count(*) FILTER (WHERE r.queue = $1) AS n_q
+        FROM {schema}.jobs r WHERE r.state = 'running' GROUP BY r.tenant
+        UNION ALL
+        SELECT tenant, 0, 0 FROM want WHERE n > 0
+    ) u GROUP BY tenant
+), lim AS (
+    SELECT rt.tenant, o.c - CASE WHEN o.q = '' THEN rt.n_all ELSE rt.n_q END AS room
+    FROM rt JOIN unnest($18::text[], $19::text[], $20::int[]) AS o(t, q, c) ON o.t = rt.tenant
+    UNION ALL
+    SELECT rt.tenant, d.c - CASE WHEN d.q = '' THEN rt.n_all ELSE rt.n_q END
+    FROM rt CROSS JOIN unnest($23::text[], $24::int[]) AS d(q, c)
+    WHERE NOT EXISTS (SELECT 1 FROM unnest($21::text[], $22::text[]) AS w(t, q) WHERE w.t = rt.tenant AND w.q = d.q)
+), tconc AS (
+    SELECT NOT EXISTS (SELECT 1 FROM lim WHERE lim.room <= 0)
+        AND NOT EXISTS (SELECT 1 FROM want x JOIN lim ON lim.tenant = x.tenant WHERE x.n > 0 AND lim.room < x.n) AS ok
+)`
+
+func claimReservedSQL(weights string, tconc bool) string {
+	concCTE, concOK, concMeta := "", "", "true"
+	if tconc {
+		concCTE, concOK, concMeta = tenantConcSQL, " AND (SELECT ok FROM tconc)", "(SELECT ok FROM tconc)"
+	}
 	return `WITH RECURSIVE cur AS (
     SELECT gen = $10 AS current FROM {schema}.flow_generation
 ), guard AS (
@@ -92,15 +133,15 @@ func claimReservedSQL(weights string) string {
     -- generic plan hashed every known tenant of the store on each claim.
     SELECT NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
             WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant OFFSET 0))) AS ok
-), fits AS (
+)` + concCTE + `, fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
-        AND (SELECT ok FROM kn) AS ok
+        AND (SELECT ok FROM kn)` + concOK + ` AS ok
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
-        (SELECT current FROM cur) AS current, (SELECT ok FROM kn) AS known
+        (SELECT current FROM cur) AS current, (SELECT ok FROM kn) AS known, ` + concMeta + ` AS conc_ok
 )
-SELECT m.ok, m.visited, m.current, m.known, u.* FROM meta m LEFT JOIN upd u ON true`
+SELECT m.ok, m.visited, m.current, m.known, m.conc_ok, u.* FROM meta m LEFT JOIN upd u ON true`
 }
 
 // qReservedSetup is the first statement of a reserved claim's
@@ -162,7 +203,14 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	s.reserved.mu.Lock()
 	stale := s.reserved.queues[queue] != qb
 	many := len(qb.defaults) > 0 && len(qb.names) > maxInherited
+	backOff := qb.concSkip > 0
+	if backOff {
+		qb.concSkip--
+	}
 	s.reserved.mu.Unlock()
+	if backOff {
+		return nil, false, false, false, nil
+	}
 	if many {
 		// Met more tenants than a claim should walk: read the limits
 		// again (with as many windows the queue goes to the locking
@@ -427,6 +475,9 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	if len(qb.weightT) > 0 {
 		s.reservedWeighted.Add(1)
 	}
+	if qb.tconc {
+		s.reservedConc.Add(1)
+	}
 	return out, true, true, false, nil
 }
 
@@ -437,6 +488,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 // says the batch went out (an error after it leaves the outcome unknown).
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
 	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, ok, current, known, sent bool, err error) {
+	var concOK bool
 	limit := p.Limit
 	queue := p.Queues[0]
 	var kinds []string
@@ -451,11 +503,16 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.sql(qReservedSetup), p.Queues[:1], s.flowLockClass(), qb.conc)
+	b.Queue(s.sql(qReservedSetup), p.Queues[:1], s.flowLockClass(), qb.conc || qb.tconc)
 	args := []any{queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
 		s.solo.Get(queue), qb.gen, skip, capT, capN, s.holder, dflt}
 	stmt := qClaimReserved
-	if len(qb.weightT) > 0 {
+	switch {
+	case qb.tconc:
+		stmt = qClaimReservedConc
+		args = append(args, nonNil(qb.weightT), nonNil(qb.weightN), nonNil(qb.concT), nonNil(qb.concQ), nonNil(qb.concN),
+			nonNil(qb.ownT), nonNil(qb.ownQ), nonNil(qb.dconcQ), nonNil(qb.dconcN))
+	case len(qb.weightT) > 0:
 		stmt = qClaimReservedWeighted
 		args = append(args, qb.weightT, qb.weightN)
 	}
@@ -475,7 +532,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 				return err
 			}
 		}
-		if out, err = readClaimRows(br, &ok, &visited, &current, &known); err != nil {
+		if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK); err != nil {
 			return err
 		}
 		if _, err := br.Exec(); err != nil {
@@ -487,7 +544,27 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		return nil, nil, false, false, false, true, err
 	}
 	if !ok {
+		if !concOK {
+			// A tenant at a concurrency limit: the locking claims, which
+			// count and throttle it, take the next claims.
+			s.reserved.mu.Lock()
+			qb.concSkip = concBackoff
+			s.reserved.mu.Unlock()
+		}
 		return nil, visited, false, current, known, true, nil
 	}
 	return out, visited, true, true, known, true, nil
+}
+
+// concBackoff is how many claims of a queue go to the locking claims after
+// a reserved claim found a tenant at a concurrency limit (while one is,
+// every reserved claim would decline).
+const concBackoff = 8
+
+// nonNil returns v, or an empty slice for nil (an empty array, not NULL).
+func nonNil[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
 }

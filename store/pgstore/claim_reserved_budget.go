@@ -72,6 +72,19 @@ type queueBudget struct {
 	// there are from an earlier read and must go first.
 	unsynced []string
 	fresh    bool
+	// Tenants' concurrency limits of the queue's scope (qClaimReservedConc):
+	// their own (concT, concQ, concN), the scopes where a tenant has a
+	// limit of its own (ownT, ownQ: it inherits no default there) and the
+	// defaults (dconcQ, dconcN). tconc: there is one; concSkip counts the
+	// claims still to leave to the locking claims after one found a tenant
+	// at a concurrency limit (they count and throttle it).
+	tconc        bool
+	concT, concQ []string
+	concN        []int32
+	ownT, ownQ   []string
+	dconcQ       []string
+	dconcN       []int32
+	concSkip     int
 	// closed: the queue is paused (nothing is claimed); paused are the
 	// tenants whose work in it is paused (the claim skips them).
 	closed bool
@@ -262,9 +275,22 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 			w := l
 			qb.weights = append(qb.weights, &w)
 		}
+		if l.Tenant != "" && l.Concurrency > 0 {
+			qb.tconc = true
+			if l.IsDefault() {
+				qb.dconcQ, qb.dconcN = append(qb.dconcQ, l.Queue), append(qb.dconcN, int32(l.Concurrency))
+			} else {
+				qb.concT, qb.concQ = append(qb.concT, l.Tenant), append(qb.concQ, l.Queue)
+				qb.concN = append(qb.concN, int32(l.Concurrency))
+			}
+		}
+		if l.Tenant != "" && !l.IsDefault() && l.Limited() {
+			// A limit of its own: the tenant inherits no default of
+			// this queue scope (store.ClaimBudget.ownLimit).
+			qb.own[l.FlowScope] = true
+			qb.ownT, qb.ownQ = append(qb.ownT, l.Tenant), append(qb.ownQ, l.Queue)
+		}
 		switch {
-		case l.Tenant != "" && l.Concurrency > 0:
-			qb.eligible = false
 		case l.IsDefault():
 			if l.Rate > 0 {
 				qb.defaults = append(qb.defaults, &rateBudget{limit: l, defVer: r.defVer})
@@ -279,7 +305,6 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 			qb.queue = append(qb.queue, &rateBudget{limit: l, defVer: r.defVer})
 		default:
 			qb.tenants[l.Tenant] = append(qb.tenants[l.Tenant], &rateBudget{limit: l, defVer: r.defVer})
-			qb.own[l.FlowScope] = true
 		}
 	}
 	for t := range qb.tenants {

@@ -85,12 +85,16 @@ func claimN(t *testing.T, s *Store, now time.Time, limit int) []*idemtype.JobRow
 // bind every tenant without a rate of its own for that queue scope: t0
 // (10 of its own for every queue) inherits the second (6), t1 (15 of its
 // own for this queue) the first (8), t2 and t3 both (6).
+// With tenants' concurrency, t2 may run 2 at once (its own, every queue)
+// and every tenant without a limit of its own for this queue 3 (a default
+// for this queue: t0, t2 and t3), and none ever runs more.
 func TestReservedClaimRacingStores(t *testing.T) {
-	t.Run("own rates", func(t *testing.T) { racingReservedClaims(t, false) })
-	t.Run("defaults", func(t *testing.T) { racingReservedClaims(t, true) })
+	t.Run("own rates", func(t *testing.T) { racingReservedClaims(t, false, false) })
+	t.Run("defaults", func(t *testing.T) { racingReservedClaims(t, true, false) })
+	t.Run("tenants' concurrency", func(t *testing.T) { racingReservedClaims(t, false, true) })
 }
 
-func racingReservedClaims(t *testing.T, defaults bool) {
+func racingReservedClaims(t *testing.T, defaults, conc bool) {
 	ctx := context.Background()
 	stores := openStores(t, 3, 6)
 	w0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -107,9 +111,17 @@ func racingReservedClaims(t *testing.T, defaults bool) {
 			store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Rate: 6, Period: time.Minute})
 		rates = map[string]int{"t0": 6, "t1": 8, "t2": 6, "t3": 6}
 	}
+	concs := map[string]int{}
+	if conc {
+		putLimits(t, stores[0], w0,
+			store.Limit{FlowScope: store.FlowScope{Tenant: "t2"}, Concurrency: 2},
+			store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}, Concurrency: 3})
+		concs = map[string]int{"t0": 3, "t2": 2, "t3": 3}
+	}
 	var (
 		mu               sync.Mutex
 		running, most    int
+		runningT, mostT  = map[string]int{}, map[string]int{}
 		seen             = map[int64]bool{}
 		started          = map[string]int{} // tenant@window → jobs
 		startedInWindow  = map[time.Time]int{}
@@ -128,6 +140,9 @@ func racingReservedClaims(t *testing.T, defaults bool) {
 					finish := func(jobs []*idemtype.JobRow) error {
 						mu.Lock()
 						running -= len(jobs) // before the store stops counting them
+						for _, j := range jobs {
+							runningT[j.Tenant]--
+						}
 						mu.Unlock()
 						fins := make([]*store.JobFinishParams, len(jobs))
 						for i, j := range jobs {
@@ -153,6 +168,8 @@ func racingReservedClaims(t *testing.T, defaults bool) {
 						for _, j := range jobs {
 							started[j.Tenant+"@"+now.Truncate(time.Minute).String()]++
 							startedInWindow[now.Truncate(time.Minute)]++
+							runningT[j.Tenant]++
+							mostT[j.Tenant] = max(mostT[j.Tenant], runningT[j.Tenant])
 						}
 						running += len(jobs) // after the store counts them
 						most = max(most, running)
@@ -178,6 +195,21 @@ func racingReservedClaims(t *testing.T, defaults bool) {
 	t.Logf("most running %d (limit 6); started per window %v; per tenant %v", most, startedInWindow, started)
 	if most > 6 {
 		t.Errorf("%d jobs ran at once, concurrency 6", most)
+	}
+	for tenant, c := range concs {
+		if mostT[tenant] > c {
+			t.Errorf("tenant %s ran %d jobs at once, concurrency %d", tenant, mostT[tenant], c)
+		}
+	}
+	if conc {
+		taken := int64(0)
+		for _, s := range stores {
+			taken += s.reservedConc.Load()
+		}
+		t.Logf("most running per tenant %v; reserved claims under tenants' concurrency: %d", mostT, taken)
+		if taken == 0 {
+			t.Error("no store took the reserved claim under tenants' concurrency")
+		}
 	}
 	for w, n := range startedInWindow {
 		if n > 60 {

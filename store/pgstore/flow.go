@@ -23,8 +23,9 @@ ORDER BY tenant, queue`
 FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND (rate > 0 OR concurrency > 0 OR paused)
 ORDER BY tenant, queue FOR UPDATE`
 	// qConcLock takes, when $3, the advisory locks (class $2,
-	// flowLockClass) of the queue concurrency limits (tenant '') of queues
-	// $1 and of every queue, in one order. Every claim that counts running
+	// flowLockClass) of the queue scopes of queues $1 and of every queue
+	// that hold a concurrency limit (of the queue, a tenant or the default
+	// tenant '*'), one per queue scope, in one order. Every claim that counts running
 	// jobs under such a limit takes them first and holds them to its
 	// commit, so the statement that counts (its own snapshot) sees every
 	// job the claims before it started. An advisory lock rather than the
@@ -35,7 +36,7 @@ ORDER BY tenant, queue FOR UPDATE`
 	// these before they lock the limit rows; no path takes them after a
 	// row lock, so they add no deadlock.
 	qConcLock = `(SELECT count(*) FROM (SELECT pg_advisory_xact_lock($2::integer, h) FROM (SELECT DISTINCT hashtext(queue) AS h
-        FROM {schema}.flow_controls WHERE $3::bool AND tenant = '' AND (queue = '' OR queue = ANY($1::text[])) AND concurrency > 0
+        FROM {schema}.flow_controls WHERE $3::bool AND (queue = '' OR queue = ANY($1::text[])) AND concurrency > 0
         ORDER BY 1) hs) l)`
 	// qLockedSetup is the first statement of a locking claim's
 	// transaction: JIT off (see claimOne) and qConcLock.
