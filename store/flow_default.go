@@ -72,14 +72,19 @@ func (b *ClaimBudget) ownLimit(tenant, queue string) bool {
 // get theirs (from these windows) when first asked for a quota: with
 // thousands of tenants under a default, a claim makes the few it visits.
 func (b *ClaimBudget) SetInherited(windows []InheritedWindow, running []RunningCount) {
+	b.SetInheritedLookup(LookupWindows(windows), windows, running)
+}
+
+// LookupWindows returns a WindowLookup of windows.
+func LookupWindows(windows []InheritedWindow) WindowLookup {
 	byScope := make(map[FlowScope]InheritedWindow, len(windows))
 	for _, w := range windows {
 		byScope[FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = w
 	}
-	b.SetInheritedLookup(func(scope FlowScope) (InheritedWindow, bool) {
+	return func(scope FlowScope) (InheritedWindow, bool) {
 		w, ok := byScope[scope]
 		return w, ok
-	}, windows, running)
+	}
 }
 
 // WindowLookup returns a tenant's current window under the default limit
@@ -90,7 +95,7 @@ type WindowLookup func(scope FlowScope) (InheritedWindow, bool)
 // SetInheritedLookup is SetInherited for a store that keeps the tenants'
 // windows itself (SQLite's flow cache): window finds one, and spent are at
 // least the windows that leave nothing of their default's rate now (each
-// is checked again), in tenant and queue order. With thousands of tenants
+// is checked again; their order does not matter, see Quota). With thousands of tenants
 // under a default, building SetInherited's map was most of a claim.
 func (b *ClaimBudget) SetInheritedLookup(window WindowLookup, spent []InheritedWindow, running []RunningCount) {
 	b.window = window

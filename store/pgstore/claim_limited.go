@@ -17,8 +17,8 @@ import (
 // weights, pauses, a limit that could bind): a transaction of three round
 // trips in the common case,
 //
-//  1. [BEGIN, JIT off and the queue concurrency limits' advisory locks
-//     (qLockedSetup), lock the limit rows (qFlowLock), read
+//  1. [BEGIN, JIT off and the advisory locks of the queue scopes with
+//     concurrency limits (qLockedSetup), lock the limit rows (qFlowLock), read
 //     the weights, count the running jobs the claim can be limited by
 //     (qRunningOfClaim), read the default windows, list the tenants to
 //     visit (qClaimRotation)]

@@ -11,8 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The limited claim in one round trip: [BEGIN, JIT off and the queue
-// concurrency limits' advisory locks (qLockedSetup), plan_cache_mode, lock
+// The limited claim in one round trip: [BEGIN, JIT off and the advisory
+// locks of the queue scopes with concurrency limits (qLockedSetup),
+// plan_cache_mode, lock
 // the limit rows (qFlowLockShape), qClaimOneLimited,
 // COMMIT] in one pipelined batch, for a claim of one queue whose limits
 // all have room for the whole claim. It claims exactly what the general path (claimLimited) would claim
@@ -22,8 +23,8 @@ import (
 // Why it is exact: the statements of a batch run one after the other, each
 // with its own snapshot (READ COMMITTED), so qClaimOneLimited's snapshot is
 // taken after qFlowLockShape holds the limit rows (and qLockedSetup the
-// advisory locks that reserved claims take instead of a queue concurrency
-// limit's row lock): every claim that spent from
+// advisory locks that reserved claims take instead of concurrency limits'
+// row locks): every claim that spent from
 // them before has committed (claims hold the lock until they commit), and
 // no claim that spends from them runs until this one commits. Within that
 // snapshot the statement reads each limit's window and counts the running

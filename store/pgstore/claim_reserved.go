@@ -13,10 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Reserved rate budget: the limited claim of one queue whose scope holds
-// no tenant concurrency (a tenant's own or a default's): queue limits
-// (rate, concurrency), tenants' rates, default rates (tenant "*"),
-// weights and pauses. The locking claims
+// Reserved rate budget: the limited claim of one queue: queue limits
+// (rate, concurrency), tenants' rates and concurrencies (their own and
+// defaults of tenant "*"), weights and pauses. The locking claims
 // write every rate limit they spend from on every claim, which with a
 // hundred limited tenants is most of a claim's cost; this one spends rate
 // budget the store reserved in advance, in slices, and writes nothing but
@@ -56,6 +55,13 @@ import (
 //     row, and the claim runs once more with that tenant's budgets.
 //   - Weights divide the first round in the statement (wantOf); paused
 //     tenants are skipped, a paused queue claims nothing.
+//   - Tenants' concurrency limits are counted, not reserved
+//     (qClaimReservedConc): under the same advisory locks as a queue
+//     concurrency limit, the claim goes ahead only when no tenant is at
+//     one and every visited tenant has room for its want; otherwise the
+//     locking claims take it and the next concBackoff claims.
+//   - The store walks only the budgets that may hold less than a claim
+//     (queueBudget.low), and holds the others lazily (inflight).
 //
 // Throttled claims are counted on the limits that stopped them after the
 // claim: on limit rows in one ordered statement, on tenants' windows under
@@ -116,6 +122,9 @@ const tenantConcSQL = `, rt AS (
         AND NOT EXISTS (SELECT 1 FROM want x JOIN lim ON lim.tenant = x.tenant WHERE x.n > 0 AND lim.room < x.n) AS ok
 )`
 
+// claimReservedSQL builds the reserved claim statement: weights, when not
+// empty, the SQL text[] and int[] expressions of the tenants' weights
+// (claimOneBody); tconc adds tenantConcSQL and its check.
 func claimReservedSQL(weights string, tconc bool) string {
 	concCTE, concOK, concMeta := "", "", "true"
 	if tconc {
@@ -173,7 +182,8 @@ func runningOf(a string) string {
 
 // claimReserved is the reserved claim (see above) of p.Queues[0]. It
 // reports applies false when the queue's limits are not the kind it
-// handles; then nothing was done. Otherwise ok false means it declined
+// handles, or a recent claim found a tenant at a concurrency limit
+// (concSkip); then nothing was done. Otherwise ok false means it declined
 // (nothing claimed, nothing spent) and the general path, which takes back
 // what the store holds of the limits it locks (absorbReserved), must claim.
 // A claim that declined only because it would visit tenants the store had
@@ -285,7 +295,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	// (held), so that a general-path claim of this store taking back the
 	// reservations meanwhile (absorbReserved) takes only the rest; what
 	// the claim did not spend is put back after it.
-	held := make([]*rateBudget, 0, len(qb.list))
+	var held []*rateBudget
 	if queueLeft >= p.Limit {
 		for _, b := range qb.queue {
 			b.held = p.Limit
@@ -481,7 +491,9 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	return out, true, true, false, nil
 }
 
-// claimReservedStatement runs qClaimReserved; dflt says the queue has
+// claimReservedStatement runs qClaimReserved (or its variant for weights,
+// or for tenants' concurrency, which sets qb.concSkip when it declined for
+// a tenant at a concurrency limit); dflt says the queue has
 // default limits (the claim visits only tenants the store wrote to
 // flow_known). It returns the visited tenants, also when it declined, and
 // known false when it declined for a tenant without a flow_known row. sent

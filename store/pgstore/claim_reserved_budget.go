@@ -28,7 +28,7 @@ type rateBudget struct {
 	limit  store.Limit // scope, rate and period
 	defVer int64       // the row's def_ver when read (migration 0019)
 	ws     time.Time   // the window the reservation belongs to
-	left   int         // reserved, not spent, not held
+	left   int         // reserved, not spent, not held (a claim in flight may spend up to its size of it, inflight)
 	held   int         // taken out of left by the claim in flight
 	empty  bool        // the last reservation found window ws with nothing left
 	// watched: the budget is one of its queue budget's candidates (cand).
@@ -60,7 +60,7 @@ type queueBudget struct {
 	loaded   time.Time                // when read (an ineligible queue is read again)
 	// defaults are the default rate limits (tenant "*") of the queue's
 	// scope, as rate budgets that hold nothing; own the scopes of tenants'
-	// own rate limits. Every tenant without its own limit for a default's
+	// own limits (rate or concurrency). Every tenant without its own limit for a default's
 	// queue scope inherits it: with defaults, a visited tenant without a
 	// flow_known row of the store (one it has not met) makes the claim
 	// decline, and the store adds the tenant's inherited budgets (inherit).
@@ -100,12 +100,14 @@ type queueBudget struct {
 	// budget leaves them when a claim finds it holding at least lowMark;
 	// it comes back when what it holds drops (watch), when a window of a
 	// budget that left ends (nextRoll: then every budget is looked at
-	// again) or when a claim is larger than lowMark. With thousands of
+	// again, and lowMark is the claim's size), when a claim is larger
+	// than lowMark, or when a claim's now is earlier than one before. With thousands of
 	// tenants under a default, walking every budget on every claim was
 	// most of a claim's cost.
 	cand     []*rateBudget
 	lowMark  int
 	nextRoll time.Time
+	latest   time.Time // the latest now a claim walked the candidates at
 	// inflight is the size of the reserved claim in flight (0: none): it
 	// may spend up to that much of any tenant's budget it did not hold
 	// (held), so absorbReserved leaves that much of those.
@@ -180,12 +182,19 @@ func (qb *queueBudget) watch(b *rateBudget) {
 // in the order they became candidates, and drops the candidates that
 // hold at least lowMark. s.reserved.mu must be held.
 func (qb *queueBudget) low(now time.Time, claim int) []*rateBudget {
-	if claim > qb.lowMark || !now.Before(qb.nextRoll) {
-		qb.lowMark = max(qb.lowMark, claim)
+	// A claim with an earlier now than one before it (claims take their
+	// now before they queue for claimMu) looks at every budget: one that
+	// left the candidates may have a window after its now, which holds
+	// nothing for it.
+	if claim > qb.lowMark || !now.Before(qb.nextRoll) || now.Before(qb.latest) {
+		qb.lowMark = claim
 		qb.nextRoll = now.Add(24 * time.Hour)
 		for _, b := range qb.list {
 			qb.watch(b)
 		}
+	}
+	if now.After(qb.latest) {
+		qb.latest = now
 	}
 	var out []*rateBudget
 	keep := qb.cand[:0]

@@ -322,10 +322,13 @@ func (s *Store) unreserve(ctx context.Context, q querier) error {
 	}
 	held := map[key]int{}
 	s.reserved.mu.Lock()
-	s.eachBudget(func(_ *queueBudget, b *rateBudget) bool {
-		if b.left > 0 {
-			held[key{b.limit.FlowScope, b.inherited, b.ws.UTC(), b.defVer}] += b.left
-			b.left = 0
+	s.eachBudget(func(qb *queueBudget, b *rateBudget) bool {
+		// A claim in flight may still spend its share of a budget it
+		// did not hold: that stays with the store.
+		if give := qb.givable(b); give > 0 {
+			held[key{b.limit.FlowScope, b.inherited, b.ws.UTC(), b.defVer}] += give
+			b.left -= give
+			qb.watch(b)
 		}
 		return true
 	})
@@ -399,7 +402,9 @@ ORDER BY f.tenant, f.queue FOR UPDATE OF f`
 // the current windows of limits (whose rows have the def_vers vers), and
 // of the tenants' windows under the default limits among them: each such
 // limit's WindowUsed (as read under the lock), and each such window's in
-// windows, drops by it and the store holds nothing of it any more.
+// windows, drops by it and the store holds nothing of it any more (but
+// the share a reserved claim in flight may spend of a budget it did not
+// hold, queueBudget.givable).
 // It returns the limits and the windows whose WindowUsed changed, which
 // the claim must write back even if it spends nothing from them.
 func (s *Store) absorbReserved(limits []*store.Limit, vers map[store.FlowScope]int64, windows []store.InheritedWindow,

@@ -31,8 +31,9 @@ ORDER BY tenant, queue FOR UPDATE`
 	// job the claims before it started. An advisory lock rather than the
 	// limit's row lock: a row lock writes the row (its xmax, and WAL),
 	// which the reserved claim, whose only other write is the claimed jobs,
-	// paid 50–100 µs for on every claim (pgbench: a 10-row update with the
-	// row lock against with the advisory lock). The locking claims take
+	// paid 50–100 µs for on every claim (pgbench: a transaction updating 10
+	// rows after taking the row lock, against one taking the advisory
+	// lock). The locking claims take
 	// these before they lock the limit rows; no path takes them after a
 	// row lock, so they add no deadlock.
 	qConcLock = `(SELECT count(*) FROM (SELECT pg_advisory_xact_lock($2::integer, h) FROM (SELECT DISTINCT hashtext(queue) AS h
@@ -563,8 +564,8 @@ func containsStr(xs []string, x string) bool {
 	return false
 }
 
-// flowLockClass is the first key of the schema's advisory locks of queue
-// concurrency limits (qConcLock).
+// flowLockClass is the first key of the schema's advisory locks of the
+// queue scopes that hold concurrency limits (qConcLock).
 func (s *Store) flowLockClass() int32 {
 	h := fnv.New32a()
 	h.Write([]byte("idem-flow:" + s.schema))

@@ -56,7 +56,7 @@ func (c *flowCache) invalidate() {
 // inheritedWindows returns, for a claim at now (µs), the tenants' current
 // windows under the rate limits of tenant '*' (those qDefaultWindows
 // reads) as a lookup, and those of them that have used their default's
-// rate, sorted by tenant and queue (store.ClaimBudget.SetInheritedLookup).
+// rate, in tenant and queue order (store.ClaimBudget.SetInheritedLookup).
 // load must have run in this transaction (it checks that no other
 // connection committed). The lookup is valid until the cache changes
 // (put), i.e. for the claim.
@@ -66,14 +66,7 @@ func (c *flowCache) inheritedWindows(t *wtx, now int64) (store.WindowLookup, []s
 		if err != nil {
 			return nil, nil, err
 		}
-		byScope := make(map[store.FlowScope]store.InheritedWindow, len(ws))
-		for _, w := range ws {
-			byScope[store.FlowScope{Tenant: w.Tenant, Queue: w.Queue}] = w
-		}
-		return func(scope store.FlowScope) (store.InheritedWindow, bool) {
-			w, ok := byScope[scope]
-			return w, ok
-		}, ws, nil
+		return store.LookupWindows(ws), ws, nil
 	}
 	if !c.winValid {
 		ws, err := loadWindows(t.query, qAllDefaultWindows, nil)
@@ -87,7 +80,8 @@ func (c *flowCache) inheritedWindows(t *wtx, now int64) (store.WindowLookup, []s
 		}
 		c.winValid = true
 	}
-	// The defaults' rates by queue scope (a queue has at most two).
+	// The default rates by queue scope (one per queue scope with a
+	// default rate; few).
 	type rate struct {
 		queue    string
 		rate     int
