@@ -81,18 +81,16 @@ import (
 // qClaimReservedWeighted divides the first round by the tenants' weights
 // $16/$17 (a queue with weighted tenants).
 // qClaimReservedConc is qClaimReservedWeighted (weights may be empty) for
-// a queue under tenants' concurrency limits: $18/$19/$20 are the tenants'
-// own concurrency limits of the queue's scope (tenant, queue scope,
-// concurrency), $21/$22 the scopes (tenant, queue scope) where a tenant has
-// a limit of its own (it inherits no default there), $23/$24 the default
-// concurrency limits (queue scope, concurrency). It claims only when no
-// tenant with running jobs is at one of its concurrency limits and every
-// visited tenant has room under them for its want, which is when the
-// general path would neither exclude a tenant nor lower a quota for a
-// concurrency limit (nor count a throttled claim on one); otherwise it
-// claims nothing, conc_ok is false and the general path claims. The
-// running jobs are counted after the queue scopes' advisory locks
-// (qConcLock), as for a queue concurrency limit.
+// a queue under tenants' concurrency limits (their own, of the queue's
+// scope, and the defaults of tenant '*' where a tenant has no limit of its
+// own for the default's queue scope), read in the statement's snapshot.
+// It claims only when no tenant with running jobs is at one of its
+// concurrency limits and every visited tenant has room under them for its
+// want, which is when the general path would neither exclude a tenant nor
+// lower a quota for a concurrency limit (nor count a throttled claim on
+// one); otherwise it claims nothing, conc_ok is false and the general path
+// claims. The running jobs are counted after the queue scopes' advisory
+// locks (qConcLock), as for a queue concurrency limit.
 var (
 	qClaimReserved         = claimReservedSQL("", false)
 	qClaimReservedWeighted = claimReservedSQL("$16::text[], $17::int[]", false)
@@ -111,12 +109,16 @@ const tenantConcSQL = `, rt AS (
         SELECT tenant, 0, 0 FROM want WHERE n > 0
     ) u GROUP BY tenant
 ), lim AS (
-    SELECT rt.tenant, o.c - CASE WHEN o.q = '' THEN rt.n_all ELSE rt.n_q END AS room
-    FROM rt JOIN unnest($18::text[], $19::text[], $20::int[]) AS o(t, q, c) ON o.t = rt.tenant
-    UNION ALL
-    SELECT rt.tenant, d.c - CASE WHEN d.q = '' THEN rt.n_all ELSE rt.n_q END
-    FROM rt CROSS JOIN unnest($23::text[], $24::int[]) AS d(q, c)
-    WHERE NOT EXISTS (SELECT 1 FROM unnest($21::text[], $22::text[]) AS w(t, q) WHERE w.t = rt.tenant AND w.q = d.q)
+    SELECT rt.tenant, f.concurrency - CASE WHEN f.queue = '' THEN rt.n_all ELSE rt.n_q END AS room
+    FROM rt CROSS JOIN LATERAL (
+        SELECT o.queue, o.concurrency FROM {schema}.flow_controls o
+        WHERE o.tenant = rt.tenant AND (o.queue = '' OR o.queue = $1) AND o.concurrency > 0
+        UNION ALL
+        SELECT d.queue, d.concurrency FROM {schema}.flow_controls d
+        WHERE d.tenant = '*' AND (d.queue = '' OR d.queue = $1) AND d.concurrency > 0
+            AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls w WHERE w.tenant = rt.tenant AND w.queue = d.queue
+                AND (w.rate > 0 OR w.concurrency > 0))
+        OFFSET 0) f
 ), tconc AS (
     SELECT NOT EXISTS (SELECT 1 FROM lim WHERE lim.room <= 0)
         AND NOT EXISTS (SELECT 1 FROM want x JOIN lim ON lim.tenant = x.tenant WHERE x.n > 0 AND lim.room < x.n) AS ok
@@ -522,8 +524,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	switch {
 	case qb.tconc:
 		stmt = qClaimReservedConc
-		args = append(args, nonNil(qb.weightT), nonNil(qb.weightN), nonNil(qb.concT), nonNil(qb.concQ), nonNil(qb.concN),
-			nonNil(qb.ownT), nonNil(qb.ownQ), nonNil(qb.dconcQ), nonNil(qb.dconcN))
+		args = append(args, nonNil(qb.weightT), nonNil(qb.weightN))
 	case len(qb.weightT) > 0:
 		stmt = qClaimReservedWeighted
 		args = append(args, qb.weightT, qb.weightN)

@@ -72,19 +72,12 @@ type queueBudget struct {
 	// there are from an earlier read and must go first.
 	unsynced []string
 	fresh    bool
-	// Tenants' concurrency limits of the queue's scope (qClaimReservedConc):
-	// their own (concT, concQ, concN), the scopes where a tenant has a
-	// limit of its own (ownT, ownQ: it inherits no default there) and the
-	// defaults (dconcQ, dconcN). tconc: there is one; concSkip counts the
-	// claims still to leave to the locking claims after one found a tenant
-	// at a concurrency limit (they count and throttle it).
-	tconc        bool
-	concT, concQ []string
-	concN        []int32
-	ownT, ownQ   []string
-	dconcQ       []string
-	dconcN       []int32
-	concSkip     int
+	// tconc: the queue's scope holds a tenant's concurrency limit (its own
+	// or a default's; qClaimReservedConc); concSkip counts the claims
+	// still to leave to the locking claims after one found a tenant at a
+	// concurrency limit (they count and throttle it).
+	tconc    bool
+	concSkip int
 	// closed: the queue is paused (nothing is claimed); paused are the
 	// tenants whose work in it is paused (the claim skips them).
 	closed bool
@@ -286,18 +279,11 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 		}
 		if l.Tenant != "" && l.Concurrency > 0 {
 			qb.tconc = true
-			if l.IsDefault() {
-				qb.dconcQ, qb.dconcN = append(qb.dconcQ, l.Queue), append(qb.dconcN, int32(l.Concurrency))
-			} else {
-				qb.concT, qb.concQ = append(qb.concT, l.Tenant), append(qb.concQ, l.Queue)
-				qb.concN = append(qb.concN, int32(l.Concurrency))
-			}
 		}
 		if l.Tenant != "" && !l.IsDefault() && l.Limited() {
 			// A limit of its own: the tenant inherits no default of
 			// this queue scope (store.ClaimBudget.ownLimit).
 			qb.own[l.FlowScope] = true
-			qb.ownT, qb.ownQ = append(qb.ownT, l.Tenant), append(qb.ownQ, l.Queue)
 		}
 		switch {
 		case l.IsDefault():
