@@ -95,8 +95,9 @@ type WindowLookup func(scope FlowScope) (InheritedWindow, bool)
 // SetInheritedLookup is SetInherited for a store that keeps the tenants'
 // windows itself (SQLite's flow cache): window finds one, and spent are at
 // least the windows that leave nothing of their default's rate now (each
-// is checked again; their order does not matter, see Quota). With thousands of tenants
-// under a default, building SetInherited's map was most of a claim.
+// is checked again; their order does not matter, see Quota). With
+// thousands of tenants under a default, building SetInherited's map was
+// most of a claim.
 func (b *ClaimBudget) SetInheritedLookup(window WindowLookup, spent []InheritedWindow, running []RunningCount) {
 	b.window = window
 	b.running = map[string][]RunningCount{}

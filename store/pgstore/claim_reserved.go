@@ -69,12 +69,14 @@ import (
 
 // qClaimReserved is the reserved claim of queue $1: $10 the cached flow
 // generation, $11 the tenants to skip (paused, or nothing reserved and
-// nothing left to reserve), $12/$13 the tenants that hold less than the claim and what they
-// hold. It claims what qClaimOne would, when the generation is current,
-// every queue concurrency limit has room for the whole claim ($5) and every
-// visited tenant holds its first-round want; otherwise it claims nothing
-// (the caller takes the general path). It returns ok, the visited tenants
-// and whether the generation is current, then the claimed jobs. With $15,
+// nothing left to reserve), $12/$13 the tenants that hold less than the
+// claim and what they hold. It claims what qClaimOne would, when the
+// generation is current, every queue concurrency limit has room for the
+// whole claim ($5) and every visited tenant holds its first-round want;
+// otherwise it claims nothing (the caller takes the general path). It
+// returns ok, the visited tenants, whether the generation is current,
+// whether every visited tenant is known (below) and conc_ok
+// (qClaimReservedConc; true in the others), then the claimed jobs. With $15,
 // a queue with default limits, every visited tenant must have a row of
 // holder $14 in flow_known (the store holds its inherited budgets), or it
 // claims nothing.
@@ -214,7 +216,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	defer qb.claimMu.Unlock()
 	s.reserved.mu.Lock()
 	stale := s.reserved.queues[queue] != qb
-	many := len(qb.defaults) > 0 && len(qb.names) > maxInherited
+	many := len(qb.defaults) > 0 && len(qb.tenants) > maxInherited
 	backOff := qb.concSkip > 0
 	if backOff {
 		qb.concSkip--
@@ -224,9 +226,9 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 		return nil, false, false, false, nil
 	}
 	if many {
-		// Met more tenants than a claim should walk: read the limits
-		// again (with as many windows the queue goes to the locking
-		// claims, and is looked at again after a second).
+		// Met more tenants than maxInherited: read the limits again
+		// (with as many windows the queue goes to the locking claims,
+		// and is looked at again after a second).
 		s.dropBudget(queue, qb)
 		return nil, false, false, false, nil
 	}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -55,15 +56,15 @@ type queueBudget struct {
 	eligible bool                     // the reserved claim applies
 	queue    []*rateBudget            // rate limits of the queue (tenant "")
 	tenants  map[string][]*rateBudget // each tenant's rate limits in scope
-	names    []string                 // the keys of tenants, sorted
 	list     []*rateBudget            // queue and then every tenant's
 	loaded   time.Time                // when read (an ineligible queue is read again)
 	// defaults are the default rate limits (tenant "*") of the queue's
 	// scope, as rate budgets that hold nothing; own the scopes of tenants'
-	// own limits (rate or concurrency). Every tenant without its own limit for a default's
-	// queue scope inherits it: with defaults, a visited tenant without a
-	// flow_known row of the store (one it has not met) makes the claim
-	// decline, and the store adds the tenant's inherited budgets (inherit).
+	// own limits (rate or concurrency). Every tenant without its own limit
+	// for a default's queue scope inherits it: with defaults, a visited
+	// tenant without a flow_known row of the store (one it has not met)
+	// makes the claim decline, and the store adds the tenant's inherited
+	// budgets (inherit).
 	defaults []*rateBudget
 	own      map[store.FlowScope]bool
 	seen     map[string]bool // tenants inherit has been called for
@@ -117,9 +118,8 @@ type queueBudget struct {
 const maxInherited = 20000
 
 // inherit adds tenant's inherited budgets (those of every default whose
-// queue scope the tenant has no limit of its own for), once per tenant; a
-// tenant the store knows (names) has been through it. s.reserved.mu must
-// be held, or qb not yet shared.
+// queue scope the tenant has no limit of its own for), once per tenant
+// (seen). s.reserved.mu must be held, or qb not yet shared.
 func (qb *queueBudget) inherit(tenant string) {
 	if qb.seen[tenant] || tenant == store.EveryTenant {
 		return
@@ -138,9 +138,6 @@ func (qb *queueBudget) inherit(tenant string) {
 		qb.tenants[tenant] = append(qb.tenants[tenant], b)
 		qb.list = append(qb.list, b)
 		qb.watch(b)
-	}
-	if i, found := slices.BinarySearch(qb.names, tenant); !found && len(qb.tenants[tenant]) > 0 {
-		qb.names = slices.Insert(qb.names, i, tenant)
 	}
 }
 
@@ -302,12 +299,9 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 			qb.tenants[l.Tenant] = append(qb.tenants[l.Tenant], &rateBudget{limit: l, defVer: r.defVer})
 		}
 	}
-	for t := range qb.tenants {
-		qb.names = append(qb.names, t)
-	}
-	slices.Sort(qb.names)
+	names := slices.Sorted(maps.Keys(qb.tenants))
 	qb.list = slices.Clone(qb.queue)
-	for _, t := range qb.names {
+	for _, t := range names {
 		qb.list = append(qb.list, qb.tenants[t]...)
 	}
 	for _, w := range qb.weights {
@@ -325,10 +319,10 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 		if err != nil {
 			return nil, err
 		}
-		if len(windows)+len(qb.names) > maxInherited {
+		if len(windows)+len(names) > maxInherited {
 			qb.eligible = false // too many tenants: the locking claims
 		} else {
-			for _, t := range slices.Clone(qb.names) {
+			for _, t := range names {
 				qb.inherit(t)
 			}
 			for _, w := range windows {
@@ -366,7 +360,7 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 		}
 		delete(s.reserved.old, queue)
 	}
-	if len(qb.defaults) > 0 && len(qb.names) > maxInherited {
+	if len(qb.defaults) > 0 && len(qb.tenants) > maxInherited {
 		qb.eligible = false
 	}
 	if s.reserved.queues == nil {

@@ -25,17 +25,17 @@ ORDER BY tenant, queue FOR UPDATE`
 	// qConcLock takes, when $3, the advisory locks (class $2,
 	// flowLockClass) of the queue scopes of queues $1 and of every queue
 	// that hold a concurrency limit (of the queue, a tenant or the default
-	// tenant '*'), one per queue scope, in one order. Every claim that counts running
-	// jobs under such a limit takes them first and holds them to its
-	// commit, so the statement that counts (its own snapshot) sees every
-	// job the claims before it started. An advisory lock rather than the
-	// limit's row lock: a row lock writes the row (its xmax, and WAL),
-	// which the reserved claim, whose only other write is the claimed jobs,
-	// paid 50–100 µs for on every claim (pgbench: a transaction updating 10
-	// rows after taking the row lock, against one taking the advisory
-	// lock). The locking claims take
-	// these before they lock the limit rows; no path takes them after a
-	// row lock, so they add no deadlock.
+	// tenant '*'), one per queue scope, in one order. Every claim that
+	// counts running jobs under such a limit takes them first and holds
+	// them to its commit, so the statement that counts (its own snapshot)
+	// sees every job the claims before it started. An advisory lock rather
+	// than the limit's row lock: a row lock writes the row (its xmax, and
+	// WAL), which the reserved claim, whose only other write is the claimed
+	// jobs, paid 50–100 µs for on every claim (pgbench: a transaction
+	// updating 10 rows after taking the row lock, against one taking the
+	// advisory lock). The locking claims take these before they lock the
+	// limit rows; no path takes them after a row lock, so they add no
+	// deadlock.
 	qConcLock = `(SELECT count(*) FROM (SELECT pg_advisory_xact_lock($2::integer, h) FROM (SELECT DISTINCT hashtext(queue) AS h
         FROM {schema}.flow_controls WHERE $3::bool AND (queue = '' OR queue = ANY($1::text[])) AND concurrency > 0
         ORDER BY 1) hs) l)`
