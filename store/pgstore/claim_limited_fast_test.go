@@ -38,11 +38,13 @@ func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
 type pathCounts struct {
 	took, declined                                    int64 // one round
 	reserved, inherited, paused, weighted, tenantConc int64
+	concBound                                         int64 // of tenantConc
 }
 
 func (c *pathCounts) add(o pathCounts) {
 	c.took, c.declined, c.reserved, c.inherited = c.took+o.took, c.declined+o.declined, c.reserved+o.reserved, c.inherited+o.inherited
 	c.paused, c.weighted, c.tenantConc = c.paused+o.paused, c.weighted+o.weighted, c.tenantConc+o.tenantConc
+	c.concBound += o.concBound
 }
 
 // The reserved claim (claim_reserved.go) takes, counts and reports what the
@@ -55,7 +57,8 @@ func TestReservedClaimMatchesGeneralPath(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPaths(t, seed, true)) })
 	}
-	if sum.reserved < 240 || sum.inherited < 40 || sum.paused < 40 || sum.weighted < 40 || sum.tenantConc < 40 {
+	if sum.reserved < 240 || sum.inherited < 40 || sum.paused < 40 || sum.weighted < 40 || sum.concBound < 20 ||
+		sum.tenantConc-sum.concBound < 40 {
 		t.Fatalf("the reserved claim took only %+v", sum)
 	}
 }
@@ -106,10 +109,19 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 				}
 			}
 			// Default concurrencies, rarely: the reserved claim declines
-			// while a tenant is at one.
+			// while a tenant is at one. Half of the tenants'
+			// concurrencies are too high to bind (the claim's bound,
+			// qClaimReservedConc, decides without reading them).
+			high := rng.IntN(2) == 0
+			conc := func(low int) int {
+				if high {
+					return 20 + rng.IntN(30)
+				}
+				return low + rng.IntN(6)
+			}
 			if rng.IntN(4) == 0 {
 				put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: []string{"", "q"}[rng.IntN(2)]},
-					Concurrency: 3 + rng.IntN(6)})
+					Concurrency: conc(3)})
 			}
 			for _, tn := range tenants {
 				switch rng.IntN(5) {
@@ -123,7 +135,7 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 				case 3:
 					// A tenant's own concurrency, with or without a rate.
 					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: []string{"", "q"}[rng.IntN(2)]},
-						Concurrency: 2 + rng.IntN(8), Rate: rng.IntN(2) * (5 + rng.IntN(10)), Period: time.Minute})
+						Concurrency: conc(2), Rate: rng.IntN(2) * (5 + rng.IntN(10)), Period: time.Minute})
 				}
 			}
 			return
@@ -253,7 +265,7 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 	}
 	c := pathCounts{took: fast.oneRoundTaken.Load(), declined: fast.oneRoundDeclined.Load(),
 		reserved: fast.reservedTaken.Load(), inherited: fast.reservedInherited.Load(), paused: fast.reservedPaused.Load(),
-		weighted: fast.reservedWeighted.Load(), tenantConc: fast.reservedConc.Load()}
+		weighted: fast.reservedWeighted.Load(), tenantConc: fast.reservedConc.Load(), concBound: fast.reservedConcBound.Load()}
 	t.Logf("claims taken: %+v", c)
 	return c
 }

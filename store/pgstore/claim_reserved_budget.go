@@ -79,6 +79,12 @@ type queueBudget struct {
 	// concurrency limit (they count and throttle it).
 	tconc    bool
 	concSkip int
+	// concFloor is the least of those tenants' concurrency limits
+	// (qClaimReservedConc's bound).
+	concFloor int64
+	// lockScopes are the queue scopes ("" and the queue) that hold any
+	// concurrency limit, whose advisory locks (qConcLock) a claim takes.
+	lockScopes []string
 	// closed: the queue is paused (nothing is claimed); paused are the
 	// tenants whose work in it is paused (the claim skips them).
 	closed bool
@@ -259,7 +265,7 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 		return nil, err
 	}
 	limits, _, _ := splitFlow(rows)
-	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{},
+	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{}, lockScopes: []string{},
 		loaded: time.Now(), own: map[store.FlowScope]bool{}, seen: map[string]bool{}, fresh: true}
 	for _, r := range rows {
 		l := r.limit
@@ -270,11 +276,17 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 				qb.paused = append(qb.paused, l.Tenant)
 			}
 		}
+		if l.Concurrency > 0 && !slices.Contains(qb.lockScopes, l.Queue) {
+			qb.lockScopes = append(qb.lockScopes, l.Queue)
+		}
 		if l.Weight > 0 {
 			w := l
 			qb.weights = append(qb.weights, &w)
 		}
 		if l.Tenant != "" && l.Concurrency > 0 {
+			if !qb.tconc || int64(l.Concurrency) < qb.concFloor {
+				qb.concFloor = int64(l.Concurrency)
+			}
 			qb.tconc = true
 		}
 		if l.Tenant != "" && !l.IsDefault() && l.Limited() {
