@@ -83,42 +83,69 @@ import (
 // claims nothing.
 // qClaimReservedWeighted divides the first round by the tenants' weights
 // $16/$17 (a queue with weighted tenants).
-// qClaimReservedConc is qClaimReservedWeighted, and
-// qClaimReservedConcUnweighted qClaimReserved, for a queue under tenants'
-// concurrency limits (their own, of the queue's
+// qClaimReservedConc are qClaimReserved and qClaimReservedWeighted for a
+// queue under tenants' concurrency limits (their own, of the queue's
 // scope, and the defaults of tenant '*' where a tenant has no limit of its
 // own for the default's queue scope), read in the statement's snapshot.
-// It claims only when no tenant with running jobs is at one of its
+// They claim only when no tenant with running jobs is at one of its
 // concurrency limits and every visited tenant has room under them for its
 // want, which is when the general path would neither exclude a tenant nor
 // lower a quota for a concurrency limit (nor count a throttled claim on
-// one); otherwise it claims nothing, conc_ok is 0 and the general path
-// claims. The running jobs are counted after the queue scopes' advisory
-// locks (qConcLock), as for a queue concurrency limit. First it tries a
-// bound (conc_ok 2 when it holds): $18 ($16 unweighted) is the least of those concurrency
-// limits, and when no tenant runs more than $18 - $5 jobs in all, every
-// tenant has room for the whole claim under each of them; only when the
-// bound fails does it read the tenants' limits (conc_ok 1 when they have
-// room), which cost about ten points of claim throughput with 100 tenants
-// (BENCHMARKS.md).
+// one); otherwise they claim nothing and the general path claims. The
+// running jobs are counted after the queue scopes' advisory locks
+// (qConcLock), as for a queue concurrency limit. The bound: $18 ($16
+// unweighted) is the least of those concurrency limits, and when no tenant
+// runs more than $18 - $5 jobs in all, every tenant has room for the whole
+// claim under each of them (conc_ok concByBound). The first variant checks
+// the bound alone (concNotBound when it fails); the second, when the bound
+// fails, counts each tenant's running jobs against its limits (concRoom,
+// or concAtLimit).
 var (
-	qClaimReserved               = claimReservedSQL("", false)
-	qClaimReservedWeighted       = claimReservedSQL("$16::text[], $17::int[]", false)
-	qClaimReservedConc           = claimReservedSQL("$16::text[], $17::int[]", true)
-	qClaimReservedConcUnweighted = claimReservedSQL("", true)
+	qClaimReserved         = claimReservedSQL("", concNone)
+	qClaimReservedWeighted = claimReservedSQL(weightArgs, concNone)
+	// qClaimReservedConc[weighted][counted]: the bound alone, or the
+	// bound and the count.
+	qClaimReservedConc = [2][2]string{
+		{claimReservedSQL("", concBound), claimReservedSQL("", concCounted)},
+		{claimReservedSQL(weightArgs, concBound), claimReservedSQL(weightArgs, concCounted)},
+	}
 )
 
-// tenantConcSQL is the part of qClaimReservedConc after want: cb the
-// bound (no tenant runs more than $18 - $5 jobs), rt the running jobs per
-// tenant (in every queue and in queue $1) of the tenants with running jobs
-// and the visited ones, lim their concurrency limits and what is left of
-// each, tconc whether all have room. tconc reads lim only when cb fails
-// (an OR evaluates its second operand, and with it the InitPlans of rt
-// and lim, only when the first is false).
-const tenantConcSQL = `, cb AS (
+// weightArgs are the reserved claim's weight parameters (claimOneBody).
+const weightArgs = "$16::text[], $17::int[]"
+
+// How a reserved claim statement checks tenants' concurrency limits:
+// concNone not at all (the queue's scope holds none), concBound by the
+// bound only (conc_ok concNotBound when it fails: nothing decided, nothing
+// claimed), concCounted by the bound and, when it fails, by counting.
+const (
+	concNone = iota
+	concBound
+	concCounted
+)
+
+// conc_ok values of a reserved claim statement (claimReservedSQL writes
+// them as numbers).
+const (
+	concAtLimit  = 0 // a tenant is at a limit, or one visited lacks room: declined
+	concRoom     = 1 // counted: every tenant has room
+	concByBound  = 2 // the bound holds
+	concNotBound = 3 // the bound failed (concBound): declined, undecided
+)
+
+// tenantBoundSQL and tenantConcSQL are the parts of qClaimReservedConc
+// after want: cb the bound (no tenant runs more than $18 - $5 jobs); rt
+// the running jobs per tenant (in every queue and in queue $1) of the
+// tenants with running jobs and the visited ones, lim their concurrency
+// limits and what is left of each, tconc whether all have room. tconc
+// reads lim only when cb fails (an OR evaluates its second operand, and
+// with it the InitPlans of rt and lim, only when the first is false).
+const (
+	tenantBoundSQL = `, cb AS (
     SELECT coalesce(max(n), 0) <= {floor}::bigint - $5 AS ok FROM (
         SELECT count(*) AS n FROM {schema}.jobs r WHERE r.state = 'running' GROUP BY r.tenant) z
-), rt AS (
+)`
+	tenantConcSQL = tenantBoundSQL + `, rt AS (
     SELECT tenant, sum(n_all) AS n_all, sum(n_q) AS n_q FROM (
         SELECT r.tenant, count(*) AS n_all, count(*) FILTER (WHERE r.queue = $1) AS n_q
         FROM {schema}.jobs r WHERE r.state = 'running' GROUP BY r.tenant
@@ -140,18 +167,23 @@ const tenantConcSQL = `, cb AS (
     SELECT (SELECT ok FROM cb) OR (NOT EXISTS (SELECT 1 FROM lim WHERE lim.room <= 0)
         AND NOT EXISTS (SELECT 1 FROM want x JOIN lim ON lim.tenant = x.tenant WHERE x.n > 0 AND lim.room < x.n)) AS ok
 )`
+)
 
 // claimReservedSQL builds the reserved claim statement: weights, when not
 // empty, the SQL text[] and int[] expressions of the tenants' weights
-// (claimOneBody); tconc adds tenantConcSQL and its check.
-func claimReservedSQL(weights string, tconc bool) string {
+// (claimOneBody); conc how it checks tenants' concurrency limits.
+func claimReservedSQL(weights string, conc int) string {
 	concCTE, concOK, concMeta := "", "", "1"
-	if tconc {
-		// The bound's parameter follows the weights' when there are any.
-		floor := "$16"
-		if weights != "" {
-			floor = "$18"
-		}
+	// The bound's parameter follows the weights' when there are any.
+	floor := "$16"
+	if weights != "" {
+		floor = "$18"
+	}
+	switch conc {
+	case concBound:
+		concCTE, concOK = strings.Replace(tenantBoundSQL, "{floor}", floor, 1), " AND (SELECT ok FROM cb)"
+		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 ELSE 3 END"
+	case concCounted:
 		concCTE, concOK = strings.Replace(tenantConcSQL, "{floor}", floor, 1), " AND (SELECT ok FROM tconc)"
 		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 WHEN (SELECT ok FROM tconc) THEN 1 ELSE 0 END"
 	}
@@ -532,6 +564,13 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 // flow_known). It returns the visited tenants, also when it declined, and
 // known false when it declined for a tenant without a flow_known row. sent
 // says the batch went out (an error after it leaves the outcome unknown).
+//
+// Under tenants' concurrency it first sends the statement that checks the
+// bound alone (its plan is smaller: the count's joins with the limits
+// cost about 70 µs of executor start-up on every claim even when the
+// bound decides); when the bound fails, the counting statement runs at
+// once, and the next claims of the queue send it first until the bound
+// holds again (qb.boundMiss).
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
 	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, ok, current, known, sent bool, err error) {
 	var concOK int32
@@ -547,52 +586,73 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	if capT == nil {
 		capT, capN = []string{}, []int32{}
 	}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(s.sql(qReservedSetup), qb.lockScopes, s.flowLockClass())
 	args := []any{queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
 		s.solo.Get(queue), qb.gen, skip, capT, capN, s.holder, dflt}
-	stmt := qClaimReserved
-	switch {
-	case qb.tconc && len(qb.weightT) > 0:
-		stmt = qClaimReservedConc
-		args = append(args, qb.weightT, qb.weightN, qb.concFloor)
-	case qb.tconc:
-		stmt = qClaimReservedConcUnweighted
-		args = append(args, qb.concFloor)
-	case len(qb.weightT) > 0:
-		stmt = qClaimReservedWeighted
+	weighted := len(qb.weightT) > 0
+	if weighted {
 		args = append(args, qb.weightT, qb.weightN)
 	}
-	b.Queue(s.sql(stmt), args...)
-	b.Queue("COMMIT")
+	if qb.tconc {
+		args = append(args, qb.concFloor)
+	}
+	stmtOf := func(counted bool) string {
+		switch {
+		case qb.tconc:
+			return qClaimReservedConc[b2i(weighted)][b2i(counted)]
+		case weighted:
+			return qClaimReservedWeighted
+		}
+		return qClaimReserved
+	}
 	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, nil, false, false, false, false, err
 	}
 	defer conn.Release()
-	sent = true
-	err = func() error {
-		br := conn.SendBatch(ctx, b)
-		defer br.Close()
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
+	counted := qb.boundMiss > 0
+	for {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(s.sql(qReservedSetup), qb.lockScopes, s.flowLockClass())
+		b.Queue(s.sql(stmtOf(counted)), args...)
+		b.Queue("COMMIT")
+		sent = true
+		err = func() error {
+			br := conn.SendBatch(ctx, b)
+			defer br.Close()
+			for range 2 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK); err != nil {
 				return err
 			}
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			return br.Close()
+		}()
+		if err != nil {
+			return nil, nil, false, false, false, true, err
 		}
-		if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK); err != nil {
-			return err
+		if !qb.tconc {
+			break
 		}
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("commit: %w", err)
+		switch {
+		case concOK == concNotBound && !counted:
+			// Nothing was claimed or written: count now.
+			qb.boundMiss, counted = boundRetry, true
+			continue
+		case concOK == concByBound:
+			qb.boundMiss = 0
+		case counted && qb.boundMiss > 0:
+			qb.boundMiss--
 		}
-		return br.Close()
-	}()
-	if err != nil {
-		return nil, nil, false, false, false, true, err
+		break
 	}
 	if !ok {
-		if concOK == 0 {
+		if concOK == concAtLimit {
 			// A tenant at a concurrency limit: the locking claims, which
 			// count and throttle it, take the next claims.
 			s.reserved.mu.Lock()
@@ -601,10 +661,22 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		}
 		return nil, visited, false, current, known, true, nil
 	}
-	if concOK == 2 {
+	if concOK == concByBound {
 		s.reservedConcBound.Add(1)
 	}
 	return out, visited, true, true, known, true, nil
+}
+
+// boundRetry is how many claims of a queue send the counting statement
+// first after the bound failed (unless the bound holds again sooner).
+const boundRetry = 16
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // concBackoff is how many claims of a queue go to the locking claims after

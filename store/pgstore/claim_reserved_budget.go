@@ -80,8 +80,11 @@ type queueBudget struct {
 	tconc    bool
 	concSkip int
 	// concFloor is the least of those tenants' concurrency limits
-	// (qClaimReservedConc's bound).
+	// (qClaimReservedConc's bound); boundMiss counts the claims still to
+	// send the counting statement first (claimReservedStatement; claimMu
+	// guards it).
 	concFloor int64
+	boundMiss int
 	// lockScopes are the queue scopes ("" and the queue) that hold any
 	// concurrency limit, whose advisory locks (qConcLock) a claim takes.
 	lockScopes []string
