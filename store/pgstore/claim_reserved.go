@@ -32,7 +32,7 @@ import (
 //     processes a tenant may start fewer than its rate in a window (at most
 //     a slice less per other process that holds one), never more.
 //     LimitList shows the store's own unspent reservations as not used.
-//   - The claim (qClaimReserved) skips tenants with nothing reserved and
+//   - The claim (claimReservedSQL) skips tenants with nothing reserved and
 //     nothing left to reserve, and checks in its own snapshot that the
 //     limit definitions are those the store cached (flow_generation,
 //     migration 0019: a limit put, changed or removed since makes it
@@ -57,7 +57,7 @@ import (
 //   - Weights divide the first round in the statement (wantOf); paused
 //     tenants are skipped, a paused queue claims nothing.
 //   - Tenants' concurrency limits are counted, not reserved
-//     (qClaimReservedConc): under the same advisory locks as a queue
+//     (reservedVariant.conc): under the same advisory locks as a queue
 //     concurrency limit, the claim goes ahead only when no tenant is at
 //     one and every visited tenant has room for its want; otherwise the
 //     locking claims take it and the next concBackoff claims.
@@ -68,48 +68,65 @@ import (
 // claim: on limit rows in one ordered statement, on tenants' windows under
 // defaults in a transaction that locks the default rows first.
 
-// qClaimReserved is the reserved claim of queue $1: $10 the cached flow
-// generation, $11 the tenants to skip (paused, or nothing reserved and
-// nothing left to reserve), $12/$13 the tenants that hold less than the
-// claim and what they hold. It claims what qClaimOne would, when the
-// generation is current, every queue concurrency limit has room for the
-// whole claim ($5) and every visited tenant holds its first-round want;
-// otherwise it claims nothing (the caller takes the general path). It
-// returns ok, the visited tenants, whether the generation is current,
-// whether every visited tenant is known (below) and conc_ok
-// (qClaimReservedConc; 1 in the others), then the claimed jobs. With $15,
-// a queue with default limits, every visited tenant must have a row of
-// holder $14 in flow_known (the store holds its inherited budgets), or it
-// claims nothing.
-// qClaimReservedWeighted divides the first round by the tenants' weights
-// $16/$17 (a queue with weighted tenants).
-// qClaimReservedConc are qClaimReserved and qClaimReservedWeighted for a
-// queue under tenants' concurrency limits (their own, of the queue's
-// scope, and the defaults of tenant '*' where a tenant has no limit of its
-// own for the default's queue scope), read in the statement's snapshot.
-// They claim only when no tenant with running jobs is at one of its
-// concurrency limits and every visited tenant has room under them for its
-// want, which is when the general path would neither exclude a tenant nor
-// lower a quota for a concurrency limit (nor count a throttled claim on
-// one); otherwise they claim nothing and the general path claims. The
-// running jobs are counted after the queue scopes' advisory locks
-// (qConcLock), as for a queue concurrency limit. The bound: $18 ($16
-// unweighted) is the least of those concurrency limits, and when no tenant
-// runs more than $18 - $5 jobs in all, every tenant has room for the whole
-// claim under each of them (conc_ok concByBound). The first variant checks
-// the bound alone (concNotBound when it fails); the second, when the bound
-// fails, counts each tenant's running jobs against its limits (concRoom,
-// or concAtLimit).
-var (
-	qClaimReserved         = claimReservedSQL("", concNone)
-	qClaimReservedWeighted = claimReservedSQL(weightArgs, concNone)
-	// qClaimReservedConc[weighted][counted]: the bound alone, or the
-	// bound and the count.
-	qClaimReservedConc = [2][2]string{
-		{claimReservedSQL("", concBound), claimReservedSQL("", concCounted)},
-		{claimReservedSQL(weightArgs, concBound), claimReservedSQL(weightArgs, concCounted)},
+// The reserved claim statement (claimReservedSQL) claims from queue $1:
+// $10 is the cached flow generation, $11 the tenants to skip (paused, or
+// nothing reserved and nothing left to reserve), $12/$13 the tenants that
+// hold less than the claim and what they hold. It claims what qClaimOne
+// would, when the generation is current, every queue concurrency limit
+// has room for the whole claim ($5) and every visited tenant holds its
+// first-round want; otherwise it claims nothing (the caller takes the
+// general path). It returns ok, the visited tenants, whether the
+// generation is current, whether every visited tenant is known (below)
+// and conc_ok (below; concRoom without tenants' concurrency), then the
+// claimed jobs. With $15, a queue with default limits, every visited
+// tenant must have a row of holder $14 in flow_known (the store holds its
+// inherited budgets), or it claims nothing. With weights ($16/$17) it
+// divides the first round by the tenants' weights.
+//
+// Under tenants' concurrency limits (their own, of the queue's scope, and
+// the defaults of tenant '*' where a tenant has no limit of its own for the
+// default's queue scope), read in the statement's snapshot, it claims only
+// when no tenant with running jobs is at one of its concurrency limits and
+// every visited tenant has room under them for its want, which is when
+// the general path would neither exclude a tenant nor lower a quota for a
+// concurrency limit (nor count a throttled claim on one); otherwise it
+// claims nothing and the general path claims. The running jobs are
+// counted after the queue scopes' advisory locks (qConcLock), as for a
+// queue concurrency limit. The bound: $18 ($16 unweighted) is the least of
+// those concurrency limits, and when no tenant runs more than $18 - $5
+// jobs in all, every tenant has room for the whole claim under each of
+// them (conc_ok concByBound). The concBound variant checks the bound alone
+// (concNotBound when it fails); concCounted, when the bound fails, counts
+// each tenant's running jobs against its limits (concRoom, or
+// concAtLimit).
+//
+// Each variant holds only what the queue's cached limits need (the store
+// sends another when they change, and the generation check declines a
+// claim made under stale ones): PostgreSQL starts every node of a plan
+// on each execution, run or not, and the parts that would never run cost
+// tens of µs a claim.
+type reservedVariant struct {
+	weighted  bool // weighted tenants ($16/$17)
+	conc      int  // concNone, concBound or concCounted
+	known     bool // default limits: the flow_known check
+	queueConc bool // a queue concurrency limit: its running count
+}
+
+// qClaimReservedVariants are the statements of every reservedVariant.
+var qClaimReservedVariants = func() map[reservedVariant]string {
+	m := map[reservedVariant]string{}
+	for _, w := range []bool{false, true} {
+		for _, c := range []int{concNone, concBound, concCounted} {
+			for _, k := range []bool{false, true} {
+				for _, q := range []bool{false, true} {
+					v := reservedVariant{weighted: w, conc: c, known: k, queueConc: q}
+					m[v] = claimReservedSQL(v)
+				}
+			}
+		}
 	}
-)
+	return m
+}()
 
 // weightArgs are the reserved claim's weight parameters (claimOneBody).
 const weightArgs = "$16::text[], $17::int[]"
@@ -133,7 +150,7 @@ const (
 	concNotBound = 3 // the bound failed (concBound): declined, undecided
 )
 
-// tenantBoundSQL and tenantConcSQL are the parts of qClaimReservedConc
+// tenantBoundSQL and tenantConcSQL are the parts of claimReservedSQL
 // after want: cb the bound (no tenant runs more than $18 - $5 jobs); rt
 // the running jobs per tenant (in every queue and in queue $1) of the
 // tenants with running jobs and the visited ones, lim their concurrency
@@ -169,17 +186,14 @@ const (
 )`
 )
 
-// claimReservedSQL builds the reserved claim statement: weights, when not
-// empty, the SQL text[] and int[] expressions of the tenants' weights
-// (claimOneBody); conc how it checks tenants' concurrency limits.
-func claimReservedSQL(weights string, conc int) string {
+// claimReservedSQL builds the reserved claim statement of variant v.
+func claimReservedSQL(v reservedVariant) string {
 	concCTE, concOK, concMeta := "", "", "1"
-	// The bound's parameter follows the weights' when there are any.
-	floor := "$16"
-	if weights != "" {
-		floor = "$18"
+	weights, floor := "", "$16" // the bound's parameter follows the weights'
+	if v.weighted {
+		weights, floor = weightArgs, "$18"
 	}
-	switch conc {
+	switch v.conc {
 	case concBound:
 		concCTE, concOK = strings.Replace(tenantBoundSQL, "{floor}", floor, 1), " AND (SELECT ok FROM cb)"
 		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 ELSE 3 END"
@@ -187,18 +201,28 @@ func claimReservedSQL(weights string, conc int) string {
 		concCTE, concOK = strings.Replace(tenantConcSQL, "{floor}", floor, 1), " AND (SELECT ok FROM tconc)"
 		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 WHEN (SELECT ok FROM tconc) THEN 1 ELSE 0 END"
 	}
+	guard := `SELECT (SELECT current FROM cur) AS ok`
+	if v.queueConc {
+		guard = `SELECT (SELECT current FROM cur)
+        AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls q
+            WHERE q.tenant = '' AND (q.queue = '' OR q.queue = $1) AND q.concurrency > 0
+              AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok`
+	}
+	// Without defaults $14 and $15 are still named, so that their types
+	// are known.
+	known := `SELECT NOT $15::bool OR $14::text IS NULL AS ok`
+	if v.known {
+		known = `-- OFFSET 0 keeps the probe per visited tenant: as an anti-join the
+    -- generic plan hashed every known tenant of the store on each claim.
+    SELECT NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
+            WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant OFFSET 0))) AS ok`
+	}
 	return `WITH RECURSIVE cur AS (
     SELECT gen = $10 AS current FROM {schema}.flow_generation
 ), guard AS (
-    SELECT (SELECT current FROM cur)
-        AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls q
-            WHERE q.tenant = '' AND (q.queue = '' OR q.queue = $1) AND q.concurrency > 0
-              AND q.concurrency - ` + runningOf("q") + ` < $5) AS ok
+    ` + guard + `
 ), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)", weights) + `, kn AS (
-    -- OFFSET 0 keeps the probe per visited tenant: as an anti-join the
-    -- generic plan hashed every known tenant of the store on each claim.
-    SELECT NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
-            WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant OFFSET 0))) AS ok
+    ` + known + `
 )` + concCTE + `, fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
@@ -557,11 +581,11 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	return out, true, true, false, nil
 }
 
-// claimReservedStatement runs qClaimReserved (or its variant for weights,
-// or for tenants' concurrency, which sets qb.concSkip when it declined for
-// a tenant at a concurrency limit); dflt says the queue has
-// default limits (the claim visits only tenants the store wrote to
-// flow_known). It returns the visited tenants, also when it declined, and
+// claimReservedStatement runs the reserved claim statement, the variant
+// for the queue's cached limits (under tenants' concurrency it sets
+// qb.concSkip when it declined for a tenant at a limit); dflt says the
+// queue has default limits (the claim visits only tenants the store wrote
+// to flow_known). It returns the visited tenants, also when it declined, and
 // known false when it declined for a tenant without a flow_known row. sent
 // says the batch went out (an error after it leaves the outcome unknown).
 //
@@ -596,13 +620,14 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		args = append(args, qb.concFloor)
 	}
 	stmtOf := func(counted bool) string {
+		v := reservedVariant{weighted: weighted, known: dflt, queueConc: qb.conc}
 		switch {
+		case qb.tconc && counted:
+			v.conc = concCounted
 		case qb.tconc:
-			return qClaimReservedConc[b2i(weighted)][b2i(counted)]
-		case weighted:
-			return qClaimReservedWeighted
+			v.conc = concBound
 		}
-		return qClaimReserved
+		return qClaimReservedVariants[v]
 	}
 	conn, err := s.conn(ctx)
 	if err != nil {
@@ -670,14 +695,6 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 // boundRetry is how many claims of a queue send the counting statement
 // first after the bound failed (unless the bound holds again sooner).
 const boundRetry = 16
-
-// b2i is 1 for true.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // concBackoff is how many claims of a queue go to the locking claims after
 // a reserved claim found a tenant at a concurrency limit (while one is,

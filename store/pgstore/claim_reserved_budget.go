@@ -74,13 +74,13 @@ type queueBudget struct {
 	unsynced []string
 	fresh    bool
 	// tconc: the queue's scope holds a tenant's concurrency limit (its own
-	// or a default's; qClaimReservedConc); concSkip counts the claims
+	// or a default's; reservedVariant.conc); concSkip counts the claims
 	// still to leave to the locking claims after one found a tenant at a
 	// concurrency limit (they count and throttle it).
 	tconc    bool
 	concSkip int
 	// concFloor is the least of those tenants' concurrency limits
-	// (qClaimReservedConc's bound); boundMiss counts the claims still to
+	// (the reserved claim's bound); boundMiss counts the claims still to
 	// send the counting statement first (claimReservedStatement; claimMu
 	// guards it).
 	concFloor int64
