@@ -57,8 +57,8 @@ func TestReservedClaimMatchesGeneralPath(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPaths(t, seed, true)) })
 	}
-	if sum.reserved < 240 || sum.inherited < 40 || sum.paused < 40 || sum.weighted < 40 || sum.concBound < 20 ||
-		sum.tenantConc-sum.concBound < 40 {
+	if sum.reserved < 240 || sum.inherited < 40 || sum.paused < 40 || sum.weighted < 40 || sum.concBound < 40 ||
+		sum.tenantConc-sum.concBound < 20 {
 		t.Fatalf("the reserved claim took only %+v", sum)
 	}
 }

@@ -93,9 +93,12 @@ import (
 // claims nothing and the general path claims. The running jobs are
 // counted after the queue scopes' advisory locks (qConcLock), as for a
 // queue concurrency limit. The bound: $18 ($16 unweighted) is the least of
-// those concurrency limits, and when no tenant runs more than $18 - $5
-// jobs in all, every tenant has room for the whole claim under each of
-// them (conc_ok concByBound). The concBound variant checks the bound alone
+// those concurrency limits, w the largest want of a visited tenant (at
+// least 1); when no tenant runs more than $18 - w jobs in all, no tenant
+// is at a limit and every visited one has room for its want under each
+// of them (conc_ok concByBound): with claims of 10 over 10 or more
+// tenants w is 1, and limits of a few jobs each rarely need counting. The
+// concBound variant checks the bound alone
 // (concNotBound when it fails); concCounted, when the bound fails, counts
 // each tenant's running jobs against its limits (concRoom, or
 // concAtLimit).
@@ -151,7 +154,7 @@ const (
 )
 
 // tenantBoundSQL and tenantConcSQL are the parts of claimReservedSQL
-// after want: cb the bound (no tenant runs more than $18 - $5 jobs); rt
+// after want: cb the bound (no tenant runs more than $18 - w jobs); rt
 // the running jobs per tenant (in every queue and in queue $1) of the
 // tenants with running jobs and the visited ones, lim their concurrency
 // limits and what is left of each, tconc whether all have room. tconc
@@ -159,7 +162,7 @@ const (
 // with it the InitPlans of rt and lim, only when the first is false).
 const (
 	tenantBoundSQL = `, cb AS (
-    SELECT coalesce(max(n), 0) <= {floor}::bigint - $5 AS ok FROM (
+    SELECT coalesce(max(n), 0) + greatest((SELECT max(x.n) FROM want x), 1) <= {floor}::bigint AS ok FROM (
         SELECT count(*) AS n FROM {schema}.jobs r WHERE r.state = 'running' GROUP BY r.tenant) z
 )`
 	tenantConcSQL = tenantBoundSQL + `, rt AS (

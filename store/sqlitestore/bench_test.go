@@ -151,7 +151,8 @@ func BenchmarkClaimTenants(b *testing.B) {
 // and 10,000 tenants, measured paired (storetest.BenchClaimLimitedCost),
 // with tenants' own rates and with a default rate for every tenant.
 func BenchmarkClaimLimitedCost(b *testing.B) {
-	for _, shape := range []storetest.LimitShape{storetest.OwnLimits, storetest.DefaultLimits, storetest.ConcLimits} {
+	for _, shape := range []storetest.LimitShape{storetest.OwnLimits, storetest.DefaultLimits, storetest.ConcLimits,
+		storetest.ConcTightLimits} {
 		for _, tenants := range []int{1, 100, 10000} {
 			b.Run(fmt.Sprintf("limits=%s/tenants=%d", shape, tenants), func(b *testing.B) {
 				storetest.BenchClaimLimitedCost(b, openTest(b, benchConfig()), openTest(b, benchConfig()), tenants, shape)

@@ -88,11 +88,16 @@ const (
 	// own on up to 100 tenants and a default concurrency for the others
 	// (tenant "*").
 	ConcLimits
+	// ConcTightLimits: ConcLimits with tenants' concurrencies of 5, which
+	// no tenant reaches (each claim of 10 takes at most one job of a
+	// tenant when 10 or more hold work, and they finish before the next)
+	// but which a claim cannot rule out without counting.
+	ConcTightLimits
 )
 
 // String is the shape's name in benchmark names.
 func (l LimitShape) String() string {
-	return [...]string{"none", "own", "default", "conc"}[l]
+	return [...]string{"none", "own", "default", "conc", "conc-tight"}[l]
 }
 
 // setupClaimTenants inserts total jobs of queue "default" spread over
@@ -125,13 +130,20 @@ func setupClaimTenants(b *testing.B, s store.Store, now time.Time, total, tenant
 		put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 1 << 30, Period: time.Minute})
 		return
 	}
-	if shape == ConcLimits {
-		put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Concurrency: 1 << 30})
+	conc := 0
+	switch shape {
+	case ConcLimits:
+		conc = 1 << 30
+	case ConcTightLimits:
+		conc = 5
+	}
+	if conc > 0 {
+		put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Concurrency: conc})
 	}
 	for i := range min(tenants, 100) {
 		l := store.Limit{FlowScope: store.FlowScope{Tenant: fmt.Sprintf("t%05d", i)}, Rate: 1 << 30, Period: time.Minute}
-		if shape == ConcLimits {
-			l.Rate, l.Period, l.Concurrency = 0, 0, 1<<30
+		if conc > 0 {
+			l.Rate, l.Period, l.Concurrency = 0, 0, conc
 		}
 		put(l)
 	}
