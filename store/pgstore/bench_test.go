@@ -247,7 +247,9 @@ func BenchmarkClaimTenants(b *testing.B) {
 
 // BenchmarkClaimLimitedCost: what limits cost a claim of 10 with 1, 100
 // and 10,000 tenants, measured paired (storetest.BenchClaimLimitedCost),
-// with tenants' own rates and with a default rate for every tenant.
+// with each storetest.LimitShape: tenants' own rates, a default rate for
+// every tenant, tenants' concurrencies too high to bind, and concurrencies
+// of 5 (conc-tight).
 func BenchmarkClaimLimitedCost(b *testing.B) {
 	for _, shape := range []storetest.LimitShape{storetest.OwnLimits, storetest.DefaultLimits, storetest.ConcLimits,
 		storetest.ConcTightLimits} {

@@ -109,9 +109,9 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 				}
 			}
 			// Default concurrencies, rarely: the reserved claim declines
-			// while a tenant is at one. Half of the tenants'
-			// concurrencies are too high to bind (the reserved claim's
-			// bound decides without reading them).
+			// while a tenant is at one. In half of the calls, all of the
+			// tenants' concurrencies are too high to bind (the reserved
+			// claim's bound decides without reading them).
 			high := rng.IntN(2) == 0
 			conc := func(low int) int {
 				if high {

@@ -41,8 +41,9 @@ import (
 //     claim, it declines too: the general path, which takes the store's
 //     reservations back first (absorbReserved), claims instead.
 //   - A queue concurrency limit: the claim first takes its advisory lock
-//     (qConcLock), which every locking claim of the queue takes too before
-//     it locks the limit rows, then counts the queue's running jobs in the
+//     (qReservedSetup, with the scopes of the cached limits; the locking
+//     claims take the same locks by qConcLock before they lock the limit
+//     rows), then counts the queue's running jobs in the
 //     next statement, whose snapshot sees every claim that held the lock
 //     before. Claims of such a queue take turns, as on the locking path;
 //     nothing is written.
@@ -158,8 +159,10 @@ const (
 // the running jobs per tenant (in every queue and in queue $1) of the
 // tenants with running jobs and the visited ones, lim their concurrency
 // limits and what is left of each, tconc whether all have room. tconc
-// reads lim only when cb fails (an OR evaluates its second operand, and
-// with it the InitPlans of rt and lim, only when the first is false).
+// reads lim only when cb fails: PostgreSQL evaluates an InitPlan when its
+// value is first needed, and its OR stops at the first true operand (what
+// it does, not what SQL promises; only the cost depends on it, and
+// auto_explain shows rt and lim "never executed" when cb holds).
 const (
 	tenantBoundSQL = `, cb AS (
     SELECT coalesce(max(n), 0) + greatest((SELECT max(x.n) FROM want x), 1) <= {floor}::bigint AS ok FROM (
@@ -596,8 +599,9 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 // bound alone (its plan is smaller: the count's joins with the limits
 // cost about 70 µs of executor start-up on every claim even when the
 // bound decides); when the bound fails, the counting statement runs at
-// once, and the next claims of the queue send it first until the bound
-// holds again (qb.boundMiss).
+// once, and the queue's next boundRetry claims send it first, unless the
+// bound holds again sooner (qb.boundMiss). A claim declined for a stale
+// generation or an unknown tenant is not retried (it declines anyway).
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
 	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, ok, current, known, sent bool, err error) {
 	var concOK int32
@@ -637,7 +641,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		return nil, nil, false, false, false, false, err
 	}
 	defer conn.Release()
-	counted := qb.boundMiss > 0
+	counted, retried := qb.boundMiss > 0, false
 	for {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
@@ -668,13 +672,13 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 			break
 		}
 		switch {
-		case concOK == concNotBound && !counted:
+		case concOK == concNotBound && !counted && current && known:
 			// Nothing was claimed or written: count now.
-			qb.boundMiss, counted = boundRetry, true
+			qb.boundMiss, counted, retried = boundRetry, true, true
 			continue
 		case concOK == concByBound:
 			qb.boundMiss = 0
-		case counted && qb.boundMiss > 0:
+		case counted && !retried && qb.boundMiss > 0:
 			qb.boundMiss--
 		}
 		break
