@@ -221,7 +221,9 @@ func TestBrowser(t *testing.T) {
 		do(t, ctx, chromedp.Navigate(base+"/ui/jobs?queue=billing"), chromedp.WaitVisible(chromedp.CSS("#f-args")),
 			chromedp.SendKeys(chromedp.CSS("#f-args"), "customer=acme"),
 			chromedp.Click(chromedp.CSS(`form.filters button[type=submit]`)))
-		waitJS(t, ctx, `location.search.includes('args=customer')`)
+		// The new page's URL is set before its rows are parsed: wait for
+		// the document to finish loading (and rows to be there).
+		waitJS(t, ctx, `location.search.includes('args=customer') && document.readyState === 'complete' && document.querySelector('tr[data-job]') !== null`)
 		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('tr[data-job]')].map(r => r.dataset.job)`))
 		if err != nil {
 			t.Fatal(err)

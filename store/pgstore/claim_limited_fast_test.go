@@ -38,13 +38,14 @@ func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
 type pathCounts struct {
 	took, declined                                    int64 // one round
 	reserved, inherited, paused, weighted, tenantConc int64
-	concBound                                         int64 // of tenantConc
+	concBound, concSkipped                            int64 // of tenantConc
 }
 
 func (c *pathCounts) add(o pathCounts) {
 	c.took, c.declined, c.reserved, c.inherited = c.took+o.took, c.declined+o.declined, c.reserved+o.reserved, c.inherited+o.inherited
 	c.paused, c.weighted, c.tenantConc = c.paused+o.paused, c.weighted+o.weighted, c.tenantConc+o.tenantConc
 	c.concBound += o.concBound
+	c.concSkipped += o.concSkipped
 }
 
 // The reserved claim (claim_reserved.go) takes, counts and reports what the
@@ -63,9 +64,36 @@ func TestReservedClaimMatchesGeneralPath(t *testing.T) {
 	}
 }
 
+// TestReservedClaimSkipsTenantsAtConcurrency: the comparison above with
+// only concurrency limits of a few jobs (tenants' own and defaults, for
+// every queue or this one, and sometimes a queue rate), so that tenants
+// are often at one: the reserved claim skips them and counts the throttled
+// claim on their limits, as the general path does.
+func TestReservedClaimSkipsTenantsAtConcurrency(t *testing.T) {
+	var sum pathCounts
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPathsConc(t, seed)) })
+	}
+	if sum.concSkipped < 20 {
+		t.Fatalf("the reserved claim skipped tenants at a concurrency limit in only %d claims: %+v", sum.concSkipped, sum)
+	}
+}
+
 // compareLimitedPaths runs the comparison of one seed and returns the
 // claims the paths took (the callers check coverage over all seeds).
 func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
+	return compareLimited(t, seed, reserved, false)
+}
+
+// compareLimitedPathsConc is compareLimitedPaths of the reserved claim
+// with concurrency limits only (TestReservedClaimSkipsTenantsAtConcurrency).
+func compareLimitedPathsConc(t *testing.T, seed uint64) pathCounts {
+	return compareLimited(t, seed, true, true)
+}
+
+// compareLimited is compareLimitedPaths; concOnly draws concurrency
+// limits only.
+func compareLimited(t *testing.T, seed uint64, reserved, concOnly bool) pathCounts {
 	ctx := context.Background()
 	fast, general := newTestStore(t, 2), newTestStore(t, 2)
 	fast.oneRoundMode, general.oneRoundMode = oneRoundAlways, oneRoundNever
@@ -95,6 +123,22 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 	}
 	randomLimits := func() {
 		periods := []time.Duration{time.Second, 10 * time.Second, time.Minute}
+		if concOnly {
+			if rng.IntN(2) == 0 {
+				put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 20 + rng.IntN(40), Period: periods[rng.IntN(3)]})
+			}
+			if rng.IntN(2) == 0 {
+				put(store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant, Queue: []string{"", "q"}[rng.IntN(2)]},
+					Concurrency: 1 + rng.IntN(4)})
+			}
+			for _, tn := range tenants {
+				if rng.IntN(3) == 0 {
+					put(store.Limit{FlowScope: store.FlowScope{Tenant: tn, Queue: []string{"", "q"}[rng.IntN(2)]},
+						Concurrency: 1 + rng.IntN(4)})
+				}
+			}
+			return
+		}
 		if reserved {
 			if rng.IntN(2) == 0 {
 				put(store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Rate: 10 + rng.IntN(40), Period: periods[rng.IntN(3)],
@@ -166,6 +210,13 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 			}
 		}
 	}
+	// Claims of up to 10; with concurrency limits of a few jobs, up to 4
+	// (a visited tenant whose want exceeds its room sends the claim to the
+	// general path).
+	maxClaim := 10
+	if concOnly {
+		maxClaim = 4
+	}
 	insert(120)
 	randomLimits()
 	running := make([]map[int64]string, len(stores)) // id → lease token, per store
@@ -173,7 +224,7 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 		running[i] = map[int64]string{}
 	}
 	for step := range 120 {
-		p := store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1 + rng.IntN(10),
+		p := store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1 + rng.IntN(maxClaim),
 			LeaseUntil: now.Add(time.Hour), Now: now}
 		if rng.IntN(8) == 0 {
 			p.Tenant = tenants[rng.IntN(len(tenants))]
@@ -265,7 +316,8 @@ func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 	}
 	c := pathCounts{took: fast.oneRoundTaken.Load(), declined: fast.oneRoundDeclined.Load(),
 		reserved: fast.reservedTaken.Load(), inherited: fast.reservedInherited.Load(), paused: fast.reservedPaused.Load(),
-		weighted: fast.reservedWeighted.Load(), tenantConc: fast.reservedConc.Load(), concBound: fast.reservedConcBound.Load()}
+		weighted: fast.reservedWeighted.Load(), tenantConc: fast.reservedConc.Load(), concBound: fast.reservedConcBound.Load(),
+		concSkipped: fast.reservedConcSkipped.Load()}
 	t.Logf("claims taken: %+v", c)
 	return c
 }
@@ -298,7 +350,9 @@ func limitState(t *testing.T, s *Store, now time.Time, tenants []string) string 
 func TestLimitedClaimOneRoundRacing(t *testing.T) {
 	ctx := context.Background()
 	s := newTestStore(t, 10)
-	s.oneRoundMode = oneRoundAlways
+	// The one-round claim, not the reserved one (which now takes these
+	// claims too; TestReservedClaimRacingStores races it).
+	s.oneRoundMode, s.noReserve = oneRoundAlways, true
 	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC) // the rate's window is this minute
 	var ps []*store.JobInsertParams
 	for i := range 400 {

@@ -155,46 +155,79 @@ const (
 )
 
 // tenantBoundSQL and tenantConcSQL are the parts of claimReservedSQL
-// after want: cb the bound (no tenant runs more than $18 - w jobs); rt
-// the running jobs per tenant (in every queue and in queue $1) of the
-// tenants with running jobs and the visited ones, lim their concurrency
-// limits and what is left of each, tconc whether all have room. tconc
-// reads lim only when cb fails: PostgreSQL evaluates an InitPlan when its
-// value is first needed, and its OR stops at the first true operand (what
-// it does, not what SQL promises; only the cost depends on it, and
-// auto_explain shows rt and lim "never executed" when cb holds).
-const (
-	tenantBoundSQL = `, cb AS (
+// after want: cb the bound (no tenant runs more than $18 - w jobs). Then,
+// counting: rt0 the running jobs per tenant with running jobs (in every
+// queue and in queue $1), limr their concurrency limits and what is left
+// of each, hit the limits with nothing left (of tenant $8 only, when set:
+// the general path's ClaimBudget.Excluded), whose tenants the rotation
+// skips (only a tenant with running jobs can be at a limit); limv the
+// limits of the visited tenants without running jobs; tconc whether the
+// claim may go ahead: no hit limit has a rate too (its usage write would
+// move a window: the general path decides), and every visited tenant has
+// room for its want (a lowered quota is the general path's too).
+const tenantBoundSQL = `, cb AS (
     SELECT coalesce(max(n), 0) + greatest((SELECT max(x.n) FROM want x), 1) <= {floor}::bigint AS ok FROM (
         SELECT count(*) AS n FROM {schema}.jobs r WHERE r.state = 'running' GROUP BY r.tenant) z
 )`
-	tenantConcSQL = tenantBoundSQL + `, rt AS (
-    SELECT tenant, sum(n_all) AS n_all, sum(n_q) AS n_q FROM (
-        SELECT r.tenant, count(*) AS n_all, count(*) FILTER (WHERE r.queue = $1) AS n_q
-        FROM {schema}.jobs r WHERE r.state = 'running' GROUP BY r.tenant
-        UNION ALL
-        SELECT tenant, 0, 0 FROM want WHERE n > 0
-    ) u GROUP BY tenant
-), lim AS (
-    SELECT rt.tenant, f.concurrency - CASE WHEN f.queue = '' THEN rt.n_all ELSE rt.n_q END AS room
-    FROM rt CROSS JOIN LATERAL (
-        SELECT o.queue, o.concurrency FROM {schema}.flow_controls o
-        WHERE o.tenant = rt.tenant AND (o.queue = '' OR o.queue = $1) AND o.concurrency > 0
-        UNION ALL
-        SELECT d.queue, d.concurrency FROM {schema}.flow_controls d
-        WHERE d.tenant = '*' AND (d.queue = '' OR d.queue = $1) AND d.concurrency > 0
-            AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls w WHERE w.tenant = rt.tenant AND w.queue = d.queue
-                AND (w.rate > 0 OR w.concurrency > 0))
-        OFFSET 0) f
+
+var tenantConcSQL = tenantBoundSQL + `, rt0 AS (
+    SELECT r.tenant, count(*) AS n_all, count(*) FILTER (WHERE r.queue = $1) AS n_q
+    FROM {schema}.jobs r WHERE r.state = 'running' GROUP BY r.tenant
+), limr AS (
+    SELECT rt0.tenant, f.queue, f.inh, f.rated, f.concurrency - CASE WHEN f.queue = '' THEN rt0.n_all ELSE rt0.n_q END AS room
+    FROM rt0 CROSS JOIN LATERAL (` + concLimitsOf("rt0") + `) f
+), hit AS (
+    SELECT l.tenant, l.queue, l.inh, l.rated FROM limr l WHERE l.room <= 0 AND ($8::text = '' OR l.tenant = $8)
+), limv AS (
+    SELECT x.tenant, f.concurrency AS room FROM want x CROSS JOIN LATERAL (` + concLimitsOf("x") + `) f
+    WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM rt0 WHERE rt0.tenant = x.tenant)
 ), tconc AS (
-    SELECT (SELECT ok FROM cb) OR (NOT EXISTS (SELECT 1 FROM lim WHERE lim.room <= 0)
-        AND NOT EXISTS (SELECT 1 FROM want x JOIN lim ON lim.tenant = x.tenant WHERE x.n > 0 AND lim.room < x.n)) AS ok
+    SELECT NOT EXISTS (SELECT 1 FROM hit WHERE hit.rated)
+        AND NOT EXISTS (SELECT 1 FROM want x JOIN (SELECT tenant, room FROM limr UNION ALL SELECT tenant, room FROM limv) l
+            ON l.tenant = x.tenant WHERE x.n > 0 AND l.room < x.n) AS ok
 )`
-)
+
+// concThrottleSQL counts, when the claim goes ahead, one throttled claim
+// on each limit of hit, in the claim's transaction, as the general path
+// writes its usage (store.ClaimBudget.Usage): on a tenant's own row; on a
+// tenant's window under a default (a concurrency-only default: its window
+// row as the general path writes it, zero) and on the default's row.
+// Every limit row it writes holds a concurrency limit of this queue's
+// scope, whose advisory lock the claim holds, as does every claim that
+// locks or writes it (the reserved claims of other queues take the lock
+// of scope ” too); the rows the reservations lock have rates, which hit
+// excludes (tconc).
+const concThrottleSQL = `, thr AS (
+    UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1
+    FROM (SELECT tenant, queue FROM hit WHERE NOT inh UNION SELECT '*', queue FROM hit WHERE inh) h
+    WHERE f.tenant = h.tenant AND f.queue = h.queue AND (SELECT ok FROM fits)
+), thrw AS (
+    INSERT INTO {schema}.flow_default_windows AS w (tenant, queue, window_start, window_used, throttled)
+    SELECT tenant, queue, '0001-01-01 00:00:00+00', 0, 1 FROM hit WHERE inh AND (SELECT ok FROM fits)
+    ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start, window_used = 0,
+        throttled = w.throttled + 1
+)`
+
+// concLimitsOf is the SQL of the concurrency limits in queue $1's scope of
+// the tenant of row alias a: its own, and the defaults of tenant '*' for
+// the queue scopes it has no limit of its own for; inh marks a default's,
+// rated a limit row with a rate too.
+func concLimitsOf(a string) string {
+	return `SELECT o.queue, o.concurrency, false AS inh, o.rate > 0 AS rated FROM {schema}.flow_controls o
+        WHERE o.tenant = ` + a + `.tenant AND (o.queue = '' OR o.queue = $1) AND o.concurrency > 0
+        UNION ALL
+        SELECT d.queue, d.concurrency, true, d.rate > 0 FROM {schema}.flow_controls d
+        WHERE d.tenant = '*' AND (d.queue = '' OR d.queue = $1) AND d.concurrency > 0
+            AND NOT EXISTS (SELECT 1 FROM {schema}.flow_controls w WHERE w.tenant = ` + a + `.tenant AND w.queue = d.queue
+                AND (w.rate > 0 OR w.concurrency > 0))
+        OFFSET 0`
+}
 
 // claimReservedSQL builds the reserved claim statement of variant v.
 func claimReservedSQL(v reservedVariant) string {
 	concCTE, concOK, concMeta := "", "", "1"
+	spent := "$11::text[]"
+	hits := `'{}'::text[], '{}'::text[], '{}'::bool[]`
 	weights, floor := "", "$16" // the bound's parameter follows the weights'
 	if v.weighted {
 		weights, floor = weightArgs, "$18"
@@ -206,6 +239,10 @@ func claimReservedSQL(v reservedVariant) string {
 	case concCounted:
 		concCTE, concOK = strings.Replace(tenantConcSQL, "{floor}", floor, 1), " AND (SELECT ok FROM tconc)"
 		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 WHEN (SELECT ok FROM tconc) THEN 1 ELSE 0 END"
+		spent = "($11::text[] || ARRAY(SELECT DISTINCT tenant FROM hit))"
+		hits = `(SELECT coalesce(array_agg(tenant ORDER BY tenant, queue), '{}') FROM hit),
+        (SELECT coalesce(array_agg(queue ORDER BY tenant, queue), '{}') FROM hit),
+        (SELECT coalesce(array_agg(inh ORDER BY tenant, queue), '{}') FROM hit)`
 	}
 	guard := `SELECT (SELECT current FROM cur) AS ok`
 	if v.queueConc {
@@ -223,21 +260,26 @@ func claimReservedSQL(v reservedVariant) string {
     SELECT NOT ($15::bool AND EXISTS (SELECT 1 FROM want x WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM {schema}.flow_known k
             WHERE k.holder = $14 AND k.queue = $1 AND k.tenant = x.tenant OFFSET 0))) AS ok`
 	}
+	throttle := ""
+	if v.conc == concCounted {
+		throttle = concThrottleSQL
+	}
 	return `WITH RECURSIVE cur AS (
     SELECT gen = $10 AS current FROM {schema}.flow_generation
 ), guard AS (
     ` + guard + `
-), ` + claimOneBody("$11::text[]", "(SELECT ok FROM fits)", weights) + `, kn AS (
+), ` + claimOneBody(spent, "(SELECT ok FROM fits)", weights) + `, kn AS (
     ` + known + `
 )` + concCTE + `, fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
         JOIN unnest($12::text[], $13::int[]) AS c(tenant, n) ON c.tenant = x.tenant WHERE x.n > c.n)
         AND (SELECT ok FROM kn)` + concOK + ` AS ok
-), meta AS (
+)` + throttle + `, meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
-        (SELECT current FROM cur) AS current, (SELECT ok FROM kn) AS known, ` + concMeta + ` AS conc_ok
+        (SELECT current FROM cur) AS current, (SELECT ok FROM kn) AS known, ` + concMeta + ` AS conc_ok,
+        ` + hits + `
 )
-SELECT m.ok, m.visited, m.current, m.known, m.conc_ok, u.* FROM meta m LEFT JOIN upd u ON true`
+SELECT m.*, u.* FROM meta m LEFT JOIN upd u ON true`
 }
 
 // qReservedSetup is the first statement of a reserved claim's
@@ -516,7 +558,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	if queueLeft < p.Limit {
 		return nil, true, false, false, nil // the queue's rate binds this claim
 	}
-	out, visited, ok, current, known, sent, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, dflt)
+	out, visited, concHits, ok, current, known, sent, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, dflt)
 	var pgErr *pgconn.PgError
 	settle(out, sent && err != nil && !errors.As(err, &pgErr))
 	if err != nil || !ok {
@@ -542,6 +584,9 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 		return nil, true, false, learned, err
 	}
 	full := s.afterFirstRound(p, now, out, visited, qb.weights)
+	if concHits {
+		report.Throttled = true // counted by the statement
+	}
 	if len(hits) > 0 {
 		// The claim committed: its jobs are the caller's whatever happens
 		// to the statistics.
@@ -603,8 +648,12 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 // bound holds again sooner (qb.boundMiss). A claim declined for a stale
 // generation or an unknown tenant is not retried (it declines anyway).
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
-	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, ok, current, known, sent bool, err error) {
-	var concOK int32
+	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, hit, ok, current, known, sent bool, err error) {
+	var (
+		concOK     int32
+		hitT, hitQ []string
+		hitInh     []bool
+	)
 	limit := p.Limit
 	queue := p.Queues[0]
 	var kinds []string
@@ -638,7 +687,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	}
 	conn, err := s.conn(ctx)
 	if err != nil {
-		return nil, nil, false, false, false, false, err
+		return nil, nil, false, false, false, false, false, err
 	}
 	defer conn.Release()
 	counted, retried := qb.boundMiss > 0, false
@@ -657,7 +706,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 					return err
 				}
 			}
-			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK); err != nil {
+			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK, &hitT, &hitQ, &hitInh); err != nil {
 				return err
 			}
 			if _, err := br.Exec(); err != nil {
@@ -666,7 +715,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 			return br.Close()
 		}()
 		if err != nil {
-			return nil, nil, false, false, false, true, err
+			return nil, nil, false, false, false, false, true, err
 		}
 		if !qb.tconc {
 			break
@@ -691,12 +740,17 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 			qb.concSkip = concBackoff
 			s.reserved.mu.Unlock()
 		}
-		return nil, visited, false, current, known, true, nil
+		return nil, visited, false, false, current, known, true, nil
 	}
 	if concOK == concByBound {
 		s.reservedConcBound.Add(1)
 	}
-	return out, visited, true, true, known, true, nil
+	// The statement counted the claim as throttled on the concurrency
+	// limits of the tenants it skipped for being at them.
+	if len(hitT) > 0 {
+		s.reservedConcSkipped.Add(1)
+	}
+	return out, visited, len(hitT) > 0, true, true, known, true, nil
 }
 
 // boundRetry is how many claims of a queue send the counting statement

@@ -119,11 +119,12 @@ type Store struct {
 	// queues or queues with paused tenants, reservedWeighted those of
 	// queues with weighted tenants, reservedConc those of queues under
 	// tenants' concurrency limits, reservedConcBound those of them that
-	// the bound let through without reading the limits); noReserve is a
+	// the bound let through without reading the limits, reservedConcSkipped
+	// those that skipped tenants at a concurrency limit); noReserve is a
 	// test's choice to claim without it.
 	reserved                                                           reservations
 	reservedTaken, reservedInherited, reservedPaused, reservedWeighted atomic.Int64
-	reservedConc, reservedConcBound                                    atomic.Int64
+	reservedConc, reservedConcBound, reservedConcSkipped               atomic.Int64
 	noReserve                                                          bool
 	oneRoundMode                                                       oneRoundMode
 	// holder names the store in flow_known (claim_reserved_budget.go).

@@ -150,11 +150,11 @@ func BenchmarkClaimTenants(b *testing.B) {
 // BenchmarkClaimLimitedCost: what limits cost a claim of 10 with 1, 100
 // and 10,000 tenants, measured paired (storetest.BenchClaimLimitedCost),
 // with each storetest.LimitShape: tenants' own rates, a default rate for
-// every tenant, tenants' concurrencies too high to bind, and concurrencies
-// of 5 (conc-tight).
+// every tenant, tenants' concurrencies too high to bind, concurrencies of
+// 5 (conc-tight), and the same with some tenants at them (conc-busy).
 func BenchmarkClaimLimitedCost(b *testing.B) {
 	for _, shape := range []storetest.LimitShape{storetest.OwnLimits, storetest.DefaultLimits, storetest.ConcLimits,
-		storetest.ConcTightLimits} {
+		storetest.ConcTightLimits, storetest.ConcBusyLimits} {
 		for _, tenants := range []int{1, 100, 10000} {
 			b.Run(fmt.Sprintf("limits=%s/tenants=%d", shape, tenants), func(b *testing.B) {
 				storetest.BenchClaimLimitedCost(b, openTest(b, benchConfig()), openTest(b, benchConfig()), tenants, shape)
