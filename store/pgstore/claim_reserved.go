@@ -59,8 +59,9 @@ import (
 //     tenants are skipped, a paused queue claims nothing.
 //   - Tenants' concurrency limits are counted, not reserved
 //     (reservedVariant.conc): under the same advisory locks as a queue
-//     concurrency limit, the claim goes ahead only when no tenant is at
-//     one and every visited tenant has room for its want; otherwise the
+//     concurrency limit, the claim skips the tenants at one (counting the
+//     throttled claim on those limits in its statement) and goes ahead
+//     when every visited tenant has room for its want; otherwise the
 //     locking claims take it and the next concBackoff claims.
 //   - The store walks only the budgets that may hold less than a claim
 //     (queueBudget.low), and holds the others lazily (inflight).
@@ -86,12 +87,13 @@ import (
 //
 // Under tenants' concurrency limits (their own, of the queue's scope, and
 // the defaults of tenant '*' where a tenant has no limit of its own for the
-// default's queue scope), read in the statement's snapshot, it claims only
-// when no tenant with running jobs is at one of its concurrency limits and
-// every visited tenant has room under them for its want, which is when
-// the general path would neither exclude a tenant nor lower a quota for a
-// concurrency limit (nor count a throttled claim on one); otherwise it
-// claims nothing and the general path claims. The running jobs are
+// default's queue scope), read in the statement's snapshot, it skips the
+// tenants at one of them, counts the throttled claim on those limits, and
+// claims only when every visited tenant has room under them for its want
+// and no limit a tenant is at has a rate too, which is when the general
+// path would exclude the same tenants, count the same throttles and lower
+// no quota for a concurrency limit; otherwise it claims nothing and the
+// general path claims. The running jobs are
 // counted after the queue scopes' advisory locks (qConcLock), as for a
 // queue concurrency limit. The bound: $18 ($16 unweighted) is the least of
 // those concurrency limits, w the largest want of a visited tenant (at
@@ -102,7 +104,7 @@ import (
 // concBound variant checks the bound alone
 // (concNotBound when it fails); concCounted, when the bound fails, counts
 // each tenant's running jobs against its limits (concRoom, or
-// concAtLimit).
+// concAtLimit) and returns the limits it counted as throttled.
 //
 // Each variant holds only what the queue's cached limits need (the store
 // sends another when they change, and the generation check declines a
@@ -148,7 +150,7 @@ const (
 // conc_ok values of a reserved claim statement (claimReservedSQL writes
 // them as numbers).
 const (
-	concAtLimit  = 0 // a tenant is at a limit, or one visited lacks room: declined
+	concAtLimit  = 0 // a visited tenant lacks room, or a limit a tenant is at has a rate: declined
 	concRoom     = 1 // counted: every tenant has room
 	concByBound  = 2 // the bound holds
 	concNotBound = 3 // the bound failed (concBound): declined, undecided
