@@ -235,6 +235,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("write usage and commit: %w", err)
 	}
+	s.learnTenants(p.Queues, inherited.tenants)
 	budget.Report(p.Report)
 	return out, nil
 }

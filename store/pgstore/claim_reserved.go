@@ -229,7 +229,7 @@ func concLimitsOf(a string) string {
 func claimReservedSQL(v reservedVariant) string {
 	concCTE, concOK, concMeta := "", "", "1"
 	spent := "$11::text[]"
-	hits := `'{}'::text[], '{}'::text[], '{}'::bool[]`
+	hits := "0"
 	weights, floor := "", "$16" // the bound's parameter follows the weights'
 	if v.weighted {
 		weights, floor = weightArgs, "$18"
@@ -242,9 +242,7 @@ func claimReservedSQL(v reservedVariant) string {
 		concCTE, concOK = strings.Replace(tenantConcSQL, "{floor}", floor, 1), " AND (SELECT ok FROM tconc)"
 		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 WHEN (SELECT ok FROM tconc) THEN 1 ELSE 0 END"
 		spent = "($11::text[] || ARRAY(SELECT DISTINCT tenant FROM hit))"
-		hits = `(SELECT coalesce(array_agg(tenant ORDER BY tenant, queue), '{}') FROM hit),
-        (SELECT coalesce(array_agg(queue ORDER BY tenant, queue), '{}') FROM hit),
-        (SELECT coalesce(array_agg(inh ORDER BY tenant, queue), '{}') FROM hit)`
+		hits = "(SELECT count(*) FROM hit)"
 	}
 	guard := `SELECT (SELECT current FROM cur) AS ok`
 	if v.queueConc {
@@ -279,7 +277,7 @@ func claimReservedSQL(v reservedVariant) string {
 )` + throttle + `, meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
         (SELECT current FROM cur) AS current, (SELECT ok FROM kn) AS known, ` + concMeta + ` AS conc_ok,
-        ` + hits + `
+        ` + hits + ` AS hits
 )
 SELECT m.*, u.* FROM meta m LEFT JOIN upd u ON true`
 }
@@ -639,8 +637,10 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 // qb.concSkip when it declined for a tenant at a limit); dflt says the
 // queue has default limits (the claim visits only tenants the store wrote
 // to flow_known). It returns the visited tenants, also when it declined, and
-// known false when it declined for a tenant without a flow_known row. sent
-// says the batch went out (an error after it leaves the outcome unknown).
+// known false when it declined for a tenant without a flow_known row. hit
+// says the claim skipped tenants at a concurrency limit (the statement
+// counted the throttled claim on their limits). sent says the batch went
+// out (an error after it leaves the outcome unknown).
 //
 // Under tenants' concurrency it first sends the statement that checks the
 // bound alone (its plan is smaller: the count's joins with the limits
@@ -652,9 +652,8 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
 	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, hit, ok, current, known, sent bool, err error) {
 	var (
-		concOK     int32
-		hitT, hitQ []string
-		hitInh     []bool
+		concOK int32
+		hits   int64
 	)
 	limit := p.Limit
 	queue := p.Queues[0]
@@ -708,7 +707,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 					return err
 				}
 			}
-			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK, &hitT, &hitQ, &hitInh); err != nil {
+			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK, &hits); err != nil {
 				return err
 			}
 			if _, err := br.Exec(); err != nil {
@@ -736,8 +735,9 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	}
 	if !ok {
 		if concOK == concAtLimit {
-			// A tenant at a concurrency limit: the locking claims, which
-			// count and throttle it, take the next claims.
+			// A visited tenant without room for its want, or a tenant at
+			// a limit with a rate: the locking claims, which cap, count
+			// and throttle, take the next claims.
 			s.reserved.mu.Lock()
 			qb.concSkip = concBackoff
 			s.reserved.mu.Unlock()
@@ -749,10 +749,10 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	}
 	// The statement counted the claim as throttled on the concurrency
 	// limits of the tenants it skipped for being at them.
-	if len(hitT) > 0 {
+	if hits > 0 {
 		s.reservedConcSkipped.Add(1)
 	}
-	return out, visited, len(hitT) > 0, true, true, known, true, nil
+	return out, visited, hits > 0, true, true, known, true, nil
 }
 
 // boundRetry is how many claims of a queue send the counting statement

@@ -121,6 +121,30 @@ type queueBudget struct {
 	claimMu sync.Mutex
 }
 
+// learnTenants gives the store's budgets of queues with default limits
+// the tenants whose windows under a default a locking claim of this store
+// wrote (tenants): a window the reserved claims do not know of would not
+// count their throttled claims when spent, as the general path does. The
+// next reserved claim writes them to flow_known and reserves their
+// windows. (Windows other processes write are met when a claim visits
+// their tenants.)
+func (s *Store) learnTenants(queues, tenants []string) {
+	if len(tenants) == 0 {
+		return
+	}
+	s.reserved.mu.Lock()
+	defer s.reserved.mu.Unlock()
+	for _, q := range queues {
+		qb := s.reserved.queues[q]
+		if qb == nil || len(qb.defaults) == 0 {
+			continue
+		}
+		for _, t := range tenants {
+			qb.inherit(t)
+		}
+	}
+}
+
 // maxInherited is the most tenants a queue with default limits may hold
 // budgets for (kept in memory; every window's first claim walks them): a
 // queue with more takes the locking claims.
@@ -420,6 +444,10 @@ func (s *Store) syncKnown(ctx context.Context, qb *queueBudget, queue string) er
 	add, fresh := qb.unsynced, qb.fresh && len(qb.defaults) > 0
 	qb.unsynced = nil
 	s.reserved.mu.Unlock()
+	// A tenant can be queued twice (a claim that declined for it while a
+	// locking claim's learnTenants had queued it): one row each.
+	slices.Sort(add)
+	add = slices.Compact(add)
 	if len(add) == 0 && !fresh {
 		return nil
 	}
