@@ -46,7 +46,7 @@ import (
 //     rows), then counts the queue's running jobs in the
 //     next statement, whose snapshot sees every claim that held the lock
 //     before. Claims of such a queue take turns, as on the locking path;
-//     nothing is written.
+//     nothing is written for it.
 //
 //   - Default rates: each tenant's window under a default (a
 //     flow_default_windows row) is reserved like a limit's own, in the same
@@ -66,9 +66,10 @@ import (
 //   - The store walks only the budgets that may hold less than a claim
 //     (queueBudget.low), and holds the others lazily (inflight).
 //
-// Throttled claims are counted on the limits that stopped them after the
-// claim: on limit rows in one ordered statement, on tenants' windows under
-// defaults in a transaction that locks the default rows first.
+// Throttled claims are counted on the rate limits that stopped them after
+// the claim: on limit rows in one ordered statement, on tenants' windows
+// under defaults in a transaction that locks the default rows first; on
+// tenants' concurrency limits in the claim statement (concThrottleSQL).
 
 // The reserved claim statement (claimReservedSQL) claims from queue $1:
 // $10 is the cached flow generation, $11 the tenants to skip (paused, or
@@ -102,9 +103,10 @@ import (
 // of them (conc_ok concByBound): with claims of 10 over 10 or more
 // tenants w is 1, and limits of a few jobs each rarely need counting. The
 // concBound variant checks the bound alone
-// (concNotBound when it fails); concCounted, when the bound fails, counts
-// each tenant's running jobs against its limits (concRoom, or
-// concAtLimit) and returns the limits it counted as throttled.
+// (concNotBound when it fails); concCounted counts each tenant's running
+// jobs against its limits (it must, to skip the tenants at one, also when
+// the bound holds; concRoom, or concAtLimit) and returns how many limits
+// it counted as throttled.
 //
 // Each variant holds only what the queue's cached limits need (the store
 // sends another when they change, and the generation check declines a
@@ -193,19 +195,25 @@ var tenantConcSQL = tenantBoundSQL + `, rt0 AS (
 // on each limit of hit, in the claim's transaction, as the general path
 // writes its usage (store.ClaimBudget.Usage): on a tenant's own row; on a
 // tenant's window under a default (a concurrency-only default: its window
-// row as the general path writes it, zero) and on the default's row.
-// Every limit row it writes holds a concurrency limit of this queue's
-// scope, whose advisory lock the claim holds, as does every claim that
-// locks or writes it (the reserved claims of other queues take the lock
-// of scope ” too); the rows the reservations lock have rates, which hit
-// excludes (tconc).
-const concThrottleSQL = `, thr AS (
+// row as the general path writes it, zero) and on the default's row. It
+// locks the limit rows first, in (tenant, queue) order as the locking
+// claims do (thrl), and writes the windows only after them (thrw reads
+// thr's rows, so thr has run): the default row before its tenants'
+// windows, the order of every writer of both (reservations, LimitPut and
+// LimitDelete, countThrottled), so no lock cycle forms.
+const concThrottleSQL = `, thrl AS (
+    SELECT f.tenant, f.queue FROM {schema}.flow_controls f
+    WHERE (f.tenant, f.queue) IN (SELECT tenant, queue FROM hit WHERE NOT inh UNION SELECT '*', queue FROM hit WHERE inh)
+        AND (SELECT ok FROM fits)
+    ORDER BY f.tenant, f.queue FOR UPDATE
+), thr AS (
     UPDATE {schema}.flow_controls f SET throttled = f.throttled + 1
-    FROM (SELECT tenant, queue FROM hit WHERE NOT inh UNION SELECT '*', queue FROM hit WHERE inh) h
-    WHERE f.tenant = h.tenant AND f.queue = h.queue AND (SELECT ok FROM fits)
+    FROM thrl WHERE f.tenant = thrl.tenant AND f.queue = thrl.queue
+    RETURNING f.tenant
 ), thrw AS (
     INSERT INTO {schema}.flow_default_windows AS w (tenant, queue, window_start, window_used, throttled)
     SELECT tenant, queue, '0001-01-01 00:00:00+00', 0, 1 FROM hit WHERE inh AND (SELECT ok FROM fits)
+        AND (SELECT count(*) FROM thr) >= 0
     ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start, window_used = 0,
         throttled = w.throttled + 1
 )`
@@ -320,8 +328,9 @@ func runningOf(a string) string {
 
 // claimReserved is the reserved claim (see above) of p.Queues[0]. It
 // reports applies false when the queue's limits are not the kind it
-// handles, or a recent claim found a tenant at a concurrency limit
-// (concSkip); then nothing was done. Otherwise ok false means it declined
+// handles, or a recent claim declined for tenants' concurrency limits
+// (concSkip: a visited tenant without room, or a tenant at a limit with a
+// rate); then nothing was done. Otherwise ok false means it declined
 // (nothing claimed, nothing spent) and the general path, which takes back
 // what the store holds of the limits it locks (absorbReserved), must claim.
 // A claim that declined only because it would visit tenants the store had
@@ -634,7 +643,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 
 // claimReservedStatement runs the reserved claim statement, the variant
 // for the queue's cached limits (under tenants' concurrency it sets
-// qb.concSkip when it declined for a tenant at a limit); dflt says the
+// qb.concSkip when it declined for them, concAtLimit); dflt says the
 // queue has default limits (the claim visits only tenants the store wrote
 // to flow_known). It returns the visited tenants, also when it declined, and
 // known false when it declined for a tenant without a flow_known row. hit
@@ -760,6 +769,6 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 const boundRetry = 16
 
 // concBackoff is how many claims of a queue go to the locking claims after
-// a reserved claim found a tenant at a concurrency limit (while one is,
-// every reserved claim would decline).
+// a reserved claim declined for tenants' concurrency limits (concAtLimit:
+// while that lasts, every reserved claim would decline).
 const concBackoff = 8
