@@ -109,7 +109,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass(), true)
+	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass())
 	b.Queue(s.sql(qFlowLock), p.Queues)
 	b.Queue(s.sql(qFlowWeights), p.Queues)
 	if sh.concurrency {
@@ -235,7 +235,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("write usage and commit: %w", err)
 	}
-	s.learnTenants(p.Queues, inherited.tenants)
+	s.learnTenants(p.Queues, &inherited)
 	budget.Report(p.Report)
 	return out, nil
 }

@@ -72,7 +72,7 @@ func TestReservedClaimMatchesGeneralPath(t *testing.T) {
 func TestReservedClaimSkipsTenantsAtConcurrency(t *testing.T) {
 	var sum pathCounts
 	for seed := uint64(1); seed <= 6; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPathsConc(t, seed)) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimited(t, seed, true, true)) })
 	}
 	if sum.concSkipped < 20 {
 		t.Fatalf("the reserved claim skipped tenants at a concurrency limit in only %d claims: %+v", sum.concSkipped, sum)
@@ -83,12 +83,6 @@ func TestReservedClaimSkipsTenantsAtConcurrency(t *testing.T) {
 // claims the paths took (the callers check coverage over all seeds).
 func compareLimitedPaths(t *testing.T, seed uint64, reserved bool) pathCounts {
 	return compareLimited(t, seed, reserved, false)
-}
-
-// compareLimitedPathsConc is compareLimitedPaths of the reserved claim
-// with concurrency limits only (TestReservedClaimSkipsTenantsAtConcurrency).
-func compareLimitedPathsConc(t *testing.T, seed uint64) pathCounts {
-	return compareLimited(t, seed, true, true)
 }
 
 // compareLimited is compareLimitedPaths; concOnly draws concurrency

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,8 +96,8 @@ import (
 // path would exclude the same tenants, count the same throttles and lower
 // no quota for a concurrency limit; otherwise it claims nothing and the
 // general path claims. The running jobs are
-// counted after the queue scopes' advisory locks (qConcLock), as for a
-// queue concurrency limit. The bound: $18 ($16 unweighted) is the least of
+// counted after the queue scopes' advisory locks (qReservedSetup), as for
+// a queue concurrency limit. The bound: $18 ($16 unweighted) is the least of
 // those concurrency limits, w the largest want of a visited tenant (at
 // least 1); when no tenant runs more than $18 - w jobs in all, no tenant
 // is at a limit and every visited one has room for its want under each
@@ -142,15 +143,15 @@ const weightArgs = "$16::text[], $17::int[]"
 // How a reserved claim statement checks tenants' concurrency limits:
 // concNone not at all (the queue's scope holds none), concBound by the
 // bound only (conc_ok concNotBound when it fails: nothing decided, nothing
-// claimed), concCounted by the bound and, when it fails, by counting.
+// claimed), concCounted by the bound and by counting (which it needs to
+// skip the tenants at a limit).
 const (
 	concNone = iota
 	concBound
 	concCounted
 )
 
-// conc_ok values of a reserved claim statement (claimReservedSQL writes
-// them as numbers).
+// conc_ok values of a reserved claim statement.
 const (
 	concAtLimit  = 0 // a visited tenant lacks room, or a limit a tenant is at has a rate: declined
 	concRoom     = 1 // counted: every tenant has room
@@ -235,7 +236,7 @@ func concLimitsOf(a string) string {
 
 // claimReservedSQL builds the reserved claim statement of variant v.
 func claimReservedSQL(v reservedVariant) string {
-	concCTE, concOK, concMeta := "", "", "1"
+	concCTE, concOK, concMeta := "", "", strconv.Itoa(concRoom)
 	spent := "$11::text[]"
 	hits := "0"
 	weights, floor := "", "$16" // the bound's parameter follows the weights'
@@ -245,10 +246,11 @@ func claimReservedSQL(v reservedVariant) string {
 	switch v.conc {
 	case concBound:
 		concCTE, concOK = strings.Replace(tenantBoundSQL, "{floor}", floor, 1), " AND (SELECT ok FROM cb)"
-		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 ELSE 3 END"
+		concMeta = fmt.Sprintf("CASE WHEN (SELECT ok FROM cb) THEN %d ELSE %d END", concByBound, concNotBound)
 	case concCounted:
 		concCTE, concOK = strings.Replace(tenantConcSQL, "{floor}", floor, 1), " AND (SELECT ok FROM tconc)"
-		concMeta = "CASE WHEN (SELECT ok FROM cb) THEN 2 WHEN (SELECT ok FROM tconc) THEN 1 ELSE 0 END"
+		concMeta = fmt.Sprintf("CASE WHEN (SELECT ok FROM cb) THEN %d WHEN (SELECT ok FROM tconc) THEN %d ELSE %d END",
+			concByBound, concRoom, concAtLimit)
 		spent = "($11::text[] || ARRAY(SELECT DISTINCT tenant FROM hit))"
 		hits = "(SELECT count(*) FROM hit)"
 	}
@@ -315,9 +317,8 @@ SELECT m.*, u.* FROM meta m LEFT JOIN upd u ON true`
 // an index scan marks the dead ones as such in the index, and the next
 // claims skip them (20 µs). The statement's other scans read a few rows
 // each by index, where a bitmap gains nothing.
-const qReservedSetup = `SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
-    set_config('enable_bitmapscan', 'off', true), (SELECT count(*) FROM (SELECT pg_advisory_xact_lock($2::integer, h)
-        FROM (SELECT DISTINCT hashtext(q) AS h FROM unnest($1::text[]) AS q ORDER BY 1) hs) l)`
+var qReservedSetup = `SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
+    set_config('enable_bitmapscan', 'off', true), ` + concLocks(`SELECT unnest($1::text[])`)
 
 // runningOf is the SQL count of the running jobs of flow row alias a's
 // scope (jobs_running_scope_idx).

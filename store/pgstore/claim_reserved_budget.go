@@ -75,8 +75,8 @@ type queueBudget struct {
 	fresh    bool
 	// tconc: the queue's scope holds a tenant's concurrency limit (its own
 	// or a default's; reservedVariant.conc); concSkip counts the claims
-	// still to leave to the locking claims after one found a tenant at a
-	// concurrency limit (they count and throttle it).
+	// still to leave to the locking claims after one declined for them
+	// (concAtLimit).
 	tconc    bool
 	concSkip int
 	// concFloor is the least of those tenants' concurrency limits
@@ -86,7 +86,8 @@ type queueBudget struct {
 	concFloor int64
 	boundMiss int
 	// lockScopes are the queue scopes ("" and the queue) that hold any
-	// concurrency limit, whose advisory locks (qConcLock) a claim takes.
+	// concurrency limit, whose advisory locks a claim takes
+	// (qReservedSetup; the locking claims' qConcLock takes the same).
 	lockScopes []string
 	// closed: the queue is paused (nothing is claimed); paused are the
 	// tenants whose work in it is paused (the claim skips them).
@@ -122,14 +123,15 @@ type queueBudget struct {
 }
 
 // learnTenants gives the store's budgets of queues with default limits
-// the tenants whose windows under a default a locking claim of this store
-// wrote (tenants): a window the reserved claims do not know of would not
+// the tenants whose rate windows under a default a locking claim of this
+// store wrote (w; a window with no start is a concurrency-only default's,
+// which no budget holds): a window the reserved claims do not know of would not
 // count their throttled claims when spent, as the general path does. The
 // next reserved claim writes them to flow_known and reserves their
 // windows. (Windows other processes write are met when a claim visits
 // their tenants.)
-func (s *Store) learnTenants(queues, tenants []string) {
-	if len(tenants) == 0 {
+func (s *Store) learnTenants(queues []string, w *usageCols) {
+	if len(w.tenants) == 0 {
 		return
 	}
 	s.reserved.mu.Lock()
@@ -139,8 +141,10 @@ func (s *Store) learnTenants(queues, tenants []string) {
 		if qb == nil || len(qb.defaults) == 0 {
 			continue
 		}
-		for _, t := range tenants {
-			qb.inherit(t)
+		for i, t := range w.tenants {
+			if !w.starts[i].IsZero() {
+				qb.inherit(t)
+			}
 		}
 	}
 }

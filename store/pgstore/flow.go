@@ -22,27 +22,7 @@ ORDER BY tenant, queue`
 	qFlowLock = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled, def_ver
 FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND (rate > 0 OR concurrency > 0 OR paused)
 ORDER BY tenant, queue FOR UPDATE`
-	// qConcLock takes, when $3, the advisory locks (class $2,
-	// flowLockClass) of the queue scopes of queues $1 and of every queue
-	// that hold a concurrency limit (of the queue, a tenant or the default
-	// tenant '*'), one per queue scope, in one order. Every claim that
-	// counts running jobs under such a limit takes them first and holds
-	// them to its commit, so the statement that counts (its own snapshot)
-	// sees every job the claims before it started. An advisory lock rather
-	// than the limit's row lock: a row lock writes the row (its xmax, and
-	// WAL), which the reserved claim, whose only other write is the claimed
-	// jobs, paid 50–100 µs for on every claim (pgbench: a transaction
-	// updating 10 rows after taking the row lock, against one taking the
-	// advisory lock). The locking claims take these before they lock the
-	// limit rows; no path takes them after a row lock, so they add no
-	// deadlock.
-	qConcLock = `(SELECT count(*) FROM (SELECT pg_advisory_xact_lock($2::integer, h) FROM (SELECT DISTINCT hashtext(queue) AS h
-        FROM {schema}.flow_controls WHERE $3::bool AND (queue = '' OR queue = ANY($1::text[])) AND concurrency > 0
-        ORDER BY 1) hs) l)`
-	// qLockedSetup is the first statement of a locking claim's
-	// transaction: JIT off (see claimOne) and qConcLock.
-	qLockedSetup = `SELECT set_config('jit', 'off', true), ` + qConcLock
-	qLimitPut    = `INSERT INTO {schema}.flow_controls AS f (tenant, queue, rate, period_us, concurrency, weight)
+	qLimitPut = `INSERT INTO {schema}.flow_controls AS f (tenant, queue, rate, period_us, concurrency, weight)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (tenant, queue) DO UPDATE SET rate = $3, period_us = $4, concurrency = $5, weight = $6,
     window_start = CASE WHEN f.rate = $3 AND f.period_us = $4 THEN f.window_start ELSE 'epoch' END,
@@ -90,6 +70,28 @@ ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
 	// new window, as for any limit).
 	qDefaultReset = `DELETE FROM {schema}.flow_default_windows WHERE queue = $1 AND NOT EXISTS (
     SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = $1 AND rate = $2 AND period_us = $3)`
+)
+
+var (
+	// qConcLock takes the advisory locks (class $2, flowLockClass) of the
+	// queue scopes of queues $1 and of every queue
+	// that hold a concurrency limit (of the queue, a tenant or the default
+	// tenant '*'), one per queue scope, in one order. Every claim that
+	// counts running jobs under such a limit takes them first and holds
+	// them to its commit, so the statement that counts (its own snapshot)
+	// sees every job the claims before it started. An advisory lock rather
+	// than the limit's row lock: a row lock writes the row (its xmax, and
+	// WAL), which the reserved claim, whose only other write is the claimed
+	// jobs, paid 50–100 µs for on every claim (pgbench: a transaction
+	// updating 10 rows after taking the row lock, against one taking the
+	// advisory lock). The locking claims take these before they lock the
+	// limit rows; no path takes them after a row lock, so they add no
+	// deadlock.
+	qConcLock = concLocks(`SELECT queue FROM {schema}.flow_controls
+        WHERE (queue = '' OR queue = ANY($1::text[])) AND concurrency > 0`)
+	// qLockedSetup is the first statement of a locking claim's
+	// transaction: JIT off (see claimOne) and qConcLock.
+	qLockedSetup = `SELECT set_config('jit', 'off', true), ` + qConcLock
 )
 
 // qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
@@ -562,6 +564,14 @@ func containsStr(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// concLocks is the SQL expression that takes the advisory locks (class $2)
+// of the queue scopes that query scopes lists, one per scope, in hash
+// order: qConcLock's and qReservedSetup's, which must lock alike.
+func concLocks(scopes string) string {
+	return `(SELECT count(*) FROM (SELECT pg_advisory_xact_lock($2::integer, h) FROM (SELECT DISTINCT hashtext(q.queue) AS h
+        FROM (` + scopes + `) q(queue) ORDER BY 1) hs) l)`
 }
 
 // flowLockClass is the first key of the schema's advisory locks of the
