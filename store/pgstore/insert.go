@@ -42,7 +42,8 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 // requests, in their own transaction; each item's result is its own.
 // Keyless batches take one round trip (insertSimple), large unpartitioned
 // ones COPY (insertCopy); keyed ones one explicit transaction (insertOwn),
-// which settles the keys that exist in it. (A one-shot implicit
+// which settles the keys that exist in it, large keyed ones with COPY in
+// it first (insertKeyedCopy). (A one-shot implicit
 // transaction for groups of one-key requests was measured no faster and
 // removed: BENCHMARKS.md, "insert strategies".)
 func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.JobInsertResult, error) {
@@ -57,6 +58,9 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.
 		return nil, err
 	}
 	defer conn.Release()
+	if keyedCopyable(items) {
+		return s.insertKeyedCopy(ctx, conn, items)
+	}
 	return s.insertOwn(ctx, conn, items)
 }
 
@@ -136,13 +140,26 @@ type dbtx interface {
 // created. Keys that existed take the general path below, with the ids
 // already allocated, in the same transaction.
 func (s *Store) insertTx(ctx context.Context, q dbtx, items []*insertItem, mode txMode) ([]store.JobInsertResult, error) {
-	k := &keyedInsert{items: items, res: make([]store.JobInsertResult, len(items)),
-		fps: map[rk]string{}, jobOfKey: map[rk]int64{}, byID: map[int64]*idemtype.JobRow{}}
+	k := newKeyedInsert(items)
 	own := mode == modeOwn
 	begin, err := s.insertStates(ctx, q, items, k.res, own)
 	if err != nil {
 		return nil, err
 	}
+	return s.insertKeyed(ctx, q, k, begin, own)
+}
+
+// newKeyedInsert is the state of a new insertTx of items.
+func newKeyedInsert(items []*insertItem) *keyedInsert {
+	return &keyedInsert{items: items, res: make([]store.JobInsertResult, len(items)),
+		fps: map[rk]string{}, jobOfKey: map[rk]int64{}, byID: map[int64]*idemtype.JobRow{}}
+}
+
+// insertKeyed is insertTx once the items' states are set: the combined
+// insert, the keys that existed, the duplicates' answers, and the last
+// round trip (COMMIT when own). begin says whether BEGIN is still to be
+// sent.
+func (s *Store) insertKeyed(ctx context.Context, q dbtx, k *keyedInsert, begin, own bool) ([]store.JobInsertResult, error) {
 	lead, rank := k.leaders()
 	// Records decide the keyed items: the unique constraint on (tenant, key)
 	// with ON CONFLICT, never a read followed by a write.

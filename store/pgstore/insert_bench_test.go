@@ -54,6 +54,11 @@ var keylessStrategies = []insertStrategy{
 }
 
 var keyedStrategies = []insertStrategy{
+	{"copy", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
+		return onConn(ctx, s, func(c *pgxpool.Conn) ([]store.JobInsertResult, error) {
+			return s.insertKeyedCopy(ctx, c, items)
+		})
+	}},
 	{"own", func(ctx context.Context, s *Store, items []*insertItem) ([]store.JobInsertResult, error) {
 		return onConn(ctx, s, func(c *pgxpool.Conn) ([]store.JobInsertResult, error) {
 			return s.insertOwn(ctx, c, items)
@@ -121,8 +126,8 @@ func BenchmarkInsertStrategyKeyless(b *testing.B) {
 func BenchmarkInsertStrategyKeyed(b *testing.B) {
 	for _, n := range []int{1, 10, 100, 1000} {
 		for _, st := range keyedStrategies {
-			if st.name == "perjob" && (n == 1 || n == 1000) {
-				continue // n=1 is "own"; n=1000 takes seconds an operation
+			if st.name == "perjob" && (n == 1 || n == 1000) || st.name == "copy" && n < copyMinItems {
+				continue // n=1 is "own"; n=1000 takes seconds an operation; COPY from copyMinItems
 			}
 			b.Run(fmt.Sprintf("n=%d/path=%s", n, st.name), func(b *testing.B) { benchStrategy(b, st, n, true) })
 		}

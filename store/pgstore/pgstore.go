@@ -133,6 +133,10 @@ type Store struct {
 	// the full statement only, without reading the jobs' own keys first
 	// (see acquireSet).
 	acquireFullOnly bool
+	// keyedCopied counts the keyed batches insertKeyedCopy inserted by
+	// COPY, keyedCopyRetried those it sent to the general path after a
+	// key existed.
+	keyedCopied, keyedCopyRetried atomic.Int64
 }
 
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	var all []testCase
 	all = append(all, insertCases()...)
 	all = append(all, idempotencyCases()...)
+	all = append(all, keyedBatchCases()...)
 	all = append(all, raceCases()...)
 	all = append(all, claimCases()...)
 	all = append(all, heartbeatCases()...)
