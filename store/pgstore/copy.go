@@ -77,12 +77,8 @@ func (s *Store) insertCopy(ctx context.Context, items []*insertItem) ([]store.Jo
 	for i, it := range items {
 		it.id = ids[i]
 	}
-	n, err := conn.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, &copySource{items: items, i: -1})
-	if err != nil {
+	if err := s.copyJobs(ctx, conn, items); err != nil {
 		return nil, fmt.Errorf("copy jobs: %w", err)
-	}
-	if int(n) != len(items) {
-		return nil, fmt.Errorf("copy jobs: %d rows for %d jobs", n, len(items))
 	}
 	// The rows are committed: a failed wake-up only delays the claimers
 	// until their next poll, so it is logged, not returned.
@@ -95,35 +91,3 @@ func (s *Store) insertCopy(ctx context.Context, items []*insertItem) ([]store.Jo
 	}
 	return out, nil
 }
-
-// copySource feeds insertCopy's items to CopyFrom.
-type copySource struct {
-	items []*insertItem
-	i     int
-}
-
-// Next implements pgx.CopyFromSource.
-func (c *copySource) Next() bool {
-	c.i++
-	return c.i < len(c.items)
-}
-
-// Values implements pgx.CopyFromSource.
-func (c *copySource) Values() ([]any, error) {
-	it := c.items[c.i]
-	p := it.p
-	args := string(p.Args)
-	if args == "" {
-		args = "{}"
-	}
-	deps := p.DependsOn
-	if deps == nil {
-		deps = []int64{}
-	}
-	return []any{it.id, p.Tenant, p.Queue, p.Kind, args, string(it.state), int32(p.Priority), int32(p.MaxAttempts),
-		p.RunAt, it.now, p.PartitionKey, p.IdempotencyKey, deps, nullText(p.Metadata), it.lastErr,
-		micros(p.DedupWindow), micros(p.ResultTTL), nullText(p.RetryPolicy), micros(p.Timeout)}, nil
-}
-
-// Err implements pgx.CopyFromSource.
-func (c *copySource) Err() error { return nil }

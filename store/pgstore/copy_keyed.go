@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -67,8 +66,7 @@ func (s *Store) keyedCopy(ctx context.Context, conn *pgxpool.Conn, items []*inse
 	if err := s.copyBegin(ctx, conn, items); err != nil {
 		return nil, err
 	}
-	_, err := conn.CopyFrom(ctx, pgx.Identifier{s.schema, "records"}, recordCopyColumns,
-		&recordCopySource{items: items, lead: lead, i: -1})
+	err := s.copyRecords(ctx, conn, items, lead)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		// A key exists: the general path, in the same transaction.
@@ -99,12 +97,8 @@ func (s *Store) keyedCopy(ctx context.Context, conn *pgxpool.Conn, items []*inse
 			k.jobOfKey[key] = it.id
 		}
 	}
-	n, err := conn.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyColumns, &copySource{items: created, i: -1})
-	if err != nil {
+	if err := s.copyJobs(ctx, conn, created); err != nil {
 		return nil, fmt.Errorf("copy jobs: %w", err)
-	}
-	if int(n) != len(created) {
-		return nil, fmt.Errorf("copy jobs: %d rows for %d jobs", n, len(created))
 	}
 	k.answerDuplicates()
 	if err := s.insertCommit(ctx, conn, k, true); err != nil {
@@ -153,32 +147,3 @@ func (s *Store) copyBegin(ctx context.Context, conn *pgxpool.Conn, items []*inse
 	}
 	return br.Close()
 }
-
-// recordCopySource feeds the records of the leaders lead (in (tenant,
-// key) order) to CopyFrom.
-type recordCopySource struct {
-	items []*insertItem
-	lead  []int
-	i     int
-}
-
-// Next implements pgx.CopyFromSource.
-func (c *recordCopySource) Next() bool {
-	c.i++
-	return c.i < len(c.lead)
-}
-
-// Values implements pgx.CopyFromSource.
-func (c *recordCopySource) Values() ([]any, error) {
-	it := c.items[c.lead[c.i]]
-	p := it.p
-	var until *time.Time
-	if p.DedupWindow > 0 {
-		d := it.now.Add(p.DedupWindow)
-		until = &d
-	}
-	return []any{p.Tenant, p.IdempotencyKey, "in_progress", p.Fingerprint, it.id, it.now, until, until}, nil
-}
-
-// Err implements pgx.CopyFromSource.
-func (c *recordCopySource) Err() error { return nil }
