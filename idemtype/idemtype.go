@@ -97,6 +97,13 @@ type JobRow struct {
 	LeaseToken     string
 	LeaseExpiresAt *time.Time
 	WorkerID       string
+	// KeyHeld is set only on the jobs a claim returns: the claim found the
+	// record of the job's IdempotencyKey naming this job, in progress, not
+	// expired and storing no lease, so the running job holds the key's
+	// execution lease by its own lease (RecordAcquire would answer
+	// Acquired without writing) and its attempt need not acquire the key.
+	// False means "not known": acquire it. Not stored.
+	KeyHeld bool
 }
 
 // Batch is a group of jobs created together under one key (seed 001): its

@@ -129,7 +129,10 @@ type Jobs interface {
 	// huge backlog never delays another by more than one round.
 	// Within a tenant, order is Priority descending, then RunAt, then id.
 	// The result is ordered the same way. Concurrent claims never return
-	// the same job twice.
+	// the same job twice. A claimed job whose key's record is its own (it
+	// names the job, is in progress, not expired at Now, and stores no
+	// lease) comes back with KeyHeld set, read in the claim's own
+	// statement or transaction, so that its attempt skips RecordAcquire.
 	//
 	// Flow control (FlowControl): work of a paused scope is not claimed;
 	// limits cap what the claim takes (rate: jobs started in the current

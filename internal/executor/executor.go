@@ -158,26 +158,38 @@ func (e *Executor) keyParams(row *idemtype.JobRow, now time.Time) *store.RecordA
 }
 
 // AcquireKeys takes the execution leases of the keyed jobs of a claim in one
-// store call; a failure leaves each job to try alone (nil entries).
+// store call; a failure leaves each job to try alone (nil entries). A job
+// the claim returned with KeyHeld holds its key by its job lease already:
+// it is answered acquired without asking the store.
 func (e *Executor) AcquireKeys(ctx context.Context, jobs []*idemtype.JobRow) map[int64]*store.RecordAcquireResult {
 	now := e.cfg.Now()
+	var out map[int64]*store.RecordAcquireResult // nil when no job has a key
 	var rows []*idemtype.JobRow
 	var ps []*store.RecordAcquireParams
 	for _, j := range jobs {
-		if j.IdempotencyKey != "" {
+		switch {
+		case j.IdempotencyKey == "":
+		case j.KeyHeld:
+			if out == nil {
+				out = map[int64]*store.RecordAcquireResult{}
+			}
+			out[j.ID] = &store.RecordAcquireResult{Acquired: true}
+		default:
 			rows = append(rows, j)
 			ps = append(ps, e.keyParams(j, now))
 		}
 	}
 	if len(ps) == 0 {
-		return nil
+		return out
 	}
 	res, err := e.cfg.Store.RecordAcquireMany(ctx, ps)
 	if err != nil {
 		e.cfg.Logger.Warn("acquire idempotency keys failed; trying one by one", "jobs", len(ps), "err", err)
-		return nil
+		return out
 	}
-	out := make(map[int64]*store.RecordAcquireResult, len(rows))
+	if out == nil {
+		out = make(map[int64]*store.RecordAcquireResult, len(rows))
+	}
 	for i, r := range rows {
 		out[r.ID] = res[i]
 	}

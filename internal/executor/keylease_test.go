@@ -69,6 +69,7 @@ func TestKeyBatchFailureLeavesEachJobAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := b.claim(t, "k", "key-2")
+	row.KeyHeld = false // as a claim that did not read the record answers
 	if err := b.store.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,5 +78,27 @@ func TestKeyBatchFailureLeavesEachJobAlone(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "acquire idempotency keys failed") {
 		t.Fatalf("configured logger got %q, want the failed acquire's warning", logs.String())
+	}
+}
+
+// TestKeyHeldSkipsTheStore: a job its claim returned with KeyHeld (its
+// key's record is its own) is answered acquired without asking the store
+// (closed here: any store call would fail), and Settle runs its handler.
+func TestKeyHeldSkipsTheStore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	row := b.claim(t, "k", "key-held")
+	if !row.KeyHeld {
+		t.Fatalf("the claim of a fresh key's job did not report it held: %+v", row)
+	}
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keys := b.exec.AcquireKeys(context.Background(), []*idemtype.JobRow{row})
+	if r := keys[row.ID]; r == nil || !r.Acquired {
+		t.Fatalf("held key answered %+v, want acquired", r)
+	}
+	if _, run := b.exec.Settle(context.Background(), row, keys[row.ID]); !run {
+		t.Fatal("Settle did not run the handler of a job holding its key")
 	}
 }

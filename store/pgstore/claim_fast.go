@@ -116,9 +116,7 @@ func claimOneBody(spent, fits, weights string) string {
     SELECT c.id FROM want x
     CROSS JOIN LATERAL ` + tenantClaimProbe("$2", "$4") + ` AS c
     WHERE x.n > 0` + gate + `
-), upd AS (
-    ` + claimCand("$2", "$6", "$7") + `
-)`
+), ` + claimCTEs("$2", "$6", "$7")
 }
 
 // wantOf is the body of claimOneBody's want CTE: each visited tenant's
@@ -246,7 +244,7 @@ func readClaimRows(br pgx.BatchResults, meta ...any) ([]*idemtype.JobRow, error)
 			}
 			continue
 		}
-		j, err := scanJob(prefixRow{rows: rows, meta: meta})
+		j, err := scanClaimed(prefixRow{rows: rows, meta: meta})
 		if err != nil {
 			return nil, err
 		}

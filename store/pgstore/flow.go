@@ -129,16 +129,36 @@ var (
 var qClaimFair = `WITH cand AS (
     SELECT c.id FROM unnest($2::text[], $3::int[]) AS x(tenant, n)
     CROSS JOIN LATERAL ` + tenantClaimProbe("$4", "$5") + ` AS c
-), upd AS (
-    ` + claimCand("$4", "$6", "$7") + `
-)
+), ` + claimCTEs("$4", "$6", "$7") + `
 SELECT * FROM upd`
 
-// claimCand is the UPDATE that starts the attempts of the jobs in cand, at
-// now with a lease until leaseUntil for worker (SQL parameters), returning
-// the claimed rows. qClaimOne and qClaimFair share it.
-func claimCand(now, leaseUntil, worker string) string {
-	return `UPDATE {schema}.jobs j SET
+// claimCTEs are the CTEs that start the attempts of the jobs in cand, at
+// now with a lease until leaseUntil for worker (SQL parameters), the last
+// of them, upd, returning the claimed rows (jobCols and key_held).
+// qClaimOne and qClaimFair share them.
+//
+// key_held is idemtype.JobRow.KeyHeld: the claimed job's key record names
+// it, is in progress, stores no lease and is live at now (and the job's
+// new lease outlasts now), as qRecordAcquireOwn would read it after the
+// claim. The record is locked FOR SHARE: the claim's snapshot may
+// predate an acquirer of another owner that took the record's lease
+// while the job was still available and committed just before the claim
+// locked the job row; the lock reads the record's latest version and
+// re-checks it (EvalPlanQual), so such a record is not reported held.
+// (FOR KEY SHARE would not: it is compatible with the lease's non-key
+// update and keeps the snapshot's version. Both seen in psql.) An
+// acquirer that has not committed holds the job FOR SHARE (the held/lk
+// CTEs of qRecordAcquireMany and qUpsertRecords), so the claim skips the
+// job. A record locked by any other transaction in progress is skipped,
+// not waited for (SKIP LOCKED): its job is reported not held, and its
+// attempt acquires the key as before, under its job lease, which is
+// renewed while it waits (TestSlowKeyAcquireKeepsItsLease). Jobs are
+// locked before records, as everywhere. One primary-key lookup and one
+// tuple lock per keyed job; the attempts of held keys skip RecordAcquire
+// (internal/executor).
+func claimCTEs(now, leaseUntil, worker string) string {
+	return `claimed AS (
+    UPDATE {schema}.jobs j SET
         state = 'running',
         attempt = j.attempt + 1,
         started_at = ` + now + `,
@@ -146,7 +166,18 @@ func claimCand(now, leaseUntil, worker string) string {
         lease_expires_at = ` + leaseUntil + `,
         worker_id = ` + worker + `
     WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
-    RETURNING ` + jobCols
+    RETURNING ` + jobCols + `
+), kh AS (
+    SELECT c.id FROM claimed c
+    CROSS JOIN LATERAL (SELECT 1 FROM {schema}.records kr
+        WHERE kr.tenant = c.tenant AND kr.key = c.idempotency_key AND kr.job_id = c.id
+          AND kr.status = 'in_progress' AND kr.lease_owner IS NULL
+          AND (kr.expires_at IS NULL OR kr.expires_at > ` + now + `)
+        LIMIT 1 FOR SHARE SKIP LOCKED) own
+    WHERE c.idempotency_key <> '' AND c.lease_expires_at > ` + now + `
+), upd AS (
+    SELECT claimed.*, claimed.id IN (SELECT kh.id FROM kh) AS key_held FROM claimed
+)`
 }
 
 // tenantClaimProbe is the claim of one tenant's jobs in queue $1: up to
@@ -553,7 +584,11 @@ func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimPar
 		kinds = p.Kinds
 	}
 	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
-		return collectJobsQuery(ctx, q, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
+		rows, err := q.Query(ctx, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, scanClaimed)
 	})
 }
 

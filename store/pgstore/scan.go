@@ -11,7 +11,21 @@ import (
 )
 
 // scanJob scans the columns of jobCols.
-func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
+func scanJob(row pgx.Row) (*idemtype.JobRow, error) { return scanJobThen(row) }
+
+// scanClaimed scans a claim's row: jobCols and keyHeld.
+func scanClaimed(row pgx.Row) (*idemtype.JobRow, error) {
+	var held *bool
+	j, err := scanJobThen(row, &held)
+	if err != nil {
+		return nil, err
+	}
+	j.KeyHeld = held != nil && *held
+	return j, nil
+}
+
+// scanJobThen scans the columns of jobCols followed by those of more.
+func scanJobThen(row pgx.Row, more ...any) (*idemtype.JobRow, error) {
 	var (
 		j                          idemtype.JobRow
 		args                       string
@@ -22,10 +36,11 @@ func scanJob(row pgx.Row) (*idemtype.JobRow, error) {
 		leaseToken, workerID       string
 		timeoutUS                  int64
 	)
-	err := row.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
+	dest := []any{&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &j.RunAt, &j.CreatedAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &j.DependsOn, &result, &j.WasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &leaseToken, &lex, &workerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote, &timeoutUS)
+		&metadata, &leaseToken, &lex, &workerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote, &timeoutUS}
+	err := row.Scan(append(dest, more...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -557,7 +557,7 @@ WHERE id IN (`)
 			` AND j.run_at <= ?2` + kinds + qClaimHead + ` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + li + `)`)
 		args = append(args, tenant)
 	}
-	sb.WriteString(`) RETURNING ` + jobCols)
+	sb.WriteString(`) RETURNING ` + jobCols + `, ` + qKeyHeld)
 	for _, kind := range p.Kinds {
 		args = append(args, kind)
 	}
@@ -568,7 +568,7 @@ WHERE id IN (`)
 	defer rows.Close()
 	var out []*idemtype.JobRow
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := scanClaimed(rows)
 		if err != nil {
 			return nil, err
 		}

@@ -81,7 +81,21 @@ func parseIDs(s string) []int64 {
 type scanner interface{ Scan(dest ...any) error }
 
 // scanJob reads one row selected with jobCols.
-func scanJob(sc scanner) (*idemtype.JobRow, error) {
+func scanJob(sc scanner) (*idemtype.JobRow, error) { return scanJobThen(sc) }
+
+// scanClaimed reads a claim's row: jobCols and qKeyHeld.
+func scanClaimed(sc scanner) (*idemtype.JobRow, error) {
+	var held int
+	j, err := scanJobThen(sc, &held)
+	if err != nil {
+		return nil, err
+	}
+	j.KeyHeld = held != 0
+	return j, nil
+}
+
+// scanJobThen reads the columns of jobCols followed by those of more.
+func scanJobThen(sc scanner, more ...any) (*idemtype.JobRow, error) {
 	var (
 		j                                   idemtype.JobRow
 		state                               string
@@ -93,10 +107,11 @@ func scanJob(sc scanner) (*idemtype.JobRow, error) {
 		wasCached                           int
 		timeoutUS                           int64
 	)
-	err := sc.Scan(&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
+	dest := []any{&j.ID, &j.Tenant, &j.Queue, &j.Kind, &args, &state, &j.Priority, &j.Attempt,
 		&j.MaxAttempts, &runAt, &createdAt, &startedAt, &finishedAt, &j.PartitionKey,
 		&j.IdempotencyKey, &dependsOn, &result, &wasCached, &j.OriginalJobID, &j.LastError,
-		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote, &timeoutUS)
+		&metadata, &j.LeaseToken, &leaseExpires, &j.WorkerID, &retry, &j.ErrorCode, &resolvedAt, &j.ResolutionNote, &timeoutUS}
+	err := sc.Scan(append(dest, more...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ func recordLeaseCases() []testCase {
 		{"RecordLease/running_job_holds_its_record_by_its_job_lease", testDerivedLease},
 		{"RecordLease/lapsed_and_rescued_job_lease_frees_the_record", testDerivedLeaseRescued},
 		{"RecordLease/reopen_writes_the_running_job_lease", testDerivedLeaseReopen},
+		{"JobClaim/key_held_only_for_the_jobs_own_live_record", testKeyHeld},
 		{"Race/job_and_8_other_owners_acquire_one_key", testRaceDerivedLease},
 		{"Race/running_job_and_reopening_job_of_one_key", testRaceDerivedReopen},
 		{"Race/rescue_and_late_completion_of_a_keyed_job", testRaceRescueCompletion},
@@ -193,6 +194,16 @@ func claimKind(ctx context.Context, s store.Store, kind string, now time.Time) (
 	return nil, fmt.Errorf("claim of %s: no job", kind)
 }
 
+// jobAcquire is a claimed job's acquire of its key as its executor makes
+// it: a job the claim returned with KeyHeld holds it without asking the
+// store (internal/executor.AcquireKeys); any other asks (ownAcquire).
+func jobAcquire(ctx context.Context, s store.Store, c *idemtype.JobRow, now time.Time) (*store.RecordAcquireResult, error) {
+	if c.KeyHeld {
+		return &store.RecordAcquireResult{Acquired: true}, nil
+	}
+	return s.RecordAcquire(ctx, ownAcquire(c, now))
+}
+
 // acquired counts the acquisitions of one round of a race.
 type acquired struct{ n atomic.Int32 }
 
@@ -203,12 +214,13 @@ func (a *acquired) add(res *store.RecordAcquireResult) {
 }
 
 // testRaceDerivedLease: per round, a job of a fresh key is claimed and
-// acquires its record while 8 other owners acquire the key; every lease
-// outlives the round, so exactly one of the nine holds the key. Overlap:
-// parallel's start barrier releases the nine together; the job's claim and
-// acquire run back to back, as an executor's do; in odd rounds the others
-// start with the claim, in even ones once it returned (against the job's
-// acquire).
+// acquires its record (as its executor does: a claim's KeyHeld is the
+// acquire) while 8 other owners acquire the key; every lease outlives the
+// round, so exactly one of the nine holds the key. Overlap: parallel's
+// start barrier releases the nine together; the job's claim and acquire
+// run back to back, as an executor's do; in odd rounds the others start
+// with the claim (against the claim's own reading of the record), in even
+// ones once it returned (against the job's acquire).
 func testRaceDerivedLease(t *testing.T, s store.Store) {
 	const rounds, others = 40, 8
 	for round := range rounds {
@@ -223,11 +235,11 @@ func testRaceDerivedLease(t *testing.T, s store.Store) {
 				if err != nil {
 					return err
 				}
-				res, err := s.RecordAcquireMany(t.Context(), []*store.RecordAcquireParams{ownAcquire(c, at(0))})
+				res, err := jobAcquire(t.Context(), s, c, at(0))
 				if err != nil {
 					return err
 				}
-				got.add(res[0])
+				got.add(res)
 				return nil
 			}
 			if round%2 == 0 {
@@ -285,7 +297,7 @@ func testRaceDerivedReopen(t *testing.T, s store.Store) {
 			if err != nil {
 				return err
 			}
-			res, err := s.RecordAcquire(t.Context(), ownAcquire(c, now))
+			res, err := jobAcquire(t.Context(), s, c, now)
 			if err != nil {
 				return err
 			}
@@ -349,5 +361,45 @@ func testRaceRescueCompletion(t *testing.T, s store.Store) {
 		if done := r.Status == idemtype.RecordCompleted && string(r.Result) == `"r"`; done != completed.Load() {
 			t.Fatalf("round %d: completion won %v, record %s %q", round, completed.Load(), r.Status, r.Result)
 		}
+	}
+}
+
+// testKeyHeld: a claim reports KeyHeld exactly for the keyed jobs whose
+// record names them, is in progress, stores no lease and is live: a fresh
+// key; not a keyless job, a key another owner leased while the job waited,
+// a deleted record, a record past its expiry. Where it is reported, the
+// job's own acquire agrees (acquired, and the record still stores no
+// lease: the job holds it by its job lease).
+func testKeyHeld(t *testing.T, s store.Store) {
+	fresh := insert1(t, s, at(0), keyed("fresh", "K-fresh", "fp"))
+	plain := insert1(t, s, at(0), newJob("plain"))
+	leased := insert1(t, s, at(0), keyed("leased", "K-leased", "fp"))
+	if !acquire(t, s, acq("K-leased", "do:other", at(0))).Acquired {
+		t.Fatal("another owner could not lease the waiting job's key")
+	}
+	deleted := insert1(t, s, at(0), keyed("deleted", "K-deleted", "fp"))
+	wantOK(t, "RecordDelete", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "K-deleted"}))
+	short := keyed("expired", "K-expired", "fp")
+	short.DedupWindow = time.Second
+	expired := insert1(t, s, at(0), short)
+
+	now := at(time.Minute) // past K-expired's window, within the others'
+	want := map[int64]bool{fresh.ID: true, plain.ID: false, leased.ID: false, deleted.ID: false, expired.ID: false}
+	for _, j := range []*idemtype.JobRow{fresh, plain, leased, deleted, expired} {
+		c := claimJob(t, s, j, now)
+		if c.KeyHeld != want[j.ID] {
+			t.Errorf("job %s: KeyHeld %v, want %v", j.Kind, c.KeyHeld, want[j.ID])
+		}
+		if !c.KeyHeld {
+			continue
+		}
+		if res := acquire(t, s, ownAcquire(c, now)); !res.Acquired {
+			t.Errorf("job %s: held by the claim, but its own acquire answered %+v", j.Kind, res)
+		}
+		r := record(t, s, "default", j.IdempotencyKey, now)
+		wantHolder(t, "record of "+j.Kind, r, store.JobOwner(c.ID), *c.LeaseExpiresAt)
+	}
+	if got := mustGet(t, s, fresh.ID); got.KeyHeld {
+		t.Errorf("JobGet reports KeyHeld; only claims do")
 	}
 }
