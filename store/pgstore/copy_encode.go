@@ -169,7 +169,7 @@ func (s *Store) copyStatement(table string, cols []string) string {
 
 // copyJobs copies the jobs of items into the jobs table on conn.
 func (s *Store) copyJobs(ctx context.Context, conn *pgxpool.Conn, items []*insertItem) error {
-	c := newCopyBuf(len(items) * 160)
+	c := newCopyBuf(len(items) * 256)
 	for _, it := range items {
 		c.jobRow(it)
 	}
@@ -178,7 +178,7 @@ func (s *Store) copyJobs(ctx context.Context, conn *pgxpool.Conn, items []*inser
 
 // copyRecords copies the records of the leaders lead of items.
 func (s *Store) copyRecords(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, lead []int) error {
-	c := newCopyBuf(len(lead) * 96)
+	c := newCopyBuf(len(lead) * 160)
 	for _, i := range lead {
 		c.recordRow(items[i])
 	}

@@ -83,16 +83,23 @@ func (s *Store) keyedCopy(ctx context.Context, conn *pgxpool.Conn, items []*inse
 	for _, i := range lead {
 		items[i].create = true
 	}
+	for _, it := range items {
+		if it.create {
+			created = append(created, it)
+		}
+	}
+	// Items repeating a key of the batch are answered from its leader
+	// (answerDuplicates); without any, the maps it reads are not built.
+	repeats := len(created) < len(items)
 	for i, it := range items {
 		if !it.create {
 			continue
 		}
-		created = append(created, it)
 		j := builtJob(it)
 		k.res[i] = store.JobInsertResult{Job: j}
-		k.byID[it.id] = j
-		if it.p.IdempotencyKey != "" {
+		if repeats && it.p.IdempotencyKey != "" {
 			key := rk{it.p.Tenant, it.p.IdempotencyKey}
+			k.byID[it.id] = j
 			k.fps[key] = it.p.Fingerprint
 			k.jobOfKey[key] = it.id
 		}
@@ -100,7 +107,9 @@ func (s *Store) keyedCopy(ctx context.Context, conn *pgxpool.Conn, items []*inse
 	if err := s.copyJobs(ctx, conn, created); err != nil {
 		return nil, fmt.Errorf("copy jobs: %w", err)
 	}
-	k.answerDuplicates()
+	if repeats {
+		k.answerDuplicates()
+	}
 	if err := s.insertCommit(ctx, conn, k, true); err != nil {
 		return nil, err
 	}
