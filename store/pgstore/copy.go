@@ -11,12 +11,14 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// copyMinItems is the smallest keyless batch inserted with COPY: below it
-// the one-round-trip multi-row insert (insertSimple) is faster, and the
-// insert groups that combine single enqueues stay on that path.
+// copyMinItems is the smallest batch inserted with COPY (keyless:
+// insertCopy; with keys: insertKeyedCopy): below it the one-round-trip
+// multi-row insert (insertSimple) or the combined keyed insert
+// (qInsertFast) is as fast, and the insert groups that combine single
+// enqueues stay on those paths.
 const copyMinItems = 64
 
-// copyColumns are the columns insertCopy writes, in copyRow's order.
+// copyColumns are the columns the COPY paths write, in copyBuf.jobRow's order.
 var copyColumns = []string{"id", "tenant", "queue", "kind", "args", "state", "priority", "max_attempts",
 	"run_at", "created_at", "partition_key", "idempotency_key", "depends_on", "metadata", "last_error",
 	"dedup_window_us", "result_ttl_us", "retry_policy", "timeout_us"}

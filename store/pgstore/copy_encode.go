@@ -51,7 +51,7 @@ func (c *copyBuf) text(s string) {
 	c.b = append(c.b, s...)
 }
 
-// textBytes writes a text or json field; nil or empty is NULL.
+// textBytesOrNull writes a text or json field; nil or empty is NULL.
 func (c *copyBuf) textBytesOrNull(s []byte) {
 	if len(s) == 0 {
 		c.null()

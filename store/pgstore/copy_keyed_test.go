@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -24,7 +26,8 @@ func keyedBatch(prefix string, n int, fp string) []*store.JobInsertParams {
 	return ps
 }
 
-// TestKeyedCopyPaths: a large batch of new keys is copied; one whose last
+// TestKeyedCopyPaths: a large batch of new keys is copied, and so is one
+// that repeats a key (answered from its leader); one whose last
 // key (in lock order) exists rolls back to the savepoint and takes the
 // general path, answering the existing key with its job and creating the
 // others; racing batches of the same new keys create each job once, some
@@ -53,11 +56,30 @@ func TestKeyedCopyPaths(t *testing.T) {
 		t.Fatalf("batch of new keys: %d copied, %d retried; want 1, 0", c, r)
 	}
 
+	// New keys, one of them repeated (same request: its leader's job;
+	// another fingerprint: KeyReusedError), all answered from the copy.
+	rp := keyedBatch("r", 70, "fp")
+	same, other := keyedBatch("r", 4, "fp")[3], keyedBatch("r", 5, "other")[4]
+	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: append(rp, same, other)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, r := s.keyedCopied.Load(), s.keyedCopyRetried.Load(); c != 2 || r != 0 {
+		t.Fatalf("batch of new keys with repeats: %d copied, %d retried; want 2, 0", c, r)
+	}
+	if r := res[70]; r.Err != nil || !r.Existing || r.Job == nil || r.Job.ID != res[3].Job.ID {
+		t.Errorf("repeated key, same request: %+v, want existing job %d", r, res[3].Job.ID)
+	}
+	var reused *idemtype.KeyReusedError
+	if r := res[71]; !errors.As(r.Err, &reused) || reused.JobID != res[4].Job.ID {
+		t.Errorf("repeated key, other request: %+v, want KeyReusedError for job %d", r, res[4].Job.ID)
+	}
+
 	last := insert(keyedBatch("b", 1, "fp"))[0].Job.ID // b-000 sorts after every a-…
 	ps := append(keyedBatch("a2", 79, "fp"), keyedBatch("b", 1, "fp")...)
-	res := insert(ps)
-	if c, r := s.keyedCopied.Load(), s.keyedCopyRetried.Load(); c != 1 || r != 1 {
-		t.Fatalf("batch with an existing key: %d copied, %d retried; want 1, 1", c, r)
+	res = insert(ps)
+	if c, r := s.keyedCopied.Load(), s.keyedCopyRetried.Load(); c != 2 || r != 1 {
+		t.Fatalf("batch with an existing key: %d copied, %d retried; want 2, 1", c, r)
 	}
 	for i, r := range res[:79] {
 		if r.Existing {
@@ -113,7 +135,7 @@ func TestKeyedCopyPaths(t *testing.T) {
 	if n != 100 {
 		t.Errorf("%d jobs of the racing keys stored, want 100", n)
 	}
-	c, r := s.keyedCopied.Load()-1, s.keyedCopyRetried.Load()-1
+	c, r := s.keyedCopied.Load()-2, s.keyedCopyRetried.Load()-1
 	if c < 1 || r < 1 || c+r != racers {
 		t.Errorf("racing batches: %d copied, %d retried; want at least one of each, %d in all", c, r, racers)
 	}

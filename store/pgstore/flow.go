@@ -138,9 +138,10 @@ SELECT * FROM upd`
 // qClaimOne and qClaimFair share them.
 //
 // key_held is idemtype.JobRow.KeyHeld: the claimed job's key record names
-// it, is in progress, stores no lease and is live at now (and the job's
-// new lease outlasts now), as qRecordAcquireOwn would read it after the
-// claim. The record is locked FOR SHARE: the claim's snapshot may
+// it, is in progress, stores no lease and is live at now, and the job's
+// new lease outlasts the expiry clock ({db_now}: the database's, unless
+// the caller's decides) and now, as qRecordAcquireOwn would read it right
+// after the claim. The record is locked FOR SHARE: the claim's snapshot may
 // predate an acquirer of another owner that took the record's lease
 // while the job was still available and committed just before the claim
 // locked the job row; the lock reads the record's latest version and
@@ -174,7 +175,7 @@ func claimCTEs(now, leaseUntil, worker string) string {
           AND kr.status = 'in_progress' AND kr.lease_owner IS NULL
           AND (kr.expires_at IS NULL OR kr.expires_at > ` + now + `)
         LIMIT 1 FOR SHARE SKIP LOCKED) own
-    WHERE c.idempotency_key <> '' AND c.lease_expires_at > ` + now + `
+    WHERE c.idempotency_key <> '' AND c.lease_expires_at > greatest(` + now + `, {db_now})
 ), upd AS (
     SELECT claimed.*, claimed.id IN (SELECT kh.id FROM kh) AS key_held FROM claimed
 )`

@@ -143,10 +143,10 @@ func (s *Store) runInsertGroup(live []*insertReq) {
 	for _, r := range live {
 		items = append(items, newItems(r.Req)...)
 	}
-	res, err := s.insertDirect(ctx, items)
+	res, err := s.insertDirect(ctx, items, false)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			r.Answer(s.insertDirect(ctx, newItems(r.Req)))
+			r.Answer(s.insertDirect(ctx, newItems(r.Req), false))
 		}
 		return
 	}

@@ -31,7 +31,7 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 	if s.groups != nil && len(p.Jobs) <= groupInsertMaxReq {
 		return s.groupInsert(ctx, p)
 	}
-	out, err := s.insertDirect(ctx, newItems(p))
+	out, err := s.insertDirect(ctx, newItems(p), true)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
@@ -46,7 +46,11 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 // it first (insertKeyedCopy). (A one-shot implicit
 // transaction for groups of one-key requests was measured no faster and
 // removed: BENCHMARKS.md, "insert strategies".)
-func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.JobInsertResult, error) {
+//
+// keyedCopy allows insertKeyedCopy: for one caller's large batch, not for
+// a group of callers' requests, where keys that exist (clients retrying)
+// are common and would each cost the group a rollback to the savepoint.
+func (s *Store) insertDirect(ctx context.Context, items []*insertItem, keyedCopy bool) ([]store.JobInsertResult, error) {
 	if simpleItems(items) {
 		if copyable(items) {
 			return s.insertCopy(ctx, items)
@@ -58,7 +62,7 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem) ([]store.
 		return nil, err
 	}
 	defer conn.Release()
-	if keyedCopyable(items) {
+	if keyedCopy && keyedCopyable(items) {
 		return s.insertKeyedCopy(ctx, conn, items)
 	}
 	return s.insertOwn(ctx, conn, items)

@@ -165,7 +165,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	s := &Store{
 		pool:      pool,
 		schema:    c.Schema,
-		sqlr:      strings.NewReplacer("{schema}", `"`+c.Schema+`"`),
+		sqlr:      strings.NewReplacer("{schema}", `"`+c.Schema+`"`, "{db_now}", dbNow(c.CallerClock)),
 		logger:    c.Logger,
 		reconnect: c.ListenReconnectDelay,
 
@@ -323,6 +323,17 @@ func (s *Store) expiryClock(now time.Time) *time.Time {
 		return nil
 	}
 	return &now
+}
+
+// dbNow is what {db_now} stands for in the store's SQL: the database's
+// clock, which decides lease expiry (see expiryClock), or, when the
+// caller's clock decides (Config.CallerClock), a time before any other, so
+// that greatest(<the statement's now>, {db_now}) is the caller's now.
+func dbNow(callerClock bool) string {
+	if callerClock {
+		return `'-infinity'::timestamptz`
+	}
+	return `now()`
 }
 
 func utc(t time.Time) time.Time { return t.UTC() }

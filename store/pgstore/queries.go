@@ -506,9 +506,10 @@ SELECT * FROM own UNION ALL SELECT * FROM ins`
 
 	// qRecordAcquireOwn is qRecordAcquireMany's own CTE alone: the records
 	// in progress that name the running job that asks for them (the job's
-	// row holds the lease, nothing is written). Keyed work asks for its own
-	// keys after nearly every claim; acquireSet runs this read first and the
-	// full statement only for the keys it did not return.
+	// row holds the lease, nothing is written). A claim reports most such
+	// keys itself (claimCTEs' key_held), whose attempts then do not ask;
+	// for the others acquireSet runs this read first and the full
+	// statement only for the keys it did not return.
 	qRecordAcquireOwn = `SELECT r.tenant, r.key, r.status, r.fingerprint, r.job_id, COALESCE(r.result_job_id, 0), r.result,
     r.result_hash, r.size_bytes, r.compressed, 'job:' || oj.id, oj.lease_expires_at, r.created_at,
     r.completed_at, r.dedup_until, r.expires_at, r.duration_ms

@@ -410,9 +410,10 @@ WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND status = 'in_progress' AND le
 	// qKeyHeld is a claim's last column (?2 = now): whether the claimed job
 	// holds its key by its job lease (idemtype.JobRow.KeyHeld), as
 	// qRecordOwnLease would read it in the attempt's acquire.
-	qKeyHeld = `idempotency_key <> '' AND lease_expires_at > ?2 AND EXISTS (SELECT 1 FROM idem_keys kr
+	// (A claim without a lease end stores NULL: never held, and never NULL.)
+	qKeyHeld = `COALESCE(idempotency_key <> '' AND lease_expires_at > ?2 AND EXISTS (SELECT 1 FROM idem_keys kr
     WHERE kr.tenant = jobs.tenant AND kr.key = jobs.idempotency_key AND kr.job_id = jobs.id
-      AND kr.status = 'in_progress' AND kr.lease_owner = '' AND (kr.expires_at IS NULL OR kr.expires_at > ?2))`
+      AND kr.status = 'in_progress' AND kr.lease_owner = '' AND (kr.expires_at IS NULL OR kr.expires_at > ?2)), 0)`
 
 	// qRecordAcquire: ?1 tenant, ?2 key, ?3 job id, ?4 owner, ?5 lease
 	// until, ?6 now, ?7 dedup_until, ?8 expires_at.

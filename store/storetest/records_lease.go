@@ -367,9 +367,9 @@ func testRaceRescueCompletion(t *testing.T, s store.Store) {
 // testKeyHeld: a claim reports KeyHeld exactly for the keyed jobs whose
 // record names them, is in progress, stores no lease and is live: a fresh
 // key; not a keyless job, a key another owner leased while the job waited,
-// a deleted record, a record past its expiry. Where it is reported, the
-// job's own acquire agrees (acquired, and the record still stores no
-// lease: the job holds it by its job lease).
+// a deleted record, a record past its expiry, a claim without a lease end.
+// Where it is reported, the job's own acquire agrees (acquired, and the
+// record still stores no lease: the job holds it by its job lease).
 func testKeyHeld(t *testing.T, s store.Store) {
 	fresh := insert1(t, s, at(0), keyed("fresh", "K-fresh", "fp"))
 	plain := insert1(t, s, at(0), newJob("plain"))
@@ -399,7 +399,12 @@ func testKeyHeld(t *testing.T, s store.Store) {
 		r := record(t, s, "default", j.IdempotencyKey, now)
 		wantHolder(t, "record of "+j.Kind, r, store.JobOwner(c.ID), *c.LeaseExpiresAt)
 	}
-	if got := mustGet(t, s, fresh.ID); got.KeyHeld {
-		t.Errorf("JobGet reports KeyHeld; only claims do")
+
+	// A claim without a lease end holds nothing (and must not fail).
+	insert1(t, s, at(0), keyed("nolease", "K-nolease", "fp"))
+	got := claimWith(t, s, &store.JobClaimParams{Queues: []string{"default"}, Kinds: []string{"nolease"},
+		WorkerID: "w", Limit: 1, Now: now})
+	if len(got) != 1 || got[0].KeyHeld {
+		t.Errorf("claim without a lease end: %+v, want the job, not held", got)
 	}
 }
