@@ -455,7 +455,11 @@ ORDER BY tenant LIMIT 1`
 	// and the job runs under a live job lease) holds the lease by its job
 	// lease already: own reads the record and nothing is written. The other
 	// keys are upserted in (tenant, key) order, so two statements never lock
-	// keys in opposite orders.
+	// keys in opposite orders: byte order (COLLATE "C"), the order in which
+	// the insert paths lock records (Go's, through qInsertFast's rank and the
+	// keyed COPY) — a database collating by language would otherwise sort
+	// "a1" before "B1" here and after it there, and deadlock
+	// (TestKeyLockOrderUnderLanguageCollation).
 	//
 	// A record that stores no lease is held by its running job (a derived
 	// lease, read as in recordReadCols). An acquirer of another owner must
@@ -498,7 +502,7 @@ ORDER BY tenant LIMIT 1`
     FROM i
     WHERE NOT EXISTS (SELECT 1 FROM own WHERE own.tenant = i.tenant AND own.key = i.key)
       AND (SELECT count(*) FROM lk) >= 0
-    ORDER BY i.tenant, i.key
+    ORDER BY i.tenant COLLATE "C", i.key COLLATE "C"
     ` + recordAcquireConflict + `
     RETURNING ` + recordCols + `
 )

@@ -1,0 +1,163 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/storetest"
+)
+
+// icuDatabase creates a database whose default collation is ICU's en-US
+// (most production clusters sort text by a language, not by bytes) and
+// returns its URL; it is dropped at the end of the test. The test is
+// skipped when the server has no ICU.
+func icuDatabase(t *testing.T) string {
+	t.Helper()
+	base := dbtest.PostgresURL(t)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("idem_icu_%d", time.Now().UnixNano())
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name+
+		" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8' ENCODING 'UTF8'")
+	if err != nil && strings.Contains(err.Error(), "ICU") {
+		t.Skipf("no ICU collation on this server: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Replace(base, "/"+cfg.Database, "/"+name, 1)
+}
+
+// TestConformanceLanguageCollation runs the whole conformance suite on a
+// database that sorts text by language (ICU en-US) rather than by bytes,
+// as many production clusters do: orders the store relies on (locks, the
+// claim's tenant rotation, listings) must not depend on the collation.
+func TestConformanceLanguageCollation(t *testing.T) {
+	t.Parallel()
+	url := icuDatabase(t)
+	var n atomic.Int64
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := Open(context.Background(), withPoolSize(url, 8),
+			&Config{CallerClock: true, Schema: fmt.Sprintf("conf_%d", n.Add(1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+// TestKeyLockOrderUnderLanguageCollation: on a database that sorts text
+// by language (en-US: "a1" < "B1", where bytes say "B1" < "a1"), batches
+// of keyed inserts (records locked in byte order: qInsertFast's rank, the
+// keyed COPY) race batches of key acquires by other owners
+// (qRecordAcquireMany, whose ORDER BY must then sort by bytes too) over
+// the same fresh keys of mixed case, from four stores on one schema.
+// Overlap: each round's eight goroutines wait on one barrier. No batch may
+// fail: locking one set of rows in two orders deadlocks (SQLSTATE 40P01).
+func TestKeyLockOrderUnderLanguageCollation(t *testing.T) {
+	t.Parallel()
+	url := icuDatabase(t)
+	const stores, rounds, keys = 4, 8, 200
+	ss := make([]*Store, stores)
+	for i := range ss {
+		s, err := Open(context.Background(), withPoolSize(url, 3), &Config{Schema: "idem", SkipMigrate: i > 0})
+		if err != nil {
+			t.Fatalf("open store %d: %v", i, err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		ss[i] = s
+	}
+	for round := range rounds {
+		names := make([]string, keys)
+		for i := range names {
+			c := "abcdefghij"[i%10 : i%10+1]
+			if i%2 == 1 {
+				c = strings.ToUpper(c)
+			}
+			names[i] = fmt.Sprintf("%s%03d-r%d", c, i, round)
+		}
+		start := make(chan struct{})
+		errs := make([]error, 2*stores)
+		var wg sync.WaitGroup
+		for g := range 2 * stores {
+			wg.Go(func() {
+				s := ss[g%stores]
+				<-start
+				now := time.Now()
+				if g < stores {
+					ps := make([]*store.JobInsertParams, 0, keys)
+					for _, i := range storeKeyOrder(g, round, keys) {
+						p := benchJob()
+						p.IdempotencyKey, p.Fingerprint, p.DedupWindow = names[i], "fp", time.Hour
+						ps = append(ps, p)
+					}
+					res, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: ps, Now: now})
+					for _, r := range res {
+						if err == nil && r.Err != nil {
+							err = r.Err
+						}
+					}
+					errs[g] = err
+					return
+				}
+				ps := make([]*store.RecordAcquireParams, 0, keys)
+				for _, i := range storeKeyOrder(g, round, keys) {
+					ps = append(ps, &store.RecordAcquireParams{Tenant: "default", Key: names[i],
+						Owner: fmt.Sprintf("do:%d", g), LeaseUntil: now.Add(time.Minute), DedupUntil: now.Add(time.Hour),
+						ExpiresAt: now.Add(time.Hour), Now: now})
+				}
+				_, errs[g] = s.RecordAcquireMany(t.Context(), ps)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for g, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d, goroutine %d: %v", round, g, err)
+			}
+		}
+	}
+}
+
+// storeKeyOrder is storetest.KeyOrder: ascending, descending or shuffled.
+func storeKeyOrder(g, round, n int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	if g%2 == 1 {
+		for i, j := 0, n-1; i < j; i, j = i+1, j-1 {
+			order[i], order[j] = order[j], order[i]
+		}
+	}
+	return order
+}
