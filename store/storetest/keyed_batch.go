@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -173,9 +172,7 @@ func testRaceLargeKeyedBatches(t *testing.T, s store.Store) {
 		perBatch   = 100
 		batches    = 3
 	)
-	var mu sync.Mutex
-	seen := map[string]map[int64]bool{}
-	created := 0
+	var answers keyAnswers
 	for round := range rounds {
 		err := parallel(goroutines, func(g int) error {
 			for b := range batches {
@@ -185,28 +182,12 @@ func testRaceLargeKeyedBatches(t *testing.T, s store.Store) {
 					ps = append(ps, keyed("k", fmt.Sprintf("r%d-key-%03d", round, k), "fp"))
 				}
 				res, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: ps, Now: at(0)})
+				if err == nil {
+					err = answers.add(ps, res)
+				}
 				if err != nil {
 					return fmt.Errorf("round %d batch %d: %w", round, b, err)
 				}
-				if len(res) != len(ps) {
-					return fmt.Errorf("%d results for %d items", len(res), len(ps))
-				}
-				mu.Lock()
-				for i, r := range res {
-					if r.Err != nil {
-						mu.Unlock()
-						return fmt.Errorf("round %d batch %d item %d: %w", round, b, i, r.Err)
-					}
-					k := ps[i].IdempotencyKey
-					if seen[k] == nil {
-						seen[k] = map[int64]bool{}
-					}
-					seen[k][r.Job.ID] = true
-					if !r.Existing {
-						created++
-					}
-				}
-				mu.Unlock()
 			}
 			return nil
 		})
@@ -214,6 +195,7 @@ func testRaceLargeKeyedBatches(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
+	created, seen := answers.created, answers.jobs
 	if created != len(seen) {
 		t.Errorf("%d jobs created for %d keys", created, len(seen))
 	}

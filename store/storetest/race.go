@@ -25,6 +25,41 @@ func raceCases() []testCase {
 	}
 }
 
+// keyAnswers collects, from racing inserts of keyed jobs, the jobs each
+// key was answered with and how many inserts created one.
+type keyAnswers struct {
+	mu      sync.Mutex
+	jobs    map[string]map[int64]bool
+	created int
+}
+
+// add records the answers res to the items ps, or returns the first
+// item's error.
+func (a *keyAnswers) add(ps []*store.JobInsertParams, res []store.JobInsertResult) error {
+	if len(res) != len(ps) {
+		return fmt.Errorf("%d results for %d items", len(res), len(ps))
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.jobs == nil {
+		a.jobs = map[string]map[int64]bool{}
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("item %d: %w", i, r.Err)
+		}
+		k := ps[i].IdempotencyKey
+		if a.jobs[k] == nil {
+			a.jobs[k] = map[int64]bool{}
+		}
+		a.jobs[k][r.Job.ID] = true
+		if !r.Existing {
+			a.created++
+		}
+	}
+	return nil
+}
+
 // parallel runs fn(i) for i in [0, n) on n goroutines released together and
 // returns the first error.
 func parallel(n int, fn func(i int) error) error {
@@ -107,9 +142,7 @@ func testRaceManyKeys(t *testing.T, s store.Store) {
 		batch   = 20
 		keys    = 50
 	)
-	var mu sync.Mutex
-	byKey := map[string]map[int64]bool{}
-	created := 0
+	var answers keyAnswers
 	err := parallel(workers, func(g int) error {
 		for b := 0; b < perG; b += batch {
 			var ps []*store.JobInsertParams
@@ -120,31 +153,16 @@ func testRaceManyKeys(t *testing.T, s store.Store) {
 			if err != nil {
 				return err
 			}
-			if len(res) != len(ps) {
-				return fmt.Errorf("%d results for %d items", len(res), len(ps))
+			if err := answers.add(ps, res); err != nil {
+				return err
 			}
-			mu.Lock()
-			for i, r := range res {
-				if r.Err != nil {
-					mu.Unlock()
-					return fmt.Errorf("item %d: %w", i, r.Err)
-				}
-				k := ps[i].IdempotencyKey
-				if byKey[k] == nil {
-					byKey[k] = map[int64]bool{}
-				}
-				byKey[k][r.Job.ID] = true
-				if !r.Existing {
-					created++
-				}
-			}
-			mu.Unlock()
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	created, byKey := answers.created, answers.jobs
 	if created != keys {
 		t.Errorf("%d jobs created, want %d", created, keys)
 	}
