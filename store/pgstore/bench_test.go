@@ -290,3 +290,84 @@ func BenchmarkListRareFilter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClaimFinish100Keyed: the store's share of keyed work, per
+// iteration: claim 100 keyed jobs, acquire the keys the claim did not
+// report held (the executor's AcquireKeys), complete the 100 with their
+// results stored in their records. held: trust the claim's KeyHeld (what
+// the executor does); ignore: acquire every key, as before claims read
+// them (BENCHMARKS.md, tenth session).
+func BenchmarkClaimFinish100Keyed(b *testing.B) {
+	for _, mode := range []string{"held", "ignore"} {
+		b.Run(mode, func(b *testing.B) {
+			s := newTestStore(b, 4)
+			const per = 100
+			n := 0
+			fill := func() {
+				batch := make([]*store.JobInsertParams, per*50)
+				for i := range batch {
+					n++
+					batch[i] = benchJob()
+					batch[i].RunAt = time.Now().Add(-time.Second)
+					batch[i].IdempotencyKey, batch[i].Fingerprint = fmt.Sprintf("key-%09d", n), "fp"
+					batch[i].DedupWindow, batch[i].ResultTTL = time.Hour, time.Hour
+				}
+				if _, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: batch}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			fill()
+			claimed, held := 0, 0
+			b.ResetTimer()
+			for b.Loop() {
+				now := time.Now()
+				jobs, err := s.JobClaim(b.Context(), &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w",
+					Limit: per, LeaseUntil: now.Add(time.Minute), Now: now})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(jobs) < per {
+					b.StopTimer()
+					fill()
+					b.StartTimer()
+				}
+				var ps []*store.RecordAcquireParams
+				for _, j := range jobs {
+					if j.KeyHeld && mode == "held" {
+						held++
+						continue
+					}
+					ps = append(ps, &store.RecordAcquireParams{Tenant: j.Tenant, Key: j.IdempotencyKey,
+						Owner: store.JobOwner(j.ID), JobID: j.ID, LeaseUntil: *j.LeaseExpiresAt, DedupUntil: now,
+						ExpiresAt: now.Add(time.Hour), Now: now})
+				}
+				if len(ps) > 0 {
+					res, err := s.RecordAcquireMany(b.Context(), ps)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, r := range res {
+						if !r.Acquired {
+							b.Fatalf("key not acquired: %+v", r.Record)
+						}
+					}
+				}
+				fin := make([]*store.JobFinishParams, len(jobs))
+				for i, j := range jobs {
+					fin[i] = complete(j)
+					fin[i].RecordResult, fin[i].ResultHash = []byte(`{}`), "h"
+				}
+				if len(fin) > 0 {
+					if _, err := s.JobFinishMany(b.Context(), fin); err != nil {
+						b.Fatal(err)
+					}
+				}
+				claimed += len(jobs)
+			}
+			reportJobs(b, claimed)
+			if mode == "held" && held < claimed*9/10 {
+				b.Fatalf("%d of %d claimed jobs held their keys", held, claimed)
+			}
+		})
+	}
+}
