@@ -2,6 +2,8 @@ package sqlitestore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"sync"
@@ -162,4 +164,46 @@ func (f *keyFilter) mayContain(tenant, key string) bool {
 		}
 	}
 	return true
+}
+
+// WaitKeyFilter blocks until the filter of recorded keys that the Store
+// builds in the background after Open is ready, or ctx ends. Until then
+// every keyed insert reads the key's record first (and the build's scan of
+// the records shares the CPU): right after opening a database with a
+// million records that takes a few seconds. Tools that measure steady
+// throughput wait for it; nothing else needs to. It returns nil at once
+// when the Store keeps no filter (another process holds the file), and an
+// error when a build ended without a filter (the Store was closed).
+func (s *Store) WaitKeyFilter(ctx context.Context) error {
+	if s.keys == nil {
+		return nil
+	}
+	return s.keys.wait(ctx)
+}
+
+// wait blocks until f finished a build (a finished build may start a
+// larger one: then that one is waited for too) or ctx ends.
+func (f *keyFilter) wait(ctx context.Context) error {
+	for {
+		f.mu.Lock()
+		ready, built := f.ready, f.built
+		f.mu.Unlock()
+		if ready {
+			return nil
+		}
+		if built == nil {
+			return errors.New("key filter: no build started")
+		}
+		select {
+		case <-built:
+		case <-ctx.Done():
+			return fmt.Errorf("key filter: %w", ctx.Err())
+		}
+		f.mu.Lock()
+		ended := !f.ready && f.built == built
+		f.mu.Unlock()
+		if ended {
+			return errors.New("key filter: the build ended without a filter (store closed)")
+		}
+	}
 }

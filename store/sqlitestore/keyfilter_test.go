@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -165,26 +166,10 @@ func TestKeyFilterKeepsKeysAddedDuringAScan(t *testing.T) {
 // larger one: then that one is waited for too).
 func waitReady(t *testing.T, f *keyFilter) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		f.mu.Lock()
-		ready, built := f.ready, f.built
-		f.mu.Unlock()
-		if ready {
-			return
-		}
-		select {
-		case <-built:
-		case <-deadline.C:
-			t.Fatal("no build finished in 30 s")
-		}
-		f.mu.Lock()
-		ended := !f.ready && f.built == built
-		f.mu.Unlock()
-		if ended {
-			t.Fatal("the build ended without a filter")
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.wait(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -247,5 +232,52 @@ func TestKeyFilterCloseWaitsForTheScan(t *testing.T) {
 	f.add("t", "k") // after close: no new build starts
 	if !f.mayContain("t", "never") {
 		t.Fatal("a filter that never finished a build answered no")
+	}
+}
+
+// TestWaitKeyFilter: a Store reopened on a file with records builds its
+// filter in the background; WaitKeyFilter returns once the filter is ready
+// (it then knows the recorded keys), at once on a Store without a filter
+// build pending, and with an error when the build is stopped by Close.
+func TestWaitKeyFilter(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	ctx := context.Background()
+	s, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []*store.JobInsertParams
+	for i := range 2000 {
+		ps = append(ps, keyedJob("k", fmt.Sprintf("key-%d", i), "fp"))
+	}
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitKeyFilter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s.keys.ready || !s.keys.mayContain("default", "key-1999") {
+		t.Fatalf("after WaitKeyFilter: ready %v, knows a recorded key %v", s.keys.ready, s.keys.mayContain("default", "key-1999"))
+	}
+	if err := s.WaitKeyFilter(ctx); err != nil {
+		t.Fatalf("second wait: %v", err)
+	}
+
+	scan := func(ctx context.Context, each func(tenant, key string)) error { <-ctx.Done(); return ctx.Err() }
+	f := newKeyFilter(context.Background(), scan, 10, slog.New(slog.DiscardHandler))
+	done := make(chan error, 1)
+	go func() { done <- f.wait(context.Background()) }()
+	f.close()
+	if err := <-done; err == nil {
+		t.Fatal("wait on a build stopped by close returned nil")
 	}
 }
