@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
@@ -22,6 +24,14 @@ import (
 // skipped when the server has no ICU.
 func icuDatabase(t *testing.T) string {
 	t.Helper()
+	return newDatabase(t, "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8' ENCODING 'UTF8'")
+}
+
+// newDatabase creates a database with the options of CREATE DATABASE and
+// then the settings (ALTER DATABASE … SET each), and returns its URL; it
+// is dropped at the end of the test. A server without ICU skips the test.
+func newDatabase(t *testing.T, options string, settings ...string) string {
+	t.Helper()
 	base := dbtest.PostgresURL(t)
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, base)
@@ -29,9 +39,8 @@ func icuDatabase(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	name := fmt.Sprintf("idem_icu_%d", time.Now().UnixNano())
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name+
-		" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8' ENCODING 'UTF8'")
+	name := fmt.Sprintf("idem_db_%d", time.Now().UnixNano())
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name+" "+options)
 	if err != nil && strings.Contains(err.Error(), "ICU") {
 		t.Skipf("no ICU collation on this server: %v", err)
 	}
@@ -49,6 +58,11 @@ func icuDatabase(t *testing.T) string {
 			t.Error(err)
 		}
 	})
+	for _, set := range settings {
+		if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET "+set); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg, err := pgx.ParseConfig(base)
 	if err != nil {
 		t.Fatal(err)
@@ -56,13 +70,9 @@ func icuDatabase(t *testing.T) string {
 	return strings.Replace(base, "/"+cfg.Database, "/"+name, 1)
 }
 
-// TestConformanceLanguageCollation runs the whole conformance suite on a
-// database that sorts text by language (ICU en-US) rather than by bytes,
-// as many production clusters do: orders the store relies on (locks, the
-// claim's tenant rotation, listings) must not depend on the collation.
-func TestConformanceLanguageCollation(t *testing.T) {
-	t.Parallel()
-	url := icuDatabase(t)
+// runConformanceOn runs the conformance suite on stores opened on url.
+func runConformanceOn(t *testing.T, url string) {
+	t.Helper()
 	var n atomic.Int64
 	storetest.Run(t, func(t *testing.T) store.Store {
 		s, err := Open(context.Background(), withPoolSize(url, 8),
@@ -73,6 +83,35 @@ func TestConformanceLanguageCollation(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	})
+}
+
+// TestConformanceStricterDefaultIsolation: on a database whose default
+// transaction isolation is REPEATABLE READ (a DBA's choice idem does not
+// control), stores opened with Open pass the whole conformance suite —
+// before Open pinned READ COMMITTED, ten of its concurrency cases failed
+// with serialization errors — and New refuses a pool left at the
+// database's default (ErrIsolation).
+func TestConformanceStricterDefaultIsolation(t *testing.T) {
+	t.Parallel()
+	url := newDatabase(t, "", "default_transaction_isolation = 'repeatable read'")
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := New(context.Background(), pool, &Config{Schema: "refused"}); !errors.Is(err, ErrIsolation) {
+		t.Fatalf("New on a REPEATABLE READ pool: %v, want ErrIsolation", err)
+	}
+	runConformanceOn(t, url)
+}
+
+// TestConformanceLanguageCollation runs the whole conformance suite on a
+// database that sorts text by language (ICU en-US) rather than by bytes,
+// as many production clusters do: orders the store relies on (locks, the
+// claim's tenant rotation, listings) must not depend on the collation.
+func TestConformanceLanguageCollation(t *testing.T) {
+	t.Parallel()
+	runConformanceOn(t, icuDatabase(t))
 }
 
 // TestKeyLockOrderUnderLanguageCollation: on a database that sorts text

@@ -142,9 +142,25 @@ type Store struct {
 // New returns a Store on pool and, unless cfg.SkipMigrate, migrates the
 // schema to the newest version. The pool stays the caller's: Close does not
 // close it.
+//
+// The pool's connections must run READ COMMITTED transactions (the server's
+// default): the store's claims, key decisions and locks rely on each
+// statement seeing the rows committed before it, and on row locks
+// re-checking a row that changed (docs/postgres.md). A database or role
+// whose default_transaction_isolation is stricter makes them fail under
+// concurrency with serialization errors; New refuses such a pool
+// (ErrIsolation): set default_transaction_isolation=read committed in the
+// pool's ConnConfig.RuntimeParams, as Open does.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
+	}
+	var iso string
+	if err := pool.QueryRow(ctx, "SHOW default_transaction_isolation").Scan(&iso); err != nil {
+		return nil, fmt.Errorf("pgstore: read the pool's transaction isolation: %w", err)
+	}
+	if iso != "read committed" {
+		return nil, fmt.Errorf("%w: the pool's connections run %q transactions", ErrIsolation, iso)
 	}
 	var c Config
 	if cfg != nil {
@@ -198,6 +214,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
+// ErrIsolation is New's error for a pool whose connections do not run
+// READ COMMITTED transactions by default.
+var ErrIsolation = errors.New("pgstore: idem needs READ COMMITTED transactions (set default_transaction_isolation=read committed in the pool's RuntimeParams, or use Open)")
+
 // DefaultMaxConns is the size of the pool Open creates when the URL does not
 // set pool_max_conns: claims, group commits, heartbeats, LISTEN and the
 // HTTP server's reads all need connections at once, more than pgx's default
@@ -214,6 +234,9 @@ func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pcfg.MaxConns = DefaultMaxConns
 	}
+	// The store's statements assume READ COMMITTED (see New): a database
+	// or role whose default is stricter must not make them fail.
+	pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
