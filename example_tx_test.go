@@ -98,7 +98,13 @@ func ExampleEnqueueTx() {
 // (IDEM_EXAMPLE_DATABASE_URL); tx_test.go runs the same flow on one.
 func ExampleEnqueueTx_postgres() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("IDEM_EXAMPLE_DATABASE_URL"))
+	// The application's pool, configured as the store needs it (READ
+	// COMMITTED transactions, a pool large enough for its workers).
+	cfg, err := pgstore.PoolConfig(os.Getenv("IDEM_EXAMPLE_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		panic(err)
 	}

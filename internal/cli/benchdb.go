@@ -201,12 +201,9 @@ func openTracedPG(ctx context.Context, d *benchDB, url, schema string, tracer pg
 	if tracer == nil {
 		return pgstore.Open(ctx, url, &pgstore.Config{Schema: schema})
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgstore.PoolConfig(url)
 	if err != nil {
 		return nil, err
-	}
-	if !strings.Contains(url, "pool_max_conns") {
-		cfg.MaxConns = pgstore.DefaultMaxConns
 	}
 	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -216,7 +216,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 
 // ErrIsolation is New's error for a pool whose connections do not run
 // READ COMMITTED transactions by default.
-var ErrIsolation = errors.New("pgstore: idem needs READ COMMITTED transactions (set default_transaction_isolation=read committed in the pool's RuntimeParams, or use Open)")
+var ErrIsolation = errors.New("pgstore: idem needs READ COMMITTED transactions (start the pool from PoolConfig, which sets default_transaction_isolation=read committed, or use Open)")
 
 // DefaultMaxConns is the size of the pool Open creates when the URL does not
 // set pool_max_conns: claims, group commits, heartbeats, LISTEN and the
@@ -224,19 +224,32 @@ var ErrIsolation = errors.New("pgstore: idem needs READ COMMITTED transactions (
 // of max(4, CPUs).
 const DefaultMaxConns = 32
 
-// Open connects to the database at url (a PostgreSQL URL or DSN) with a new
-// pool that the Store owns and closes in Close.
-func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+// PoolConfig is the pool configuration Open uses for url: DefaultMaxConns
+// connections unless the URL sets pool_max_conns, and READ COMMITTED
+// transactions whatever the database's or role's default (see New). A
+// caller that builds its own pool for New (to add a tracer, say) starts
+// from it.
+func PoolConfig(url string) (*pgxpool.Config, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: open: %w", err)
+		return nil, err
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		pcfg.MaxConns = DefaultMaxConns
 	}
-	// The store's statements assume READ COMMITTED (see New): a database
-	// or role whose default is stricter must not make them fail.
+	// A startup parameter: it takes precedence over ALTER DATABASE and
+	// ALTER ROLE settings.
 	pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	return pcfg, nil
+}
+
+// Open connects to the database at url (a PostgreSQL URL or DSN) with a new
+// pool that the Store owns and closes in Close.
+func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+	pcfg, err := PoolConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
