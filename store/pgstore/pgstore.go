@@ -149,8 +149,9 @@ type Store struct {
 // re-checking a row that changed (docs/postgres.md). A database or role
 // whose default_transaction_isolation is stricter makes them fail under
 // concurrency with serialization errors; New refuses such a pool
-// (ErrIsolation): set default_transaction_isolation=read committed in the
-// pool's ConnConfig.RuntimeParams, as Open does.
+// (ErrIsolation): build it from PoolConfig, as Open does. New reads the
+// setting on one of the pool's connections, so it needs the database even
+// with SkipMigrate.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: nil pool")
@@ -159,7 +160,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if err := pool.QueryRow(ctx, "SHOW default_transaction_isolation").Scan(&iso); err != nil {
 		return nil, fmt.Errorf("pgstore: read the pool's transaction isolation: %w", err)
 	}
-	if iso != "read committed" {
+	if iso != "read committed" && iso != "read uncommitted" { // PostgreSQL runs the latter as the former
 		return nil, fmt.Errorf("%w: the pool's connections run %q transactions", ErrIsolation, iso)
 	}
 	var c Config
@@ -237,9 +238,13 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		pcfg.MaxConns = DefaultMaxConns
 	}
-	// A startup parameter: it takes precedence over ALTER DATABASE and
-	// ALTER ROLE settings.
-	pcfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	// A session setting made on each new connection: it takes precedence
+	// over ALTER DATABASE and ALTER ROLE settings. (Not a startup
+	// parameter: PgBouncer refuses the ones it does not know.)
+	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SET default_transaction_isolation = 'read committed'")
+		return err
+	}
 	return pcfg, nil
 }
 

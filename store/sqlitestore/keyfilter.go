@@ -28,8 +28,8 @@ type keyFilter struct {
 	n, cap  int
 	ready   bool
 	pending [][2]string // keys added while a build scans the table
-	// built is closed when the latest build ends, ready or not (tests wait
-	// on it instead of polling).
+	// built is closed when the latest build ends, ready or not (wait
+	// blocks on it instead of polling).
 	built chan struct{}
 	build func(ctx context.Context, each func(tenant, key string)) error
 	log   *slog.Logger
@@ -172,8 +172,9 @@ func (f *keyFilter) mayContain(tenant, key string) bool {
 // the records shares the CPU): right after opening a database with a
 // million records that takes a few seconds. Tools that measure steady
 // throughput wait for it; nothing else needs to. It returns nil at once
-// when the Store keeps no filter (another process holds the file), and an
-// error when a build ended without a filter (the Store was closed).
+// when the Store keeps no filter (another process holds the file, or it
+// was opened with SkipMigrate), and an error when a build ended without a
+// filter (its scan failed, or the Store was closed).
 func (s *Store) WaitKeyFilter(ctx context.Context) error {
 	if s.keys == nil {
 		return nil
@@ -203,7 +204,7 @@ func (f *keyFilter) wait(ctx context.Context) error {
 		ended := !f.ready && f.built == built
 		f.mu.Unlock()
 		if ended {
-			return errors.New("key filter: the build ended without a filter (store closed)")
+			return errors.New("key filter: the build ended without a filter (the scan failed, or the store was closed)")
 		}
 	}
 }

@@ -265,8 +265,11 @@ func TestWaitKeyFilter(t *testing.T) {
 	if err := s.WaitKeyFilter(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !s.keys.ready || !s.keys.mayContain("default", "key-1999") {
-		t.Fatalf("after WaitKeyFilter: ready %v, knows a recorded key %v", s.keys.ready, s.keys.mayContain("default", "key-1999"))
+	s.keys.mu.Lock()
+	ready := s.keys.ready
+	s.keys.mu.Unlock()
+	if knows := s.keys.mayContain("default", "key-1999"); !ready || !knows {
+		t.Fatalf("after WaitKeyFilter: ready %v, knows a recorded key %v", ready, knows)
 	}
 	if err := s.WaitKeyFilter(ctx); err != nil {
 		t.Fatalf("second wait: %v", err)
