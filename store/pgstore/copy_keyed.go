@@ -13,7 +13,7 @@ import (
 )
 
 // recordCopyColumns are the records' columns insertKeyedCopy writes, in
-// recordCopySource's order: what qInsertFast's rec writes.
+// copyBuf.recordRow's order: what qInsertFast's rec writes.
 var recordCopyColumns = []string{"tenant", "key", "status", "fingerprint", "job_id", "created_at", "dedup_until", "expires_at"}
 
 // keyedCopyable reports whether a batch with keys goes through
@@ -48,13 +48,7 @@ func keyedCopyable(items []*insertItem) bool {
 // another's keys without deadlocking.
 func (s *Store) insertKeyedCopy(ctx context.Context, conn *pgxpool.Conn, items []*insertItem) ([]store.JobInsertResult, error) {
 	out, err := s.keyedCopy(ctx, conn, items)
-	if err != nil {
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-		return nil, err
-	}
-	return out, nil
+	return rollbackOnError(ctx, conn, out, err)
 }
 
 // keyedCopy is insertKeyedCopy; the caller rolls back when it returns an

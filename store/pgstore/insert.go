@@ -71,13 +71,19 @@ func (s *Store) insertDirect(ctx context.Context, items []*insertItem, keyedCopy
 // insertOwn runs items in one explicit transaction on conn (modeOwn).
 func (s *Store) insertOwn(ctx context.Context, conn *pgxpool.Conn, items []*insertItem) ([]store.JobInsertResult, error) {
 	out, err := s.insertTx(ctx, conn, items, modeOwn)
-	if err != nil {
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-		return nil, err
+	return rollbackOnError(ctx, conn, out, err)
+}
+
+// rollbackOnError returns out, or, when err is set, rolls back the
+// transaction left open on conn (if any) and returns err.
+func rollbackOnError(ctx context.Context, conn *pgxpool.Conn, out []store.JobInsertResult, err error) ([]store.JobInsertResult, error) {
+	if err == nil {
+		return out, nil
 	}
-	return out, nil
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return nil, err
 }
 
 // newItems returns the items of a batch, each with the batch's now.
