@@ -35,6 +35,7 @@ type growthFlags struct {
 	claimN   int
 	plan     bool
 	keep     bool
+	settle   bool
 	timeout  time.Duration
 }
 
@@ -49,8 +50,15 @@ unless --keep): pre-fills that many available jobs in the bench queue and
 --finished completed jobs, each with its idempotency record and attempt, by
 bulk SQL (copies of one job made through the API; seconds per million rows),
 ANALYZEs (SQLite: reopens the store and waits for its key filter, which
-it builds in the background; the "prefill s" column includes that), then
-measures
+it builds in the background; the "prefill s" column includes that).
+On PostgreSQL, unless --settle=false, it then settles the table: a bulk
+copy leaves room for one small row at the end of nearly every history page,
+which the free-space map hands to the next rows inserted, one page each (a
+random page write and, after a checkpoint, a full-page image per row), until
+that room is used up. A history the store made over time has no such room
+left, so bench-growth first enqueues keyed jobs into queue "settle" (left
+waiting there) until a batch of 1,000 lands wholly on new pages of jobs and
+records, and reports how many it took and at what rate. Then it measures
   - enqueue: --enqueue jobs in batches of 1,000 and --singles jobs with new
     keys one at a time from 16 goroutines (jobs/s, p50/p99),
   - claim: --claims claims of --claim-n jobs from one goroutine through the
@@ -73,6 +81,7 @@ transaction). A claim or enqueue should not get slower as the tables grow.`,
 	fl.IntVar(&f.claimN, "claim-n", 100, "jobs per claim")
 	fl.BoolVar(&f.plan, "plan", true, "PostgreSQL: print EXPLAIN (ANALYZE, BUFFERS) of a claim")
 	fl.BoolVar(&f.keep, "keep", false, "keep the schemas or temp files")
+	fl.BoolVar(&f.settle, "settle", true, "PostgreSQL: use up the room the bulk copy left on history pages before measuring")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "limit of the whole run")
 	return cmd
 }
@@ -99,8 +108,8 @@ func runGrowth(ctx context.Context, w io.Writer, f *growthFlags) error {
 	}
 	fmt.Fprintf(w, "idem bench-growth  store=%s  finished=%d  enqueue=%d singles=%d claims=%d×%d  load average %s\n",
 		storeName(f.db), f.finished, f.enqueue, f.singles, f.claims, f.claimN, loadAvg())
-	fmt.Fprintln(w, "| waiting | finished | prefill s | enqueue batch jobs/s | keyed single jobs/s | single p50 / p99 | claim p50 / p99 | claim+finish jobs/s |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---|---|---:|")
+	fmt.Fprintln(w, "| waiting | finished | prefill s | settle jobs (jobs/s) | enqueue batch jobs/s | keyed single jobs/s | single p50 / p99 | claim p50 / p99 | claim+finish jobs/s |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---|---|---:|")
 	var plans []string
 	for _, n := range sizes {
 		line, plan, err := growthRun(ctx, f, n)
@@ -144,6 +153,14 @@ func growthRun(ctx context.Context, f *growthFlags, waiting int) (line, plan str
 	client, err := idem.NewClient(db.st, &idem.Config{DisableMaintenance: true, Logger: discardLogger()})
 	if err != nil {
 		return "", "", err
+	}
+	settled := "n/a"
+	if f.settle && db.schema != "" && f.finished > 0 {
+		n, d, err := settle(ctx, db, url, client)
+		if err != nil {
+			return "", "", fmt.Errorf("settle: %w", err)
+		}
+		settled = fmt.Sprintf("%s (%s)", thousands(n), thousands(int(float64(n)/d.Seconds()+0.5)))
 	}
 	opts := &idem.EnqueueOpts{Queue: "bench"}
 	batchRate := 0.0
@@ -193,8 +210,8 @@ func growthRun(ctx context.Context, f *growthFlags, waiting int) (line, plan str
 			return "", "", fmt.Errorf("explain: %w", err)
 		}
 	}
-	line = fmt.Sprintf("| %s | %s | %.1f | %s | %s | %s | %s | %s |", thousands(waiting), thousands(f.finished), prefillS,
-		thousands(int(batchRate+0.5)), thousands(int(singleRate+0.5)), singleLat, claimLat, thousands(int(claimRate+0.5)))
+	line = fmt.Sprintf("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s |", thousands(waiting), thousands(f.finished), prefillS,
+		settled, thousands(int(batchRate+0.5)), thousands(int(singleRate+0.5)), singleLat, claimLat, thousands(int(claimRate+0.5)))
 	return line, plan, nil
 }
 
@@ -264,6 +281,63 @@ const (
 	// growthChunk is the rows per bulk statement.
 	growthChunk = 100_000
 )
+
+// settleMax bounds the jobs settle enqueues.
+const settleMax = 2_000_000
+
+// settle enqueues batches of keyed jobs into queue "settle" until one batch
+// lands wholly on pages the jobs and records tables did not have before,
+// that is until the room the bulk copy left on the history's pages is used
+// up, then checkpoints. It returns the jobs enqueued and the time they took.
+func settle(ctx context.Context, db *benchDB, url string, c *idem.Client) (int, time.Duration, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	jobs, records := pgx.Identifier{db.schema, "jobs"}.Sanitize(), pgx.Identifier{db.schema, "records"}.Sanitize()
+	var jobPages, recPages, after int64
+	if err := conn.QueryRow(ctx, "SELECT pg_relation_size('"+jobs+"') / current_setting('block_size')::int, "+
+		"pg_relation_size('"+records+"') / current_setting('block_size')::int, coalesce(max(id), 0) FROM "+jobs).
+		Scan(&jobPages, &recPages, &after); err != nil {
+		return 0, 0, err
+	}
+	n, start := 0, time.Now()
+	for n < settleMax {
+		items, keys := make([]idem.EnqueueParams, idem.MaxBatch), make([]string, idem.MaxBatch)
+		for i := range items {
+			keys[i] = "settle-" + strconv.Itoa(n+i)
+			items[i] = idem.EnqueueParams{Kind: "noop", Opts: &idem.EnqueueOpts{Queue: "settle", IdempotencyKey: keys[i]}}
+		}
+		res, err := c.EnqueueMany(ctx, items)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return 0, 0, r.Err
+			}
+		}
+		n += len(items)
+		// The batch's rows on pages the tables had before settling.
+		var oldJobs, oldRecs, last int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FILTER (WHERE (ctid::text::point)[0] < $1), coalesce(max(id), $2) FROM "+
+			jobs+" WHERE id > $2", jobPages, after).Scan(&oldJobs, &last); err != nil {
+			return 0, 0, err
+		}
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+records+" WHERE tenant = 'default' AND key = ANY($1) "+
+			"AND (ctid::text::point)[0] < $2", keys, recPages).Scan(&oldRecs); err != nil {
+			return 0, 0, err
+		}
+		after = last
+		if oldJobs == 0 && oldRecs == 0 {
+			break
+		}
+	}
+	d := time.Since(start)
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return n, d, err
+}
 
 // prefill makes one completed keyed job (queue "history") and one available
 // job (queue "bench") through the API, then copies them by bulk SQL:
