@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,11 +36,34 @@ const int8OID = 20
 // copyBuf accumulates a binary COPY stream.
 type copyBuf struct{ b []byte }
 
-// newCopyBuf starts a stream with room for about n bytes.
-func newCopyBuf(n int) *copyBuf {
-	c := &copyBuf{b: make([]byte, 0, n)}
-	c.b = append(c.b, copySignature...)
+// maxPooledCopyBuf is the largest buffer copyBufs keeps (a batch of 1,000
+// jobs encodes about 250 KB, its records about 150 KB).
+const maxPooledCopyBuf = 4 << 20
+
+// copyBufs recycles the buffers of COPY streams between batches: a fresh
+// buffer per batch is zeroed by the allocator and soon collected again,
+// which cost the client more than the encoding (BENCHMARKS.md, eleventh
+// session).
+type copyBufs struct{ pool sync.Pool }
+
+// get starts a stream with room for about n bytes.
+func (p *copyBufs) get(n int) *copyBuf {
+	c, _ := p.pool.Get().(*copyBuf)
+	if c == nil || cap(c.b) < n {
+		c = &copyBuf{b: make([]byte, 0, n)}
+	}
+	c.b = append(c.b[:0], copySignature...)
 	return c
+}
+
+// sent returns c to the pool after copyRows sent its stream: only when
+// the COPY succeeded, because pgconn's CopyFrom can return on a broken
+// connection before its goroutine has stopped reading the stream.
+func (p *copyBufs) sent(c *copyBuf, err error) error {
+	if err == nil && cap(c.b) <= maxPooledCopyBuf {
+		p.pool.Put(c)
+	}
+	return err
 }
 
 func (c *copyBuf) row(fields int) { c.b = binary.BigEndian.AppendUint16(c.b, uint16(fields)) }
@@ -99,7 +123,10 @@ func (c *copyBuf) int8Array(vs []int64) {
 }
 
 // end closes the stream.
-func (c *copyBuf) end() []byte { return binary.BigEndian.AppendUint16(c.b, 0xffff) }
+func (c *copyBuf) end() []byte {
+	c.b = binary.BigEndian.AppendUint16(c.b, 0xffff)
+	return c.b
+}
 
 // jobRow writes the row of it in copyColumns' order.
 func (c *copyBuf) jobRow(it *insertItem) {
@@ -169,20 +196,20 @@ func (s *Store) copyStatement(table string, cols []string) string {
 
 // copyJobs copies the jobs of items into the jobs table on conn.
 func (s *Store) copyJobs(ctx context.Context, conn *pgxpool.Conn, items []*insertItem) error {
-	c := newCopyBuf(len(items) * 256)
+	c := s.copyBufs.get(len(items) * 256)
 	for _, it := range items {
 		c.jobRow(it)
 	}
-	return s.copyRows(ctx, conn, s.copyStatement("jobs", copyColumns), c.end(), len(items))
+	return s.copyBufs.sent(c, s.copyRows(ctx, conn, s.copyStatement("jobs", copyColumns), c.end(), len(items)))
 }
 
 // copyRecords copies the records of the leaders lead of items.
 func (s *Store) copyRecords(ctx context.Context, conn *pgxpool.Conn, items []*insertItem, lead []int) error {
-	c := newCopyBuf(len(lead) * 160)
+	c := s.copyBufs.get(len(lead) * 160)
 	for _, i := range lead {
 		c.recordRow(items[i])
 	}
-	return s.copyRows(ctx, conn, s.copyStatement("records", recordCopyColumns), c.end(), len(lead))
+	return s.copyBufs.sent(c, s.copyRows(ctx, conn, s.copyStatement("records", recordCopyColumns), c.end(), len(lead)))
 }
 
 // copyRows sends one binary COPY stream and checks its row count.

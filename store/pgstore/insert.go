@@ -1,12 +1,14 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -241,11 +243,12 @@ func (s *Store) insertStates(ctx context.Context, q dbtx, items []*insertItem, r
 }
 
 // leaders marks keyless items for creation and returns the first item of
-// each key (its leader) in (tenant, key) order, with each leader's rank.
+// each key (its leader) in (tenant, key) order, with each item's rank
+// (its position in that order from 1 for leaders, 0 for the others).
 // Keys go in one order in every statement that locks records, so
 // concurrent batches never deadlock.
-func (k *keyedInsert) leaders() ([]int, map[int]int) {
-	first := map[rk]int{}
+func (k *keyedInsert) leaders() ([]int, []int) {
+	keyed := make([]int, 0, len(k.items))
 	for i, it := range k.items {
 		if k.res[i].Err != nil {
 			continue
@@ -254,25 +257,25 @@ func (k *keyedInsert) leaders() ([]int, map[int]int) {
 			it.create = true
 			continue
 		}
-		key := rk{it.p.Tenant, it.p.IdempotencyKey}
-		if _, ok := first[key]; !ok {
-			first[key] = i
-		}
+		keyed = append(keyed, i)
 	}
-	lead := make([]int, 0, len(first))
-	for _, i := range first {
-		lead = append(lead, i)
-	}
-	sort.Slice(lead, func(a, b int) bool {
-		pa, pb := k.items[lead[a]].p, k.items[lead[b]].p
-		if pa.Tenant != pb.Tenant {
-			return pa.Tenant < pb.Tenant
-		}
-		return pa.IdempotencyKey < pb.IdempotencyKey
+	// By (tenant, key) in byte order, then by position: the first item of
+	// each run of one key is its leader.
+	slices.SortFunc(keyed, func(a, b int) int {
+		pa, pb := k.items[a].p, k.items[b].p
+		return cmp.Or(strings.Compare(pa.Tenant, pb.Tenant), strings.Compare(pa.IdempotencyKey, pb.IdempotencyKey), cmp.Compare(a, b))
 	})
-	rank := make(map[int]int, len(lead))
-	for r, i := range lead {
-		rank[i] = r + 1
+	lead := make([]int, 0, len(keyed))
+	rank := make([]int, len(k.items))
+	for n, i := range keyed {
+		if n > 0 {
+			prev := k.items[lead[len(lead)-1]].p
+			if p := k.items[i].p; p.Tenant == prev.Tenant && p.IdempotencyKey == prev.IdempotencyKey {
+				continue
+			}
+		}
+		lead = append(lead, i)
+		rank[i] = len(lead)
 	}
 	return lead, rank
 }
@@ -452,7 +455,7 @@ type fastInsert struct {
 }
 
 // newFastInsert gathers the columns of the items that have not failed.
-func (k *keyedInsert) newFastInsert(rank map[int]int) *fastInsert {
+func (k *keyedInsert) newFastInsert(rank []int) *fastInsert {
 	f := &fastInsert{}
 	for i, it := range k.items {
 		if k.res[i].Err != nil {
@@ -498,7 +501,7 @@ func (s *Store) fastBatch(f *fastInsert, begin bool) *pgx.Batch {
 // one round trip for the items that have not failed. It allocates every such item's id; the
 // jobs of keyless items and of leaders (rank > 0) whose record it created
 // are inserted, their results set.
-func (s *Store) insertFast(ctx context.Context, q dbtx, k *keyedInsert, rank map[int]int, begin bool) error {
+func (s *Store) insertFast(ctx context.Context, q dbtx, k *keyedInsert, rank []int, begin bool) error {
 	f := k.newFastInsert(rank)
 	b := s.fastBatch(f, begin)
 	if b.Len() == 0 {

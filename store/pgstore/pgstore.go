@@ -93,6 +93,7 @@ type Store struct {
 	// callerClock: the caller's Now decides expiry (Config.CallerClock).
 	callerClock bool
 	groups      *groups   // nil when group commit is off
+	copyBufs    copyBufs  // buffers of COPY streams, reused
 	vac         *vacuumer // nil when VacuumEvery < 0
 	// cursors rotate fair claims among tenants (see JobClaim).
 	cursors store.ClaimCursors
