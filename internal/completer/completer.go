@@ -23,8 +23,13 @@ import (
 
 // Defaults and limits of a Completer.
 const (
-	// Loops is how many batches may be in flight at once.
-	Loops = 2
+	// Loops is how many batches may be in flight at once. One: while a
+	// batch is written the next one gathers everything that arrives, so
+	// batches are as large as the store's latency allows. With two in
+	// flight each was half as large, and PostgreSQL paid twice the
+	// statements and commits for the same jobs (plain work 0.73–0.79× →
+	// 0.95–1.04× River's with one, BENCHMARKS.md, eleventh session).
+	Loops = 1
 	// MaxBatch is the most finishes in one store call.
 	MaxBatch = 500
 	// FinishTries is how often a failed batch is tried before its jobs are
