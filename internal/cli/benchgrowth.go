@@ -51,14 +51,15 @@ unless --keep): pre-fills that many available jobs in the bench queue and
 bulk SQL (copies of one job made through the API; seconds per million rows),
 ANALYZEs (SQLite: reopens the store and waits for its key filter, which
 it builds in the background; the "prefill s" column includes that).
-On PostgreSQL, unless --settle=false, it then settles the table: a bulk
+On PostgreSQL with --finished > 0, unless --settle=false, it then settles
+the table: a bulk
 copy leaves room for one small row at the end of nearly every history page,
 which the free-space map hands to the next rows inserted, one page each (a
 random page write and, after a checkpoint, a full-page image per row), until
 that room is used up. A history the store made over time has no such room
 left, so bench-growth first enqueues keyed jobs into queue "settle" (left
 waiting there) until a batch of 1,000 lands wholly on new pages of jobs and
-records, and reports how many it took and at what rate. Then it measures
+records, and reports how many it took and their enqueue rate. Then it measures
   - enqueue: --enqueue jobs in batches of 1,000 and --singles jobs with new
     keys one at a time from 16 goroutines (jobs/s, p50/p99),
   - claim: --claims claims of --claim-n jobs from one goroutine through the
@@ -288,7 +289,9 @@ const settleMax = 2_000_000
 // settle enqueues batches of keyed jobs into queue "settle" until one batch
 // lands wholly on pages the jobs and records tables did not have before,
 // that is until the room the bulk copy left on the history's pages is used
-// up, then checkpoints. It returns the jobs enqueued and the time they took.
+// up, then checkpoints. It returns the jobs enqueued and the time their
+// enqueues took (not the checks between them); an error if settleMax jobs
+// did not settle the table.
 func settle(ctx context.Context, db *benchDB, url string, c *idem.Client) (int, time.Duration, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -302,14 +305,19 @@ func settle(ctx context.Context, db *benchDB, url string, c *idem.Client) (int, 
 		Scan(&jobPages, &recPages, &after); err != nil {
 		return 0, 0, err
 	}
-	n, start := 0, time.Now()
-	for n < settleMax {
+	n, took := 0, time.Duration(0)
+	for {
+		if n >= settleMax {
+			return 0, 0, fmt.Errorf("%d jobs did not settle the table", n)
+		}
 		items, keys := make([]idem.EnqueueParams, idem.MaxBatch), make([]string, idem.MaxBatch)
 		for i := range items {
 			keys[i] = "settle-" + strconv.Itoa(n+i)
 			items[i] = idem.EnqueueParams{Kind: "noop", Opts: &idem.EnqueueOpts{Queue: "settle", IdempotencyKey: keys[i]}}
 		}
+		start := time.Now()
 		res, err := c.EnqueueMany(ctx, items)
+		took += time.Since(start)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -325,8 +333,8 @@ func settle(ctx context.Context, db *benchDB, url string, c *idem.Client) (int, 
 			jobs+" WHERE id > $2", jobPages, after).Scan(&oldJobs, &last); err != nil {
 			return 0, 0, err
 		}
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+records+" WHERE tenant = 'default' AND key = ANY($1) "+
-			"AND (ctid::text::point)[0] < $2", keys, recPages).Scan(&oldRecs); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+records+" WHERE tenant = $1 AND key = ANY($2) "+
+			"AND (ctid::text::point)[0] < $3", idem.DefaultTenant, keys, recPages).Scan(&oldRecs); err != nil {
 			return 0, 0, err
 		}
 		after = last
@@ -334,9 +342,8 @@ func settle(ctx context.Context, db *benchDB, url string, c *idem.Client) (int, 
 			break
 		}
 	}
-	d := time.Since(start)
 	_, err = conn.Exec(ctx, "CHECKPOINT")
-	return n, d, err
+	return n, took, err
 }
 
 // prefill makes one completed keyed job (queue "history") and one available

@@ -1,9 +1,10 @@
 // Package completer writes the finishes of executed jobs in batches: the
 // finishes handed over by concurrent executors at one moment go to the store
 // in one JobFinishMany call (an internal/batch runner gathers them), and
-// whole-batch failures are retried a few times. Submit never waits for the write, so a worker slot is free at once
-// (the job keeps its lease until the commit, so nothing else can claim it
-// meanwhile). After each written batch the completer tells Config.Finished
+// whole-batch failures are retried a few times. Submit does not wait for
+// the write (only for room, while Pending finishes are queued), so a worker
+// slot is free at once (the job keeps its lease until the commit, so nothing
+// else can claim it meanwhile). After each written batch the completer tells Config.Finished
 // which jobs it finished (local wake-ups of idem.Client.JobWait).
 package completer
 
@@ -29,9 +30,16 @@ const (
 	// flight each was half as large, and PostgreSQL paid twice the
 	// statements and commits for the same jobs (plain work 0.73–0.79× →
 	// 0.95–1.04× River's with one, BENCHMARKS.md, eleventh session).
+	// The price: a batch that waits on a row lock held elsewhere holds
+	// back every finish of the Client until it ends (FinishTimeout per
+	// try), where a second loop kept the others moving.
 	Loops = 1
 	// MaxBatch is the most finishes in one store call.
 	MaxBatch = 500
+	// Pending is the most finishes submitted and not yet answered: one
+	// batch being written and a full one gathering behind it, so each
+	// store round trip can write MaxBatch.
+	Pending = (Loops + 1) * MaxBatch
 	// FinishTries is how often a failed batch is tried before its jobs are
 	// left to the rescuer.
 	FinishTries = 5
@@ -78,7 +86,7 @@ type Completer struct {
 // New returns a completer writing to st; cfg may be nil.
 func New(st Finisher, cfg *Config) *Completer {
 	c := &Completer{store: st, logger: slog.Default(),
-		slots: make(chan struct{}, MaxBatch), drained: make(chan struct{})}
+		slots: make(chan struct{}, Pending), drained: make(chan struct{})}
 	if cfg != nil {
 		if cfg.Logger != nil {
 			c.logger = cfg.Logger
@@ -91,7 +99,7 @@ func New(st Finisher, cfg *Config) *Completer {
 	return c
 }
 
-// Start launches the batching loops. A completer runs once: after Stop,
+// Start launches the batching loop. A completer runs once: after Stop,
 // Start does nothing.
 func (c *Completer) Start(ctx context.Context) error {
 	_, shouldStart, started, stopped := c.StartInit(ctx)
@@ -113,7 +121,7 @@ func (c *Completer) Start(ctx context.Context) error {
 }
 
 // Submit queues one finish without waiting for it; the completer logs its
-// outcome. It blocks only while MaxBatch finishes are waiting to be
+// outcome. It blocks only while Pending finishes are waiting to be
 // written. A finish submitted after Stop is dropped (its lease was released
 // at shutdown).
 func (c *Completer) Submit(p *store.JobFinishParams) { c.SubmitThen(p, nil) }
