@@ -22,6 +22,8 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ErrStopped is returned by Submit once the Runner is stopping or stopped.
@@ -49,6 +51,13 @@ type Config[Req any] struct {
 	// Runners is the number of batches that may run at once, each
 	// gathered by its own goroutine. Default DefaultRunners.
 	Runners int
+	// Spare, when positive, adds one runner that takes batches only
+	// while every other runner has been running its batch for longer than
+	// Spare: a batch stuck on a lock does not hold back every caller, yet
+	// in the usual case the runners gather batches as large as one runner
+	// does. A spare ignores Admit's refusals (a refused request runs as
+	// the first of the spare's next batch).
+	Spare time.Duration
 	// Yields is how many times a runner yields the processor
 	// (runtime.Gosched) when the queue looks empty before it closes the
 	// batch: callers answered by the previous batch are often about to
@@ -102,6 +111,11 @@ type Runner[Req, Resp any] struct {
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 	pool     sync.Pool
+	// busy holds, per runner (the spare excluded), when its batch began
+	// (UnixNano; 0 while it gathers or waits); started tells the spare
+	// that one began.
+	busy    []atomic.Int64
+	started chan struct{}
 }
 
 // New returns a Runner that calls run with each batch. run must answer
@@ -122,10 +136,12 @@ func New[Req, Resp any](cfg *Config[Req], run func(calls []*Call[Req, Resp])) *R
 		c.Runners = DefaultRunners
 	}
 	r := &Runner[Req, Resp]{
-		cfg:   c,
-		run:   run,
-		queue: make(chan *Call[Req, Resp]),
-		quit:  make(chan struct{}),
+		cfg:     c,
+		run:     run,
+		queue:   make(chan *Call[Req, Resp]),
+		quit:    make(chan struct{}),
+		busy:    make([]atomic.Int64, c.Runners),
+		started: make(chan struct{}, 1),
 	}
 	r.pool.New = func() any { return &Call[Req, Resp]{done: make(chan answer[Resp], 1)} }
 	return r
@@ -133,9 +149,13 @@ func New[Req, Resp any](cfg *Config[Req], run func(calls []*Call[Req, Resp])) *R
 
 // Start starts the runner goroutines. Call it once.
 func (r *Runner[Req, Resp]) Start() {
-	for range r.cfg.Runners {
+	for i := range r.cfg.Runners {
 		r.wg.Add(1)
-		go r.loop()
+		go r.loop(i)
+	}
+	if r.cfg.Spare > 0 {
+		r.wg.Add(1)
+		go r.spare()
 	}
 }
 
@@ -193,8 +213,8 @@ func (r *Runner[Req, Resp]) put(c *Call[Req, Resp]) {
 	r.pool.Put(c)
 }
 
-// loop gathers and runs batches until Stop.
-func (r *Runner[Req, Resp]) loop() {
+// loop gathers and runs batches until Stop; i is the runner's index.
+func (r *Runner[Req, Resp]) loop(i int) {
 	defer r.wg.Done()
 	batch := make([]*Call[Req, Resp], 0, min(r.cfg.MaxCount, 1024))
 	var next *Call[Req, Resp]
@@ -209,7 +229,13 @@ func (r *Runner[Req, Resp]) loop() {
 			}
 		}
 		batch, next = r.gather(append(batch[:0], first))
+		r.busy[i].Store(time.Now().UnixNano())
+		select {
+		case r.started <- struct{}{}:
+		default:
+		}
 		r.runLive(batch)
+		r.busy[i].Store(0)
 		clear(batch)
 		select {
 		case <-r.quit:
@@ -221,6 +247,68 @@ func (r *Runner[Req, Resp]) loop() {
 		default:
 		}
 	}
+}
+
+// spare waits for a runner to begin a batch, gives it Config.Spare, and
+// while every runner is still busy with a batch older than that, gathers and
+// runs batches itself.
+func (r *Runner[Req, Resp]) spare() {
+	defer r.wg.Done()
+	batch := make([]*Call[Req, Resp], 0, min(r.cfg.MaxCount, 1024))
+	timer := time.NewTimer(r.cfg.Spare)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-r.started:
+		case <-r.quit:
+			return
+		}
+		timer.Reset(r.cfg.Spare)
+		select {
+		case <-timer.C:
+		case <-r.quit:
+			return
+		}
+		for r.stuck() {
+			var first *Call[Req, Resp]
+			select {
+			case first = <-r.queue:
+			case <-r.quit:
+				return
+			case <-r.started:
+				continue // a runner is free again: check again
+			}
+			for first != nil {
+				var next *Call[Req, Resp]
+				batch, next = r.gather(append(batch[:0], first))
+				r.runLive(batch)
+				clear(batch)
+				select {
+				case <-r.quit:
+					if next != nil {
+						var zero Resp
+						next.Answer(zero, ErrStopped)
+					}
+					return
+				default:
+				}
+				first = next
+			}
+		}
+	}
+}
+
+// stuck reports whether every runner has been running its batch for longer
+// than Config.Spare.
+func (r *Runner[Req, Resp]) stuck() bool {
+	before := time.Now().Add(-r.cfg.Spare).UnixNano()
+	for i := range r.busy {
+		if b := r.busy[i].Load(); b == 0 || b > before {
+			return false
+		}
+	}
+	return true
 }
 
 // gather adds queued requests to batch (which holds the first one). It

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // sum answers each call with its request doubled and records batch sizes.
@@ -467,5 +468,58 @@ func waitQueued(t *testing.T, r *Runner[int, int], n int) {
 			return
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestSpareRunsWhileABatchIsStuck: with one runner and a spare, a batch
+// that does not return (the gate) does not hold back the next callers: the
+// spare takes them once the stuck batch is older than Spare, and Stop still
+// drains both.
+func TestSpareRunsWhileABatchIsStuck(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	r := New(&Config[int]{Spare: 20 * time.Millisecond}, g.run)
+	r.Start()
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.Submit(context.Background(), 0, 1)
+		first <- err
+	}()
+	<-g.entered
+	// Without the spare these wait for the gate, which opens only after
+	// them: the deadline turns that hang into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, q := range []int{1, 2, 3} {
+		if got, err := r.Submit(ctx, q, 1); err != nil || got != 2*q {
+			t.Fatalf("request %d behind a stuck batch: %d, %v", q, got, err)
+		}
+	}
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatalf("stuck batch: %v", err)
+	}
+	r.Stop()
+}
+
+// TestSpareWaitsForTheRunner: without a stuck batch the spare takes nothing,
+// so requests queued behind a running batch are gathered into one batch by
+// the runner, as without a spare.
+func TestSpareWaitsForTheRunner(t *testing.T) {
+	// Not parallel: waitQueued counts every parked caller.
+	g := newGate()
+	r := New(&Config[int]{Spare: time.Hour}, g.run)
+	r.Start()
+	defer r.Stop()
+	go r.Submit(context.Background(), 0, 1)
+	<-g.entered
+	_, wg := submitAll(r, context.Background(), []int{1, 2, 3, 4, 5}, func(int) int { return 1 })
+	waitQueued(t, r, 5)
+	close(g.release)
+	wg.Wait()
+	g.rec.mu.Lock()
+	defer g.rec.mu.Unlock()
+	if len(g.rec.batches) != 2 || len(g.rec.batches[1]) != 5 {
+		t.Fatalf("batches %v, want [0] then the 5 queued together", g.rec.batches)
 	}
 }

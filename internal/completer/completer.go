@@ -24,16 +24,20 @@ import (
 
 // Defaults and limits of a Completer.
 const (
-	// Loops is how many batches may be in flight at once. One: while a
+	// Loops is how many batches are written at once (besides the spare
+	// loop's, below). One: while a
 	// batch is written the next one gathers everything that arrives, so
 	// batches are as large as the store's latency allows. With two in
 	// flight each was half as large, and PostgreSQL paid twice the
 	// statements and commits for the same jobs (plain work 0.73–0.79× →
 	// 0.95–1.04× River's with one, BENCHMARKS.md, eleventh session).
-	// The price: a batch that waits on a row lock held elsewhere holds
-	// back every finish of the Client until it ends (FinishTimeout per
-	// try), where a second loop kept the others moving.
+	// A batch that waits longer than SpareAfter (on a row lock held by
+	// another transaction, say) does not hold back the Client's other
+	// finishes: a spare loop writes them meanwhile.
 	Loops = 1
+	// SpareAfter is how long the loop's batch runs before the spare loop
+	// takes the finishes queued behind it (internal/batch Config.Spare).
+	SpareAfter = 500 * time.Millisecond
 	// MaxBatch is the most finishes in one store call.
 	MaxBatch = 500
 	// Pending is the most finishes submitted and not yet answered: one
@@ -94,7 +98,7 @@ func New(st Finisher, cfg *Config) *Completer {
 		c.finished = cfg.Finished
 	}
 	c.runner = batch.New(&batch.Config[*store.JobFinishParams]{
-		MaxCount: MaxBatch, MaxWeight: MaxBatch, Runners: Loops,
+		MaxCount: MaxBatch, MaxWeight: MaxBatch, Runners: Loops, Spare: SpareAfter,
 	}, c.run)
 	return c
 }
