@@ -6,7 +6,9 @@
 // holds fewer than Config.MaxCount requests and less than Config.MaxWeight
 // weight), hands them to the run function as one batch, and each caller gets
 // its own answer. Nothing waits on a timer: while one batch runs, the next
-// one gathers, so batches grow exactly as fast as callers arrive.
+// one gathers, so batches grow exactly as fast as callers arrive. (Only the
+// optional spare runner, Config.Spare, keeps a timer, to tell a batch that
+// is stuck.)
 //
 // A request whose caller's context is done before its batch runs is dropped
 // and answered with the context's error. After Stop, queued and new callers
@@ -53,10 +55,13 @@ type Config[Req any] struct {
 	Runners int
 	// Spare, when positive, adds one runner that takes batches only
 	// while every other runner has been running its batch for longer than
-	// Spare: a batch stuck on a lock does not hold back every caller, yet
-	// in the usual case the runners gather batches as large as one runner
-	// does. A spare ignores Admit's refusals (a refused request runs as
-	// the first of the spare's next batch).
+	// Spare (it starts between Spare and about twice Spare after such a
+	// batch began): a batch stuck on a lock does not hold back every
+	// caller, yet in the usual case the runners gather batches as large as
+	// one runner does. Once a runner is free again the spare may still take
+	// one batch. It applies Admit within its batches, and runs a refused
+	// request as the first of its next batch without checking again that
+	// the runners are stuck.
 	Spare time.Duration
 	// Yields is how many times a runner yields the processor
 	// (runtime.Gosched) when the queue looks empty before it closes the
@@ -112,10 +117,11 @@ type Runner[Req, Resp any] struct {
 	stopOnce sync.Once
 	pool     sync.Pool
 	// busy holds, per runner (the spare excluded), when its batch began
-	// (UnixNano; 0 while it gathers or waits); started tells the spare
-	// that one began.
+	// (nanoseconds since epoch plus one; 0 while it gathers or waits), set
+	// only with Config.Spare; started tells the spare that one began.
 	busy    []atomic.Int64
 	started chan struct{}
+	epoch   time.Time // busy times count from it (monotonic)
 }
 
 // New returns a Runner that calls run with each batch. run must answer
@@ -142,6 +148,7 @@ func New[Req, Resp any](cfg *Config[Req], run func(calls []*Call[Req, Resp])) *R
 		quit:    make(chan struct{}),
 		busy:    make([]atomic.Int64, c.Runners),
 		started: make(chan struct{}, 1),
+		epoch:   time.Now(),
 	}
 	r.pool.New = func() any { return &Call[Req, Resp]{done: make(chan answer[Resp], 1)} }
 	return r
@@ -229,13 +236,17 @@ func (r *Runner[Req, Resp]) loop(i int) {
 			}
 		}
 		batch, next = r.gather(append(batch[:0], first))
-		r.busy[i].Store(time.Now().UnixNano())
-		select {
-		case r.started <- struct{}{}:
-		default:
+		if r.cfg.Spare > 0 {
+			r.busy[i].Store(int64(time.Since(r.epoch)) + 1)
+			select {
+			case r.started <- struct{}{}:
+			default:
+			}
 		}
 		r.runLive(batch)
-		r.busy[i].Store(0)
+		if r.cfg.Spare > 0 {
+			r.busy[i].Store(0)
+		}
 		clear(batch)
 		select {
 		case <-r.quit:
@@ -258,26 +269,33 @@ func (r *Runner[Req, Resp]) spare() {
 	timer := time.NewTimer(r.cfg.Spare)
 	timer.Stop()
 	defer timer.Stop()
+	armed := false // a start signal was taken: give that batch Spare
 	for {
-		select {
-		case <-r.started:
-		case <-r.quit:
-			return
+		if !armed {
+			select {
+			case <-r.started:
+			case <-r.quit:
+				return
+			}
 		}
+		armed = false
 		timer.Reset(r.cfg.Spare)
 		select {
 		case <-timer.C:
 		case <-r.quit:
 			return
 		}
-		for r.stuck() {
+		for !armed && r.stuck() {
 			var first *Call[Req, Resp]
 			select {
 			case first = <-r.queue:
 			case <-r.quit:
 				return
 			case <-r.started:
-				continue // a runner is free again: check again
+				// A runner began a new batch: it gets its Spare before the
+				// spare takes more (the signal is not lost).
+				armed = true
+				continue
 			}
 			for first != nil {
 				var next *Call[Req, Resp]
@@ -302,7 +320,7 @@ func (r *Runner[Req, Resp]) spare() {
 // stuck reports whether every runner has been running its batch for longer
 // than Config.Spare.
 func (r *Runner[Req, Resp]) stuck() bool {
-	before := time.Now().Add(-r.cfg.Spare).UnixNano()
+	before := int64(time.Since(r.epoch)-r.cfg.Spare) + 1
 	for i := range r.busy {
 		if b := r.busy[i].Load(); b == 0 || b > before {
 			return false

@@ -36,13 +36,19 @@ const (
 	// finishes: a spare loop writes them meanwhile.
 	Loops = 1
 	// SpareAfter is how long the loop's batch runs before the spare loop
-	// takes the finishes queued behind it (internal/batch Config.Spare).
+	// takes the finishes queued behind it (internal/batch Config.Spare;
+	// between SpareAfter and about twice that). On PostgreSQL this holds
+	// while the store has a group-commit worker free: a stuck batch of 64
+	// finishes or fewer holds one of its two, and after FinishTimeout its
+	// retry takes the other (the first transaction still waits on the
+	// lock), so the others wait again.
 	SpareAfter = 500 * time.Millisecond
 	// MaxBatch is the most finishes in one store call.
 	MaxBatch = 500
 	// Pending is the most finishes submitted and not yet answered: one
 	// batch being written and a full one gathering behind it, so each
-	// store round trip can write MaxBatch.
+	// store round trip can write MaxBatch. (While a full batch is stuck,
+	// the spare loop has the other MaxBatch.)
 	Pending = (Loops + 1) * MaxBatch
 	// FinishTries is how often a failed batch is tried before its jobs are
 	// left to the rescuer.
