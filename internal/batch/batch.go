@@ -248,15 +248,24 @@ func (r *Runner[Req, Resp]) loop(i int) {
 			r.busy[i].Store(0)
 		}
 		clear(batch)
-		select {
-		case <-r.quit:
-			if next != nil {
-				var zero Resp
-				next.Answer(zero, ErrStopped)
-			}
+		if r.stopping(next) {
 			return
-		default:
 		}
+	}
+}
+
+// stopping reports whether Stop was called, and then answers next (a
+// request Admit refused, not yet run; nil for none) with ErrStopped.
+func (r *Runner[Req, Resp]) stopping(next *Call[Req, Resp]) bool {
+	select {
+	case <-r.quit:
+		if next != nil {
+			var zero Resp
+			next.Answer(zero, ErrStopped)
+		}
+		return true
+	default:
+		return false
 	}
 }
 
@@ -302,14 +311,8 @@ func (r *Runner[Req, Resp]) spare() {
 				batch, next = r.gather(append(batch[:0], first))
 				r.runLive(batch)
 				clear(batch)
-				select {
-				case <-r.quit:
-					if next != nil {
-						var zero Resp
-						next.Answer(zero, ErrStopped)
-					}
+				if r.stopping(next) {
 					return
-				default:
 				}
 				first = next
 			}

@@ -112,22 +112,27 @@ func submitAll(r *Runner[int, int], ctx context.Context, reqs []int, weight func
 	return errs, &wg
 }
 
+// TestQueuedRequestsShareOneBatch: requests queued behind a running batch
+// are gathered into one batch by the runner, with a spare too (it waits for
+// a stuck batch and takes nothing from one that runs its course).
 func TestQueuedRequestsShareOneBatch(t *testing.T) {
 	// Not parallel: waitQueued counts every parked caller.
-	g := newGate()
-	r := New(&Config[int]{}, g.run)
-	r.Start()
-	defer r.Stop()
-	go r.Submit(context.Background(), 0, 1)
-	<-g.entered
-	_, wg := submitAll(r, context.Background(), []int{1, 2, 3, 4, 5}, func(int) int { return 1 })
-	waitQueued(t, r, 5)
-	close(g.release)
-	wg.Wait()
-	g.rec.mu.Lock()
-	defer g.rec.mu.Unlock()
-	if len(g.rec.batches) != 2 || len(g.rec.batches[1]) != 5 {
-		t.Fatalf("batches %v, want [0] then the 5 queued together", g.rec.batches)
+	for _, cfg := range []Config[int]{{}, {Spare: time.Hour}} {
+		g := newGate()
+		r := New(&cfg, g.run)
+		r.Start()
+		go r.Submit(context.Background(), 0, 1)
+		<-g.entered
+		_, wg := submitAll(r, context.Background(), []int{1, 2, 3, 4, 5}, func(int) int { return 1 })
+		waitQueued(t, r, 5)
+		close(g.release)
+		wg.Wait()
+		r.Stop()
+		g.rec.mu.Lock()
+		if len(g.rec.batches) != 2 || len(g.rec.batches[1]) != 5 {
+			t.Fatalf("spare %v: batches %v, want [0] then the 5 queued together", cfg.Spare, g.rec.batches)
+		}
+		g.rec.mu.Unlock()
 	}
 }
 
@@ -500,26 +505,4 @@ func TestSpareRunsWhileABatchIsStuck(t *testing.T) {
 		t.Fatalf("stuck batch: %v", err)
 	}
 	r.Stop()
-}
-
-// TestSpareWaitsForTheRunner: without a stuck batch the spare takes nothing,
-// so requests queued behind a running batch are gathered into one batch by
-// the runner, as without a spare.
-func TestSpareWaitsForTheRunner(t *testing.T) {
-	// Not parallel: waitQueued counts every parked caller.
-	g := newGate()
-	r := New(&Config[int]{Spare: time.Hour}, g.run)
-	r.Start()
-	defer r.Stop()
-	go r.Submit(context.Background(), 0, 1)
-	<-g.entered
-	_, wg := submitAll(r, context.Background(), []int{1, 2, 3, 4, 5}, func(int) int { return 1 })
-	waitQueued(t, r, 5)
-	close(g.release)
-	wg.Wait()
-	g.rec.mu.Lock()
-	defer g.rec.mu.Unlock()
-	if len(g.rec.batches) != 2 || len(g.rec.batches[1]) != 5 {
-		t.Fatalf("batches %v, want [0] then the 5 queued together", g.rec.batches)
-	}
 }

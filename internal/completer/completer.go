@@ -4,8 +4,9 @@
 // whole-batch failures are retried a few times. Submit does not wait for
 // the write (only for room, while Pending finishes are queued), so a worker
 // slot is free at once (the job keeps its lease until the commit, so nothing
-// else can claim it meanwhile). After each written batch the completer tells Config.Finished
-// which jobs it finished (local wake-ups of idem.Client.JobWait).
+// else can claim it meanwhile). After each written batch the completer tells
+// Config.Finished which jobs it finished (local wake-ups of
+// idem.Client.JobWait).
 package completer
 
 import (
@@ -25,9 +26,9 @@ import (
 // Defaults and limits of a Completer.
 const (
 	// Loops is how many batches are written at once (besides the spare
-	// loop's, below). One: while a
-	// batch is written the next one gathers everything that arrives, so
-	// batches are as large as the store's latency allows. With two in
+	// loop's, below). One: while a batch is written the next one gathers
+	// everything that arrives, so batches are as large as the store's
+	// latency allows. With two in
 	// flight each was half as large, and PostgreSQL paid twice the
 	// statements and commits for the same jobs (plain work 0.73–0.79× →
 	// 0.95–1.04× River's with one, BENCHMARKS.md, eleventh session).

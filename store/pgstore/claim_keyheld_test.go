@@ -57,16 +57,20 @@ SELECT id, key_held FROM upd`)
 	// poll pg_locks until the claim waits on the gate (its snapshot is
 	// taken then), within a deadline.
 	deadline := time.Now().Add(30 * time.Second)
-	for waiting := false; !waiting; {
+	for {
+		var waiting bool
 		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
 WHERE locktype = 'advisory' AND objid = $1 AND NOT granted)`, lockKey).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !waiting && time.Now().After(deadline) {
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
 			t.Fatal("the claim never waited on the gate")
 		}
-		time.Sleep(5 * time.Millisecond) // the poll's interval
+		time.Sleep(5 * time.Millisecond) // the poll's interval (no event to wait on, above)
 	}
 	r, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "K", Owner: "do:other",
 		LeaseUntil: now.Add(time.Hour), DedupUntil: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour), Now: now})
