@@ -1,7 +1,10 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"time"
@@ -255,7 +258,7 @@ type afterFinish struct {
 	cIDs, cDurs    []int64
 	cRes           [][]byte
 	cHash          []string
-	cComp          []bool
+	cComp, cDerive []bool
 	cFins          []time.Time
 	killed, settle []int64
 	queues         []string
@@ -275,8 +278,9 @@ func planAfterFinish(p []*store.JobFinishParams, out []error, finished map[int64
 			a.now = fin
 		}
 		// A completion stores its result in its record and settles the
-		// record in the same write (qCompleteRecords); every other finish
-		// of a keyed job settles it (qSettleRecords).
+		// record in the same write (qCompleteRecords), unless the record
+		// can derive both from the job row (recordDerived); every other
+		// finish of a keyed job settles it (qSettleRecords).
 		completes := d.keyed && d.state == idemtype.StateCompleted && !f.WasCached
 		if d.keyed && !completes {
 			a.settle = append(a.settle, f.ID)
@@ -306,13 +310,34 @@ func (a *afterFinish) addRecord(f *store.JobFinishParams, fin time.Time) {
 	a.cIDs, a.cDurs = append(a.cIDs, f.ID), append(a.cDurs, f.DurationMS)
 	a.cRes, a.cHash = append(a.cRes, res), append(a.cHash, f.ResultHash)
 	a.cComp, a.cFins = append(a.cComp, f.RecordCompressed), append(a.cFins, fin)
+	a.cDerive = append(a.cDerive, derivable(f))
+}
+
+// derivable reports whether the record result of completion f is what a
+// record read derives from the completed job row (recordDerived): the
+// job's result JSON itself (JSON null when the job has none), not
+// compressed, with its SHA-256 as the hash. Only then may qCompleteRecords
+// leave the record unwritten.
+func derivable(f *store.JobFinishParams) bool {
+	if f.RecordCompressed {
+		return false
+	}
+	if len(f.Result) == 0 {
+		if string(f.RecordResult) != "null" {
+			return false
+		}
+	} else if !bytes.Equal(f.Result, f.RecordResult) {
+		return false
+	}
+	sum := sha256.Sum256(f.RecordResult)
+	return f.ResultHash == hex.EncodeToString(sum[:])
 }
 
 // finishCommit is the last round trip: records, notifications and COMMIT.
 func (s *Store) finishCommit(ctx context.Context, q dbtx, a *afterFinish, own bool) error {
 	b := &pgx.Batch{}
 	if len(a.cIDs) > 0 {
-		b.Queue(s.sql(qCompleteRecords), a.cIDs, a.cRes, a.cHash, a.cComp, a.cFins, a.cDurs)
+		b.Queue(s.sql(qCompleteRecords), a.cIDs, a.cRes, a.cHash, a.cComp, a.cFins, a.cDurs, a.cDerive)
 	}
 	if len(a.settle) > 0 {
 		b.Queue(s.sql(qSettleRecords), a.settle)

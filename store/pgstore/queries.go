@@ -70,8 +70,14 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
     JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = u.tenant AND r.key = u.key
         AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL LIMIT 1) r ON true
 ), lk AS (
-    SELECT hj.id, hj.state, hj.lease_expires_at FROM {schema}.jobs hj
+    SELECT hj.id, hj.state, hj.lease_expires_at, hj.was_cached, hj.finished_at, hj.result_ttl_us,
+        hj.duration_ms, hj.result::text AS result
+    FROM {schema}.jobs hj
     WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
+), dv AS (
+    SELECT lk.id, convert_to(COALESCE(lk.result, 'null'), 'UTF8') AS res, lk.finished_at AS fin,
+        lk.duration_ms AS dur, lk.finished_at + lk.result_ttl_us * interval '1 microsecond' AS result_until
+    FROM lk WHERE lk.state = 'completed' AND NOT lk.was_cached
 )
 INSERT INTO {schema}.records AS r
     (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
@@ -81,36 +87,62 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     job_id        = excluded.job_id,
     fingerprint   = excluded.fingerprint,
     dedup_until   = excluded.dedup_until,
-    status        = CASE WHEN r.expires_at <= excluded.created_at THEN 'in_progress' ELSE r.status END,
-    result        = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.result END,
-    result_job_id = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.result_job_id END,
-    result_hash   = CASE WHEN r.expires_at <= excluded.created_at THEN '' ELSE r.result_hash END,
-    size_bytes    = CASE WHEN r.expires_at <= excluded.created_at THEN 0 ELSE r.size_bytes END,
-    compressed    = CASE WHEN r.expires_at <= excluded.created_at THEN false ELSE r.compressed END,
-    completed_at  = CASE WHEN r.expires_at <= excluded.created_at THEN NULL ELSE r.completed_at END,
-    duration_ms   = CASE WHEN r.expires_at <= excluded.created_at THEN 0 ELSE r.duration_ms END,
-    lease_owner   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL
+    status        = CASE WHEN ` + upExpired + ` THEN 'in_progress' WHEN ` + upDerived + ` THEN 'completed' ELSE r.status END,
+    result        = CASE WHEN ` + upExpired + ` THEN NULL WHEN ` + upDerived + `
+                         THEN (SELECT dv.res FROM dv WHERE dv.id = r.job_id) ELSE r.result END,
+    result_job_id = CASE WHEN ` + upExpired + ` THEN NULL WHEN ` + upDerived + ` THEN r.job_id ELSE r.result_job_id END,
+    result_hash   = CASE WHEN ` + upExpired + ` THEN '' WHEN ` + upDerived + `
+                         THEN (SELECT encode(sha256(dv.res), 'hex') FROM dv WHERE dv.id = r.job_id) ELSE r.result_hash END,
+    size_bytes    = CASE WHEN ` + upExpired + ` THEN 0 WHEN ` + upDerived + `
+                         THEN (SELECT octet_length(dv.res) FROM dv WHERE dv.id = r.job_id) ELSE r.size_bytes END,
+    compressed    = CASE WHEN ` + upExpired + ` THEN false ELSE r.compressed END,
+    completed_at  = CASE WHEN ` + upExpired + ` THEN NULL WHEN ` + upDerived + `
+                         THEN (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) ELSE r.completed_at END,
+    duration_ms   = CASE WHEN ` + upExpired + ` THEN 0 WHEN ` + upDerived + `
+                         THEN (SELECT dv.dur FROM dv WHERE dv.id = r.job_id) ELSE r.duration_ms END,
+    lease_owner   = CASE WHEN ` + upExpired + ` THEN NULL
                          WHEN r.lease_owner IS NULL AND r.status = 'in_progress'
                          THEN (SELECT 'job:' || lk.id FROM lk WHERE lk.id = r.job_id AND lk.state = 'running')
                          ELSE r.lease_owner END,
-    lease_until   = CASE WHEN r.expires_at <= excluded.created_at THEN NULL
+    lease_until   = CASE WHEN ` + upExpired + ` THEN NULL
                          WHEN r.lease_owner IS NULL AND r.status = 'in_progress'
                          THEN (SELECT lk.lease_expires_at FROM lk WHERE lk.id = r.job_id AND lk.state = 'running')
                          ELSE r.lease_until END,
-    created_at    = CASE WHEN r.expires_at <= excluded.created_at THEN excluded.created_at ELSE r.created_at END,
+    created_at    = CASE WHEN ` + upExpired + ` THEN excluded.created_at ELSE r.created_at END,
     -- A cached result is never dropped before its own expiry: window 0
     -- blocks until the job finishes (NULL); otherwise the later of the new
     -- window and the result's expiry under the new job's TTL.
     expires_at    = CASE WHEN excluded.dedup_until IS NULL THEN NULL
-                         WHEN r.expires_at <= excluded.created_at OR r.status <> 'completed'
-                              OR r.completed_at IS NULL THEN excluded.dedup_until
+                         WHEN ` + upExpired + ` THEN excluded.dedup_until
+                         WHEN ` + upDerived + ` THEN GREATEST(excluded.dedup_until,
+                              (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) + interval '1 microsecond' *
+                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
+                         WHEN r.status <> 'completed' OR r.completed_at IS NULL THEN excluded.dedup_until
                          ELSE GREATEST(excluded.dedup_until, r.completed_at + interval '1 microsecond' *
                               (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
                     END
-WHERE (r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR r.expires_at <= excluded.created_at)
-  AND (r.expires_at <= excluded.created_at OR r.lease_owner IS NOT NULL OR r.status <> 'in_progress'
+WHERE (r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR ` + upExpired + `)
+  AND (` + upExpired + ` OR r.lease_owner IS NOT NULL OR r.status <> 'in_progress'
        OR r.job_id IS NULL OR r.job_id IN (SELECT held.job_id FROM held))
 RETURNING r.tenant, r.key, r.job_id`
+
+	// upDerived (qUpsertRecords) is true of a record whose completion is
+	// read from the row of the completed job it names (derivedJoin), which
+	// lk locked: a reopen that keeps the cached result writes it into the
+	// record, as the record will name the new job.
+	upDerived = `(r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IN (SELECT dv.id FROM dv))`
+
+	// upExpired (qUpsertRecords) is true of a record that expired before
+	// the new job's creation: by its stored expiry, or, for a record in
+	// progress with no stored lease, by its job's state (locked in lk): a
+	// completion read from the job row expires at the later of its window
+	// and the result's expiry (derivedJoin); a record whose job is not in
+	// lk changed since the snapshot and is not expired here (the WHERE
+	// below then leaves it to the next round).
+	upExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
+        THEN (SELECT CASE WHEN dv.id IS NOT NULL THEN GREATEST(r.dedup_until, dv.result_until) ELSE r.expires_at END
+              FROM lk LEFT JOIN dv ON dv.id = lk.id WHERE lk.id = r.job_id)
+        ELSE r.expires_at END <= excluded.created_at)`
 
 	// qExistingRecords reads the records of keys this batch did not get (a
 	// new statement, so it sees the rows committed by the winners; the rows
@@ -303,7 +335,14 @@ SELECT id, state, queue, run_at, keyed FROM upd`
 	// qCompleteRecords stores the results of completed jobs in their records
 	// and settles them as qSettleRecords would, in one write per record: the
 	// lease is released and a window-0 key's window closes at the finish
-	// (its expiry, the later of the two, is the result's).
+	// (its expiry, the later of the two, is the result's). A record that
+	// would read exactly as this write leaves it is not written (the usual
+	// keyed completion; see derivedJoin): it names the job, is in progress
+	// with no stored lease, its window is not 0 (a window-0 key's window
+	// closes at the finish, which the insert path reads from the record)
+	// and its stored expiry is the window's end (so the expiry derived from
+	// the job is the one this write would store), and the result is
+	// derivable ($7: the job's own JSON, uncompressed, hashed by SHA-256).
 	qCompleteRecords = `UPDATE {schema}.records r SET
     status = 'completed', result = u.result, result_hash = u.hash, size_bytes = length(u.result),
     compressed = u.compressed, result_job_id = j.id, completed_at = u.finished_at,
@@ -311,10 +350,12 @@ SELECT id, state, queue, run_at, keyed FROM upd`
                        THEN u.finished_at ELSE r.dedup_until END,
     expires_at = GREATEST(r.dedup_until, u.finished_at + j.result_ttl_us * interval '1 microsecond'),
     lease_owner = NULL, lease_until = NULL, duration_ms = u.duration_ms
-FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestamptz[], $6::bigint[])
-    AS u(id, result, hash, compressed, finished_at, duration_ms)
+FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestamptz[], $6::bigint[], $7::boolean[])
+    AS u(id, result, hash, compressed, finished_at, duration_ms, derivable)
 JOIN {schema}.jobs j ON j.id = u.id
-WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_key`
+WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_key
+  AND NOT (u.derivable AND NOT j.was_cached AND r.job_id = j.id AND r.status = 'in_progress'
+           AND r.lease_owner IS NULL AND j.dedup_window_us > 0 AND r.expires_at = r.dedup_until)`
 
 	// qSettleRecords releases the execution leases held by the given jobs
 	// and closes the dedup window of keys whose window was 0 ("until the
@@ -405,8 +446,21 @@ RETURNING ` + jobColsRet
 WHERE id = $1 AND state = 'dead' AND resolved_at IS NULL AND ($4 = '' OR tenant = $4)`
 
 	// qJobDelete deletes a job and its attempts (attempts has no foreign
-	// key: see migration 4). Its row count is that of the job.
-	qJobDelete = `WITH a AS (
+	// key: see migration 4). Its row count is that of the job. A record
+	// whose completion is read from this job's row (derivedJoin) gets it
+	// written first, so the cached result outlives the job as it would
+	// have had the completion written it.
+	qJobDelete = `WITH m AS (
+    UPDATE {schema}.records r SET status = 'completed', result = d.d_res, result_hash = encode(sha256(d.d_res), 'hex'),
+        size_bytes = octet_length(d.d_res), compressed = false, result_job_id = d.d_id, completed_at = d.d_fin,
+        duration_ms = d.d_dur, expires_at = GREATEST(r.dedup_until, d.d_fin + d.ttl_us * interval '1 microsecond')
+    FROM (SELECT j.id AS d_id, j.tenant, j.idempotency_key, convert_to(COALESCE(j.result::text, 'null'), 'UTF8') AS d_res,
+            j.finished_at AS d_fin, j.duration_ms AS d_dur, j.result_ttl_us AS ttl_us
+        FROM {schema}.jobs j WHERE j.id = $1 AND j.state = $2 AND ($3 = '' OR j.tenant = $3)
+          AND j.state = 'completed' AND NOT j.was_cached AND j.idempotency_key <> '') d
+    WHERE r.tenant = d.tenant AND r.key = d.idempotency_key AND r.job_id = d.d_id
+      AND r.status = 'in_progress' AND r.lease_owner IS NULL
+), a AS (
     DELETE FROM {schema}.attempts WHERE job_id = $1
       AND EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND state = $2 AND ($3 = '' OR tenant = $3))
 )
@@ -419,31 +473,59 @@ const (
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
     dedup_until, expires_at, duration_ms`
 
-	// recordReadCols is recordCols for reads (with $3 = now): a record
-	// without an expiry (its job, with a dedup window of 0, is unfinished)
-	// reads with a projected one — the job's earliest finish (now, its
-	// run_at or its lease's end, whichever is latest) plus its result TTL;
-	// a lease record without a job, the end of its lease. And a record in progress whose
-	// job is dead or cancelled reads 'failed' (store.RecordFailed). A record
-	// in progress that stores no lease while its job runs is leased by that
-	// job until its job lease ends (see qRecordAcquireMany).
-	recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
-        WHERE fj.id = records.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
-    fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
-    result_hash, size_bytes, compressed,
-    COALESCE(lease_owner, CASE WHEN status = 'in_progress' THEN (SELECT 'job:' || lj.id FROM {schema}.jobs lj
-        WHERE lj.id = records.job_id AND lj.state = 'running') END, ''),
-    CASE WHEN lease_owner IS NULL AND status = 'in_progress' THEN (SELECT lj.lease_expires_at FROM {schema}.jobs lj
-        WHERE lj.id = records.job_id AND lj.state = 'running') ELSE lease_until END,
-    created_at, completed_at, dedup_until,
-    COALESCE(expires_at,
-        (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
-         FROM {schema}.jobs fj WHERE fj.id = records.job_id),
-        GREATEST($3::timestamptz, lease_until)), duration_ms`
+	// derivedJoin joins a record r to the completed job whose row holds
+	// the record's completion (d.d_id NULL when there is none): a record in
+	// progress with no stored lease that names a job completed by its own
+	// run (not from a cached result). qCompleteRecords leaves such records
+	// unwritten when they would read the same, so a keyed job writes its
+	// record once (its insert); every reader of a record's status or result
+	// derives them through this join: status 'completed', result the job's
+	// JSON (JSON null when it has none), hash its SHA-256, size its length,
+	// result_job_id the job, completed_at its finish, duration_ms its
+	// duration, expires_at the later of the window's end and the finish
+	// plus the job's result TTL (what qCompleteRecords would have written;
+	// the stored expiry stays the window's end, a lower bound, so the
+	// expiry sweep checks the job before deleting such a record). The
+	// writers that would separate the record from its job write the
+	// completion into the record first: JobDelete (qJobDelete) and a reopen
+	// that keeps the cached result (qUpsertRecords); retention never
+	// deletes a job its live record names (qDeleteFinished).
+	derivedJoin = `LEFT JOIN LATERAL (SELECT dj.id AS d_id,
+        convert_to(COALESCE(dj.result::text, 'null'), 'UTF8') AS d_res, dj.finished_at AS d_fin,
+        dj.duration_ms AS d_dur,
+        GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond') AS d_exp
+    FROM {schema}.jobs dj WHERE dj.id = r.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
+      AND dj.state = 'completed' AND NOT dj.was_cached) d ON true`
 
-	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records
-WHERE ($1 = '' OR tenant = $1) AND key = $2 AND (expires_at IS NULL OR expires_at > $3)
-ORDER BY tenant LIMIT 1`
+	// recordReadCols is recordCols for reads of records r joined by
+	// derivedJoin (with $3 = now): a completion left in the job row reads
+	// as written (derivedJoin); a record without an expiry (its job, with
+	// a dedup window of 0, is unfinished) reads with a projected one — the
+	// job's earliest finish (now, its run_at or its lease's end, whichever
+	// is latest) plus its result TTL; a lease record without a job, the end
+	// of its lease. And a record in progress whose job is dead or cancelled
+	// reads 'failed' (store.RecordFailed). A record in progress that stores
+	// no lease while its job runs is leased by that job until its job lease
+	// ends (see qRecordAcquireMany).
+	recordReadCols = `r.tenant, r.key, CASE WHEN d.d_id IS NOT NULL THEN 'completed'
+        WHEN r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE r.status END,
+    r.fingerprint, COALESCE(r.job_id, 0), COALESCE(d.d_id, r.result_job_id, 0), COALESCE(d.d_res, r.result),
+    CASE WHEN d.d_id IS NOT NULL THEN encode(sha256(d.d_res), 'hex') ELSE r.result_hash END,
+    COALESCE(octet_length(d.d_res), r.size_bytes), r.compressed AND d.d_id IS NULL,
+    COALESCE(r.lease_owner, CASE WHEN r.status = 'in_progress' THEN (SELECT 'job:' || lj.id FROM {schema}.jobs lj
+        WHERE lj.id = r.job_id AND lj.state = 'running') END, ''),
+    CASE WHEN r.lease_owner IS NULL AND r.status = 'in_progress' THEN (SELECT lj.lease_expires_at FROM {schema}.jobs lj
+        WHERE lj.id = r.job_id AND lj.state = 'running') ELSE r.lease_until END,
+    r.created_at, COALESCE(d.d_fin, r.completed_at), r.dedup_until,
+    COALESCE(d.d_exp, r.expires_at,
+        (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
+         FROM {schema}.jobs fj WHERE fj.id = r.job_id),
+        GREATEST($3::timestamptz, r.lease_until)), COALESCE(d.d_dur, r.duration_ms)`
+
+	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records r ` + derivedJoin + `
+WHERE ($1 = '' OR r.tenant = $1) AND r.key = $2 AND (COALESCE(d.d_exp, r.expires_at) IS NULL OR COALESCE(d.d_exp, r.expires_at) > $3)
+ORDER BY r.tenant LIMIT 1`
 
 	qRecordDelete = `DELETE FROM {schema}.records WHERE tenant = $1 AND key = $2`
 
@@ -493,7 +575,8 @@ ORDER BY tenant LIMIT 1`
         AND r.lease_owner IS NULL AND r.status = 'in_progress' LIMIT 1) r ON true
     WHERE r.job_id IS DISTINCT FROM NULLIF(i.job_id, 0)
 ), lk AS (
-    SELECT hj.id, hj.state, hj.lease_expires_at FROM {schema}.jobs hj
+    SELECT hj.id, hj.state, hj.lease_expires_at, hj.was_cached, hj.finished_at, hj.result_ttl_us
+    FROM {schema}.jobs hj
     WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
 ), ins AS (
     INSERT INTO {schema}.records AS r
@@ -526,32 +609,50 @@ WHERE oj.state = 'running' AND oj.lease_expires_at > COALESCE($5::timestamptz, n
 
 	// recordAcquireConflict takes the lease of an existing record when it is
 	// expired (a fresh start), or in progress with no live lease or with
-	// this owner's and not held by its running job (lk, above); $6 is now,
-	// $9 the expiry clock.
+	// this owner's, not held by its running job and not completed by it
+	// (lk, above; a completion derived from the job row, derivedJoin); $6
+	// is now, $9 the expiry clock.
 	recordAcquireConflict = `ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
-    status        = CASE WHEN r.expires_at <= $6 THEN 'in_progress' ELSE r.status END,
-    fingerprint   = CASE WHEN r.expires_at <= $6 THEN '' ELSE r.fingerprint END,
-    job_id        = CASE WHEN r.expires_at <= $6 THEN excluded.job_id ELSE COALESCE(r.job_id, excluded.job_id) END,
-    result        = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result END,
-    result_job_id = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.result_job_id END,
-    result_hash   = CASE WHEN r.expires_at <= $6 THEN '' ELSE r.result_hash END,
-    size_bytes    = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.size_bytes END,
-    compressed    = CASE WHEN r.expires_at <= $6 THEN false ELSE r.compressed END,
-    completed_at  = CASE WHEN r.expires_at <= $6 THEN NULL ELSE r.completed_at END,
-    duration_ms   = CASE WHEN r.expires_at <= $6 THEN 0 ELSE r.duration_ms END,
-    created_at    = CASE WHEN r.expires_at <= $6 THEN excluded.created_at ELSE r.created_at END,
-    dedup_until   = CASE WHEN r.expires_at <= $6 THEN excluded.dedup_until ELSE r.dedup_until END,
-    expires_at    = CASE WHEN r.expires_at <= $6 THEN excluded.expires_at ELSE r.expires_at END
-WHERE r.expires_at <= $6
+    status        = CASE WHEN ` + acqExpired + ` THEN 'in_progress' ELSE r.status END,
+    fingerprint   = CASE WHEN ` + acqExpired + ` THEN '' ELSE r.fingerprint END,
+    job_id        = CASE WHEN ` + acqExpired + ` THEN excluded.job_id ELSE COALESCE(r.job_id, excluded.job_id) END,
+    result        = CASE WHEN ` + acqExpired + ` THEN NULL ELSE r.result END,
+    result_job_id = CASE WHEN ` + acqExpired + ` THEN NULL ELSE r.result_job_id END,
+    result_hash   = CASE WHEN ` + acqExpired + ` THEN '' ELSE r.result_hash END,
+    size_bytes    = CASE WHEN ` + acqExpired + ` THEN 0 ELSE r.size_bytes END,
+    compressed    = CASE WHEN ` + acqExpired + ` THEN false ELSE r.compressed END,
+    completed_at  = CASE WHEN ` + acqExpired + ` THEN NULL ELSE r.completed_at END,
+    duration_ms   = CASE WHEN ` + acqExpired + ` THEN 0 ELSE r.duration_ms END,
+    created_at    = CASE WHEN ` + acqExpired + ` THEN excluded.created_at ELSE r.created_at END,
+    dedup_until   = CASE WHEN ` + acqExpired + ` THEN excluded.dedup_until ELSE r.dedup_until END,
+    expires_at    = CASE WHEN ` + acqExpired + ` THEN excluded.expires_at ELSE r.expires_at END
+WHERE ` + acqExpired + `
    OR (r.status = 'in_progress'
        AND (r.lease_owner IS NULL OR r.lease_until <= COALESCE($9::timestamptz, now())
             OR r.lease_owner = excluded.lease_owner)
        AND NOT (r.lease_owner IS NULL AND r.job_id IS NOT NULL AND r.job_id IS DISTINCT FROM excluded.job_id
                 AND (r.job_id NOT IN (SELECT held.job_id FROM held)
                      OR r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'running'
-                                     AND lk.lease_expires_at > COALESCE($9::timestamptz, now())))))`
+                                     AND lk.lease_expires_at > COALESCE($9::timestamptz, now()))))
+       AND NOT (r.lease_owner IS NULL
+                AND r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'completed' AND NOT lk.was_cached)))`
+
+	// acqExpired (recordAcquireConflict) is true of a record expired at $6:
+	// by its stored expiry, or, for a record in progress with no stored
+	// lease that names another job, by that job's state (locked in lk): a
+	// completion read from the job row (derivedJoin) expires at the later
+	// of its window and the result's expiry; a record whose job is not in
+	// lk changed since the snapshot and is not expired here (the clause
+	// then refuses it, and the caller reads the holder).
+	acqExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
+            AND r.job_id IS DISTINCT FROM excluded.job_id
+        THEN (SELECT CASE WHEN lk.state = 'completed' AND NOT lk.was_cached
+                          THEN GREATEST(r.dedup_until, lk.finished_at + lk.result_ttl_us * interval '1 microsecond')
+                          ELSE r.expires_at END
+              FROM lk WHERE lk.id = r.job_id)
+        ELSE r.expires_at END <= $6)`
 
 	qRecordComplete = `UPDATE {schema}.records SET
     status = 'completed', result = $4, compressed = $5, result_hash = $6, size_bytes = length($4::bytea),
@@ -570,9 +671,11 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
     COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint,
     count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'completed'),
     count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND failed)
-FROM (SELECT k.expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
-        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
-    FROM {schema}.records k WHERE ($1 = '' OR k.tenant = $1)) k`
+FROM (SELECT COALESCE(d.d_exp, r.expires_at) AS expires_at, CASE WHEN d.d_id IS NOT NULL THEN 'completed' ELSE r.status END AS status,
+        COALESCE(octet_length(d.d_res), r.size_bytes) AS size_bytes,
+        r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
+    FROM {schema}.records r ` + derivedJoin + ` WHERE ($1 = '' OR r.tenant = $1)) k`
 )
 
 // Maintenance.
@@ -635,6 +738,11 @@ RETURNING j.queue`
           WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id
             AND (r.dedup_until IS NULL OR r.dedup_until > $4)
             AND (r.expires_at IS NULL OR r.expires_at > $4)))
+      AND (j.state <> 'completed' OR j.was_cached OR j.idempotency_key = '' OR NOT EXISTS (
+          SELECT 1 FROM {schema}.records r
+          WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id
+            AND r.status = 'in_progress' AND r.lease_owner IS NULL
+            AND j.finished_at + j.result_ttl_us * interval '1 microsecond' > $4))
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), a AS (
@@ -642,8 +750,16 @@ RETURNING j.queue`
 )
 DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 
+	// qDeleteExpiredRecords deletes up to $2 records expired at $1. The
+	// stored expiry of a record whose completion is read from its job row
+	// is a lower bound (derivedJoin): such a record is passed over until
+	// its result expires too.
 	qDeleteExpiredRecords = `DELETE FROM {schema}.records r USING (
-    SELECT tenant, key FROM {schema}.records WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED
+    SELECT e.tenant, e.key FROM {schema}.records e WHERE e.expires_at <= $1
+      AND NOT (e.status = 'in_progress' AND e.lease_owner IS NULL AND EXISTS (SELECT 1 FROM {schema}.jobs dj
+          WHERE dj.id = e.job_id AND dj.state = 'completed' AND NOT dj.was_cached
+            AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1))
+    LIMIT $2 FOR UPDATE SKIP LOCKED
 ) AS x WHERE r.tenant = x.tenant AND r.key = x.key`
 )
 

@@ -38,6 +38,7 @@ func recordCases() []testCase {
 		{"Records/lease_takeover_complete_expire", testRecordLease},
 		{"Records/cached_result_kept_after_window_zero_reopen", testResultKeptWindowZero},
 		{"Records/reopen_expiry_is_max_of_window_and_result", testReopenExpiry},
+		{"Records/completion_reads_alike_everywhere_and_outlives_its_job", testCompletionEveryReader},
 	}
 }
 
@@ -661,4 +662,82 @@ func testReopenExpiry(t *testing.T, s store.Store) {
 	insert1(t, s, at(2*time.Hour), keyed("kd2", "DEAD", "fp"))
 	r := record(t, s, "default", "DEAD", at(2*time.Hour))
 	wantTimeP(t, "DEAD: ExpiresAt after reopen", r.ExpiresAt, at(3*time.Hour))
+}
+
+// testCompletionEveryReader: the completion of a keyed job (with a result,
+// and with none: JSON null) reads alike through every reader — RecordGet,
+// an acquire by another owner (refused, with the cached result),
+// RecordStats — while the window is open and after it closed while the
+// result lives; the expiry sweep, JobDelete of its job and retention leave
+// it as it was until the result expires. PostgreSQL
+// keeps such a completion in the job row only (pgstore's derivedJoin), so
+// each of these readers derives it there.
+func testCompletionEveryReader(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	js := insertNew(t, s, at(0), keyed("k", "K", "fp"), keyed("k", "N", "fp")) // window 1 h, TTL 24 h
+	fin := at(time.Minute + time.Second)
+	finish1(t, s, completion(claimJob(t, s, js[0], at(time.Minute)), `{"v": [1, 2]}`, fin))
+	none := completion(claimJob(t, s, js[1], at(time.Minute)), "", fin)
+	none.Result, none.RecordResult, none.ResultHash = nil, []byte("null"), hash("null")
+	finish1(t, s, none)
+
+	want := map[string]*idemtype.Record{}
+	for i, k := range []string{"K", "N"} {
+		result := []string{`{"v": [1, 2]}`, "null"}[i]
+		r := record(t, s, "default", k, fin)
+		if r.Status != idemtype.RecordCompleted || string(r.Result) != result || r.ResultHash != hash(result) ||
+			r.SizeBytes != int64(len(result)) || r.Compressed || r.ResultJobID != js[i].ID || r.JobID != js[i].ID ||
+			r.LeaseOwner != "" || r.LeaseUntil != nil || r.DurationMS != 7 {
+			t.Fatalf("record %s after its job completed: %+v", k, r)
+		}
+		wantTimeP(t, k+" CompletedAt", r.CompletedAt, fin)
+		wantTimeP(t, k+" DedupUntil", r.DedupUntil, at(time.Hour))
+		wantTimeP(t, k+" ExpiresAt = finish + TTL", r.ExpiresAt, fin.Add(24*time.Hour))
+		want[k] = r
+	}
+	same := func(when string, now time.Time) {
+		t.Helper()
+		for k, w := range want {
+			if r := record(t, s, "default", k, now); !reflect.DeepEqual(r, w) {
+				t.Errorf("record %s %s:\n got %+v\nwant %+v", k, when, r, w)
+			}
+		}
+	}
+	late := at(2 * time.Hour) // the window closed, the results live
+	same("after the window", late)
+
+	for _, k := range []string{"K", "N"} {
+		res := acquire(t, s, acq(k, "other", late))
+		if res.Acquired || !reflect.DeepEqual(res.Record, want[k]) {
+			t.Errorf("acquire of %s by another owner: acquired %v, record %+v", k, res.Acquired, res.Record)
+		}
+	}
+	st, err := s.RecordStats(ctx, &store.RecordStatsParams{Now: late})
+	if err != nil {
+		t.Fatalf("RecordStats: %v", err)
+	}
+	if st.Entries != 2 || st.Completed != 2 || st.InProgress != 0 || st.Failed != 0 || st.Expired != 0 ||
+		st.SizeBytes != int64(len(`{"v": [1, 2]}`)+len("null")) {
+		t.Errorf("stats: %+v", *st)
+	}
+	if n, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: late, Limit: 100}); err != nil || n != 0 {
+		t.Errorf("RecordDeleteExpired after the window: %d, %v; want 0 (the results live)", n, err)
+	}
+	same("after the expiry sweep", late)
+	if err := s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "default", ID: js[0].ID, State: idemtype.StateCompleted}); err != nil {
+		t.Fatalf("JobDelete: %v", err)
+	}
+	same("after JobDelete of K's job", late)
+	deleteFinished(t, s, &store.JobDeleteFinishedParams{CompletedBefore: late, Limit: 100, Now: late}) // may take N's job
+	same("after retention", late)
+
+	gone := fin.Add(24 * time.Hour)
+	for _, k := range []string{"K", "N"} {
+		if _, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: k, Now: gone}); !errors.Is(err, idemtype.ErrNotFound) {
+			t.Errorf("record %s once its result expired: %v, want ErrNotFound", k, err)
+		}
+	}
+	if n, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: gone, Limit: 100}); err != nil || n != 2 {
+		t.Errorf("RecordDeleteExpired once the results expired: %d, %v; want 2", n, err)
+	}
 }
