@@ -134,14 +134,16 @@ RETURNING r.tenant, r.key, r.job_id`
 
 	// upExpired (qUpsertRecords) is true of a record that expired before
 	// the new job's creation: by its stored expiry, or, for a record in
-	// progress with no stored lease, by its job's state (locked in lk): a
+	// progress with no stored lease, by its job's row (locked in lk): a
 	// completion read from the job row expires at the later of its window
-	// and the result's expiry (derivedJoin); a record whose job is not in
-	// lk changed since the snapshot and is not expired here (the WHERE
-	// below then leaves it to the next round).
+	// and the result's expiry (derivedJoin); a job deleted since (in held,
+	// not in lk) leaves the stored expiry. A record that was not such a
+	// record in the snapshot (not in held) changed since and is not expired
+	// here (the WHERE below then leaves it to the next round).
 	upExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
-        THEN (SELECT CASE WHEN dv.id IS NOT NULL THEN GREATEST(r.dedup_until, dv.result_until) ELSE r.expires_at END
-              FROM lk LEFT JOIN dv ON dv.id = lk.id WHERE lk.id = r.job_id)
+        THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
+             ELSE COALESCE((SELECT GREATEST(r.dedup_until, dv.result_until) FROM dv WHERE dv.id = r.job_id),
+                           r.expires_at) END
         ELSE r.expires_at END <= excluded.created_at)`
 
 	// qExistingRecords reads the records of keys this batch did not get (a
@@ -354,8 +356,8 @@ FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestampt
     AS u(id, result, hash, compressed, finished_at, duration_ms, derivable)
 JOIN {schema}.jobs j ON j.id = u.id
 WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_key
-  AND NOT (u.derivable AND NOT j.was_cached AND r.job_id = j.id AND r.status = 'in_progress'
-           AND r.lease_owner IS NULL AND j.dedup_window_us > 0 AND r.expires_at = r.dedup_until)`
+  AND NOT COALESCE(u.derivable AND NOT j.was_cached AND r.job_id = j.id AND r.status = 'in_progress'
+           AND r.lease_owner IS NULL AND j.dedup_window_us > 0 AND r.expires_at = r.dedup_until, false)`
 
 	// qSettleRecords releases the execution leases held by the given jobs
 	// and closes the dedup window of keys whose window was 0 ("until the
@@ -572,8 +574,7 @@ ORDER BY r.tenant LIMIT 1`
 ), held AS (
     SELECT r.job_id FROM i
     JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
-        AND r.lease_owner IS NULL AND r.status = 'in_progress' LIMIT 1) r ON true
-    WHERE r.job_id IS DISTINCT FROM NULLIF(i.job_id, 0)
+        AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL LIMIT 1) r ON true
 ), lk AS (
     SELECT hj.id, hj.state, hj.lease_expires_at, hj.was_cached, hj.finished_at, hj.result_ttl_us
     FROM {schema}.jobs hj
@@ -641,17 +642,18 @@ WHERE ` + acqExpired + `
 
 	// acqExpired (recordAcquireConflict) is true of a record expired at $6:
 	// by its stored expiry, or, for a record in progress with no stored
-	// lease that names another job, by that job's state (locked in lk): a
-	// completion read from the job row (derivedJoin) expires at the later
-	// of its window and the result's expiry; a record whose job is not in
-	// lk changed since the snapshot and is not expired here (the clause
-	// then refuses it, and the caller reads the holder).
+	// lease that names a job (the acquirer's own included: a stale attempt
+	// of a job another attempt completed), by that job's row, locked in lk:
+	// a completion read from it (derivedJoin) expires at the later of its
+	// window and the result's expiry; a job deleted since (in held, not in
+	// lk) leaves the stored expiry. A record that was not such a record in
+	// the snapshot (not in held) changed since and is not expired here (the
+	// clause then refuses it, and the caller reads the holder).
 	acqExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
-            AND r.job_id IS DISTINCT FROM excluded.job_id
-        THEN (SELECT CASE WHEN lk.state = 'completed' AND NOT lk.was_cached
-                          THEN GREATEST(r.dedup_until, lk.finished_at + lk.result_ttl_us * interval '1 microsecond')
-                          ELSE r.expires_at END
-              FROM lk WHERE lk.id = r.job_id)
+        THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
+             ELSE COALESCE((SELECT GREATEST(r.dedup_until, lk.finished_at + lk.result_ttl_us * interval '1 microsecond')
+                            FROM lk WHERE lk.id = r.job_id AND lk.state = 'completed' AND NOT lk.was_cached),
+                           r.expires_at) END
         ELSE r.expires_at END <= $6)`
 
 	qRecordComplete = `UPDATE {schema}.records SET
@@ -753,14 +755,30 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 	// qDeleteExpiredRecords deletes up to $2 records expired at $1. The
 	// stored expiry of a record whose completion is read from its job row
 	// is a lower bound (derivedJoin): such a record is passed over until
-	// its result expires too.
-	qDeleteExpiredRecords = `DELETE FROM {schema}.records r USING (
-    SELECT e.tenant, e.key FROM {schema}.records e WHERE e.expires_at <= $1
+	// its result expires too. The snapshot's candidates are decided again
+	// on their jobs' latest rows, as the FOR SHARE lock of lk returns them
+	// (taken before any record: jobs before records, as everywhere), and on
+	// their records' latest rows (FOR UPDATE): a completion that committed
+	// after the snapshot leaves no write on the record for its lock to see.
+	qDeleteExpiredRecords = `WITH cand AS (
+    SELECT e.tenant, e.key, e.job_id FROM {schema}.records e WHERE e.expires_at <= $1
       AND NOT (e.status = 'in_progress' AND e.lease_owner IS NULL AND EXISTS (SELECT 1 FROM {schema}.jobs dj
           WHERE dj.id = e.job_id AND dj.state = 'completed' AND NOT dj.was_cached
             AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1))
-    LIMIT $2 FOR UPDATE SKIP LOCKED
-) AS x WHERE r.tenant = x.tenant AND r.key = x.key`
+    LIMIT $2
+), lk AS (
+    SELECT j.id, j.state, j.was_cached, j.finished_at + j.result_ttl_us * interval '1 microsecond' AS result_until
+    FROM {schema}.jobs j
+    WHERE j.id = ANY (ARRAY(SELECT cand.job_id FROM cand WHERE cand.job_id IS NOT NULL)) ORDER BY j.id FOR SHARE
+), x AS (
+    SELECT e.tenant, e.key FROM {schema}.records e
+    WHERE (e.tenant, e.key) IN (SELECT cand.tenant, cand.key FROM cand) AND (SELECT count(*) FROM lk) >= 0
+      AND e.expires_at <= $1
+      AND NOT (e.status = 'in_progress' AND e.lease_owner IS NULL AND e.job_id IN (SELECT lk.id FROM lk
+          WHERE lk.state = 'completed' AND NOT lk.was_cached AND lk.result_until > $1))
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {schema}.records r USING x WHERE r.tenant = x.tenant AND r.key = x.key`
 )
 
 // Leaders and API keys.

@@ -1,0 +1,230 @@
+package pgstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// The cases below are the review of the derived completion (derivedJoin):
+// each failed before its fix, where a written completion had passed.
+
+const derivedResult = `{"answer": 42}`
+
+func derivedHash() string { s := sha256.Sum256([]byte(derivedResult)); return hex.EncodeToString(s[:]) }
+
+// derivedSetup inserts the keys "derived" and "compressed" (window w,
+// result TTL 7 days) at now and claims their jobs; it returns them by key.
+func derivedSetup(t *testing.T, s *Store, now time.Time, w time.Duration) map[string]*idemtype.JobRow {
+	t.Helper()
+	ctx := t.Context()
+	var ps []*store.JobInsertParams
+	for _, k := range []string{"derived", "compressed"} {
+		p := benchJob()
+		p.Queue, p.RunAt, p.IdempotencyKey, p.Fingerprint = "rq", now, k, "fp"
+		p.DedupWindow, p.ResultTTL = w, 7*24*time.Hour
+		ps = append(ps, p)
+	}
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: ps, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"rq"}, WorkerID: "w", Limit: 2,
+		LeaseUntil: now.Add(time.Hour), Now: now})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("claim: %d %v", len(jobs), err)
+	}
+	m := map[string]*idemtype.JobRow{}
+	for _, j := range jobs {
+		m[j.IdempotencyKey] = j
+	}
+	return m
+}
+
+// derivedFinish completes the jobs of derivedSetup at fin: "derived" with a
+// record result the store derives, "compressed" with one it writes.
+func derivedFinish(t *testing.T, s *Store, jobs map[string]*idemtype.JobRow, fin time.Time) {
+	t.Helper()
+	var fs []*store.JobFinishParams
+	for k, j := range jobs {
+		f := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: idemtype.StateCompleted,
+			Outcome: idemtype.OutcomeCompleted, Result: json.RawMessage(derivedResult), FinishedAt: fin, DurationMS: 3,
+			RecordResult: []byte(derivedResult), ResultHash: derivedHash()}
+		if k == "compressed" {
+			f.RecordResult, f.RecordCompressed = []byte{0x1f, 0x8b, 1, 2}, true
+		}
+		fs = append(fs, f)
+	}
+	if errs, err := s.JobFinishMany(t.Context(), fs); err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("finish: %v %v", errs, err)
+	}
+}
+
+// TestStaleAttemptOfCompletedJobGetsTheCache: a stale attempt of job J (its
+// lease lapsed and another attempt completed J) that acquires J's key, in
+// the window and after it, is refused and reads the cached result, as it
+// was behind a written completion (the acquire locks and reads the job its
+// record names even when it is the acquirer's own).
+func TestStaleAttemptOfCompletedJobGetsTheCache(t *testing.T) {
+	s := newTestStore(t, 4)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	jobs := derivedSetup(t, s, now, time.Hour)
+	derivedFinish(t, s, jobs, now.Add(time.Second))
+	for _, k := range []string{"compressed", "derived"} {
+		for _, at := range []time.Duration{2 * time.Second, 2 * time.Hour} { // in the window, after it
+			n := now.Add(at)
+			j := jobs[k]
+			res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: k,
+				Owner: store.JobOwner(j.ID), JobID: j.ID, LeaseUntil: n.Add(time.Minute), DedupUntil: n,
+				ExpiresAt: n.Add(7 * 24 * time.Hour), Now: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Acquired || res.Record.Status != idemtype.RecordCompleted || string(res.Record.Result) != derivedResult && k == "derived" {
+				t.Errorf("%s at +%v: a completed job's stale attempt: acquired %v, record %+v", k, at, res.Acquired, res.Record)
+			}
+		}
+	}
+}
+
+// TestSweepRacingACompletion: the expiry sweep's snapshot sees the job still
+// running past the record's window; the job's completion commits before
+// the sweep locks the record. Both records (the written completion and the
+// derived one) must stay: their results live 7 more days. The gate (an
+// advisory lock taken in the sweep's first scan) holds the sweep after its
+// snapshot, as a slow statement would.
+func TestSweepRacingACompletion(t *testing.T) {
+	s := newTestStore(t, 6)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	jobs := derivedSetup(t, s, now, time.Minute)
+	gate, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Release()
+	const lockKey = 434343
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		t.Fatal(err)
+	}
+	sweep := strings.Replace(s.sql(qDeleteExpiredRecords), "expires_at <= $1",
+		"expires_at <= $1 AND (SELECT 1 FROM pg_advisory_xact_lock_shared(434343::bigint)) = 1", 1)
+	if sweep == s.sql(qDeleteExpiredRecords) {
+		t.Fatal("gate not inserted")
+	}
+	at := now.Add(2 * time.Minute) // the window (1 min) has passed; the jobs still run
+	done := make(chan error, 1)
+	var deleted int64
+	go func() {
+		tag, err := s.pool.Exec(ctx, sweep, at, 100)
+		deleted = tag.RowsAffected()
+		done <- err
+	}()
+	waitAdvisoryWaiter(t, s, lockKey)
+	derivedFinish(t, s, jobs, at) // both complete and commit while the sweep waits
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if deleted != 0 {
+		t.Errorf("the sweep deleted %d records whose results live", deleted)
+	}
+	for _, k := range []string{"compressed", "derived"} {
+		r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: k, Now: at})
+		if err != nil || r.Status != idemtype.RecordCompleted || !r.ExpiresAt.Equal(at.Add(7*24*time.Hour)) {
+			t.Errorf("%s: record of a result that lives 7 more days: %+v, %v", k, r, err)
+		}
+	}
+}
+
+// waitAdvisoryWaiter returns once a session waits for advisory lock key
+// (PostgreSQL has no event for a lock wait, so pg_locks is polled).
+func waitAdvisoryWaiter(t *testing.T, s *Store, key int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := s.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
+WHERE locktype = 'advisory' AND objid = $1 AND NOT granted)`, key).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nobody waited for the advisory lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestExpiredRecordOfDeletedJob: a record in progress whose job row is gone
+// (a cancelled job deleted by JobDelete) expires by its stored expiry: a
+// job of the key that acquires it after that starts it afresh (then the
+// sweep leaves it to its lease holder), and a reopening insert stamps its
+// own creation time.
+func TestExpiredRecordOfDeletedJob(t *testing.T) {
+	s := newTestStore(t, 4)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	mk := func(runAt time.Time) *store.JobInsertParams {
+		p := benchJob()
+		p.Queue, p.RunAt, p.IdempotencyKey, p.Fingerprint = "rq", runAt, "K", "fp"
+		p.DedupWindow, p.ResultTTL = time.Hour, 7*24*time.Hour
+		return p
+	}
+	ins := func(p *store.JobInsertParams, at time.Time) *idemtype.JobRow {
+		t.Helper()
+		res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}, Now: at})
+		if err != nil || res[0].Err != nil || res[0].Existing {
+			t.Fatalf("insert: %v %+v", err, res)
+		}
+		return res[0].Job
+	}
+	cancelDelete := func(j *idemtype.JobRow, at time.Time) {
+		t.Helper()
+		if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: j.ID, Reason: "x", Now: at}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.JobDelete(ctx, &store.JobDeleteParams{Tenant: "default", ID: j.ID, State: idemtype.StateCancelled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jx := ins(mk(now.Add(10*time.Hour)), now) // runs late, after its window
+	t2 := now.Add(2 * time.Hour)
+	cancelDelete(ins(mk(t2), t2), t2) // the key reopened for a job that is then deleted
+	t10 := now.Add(10 * time.Hour)    // the record expired at t2 + 1 h
+	res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "K",
+		Owner: store.JobOwner(jx.ID), JobID: jx.ID, LeaseUntil: t10.Add(time.Minute), DedupUntil: t10,
+		ExpiresAt: t10.Add(7 * 24 * time.Hour), Now: t10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Record; !res.Acquired || r.JobID != jx.ID || !r.ExpiresAt.After(t10) || !r.CreatedAt.Equal(t10) {
+		t.Errorf("acquire of an expired record whose job was deleted: acquired %v, %+v", res.Acquired, r)
+	}
+	if n, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: t10, Limit: 10}); err != nil || n != 0 {
+		t.Errorf("the sweep deleted %d records (%v); the only one is live and leased", n, err)
+	}
+
+	// A reopening insert over a record whose job was deleted.
+	p := mk(now)
+	p.IdempotencyKey = "R"
+	cancelDelete(ins(p, now), now)
+	t3 := now.Add(3 * time.Hour)
+	q := *p
+	q.RunAt = t3
+	ins(&q, t3)
+	r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "R", Now: t3})
+	if err != nil || !r.CreatedAt.Equal(t3) {
+		t.Errorf("reopened record: %+v, %v; want created at the reopen", r, err)
+	}
+}
