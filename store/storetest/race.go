@@ -22,6 +22,7 @@ func raceCases() []testCase {
 		{"Race/partitions_never_run_twice", testRacePartitions},
 		{"JobClaim/concurrent_claimers_take_each_job_once", testConcurrentClaims},
 		{"JobClaim/concurrent_fifo_keeps_order", testConcurrentFIFO},
+		{"Race/cached_results_against_acquires_reopens_sweeps_and_deletes", testRaceCachedResults},
 	}
 }
 
