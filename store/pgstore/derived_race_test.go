@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -226,5 +227,116 @@ func TestExpiredRecordOfDeletedJob(t *testing.T) {
 	r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "R", Now: t3})
 	if err != nil || !r.CreatedAt.Equal(t3) {
 		t.Errorf("reopened record: %+v, %v; want created at the reopen", r, err)
+	}
+}
+
+// TestAcquireReleasedRecordBesideDerived: one acquire statement for a
+// released Do record (no job, in progress, no lease) and for a key whose
+// completion is derived: the Do record is taken, the derived key refused
+// with its result (a NULL job id must not make the refusal of completed
+// jobs' records unknown).
+func TestAcquireReleasedRecordBesideDerived(t *testing.T) {
+	s := newTestStore(t, 4)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	derivedFinish(t, s, derivedSetup(t, s, now, time.Hour), now.Add(time.Second))
+	const doKey = "\x1fdo\x1fX"
+	acq := func(key, owner string, at time.Time) *store.RecordAcquireParams {
+		return &store.RecordAcquireParams{Tenant: "default", Key: key, Owner: owner, LeaseUntil: at.Add(time.Minute),
+			DedupUntil: at, ExpiresAt: at.Add(24 * time.Hour), Now: at}
+	}
+	n := now.Add(2 * time.Second)
+	if res, err := s.RecordAcquire(ctx, acq(doKey, "tokA", n)); err != nil || !res.Acquired {
+		t.Fatalf("first acquire: %+v %v", res, err)
+	}
+	if err := s.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: "default", Key: doKey, Owner: "tokA"}); err != nil {
+		t.Fatal(err)
+	}
+	n = now.Add(3 * time.Second)
+	res, err := s.RecordAcquireMany(ctx, []*store.RecordAcquireParams{acq("derived", "tokC", n), acq(doKey, "tokB", n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Acquired || res[0].Record.Status != idemtype.RecordCompleted {
+		t.Errorf("derived key: %+v", res[0])
+	}
+	if !res[1].Acquired {
+		t.Errorf("released Do record refused beside a derived completion: %+v", res[1].Record)
+	}
+}
+
+// TestSweepNeverWaitsForJobLocks: the expiry sweep neither waits for a job
+// row that an open transaction holds (a finish not yet committed) nor,
+// meanwhile, blocks the heartbeats of the other jobs it looked at. Each
+// call has 5 s; the sweep that locked jobs FOR SHARE without SKIP LOCKED
+// waited for the transaction and held the heartbeat behind it.
+func TestSweepNeverWaitsForJobLocks(t *testing.T) {
+	s := newTestStore(t, 6)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	jobs := derivedSetup(t, s, now, time.Minute)
+	lo, hi := jobs["compressed"], jobs["derived"]
+	if lo.ID > hi.ID {
+		lo, hi = hi, lo
+	}
+	at := now.Add(2 * time.Minute) // both windows passed, both jobs running
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	f := &store.JobFinishParams{ID: hi.ID, LeaseToken: hi.LeaseToken, State: idemtype.StateCompleted,
+		Outcome: idemtype.OutcomeCompleted, Result: json.RawMessage(derivedResult), FinishedAt: at, DurationMS: 3,
+		RecordResult: []byte(derivedResult), ResultHash: derivedHash()}
+	if errs, err := s.JobFinishManyTx(ctx, tx, []*store.JobFinishParams{f}); err != nil || errs[0] != nil {
+		t.Fatalf("finish in tx: %v %v", errs, err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := s.RecordDeleteExpired(sctx, &store.RecordDeleteExpiredParams{Now: at, Limit: 10}); err != nil {
+		t.Fatalf("sweep beside an open finish: %v", err)
+	}
+	hctx, cancel2 := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel2()
+	if _, err := s.JobHeartbeatMany(hctx, &store.JobHeartbeatParams{
+		Leases: []store.Lease{{ID: lo.ID, Token: lo.LeaseToken}}, Until: at.Add(2 * time.Hour), Now: at}); err != nil {
+		t.Errorf("heartbeat of job %d after the sweep: %v", lo.ID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The finish committed: the record of its job (derived, result live)
+	// stays; the other job's expired record (its job still runs) went.
+	if r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: hi.IdempotencyKey, Now: at}); err != nil ||
+		r.Status != idemtype.RecordCompleted {
+		t.Errorf("record of the job finished beside the sweep: %+v, %v", r, err)
+	}
+}
+
+// TestSweepLockedRecordTakesNoPlace: an expired record locked by another
+// transaction does not take a place in the sweep's batch (the maintenance
+// loop stops at the first batch that comes back short).
+func TestSweepLockedRecordTakesNoPlace(t *testing.T) {
+	s := newTestStore(t, 4)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for i, k := range []string{"\x1fdo\x1fa", "\x1fdo\x1fb", "\x1fdo\x1fc"} {
+		at := now.Add(time.Duration(i) * time.Second)
+		if res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: k, Owner: "o",
+			LeaseUntil: at.Add(time.Second), DedupUntil: at, ExpiresAt: at.Add(time.Minute), Now: at}); err != nil || !res.Acquired {
+			t.Fatalf("acquire %q: %+v %v", k, res, err)
+		}
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, s.sql(`SELECT 1 FROM {schema}.records WHERE key = $1 FOR UPDATE`), "\x1fdo\x1fa"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: now.Add(time.Hour), Limit: 2})
+	if err != nil || n != 2 {
+		t.Errorf("sweep with limit 2, two free expired records and one locked: deleted %d, %v", n, err)
 	}
 }

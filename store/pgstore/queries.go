@@ -343,8 +343,12 @@ SELECT id, state, queue, run_at, keyed FROM upd`
 	// with no stored lease, its window is not 0 (a window-0 key's window
 	// closes at the finish, which the insert path reads from the record)
 	// and its stored expiry is the window's end (so the expiry derived from
-	// the job is the one this write would store), and the result is
-	// derivable ($7: the job's own JSON, uncompressed, hashed by SHA-256).
+	// the job is the one this write would store), the result expires at
+	// most an hour after the window ends (the stored expiry, which the
+	// expiry sweep and retention scan by, is then at most an hour early:
+	// with the client's defaults, window = result TTL = 7 days, a job that
+	// finished within an hour of its insert), and the result is derivable
+	// ($7: the job's own JSON, uncompressed, hashed by SHA-256).
 	qCompleteRecords = `UPDATE {schema}.records r SET
     status = 'completed', result = u.result, result_hash = u.hash, size_bytes = length(u.result),
     compressed = u.compressed, result_job_id = j.id, completed_at = u.finished_at,
@@ -357,7 +361,8 @@ FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestampt
 JOIN {schema}.jobs j ON j.id = u.id
 WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_key
   AND NOT COALESCE(u.derivable AND NOT j.was_cached AND r.job_id = j.id AND r.status = 'in_progress'
-           AND r.lease_owner IS NULL AND j.dedup_window_us > 0 AND r.expires_at = r.dedup_until, false)`
+           AND r.lease_owner IS NULL AND j.dedup_window_us > 0 AND r.expires_at = r.dedup_until
+           AND u.finished_at + j.result_ttl_us * interval '1 microsecond' <= r.dedup_until + interval '1 hour', false)`
 
 	// qSettleRecords releases the execution leases held by the given jobs
 	// and closes the dedup window of keys whose window was 0 ("until the
@@ -486,8 +491,8 @@ const (
 	// result_job_id the job, completed_at its finish, duration_ms its
 	// duration, expires_at the later of the window's end and the finish
 	// plus the job's result TTL (what qCompleteRecords would have written;
-	// the stored expiry stays the window's end, a lower bound, so the
-	// expiry sweep checks the job before deleting such a record). The
+	// the stored expiry stays the window's end, at most an hour earlier, so
+	// the expiry sweep checks the job before deleting such a record). The
 	// writers that would separate the record from its job write the
 	// completion into the record first: JobDelete (qJobDelete) and a reopen
 	// that keeps the cached result (qUpsertRecords); retention never
@@ -633,12 +638,12 @@ WHERE ` + acqExpired + `
    OR (r.status = 'in_progress'
        AND (r.lease_owner IS NULL OR r.lease_until <= COALESCE($9::timestamptz, now())
             OR r.lease_owner = excluded.lease_owner)
-       AND NOT (r.lease_owner IS NULL AND r.job_id IS NOT NULL AND r.job_id IS DISTINCT FROM excluded.job_id
+       AND NOT (r.lease_owner IS NULL AND r.job_id IS NOT NULL
                 AND (r.job_id NOT IN (SELECT held.job_id FROM held)
-                     OR r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'running'
-                                     AND lk.lease_expires_at > COALESCE($9::timestamptz, now()))))
-       AND NOT (r.lease_owner IS NULL
-                AND r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'completed' AND NOT lk.was_cached)))`
+                     OR r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'completed' AND NOT lk.was_cached)
+                     OR (r.job_id IS DISTINCT FROM excluded.job_id
+                         AND r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'running'
+                                          AND lk.lease_expires_at > COALESCE($9::timestamptz, now()))))))`
 
 	// acqExpired (recordAcquireConflict) is true of a record expired at $6:
 	// by its stored expiry, or, for a record in progress with no stored
@@ -754,31 +759,41 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 
 	// qDeleteExpiredRecords deletes up to $2 records expired at $1. The
 	// stored expiry of a record whose completion is read from its job row
-	// is a lower bound (derivedJoin): such a record is passed over until
-	// its result expires too. The snapshot's candidates are decided again
-	// on their jobs' latest rows, as the FOR SHARE lock of lk returns them
-	// (taken before any record: jobs before records, as everywhere), and on
-	// their records' latest rows (FOR UPDATE): a completion that committed
+	// is a lower bound, by at most an hour (derivedJoin, qCompleteRecords):
+	// such a record is passed over until its result expires too. cand locks
+	// the expired records (SKIP LOCKED, so a locked one does not take a
+	// place in the batch) and returns their latest versions, passing over
+	// those whose job still holds a live result in the snapshot (a probe by
+	// primary key per record); the jobs that the remaining records in
+	// progress without a stored lease name are then locked FOR SHARE SKIP
+	// LOCKED (lk), which returns their latest rows: a completion committed
 	// after the snapshot leaves no write on the record for its lock to see.
+	// Such a record is deleted only if its job is gone or was locked here
+	// and holds no live result; one whose job another transaction holds is
+	// left to the next pass. Nothing here waits for a lock, so the records
+	// locked before the jobs cannot deadlock with a finish (which locks the
+	// job, then the record).
 	qDeleteExpiredRecords = `WITH cand AS (
-    SELECT e.tenant, e.key, e.job_id FROM {schema}.records e WHERE e.expires_at <= $1
-      AND NOT (e.status = 'in_progress' AND e.lease_owner IS NULL AND EXISTS (SELECT 1 FROM {schema}.jobs dj
-          WHERE dj.id = e.job_id AND dj.state = 'completed' AND NOT dj.was_cached
-            AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1))
-    LIMIT $2
+    SELECT e.tenant, e.key, e.job_id,
+        e.status = 'in_progress' AND e.lease_owner IS NULL AND e.job_id IS NOT NULL AS bare
+    FROM {schema}.records e
+    LEFT JOIN LATERAL (SELECT 1 AS live FROM {schema}.jobs dj
+        WHERE dj.id = e.job_id AND e.status = 'in_progress' AND e.lease_owner IS NULL
+          AND dj.state = 'completed' AND NOT dj.was_cached
+          AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1 LIMIT 1) d ON true
+    WHERE e.expires_at <= $1 AND d.live IS NULL
+    LIMIT $2 FOR UPDATE OF e SKIP LOCKED
+), ex AS (
+    SELECT j.id FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT cand.job_id FROM cand WHERE cand.bare))
 ), lk AS (
-    SELECT j.id, j.state, j.was_cached, j.finished_at + j.result_ttl_us * interval '1 microsecond' AS result_until
-    FROM {schema}.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT cand.job_id FROM cand WHERE cand.job_id IS NOT NULL)) ORDER BY j.id FOR SHARE
-), x AS (
-    SELECT e.tenant, e.key FROM {schema}.records e
-    WHERE (e.tenant, e.key) IN (SELECT cand.tenant, cand.key FROM cand) AND (SELECT count(*) FROM lk) >= 0
-      AND e.expires_at <= $1
-      AND NOT (e.status = 'in_progress' AND e.lease_owner IS NULL AND e.job_id IN (SELECT lk.id FROM lk
-          WHERE lk.state = 'completed' AND NOT lk.was_cached AND lk.result_until > $1))
-    FOR UPDATE SKIP LOCKED
+    SELECT j.id, j.state = 'completed' AND NOT j.was_cached
+        AND j.finished_at + j.result_ttl_us * interval '1 microsecond' > $1 AS live
+    FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT ex.id FROM ex)) FOR SHARE SKIP LOCKED
 )
-DELETE FROM {schema}.records r USING x WHERE r.tenant = x.tenant AND r.key = x.key`
+DELETE FROM {schema}.records r USING cand
+WHERE r.tenant = cand.tenant AND r.key = cand.key
+  AND NOT (cand.bare AND cand.job_id IN (SELECT ex.id FROM ex)
+           AND COALESCE((SELECT lk.live FROM lk WHERE lk.id = cand.job_id), true))`
 )
 
 // Leaders and API keys.
