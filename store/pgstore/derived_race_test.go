@@ -340,3 +340,77 @@ func TestSweepLockedRecordTakesNoPlace(t *testing.T) {
 		t.Errorf("sweep with limit 2, two free expired records and one locked: deleted %d, %v", n, err)
 	}
 }
+
+// TestSweepRecordReopenedAfterItsSnapshot: the sweep's snapshot sees key
+// K's record naming J1 (result expired). While the sweep is held after its
+// snapshot, an inserter whose clock is 5 min behind the sweeper's reopens K
+// for J2 (window 1 min), J2 runs and completes (derived: its result lives
+// 1 h). The record's latest version names J2, absent from the sweep's
+// snapshot: that is not a deleted job, and the record stays.
+func TestSweepRecordReopenedAfterItsSnapshot(t *testing.T) {
+	s := newTestStore(t, 6)
+	ctx := t.Context()
+	t0 := time.Now().UTC().Truncate(time.Microsecond)
+	mk := func(at time.Time, ttl time.Duration) *store.JobInsertParams {
+		p := benchJob()
+		p.Queue, p.RunAt, p.IdempotencyKey, p.Fingerprint = "rq", at, "K", "fp"
+		p.DedupWindow, p.ResultTTL = time.Minute, ttl
+		return p
+	}
+	run := func(at time.Time, ttl time.Duration) int64 {
+		t.Helper()
+		res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{mk(at, ttl)}, Now: at})
+		if err != nil || res[0].Err != nil || res[0].Existing {
+			t.Fatalf("insert: %v %+v", err, res)
+		}
+		jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"rq"}, WorkerID: "w", Limit: 1,
+			LeaseUntil: at.Add(time.Hour), Now: at})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim: %d %v", len(jobs), err)
+		}
+		j := jobs[0]
+		f := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: idemtype.StateCompleted,
+			Outcome: idemtype.OutcomeCompleted, Result: json.RawMessage(derivedResult), FinishedAt: at.Add(time.Second),
+			DurationMS: 3, RecordResult: []byte(derivedResult), ResultHash: derivedHash()}
+		if errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{f}); err != nil || errs[0] != nil {
+			t.Fatalf("finish: %v %v", errs, err)
+		}
+		return j.ID
+	}
+	run(t0, time.Minute) // J1: derived, result expires at t0+61s
+	T := t0.Add(10 * time.Minute)
+
+	gate, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Release()
+	const lockKey = 434344
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		t.Fatal(err)
+	}
+	sweep := strings.Replace(s.sql(qDeleteExpiredRecords), "expires_at <= $1",
+		"expires_at <= $1 AND (SELECT 1 FROM pg_advisory_xact_lock_shared(434344::bigint)) = 1", 1)
+	done := make(chan error, 1)
+	var deleted int64
+	go func() {
+		tag, err := s.pool.Exec(ctx, sweep, T, 100)
+		deleted = tag.RowsAffected()
+		done <- err
+	}()
+	waitAdvisoryWaiter(t, s, lockKey)
+	j2 := run(t0.Add(5*time.Minute), time.Hour) // J2: window ends t0+6m, result lives to t0+65m+1s
+	if r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: T}); err != nil ||
+		r.Status != idemtype.RecordCompleted || r.ResultJobID != j2 {
+		t.Fatalf("before the sweep: %+v %v", r, err)
+	}
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: T}); err != nil || deleted != 0 {
+		t.Errorf("the sweep deleted %d records; the record whose derived result lives until T+55m: %+v, %v", deleted, r, err)
+	}
+}

@@ -768,9 +768,12 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 	// progress without a stored lease name are then locked FOR SHARE SKIP
 	// LOCKED (lk), which returns their latest rows: a completion committed
 	// after the snapshot leaves no write on the record for its lock to see.
-	// Such a record is deleted only if its job is gone or was locked here
-	// and holds no live result; one whose job another transaction holds is
-	// left to the next pass. Nothing here waits for a lock, so the records
+	// Such a record is deleted only if its job was locked here and holds no
+	// live result, or is gone: absent from the snapshot, which named it
+	// already (sv; a job the record came to name after the snapshot, a
+	// reopen from a caller whose clock lags, is not in it either). A record
+	// whose job another transaction holds, or that changed, is left to the
+	// next pass. Nothing here waits for a lock, so the records
 	// locked before the jobs cannot deadlock with a finish (which locks the
 	// job, then the record).
 	qDeleteExpiredRecords = `WITH cand AS (
@@ -783,17 +786,22 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
           AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1 LIMIT 1) d ON true
     WHERE e.expires_at <= $1 AND d.live IS NULL
     LIMIT $2 FOR UPDATE OF e SKIP LOCKED
+), sv AS (
+    SELECT v.tenant, v.key, v.job_id FROM {schema}.records v
+    WHERE (v.tenant, v.key) IN (SELECT cand.tenant, cand.key FROM cand WHERE cand.bare)
 ), ex AS (
     SELECT j.id FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT cand.job_id FROM cand WHERE cand.bare))
 ), lk AS (
     SELECT j.id, j.state = 'completed' AND NOT j.was_cached
-        AND j.finished_at + j.result_ttl_us * interval '1 microsecond' > $1 AS live
+        AND COALESCE(j.finished_at + j.result_ttl_us * interval '1 microsecond' > $1, false) AS live
     FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT ex.id FROM ex)) FOR SHARE SKIP LOCKED
 )
 DELETE FROM {schema}.records r USING cand
 WHERE r.tenant = cand.tenant AND r.key = cand.key
-  AND NOT (cand.bare AND cand.job_id IN (SELECT ex.id FROM ex)
-           AND COALESCE((SELECT lk.live FROM lk WHERE lk.id = cand.job_id), true))`
+  AND NOT (cand.bare AND CASE WHEN cand.job_id IN (SELECT ex.id FROM ex)
+                              THEN COALESCE((SELECT lk.live FROM lk WHERE lk.id = cand.job_id), true)
+                              ELSE NOT EXISTS (SELECT 1 FROM sv WHERE sv.tenant = cand.tenant
+                                               AND sv.key = cand.key AND sv.job_id = cand.job_id) END)`
 )
 
 // Leaders and API keys.
