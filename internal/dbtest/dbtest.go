@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,4 +94,48 @@ func NewSchema(t testing.TB) (url string, schema string) {
 		}
 	})
 	return url, schema
+}
+
+// NewDatabase creates a database of its own for a test (CREATE DATABASE
+// with options, e.g. "TEMPLATE template0 LOCALE_PROVIDER icu …"; "" for the
+// defaults) and returns its URL; it is dropped, with any sessions still on
+// it, when the test ends. A test needs one where what other tests do in
+// the shared database would change its outcome: VACUUM, say, cannot remove
+// rows that a snapshot of another session in the same database may still
+// see, while sessions in other databases do not hold it back.
+func NewDatabase(t testing.TB, options string) string {
+	t.Helper()
+	base := PostgresURL(t)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := "idem_test_db_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" "+options); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Replace(base, "/"+cfg.Database, "/"+name, 1)
 }

@@ -32,41 +32,26 @@ func icuDatabase(t *testing.T) string {
 // is dropped at the end of the test.
 func newDatabase(t *testing.T, options string, settings ...string) string {
 	t.Helper()
-	base := dbtest.PostgresURL(t)
+	url := dbtest.NewDatabase(t, options)
+	if len(settings) == 0 {
+		return url
+	}
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
+	admin, err := pgx.Connect(ctx, dbtest.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	name := fmt.Sprintf("idem_db_%d", time.Now().UnixNano())
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name+" "+options)
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		// PostgreSQL builds without ICU refuse the ICU database; CI's
-		// (Debian's) has it, and there this test must run: it fails.
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Error(err)
-		}
-	})
 	for _, set := range settings {
-		if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET "+set); err != nil {
+		if _, err := admin.Exec(ctx, "ALTER DATABASE "+cfg.Database+" SET "+set); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := pgx.ParseConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Replace(base, "/"+cfg.Database, "/"+name, 1)
+	return url
 }
 
 // runConformanceOn runs the conformance suite on stores opened on url.
