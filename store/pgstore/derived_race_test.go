@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -105,37 +106,10 @@ func TestSweepRacingACompletion(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	jobs := derivedSetup(t, s, now, time.Minute)
-	gate, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Release()
-	const lockKey = 434343
-	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
-		t.Fatal(err)
-	}
-	sweep := strings.Replace(s.sql(qDeleteExpiredRecords), "expires_at <= $1",
-		"expires_at <= $1 AND (SELECT 1 FROM pg_advisory_xact_lock_shared(434343::bigint)) = 1", 1)
-	if sweep == s.sql(qDeleteExpiredRecords) {
-		t.Fatal("gate not inserted")
-	}
 	at := now.Add(2 * time.Minute) // the window (1 min) has passed; the jobs still run
-	done := make(chan error, 1)
-	var deleted int64
-	go func() {
-		tag, err := s.pool.Exec(ctx, sweep, at, 100)
-		deleted = tag.RowsAffected()
-		done <- err
-	}()
-	waitAdvisoryWaiter(t, s, lockKey)
+	release := gatedSweep(t, s, at)
 	derivedFinish(t, s, jobs, at) // both complete and commit while the sweep waits
-	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if deleted != 0 {
+	if deleted := release(); deleted != 0 {
 		t.Errorf("the sweep deleted %d records whose results live", deleted)
 	}
 	for _, k := range []string{"compressed", "derived"} {
@@ -143,6 +117,48 @@ func TestSweepRacingACompletion(t *testing.T) {
 		if err != nil || r.Status != idemtype.RecordCompleted || !r.ExpiresAt.Equal(at.Add(7*24*time.Hour)) {
 			t.Errorf("%s: record of a result that lives 7 more days: %+v, %v", k, r, err)
 		}
+	}
+}
+
+// gatedSweep starts the expiry sweep at now (limit 100) held by a gate
+// right after its snapshot (an advisory lock its first scan waits for, as a
+// slow statement would wait), and returns once it waits there; release
+// opens the gate, waits for the sweep and returns how many records it
+// deleted.
+func gatedSweep(t *testing.T, s *Store, now time.Time) (release func() int64) {
+	t.Helper()
+	ctx := t.Context()
+	gate, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gate.Release)
+	const lockKey = 434343
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		t.Fatal(err)
+	}
+	sweep := strings.Replace(s.sql(qDeleteExpiredRecords), "expires_at <= $1",
+		fmt.Sprintf("expires_at <= $1 AND (SELECT 1 FROM pg_advisory_xact_lock_shared(%d::bigint)) = 1", lockKey), 1)
+	if sweep == s.sql(qDeleteExpiredRecords) {
+		t.Fatal("gate not inserted")
+	}
+	done := make(chan error, 1)
+	var deleted int64
+	go func() {
+		tag, err := s.pool.Exec(ctx, sweep, now, 100)
+		deleted = tag.RowsAffected()
+		done <- err
+	}()
+	waitAdvisoryWaiter(t, s, lockKey)
+	return func() int64 {
+		t.Helper()
+		if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return deleted
 	}
 }
 
@@ -380,36 +396,13 @@ func TestSweepRecordReopenedAfterItsSnapshot(t *testing.T) {
 	run(t0, time.Minute) // J1: derived, result expires at t0+61s
 	T := t0.Add(10 * time.Minute)
 
-	gate, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gate.Release()
-	const lockKey = 434344
-	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
-		t.Fatal(err)
-	}
-	sweep := strings.Replace(s.sql(qDeleteExpiredRecords), "expires_at <= $1",
-		"expires_at <= $1 AND (SELECT 1 FROM pg_advisory_xact_lock_shared(434344::bigint)) = 1", 1)
-	done := make(chan error, 1)
-	var deleted int64
-	go func() {
-		tag, err := s.pool.Exec(ctx, sweep, T, 100)
-		deleted = tag.RowsAffected()
-		done <- err
-	}()
-	waitAdvisoryWaiter(t, s, lockKey)
+	release := gatedSweep(t, s, T)
 	j2 := run(t0.Add(5*time.Minute), time.Hour) // J2: window ends t0+6m, result lives to t0+65m+1s
 	if r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: T}); err != nil ||
 		r.Status != idemtype.RecordCompleted || r.ResultJobID != j2 {
 		t.Fatalf("before the sweep: %+v %v", r, err)
 	}
-	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	deleted := release()
 	if r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: T}); err != nil || deleted != 0 {
 		t.Errorf("the sweep deleted %d records; the record whose derived result lives until T+55m: %+v, %v", deleted, r, err)
 	}
