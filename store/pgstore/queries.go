@@ -71,11 +71,11 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
         AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL LIMIT 1) r ON true
 ), lk AS (
     SELECT hj.id, hj.state, hj.lease_expires_at, hj.was_cached, hj.finished_at, hj.result_ttl_us,
-        hj.duration_ms, hj.result::text AS result
+        hj.duration_ms, hj.result::text AS result, hj.tenant, hj.idempotency_key, hj.created_at, hj.dedup_window_us
     FROM {schema}.jobs hj
     WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
 ), dv AS (
-    SELECT lk.id, convert_to(COALESCE(lk.result, 'null'), 'UTF8') AS res, lk.finished_at AS fin,
+    SELECT lk.*, convert_to(COALESCE(lk.result, 'null'), 'UTF8') AS res, lk.finished_at AS fin,
         lk.duration_ms AS dur, lk.finished_at + lk.result_ttl_us * interval '1 microsecond' AS result_until
     FROM lk WHERE lk.state = 'completed' AND NOT lk.was_cached
 )
@@ -130,7 +130,7 @@ RETURNING r.tenant, r.key, r.job_id`
 	// read from the row of the completed job it names (derivedJoin), which
 	// lk locked: a reopen that keeps the cached result writes it into the
 	// record, as the record will name the new job.
-	upDerived = `(r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IN (SELECT dv.id FROM dv))`
+	upDerived = `EXISTS (SELECT 1 FROM dv dj WHERE dj.id = r.job_id AND ` + derivedCond + `)`
 
 	// upExpired (qUpsertRecords) is true of a record that expired before
 	// the new job's creation: by its stored expiry, or, for a record in
@@ -142,8 +142,8 @@ RETURNING r.tenant, r.key, r.job_id`
 	// here (the WHERE below then leaves it to the next round).
 	upExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
-             ELSE COALESCE((SELECT GREATEST(r.dedup_until, dv.result_until) FROM dv WHERE dv.id = r.job_id),
-                           r.expires_at) END
+             ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.result_until) FROM dv dj
+                            WHERE dj.id = r.job_id AND ` + derivedCond + `), r.expires_at) END
         ELSE r.expires_at END <= excluded.created_at)`
 
 	// qExistingRecords reads the records of keys this batch did not get (a
@@ -351,18 +351,16 @@ SELECT id, state, queue, run_at, keyed FROM upd`
 	// ($7: the job's own JSON, uncompressed, hashed by SHA-256).
 	qCompleteRecords = `UPDATE {schema}.records r SET
     status = 'completed', result = u.result, result_hash = u.hash, size_bytes = length(u.result),
-    compressed = u.compressed, result_job_id = j.id, completed_at = u.finished_at,
-    dedup_until = CASE WHEN j.dedup_window_us = 0 AND r.job_id = j.id
+    compressed = u.compressed, result_job_id = dj.id, completed_at = u.finished_at,
+    dedup_until = CASE WHEN dj.dedup_window_us = 0 AND r.job_id = dj.id
                        THEN u.finished_at ELSE r.dedup_until END,
-    expires_at = GREATEST(r.dedup_until, u.finished_at + j.result_ttl_us * interval '1 microsecond'),
+    expires_at = GREATEST(r.dedup_until, u.finished_at + dj.result_ttl_us * interval '1 microsecond'),
     lease_owner = NULL, lease_until = NULL, duration_ms = u.duration_ms
 FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestamptz[], $6::bigint[], $7::boolean[])
     AS u(id, result, hash, compressed, finished_at, duration_ms, derivable)
-JOIN {schema}.jobs j ON j.id = u.id
-WHERE j.idempotency_key <> '' AND r.tenant = j.tenant AND r.key = j.idempotency_key
-  AND NOT COALESCE(u.derivable AND NOT j.was_cached AND r.job_id = j.id AND r.status = 'in_progress'
-           AND r.lease_owner IS NULL AND j.dedup_window_us > 0 AND r.expires_at = r.dedup_until
-           AND u.finished_at + j.result_ttl_us * interval '1 microsecond' <= r.dedup_until + interval '1 hour', false)`
+JOIN {schema}.jobs dj ON dj.id = u.id
+WHERE dj.idempotency_key <> '' AND r.tenant = dj.tenant AND r.key = dj.idempotency_key
+  AND NOT COALESCE(u.derivable AND ` + derivedCond + `, false)`
 
 	// qSettleRecords releases the execution leases held by the given jobs
 	// and closes the dedup window of keys whose window was 0 ("until the
@@ -458,15 +456,13 @@ WHERE id = $1 AND state = 'dead' AND resolved_at IS NULL AND ($4 = '' OR tenant 
 	// written first, so the cached result outlives the job as it would
 	// have had the completion written it.
 	qJobDelete = `WITH m AS (
-    UPDATE {schema}.records r SET status = 'completed', result = d.d_res, result_hash = encode(sha256(d.d_res), 'hex'),
-        size_bytes = octet_length(d.d_res), compressed = false, result_job_id = d.d_id, completed_at = d.d_fin,
-        duration_ms = d.d_dur, expires_at = GREATEST(r.dedup_until, d.d_fin + d.ttl_us * interval '1 microsecond')
-    FROM (SELECT j.id AS d_id, j.tenant, j.idempotency_key, convert_to(COALESCE(j.result::text, 'null'), 'UTF8') AS d_res,
-            j.finished_at AS d_fin, j.duration_ms AS d_dur, j.result_ttl_us AS ttl_us
-        FROM {schema}.jobs j WHERE j.id = $1 AND j.state = $2 AND ($3 = '' OR j.tenant = $3)
-          AND j.state = 'completed' AND NOT j.was_cached AND j.idempotency_key <> '') d
-    WHERE r.tenant = d.tenant AND r.key = d.idempotency_key AND r.job_id = d.d_id
-      AND r.status = 'in_progress' AND r.lease_owner IS NULL
+    UPDATE {schema}.records r SET status = 'completed', result = dj.d_res, result_hash = encode(sha256(dj.d_res), 'hex'),
+        size_bytes = octet_length(dj.d_res), compressed = false, result_job_id = dj.id, completed_at = dj.finished_at,
+        duration_ms = dj.duration_ms,
+        expires_at = GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond')
+    FROM (SELECT j.*, convert_to(COALESCE(j.result::text, 'null'), 'UTF8') AS d_res
+        FROM {schema}.jobs j WHERE j.id = $1 AND j.state = $2 AND ($3 = '' OR j.tenant = $3)) dj
+    WHERE r.tenant = dj.tenant AND r.key = dj.idempotency_key AND ` + derivedCond + `
 ), a AS (
     DELETE FROM {schema}.attempts WHERE job_id = $1
       AND EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND state = $2 AND ($3 = '' OR tenant = $3))
@@ -497,12 +493,26 @@ const (
 	// completion into the record first: JobDelete (qJobDelete) and a reopen
 	// that keeps the cached result (qUpsertRecords); retention never
 	// deletes a job its live record names (qDeleteFinished).
+	// derivedCond is true of a record r whose completion is read from the
+	// row of job dj (derivedJoin): what qCompleteRecords leaves unwritten
+	// (there with the Go-side check that the result is derivable), on
+	// columns neither changes while it holds. The record is the one the
+	// job's own insert wrote (its key, its job, its creation time: a record
+	// an acquire made or reset later has the acquirer's), in progress with
+	// no stored lease; the job completed by its own run; its window is not
+	// 0, the stored expiry is the window's end, and the result expires at
+	// most an hour after it.
+	derivedCond = `(r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id = dj.id
+        AND dj.state = 'completed' AND NOT dj.was_cached
+        AND r.tenant = dj.tenant AND r.key = dj.idempotency_key AND r.created_at = dj.created_at
+        AND dj.dedup_window_us > 0 AND r.expires_at = r.dedup_until
+        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' <= r.dedup_until + interval '1 hour')`
+
 	derivedJoin = `LEFT JOIN LATERAL (SELECT dj.id AS d_id,
         convert_to(COALESCE(dj.result::text, 'null'), 'UTF8') AS d_res, dj.finished_at AS d_fin,
         dj.duration_ms AS d_dur,
         GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond') AS d_exp
-    FROM {schema}.jobs dj WHERE dj.id = r.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
-      AND dj.state = 'completed' AND NOT dj.was_cached) d ON true`
+    FROM {schema}.jobs dj WHERE dj.id = r.job_id AND ` + derivedCond + `) d ON true`
 
 	// recordReadCols is recordCols for reads of records r joined by
 	// derivedJoin (with $3 = now): a completion left in the job row reads
@@ -581,7 +591,8 @@ ORDER BY r.tenant LIMIT 1`
     JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
         AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL LIMIT 1) r ON true
 ), lk AS (
-    SELECT hj.id, hj.state, hj.lease_expires_at, hj.was_cached, hj.finished_at, hj.result_ttl_us
+    SELECT hj.id, hj.state, hj.lease_expires_at, hj.was_cached, hj.finished_at, hj.result_ttl_us,
+        hj.tenant, hj.idempotency_key, hj.created_at, hj.dedup_window_us
     FROM {schema}.jobs hj
     WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
 ), ins AS (
@@ -640,7 +651,7 @@ WHERE ` + acqExpired + `
             OR r.lease_owner = excluded.lease_owner)
        AND NOT (r.lease_owner IS NULL AND r.job_id IS NOT NULL
                 AND (r.job_id NOT IN (SELECT held.job_id FROM held)
-                     OR r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'completed' AND NOT lk.was_cached)
+                     OR EXISTS (SELECT 1 FROM lk dj WHERE dj.id = r.job_id AND ` + derivedCond + `)
                      OR (r.job_id IS DISTINCT FROM excluded.job_id
                          AND r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'running'
                                           AND lk.lease_expires_at > COALESCE($9::timestamptz, now()))))))`
@@ -656,8 +667,8 @@ WHERE ` + acqExpired + `
 	// clause then refuses it, and the caller reads the holder).
 	acqExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
-             ELSE COALESCE((SELECT GREATEST(r.dedup_until, lk.finished_at + lk.result_ttl_us * interval '1 microsecond')
-                            FROM lk WHERE lk.id = r.job_id AND lk.state = 'completed' AND NOT lk.was_cached),
+             ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond')
+                            FROM lk dj WHERE dj.id = r.job_id AND ` + derivedCond + `),
                            r.expires_at) END
         ELSE r.expires_at END <= $6)`
 
@@ -746,10 +757,9 @@ RETURNING j.queue`
             AND (r.dedup_until IS NULL OR r.dedup_until > $4)
             AND (r.expires_at IS NULL OR r.expires_at > $4)))
       AND (j.state <> 'completed' OR j.was_cached OR j.idempotency_key = '' OR NOT EXISTS (
-          SELECT 1 FROM {schema}.records r
-          WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id
-            AND r.status = 'in_progress' AND r.lease_owner IS NULL
-            AND j.finished_at + j.result_ttl_us * interval '1 microsecond' > $4))
+          SELECT 1 FROM {schema}.records r JOIN {schema}.jobs dj ON dj.id = j.id
+          WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND ` + derivedCond + `
+            AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $4))
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), a AS (
@@ -777,29 +787,30 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 	// locked before the jobs cannot deadlock with a finish (which locks the
 	// job, then the record).
 	qDeleteExpiredRecords = `WITH cand AS (
-    SELECT e.tenant, e.key, e.job_id,
-        e.status = 'in_progress' AND e.lease_owner IS NULL AND e.job_id IS NOT NULL AS bare
-    FROM {schema}.records e
+    SELECT r.tenant, r.key, r.job_id,
+        r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL AS bare
+    FROM {schema}.records r
     LEFT JOIN LATERAL (SELECT 1 AS live FROM {schema}.jobs dj
-        WHERE dj.id = e.job_id AND e.status = 'in_progress' AND e.lease_owner IS NULL
-          AND dj.state = 'completed' AND NOT dj.was_cached
+        WHERE dj.id = r.job_id AND ` + derivedCond + `
           AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1 LIMIT 1) d ON true
-    WHERE e.expires_at <= $1 AND d.live IS NULL
-    LIMIT $2 FOR UPDATE OF e SKIP LOCKED
+    WHERE r.expires_at <= $1 AND d.live IS NULL
+    LIMIT $2 FOR UPDATE OF r SKIP LOCKED
 ), sv AS (
     SELECT v.tenant, v.key, v.job_id FROM {schema}.records v
     WHERE (v.tenant, v.key) IN (SELECT cand.tenant, cand.key FROM cand WHERE cand.bare)
 ), ex AS (
     SELECT j.id FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT cand.job_id FROM cand WHERE cand.bare))
 ), lk AS (
-    SELECT j.id, j.state = 'completed' AND NOT j.was_cached
-        AND COALESCE(j.finished_at + j.result_ttl_us * interval '1 microsecond' > $1, false) AS live
+    SELECT j.id, j.state, j.was_cached, j.finished_at, j.result_ttl_us, j.tenant, j.idempotency_key,
+        j.created_at, j.dedup_window_us
     FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT ex.id FROM ex)) FOR SHARE SKIP LOCKED
 )
 DELETE FROM {schema}.records r USING cand
 WHERE r.tenant = cand.tenant AND r.key = cand.key
   AND NOT (cand.bare AND CASE WHEN cand.job_id IN (SELECT ex.id FROM ex)
-                              THEN COALESCE((SELECT lk.live FROM lk WHERE lk.id = cand.job_id), true)
+                              THEN COALESCE((SELECT COALESCE(` + derivedCond + `
+                                        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1, false)
+                                             FROM lk dj WHERE dj.id = cand.job_id), true)
                               ELSE NOT EXISTS (SELECT 1 FROM sv WHERE sv.tenant = cand.tenant
                                                AND sv.key = cand.key AND sv.job_id = cand.job_id) END)`
 )

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 )
 import (
@@ -39,6 +40,7 @@ func recordCases() []testCase {
 		{"Records/cached_result_kept_after_window_zero_reopen", testResultKeptWindowZero},
 		{"Records/reopen_expiry_is_max_of_window_and_result", testReopenExpiry},
 		{"Records/completion_reads_alike_everywhere_and_outlives_its_job", testCompletionEveryReader},
+		{"Records/made_by_an_acquire_after_the_completion_holds_no_result", testRecordMadeAfterCompletion},
 	}
 }
 
@@ -739,5 +741,49 @@ func testCompletionEveryReader(t *testing.T, s store.Store) {
 	}
 	if n, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: gone, Limit: 100}); err != nil || n != 2 {
 		t.Errorf("RecordDeleteExpired once the results expired: %d, %v; want 2", n, err)
+	}
+}
+
+// testRecordMadeAfterCompletion: a record that an acquire makes, after a
+// job completed, naming that job (its stale attempt after RecordDelete of
+// its key, or a job passing its id for another key) and that is then
+// released is in progress with nothing cached: another owner takes it, and
+// the stats count it in progress. (PostgreSQL derives a completion from a
+// completed job's row only for the record the job's insert wrote.)
+func testRecordMadeAfterCompletion(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	js := insertNew(t, s, at(0), keyed("k", "K", "fp"), newJob("k"))
+	fin := at(time.Minute)
+	for i, j := range js {
+		finish1(t, s, completion(claimJob(t, s, j, at(time.Second)), fmt.Sprintf(`{"job": %d}`, i), fin))
+	}
+	if err := s.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: "default", Key: "K"}); err != nil {
+		t.Fatal(err)
+	}
+	now := fin.Add(time.Second)
+	for i, key := range []string{"K", "other"} {
+		p := acq(key, store.JobOwner(js[i].ID), now)
+		p.JobID = js[i].ID
+		if res := acquire(t, s, p); !res.Acquired {
+			t.Fatalf("acquire of %s by job %d: %+v", key, js[i].ID, res.Record)
+		}
+		if err := s.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: "default", Key: key, Owner: p.Owner}); err != nil {
+			t.Fatal(err)
+		}
+		if r := record(t, s, "default", key, now); r.Status != idemtype.RecordInProgress || r.Result != nil || r.ResultJobID != 0 {
+			t.Errorf("%s after its acquire and release: %+v", key, r)
+		}
+	}
+	st, err := s.RecordStats(ctx, &store.RecordStatsParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InProgress != 2 || st.Completed != 0 || st.SizeBytes != 0 {
+		t.Errorf("stats: %+v, want 2 in progress, none completed", *st)
+	}
+	for _, key := range []string{"K", "other"} {
+		if res := acquire(t, s, acq(key, "do:other", now)); !res.Acquired {
+			t.Errorf("%s refused to another owner: %+v", key, res.Record)
+		}
 	}
 }
