@@ -53,25 +53,7 @@ SELECT id, key_held FROM upd`)
 		c.err = s.pool.QueryRow(ctx, q, id, now, now.Add(time.Minute), "w", lockKey).Scan(&c.id, &c.held)
 		done <- c
 	}()
-	// PostgreSQL sends no event when a session starts waiting for a lock:
-	// poll pg_locks until the claim waits on the gate (its snapshot is
-	// taken then), within a deadline.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting bool
-		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-WHERE locktype = 'advisory' AND objid = $1 AND NOT granted)`, lockKey).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the claim never waited on the gate")
-		}
-		time.Sleep(5 * time.Millisecond) // the poll's interval (no event to wait on, above)
-	}
+	waitAdvisoryWaiter(t, s, lockKey) // the claim's snapshot is taken then
 	r, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "K", Owner: "do:other",
 		LeaseUntil: now.Add(time.Hour), DedupUntil: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour), Now: now})
 	if err != nil || !r.Acquired {

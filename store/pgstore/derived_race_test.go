@@ -162,8 +162,10 @@ func gatedSweep(t *testing.T, s *Store, now time.Time) (release func() int64) {
 	}
 }
 
-// waitAdvisoryWaiter returns once a session waits for advisory lock key
-// (PostgreSQL has no event for a lock wait, so pg_locks is polled).
+// waitAdvisoryWaiter returns once a session waits for advisory lock key,
+// within 30 s. PostgreSQL sends no event when a session starts waiting for
+// a lock (LISTEN/NOTIFY is delivered at commit, and the waiter has not
+// committed), so pg_locks is polled; the sleep is the poll's interval.
 func waitAdvisoryWaiter(t *testing.T, s *Store, key int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -179,7 +181,7 @@ WHERE locktype = 'advisory' AND objid = $1 AND NOT granted)`, key).Scan(&waiting
 		if time.Now().After(deadline) {
 			t.Fatal("nobody waited for the advisory lock")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the poll's interval (no event to wait on, above)
 	}
 }
 

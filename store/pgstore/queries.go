@@ -476,23 +476,6 @@ const (
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
     dedup_until, expires_at, duration_ms`
 
-	// derivedJoin joins a record r to the completed job whose row holds
-	// the record's completion (d.d_id NULL when there is none): a record in
-	// progress with no stored lease that names a job completed by its own
-	// run (not from a cached result). qCompleteRecords leaves such records
-	// unwritten when they would read the same, so a keyed job writes its
-	// record once (its insert); every reader of a record's status or result
-	// derives them through this join: status 'completed', result the job's
-	// JSON (JSON null when it has none), hash its SHA-256, size its length,
-	// result_job_id the job, completed_at its finish, duration_ms its
-	// duration, expires_at the later of the window's end and the finish
-	// plus the job's result TTL (what qCompleteRecords would have written;
-	// the stored expiry stays the window's end, at most an hour earlier, so
-	// the expiry sweep checks the job before deleting such a record). The
-	// writers that would separate the record from its job write the
-	// completion into the record first: JobDelete (qJobDelete) and a reopen
-	// that keeps the cached result (qUpsertRecords); retention never
-	// deletes a job its live record names (qDeleteFinished).
 	// derivedCond is true of a record r whose completion is read from the
 	// row of job dj (derivedJoin): what qCompleteRecords leaves unwritten
 	// (there with the Go-side check that the result is derivable), on
@@ -508,6 +491,22 @@ const (
         AND dj.dedup_window_us > 0 AND r.expires_at = r.dedup_until
         AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' <= r.dedup_until + interval '1 hour')`
 
+	// derivedJoin joins a record r to the completed job whose row holds
+	// the record's completion (d.d_id NULL when there is none; derivedCond).
+	// qCompleteRecords leaves such records
+	// unwritten when they would read the same, so a keyed job writes its
+	// record once (its insert); every reader of a record's status or result
+	// derives them through this join: status 'completed', result the job's
+	// JSON (JSON null when it has none), hash its SHA-256, size its length,
+	// result_job_id the job, completed_at its finish, duration_ms its
+	// duration, expires_at the later of the window's end and the finish
+	// plus the job's result TTL (what qCompleteRecords would have written;
+	// the stored expiry stays the window's end, at most an hour earlier, so
+	// the expiry sweep checks the job before deleting such a record). The
+	// writers that would separate the record from its job write the
+	// completion into the record first: JobDelete (qJobDelete) and a reopen
+	// that keeps the cached result (qUpsertRecords); retention never
+	// deletes a job its live record names (qDeleteFinished).
 	derivedJoin = `LEFT JOIN LATERAL (SELECT dj.id AS d_id,
         convert_to(COALESCE(dj.result::text, 'null'), 'UTF8') AS d_res, dj.finished_at AS d_fin,
         dj.duration_ms AS d_dur,
