@@ -37,6 +37,8 @@ type growthFlags struct {
 	keep     bool
 	settle   bool
 	timeout  time.Duration
+	work     int
+	workers  int
 }
 
 func newBenchGrowthCmd() *cobra.Command {
@@ -64,6 +66,11 @@ records, and reports how many it took and their enqueue rate. Then it measures
     keys one at a time from 16 goroutines (jobs/s, p50/p99),
   - claim: --claims claims of --claim-n jobs from one goroutine through the
     store, each finished at once (claim p50/p99, claimed+finished jobs/s),
+  - work, with --work N: N more jobs enqueued into their own queue and worked
+    end to end by a client of --workers workers, as idem bench works them
+    (jobs/s; the machine's CPU per job, every process counted, so run it on
+    a quiet machine; on PostgreSQL the VACUUMs of jobs meanwhile, the
+    store's own and autovacuum's),
 and on PostgreSQL prints EXPLAIN (ANALYZE, BUFFERS) of the statements of one
 claim (captured as the store runs them, run again in a rolled-back
 transaction). A claim or enqueue should not get slower as the tables grow.`,
@@ -83,6 +90,8 @@ transaction). A claim or enqueue should not get slower as the tables grow.`,
 	fl.BoolVar(&f.plan, "plan", true, "PostgreSQL: print EXPLAIN (ANALYZE, BUFFERS) of a claim")
 	fl.BoolVar(&f.keep, "keep", false, "keep the schemas or temp files")
 	fl.BoolVar(&f.settle, "settle", true, "PostgreSQL: use up the room the bulk copy left on history pages before measuring")
+	fl.IntVar(&f.work, "work", 0, "jobs worked end to end after the claims, by a client of --workers workers (0: no work phase)")
+	fl.IntVar(&f.workers, "workers", 100, "workers of the work phase")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "limit of the whole run")
 	return cmd
 }
@@ -104,13 +113,19 @@ func runGrowth(ctx context.Context, w io.Writer, f *growthFlags) error {
 	if f.db != "" && !isPostgres(f.db) {
 		return usageErr(errors.New("--database is for PostgreSQL; on SQLite bench-growth makes a temp file per size"))
 	}
-	if f.claims < 1 || f.claimN < 1 || f.enqueue < 0 || f.singles < 0 || f.finished < 0 {
-		return usageErr(errors.New("--claims and --claim-n must be positive, counts not negative"))
+	if f.claims < 1 || f.claimN < 1 || f.workers < 1 || f.enqueue < 0 || f.singles < 0 || f.finished < 0 || f.work < 0 {
+		return usageErr(errors.New("--claims, --claim-n and --workers must be positive, counts not negative"))
 	}
 	fmt.Fprintf(w, "idem bench-growth  store=%s  finished=%d  enqueue=%d singles=%d claims=%d×%d  load average %s\n",
 		storeName(f.db), f.finished, f.enqueue, f.singles, f.claims, f.claimN, loadAvg())
-	fmt.Fprintln(w, "| waiting | finished | prefill s | settle jobs (jobs/s) | enqueue batch jobs/s | keyed single jobs/s | single p50 / p99 | claim p50 / p99 | claim+finish jobs/s |")
-	fmt.Fprintln(w, "|---:|---:|---:|---|---:|---:|---|---|---:|")
+	head := "| waiting | finished | prefill s | settle jobs (jobs/s) | enqueue batch jobs/s | keyed single jobs/s | single p50 / p99 | claim p50 / p99 | claim+finish jobs/s |"
+	rule := "|---:|---:|---:|---|---:|---:|---|---|---:|"
+	if f.work > 0 {
+		head += fmt.Sprintf(" work jobs/s (%d workers) | machine CPU µs/job | VACUUMs of jobs |", f.workers)
+		rule += "---:|---:|---:|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
 	var plans []string
 	for _, n := range sizes {
 		line, plan, err := growthRun(ctx, f, n)
@@ -213,6 +228,13 @@ func growthRun(ctx context.Context, f *growthFlags, waiting int) (line, plan str
 	}
 	line = fmt.Sprintf("| %s | %s | %.1f | %s | %s | %s | %s | %s | %s |", thousands(waiting), thousands(f.finished), prefillS,
 		settled, thousands(int(batchRate+0.5)), thousands(int(singleRate+0.5)), singleLat, claimLat, thousands(int(claimRate+0.5)))
+	if f.work > 0 {
+		rate, cpu, vacuums, err := growthWork(ctx, db, f.work, f.workers)
+		if err != nil {
+			return "", "", fmt.Errorf("work: %w", err)
+		}
+		line += fmt.Sprintf(" %s | %.0f | %s |", thousands(int(rate+0.5)), cpu, vacuums)
+	}
 	return line, plan, nil
 }
 

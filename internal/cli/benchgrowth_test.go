@@ -21,16 +21,22 @@ var settledRe = regexp.MustCompile(`\| 300 \| 250 \| [0-9.]+ \| [12],000 \([0-9,
 // settle step.
 var sqliteRe = regexp.MustCompile(`\| 300 \| 250 \| [0-9.]+ \| n/a \|`)
 
+// workRe matches the work phase's columns at the end of a line: jobs/s,
+// machine CPU per job, and the VACUUMs of jobs (a count on PostgreSQL,
+// n/a on SQLite).
+var workRe = regexp.MustCompile(`(?m)\| 300 \| 250 \| .* \| [1-9][0-9,]* \| [0-9]+ \| ([0-9]+|n/a) \|$`)
+
 // TestBenchGrowth: on both stores, the pre-fill copies the template jobs
 // and the run prints one line per size; on PostgreSQL the claim's plan
 // (the store's own statement, EXPLAINed) follows.
 func TestBenchGrowth(t *testing.T) {
 	t.Parallel()
-	args := []string{"bench-growth", "--waiting", "0,300", "--finished", "250", "--enqueue", "200", "--singles", "40", "--claims", "3", "--claim-n", "50", "--timeout", "2m"}
+	args := []string{"bench-growth", "--waiting", "0,300", "--finished", "250", "--enqueue", "200", "--singles", "40", "--claims", "3", "--claim-n", "50", "--work", "400", "--workers", "8", "--timeout", "2m"}
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		out, errs, code := run(t, args...)
-		if code != 0 || !strings.Contains(out, "| 300 | 250 | ") || !sqliteRe.MatchString(out) {
+		if code != 0 || !strings.Contains(out, "| 300 | 250 | ") || !sqliteRe.MatchString(out) ||
+			!strings.HasSuffix(workRe.FindString(out), " n/a |") {
 			t.Fatalf("bench-growth: %d %q %q", code, out, errs)
 		}
 	})
@@ -40,6 +46,9 @@ func TestBenchGrowth(t *testing.T) {
 		out, errs, code := run(t, append(args, "--database", url)...)
 		// The settle step used up the room the bulk copy left on the
 		// history's pages: at least one batch of 1,000, and it stopped.
+		if m := workRe.FindStringSubmatch(out); m == nil || m[1] == "n/a" {
+			t.Fatalf("bench-growth: no work phase with a count of VACUUMs: %q %q", out, errs)
+		}
 		if code != 0 || !settledRe.MatchString(out) || !strings.Contains(out, "claim plan, 300 waiting") ||
 			!strings.Contains(out, "Buffers: shared") || !strings.Contains(out, "jobs_claim_tenant_idx") {
 			t.Fatalf("bench-growth: %d %q %q", code, out, errs)
