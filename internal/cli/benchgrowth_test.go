@@ -44,11 +44,11 @@ func TestBenchGrowth(t *testing.T) {
 		t.Parallel()
 		url := dbtest.PostgresURL(t)
 		out, errs, code := run(t, append(args, "--database", url)...)
-		// The settle step used up the room the bulk copy left on the
-		// history's pages: at least one batch of 1,000, and it stopped.
 		if m := workRe.FindStringSubmatch(out); m == nil || m[1] == "n/a" {
 			t.Fatalf("bench-growth: no work phase with a count of VACUUMs: %q %q", out, errs)
 		}
+		// The settle step used up the room the bulk copy left on the
+		// history's pages: at least one batch of 1,000, and it stopped.
 		if code != 0 || !settledRe.MatchString(out) || !strings.Contains(out, "claim plan, 300 waiting") ||
 			!strings.Contains(out, "Buffers: shared") || !strings.Contains(out, "jobs_claim_tenant_idx") {
 			t.Fatalf("bench-growth: %d %q %q", code, out, errs)
