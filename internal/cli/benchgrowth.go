@@ -69,8 +69,9 @@ records, and reports how many it took and their enqueue rate. Then it measures
   - work, with --work N: N more jobs enqueued into their own queue and worked
     end to end by a client of --workers workers, as idem bench works them
     (jobs/s; the machine's CPU per job, every process counted, so run it on
-    a quiet machine; on PostgreSQL the VACUUMs of jobs meanwhile, the
-    store's own and autovacuum's),
+    a quiet machine; on PostgreSQL the VACUUMs of jobs that ended meanwhile,
+    the store's own and autovacuum's — the store counts the jobs of the
+    claim phase too, so its first VACUUM comes that many jobs early),
 and on PostgreSQL prints EXPLAIN (ANALYZE, BUFFERS) of the statements of one
 claim (captured as the store runs them, run again in a rolled-back
 transaction). A claim or enqueue should not get slower as the tables grow.`,
@@ -233,7 +234,7 @@ func growthRun(ctx context.Context, f *growthFlags, waiting int) (line, plan str
 		if err != nil {
 			return "", "", fmt.Errorf("work: %w", err)
 		}
-		line += fmt.Sprintf(" %s | %.0f | %s |", thousands(int(rate+0.5)), cpu, vacuums)
+		line += fmt.Sprintf(" %s | %s | %s |", thousands(int(rate+0.5)), cpu, vacuums)
 	}
 	return line, plan, nil
 }

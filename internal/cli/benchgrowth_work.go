@@ -22,12 +22,14 @@ const workQueue = "growth-work"
 // growthWork is bench-growth's end-to-end phase: it enqueues n jobs in
 // batches of 1,000 into workQueue and works them with a client of workers
 // workers (a no-op handler), as `idem bench` does, beside the pre-filled
-// history and backlog. It returns jobs/s, the machine's CPU per job (every
-// process: the client, the database and its background workers, so a
-// quiet machine is needed) and, on PostgreSQL, how many VACUUMs of jobs
-// ran meanwhile (the store's own, see pgstore.Config.VacuumEvery, and
-// autovacuum's).
-func growthWork(ctx context.Context, db *benchDB, n, workers int) (rate, cpuPerJob float64, vacuums string, err error) {
+// history and backlog. It returns jobs/s, the machine's CPU per job in µs
+// (every process: the client, the database and its background workers, so
+// a quiet machine is needed; "n/a" without /proc/stat) and, on
+// PostgreSQL, how many VACUUMs of jobs ended meanwhile (the store's own,
+// see pgstore.Config.VacuumEvery, and autovacuum's; "n/a" on SQLite).
+// The store counts the jobs claimed before the phase too, so its first
+// VACUUM comes that many jobs early.
+func growthWork(ctx context.Context, db *benchDB, n, workers int) (rate float64, cpuPerJob, vacuums string, err error) {
 	var ran atomic.Int64
 	w := idem.NewWorkers()
 	w.Handle("noop", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
@@ -37,16 +39,19 @@ func growthWork(ctx context.Context, db *benchDB, n, workers int) (rate, cpuPerJ
 	client, err := idem.NewClient(db.st, &idem.Config{Workers: w, Logger: discardLogger(), DisableMaintenance: true,
 		Queues: map[string]idem.QueueConfig{workQueue: {MaxWorkers: workers}}, FetchLimit: max(workers, 1)})
 	if err != nil {
-		return 0, 0, "", err
+		return 0, "", "", err
 	}
 	if _, err := benchBatch(ctx, &benchReport{w: io.Discard}, client, n, &idem.EnqueueOpts{Queue: workQueue}); err != nil {
-		return 0, 0, "", fmt.Errorf("enqueue: %w", err)
+		return 0, "", "", fmt.Errorf("enqueue: %w", err)
 	}
-	vac0, vacOK := jobsVacuums(ctx, db)
+	vac0, vacOK, err := jobsVacuums(ctx, db)
+	if err != nil {
+		return 0, "", "", err
+	}
 	cpu0, cpuOK := machineBusy()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
-		return 0, 0, "", err
+		return 0, "", "", err
 	}
 	for ran.Load() < int64(n) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond) // a counter, not a query: nothing competes with the work
@@ -57,36 +62,44 @@ func growthWork(ctx context.Context, db *benchDB, n, workers int) (rate, cpuPerJ
 	elapsed := time.Since(start)
 	cpu1, _ := machineBusy()
 	if ctx.Err() != nil {
-		return 0, 0, "", fmt.Errorf("work: %d of %d jobs ran: %w", ran.Load(), n, ctx.Err())
+		return 0, "", "", fmt.Errorf("%d of %d jobs ran: %w", ran.Load(), n, ctx.Err())
 	}
 	if stopErr != nil {
-		return 0, 0, "", stopErr
+		return 0, "", "", stopErr
 	}
-	vacuums = "n/a"
+	if got := ran.Load(); got != int64(n) {
+		// Only this phase's jobs are in its queue, each run once.
+		return 0, "", "", fmt.Errorf("%d runs of %d jobs", got, n)
+	}
+	vacuums, cpuPerJob = "n/a", "n/a"
 	if vacOK {
 		// The statistics of a VACUUM reach pg_stat_user_tables when it
 		// ends; one still running is not counted.
-		if vac1, ok := jobsVacuums(ctx, db); ok {
-			vacuums = strconv.FormatInt(vac1-vac0, 10)
+		vac1, _, err := jobsVacuums(ctx, db)
+		if err != nil {
+			return 0, "", "", err
 		}
+		vacuums = strconv.FormatInt(vac1-vac0, 10)
 	}
 	if cpuOK {
-		cpuPerJob = float64((cpu1 - cpu0).Microseconds()) / float64(n)
+		cpuPerJob = strconv.FormatFloat(float64((cpu1-cpu0).Microseconds())/float64(n), 'f', 0, 64)
 	}
 	return float64(n) / elapsed.Seconds(), cpuPerJob, vacuums, nil
 }
 
 // jobsVacuums returns how many VACUUMs (manual and automatic) of the jobs
 // table PostgreSQL has counted; ok is false on SQLite.
-func jobsVacuums(ctx context.Context, db *benchDB) (int64, bool) {
-	pg, ok := db.st.(*pgstore.Store)
-	if !ok || db.schema == "" {
-		return 0, false
+func jobsVacuums(ctx context.Context, db *benchDB) (n int64, ok bool, err error) {
+	pg, isPG := db.st.(*pgstore.Store)
+	if !isPG || db.schema == "" {
+		return 0, false, nil
 	}
-	var n int64
-	err := pg.Pool().QueryRow(ctx, `SELECT vacuum_count + autovacuum_count FROM pg_stat_user_tables
+	err = pg.Pool().QueryRow(ctx, `SELECT vacuum_count + autovacuum_count FROM pg_stat_user_tables
 		WHERE schemaname = $1 AND relname = 'jobs'`, db.schema).Scan(&n)
-	return n, err == nil
+	if err != nil {
+		return 0, false, fmt.Errorf("VACUUMs of jobs: %w", err)
+	}
+	return n, true, nil
 }
 
 // machineBusy returns the CPU time every processor of the machine spent
