@@ -75,25 +75,36 @@ func PostgresURL(t testing.TB) string {
 func NewSchema(t testing.TB) (url string, schema string) {
 	t.Helper()
 	url = PostgresURL(t)
+	schema = "idem_test_" + randomSuffix(t)
+	execAtCleanup(t, url, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`, "drop schema "+schema)
+	return url, schema
+}
+
+// randomSuffix returns 12 random hex digits for a test's own name.
+func randomSuffix(t testing.TB) string {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	schema = "idem_test_" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// execAtCleanup runs sql on a connection of its own to url when the test
+// ends (what names it in the error, if it fails).
+func execAtCleanup(t testing.TB, url, sql, what string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
+			t.Errorf("%s: %v", what, err)
 			return
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Errorf("%s: %v", what, err)
 		}
 	})
-	return url, schema
 }
 
 // NewDatabase creates a database of its own for a test (CREATE DATABASE
@@ -112,27 +123,11 @@ func NewDatabase(t testing.TB, options string) string {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	name := "idem_test_db_" + hex.EncodeToString(b[:])
+	name := "idem_test_db_" + randomSuffix(t)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" "+options); err != nil {
 		t.Fatalf("create database: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
+	execAtCleanup(t, base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)", "drop database "+name)
 	cfg, err := pgx.ParseConfig(base)
 	if err != nil {
 		t.Fatal(err)
