@@ -22,6 +22,10 @@ type DoOpts struct {
 	Wait time.Duration
 }
 
+// minDoLease is the shortest DoOpts.Lease: the lease is renewed every
+// third of it, and a store round trip takes about a millisecond.
+const minDoLease = 10 * time.Millisecond
+
 // DoResult is what Do returns (seed 000's cache result: WasCached, Key,
 // OriginalJobId, ExecutionTimeMs).
 type DoResult struct {
@@ -53,6 +57,14 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	o.Tenant = c.tenant(o.Tenant)
 	setDefault(&o.TTL, c.cfg.ResultTTL)
 	setDefault(&o.Lease, c.cfg.LeaseDuration)
+	switch {
+	case o.Lease < minDoLease:
+		return nil, idemtype.Invalid("lease", "must be at least %v (0 = Config.LeaseDuration)", minDoLease)
+	case o.TTL < 0:
+		return nil, idemtype.Invalid("ttl", "must not be negative")
+	case o.Wait < 0:
+		return nil, idemtype.Invalid("wait", "must not be negative")
+	}
 	p := &recordlease.Params{Tenant: o.Tenant, Purpose: recordlease.PurposeDo, Key: key,
 		Owner: "do:" + store.NewToken(), Lease: o.Lease, TTL: o.TTL, Now: c.now}
 	deadline := c.now().Add(o.Wait)

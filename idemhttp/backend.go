@@ -72,6 +72,7 @@ type MiddlewareRecords interface {
 	RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error)
 	RecordComplete(ctx context.Context, p *store.RecordCompleteParams) error
 	RecordRelease(ctx context.Context, p *store.RecordReleaseParams) error
+	RecordRenew(ctx context.Context, p *store.RecordRenewParams) error
 }
 
 // Store is what the Server needs of the store beside the client: API keys

@@ -67,6 +67,15 @@ type RecordReleaseParams struct {
 	Owner  string // the lease is cleared only if Owner holds it
 }
 
+// RecordRenewParams extends a record lease its Owner holds (RecordRenew).
+type RecordRenewParams struct {
+	Tenant     string
+	Key        string
+	Owner      string
+	LeaseUntil time.Time
+	Now        time.Time
+}
+
 // RecordStatsParams scopes RecordStats.
 type RecordStatsParams struct {
 	Tenant string    // "" = all tenants

@@ -289,6 +289,14 @@ type Records interface {
 	// stays in_progress.
 	RecordRelease(ctx context.Context, p *RecordReleaseParams) error
 
+	// RecordRenew moves the end of the execution lease of (Tenant, Key) to
+	// LeaseUntil if Owner still holds it: the record is in progress, live
+	// at Now and stores Owner's lease (lapsed or not, as long as no other
+	// owner took it). A lease released, completed, taken over, or on an
+	// expired or missing record is ErrLeaseLost and nothing is written:
+	// unlike RecordAcquire, a renewal never takes a free key.
+	RecordRenew(ctx context.Context, p *RecordRenewParams) error
+
 	// RecordStats summarises the records live and expired at Now (Tenant
 	// "" = all tenants).
 	RecordStats(ctx context.Context, p *RecordStatsParams) (*RecordStats, error)

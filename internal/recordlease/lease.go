@@ -17,6 +17,7 @@ type Records interface {
 	RecordAcquire(ctx context.Context, p *store.RecordAcquireParams) (*store.RecordAcquireResult, error)
 	RecordComplete(ctx context.Context, p *store.RecordCompleteParams) error
 	RecordRelease(ctx context.Context, p *store.RecordReleaseParams) error
+	RecordRenew(ctx context.Context, p *store.RecordRenewParams) error
 }
 
 // Params names a record key and how long it is held and kept.
@@ -88,7 +89,9 @@ func (l *Lease) Tenant() string { return l.p.Tenant }
 func (l *Lease) Until() time.Time { return l.until }
 
 // Renew extends the lease once to now + Params.Lease and returns its new
-// end; ErrLost when another owner holds the key.
+// end; ErrLost when the owner no longer holds the key (another owner took
+// it, or the lease was released or completed: a renewal never takes the
+// key again).
 func (l *Lease) Renew(ctx context.Context) (time.Time, error) {
 	if err := l.renew(ctx); err != nil {
 		return time.Time{}, err
@@ -129,7 +132,7 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(l.p.Lease / 3)
+		t := time.NewTicker(max(l.p.Lease/3, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -158,15 +161,21 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
 	return func() { once.Do(func() { close(done); <-finished }) }
 }
 
-// renew extends the lease once.
+// renew extends the lease once, only if the owner still holds it
+// (RecordRenew): a renewal that arrives after the owner's own release or
+// completion, or after a takeover, must not take the key back.
 func (l *Lease) renew(ctx context.Context) error {
-	res, err := l.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	if !res.Acquired {
+	now := l.p.Now().UTC()
+	until := now.Add(l.p.Lease)
+	err := l.st.RecordRenew(ctx, &store.RecordRenewParams{Tenant: l.p.Tenant, Key: l.StoredKey(),
+		Owner: l.p.Owner, LeaseUntil: until, Now: now})
+	if errors.Is(err, idemtype.ErrLeaseLost) {
 		return ErrLost
 	}
+	if err != nil {
+		return fmt.Errorf("renew key %q: %w", l.p.Key, err)
+	}
+	l.until = until
 	return nil
 }
 

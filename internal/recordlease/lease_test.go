@@ -139,6 +139,12 @@ func testLease(t *testing.T, open opener) {
 		// Without a clock, Resume uses the real one.
 		p := params("c", clock)
 		p.Key, p.Now = "k2", nil
+		if until, err := Resume(st, p).Renew(ctx); !errors.Is(err, ErrLost) {
+			t.Fatalf("renew of a key c never took: %v %v, want ErrLost (a renewal never takes a key)", until, err)
+		}
+		if l, _, err := Acquire(ctx, st, p); err != nil || l == nil {
+			t.Fatalf("c acquire on the real clock: %v %v", l, err)
+		}
 		if until, err := Resume(st, p).Renew(ctx); err != nil || until.Before(time.Now()) {
 			t.Fatalf("renew on the real clock: %v %v", until, err)
 		}

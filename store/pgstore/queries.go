@@ -680,6 +680,13 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 	qRecordRelease = `UPDATE {schema}.records SET lease_owner = NULL, lease_until = NULL
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 
+	// qRecordRenew moves the lease end of a record whose lease owner $3
+	// still holds ($4 the new end, $5 now): in progress, live, and storing
+	// that owner's lease (store.Records.RecordRenew).
+	qRecordRenew = `UPDATE {schema}.records SET lease_until = $4
+WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
+  AND (expires_at IS NULL OR expires_at > $5)`
+
 	qRecordStats = `SELECT
     count(*) FILTER (WHERE expires_at IS NULL OR expires_at > $2),
     count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND NOT failed),

@@ -316,6 +316,22 @@ func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleasePa
 	return nil
 }
 
+// RecordRenew implements store.Records.
+func (s *Store) RecordRenew(ctx context.Context, p *store.RecordRenewParams) error {
+	db, err := s.db()
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, s.sql(qRecordRenew), p.Tenant, p.Key, p.Owner, p.LeaseUntil, store.OrNow(p.Now))
+	if err != nil {
+		return fmt.Errorf("renew record %q: %w", p.Key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("renew record %q: %w", p.Key, idemtype.ErrLeaseLost)
+	}
+	return nil
+}
+
 // RecordStats implements store.Records.
 func (s *Store) RecordStats(ctx context.Context, params *store.RecordStatsParams) (*store.RecordStats, error) {
 	tenant, now := params.Tenant, params.Now

@@ -323,6 +323,13 @@ WHERE tenant = ?8 AND key = ?9`
 	qKeyLeaseRelease = `UPDATE idem_keys SET lease_owner = '', lease_until = NULL
 WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3`
 
+	// qKeyLeaseRenew moves the lease end (?4) of a record whose lease owner
+	// ?3 still holds: in progress, live at ?5, storing that owner's lease
+	// (store.Records.RecordRenew).
+	qKeyLeaseRenew = `UPDATE idem_keys SET lease_until = ?4
+WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
+  AND (expires_at IS NULL OR expires_at > ?5)`
+
 	qJobKeyTimes  = `SELECT dedup_window_us, result_ttl_us FROM jobs WHERE id = ?`
 	qJobCancelGet = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
 	qJobCancel    = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2, lease_expires_at = NULL

@@ -142,6 +142,28 @@ func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleasePa
 	return nil
 }
 
+// RecordRenew implements store.Records.
+func (s *Store) RecordRenew(ctx context.Context, p *store.RecordRenewParams) error {
+	if p.Owner == "" {
+		// The stored "no lease" owner: never a holder.
+		return fmt.Errorf("renew record %q: %w", p.Key, idemtype.ErrLeaseLost)
+	}
+	err := s.write(ctx, 1, func(t *wtx) error {
+		res, err := t.exec(qKeyLeaseRenew, p.Tenant, p.Key, p.Owner, toUS(p.LeaseUntil), toUS(store.OrNow(p.Now)))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("record %q: %w", p.Key, idemtype.ErrLeaseLost)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("renew record: %w", err)
+	}
+	return nil
+}
+
 // RecordStats implements store.Records.
 func (s *Store) RecordStats(ctx context.Context, params *store.RecordStatsParams) (*store.RecordStats, error) {
 	tenant, now := params.Tenant, params.Now

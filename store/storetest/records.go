@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 )
 import (
 	"testing"
@@ -33,6 +35,8 @@ func recordCases() []testCase {
 		{"RecordComplete/stores_result", testRecordComplete},
 		{"RecordComplete/wrong_owner_lease_lost", testRecordCompleteWrongOwner},
 		{"RecordRelease/clears_own_lease_only", testRecordRelease},
+		{"RecordRenew/extends_only_a_lease_its_owner_holds", testRecordRenew},
+		{"Race/renewals_after_release_never_take_the_key", testRaceRenewAfterRelease},
 		{"RecordDelete/deletes_and_not_found", testRecordDelete},
 		{"RecordGet/expired_or_other_tenant_not_found", testRecordGetExpired},
 		{"RecordStats/counts", testRecordStats},
@@ -377,6 +381,112 @@ func testRecordRelease(t *testing.T, s store.Store) {
 		t.Errorf("after release: owner %q status %s result %q", r.LeaseOwner, r.Status, r.Result)
 	}
 	wantOK(t, "release of a missing key", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "missing", Owner: "o1"}))
+}
+
+// renew runs RecordRenew of key for owner at now, to until.
+func renew(t *testing.T, s store.Store, key, owner string, until, now time.Time) error {
+	t.Helper()
+	return s.RecordRenew(t.Context(), &store.RecordRenewParams{Tenant: "default", Key: key, Owner: owner,
+		LeaseUntil: until, Now: now})
+}
+
+// testRecordRenew: a renewal moves the lease end of the owner that holds
+// the key (lapsed or not, while nobody took it), and is ErrLeaseLost —
+// writing nothing — once the lease was released, completed or taken over,
+// or for an expired or missing record: it never takes a free key.
+func testRecordRenew(t *testing.T, s store.Store) {
+	acquire(t, s, acq("K", "o1", at(0))) // lease until at(1m)
+	wantOK(t, "renew by the holder", renew(t, s, "K", "o1", at(5*time.Minute), at(30*time.Second)))
+	wantHolder(t, "after renew", record(t, s, "default", "K", at(time.Minute)), "o1", at(5*time.Minute))
+	wantErr(t, "renew by another owner", renew(t, s, "K", "o2", at(9*time.Minute), at(time.Minute)), idemtype.ErrLeaseLost)
+	wantHolder(t, "after another owner's renew", record(t, s, "default", "K", at(time.Minute)), "o1", at(5*time.Minute))
+	// Lapsed but not taken: the holder may still renew.
+	wantOK(t, "renew of a lapsed lease", renew(t, s, "K", "o1", at(7*time.Minute), at(6*time.Minute)))
+
+	// Released: a late renewal is lost and leaves the key free.
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
+	wantErr(t, "renew after release", renew(t, s, "K", "o1", at(9*time.Minute), at(6*time.Minute)), idemtype.ErrLeaseLost)
+	if r := record(t, s, "default", "K", at(6*time.Minute)); r.LeaseOwner != "" {
+		t.Errorf("renew after release: the key is held by %q until %v", r.LeaseOwner, r.LeaseUntil)
+	}
+	if res := acquire(t, s, acq("K", "o2", at(6*time.Minute))); !res.Acquired {
+		t.Errorf("acquire after release and a late renew: not acquired, holder %q", res.Record.LeaseOwner)
+	}
+
+	// Taken over: o1's renewal is lost, o2 keeps the key.
+	wantErr(t, "renew after takeover", renew(t, s, "K", "o1", at(20*time.Minute), at(6*time.Minute)), idemtype.ErrLeaseLost)
+	wantHolder(t, "after the old owner's renew", record(t, s, "default", "K", at(6*time.Minute)), "o2", at(7*time.Minute))
+
+	// Completed: nothing left to renew.
+	wantOK(t, "complete", complete(t, s, "K", "o2", `"r"`, at(6*time.Minute)))
+	wantErr(t, "renew after completion", renew(t, s, "K", "o2", at(20*time.Minute), at(7*time.Minute)), idemtype.ErrLeaseLost)
+	if r := record(t, s, "default", "K", at(7*time.Minute)); r.Status != idemtype.RecordCompleted || r.LeaseOwner != "" {
+		t.Errorf("after a renew of a completed record: status %s owner %q", r.Status, r.LeaseOwner)
+	}
+
+	// Expired record (acq: expires at 24h after its acquire) and missing key.
+	acquire(t, s, acq("E", "o3", at(0)))
+	wantErr(t, "renew of an expired record", renew(t, s, "E", "o3", at(25*time.Hour), at(24*time.Hour)), idemtype.ErrLeaseLost)
+	wantErr(t, "renew of a missing key", renew(t, s, "missing", "o3", at(time.Hour), at(0)), idemtype.ErrLeaseLost)
+	if _, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "missing", Now: at(0)}); !errors.Is(err, idemtype.ErrNotFound) {
+		t.Errorf("renew of a missing key made a record: %v", err)
+	}
+}
+
+// testRaceRenewAfterRelease: owners race for one key, each holding it for
+// a few renewals, releasing it, then renewing once more (a renew loop
+// racing its own release). No late renewal may succeed, and no two owners
+// may hold the key at once.
+func testRaceRenewAfterRelease(t *testing.T, s store.Store) {
+	const owners, rounds = 8, 15
+	var holder atomic.Int32 // owner+1 while held, 0 when free
+	var wg sync.WaitGroup
+	errc := make(chan error, owners*rounds)
+	for o := range owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("o%d", o)
+			for range rounds {
+				now := at(0)
+				res, err := s.RecordAcquire(t.Context(), acq("K", owner, now))
+				if err != nil {
+					errc <- err
+					return
+				}
+				if !res.Acquired {
+					continue
+				}
+				if !holder.CompareAndSwap(0, int32(o+1)) {
+					errc <- fmt.Errorf("%s acquired the key while owner %d held it", owner, holder.Load()-1)
+					return
+				}
+				for range 2 {
+					if err := s.RecordRenew(t.Context(), &store.RecordRenewParams{Tenant: "default", Key: "K",
+						Owner: owner, LeaseUntil: now.Add(time.Minute), Now: now}); err != nil {
+						errc <- fmt.Errorf("%s renewing its own lease: %w", owner, err)
+						return
+					}
+				}
+				holder.Store(0)
+				if err := s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: owner}); err != nil {
+					errc <- err
+					return
+				}
+				err = s.RecordRenew(t.Context(), &store.RecordRenewParams{Tenant: "default", Key: "K",
+					Owner: owner, LeaseUntil: now.Add(time.Minute), Now: now})
+				if !errors.Is(err, idemtype.ErrLeaseLost) {
+					errc <- fmt.Errorf("%s renewed after its release: %v", owner, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
 }
 
 func testRecordDelete(t *testing.T, s store.Store) {

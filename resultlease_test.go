@@ -1,0 +1,59 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+// TestResultLeaseRenewAfterRelease: a renewal that arrives after its
+// holder released the lease (a client's renew loop racing its own release)
+// is ErrLeaseLost and leaves the key free for the next caller; it must not
+// take the key back under the stale token.
+func TestResultLeaseRenewAfterRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, nil)
+	first, err := b.client.ResultLeaseAcquire(ctx, "renew:k", nil)
+	if err != nil || first.Token == "" {
+		t.Fatalf("acquire: %+v %v", first, err)
+	}
+	if _, err := b.client.ResultLeaseRenew(ctx, "", "renew:k", first.Token, 0); err != nil {
+		t.Fatalf("renew of a held lease: %v", err)
+	}
+	if err := b.client.ResultLeaseRelease(ctx, "", "renew:k", first.Token); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	until, err := b.client.ResultLeaseRenew(ctx, "", "renew:k", first.Token, 0)
+	if !errors.Is(err, idem.ErrLeaseLost) {
+		t.Errorf("renew after release: until %v, error %v; want ErrLeaseLost", until, err)
+	}
+	second, err := b.client.ResultLeaseAcquire(ctx, "renew:k", nil)
+	if err != nil || second.Token == "" {
+		t.Errorf("acquire after release and a late renew: %+v %v; want the lease", second, err)
+	}
+}
+
+// TestDoLeaseValidated: a lease too short to renew, or a negative TTL or
+// wait, is ErrInvalid before anything is stored (a 2 ns lease once made
+// the renewer's ticker panic in its own goroutine).
+func TestDoLeaseValidated(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ran := false
+	fn := func(context.Context) (any, error) { ran = true; return 1, nil }
+	for _, o := range []*idem.DoOpts{{Lease: 2 * time.Nanosecond}, {Lease: time.Millisecond}, {TTL: -time.Second}, {Wait: -time.Second}} {
+		if _, err := b.client.Do(t.Context(), "do:tiny", fn, o); !errors.Is(err, idem.ErrInvalid) {
+			t.Errorf("Do with %+v: %v, want ErrInvalid", o, err)
+		}
+	}
+	if ran {
+		t.Error("fn ran for an invalid Do")
+	}
+	if _, err := b.client.Do(t.Context(), "do:tiny", fn, &idem.DoOpts{Lease: 30 * time.Millisecond}); err != nil || !ran {
+		t.Errorf("Do with a 30ms lease: ran %v, %v", ran, err)
+	}
+}
