@@ -84,6 +84,11 @@ func ValidateFilter(f *JobFilter) error {
 			return err
 		}
 	}
+	if f.ErrorCode != "" {
+		if err := ValidateName("error_code", f.ErrorCode); err != nil {
+			return err
+		}
+	}
 	for _, s := range f.States {
 		if !s.Valid() {
 			return idemtype.Invalid("state", "unknown state %q", s)

@@ -142,7 +142,7 @@ func validateLease(key, token string) error {
 	if err := ValidateKey("key", key); err != nil {
 		return err
 	}
-	if token == "" || len(token) > 128 {
+	if token == "" || len(token) > 128 || ValidateKey("lease_token", token) != nil {
 		return idemtype.Invalid("lease_token", "must be the token of an acquired lease")
 	}
 	return nil

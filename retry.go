@@ -78,6 +78,10 @@ func (p RetryPolicy) Delay(attempt int, rnd float64) time.Duration {
 	if len(p.Delays) == 0 {
 		d = math.Min(d, float64(p.Max))
 	}
+	if d >= float64(math.MaxInt64) {
+		// float64 → int64 overflows (to a negative duration) from 2^63 on.
+		return time.Duration(math.MaxInt64)
+	}
 	return time.Duration(max(d, 0))
 }
 

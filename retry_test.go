@@ -3,6 +3,7 @@ package idem_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -54,6 +55,23 @@ func TestRetryPolicyJitterBounds(t *testing.T) {
 			lo, hi := time.Duration(float64(mid)*0.75), min(time.Duration(float64(mid)*1.25), p.Max)
 			if d < lo-time.Nanosecond || d > hi+time.Nanosecond || d < 0 {
 				t.Fatalf("attempt %d draw %d: %v outside [%v, %v]", attempt, i, d, lo, hi)
+			}
+		}
+	}
+}
+
+// TestRetryPolicyHugeDelayNeverNegative: an explicit delay near the largest
+// time.Duration plus jitter overflowed the float → Duration conversion to
+// −292 years for half the draws (the job retried at once instead of never).
+func TestRetryPolicyHugeDelayNeverNegative(t *testing.T) {
+	t.Parallel()
+	for _, p := range []idem.RetryPolicy{
+		{Delays: []time.Duration{2562047 * time.Hour}},
+		{Delays: []time.Duration{time.Duration(math.MaxInt64)}, Jitter: 0.5},
+	} {
+		for _, rnd := range []float64{0, 0.5, 0.6, 0.99} {
+			if d := p.Delay(1, rnd); d < time.Duration(float64(p.Delays[0])*0.5) {
+				t.Errorf("%v with draw %v: delay %v", p.Delays, rnd, d)
 			}
 		}
 	}

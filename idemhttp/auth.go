@@ -140,8 +140,8 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 		return errAdminOnly
 	}
 	id := r.PathValue("id")
-	if id == "" || len(id) > 200 {
-		return fmt.Errorf("%w: api key id: want 1 to 200 characters", idemtype.ErrInvalid)
+	if id == "" || len(id) > 200 || idem.ValidateKey("id", id) != nil {
+		return fmt.Errorf("%w: api key id: want 1 to 200 printable ASCII characters", idemtype.ErrInvalid)
 	}
 	err := s.store.APIKeyRevoke(r.Context(), &store.APIKeyRevokeParams{ID: id, Now: s.now()})
 	s.auth.evict(id) // also when the store failed: the next request asks it again

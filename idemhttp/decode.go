@@ -152,8 +152,14 @@ func parseDuration(field string, s *string) (*time.Duration, error) {
 		return nil, nil
 	}
 	d, err := time.ParseDuration(*s)
-	if n, nerr := strconv.ParseInt(*s, 10, 64); nerr == nil && n <= math.MaxInt64/int64(time.Second) {
-		d, err = time.Duration(n)*time.Second, nil
+	if n, nerr := strconv.ParseInt(*s, 10, 64); nerr == nil {
+		if n < 0 {
+			// Before multiplying: a large negative count wraps around.
+			return nil, invalid(field, "must not be negative")
+		}
+		if n <= math.MaxInt64/int64(time.Second) {
+			d, err = time.Duration(n)*time.Second, nil
+		}
 	}
 	if err != nil {
 		return nil, invalid(field, fmt.Sprintf("%q is not a duration such as \"30s\", \"168h\" or \"30\" (seconds)", *s))

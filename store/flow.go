@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -91,6 +92,10 @@ func (l *Limit) Validate() error {
 	switch {
 	case l.Rate < 0:
 		return idemtype.Invalid("rate", "must not be negative")
+	case l.Rate > MaxLimitValue:
+		return idemtype.Invalid("rate", "N must be at most %d", MaxLimitValue)
+	case l.Concurrency > MaxLimitValue:
+		return idemtype.Invalid("concurrency", "must be at most %d", MaxLimitValue)
 	case l.Rate > 0 && l.Period < time.Millisecond:
 		return idemtype.Invalid("rate", "the period must be at least 1ms")
 	case l.Concurrency < 0:
@@ -106,6 +111,10 @@ func (l *Limit) Validate() error {
 	}
 	return nil
 }
+
+// MaxLimitValue is the largest rate count and concurrency (the stores keep
+// them as 32-bit integers).
+const MaxLimitValue = math.MaxInt32
 
 // MaxWeight is the largest tenant weight.
 const MaxWeight = 1000
