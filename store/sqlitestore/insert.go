@@ -56,13 +56,28 @@ func (s *Store) noteKeys(jobs []*store.JobInsertParams) {
 // writer (a key the key filter has certainly never seen skips the read):
 // when the key's record is live, its dedup window open and its job still
 // stored, the result is that job (or a KeyReusedError for another
-// fingerprint). It only reports what is already committed; whether a job
-// is created is still decided by the unique constraint on the write path,
-// which also answers every case this read leaves (no row).
+// fingerprint). It only reports what is already committed and durable:
+// the read may see a group whose WAL fsync has not returned yet, so the
+// answer waits for it (durability); whether a job is created is still
+// decided by the unique constraint on the write path, which also answers
+// every case this read leaves (no row, or a failed fsync).
 func (s *Store) existing(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
 	if !s.keys.mayContain(p.Tenant, p.IdempotencyKey) {
 		return store.JobInsertResult{}, false // certainly new: no read
 	}
+	res, ok := s.existingRead(ctx, p, now)
+	if !ok {
+		return res, false
+	}
+	// Every group the read could have seen has a number up to this one.
+	if err := s.w.durability.wait(ctx, s.w.durability.last(), s.w.failure); err != nil {
+		return store.JobInsertResult{}, false
+	}
+	return res, true
+}
+
+// existingRead is existing's read, before the wait for durability.
+func (s *Store) existingRead(ctx context.Context, p *store.JobInsertParams, now time.Time) (store.JobInsertResult, bool) {
 	if p.Tenant == "" {
 		return s.existingAnyTenant(ctx, p, now)
 	}

@@ -57,6 +57,8 @@ type writer struct {
 	sync func(path string) error
 	// failed holds the first WAL fsync error (see syncAndAnswer).
 	failed atomic.Pointer[error]
+	// durability numbers the group commits and knows which are durable.
+	durability *durability
 }
 
 // syncers is how many WAL fsyncs may be in flight at once. A group
@@ -70,6 +72,7 @@ const syncers = 3
 type syncJob struct {
 	ops  []*writeOp
 	errs []error
+	seq  uint64 // the group's number (durability); its COMMIT may have failed
 }
 
 func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath string) *writer {
@@ -79,8 +82,9 @@ func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath s
 		syncDone: make(chan struct{}),
 		conn:     conn,
 		log:      log,
-		sync:     syncFile,
-		tx:       &wtx{conn: conn, stmts: make(map[string]*sql.Stmt)},
+		sync:       syncFile,
+		tx:         &wtx{conn: conn, stmts: make(map[string]*sql.Stmt)},
+		durability: newDurability(),
 	}
 	w.runner = batch.New(&batch.Config[writeReq]{
 		MaxCount:  maxOps,
@@ -209,6 +213,9 @@ func (w *writer) syncAndAnswer(b syncBatch) {
 	}
 	if f := w.failure(); f != nil {
 		err = f
+		w.durability.wake()
+	} else if n := len(b.jobs); n > 0 {
+		w.durability.markDurable(b.jobs[n-1].seq)
 	}
 	for _, j := range b.jobs {
 		for i, op := range j.ops {
@@ -266,13 +273,20 @@ func (w *writer) runBatch(batch []*writeOp) {
 	w.batches.Add(1)
 	w.opsRun.Add(int64(len(batch)))
 	once := slices.ContainsFunc(batch, func(op *writeOp) bool { return op.Req.once })
-	errs, retry, fatal := w.runOnce(batch, once)
+	errs, retry, fatal, seq := w.runOnce(batch, once)
 	if fatal == nil && retry {
-		errs, _, fatal = w.runOnce(batch, true)
+		errs, _, fatal, seq = w.runOnce(batch, true)
 	}
-	if fatal == nil && w.walPath != "" {
-		w.syncq <- syncJob{ops: batch, errs: errs}
+	switch {
+	case fatal == nil && w.walPath != "":
+		w.syncq <- syncJob{ops: batch, errs: errs, seq: seq}
 		return
+	case seq != 0 && w.walPath != "":
+		// The COMMIT failed (nothing to read); its number is passed when
+		// the groups before it are durable.
+		w.syncq <- syncJob{seq: seq}
+	case seq != 0:
+		w.durability.markDurable(seq) // synchronous NORMAL: no fsync to wait for
 	}
 	for i, op := range batch {
 		if fatal != nil {
@@ -285,12 +299,13 @@ func (w *writer) runBatch(batch []*writeOp) {
 
 // runOnce runs the batch in one transaction. With savepoints false it
 // reports retry (and rolls back) when an op failed in a way that may have
-// left partial writes. fatal is an error that fails every op.
-func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry bool, fatal error) {
+// left partial writes. fatal is an error that fails every op. seq is the
+// group's number (durability) once its COMMIT was issued, else 0.
+func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry bool, fatal error, seq uint64) {
 	t := w.tx
 	t.nextID = 0
 	if _, err := t.exec("BEGIN IMMEDIATE"); err != nil {
-		return nil, false, fmt.Errorf("begin: %w", err)
+		return nil, false, fmt.Errorf("begin: %w", err), 0
 	}
 	errs = make([]error, len(batch))
 	for i, op := range batch {
@@ -302,33 +317,34 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 			err := op.Req.fn(t)
 			if err != nil && !isLogical(err) {
 				w.rollback()
-				return nil, true, nil
+				return nil, true, nil, 0
 			}
 			errs[i] = err
 			continue
 		}
 		if _, err := t.exec("SAVEPOINT op"); err != nil {
 			w.rollback()
-			return nil, false, fmt.Errorf("savepoint: %w", err)
+			return nil, false, fmt.Errorf("savepoint: %w", err), 0
 		}
 		if err := op.Req.fn(t); err != nil {
 			errs[i] = err
 			t.flow.invalidate() // the op's writes to flow_controls are undone
 			if _, rerr := t.exec("ROLLBACK TO op"); rerr != nil {
 				w.rollback()
-				return nil, false, fmt.Errorf("rollback to savepoint: %w", rerr)
+				return nil, false, fmt.Errorf("rollback to savepoint: %w", rerr), 0
 			}
 		}
 		if _, err := t.exec("RELEASE op"); err != nil {
 			w.rollback()
-			return nil, false, fmt.Errorf("release savepoint: %w", err)
+			return nil, false, fmt.Errorf("release savepoint: %w", err), 0
 		}
 	}
+	seq = w.durability.begin()
 	if _, err := t.exec("COMMIT"); err != nil {
 		w.rollback()
-		return nil, false, fmt.Errorf("commit: %w", err)
+		return nil, false, fmt.Errorf("commit: %w", err), seq
 	}
-	return errs, false, nil
+	return errs, false, nil, seq
 }
 
 // isLogical reports whether err is an op's decision (nothing written)
