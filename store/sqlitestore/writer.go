@@ -77,11 +77,11 @@ type syncJob struct {
 
 func newWriter(conn *sql.Conn, maxOps, maxItems int, log *slog.Logger, walPath string) *writer {
 	w := &writer{
-		walPath:  walPath,
-		syncq:    make(chan syncJob, 64),
-		syncDone: make(chan struct{}),
-		conn:     conn,
-		log:      log,
+		walPath:    walPath,
+		syncq:      make(chan syncJob, 64),
+		syncDone:   make(chan struct{}),
+		conn:       conn,
+		log:        log,
 		sync:       syncFile,
 		tx:         &wtx{conn: conn, stmts: make(map[string]*sql.Stmt)},
 		durability: newDurability(),
