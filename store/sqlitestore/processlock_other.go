@@ -2,8 +2,23 @@
 
 package sqlitestore
 
-import "os"
+import (
+	"context"
+	"os"
+	"time"
+)
 
 // lockProcess is not available here: a new process waits out the previous
 // leader's term.
 func lockProcess(string) *os.File { return nil }
+
+// lockOpenFiles is not available here either: no Store can tell that no
+// other Store has the database open, so none clears the leader rows, and
+// leadership passes when the old term expires (always correct, only
+// slower after a restart).
+func lockOpenFiles(context.Context, string, bool, time.Duration) (*os.File, bool, error) {
+	return nil, false, nil
+}
+
+// shareOpenFiles is never called here (lockOpenFiles never locks).
+func shareOpenFiles(*os.File) error { return nil }

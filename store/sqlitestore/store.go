@@ -159,8 +159,16 @@ type Store struct {
 	rstmts sync.Map // query → *sql.Stmt
 	// cursors rotate fair claims among tenants (see JobClaim).
 	cursors store.ClaimCursors
-	// lock is the process lock of the database file, when this Store got it.
+	// lock is the process lock of the database file, when this Store got it
+	// (see lockProcess): at most one Store holds it, and that one keeps the
+	// key filter.
 	lock *os.File
+	// open is the open-files lock of the database file (see lockOpenFiles),
+	// held shared from Open until Close has closed the connections: it
+	// tells other Stores that this one has the file open, so none of them
+	// clears the leader rows this one may write (see takeOverLeaders).
+	// nil for ":memory:", URIs and where flock is not available.
+	open *os.File
 	// keys is the filter of recorded keys, kept when this Store holds lock
 	// (nil otherwise: every keyed insert reads first).
 	keys *keyFilter
@@ -254,9 +262,9 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	if err := s.takeOverLeaders(ctx, path); err != nil {
-		// Only a faster takeover is lost: elections still work by expiry.
-		c.Logger.LogAttrs(ctx, slog.LevelWarn, "sqlitestore: leader takeover", slog.Any("err", err))
+	if err := s.lockFile(ctx, path); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if s.lock != nil && !c.SkipMigrate {
 		s.keys = newKeyFilter(ctx, s.scanKeys, minKeyFilterCap, c.Logger)
@@ -303,19 +311,65 @@ func (s *Store) scanKeys(ctx context.Context, each func(tenant, key string)) err
 	return rows.Err()
 }
 
-// takeOverLeaders clears the leader rows of processes that are provably
-// gone: when this Store holds the process lock of the database file, no
-// other Store has the file open, so every leader row was written by a
-// process that ended (a restart, a crash) and a new leader may take over at
-// once instead of waiting out the old term.
-func (s *Store) takeOverLeaders(ctx context.Context, path string) error {
+// errOpenFilesUnlocked: the open-files lock could not be taken (its file
+// cannot be opened, or the file system has no flock).
+var errOpenFilesUnlocked = errors.New("open-files lock not available")
+
+// lockFile takes the locks of the database file at path, before Open
+// returns and so before this Store can write a leader row: the process
+// lock when it is free, and the open-files lock, shared — exclusive first,
+// for a takeover of the leader rows, when this Store got the process lock
+// and no other Store has the file open. ":memory:" and URIs take neither.
+//
+// An error (ctx ended, or another Store held the open-files lock
+// exclusively for far longer than a takeover takes) fails Open: a Store
+// that other Stores cannot see could lose its leader row to their
+// takeover. A lock file that cannot be used at all is only logged.
+func (s *Store) lockFile(ctx context.Context, path string) error {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil
 	}
 	s.lock = lockProcess(path)
-	if s.lock == nil {
+	// A takeover holds the open-files lock for one write transaction, which
+	// waits at most its busy timeout for SQLite's lock.
+	wait := max(time.Minute, 2*s.cfg.BusyTimeout)
+	open, exclusive, err := lockOpenFiles(ctx, path, s.lock != nil, wait)
+	if errors.Is(err, errOpenFilesUnlocked) {
+		// No Store on this file can then clear the leader rows: elections
+		// work by expiry, only a faster takeover is lost.
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sqlitestore: no leader takeover", slog.Any("err", err))
 		return nil
 	}
+	if err != nil {
+		return err
+	}
+	s.open = open
+	if !exclusive {
+		return nil
+	}
+	if err := s.takeOverLeaders(ctx); err != nil {
+		// Only a faster takeover is lost: elections still work by expiry.
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sqlitestore: leader takeover", slog.Any("err", err))
+	}
+	// The write has ended (committed or rolled back: the writer answers a
+	// taken operation only then), so no DELETE runs after this point.
+	return shareOpenFiles(s.open)
+}
+
+// takeOverLeaders clears the leader rows of processes that are provably
+// gone, so that a new leader takes over at once after a restart or a crash
+// instead of waiting out the old term. It runs only while this Store holds
+// the open-files lock exclusively (see lockFile): every other Store holds
+// that lock shared from before its Open returns until its Close, and a
+// process that ends loses its locks, so no Store that could have written a
+// leader row, in this process or another, still has the file open.
+//
+// The process lock alone does not tell that: a Store opened while another
+// held it keeps the file open, and may lead, after the holder closed. The
+// takeover still needs the process lock too (only its holder tries for the
+// exclusive lock), so a Store of an earlier idem, which took no open-files
+// lock but held the process lock when it was first, is never taken over.
+func (s *Store) takeOverLeaders(ctx context.Context) error {
 	var cleared int64
 	err := s.write(ctx, 1, func(t *wtx) error {
 		// A database opened with SkipMigrate before its first migration
@@ -351,6 +405,11 @@ func (s *Store) Close() error {
 		err = errors.Join(s.w.close(), s.wdb.Close(), s.rdb.Close())
 		if s.lock != nil {
 			err = errors.Join(err, s.lock.Close()) // releases the process lock
+		}
+		if s.open != nil {
+			// Last: the connections are closed, this Store writes no more
+			// leader rows, and another Store may take them over.
+			err = errors.Join(err, s.open.Close())
 		}
 	})
 	return err
