@@ -91,12 +91,14 @@ type Jobs interface {
 	//
 	// Idempotency keys: for an item with an IdempotencyKey, the record
 	// (Tenant, Key) decides. If there is no live record, or its dedup window
-	// has passed (DedupUntil not nil and <= Now), the job is created and the
-	// record points to it (an existing completed result stays cached). If the
-	// window is still open, no job is created: the result holds the job the
-	// record points to with Existing true — or, when Fingerprint differs,
-	// Err is a *idemtype.KeyReusedError. Concurrent inserts of one key must
-	// produce exactly one job, whatever the interleaving.
+	// has passed (DedupUntil not nil and <= Now), or the job it points to no
+	// longer exists (JobDelete while the window was open), the job is created
+	// and the record points to it (an existing completed result stays
+	// cached until its own expiry). If the window is still open, no job is
+	// created: the result holds the job the record points to with Existing
+	// true — or, when Fingerprint differs, Err is a *idemtype.KeyReusedError.
+	// Concurrent inserts of one key must produce exactly one job, whatever
+	// the interleaving.
 	//
 	// Initial state: cancelled if a dependency is already dead or cancelled
 	// (unless DependsOnFinished); pending while a dependency is unfinished;

@@ -52,15 +52,21 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
 	// CONFLICT clause reads it as excluded.created_at) and result TTL ($7).
 	// A row is returned only when this batch owns the key now: there was no
 	// record, or it expired, or its dedup window passed, or it belongs to no
-	// job (a Do record). A live expired-window record keeps its cached result.
+	// job (a Do record), or the job it names no longer exists (deleted in its
+	// window, by JobDelete: upGone). A live record reopened because its window
+	// passed or its job is gone keeps its cached result.
 	//
-	// A reopened record that stores no lease while the job it named runs was
-	// leased by that job's row (see qRecordAcquireMany): the lease is written
-	// into the record, as it no longer names that job. lk locks those jobs
-	// FOR SHARE before any record (the InitPlan), so a claim of one either
-	// committed before (and shows running) or waits for this transaction; a
-	// record whose job changed since the snapshot (not in held) is left to
-	// the next round of insertExistingKeys.
+	// held lists the jobs the records name in the statement's snapshot, and
+	// lk locks them FOR SHARE before any record (the InitPlan): lk returns
+	// the latest rows of those that exist, waiting for a writer in progress
+	// (a deletion that commits leaves its job out of lk). A reopened record
+	// that stores no lease while the job it named runs was leased by that
+	// job's row (see qRecordAcquireMany): the lease is written into the
+	// record, as it no longer names that job; a claim of that job either
+	// committed before (and shows running) or waits for this transaction. A
+	// record whose job changed since the snapshot (not in held: a concurrent
+	// reopen's job, which this statement cannot see) is left to the next
+	// round of insertExistingKeys.
 	qUpsertRecords = `WITH u AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[],
         $6::timestamptz[], $7::bigint[]) WITH ORDINALITY
@@ -68,7 +74,7 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
 ), held AS (
     SELECT r.job_id FROM u
     JOIN LATERAL (SELECT r.job_id FROM {schema}.records r WHERE r.tenant = u.tenant AND r.key = u.key
-        AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL LIMIT 1) r ON true
+        AND r.job_id IS NOT NULL LIMIT 1) r ON true
 ), lk AS (
     SELECT hj.id, hj.state, hj.lease_expires_at, hj.was_cached, hj.finished_at, hj.result_ttl_us,
         hj.duration_ms, hj.result::text AS result, hj.tenant, hj.idempotency_key, hj.created_at, hj.dedup_window_us
@@ -121,7 +127,7 @@ ON CONFLICT (tenant, key) DO UPDATE SET
                          ELSE GREATEST(excluded.dedup_until, r.completed_at + interval '1 microsecond' *
                               (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
                     END
-WHERE (r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR ` + upExpired + `)
+WHERE (r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR ` + upExpired + ` OR ` + upGone + `)
   AND (` + upExpired + ` OR r.lease_owner IS NOT NULL OR r.status <> 'in_progress'
        OR r.job_id IS NULL OR r.job_id IN (SELECT held.job_id FROM held))
 RETURNING r.tenant, r.key, r.job_id`
@@ -137,20 +143,41 @@ RETURNING r.tenant, r.key, r.job_id`
 	// progress with no stored lease, by its job's row (locked in lk): a
 	// completion read from the job row expires at the later of its window
 	// and the result's expiry (derivedJoin); a job deleted since (in held,
-	// not in lk) leaves the stored expiry. A record that was not such a
-	// record in the snapshot (not in held) changed since and is not expired
-	// here (the WHERE below then leaves it to the next round).
+	// not in lk) leaves the stored expiry. A record whose job is not in held
+	// names a job it did not name in the snapshot (it changed since) and is
+	// not expired here (the WHERE below then leaves it to the next round).
 	upExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
              ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.result_until) FROM dv dj
                             WHERE dj.id = r.job_id AND ` + derivedCond + `), r.expires_at) END
         ELSE r.expires_at END <= excluded.created_at)`
 
+	// upGone (qUpsertRecords) is true of a record that names a job which no
+	// longer exists: a job some record of the batch named in the snapshot
+	// (held) that lk did not return. A job a committed record names was
+	// committed no later than the record (its insert wrote both; an
+	// acquirer names its own running job), so a job in held is missing from
+	// lk only once deleted (JobDelete; retention spares a job whose record's
+	// window is open) — before the snapshot, or by a deletion lk waited
+	// for. Its record is reopened as SQLite's qKeyTake reopens one whose job
+	// is gone: what it cached stays (status, result and expiry as for a
+	// reopen of a passed window: the deleted job's completion, when read
+	// from its row, was written into the record by qJobDelete first). A
+	// record whose job changed since the snapshot (not in held) is not taken
+	// for one whose job is gone: a concurrent reopen's job, which this
+	// statement cannot see, so two reopens of one key never both win.
+	upGone = `(r.job_id IN (SELECT held.job_id FROM held) AND r.job_id NOT IN (SELECT lk.id FROM lk))`
+
 	// qExistingRecords reads the records of keys this batch did not get (a
 	// new statement, so it sees the rows committed by the winners; the rows
-	// stay locked by the ON CONFLICT above until this transaction ends).
+	// stay locked by the ON CONFLICT above until this transaction ends). A
+	// record may be reopened (the last column) when it names no job, its
+	// window passed, it expired, or the job it names no longer exists (the
+	// snapshot holds a committed record's job unless it was deleted: upGone
+	// then decides under its lock); otherwise it answers with its job.
 	qExistingRecords = `SELECT r.tenant, r.key, r.fingerprint, COALESCE(r.job_id, 0),
-    COALESCE(r.job_id IS NULL OR r.dedup_until <= u.now OR r.expires_at <= u.now, false)
+    COALESCE(r.job_id IS NULL OR r.dedup_until <= u.now OR r.expires_at <= u.now
+        OR NOT EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.id = r.job_id), false)
 FROM {schema}.records r
 JOIN unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(tenant, key, now) ON r.tenant = u.tenant AND r.key = u.key`
 

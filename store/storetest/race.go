@@ -23,6 +23,7 @@ func raceCases() []testCase {
 		{"JobClaim/concurrent_claimers_take_each_job_once", testConcurrentClaims},
 		{"JobClaim/concurrent_fifo_keeps_order", testConcurrentFIFO},
 		{"Race/cached_results_against_acquires_reopens_sweeps_and_deletes", testRaceCachedResults},
+		{"Race/key_of_a_deleted_job_reopened_once", testRaceKeyOfDeletedJob},
 	}
 }
 

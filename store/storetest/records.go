@@ -45,6 +45,7 @@ func recordCases() []testCase {
 		{"Records/reopen_expiry_is_max_of_window_and_result", testReopenExpiry},
 		{"Records/completion_reads_alike_everywhere_and_outlives_its_job", testCompletionEveryReader},
 		{"Records/made_by_an_acquire_after_the_completion_holds_no_result", testRecordMadeAfterCompletion},
+		{"Records/key_of_a_deleted_job_makes_a_new_job", testKeyOfDeletedJob},
 	}
 }
 
