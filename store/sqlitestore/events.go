@@ -37,6 +37,7 @@ func (s *Store) EventInsert(ctx context.Context, e *store.Event) (*store.Event, 
 	var out *store.Event
 	existing := false
 	err := s.write(ctx, 1, func(w *wtx) error {
+		existing = false // the writer may run a group twice (savepoint retry)
 		ev, err := scanEvent(w.queryRow(qEventInsert, e.Tenant, e.Topic, e.Key, e.Type, e.PartitionKey,
 			string(e.Payload), nullJSON(e.Metadata), toUS(store.OrNow(e.CreatedAt)), e.Deliveries))
 		if errors.Is(err, sql.ErrNoRows) {
