@@ -145,7 +145,7 @@ func gatedSweep(t *testing.T, s *Store, now time.Time) (release func() int64) {
 	done := make(chan error, 1)
 	var deleted int64
 	go func() {
-		tag, err := s.pool.Exec(ctx, sweep, now, 100)
+		tag, err := s.pool.Exec(ctx, sweep, now, 100, s.expiryClock(now))
 		deleted = tag.RowsAffected()
 		done <- err
 	}()

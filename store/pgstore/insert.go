@@ -701,7 +701,7 @@ func (s *Store) upsertRecords(ctx context.Context, tx querier, query string, ite
 			dedup = append(dedup, nil)
 		}
 	}
-	rows, err := tx.Query(ctx, s.sql(query), tenants, keys, fpsIn, jobIDs, dedup, nows, ttls)
+	rows, err := tx.Query(ctx, s.sql(query), tenants, keys, fpsIn, jobIDs, dedup, nows, ttls, s.callerClock)
 	if err != nil {
 		return nil, fmt.Errorf("upsert records: %w", err)
 	}

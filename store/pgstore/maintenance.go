@@ -138,7 +138,7 @@ func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDel
 		return 0, err
 	}
 	limit = store.BatchLimit(limit)
-	tag, err := db.Exec(ctx, s.sql(qDeleteExpiredRecords), store.OrNow(now), limit)
+	tag, err := db.Exec(ctx, s.sql(qDeleteExpiredRecords), store.OrNow(now), limit, s.expiryClock(now))
 	if err != nil {
 		return 0, fmt.Errorf("delete expired records: %w", err)
 	}

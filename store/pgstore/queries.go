@@ -117,12 +117,20 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     created_at    = CASE WHEN ` + upExpired + ` THEN excluded.created_at ELSE r.created_at END,
     -- A cached result is never dropped before its own expiry: window 0
     -- blocks until the job finishes (NULL); otherwise the later of the new
-    -- window and the result's expiry under the new job's TTL.
+    -- window and the result's expiry under the new job's TTL. A record in
+    -- progress that a running job's lease holds (written in here, or
+    -- stored already) expires no earlier than that lease ends (heartbeats
+    -- move both: qHeartbeat), so it outlives the new job's window while
+    -- the running job holds it.
     expires_at    = CASE WHEN excluded.dedup_until IS NULL THEN NULL
                          WHEN ` + upExpired + ` THEN excluded.dedup_until
                          WHEN ` + upDerived + ` THEN GREATEST(excluded.dedup_until,
                               (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) + interval '1 microsecond' *
                               (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
+                         WHEN r.status = 'in_progress' THEN GREATEST(excluded.dedup_until,
+                              (SELECT lk.lease_expires_at FROM lk WHERE lk.id = r.job_id AND lk.state = 'running'
+                                  AND r.lease_owner IS NULL),
+                              CASE WHEN r.lease_owner LIKE 'job:%' THEN r.lease_until END)
                          WHEN r.status <> 'completed' OR r.completed_at IS NULL THEN excluded.dedup_until
                          ELSE GREATEST(excluded.dedup_until, r.completed_at + interval '1 microsecond' *
                               (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
@@ -146,8 +154,17 @@ RETURNING r.tenant, r.key, r.job_id`
 	// not in lk) leaves the stored expiry. A record whose job is not in held
 	// names a job it did not name in the snapshot (it changed since) and is
 	// not expired here (the WHERE below then leaves it to the next round).
+	// Nor is a record whose job runs under a live job lease (lk, by the
+	// expiry clock: the item's now when $8, the caller's clock, decides,
+	// else the database's), whatever its stored expiry: its window ended
+	// while the job ran, and the job still holds it. A reopen after the
+	// window then writes that job's lease into the record (lease_owner,
+	// lease_until above), so the new job waits behind it.
 	upExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
+             WHEN EXISTS (SELECT 1 FROM lk WHERE lk.id = r.job_id AND lk.state = 'running'
+                          AND lk.lease_expires_at > CASE WHEN $8::boolean THEN excluded.created_at ELSE now() END)
+             THEN NULL
              ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.result_until) FROM dv dj
                             WHERE dj.id = r.job_id AND ` + derivedCond + `), r.expires_at) END
         ELSE r.expires_at END <= excluded.created_at)`
@@ -297,7 +314,10 @@ const (
 	// qHeartbeat extends the leases that still match and have not expired
 	// ($4 = the expiry clock, NULL for the database's): an expired lease is
 	// lost even before the rescuer runs. The new end is $3, or, when $3 is
-	// NULL, the database's now() plus $5 microseconds.
+	// NULL, the database's now() plus $5 microseconds. A record that stores
+	// the job's lease (one a later job of the key reopened while this job
+	// ran: qUpsertRecords) gets the new lease end, and, in progress, an
+	// expiry no earlier than it.
 	qHeartbeat = `WITH u AS (
     SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
 ), upd AS (
@@ -306,7 +326,9 @@ const (
       AND j.lease_expires_at > coalesce($4::timestamptz, now())
     RETURNING j.id, j.tenant, j.idempotency_key, j.lease_expires_at
 ), rec AS (
-    UPDATE {schema}.records r SET lease_until = upd.lease_expires_at
+    UPDATE {schema}.records r SET lease_until = upd.lease_expires_at,
+        expires_at = CASE WHEN r.status = 'in_progress' AND r.expires_at IS NOT NULL
+                          THEN GREATEST(r.expires_at, upd.lease_expires_at) ELSE r.expires_at END
     FROM upd WHERE upd.idempotency_key <> '' AND r.tenant = upd.tenant AND r.key = upd.idempotency_key
       AND r.lease_owner = 'job:' || upd.id
 )
@@ -549,7 +571,8 @@ const (
 	// of its lease. And a record in progress whose job is dead or cancelled
 	// reads 'failed' (store.RecordFailed). A record in progress that stores
 	// no lease while its job runs is leased by that job until its job lease
-	// ends (see qRecordAcquireMany).
+	// ends (see qRecordAcquireMany); while that lease is live the record is
+	// live too (runHeldRead).
 	recordReadCols = `r.tenant, r.key, CASE WHEN d.d_id IS NOT NULL THEN 'completed'
         WHEN r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
         WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE r.status END,
@@ -561,14 +584,23 @@ const (
     CASE WHEN r.lease_owner IS NULL AND r.status = 'in_progress' THEN (SELECT lj.lease_expires_at FROM {schema}.jobs lj
         WHERE lj.id = r.job_id AND lj.state = 'running') ELSE r.lease_until END,
     r.created_at, COALESCE(d.d_fin, r.completed_at), r.dedup_until,
-    COALESCE(d.d_exp, r.expires_at,
+    COALESCE(d.d_exp, CASE WHEN r.expires_at > $3 OR NOT ` + runHeldRead + ` THEN r.expires_at END,
         (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
          FROM {schema}.jobs fj WHERE fj.id = r.job_id),
         GREATEST($3::timestamptz, r.lease_until)), COALESCE(d.d_dur, r.duration_ms)`
 
 	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records r ` + derivedJoin + `
-WHERE ($1 = '' OR r.tenant = $1) AND r.key = $2 AND (COALESCE(d.d_exp, r.expires_at) IS NULL OR COALESCE(d.d_exp, r.expires_at) > $3)
+WHERE ($1 = '' OR r.tenant = $1) AND r.key = $2 AND (COALESCE(d.d_exp, r.expires_at) IS NULL OR COALESCE(d.d_exp, r.expires_at) > $3
+    OR ` + runHeldRead + `)
 ORDER BY r.tenant LIMIT 1`
+
+	// runHeldRead (recordReadCols, qRecordGet; $3 = now) is true of a record
+	// in progress with no stored lease whose job runs under a live job
+	// lease (by the expiry clock): the job holds it, and it is live
+	// whatever its stored expiry (a window that ended while the job ran);
+	// it reads with the projected expiry of a window-0 record.
+	runHeldRead = `(r.status = 'in_progress' AND r.lease_owner IS NULL AND EXISTS (SELECT 1 FROM {schema}.jobs rj
+        WHERE rj.id = r.job_id AND rj.state = 'running' AND rj.lease_expires_at > GREATEST($3::timestamptz, {db_now})))`
 
 	qRecordDelete = `DELETE FROM {schema}.records WHERE tenant = $1 AND key = $2`
 
@@ -690,9 +722,18 @@ WHERE ` + acqExpired + `
 	// window and the result's expiry; a job deleted since (in held, not in
 	// lk) leaves the stored expiry. A record that was not such a record in
 	// the snapshot (not in held) changed since and is not expired here (the
-	// clause then refuses it, and the caller reads the holder).
+	// clause then refuses it, and the caller reads the holder). Nor is a
+	// record held by another running job it names under a live job lease
+	// (lk, at the expiry clock $9), whatever its stored expiry: its window
+	// ended while that job ran (the clause then refuses it). The
+	// acquirer's own job is no such holder: its record past the stored
+	// expiry is started afresh, with a stored lease, as before.
 	acqExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
+             WHEN r.job_id IS DISTINCT FROM excluded.job_id
+                  AND r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'running'
+                                   AND lk.lease_expires_at > COALESCE($9::timestamptz, now()))
+             THEN NULL
              ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond')
                             FROM lk dj WHERE dj.id = r.job_id AND ` + derivedCond + `),
                            r.expires_at) END
@@ -722,7 +763,11 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
     COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint,
     count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'completed'),
     count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND failed)
-FROM (SELECT COALESCE(d.d_exp, r.expires_at) AS expires_at, CASE WHEN d.d_id IS NOT NULL THEN 'completed' ELSE r.status END AS status,
+FROM (SELECT COALESCE(d.d_exp, CASE WHEN r.expires_at > $2 OR NOT (r.status = 'in_progress'
+            AND r.lease_owner IS NULL AND EXISTS (SELECT 1 FROM {schema}.jobs rj WHERE rj.id = r.job_id
+            AND rj.state = 'running' AND rj.lease_expires_at > GREATEST($2::timestamptz, {db_now}))) THEN r.expires_at END,
+        (SELECT GREATEST($2::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
+         FROM {schema}.jobs fj WHERE fj.id = r.job_id AND r.expires_at IS NOT NULL)) AS expires_at, CASE WHEN d.d_id IS NOT NULL THEN 'completed' ELSE r.status END AS status,
         COALESCE(octet_length(d.d_res), r.size_bytes) AS size_bytes,
         r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
         WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
@@ -816,7 +861,11 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 	// already (sv; a job the record came to name after the snapshot, a
 	// reopen from a caller whose clock lags, is not in it either). A record
 	// whose job another transaction holds, or that changed, is left to the
-	// next pass. Nothing here waits for a lock, so the records
+	// next pass. A record in progress with no stored lease whose job runs
+	// under a live job lease (by the expiry clock $3) is not expired,
+	// whatever its stored expiry (its window ended while the job ran): cand
+	// passes over those running in the snapshot, and the delete keeps those
+	// lk shows running (a claim committed since). Nothing here waits for a lock, so the records
 	// locked before the jobs cannot deadlock with a finish (which locks the
 	// job, then the record).
 	qDeleteExpiredRecords = `WITH cand AS (
@@ -827,6 +876,9 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
         WHERE dj.id = r.job_id AND ` + derivedCond + `
           AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1 LIMIT 1) d ON true
     WHERE r.expires_at <= $1 AND d.live IS NULL
+      AND NOT (r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
+               AND EXISTS (SELECT 1 FROM {schema}.jobs rj WHERE rj.id = r.job_id AND rj.state = 'running'
+                           AND rj.lease_expires_at > COALESCE($3::timestamptz, now())))
     LIMIT $2 FOR UPDATE OF r SKIP LOCKED
 ), sv AS (
     SELECT v.tenant, v.key, v.job_id FROM {schema}.records v
@@ -835,7 +887,7 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
     SELECT j.id FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT cand.job_id FROM cand WHERE cand.bare))
 ), lk AS (
     SELECT j.id, j.state, j.was_cached, j.finished_at, j.result_ttl_us, j.tenant, j.idempotency_key,
-        j.created_at, j.dedup_window_us
+        j.created_at, j.dedup_window_us, j.lease_expires_at
     FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT ex.id FROM ex)) FOR SHARE SKIP LOCKED
 )
 DELETE FROM {schema}.records r USING cand
@@ -843,6 +895,8 @@ WHERE r.tenant = cand.tenant AND r.key = cand.key
   AND NOT (cand.bare AND CASE WHEN cand.job_id IN (SELECT ex.id FROM ex)
                               THEN COALESCE((SELECT COALESCE(` + derivedCond + `
                                         AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1, false)
+                                        OR (dj.state = 'running'
+                                            AND dj.lease_expires_at > COALESCE($3::timestamptz, now()))
                                              FROM lk dj WHERE dj.id = cand.job_id), true)
                               ELSE NOT EXISTS (SELECT 1 FROM sv WHERE sv.tenant = cand.tenant
                                                AND sv.key = cand.key AND sv.job_id = cand.job_id) END)`

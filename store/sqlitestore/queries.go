@@ -30,12 +30,16 @@ expires_at, duration_ms`
 //
 // The execution lease reads as it is held: a record in progress with no
 // lease stored whose job is running is leased by that job until its job
-// lease ends (leaseCols; docs/state-machine.md, "Idempotency keys").
-const recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
+// lease ends (leaseCols; docs/state-machine.md, "Idempotency keys"). Such a
+// record past its stored expiry (its window ended while the job ran) is
+// live while the job lease is (sqlRunHeld): it reads with the projected
+// expiry of a window-0 record.
+var recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
     WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
 fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, ` + leaseCols + `, created_at, completed_at, dedup_until,
-COALESCE(expires_at,
+COALESCE(CASE WHEN expires_at IS NULL OR expires_at > ?3 OR NOT ` + sqlRunHeld("idem_keys", "?3") + `
+        THEN expires_at END,
     (SELECT max(?3, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
      WHERE fj.id = idem_keys.job_id),
     max(?3, COALESCE(lease_until, 0))), duration_ms`
@@ -59,6 +63,25 @@ expires_at, duration_ms`
 // ?6); an acquire then leaves the record alone.
 const sqlDerivedHeld = `(lease_owner = '' AND EXISTS (SELECT 1 FROM jobs lj WHERE lj.id = idem_keys.job_id
     AND lj.id <> ?3 AND lj.state = 'running' AND lj.lease_expires_at > ?6))`
+
+// sqlRunHeld is true for a record (table alias t) in progress that stores
+// no lease while the job it names runs under a live job lease at now: that
+// job holds the record by its job lease, and the record is live whatever
+// its stored expiry (a window that ended while the job ran: the stored
+// expiry is the window's end). No acquirer takes it over, no new job of
+// the key starts it afresh, the expiry sweep keeps it, and readers show it
+// live and held by the job; the job's completion then caches its result
+// (qKeyComplete). A job whose lease lapsed no longer holds it.
+func sqlRunHeld(t, now string) string {
+	return `(` + t + `.status = 'in_progress' AND ` + t + `.lease_owner = '' AND EXISTS (SELECT 1 FROM jobs rj
+    WHERE rj.id = ` + t + `.job_id AND rj.state = 'running' AND rj.lease_expires_at > ` + now + `))`
+}
+
+// sqlRecordExpired is true for a record (table alias t) expired at now: by
+// its stored expiry, unless its running job holds it (sqlRunHeld).
+func sqlRecordExpired(t, now string) string {
+	return `(` + t + `.expires_at <= ` + now + ` AND NOT ` + sqlRunHeld(t, now) + `)`
+}
 
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
@@ -121,46 +144,6 @@ run_at, created_at, partition_key, metadata, retry_policy, timeout_us, id, args)
 	qJobDepsAny  = `UPDATE jobs SET deps_any = 1 WHERE id = ?`
 	qJobDepState = `SELECT state, tenant FROM jobs WHERE id = ?`
 
-	// qKeyTake creates the record of a new job's key, or takes it over when
-	// it expired (reset: treated as absent), its dedup window passed (the
-	// cached result stays), or the job it points to no longer exists. When
-	// the window is open nothing changes and no row is returned.
-	//
-	// ExpiresAt: NULL for a window of 0 (it blocks until the job finishes);
-	// otherwise DedupUntil, or for a kept result max(DedupUntil,
-	// CompletedAt + the new job's ResultTTL).
-	// ?1 tenant, ?2 key, ?3 fingerprint, ?4 job id, ?5 now, ?6 dedup_until,
-	// ?7 result ttl us.
-	qKeyTake = `INSERT INTO idem_keys (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
-VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?6)
-ON CONFLICT (tenant, key) DO UPDATE SET
-    fingerprint   = excluded.fingerprint,
-    job_id        = excluded.job_id,
-    dedup_until   = excluded.dedup_until,
-    status        = CASE WHEN expires_at <= ?5 THEN 'in_progress' ELSE status END,
-    result_job_id = CASE WHEN expires_at <= ?5 THEN 0 ELSE result_job_id END,
-    result        = CASE WHEN expires_at <= ?5 THEN NULL ELSE result END,
-    result_hash   = CASE WHEN expires_at <= ?5 THEN '' ELSE result_hash END,
-    size_bytes    = CASE WHEN expires_at <= ?5 THEN 0 ELSE size_bytes END,
-    compressed    = CASE WHEN expires_at <= ?5 THEN 0 ELSE compressed END,
-    lease_owner   = CASE WHEN expires_at <= ?5 THEN ''
-                         WHEN lease_owner = '' AND status = 'in_progress' THEN COALESCE((SELECT 'job:' || lj.id
-                             FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running'), '')
-                         ELSE lease_owner END,
-    lease_until   = CASE WHEN expires_at <= ?5 THEN NULL
-                         WHEN lease_owner = '' AND status = 'in_progress' THEN (SELECT lj.lease_expires_at
-                             FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running')
-                         ELSE lease_until END,
-    created_at    = CASE WHEN expires_at <= ?5 THEN ?5 ELSE created_at END,
-    completed_at  = CASE WHEN expires_at <= ?5 THEN NULL ELSE completed_at END,
-    duration_ms   = CASE WHEN expires_at <= ?5 THEN 0 ELSE duration_ms END,
-    expires_at    = CASE WHEN ?6 IS NULL THEN NULL
-                         WHEN status = 'completed' AND NOT (expires_at <= ?5)
-                         THEN max(?6, completed_at + ?7) ELSE ?6 END
-WHERE expires_at <= ?5
-   OR dedup_until <= ?5
-   OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = idem_keys.job_id)`
-
 	qKeyGet = `SELECT job_id, fingerprint FROM idem_keys WHERE tenant = ? AND key = ?`
 
 	// qKeyJobGet is the read of a repeated key (Store.existing): the live
@@ -170,6 +153,62 @@ WHERE expires_at <= ?5
 	qKeyJobGet = `SELECT k.fingerprint, k.job_id, k.dedup_until, ` + jobColsJ + `
 FROM idem_keys k JOIN jobs j ON j.id = k.job_id AND j.tenant = k.tenant
 WHERE k.tenant = ?1 AND k.key = ?2 AND (k.expires_at IS NULL OR k.expires_at > ?3)`
+)
+
+// keyTakeExpired is qKeyTake's test of an expired record.
+var keyTakeExpired = sqlRecordExpired("idem_keys", "?5")
+
+var (
+	// qKeyTake creates the record of a new job's key, or takes it over when
+	// it expired (reset: treated as absent), its dedup window passed (the
+	// cached result stays), or the job it points to no longer exists. When
+	// the window is open nothing changes and no row is returned.
+	//
+	// ExpiresAt: NULL for a window of 0 (it blocks until the job finishes);
+	// otherwise DedupUntil, or for a kept result max(DedupUntil,
+	// CompletedAt + the new job's ResultTTL).
+	// A record held by the running job it names (sqlRunHeld) is not
+	// expired, whatever its stored expiry: when its window passed, the new
+	// job takes it over with that job's lease written into it, so the new
+	// job waits behind it (docs/state-machine.md, "Idempotency keys"); the
+	// record then expires no earlier than that lease ends (heartbeats move
+	// both: qKeyLeaseExtend), so it outlives the new job's window while the
+	// running job holds it.
+	// ?1 tenant, ?2 key, ?3 fingerprint, ?4 job id, ?5 now, ?6 dedup_until,
+	// ?7 result ttl us.
+	qKeyTake = `INSERT INTO idem_keys (tenant, key, status, fingerprint, job_id, created_at, dedup_until, expires_at)
+VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?6)
+ON CONFLICT (tenant, key) DO UPDATE SET
+    fingerprint   = excluded.fingerprint,
+    job_id        = excluded.job_id,
+    dedup_until   = excluded.dedup_until,
+    status        = CASE WHEN ` + keyTakeExpired + ` THEN 'in_progress' ELSE status END,
+    result_job_id = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE result_job_id END,
+    result        = CASE WHEN ` + keyTakeExpired + ` THEN NULL ELSE result END,
+    result_hash   = CASE WHEN ` + keyTakeExpired + ` THEN '' ELSE result_hash END,
+    size_bytes    = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE size_bytes END,
+    compressed    = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE compressed END,
+    lease_owner   = CASE WHEN ` + keyTakeExpired + ` THEN ''
+                         WHEN lease_owner = '' AND status = 'in_progress' THEN COALESCE((SELECT 'job:' || lj.id
+                             FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running'), '')
+                         ELSE lease_owner END,
+    lease_until   = CASE WHEN ` + keyTakeExpired + ` THEN NULL
+                         WHEN lease_owner = '' AND status = 'in_progress' THEN (SELECT lj.lease_expires_at
+                             FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running')
+                         ELSE lease_until END,
+    created_at    = CASE WHEN ` + keyTakeExpired + ` THEN ?5 ELSE created_at END,
+    completed_at  = CASE WHEN ` + keyTakeExpired + ` THEN NULL ELSE completed_at END,
+    duration_ms   = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE duration_ms END,
+    expires_at    = CASE WHEN ?6 IS NULL THEN NULL
+                         WHEN status = 'completed' AND NOT ` + keyTakeExpired + `
+                         THEN max(?6, completed_at + ?7)
+                         WHEN ` + keyTakeExpired + ` OR status <> 'in_progress' THEN ?6
+                         ELSE max(?6, COALESCE(CASE WHEN lease_owner = '' THEN (SELECT lj.lease_expires_at
+                             FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running')
+                             WHEN lease_owner LIKE 'job:%' THEN lease_until END, ?6)) END
+WHERE ` + keyTakeExpired + `
+   OR dedup_until <= ?5
+   OR NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = idem_keys.job_id)`
 )
 
 // Job reads.
@@ -233,7 +272,12 @@ WHERE depends_on_id IN (SELECT value FROM json_each(?1))`
 	qHeartbeat = `UPDATE jobs SET lease_expires_at = ?1
 WHERE id = ?2 AND state = 'running' AND lease_token = ?3 AND lease_expires_at > ?4
 RETURNING tenant, idempotency_key`
-	qKeyLeaseExtend = `UPDATE idem_keys SET lease_until = ?1 WHERE tenant = ?2 AND key = ?3 AND lease_owner = ?4`
+	// qKeyLeaseExtend moves a job's stored lease on its key's record (a
+	// record a later job of the key reopened while this job ran: qKeyTake)
+	// and keeps the record in progress live while the lease is.
+	qKeyLeaseExtend = `UPDATE idem_keys SET lease_until = ?1,
+    expires_at = CASE WHEN status = 'in_progress' AND expires_at IS NOT NULL THEN max(expires_at, ?1) ELSE expires_at END
+WHERE tenant = ?2 AND key = ?3 AND lease_owner = ?4`
 
 	// qJobFinish ends the attempt of a running job.
 	// ?1 state, ?2 finished_at (NULL unless final), ?3 error, ?4 result,
@@ -393,15 +437,24 @@ WHERE j.state IN ('completed', 'dead', 'cancelled')
         AND k.job_id = j.id AND (k.dedup_until IS NULL OR k.dedup_until > ?4)
         AND (k.expires_at IS NULL OR k.expires_at > ?4))
 LIMIT ?5`
+)
 
-	qRecordDeleteExpired = `DELETE FROM idem_keys WHERE (tenant, key) IN
-    (SELECT tenant, key FROM idem_keys WHERE expires_at <= ?1 LIMIT ?2)`
+// qRecordDeleteExpired deletes up to ?2 records expired at ?1, not those
+// held by the running job they name past their stored expiry (sqlRunHeld):
+// that job's completion caches its result in the record.
+var qRecordDeleteExpired = `DELETE FROM idem_keys WHERE (tenant, key) IN
+    (SELECT tenant, key FROM idem_keys WHERE ` + sqlRecordExpired("idem_keys", "?1") + ` LIMIT ?2)`
+
+// Record reads: a record is live unless it expired (sqlRecordExpired).
+var (
+	qRecordGet = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2
+  AND (expires_at IS NULL OR NOT ` + sqlRecordExpired("idem_keys", "?3") + `)`
+	qRecordGetAny = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE key = ?2
+  AND (expires_at IS NULL OR NOT ` + sqlRecordExpired("idem_keys", "?3") + `) AND ?1 = '' ORDER BY tenant LIMIT 1`
 )
 
 // Records.
 const (
-	qRecordGet       = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)`
-	qRecordGetAny    = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE key = ?2 AND (expires_at IS NULL OR expires_at > ?3) AND ?1 = '' ORDER BY tenant LIMIT 1`
 	qRecordGetWriter = `SELECT ` + recordLeaseCols + ` FROM idem_keys WHERE tenant = ? AND key = ?`
 
 	// qRecordOwnLease reads the record of job ?3's key when the job holds
@@ -422,6 +475,13 @@ WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND status = 'in_progress' AND le
     WHERE kr.tenant = jobs.tenant AND kr.key = jobs.idempotency_key AND kr.job_id = jobs.id
       AND kr.status = 'in_progress' AND kr.lease_owner = '' AND (kr.expires_at IS NULL OR kr.expires_at > ?2)), 0)`
 
+	// acquireExpired is qRecordAcquire's test of an expired record: by
+	// its stored expiry, unless another running job it names holds it by
+	// its job lease (sqlDerivedHeld; sqlRunHeld), as when its window ended
+	// while that job ran. The acquirer's own job (?3) is not such a holder:
+	// its record past the stored expiry is started afresh, as before.
+	acquireExpired = `(expires_at <= ?6 AND NOT (status = 'in_progress' AND ` + sqlDerivedHeld + `))`
+
 	// qRecordAcquire: ?1 tenant, ?2 key, ?3 job id, ?4 owner, ?5 lease
 	// until, ?6 now, ?7 dedup_until, ?8 expires_at.
 	qRecordAcquire = `INSERT INTO idem_keys (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
@@ -429,21 +489,21 @@ VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, ?8)
 ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
-    status        = CASE WHEN expires_at <= ?6 THEN 'in_progress' ELSE status END,
-    fingerprint   = CASE WHEN expires_at <= ?6 THEN '' ELSE fingerprint END,
-    job_id        = CASE WHEN expires_at <= ?6 THEN excluded.job_id
+    status        = CASE WHEN ` + acquireExpired + ` THEN 'in_progress' ELSE status END,
+    fingerprint   = CASE WHEN ` + acquireExpired + ` THEN '' ELSE fingerprint END,
+    job_id        = CASE WHEN ` + acquireExpired + ` THEN excluded.job_id
                          WHEN job_id = 0 THEN excluded.job_id ELSE job_id END,
-    result_job_id = CASE WHEN expires_at <= ?6 THEN 0 ELSE result_job_id END,
-    result        = CASE WHEN expires_at <= ?6 THEN NULL ELSE result END,
-    result_hash   = CASE WHEN expires_at <= ?6 THEN '' ELSE result_hash END,
-    size_bytes    = CASE WHEN expires_at <= ?6 THEN 0 ELSE size_bytes END,
-    compressed    = CASE WHEN expires_at <= ?6 THEN 0 ELSE compressed END,
-    created_at    = CASE WHEN expires_at <= ?6 THEN ?6 ELSE created_at END,
-    completed_at  = CASE WHEN expires_at <= ?6 THEN NULL ELSE completed_at END,
-    dedup_until   = CASE WHEN expires_at <= ?6 THEN excluded.dedup_until ELSE dedup_until END,
-    expires_at    = CASE WHEN expires_at <= ?6 THEN excluded.expires_at ELSE expires_at END,
-    duration_ms   = CASE WHEN expires_at <= ?6 THEN 0 ELSE duration_ms END
-WHERE expires_at <= ?6
+    result_job_id = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE result_job_id END,
+    result        = CASE WHEN ` + acquireExpired + ` THEN NULL ELSE result END,
+    result_hash   = CASE WHEN ` + acquireExpired + ` THEN '' ELSE result_hash END,
+    size_bytes    = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE size_bytes END,
+    compressed    = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE compressed END,
+    created_at    = CASE WHEN ` + acquireExpired + ` THEN ?6 ELSE created_at END,
+    completed_at  = CASE WHEN ` + acquireExpired + ` THEN NULL ELSE completed_at END,
+    dedup_until   = CASE WHEN ` + acquireExpired + ` THEN excluded.dedup_until ELSE dedup_until END,
+    expires_at    = CASE WHEN ` + acquireExpired + ` THEN excluded.expires_at ELSE expires_at END,
+    duration_ms   = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE duration_ms END
+WHERE ` + acquireExpired + `
    OR (status = 'in_progress' AND (lease_owner = '' OR lease_owner = ?4 OR lease_until IS NULL OR lease_until <= ?6)
        AND NOT ` + sqlDerivedHeld + `)
 RETURNING ` + recordCols
@@ -463,8 +523,12 @@ RETURNING ` + recordCols
     lease_until  = NULL
 WHERE tenant = ?7 AND key = ?8 AND lease_owner = ?9 AND status = 'in_progress'
   AND (expires_at IS NULL OR expires_at > ?4)`
+)
 
-	qRecordStats = `SELECT
+// qRecordStats counts records as RecordGet reads them: one held by the
+// running job it names past its stored expiry is live, with the projected
+// expiry (recordReadCols).
+var qRecordStats = `SELECT
     COALESCE(sum(expires_at IS NULL OR expires_at > ?2), 0),
     COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND NOT failed), 0),
     COALESCE(sum(expires_at > ?2 AND expires_at <= ?3), 0),
@@ -472,10 +536,11 @@ WHERE tenant = ?7 AND key = ?8 AND lease_owner = ?9 AND status = 'in_progress'
     COALESCE(sum(CASE WHEN expires_at IS NULL OR expires_at > ?2 THEN size_bytes ELSE 0 END), 0),
     COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'completed'), 0),
     COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND failed), 0)
-FROM (SELECT k.expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
+FROM (SELECT CASE WHEN k.expires_at <= ?2 AND ` + sqlRunHeld("k", "?2") + `
+        THEN (SELECT max(?2, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
+              WHERE fj.id = k.job_id) ELSE k.expires_at END AS expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
         WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
     FROM idem_keys k WHERE (?1 = '' OR k.tenant = ?1))`
-)
 
 // Leader and API keys.
 const (

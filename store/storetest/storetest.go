@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, finishCases()...)
 	all = append(all, recordCases()...)
 	all = append(all, recordLeaseCases()...)
+	all = append(all, recordWindowCases()...)
 	all = append(all, seedCases()...)
 	all = append(all, batchFinishCases()...)
 	all = append(all, cancelCases()...)
