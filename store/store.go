@@ -123,7 +123,9 @@ type Jobs interface {
 	// and — when the job has a PartitionKey — it is the head of its
 	// partition: no job with the same (Tenant, Queue, PartitionKey) and a
 	// lower id is unfinished (pending, scheduled, available, running or
-	// retryable). Partitions are scoped by tenant: two tenants using the
+	// retryable), and no other job of the partition is running (a dead or
+	// cancelled job retried while a later job of its partition runs waits
+	// for that job to finish, then goes first: JobRetryMany). Partitions are scoped by tenant: two tenants using the
 	// same partition key never block each other.
 	// Fairness: a claim visits up to Limit tenants with claimable work,
 	// rotating from where the store's previous claim of the queue stopped,
@@ -199,7 +201,12 @@ type Jobs interface {
 
 	// JobRetryMany moves dead or cancelled jobs (only those in FromStates)
 	// back to available — scheduled when RunAt is in the future — with
-	// Attempt = 0, FinishedAt cleared. It selects by IDs, or by Filter
+	// Attempt = 0, FinishedAt cleared. A job with dependencies takes the
+	// state JobInsertMany would give it now ("Initial state"): pending
+	// while a dependency is unfinished; cancelled again (FinishedAt = Now,
+	// LastError naming the dependency) when one is dead or cancelled,
+	// unless it waits for any outcome (DependsOnFinished). A retried job of
+	// a FIFO partition waits while a later job of it runs (JobClaim). It selects by IDs, or by Filter
 	// when IDs is empty, up to Limit. It returns the rows it moved.
 	JobRetryMany(ctx context.Context, p *JobRetryManyParams) ([]*idemtype.JobRow, error)
 
@@ -215,7 +222,9 @@ type Jobs interface {
 	JobResolve(ctx context.Context, p *JobResolveParams) (*idemtype.JobRow, error)
 
 	// BatchCreate creates the batch (Tenant, Key) and its jobs in one
-	// transaction, the jobs carrying the batch's id. When the batch exists
+	// transaction, the jobs it creates carrying the batch's id (an item
+	// whose key dedups onto an existing job, Existing, gets that job, which
+	// stays in its own batch, if any). When the batch exists
 	// it returns it with Existing set and creates nothing. A job that
 	// cannot be created (any JobInsertResult.Err) fails the whole call
 	// with that error and creates nothing.
@@ -307,8 +316,9 @@ type Records interface {
 // Maintenance is the part of the Store the background services use.
 type Maintenance interface {
 	// JobRescue finds running jobs whose lease expired before Now (up to
-	// Limit) and makes them retryable with RunAt = Now — or dead when
-	// Attempt >= MaxAttempts — with LastError saying the lease was lost; the
+	// Limit) and makes them retryable — or dead when Attempt >=
+	// MaxAttempts — with RunAt = Now either way and LastError saying the
+	// lease was lost; the
 	// attempt record gets outcome lost; record leases they held are
 	// released; dead ones cancel their dependants. It returns the ids.
 	// "Expired before Now" is by the store's expiry clock: on PostgreSQL

@@ -63,13 +63,18 @@ func (s *Store) BatchCreate(ctx context.Context, p *store.BatchCreateParams) (*s
 			return err
 		}
 		ids := make([]int64, 0, len(res))
+		created := make([]int64, 0, len(res))
 		for i, r := range res {
 			if r.Err != nil {
 				return fmt.Errorf("jobs[%d]: %w", i, r.Err)
 			}
 			ids = append(ids, r.Job.ID)
+			if !r.Existing {
+				// A job an item's key dedups onto stays in its own batch.
+				created = append(created, r.Job.ID)
+			}
 		}
-		if _, err := tx.Exec(ctx, s.sql(qBatchAssign), id, ids); err != nil {
+		if _, err := tx.Exec(ctx, s.sql(qBatchAssign), id, created); err != nil {
 			return err
 		}
 		onFinish, err := s.batchOnFinish(ctx, tx, p, id, ids, now)

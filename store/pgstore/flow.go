@@ -103,14 +103,27 @@ var (
 //     state changed since the snapshot is re-checked by PostgreSQL
 //     against the WHERE clause of the locking scan before it is locked.
 //   - FIFO head rule: a job with a partition key is taken only when no
-//     unfinished job of its (tenant, queue, partition_key) has a lower id, read
-//     from this statement's snapshot. While the head runs, the successor
+//     unfinished job of its (tenant, queue, partition_key) has a lower id
+//     and no other job of it is running (a dead or cancelled head retried
+//     while its successor runs waits for it: JobRetryMany), read from this
+//     statement's snapshot. While the head runs, the successor
 //     is not claimable. While the head's completion is uncommitted, the
 //     snapshot still shows the head running, so the successor is not
 //     claimable either: it becomes claimable only once the completion is
 //     committed. Two claimers cannot both take a head (SKIP LOCKED), and
 //     one claim cannot take a head and its successor together (the
 //     successor sees the head unfinished in the same snapshot).
+//   - Retried heads: a dead or cancelled job retried while a later job
+//     of its partition is claimed or runs (JobRetryMany) is not taken
+//     beside it: the retry waits for the locks of that partition's later
+//     unfinished jobs (qRetryLockPartitions), so a claim of one of them
+//     under way commits first and a claim whose snapshot follows the
+//     retry sees it running. Not covered: a claim whose snapshot predates
+//     the retry's commit but that reaches the later job's row only after
+//     that commit (it still reads the retried job as finished) while
+//     another claim, with a snapshot after the retry, takes the retried
+//     job before the first commits. The window is one claim statement's
+//     own scan time.
 //   - Lower ids committing late: inserts of one partition are serialised
 //     by an advisory lock taken before ids are allocated (qLockPartitions),
 //     so a job is never visible before a lower-id job of its partition.
@@ -120,7 +133,10 @@ var (
 // Each tenant of the queue is read by its own ordered scan of
 // jobs_claim_tenant_idx (available/scheduled/retryable only), which stops after $5 unlocked
 // rows; the head rule reads jobs_partition_idx (unfinished partition
-// members only). Finished jobs are never read. With several queues,
+// members only) for lower ids and, for a running job of the partition,
+// jobs_running_scope_idx (the running jobs of the tenant's queue; or
+// jobs_partition_idx, as the planner prefers). Finished jobs are never
+// read. With several queues,
 // up to $5 rows per queue are locked for the duration of the statement
 // and only the best $5 are taken; the rest are skipped meanwhile by
 // other claimers, which is harmless (a claim returns "up to" Limit).
@@ -192,11 +208,17 @@ func tenantClaimProbe(now, kinds string) string {
           AND j.state IN ('available', 'scheduled', 'retryable')
           AND j.run_at <= ` + now + `
           AND (` + kinds + `::text[] IS NULL OR j.kind = ANY(` + kinds + `::text[]))
-          AND (j.partition_key = '' OR NOT EXISTS (
+          AND (j.partition_key = '' OR (NOT EXISTS (
               SELECT 1 FROM {schema}.jobs h
               WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
                 AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')))
+                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable'))
+            AND NOT EXISTS (
+              SELECT 1 FROM {schema}.jobs h
+              WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id > j.id
+                AND h.partition_key <> ''
+                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
+                AND h.state = 'running')))
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT x.n
         FOR UPDATE OF j SKIP LOCKED

@@ -95,6 +95,11 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 		if err != nil || len(ids) == 0 {
 			return err
 		}
+		for _, q := range []string{qRetryLockDeps, qRetryLockPartitions} {
+			if _, err := tx.Exec(ctx, s.sql(q), ids); err != nil {
+				return err
+			}
+		}
 		if out, err = collectJobsQuery(ctx, tx, s.sql(qRetry), ids, runAt, now); err != nil {
 			return err
 		}

@@ -487,12 +487,55 @@ FROM {schema}.jobs WHERE id = $1 AND state = 'running' AND started_at IS NOT NUL
 WHERE id = ANY($1::bigint[]) AND ($2 = '' OR tenant = $2) AND state = ANY($3::text[])
 ORDER BY id LIMIT $4 FOR UPDATE`
 
-	qRetry = `UPDATE {schema}.jobs SET
-    state = CASE WHEN $2::timestamptz > $3::timestamptz THEN 'scheduled' ELSE 'available' END,
-    run_at = $2, attempt = 0, finished_at = NULL, lease_token = '', lease_expires_at = NULL,
+	// qRetryLockDeps locks the dependencies of the jobs being retried
+	// (locked already) FOR SHARE, in id order, as an insert does
+	// (qLockDeps): a dependency's finish then waits for the retry to
+	// commit, and its next statement sees the retried job pending and
+	// releases (or cancels) it; a finish already under way is waited for,
+	// and qRetry's snapshot, taken after this statement, sees it.
+	qRetryLockDeps = `SELECT id FROM {schema}.jobs
+WHERE id IN (SELECT unnest(depends_on) FROM {schema}.jobs WHERE id = ANY($1::bigint[]))
+ORDER BY id FOR SHARE`
+
+	// qRetryLockPartitions locks, in id order and waiting for them, the
+	// unfinished jobs of the FIFO partitions of the jobs being retried
+	// that come after them. A claim of such a job that is under way (it
+	// holds the row FOR UPDATE until it commits) is waited for, so a claim
+	// whose snapshot follows the retry's commit sees that job running and
+	// leaves the retried one waiting (the head rule, tenantClaimProbe); a
+	// claim that reaches the row while it is locked skips it.
+	qRetryLockPartitions = `SELECT h.id FROM {schema}.jobs r
+JOIN {schema}.jobs h ON h.tenant = r.tenant AND h.queue = r.queue AND h.partition_key = r.partition_key
+    AND h.id > r.id AND h.partition_key <> ''
+    AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
+WHERE r.id = ANY($1::bigint[]) AND r.partition_key <> ''
+ORDER BY h.id FOR UPDATE OF h`
+
+	// qRetry reopens jobs $1 with run_at $2 at now $3, in the state an
+	// insert would give them now (store.Jobs.JobInsertMany, "Initial
+	// state"): cancelled again when a dependency is dead or cancelled
+	// (unless it waits for any outcome: deps_any), pending while a
+	// dependency is unfinished, else scheduled or available by run_at.
+	qRetry = `UPDATE {schema}.jobs j SET
+    state = COALESCE(` + sqlRetryDepState + `,
+        CASE WHEN $2::timestamptz > $3::timestamptz THEN 'scheduled' ELSE 'available' END),
+    run_at = $2, attempt = 0, lease_token = '', lease_expires_at = NULL,
+    finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN $3::timestamptz END,
+    last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || d.id || ' is ' || d.state
+        FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state IN ('dead', 'cancelled')
+        ORDER BY d.id LIMIT 1) ELSE j.last_error END,
     resolved_at = NULL, resolution_note = ''
-WHERE id = ANY($1::bigint[])
+WHERE j.id = ANY($1::bigint[])
 RETURNING ` + jobColsRet
+
+	// sqlRetryDepState is what the dependencies of job j make of it
+	// (qRetry): 'cancelled' when one is dead or cancelled and j does not
+	// wait for any outcome, 'pending' when one is unfinished, NULL
+	// otherwise (none, or all satisfied).
+	sqlRetryDepState = `(SELECT CASE
+        WHEN NOT j.deps_any AND bool_or(d.state IN ('dead', 'cancelled')) THEN 'cancelled'
+        WHEN bool_or(d.state NOT IN ('completed', 'dead', 'cancelled')) THEN 'pending' END
+    FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on))`
 
 	// qJobResolve marks dead job $1 resolved at $2 with note $3 unless it
 	// already is; qJobGet then reads it.
@@ -787,7 +830,7 @@ const (
 ), upd AS (
     UPDATE {schema}.jobs j SET
         state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retryable' END,
-        run_at = CASE WHEN j.attempt >= j.max_attempts THEN j.run_at ELSE $1 END,
+        run_at = $1,
         finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1::timestamptz END,
         last_error = $3,
         lease_expires_at = NULL

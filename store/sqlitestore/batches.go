@@ -91,6 +91,11 @@ func insertBatchJobs(t *wtx, id int64, p *store.BatchCreateParams, now time.Time
 		if r.Err != nil {
 			return fmt.Errorf("jobs[%d]: %w", i, r.Err), nil
 		}
+		if r.Existing {
+			// A job an item's key dedups onto stays in its own batch.
+			ids = append(ids, r.Job.ID)
+			continue
+		}
 		if _, err := t.exec(qBatchAssign, id, r.Job.ID); err != nil {
 			return nil, err
 		}

@@ -256,9 +256,29 @@ GROUP BY queue`
 const (
 	// qClaimHead is the FIFO head rule, appended to the claim's candidate
 	// selection (table alias j).
-	qClaimHead = ` AND (j.partition_key = '' OR NOT EXISTS (
+	// A job is the head of its partition when no job of the partition with
+	// a lower id is unfinished and no other job of it is running: a dead
+	// or cancelled head that is retried (JobRetryMany) while its successor
+	// runs waits for that successor to finish, then goes first among the
+	// waiting jobs (lowest id). Both probes read jobs_partition_head (the
+	// second repeats its state list so that the partial index applies;
+	// state = 'running' then filters the partition's unfinished rows).
+	qClaimHead = ` AND (j.partition_key = '' OR (NOT EXISTS (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
-        AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `))`
+        AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `)
+    AND NOT EXISTS (
+    SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
+        AND h.tenant = j.tenant AND h.id > j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `
+        AND h.state = 'running')))`
+
+	// sqlRetryDepState is what the dependencies of job jobs.id make of it
+	// (qJobRetry): 'cancelled' when one is dead or cancelled and the job
+	// does not wait for any outcome, 'pending' when one is unfinished, NULL
+	// otherwise (none, or all satisfied).
+	sqlRetryDepState = `(SELECT CASE
+        WHEN jobs.deps_any = 0 AND max(p.state IN ('dead', 'cancelled')) = 1 THEN 'cancelled'
+        WHEN max(p.state NOT IN ('completed', 'dead', 'cancelled')) = 1 THEN 'pending' END
+    FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id = jobs.id)`
 
 	// qHasDependants lists which of the jobs in the JSON array ?1 have
 	// dependants (so finishes skip the release/cancel query for the rest).
@@ -387,8 +407,21 @@ WHERE id = ?3 RETURNING ` + jobCols
 SELECT id, attempt, started_at, ?1, max(0, (?1 - started_at) / 1000), ?4, ?2, worker_id FROM jobs
 WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 
-	qJobRetry = `UPDATE jobs SET state = CASE WHEN ?1 > ?2 THEN 'scheduled' ELSE 'available' END,
-    run_at = ?1, attempt = 0, finished_at = NULL, lease_expires_at = NULL,
+	// qJobRetry reopens job ?3 with run_at ?1 at now ?2, in the state an
+	// insert would give it now (store.Jobs.JobInsertMany, "Initial state"):
+	// cancelled again when a dependency is dead or cancelled (unless it
+	// waits for any outcome: deps_any), pending while a dependency is
+	// unfinished, else scheduled or available by run_at. Writes are
+	// serialised (one writer), so the dependencies' states read here are
+	// those a later finish sees: a pending retried job is released (or
+	// cancelled) by its last dependency's finish, as an inserted one.
+	qJobRetry = `UPDATE jobs SET state = COALESCE(` + sqlRetryDepState + `,
+        CASE WHEN ?1 > ?2 THEN 'scheduled' ELSE 'available' END),
+    run_at = ?1, attempt = 0, lease_expires_at = NULL,
+    finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN ?2 END,
+    last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || p.id || ' is ' || p.state
+        FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
+        WHERE d.job_id = jobs.id AND p.state IN ('dead', 'cancelled') ORDER BY p.id LIMIT 1) ELSE last_error END,
     resolved_at = NULL, resolution_note = ''
 WHERE id = ?3 RETURNING ` + jobCols
 

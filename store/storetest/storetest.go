@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, batchFinishCases()...)
 	all = append(all, cancelCases()...)
 	all = append(all, retryCases()...)
+	all = append(all, retryOrderCases()...)
 	all = append(all, queryCases()...)
 	all = append(all, maintenanceCases()...)
 	all = append(all, leaderCases()...)
