@@ -148,7 +148,23 @@ func (c *Client) TargetGet(ctx context.Context, tenant, name string) (*Target, e
 // TargetDelete deletes a target; ErrNotFound when there is none. Jobs that
 // matched it wait (retrying) for another target.
 func (c *Client) TargetDelete(ctx context.Context, tenant, name string) error {
-	if err := c.store.TargetDelete(ctx, &store.TargetDeleteParams{Tenant: c.tenant(tenant), Name: name}); err != nil {
+	return c.targetDelete(ctx, tenant, name, "")
+}
+
+// targetDelete deletes the target name of topic ("" = a plain target, not a
+// subscription; a subscription's target is "topic/name"), so that deleting
+// a plain target never deletes a subscription of the same stored name, nor
+// the reverse.
+func (c *Client) targetDelete(ctx context.Context, tenant, name, topic string) error {
+	tenant = c.tenant(tenant)
+	rows, err := c.store.TargetList(ctx, &store.TargetListParams{Tenant: tenant})
+	if err != nil {
+		return err
+	}
+	if r := findTarget(rows, tenant, name); r != nil && r.Topic != topic {
+		return fmt.Errorf("target %q: %w", name, idemtype.ErrNotFound)
+	}
+	if err := c.store.TargetDelete(ctx, &store.TargetDeleteParams{Tenant: tenant, Name: name}); err != nil {
 		return err
 	}
 	c.targets.invalidate()

@@ -94,6 +94,8 @@ func percentiles(v []time.Duration) (p50, p95, p99 time.Duration) {
 		return 0, 0, 0
 	}
 	slices.Sort(v)
-	at := func(p float64) time.Duration { return v[min(len(v)-1, int(p*float64(len(v))))] }
-	return at(0.50), at(0.95), at(0.99)
+	// The ceil(pct·n/100)-th smallest value, in integer arithmetic so that
+	// no rounding of pct/100 moves the rank.
+	at := func(pct int) time.Duration { return v[max(0, (pct*len(v)+99)/100-1)] }
+	return at(50), at(95), at(99)
 }

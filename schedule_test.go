@@ -371,6 +371,12 @@ func TestScheduleBadInput(t *testing.T) {
 		{"grain", idem.Schedule{Name: "a", Cron: "*/10 * * * * *", Kind: "k"}},
 		{"grain", idem.Schedule{Name: "a", Cron: "0 * * * *", Grain: key.GrainDay, Kind: "k"}},
 		{"grain", idem.Schedule{Name: "a", Every: time.Hour, Grain: "week", Kind: "k"}},
+		// Two firings a day, 23 h apart, share the date at day grain.
+		{"grain", idem.Schedule{Name: "a", Cron: "0 0,23 * * *", Grain: key.GrainDay, Kind: "k"}},
+		// Every 24 h from 00:00 UTC in Atlantic/Azores (UTC+0 in summer,
+		// UTC-1 in winter): the 25-hour 2026-10-25 gets the firings of
+		// 00:00 and 23:00 local, one key.
+		{"grain", idem.Schedule{Name: "a", Every: 24 * time.Hour, Timezone: "Atlantic/Azores", Grain: key.GrainDay, Kind: "k"}},
 		{"name", idem.Schedule{Name: "a:b", Every: time.Hour, Kind: "k"}},
 		{"name", idem.Schedule{Every: time.Hour, Kind: "k"}},
 		{"kind", idem.Schedule{Name: "a", Every: time.Hour}},
@@ -387,6 +393,49 @@ func TestScheduleBadInput(t *testing.T) {
 	list, err := b.client.ScheduleList(t.Context(), "")
 	if err != nil || len(list) != 0 {
 		t.Errorf("after bad input: %d schedules stored (err %v)", len(list), err)
+	}
+}
+
+// TestScheduleDayGrainAcrossDST: a schedule accepted at day grain makes one
+// job per firing across a 25-hour day: every 24 h in Europe/Berlin (01:00 or
+// 02:00 local) and every 25 h in Atlantic/Azores.
+func TestScheduleDayGrainAcrossDST(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s     idem.Schedule
+		start time.Time
+	}{
+		{idem.Schedule{Name: "berlin", Every: 24 * time.Hour, Timezone: "Europe/Berlin", Grain: key.GrainDay, Kind: "k"},
+			time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC)},
+		{idem.Schedule{Name: "azores", Every: 25 * time.Hour, Timezone: "Atlantic/Azores", Grain: key.GrainDay, Kind: "k"},
+			time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.s.Name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{now: tc.start}
+			c := schedClient(t, testStore(t), clock)
+			if _, err := c.SchedulePut(t.Context(), &tc.s); err != nil {
+				t.Fatal(err)
+			}
+			f := tc.start.Truncate(tc.s.Every)
+			for range 4 {
+				f = f.Add(tc.s.Every)
+				clock.mu.Lock()
+				clock.now = f.Add(30 * time.Second)
+				clock.mu.Unlock()
+				if _, err := idem.RunSchedulerOnce(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := firingKeys(t, c)
+			n := 0
+			for _, c := range got {
+				n += c
+			}
+			if n != 4 || len(got) != 4 {
+				t.Fatalf("4 firings made the jobs %v", got)
+			}
+		})
 	}
 }
 

@@ -45,6 +45,9 @@ func testSubscriptionBoundaries(t *testing.T, b *bundle) {
 		{"no topic", &idem.Subscription{Name: "a", URL: "http://127.0.0.1:9/hook"}, "topic"},
 		{"topic with a space", &idem.Subscription{Topic: "or ders", Name: "a", URL: "http://127.0.0.1:9/hook"}, "topic"},
 		{"no name", &idem.Subscription{Topic: "orders", URL: "http://127.0.0.1:9/hook"}, "name"},
+		// "a" + "b/c" and "a/b" + "c" would both be the target "a/b/c".
+		{"topic with a slash", &idem.Subscription{Topic: "a/b", Name: "c", URL: "http://127.0.0.1:9/hook"}, "topic"},
+		{"name with a slash", &idem.Subscription{Topic: "a", Name: "b/c", URL: "http://127.0.0.1:9/hook"}, "name"},
 		{"event type with a space", &idem.Subscription{Topic: "orders", Name: "a", URL: "http://127.0.0.1:9/hook",
 			EventTypes: []string{"order.paid", "order shipped"}}, "event_types"},
 		{"negative timeout", &idem.Subscription{Topic: "orders", Name: "a", URL: "http://127.0.0.1:9/hook", Timeout: -time.Second}, "timeout"},
@@ -118,6 +121,57 @@ func testSubscriptionBoundaries(t *testing.T, b *bundle) {
 	}
 	if list, err := c.SubscriptionList(ctx, "", "orders"); err != nil || len(list) != 1 || list[0].Name != "alpha" {
 		t.Fatalf("after the delete: %+v %v", list, err)
+	}
+
+	// A plain target and a subscription of one stored name ("orders/alpha")
+	// neither replace nor delete each other.
+	var inv *idem.InvalidError
+	if _, err := c.TargetPut(ctx, &idem.Target{Name: "orders/alpha", Queue: "q", URL: "http://127.0.0.1:9/p"}); !errors.As(err, &inv) || inv.Field != "name" {
+		t.Fatalf("plain target named as a subscription: %v, want invalid name", err)
+	}
+	if err := c.TargetDelete(ctx, "", "orders/alpha"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("target delete of a subscription's name: %v, want ErrNotFound", err)
+	}
+	if _, err := c.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "plain", URL: "http://127.0.0.1:9/x"}); !errors.As(err, &inv) || inv.Field != "name" {
+		t.Fatalf("subscription named as a plain target: %v, want invalid name", err)
+	}
+	if err := c.SubscriptionDelete(ctx, "", "orders", "plain"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("subscription delete of a plain target's name: %v, want ErrNotFound", err)
+	}
+	if s, err := c.SubscriptionGet(ctx, "", "orders", "alpha"); err != nil || s.URL != "http://127.0.0.1:9/a2" {
+		t.Fatalf("alpha after the refused target put: %+v %v", s, err)
+	}
+	if tg, err := c.TargetGet(ctx, "", "orders/plain"); err != nil || tg.URL != "http://127.0.0.1:9/p" {
+		t.Fatalf("the plain target after the refused subscription put: %+v %v", tg, err)
+	}
+}
+
+// TestSubscriptionPutSameInstant: a second put of one subscription reports
+// created = false on both stores even when the clock has not moved (an
+// injected Config.Now); SQLite once decided from created_at = updated_at.
+func TestSubscriptionPutSameInstant(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	for name, mk := range map[string]func(t *testing.T) *idem.Client{
+		"sqlite": func(t *testing.T) *idem.Client {
+			return setup(t, &idem.Config{Now: func() time.Time { return at }}).client
+		},
+		"postgres": func(t *testing.T) *idem.Client {
+			b, _, _ := pgSetup(t, &idem.Config{Now: func() time.Time { return at }})
+			return b.client
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := mk(t)
+			sub := &idem.Subscription{Topic: "orders", Name: "billing", URL: "http://127.0.0.1:9/hook"}
+			if created, err := c.SubscriptionPut(context.Background(), sub); err != nil || !created {
+				t.Fatalf("first put: %v %v", created, err)
+			}
+			if created, err := c.SubscriptionPut(context.Background(), sub); err != nil || created {
+				t.Fatalf("second put of the same subscription: created=%v %v", created, err)
+			}
+		})
 	}
 }
 

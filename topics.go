@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -27,8 +28,8 @@ const (
 // down never holds back the others.
 type Subscription struct {
 	Tenant string // "" = the client's default tenant
-	Topic  string
-	Name   string // unique per topic
+	Topic  string // printable ASCII without spaces or '/'
+	Name   string // unique per topic; printable ASCII without spaces or '/'
 	URL    string
 	// Secrets sign each push; never returned by SubscriptionList.
 	Secrets     []webhook.Secret
@@ -53,10 +54,10 @@ func (c *Client) SubscriptionPut(ctx context.Context, s *Subscription) (bool, er
 	if s == nil {
 		return false, idemtype.Invalid("subscription", "nil")
 	}
-	if err := ValidateName("topic", s.Topic); err != nil {
+	if err := validateTopicName("topic", s.Topic); err != nil {
 		return false, err
 	}
-	if err := ValidateName("name", s.Name); err != nil {
+	if err := validateTopicName("name", s.Name); err != nil {
 		return false, err
 	}
 	for _, et := range s.EventTypes {
@@ -67,6 +68,21 @@ func (c *Client) SubscriptionPut(ctx context.Context, s *Subscription) (bool, er
 	name, kind := subscriptionTarget(s.Topic, s.Name)
 	return c.targetPut(ctx, &Target{Tenant: s.Tenant, Name: name, Kind: kind, URL: s.URL, Secrets: s.Secrets,
 		Timeout: s.Timeout}, s.Topic, s.EventTypes)
+}
+
+// validateTopicName checks a topic or subscription name: a name (see
+// ValidateName) without '/', so that the stored target "topic/name" of a
+// subscription names one topic and subscription only ("a" + "b/c" and
+// "a/b" + "c" would both be "a/b/c"). Topics with '/' published before this
+// rule can still be listed and replayed; they cannot have subscriptions.
+func validateTopicName(field, v string) error {
+	if err := ValidateName(field, v); err != nil {
+		return err
+	}
+	if strings.Contains(v, "/") {
+		return idemtype.Invalid(field, "must not contain '/'")
+	}
+	return nil
 }
 
 // SubscriptionList returns the subscriptions of a topic, by name, without
@@ -104,7 +120,7 @@ func (c *Client) SubscriptionGet(ctx context.Context, tenant, topic, name string
 // Its pending deliveries wait (retrying) for a subscription of that name.
 func (c *Client) SubscriptionDelete(ctx context.Context, tenant, topic, name string) error {
 	target, _ := subscriptionTarget(topic, name)
-	return c.TargetDelete(ctx, tenant, target)
+	return c.targetDelete(ctx, tenant, target, topic)
 }
 
 // subscriptions reads the stored subscriptions of a topic.
@@ -179,7 +195,15 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
-	n, err := c.fanOut(ctx, stored, "", false)
+	// A repeat creates only the deliveries the event lacks among the
+	// subscriptions that existed when it was first published, completing a
+	// fan-out cut short by a crash; a subscription created since never gets
+	// the old event (Replay sends it on purpose).
+	var before time.Time
+	if existing {
+		before = stored.CreatedAt
+	}
+	n, err := c.fanOut(ctx, stored, "", false, before)
 	if err != nil {
 		return nil, fmt.Errorf("publish event %d: %w", stored.ID, err)
 	}
@@ -188,7 +212,7 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 
 // validateEvent checks what Publish is given.
 func validateEvent(e *Event) error {
-	if err := ValidateName("topic", e.Topic); err != nil {
+	if err := validateTopicName("topic", e.Topic); err != nil {
 		return err
 	}
 	for field, v := range map[string]string{"type": e.Type, "key": e.Key, "partition_key": e.PartitionKey} {
@@ -205,8 +229,9 @@ func validateEvent(e *Event) error {
 // fanOut enqueues the deliveries of ev: to every matching subscription, or
 // to the one named only. A replay makes new deliveries (no idempotency key)
 // that reference the original; a publish makes keyed ones, one per event
-// and subscription.
-func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool) (int, error) {
+// and subscription. When before is not zero, only subscriptions created at
+// or before it take part.
+func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool, before time.Time) (int, error) {
 	subs, err := c.subscriptions(ctx, ev.Tenant, ev.Topic)
 	if err != nil {
 		return 0, err
@@ -223,7 +248,7 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 	var ps []EnqueueParams
 	for _, s := range subs {
 		sub := s.Name[len(ev.Topic)+1:]
-		if (only != "" && sub != only) || !typeMatches(s.EventTypes, ev.Type) {
+		if (only != "" && sub != only) || !typeMatches(s.EventTypes, ev.Type) || (!before.IsZero() && s.CreatedAt.After(before)) {
 			continue
 		}
 		_, kind := subscriptionTarget(ev.Topic, sub)
@@ -316,7 +341,7 @@ func (c *Client) EventReplay(ctx context.Context, f *EventFilter, subscription s
 			return &out, fmt.Errorf("replay: %w", err)
 		}
 		for _, ev := range evs {
-			n, err := c.fanOut(ctx, ev, subscription, true)
+			n, err := c.fanOut(ctx, ev, subscription, true, time.Time{})
 			if err != nil {
 				return &out, fmt.Errorf("replay event %d: %w", ev.ID, err)
 			}

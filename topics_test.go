@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/deliver"
+	"github.com/idem-dev/idem/store"
 )
 
 // subscriber is a real endpoint that deduplicates by webhook-id and
@@ -229,5 +231,151 @@ func TestTopicReplay(t *testing.T) {
 	_, err = b.client.EventReplay(ctx, &idem.EventFilter{}, "")
 	if err == nil {
 		t.Fatal("replay without a topic: no error")
+	}
+}
+
+// TestEventMetaFilterMatchesStringsOnly: the metadata filter is "the
+// metadata's top-level MetaKey is the string MetaValue": a number or
+// boolean of the same text does not match, on either store.
+func TestEventMetaFilterMatchesStringsOnly(t *testing.T) {
+	t.Parallel()
+	test := func(t *testing.T, c *idem.Client) {
+		ctx := context.Background()
+		for _, meta := range []string{`{"shard":5,"flag":true}`, `{"shard":"5","flag":"true"}`} {
+			if _, err := c.Publish(ctx, &idem.Event{Topic: "orders", Payload: json.RawMessage(`{}`),
+				Metadata: json.RawMessage(meta)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range []idem.EventFilter{
+			{Topic: "orders", MetaKey: "shard", MetaValue: "5"},
+			{Topic: "orders", MetaKey: "flag", MetaValue: "true"},
+		} {
+			list, err := c.EventList(ctx, &f, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 || string(list[0].Metadata) != `{"shard":"5","flag":"true"}` {
+				t.Errorf("filter %s=%q: %d events, want the one with string values", f.MetaKey, f.MetaValue, len(list))
+			}
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		test(t, setup(t, nil).client)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		b, _, _ := pgSetup(t, nil)
+		test(t, b.client)
+	})
+}
+
+// TestPublishRefusesNUL: metadata or a payload holding "\u0000" is valid
+// JSON but PostgreSQL's text cannot hold it (a metadata filter over the
+// topic failed with SQLSTATE 22P05): Publish refuses it on both stores, and
+// filtered lists keep working.
+func TestPublishRefusesNUL(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]func(t *testing.T) *idem.Client{
+		"sqlite":   func(t *testing.T) *idem.Client { return setup(t, nil).client },
+		"postgres": func(t *testing.T) *idem.Client { b, _, _ := pgSetup(t, nil); return b.client },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			client := c(t)
+			for field, ev := range map[string]*idem.Event{
+				"metadata": {Topic: "orders", Payload: json.RawMessage(`{}`), Metadata: json.RawMessage(`{"region":"eu\u0000"}`)},
+				"payload":  {Topic: "orders", Payload: json.RawMessage(`{"s":"\u0000"}`)},
+			} {
+				var inv *idem.InvalidError
+				if _, err := client.Publish(ctx, ev); !errors.Is(err, idem.ErrInvalid) || !errors.As(err, &inv) || inv.Field != field {
+					t.Errorf("publish with NUL in its %s: %v, want invalid %s", field, err, field)
+				}
+			}
+			if _, err := client.Publish(ctx, &idem.Event{Topic: "orders", Payload: json.RawMessage(`{}`),
+				Metadata: json.RawMessage(`{"region":"eu\\u0000"}`)}); err != nil {
+				t.Fatalf("an escaped backslash before u0000 is no NUL: %v", err)
+			}
+			list, err := client.EventList(ctx, &idem.EventFilter{Topic: "orders", MetaKey: "region", MetaValue: `eu\u0000`}, 0, 10)
+			if err != nil || len(list) != 1 {
+				t.Fatalf("list with a metadata filter: %d events, %v", len(list), err)
+			}
+		})
+	}
+}
+
+// TestPublishRefusesSlashInTopic: a topic with '/' could not have
+// subscriptions of its own (see TestSubscriptionBoundaries).
+func TestPublishRefusesSlashInTopic(t *testing.T) {
+	t.Parallel()
+	var inv *idem.InvalidError
+	_, err := setup(t, nil).client.Publish(context.Background(), &idem.Event{Topic: "a/b", Payload: json.RawMessage(`{}`)})
+	if !errors.As(err, &inv) || inv.Field != "topic" {
+		t.Fatalf("publish to a/b: %v, want invalid topic", err)
+	}
+}
+
+// TestRepublishSkipsLaterSubscription: a republished key creates only the
+// deliveries it lacks among the subscriptions of its first publish (a
+// fan-out cut short by a crash); a subscription created after that publish
+// does not get the old event.
+func TestRepublishSkipsLaterSubscription(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, nil)
+	s1, s2 := newSubscriber(t), newSubscriber(t)
+	if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "early", URL: s1.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "k1", Payload: json.RawMessage(`{}`)})
+	if err != nil || res.Deliveries != 1 {
+		t.Fatalf("publish: %+v %v", res, err)
+	}
+	if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "late", URL: s2.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "k1", Payload: json.RawMessage(`{}`)})
+	if err != nil || !res.Existing {
+		t.Fatalf("republish: %+v %v", res, err)
+	}
+	jobs, _, err := b.client.JobList(ctx, &idem.JobListParams{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || res.Deliveries != 1 || jobs[0].Kind != "topic:orders/early" {
+		t.Fatalf("republish made %d delivery jobs (Deliveries %d) for an event published to 1 subscription", len(jobs), res.Deliveries)
+	}
+}
+
+// TestEventIDNotReusedAfterRetention: once retention has deleted the newest
+// event, the next event gets a new id: its delivery key
+// "event-<id>/<subscription>" would otherwise be held by the old event's
+// delivery job (a failed publish, or a receiver deduplicating on
+// webhook-id dropping the new event). SQLite once reused the id.
+func TestEventIDNotReusedAfterRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, nil)
+	sub := newSubscriber(t)
+	if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "billing", URL: sub.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Payload: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the retention service does once the event is older than
+	// Config.EventRetention.
+	if _, err := b.store.EventDeleteBefore(ctx, &store.EventDeleteBeforeParams{Before: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Payload: json.RawMessage(`{"n":2}`)})
+	if err != nil {
+		t.Fatalf("second publish after retention: %v", err)
+	}
+	if second.Event.ID == first.Event.ID || second.Deliveries != 1 {
+		t.Fatalf("the second event: id %d (the deleted first one: %d), %d deliveries", second.Event.ID, first.Event.ID, second.Deliveries)
 	}
 }

@@ -100,6 +100,8 @@ var docLooserThanServer = []string{
 	"must be valid UTF-8",             // free text
 	"malformed query string",          // url.Values drops what the document never sees
 	"printable ASCII characters",      // a path value is checked escaped (%00 looks printable)
+	"must not contain '/'",            // a path value is checked escaped (%2F has no '/')
+	"holds the NUL character",         // \u0000 anywhere in a payload or metadata value
 }
 
 // ownHeaders are the response headers of the API that the document must

@@ -63,6 +63,13 @@ func testTopicsAPI(t *testing.T, open opener) {
 	mu.Lock()
 	secret = []webhook.Secret{sec}
 	mu.Unlock()
+	// '/' (escaped in the path) in a topic or subscription name: 400, as
+	// "a" + "b/c" and "a/b" + "c" would be one stored target; NUL in an
+	// event: 400 (PostgreSQL's text cannot hold it).
+	expect(t, e.req("PUT", "/v1/topics/orders/subscriptions/bill%2Fing", e.keyA, map[string]any{"url": rcv.URL}), 400, "/problems/invalid-request")
+	expect(t, e.req("PUT", "/v1/topics/ord%2Fers/subscriptions/billing", e.keyA, map[string]any{"url": rcv.URL}), 400, "/problems/invalid-request")
+	expect(t, e.req("POST", "/v1/topics/orders/events", e.keyA, map[string]any{"payload": map[string]any{},
+		"metadata": map[string]any{"region": "eu\x00"}}), 400, "/problems/invalid-request")
 	r = e.req("GET", "/v1/topics/orders/subscriptions", e.keyA, nil)
 	expect(t, r, 200, "")
 	if subs := r.json(t)["subscriptions"].([]any); len(subs) != 1 || subs[0].(map[string]any)["secret"] != nil {

@@ -84,6 +84,17 @@ func TargetCheck(t *DeliveryTarget) (secrets, types string, err error) {
 	return jsonList(t.Secrets), jsonList(t.EventTypes), nil
 }
 
+// TargetNameTaken is the error of TargetPut when the name is held by a
+// row of another topic: a plain target (topic "") never replaces a
+// subscription (stored as the target "topic/name") of the same name, nor
+// the reverse.
+func TargetNameTaken(t *DeliveryTarget) error {
+	if t.Topic == "" {
+		return idemtype.Invalid("name", "%q is the target of a subscription", t.Name)
+	}
+	return idemtype.Invalid("name", "%q is taken by a target that is not a subscription of topic %q", t.Name, t.Topic)
+}
+
 // jsonList encodes a string list as a JSON array ([] when empty).
 func jsonList(l []string) string {
 	if len(l) == 0 {
@@ -104,8 +115,30 @@ func EventCheck(e *Event) error {
 		return idemtype.Invalid("payload", "not valid JSON")
 	case len(e.Metadata) > 0 && (!json.Valid(e.Metadata) || bytes.TrimSpace(e.Metadata)[0] != '{'):
 		return idemtype.Invalid("metadata", "not a JSON object")
+	case hasNULEscape(e.Payload):
+		return idemtype.Invalid("payload", `holds the NUL character (\u0000)`)
+	case hasNULEscape(e.Metadata):
+		return idemtype.Invalid("metadata", `holds the NUL character (\u0000)`)
 	}
 	return nil
+}
+
+// hasNULEscape reports whether the valid JSON text b holds a string with
+// the NUL character, which PostgreSQL's text (and its JSON functions)
+// cannot hold: a metadata filter over such an event fails. Valid JSON has
+// no raw NUL and backslashes only in strings, so each backslash starts an
+// escape.
+func hasNULEscape(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) && string(b[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // skip the escaped character ("\\" is one backslash)
+	}
+	return false
 }
 
 // FailureClassifier is implemented by stores that can tell a storage

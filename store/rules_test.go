@@ -139,6 +139,12 @@ func TestEventCheck(t *testing.T) {
 		{"metadata string", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`{}`), Metadata: []byte(`"x"`)}, "metadata"},
 		{"metadata broken", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`{}`), Metadata: []byte(`{`)}, "metadata"},
 		{"metadata blank", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`{}`), Metadata: []byte(`   `)}, "metadata"},
+		{"metadata NUL", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`{}`), Metadata: []byte(`{"region":"eu\u0000"}`)}, "metadata"},
+		{"metadata NUL key", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`{}`), Metadata: []byte(`{"a\u0000":"x"}`)}, "metadata"},
+		{"payload NUL", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`["\t\u0000"]`)}, "payload"},
+		{"escaped backslash before u0000", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`"\\u0000"`),
+			Metadata: []byte(`{"path":"C:\\u0000\\\\u0000"}`)}, ""},
+		{"other escapes", store.Event{Tenant: "t", Topic: "orders", Payload: []byte(`"\u0001\u00e9\\"`)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := invalidField(t, store.EventCheck(&tc.ev)); got != tc.field {

@@ -689,7 +689,10 @@ type LeaderParams struct {
 // the jobs of a queue or a kind are pushed to instead of a Go handler.
 type Targets interface {
 	// TargetPut creates or replaces the target (Tenant, Name) and reports
-	// whether it was created. CreatedAt is kept on a replace.
+	// whether it was created (there was no row, whatever the clock says).
+	// CreatedAt is kept on a replace. A row of another Topic (a
+	// subscription for a plain target, or the reverse) is not replaced:
+	// TargetNameTaken, an ErrInvalid.
 	TargetPut(ctx context.Context, t *DeliveryTarget) (created bool, err error)
 	// TargetList lists the targets of Tenant ("" = all), by tenant and name.
 	TargetList(ctx context.Context, p *TargetListParams) ([]*DeliveryTarget, error)
@@ -709,7 +712,11 @@ type Targets interface {
 type Events interface {
 	// EventInsert appends an event. With a Key, an event of the same
 	// (Tenant, Topic, Key) that exists is returned instead with existing =
-	// true (decided by a unique constraint). ID and CreatedAt are set.
+	// true (decided by a unique constraint). ID and CreatedAt are set. An
+	// ID is never given twice, even after EventDeleteBefore deleted the
+	// newest events (delivery jobs are keyed by it). EventCheck refuses
+	// bad events with ErrInvalid, NUL (\u0000) in Payload or Metadata
+	// included.
 	EventInsert(ctx context.Context, e *Event) (ev *Event, existing bool, err error)
 	// EventList returns the events of Tenant and Topic matching the
 	// filter, oldest first (by ID), after AfterID, at most Limit.

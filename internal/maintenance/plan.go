@@ -134,29 +134,57 @@ func grainLength(g key.Grain) time.Duration {
 	return time.Minute
 }
 
-// CheckGrain refuses a grain coarser than the schedule: two firings that
-// would share one key (every 5 s at minute grain, hourly at day grain)
-// would be one job. Interval schedules compare the interval; cron
-// schedules are sampled over their next 200 firings.
+// CheckGrain refuses a schedule two consecutive firings of which can fall
+// in one grain date (one key, so one job): every 5 s at minute grain,
+// hourly at day grain, "0 0,23 * * *" at day grain, every 24 h at day grain
+// in a zone whose 25-hour day puts two firings on one date. The one
+// exception is a daylight-saving repeat of one wall-clock time (the
+// repeated autumn hour), deduplicated on purpose: one job per local time.
+//
+// Cron schedules are sampled over their next 200 firings. An interval
+// schedule must be at least its grain long, and is checked at each change
+// of its zone's UTC offset from 2026 to 2035: only the two firings around
+// such a change can share a grain date (between changes, firings at least
+// a grain apart never do).
 func (p *Plan) CheckGrain() error {
 	if p.cron == nil {
-		if p.every < grainLength(p.grain) && p.grain != key.GrainDay || p.grain == key.GrainDay && p.every < 24*time.Hour {
+		if p.every < grainLength(p.grain) || p.grain == key.GrainDay && p.every < 24*time.Hour {
 			return idemtype.Invalid("grain", "every %v fires more than once per %s", p.every, p.grain)
+		}
+		end := time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC)
+		for t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); t.Before(end); {
+			_, change := t.In(p.loc).ZoneBounds()
+			if change.IsZero() || !change.After(t) {
+				return nil // a fixed offset: no more changes
+			}
+			f := change.Add(-time.Nanosecond).Truncate(p.every) // the last firing before the change
+			if date, same := p.sameGrain(f, f.Add(p.every)); same {
+				return idemtype.Invalid("grain", "every %v fires twice on %s in %s (a daylight-saving change)",
+					p.every, date, p.loc)
+			}
+			t = change
 		}
 		return nil
 	}
 	f := p.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	prev, _ := key.Grain.Format(p.grain, f, p.loc)
 	for range 200 {
 		n := p.Next(f)
 		if n.IsZero() {
 			return nil
 		}
-		date, _ := key.Grain.Format(p.grain, n, p.loc)
-		if date == prev && n.Sub(f) < grainLength(p.grain) {
+		if date, same := p.sameGrain(f, n); same {
 			return idemtype.Invalid("grain", "the cron expression fires more than once per %s (%s)", p.grain, date)
 		}
-		f, prev = n, date
+		f = n
 	}
 	return nil
+}
+
+// sameGrain reports whether the firings f and n share a grain date in the
+// zone other than as a daylight-saving repeat of one wall-clock time.
+func (p *Plan) sameGrain(f, n time.Time) (string, bool) {
+	a, _ := key.Grain.Format(p.grain, f, p.loc)
+	b, _ := key.Grain.Format(p.grain, n, p.loc)
+	const wall = "15:04:05.999999999"
+	return b, a == b && f.In(p.loc).Format(wall) != n.In(p.loc).Format(wall)
 }

@@ -163,6 +163,25 @@ func TestCheckGrain(t *testing.T) {
 		{maintenance.Timing{Cron: "0 3,15 * * *", Grain: key.GrainDay}, false},
 		{maintenance.Timing{Cron: "0 3 * * *", Grain: key.GrainDay, Timezone: "Europe/Paris"}, true},
 		{maintenance.Timing{Cron: "0 0 30 2 *", Grain: key.GrainDay}, true}, // never fires
+		// Two firings a day 23 h apart still share the date.
+		{maintenance.Timing{Cron: "0 0,23 * * *", Grain: key.GrainDay}, false},
+		{maintenance.Timing{Cron: "0 1,23 * * *", Grain: key.GrainDay, Timezone: "Europe/Berlin"}, false},
+		// The repeated autumn hour fires twice at one wall-clock time: one job.
+		{maintenance.Timing{Cron: "0 * * * *", Grain: key.GrainHour, Timezone: "Europe/Berlin"}, true},
+		{maintenance.Timing{Every: time.Hour, Grain: key.GrainHour, Timezone: "Europe/Berlin"}, true},
+		{maintenance.Timing{Every: time.Minute, Timezone: "Europe/Berlin"}, true},
+		// Every 24 h from 00:00 UTC: 01:00 or 02:00 in Berlin, never two on
+		// one date; in Atlantic/Azores (UTC+0 in summer, UTC-1 in winter) the
+		// 25-hour 2026-10-25 gets the firings of 00:00 and 23:00 local.
+		{maintenance.Timing{Every: 24 * time.Hour, Grain: key.GrainDay, Timezone: "Europe/Berlin"}, true},
+		{maintenance.Timing{Every: 24 * time.Hour, Grain: key.GrainDay, Timezone: "America/New_York"}, true},
+		{maintenance.Timing{Every: 24 * time.Hour, Grain: key.GrainDay, Timezone: "Atlantic/Azores"}, false},
+		{maintenance.Timing{Every: 25 * time.Hour, Grain: key.GrainDay, Timezone: "Atlantic/Azores"}, true},
+		{maintenance.Timing{Every: 48 * time.Hour, Grain: key.GrainDay, Timezone: "Atlantic/Azores"}, true},
+		// A 30-minute daylight-saving change: the firings of 01:00 (+11) and
+		// 01:30 (+10:30), 60 minutes apart, share the local hour 01.
+		{maintenance.Timing{Every: time.Hour, Grain: key.GrainHour, Timezone: "Australia/Lord_Howe"}, false},
+		{maintenance.Timing{Every: 2 * time.Hour, Grain: key.GrainHour, Timezone: "Australia/Lord_Howe"}, true},
 	} {
 		err := compile(t, tc.t).CheckGrain()
 		if (err == nil) != tc.ok {

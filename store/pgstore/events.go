@@ -21,9 +21,19 @@ VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, $8, $9) ON CONFLICT DO NOTHING R
 WHERE tenant = $1 AND topic = $2 AND id > $9
   AND ($3 = '' OR partition_key = $3)
   AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
-  AND ($5 = '' OR metadata ->> $5 = $6)
+  AND ($5 = '' OR ` + qEventMetaMatch + `)
   AND created_at >= $7 AND ($8::timestamptz IS NULL OR created_at < $8)
 ORDER BY id LIMIT $10`
+	// qEventMetaMatch: the metadata's top-level $5 is the JSON string $6
+	// (a number or boolean never matches, as on SQLite). Only the one
+	// value is compared as jsonb, not the metadata unescaped to text.
+	// Metadata holding a \u0000 escape (refused at publish since; older
+	// rows may hold one) cannot be read by PostgreSQL's JSON functions at
+	// all (SQLSTATE 22P05), so such an event never matches a filter
+	// instead of failing the whole list; the regular expression tells an
+	// escape from an escaped backslash followed by "u0000".
+	qEventMetaMatch = `CASE WHEN strpos(metadata::text, '\u0000') > 0 AND metadata::text ~ '(^|[^\\])(\\\\)*\\u0000' THEN false
+       ELSE (metadata -> $5)::jsonb = to_jsonb($6::text) END`
 	qEventDeleteBefore = `DELETE FROM {schema}.events WHERE id IN (
     SELECT id FROM {schema}.events WHERE created_at < $1 ORDER BY created_at LIMIT $2)`
 )

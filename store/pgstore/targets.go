@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,12 +16,15 @@ import (
 // The queries of the delivery_targets table.
 const (
 	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
-	// qTargetPut inserts or replaces a target; xmax = 0 marks an insert.
-	qTargetPut = `INSERT INTO {schema}.delivery_targets (` + targetCols + `)
+	// qTargetPut inserts or replaces a target; xmax = 0 marks an insert. A
+	// row of another topic (a subscription for a plain target, or the
+	// reverse) is not replaced: no row is returned.
+	qTargetPut = `INSERT INTO {schema}.delivery_targets AS d (` + targetCols + `)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, $10::jsonb)
 ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
     url = excluded.url, secrets = excluded.secrets, timeout_ms = excluded.timeout_ms,
     updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types
+    WHERE d.topic = excluded.topic
 RETURNING (xmax = 0)`
 	qTargetList   = `SELECT ` + targetCols + ` FROM {schema}.delivery_targets WHERE ($1 = '' OR tenant = $1) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM {schema}.delivery_targets WHERE tenant = $1 AND name = $2`
@@ -65,6 +69,9 @@ func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, e
 	var created bool
 	err = db.QueryRow(ctx, s.sql(qTargetPut), t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
 		t.Timeout.Milliseconds(), store.OrNow(t.UpdatedAt), t.Topic, types).Scan(&created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.TargetNameTaken(t)
+	}
 	if err != nil {
 		return false, fmt.Errorf("put target: %w", err)
 	}

@@ -12,18 +12,25 @@ import (
 
 // The queries of the events table (the event log of the topics).
 const (
-	eventCols    = `id, tenant, topic, event_key, type, partition_key, payload, metadata, created_at, deliveries`
-	qEventInsert = `INSERT INTO events (tenant, topic, event_key, type, partition_key, payload, metadata, created_at, deliveries)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING ` + eventCols
-	qEventByKey = `SELECT ` + eventCols + ` FROM events WHERE tenant = ? AND topic = ? AND event_key = ?`
+	eventCols = `id, tenant, topic, event_key, type, partition_key, payload, metadata, created_at, deliveries`
+	// qEventInsert gives the event the id max(max(events.id),
+	// event_seq.seq) + 1, never the id of an event retention deleted
+	// (migration 0021): its delivery jobs, keyed by it, may still exist.
+	qEventInsert = `INSERT INTO events (id, tenant, topic, event_key, type, partition_key, payload, metadata, created_at, deliveries)
+VALUES (max(COALESCE((SELECT max(id) FROM events), 0), COALESCE((SELECT seq FROM event_seq WHERE id = 1), 0)) + 1,
+    ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING ` + eventCols
+	// qEventSeqRaise keeps the newest id before retention deletes events.
+	qEventSeqRaise = `UPDATE event_seq SET seq = max(seq, COALESCE((SELECT max(id) FROM events), 0)) WHERE id = 1`
+	qEventByKey    = `SELECT ` + eventCols + ` FROM events WHERE tenant = ? AND topic = ? AND event_key = ?`
 	// qEventList: ?1 tenant, ?2 topic, ?3 partition key, ?4 types (JSON
-	// array), ?5 metadata path, ?6 metadata value, ?7 from, ?8 to (0 = none),
+	// array), ?5 metadata path, ?6 metadata value (matched only by a JSON
+	// string, not by an object or array of the same text), ?7 from, ?8 to (0 = none),
 	// ?9 after id, ?10 limit.
 	qEventList = `SELECT ` + eventCols + ` FROM events
 WHERE tenant = ?1 AND topic = ?2 AND id > ?9
   AND (?3 = '' OR partition_key = ?3)
   AND (?4 = '[]' OR type IN (SELECT value FROM json_each(?4)))
-  AND (?5 = '' OR json_extract(metadata, ?5) = ?6)
+  AND (?5 = '' OR (json_type(metadata, ?5) = 'text' AND json_extract(metadata, ?5) = ?6))
   AND created_at >= ?7 AND (?8 = 0 OR created_at < ?8)
 ORDER BY id LIMIT ?10`
 	qEventDeleteBefore = `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ? ORDER BY created_at LIMIT ?)`
@@ -92,6 +99,9 @@ func (s *Store) EventDeleteBefore(ctx context.Context, p *store.EventDeleteBefor
 	}
 	var n int64
 	err := s.write(ctx, 1, func(w *wtx) error {
+		if _, err := w.exec(qEventSeqRaise); err != nil {
+			return err
+		}
 		res, err := w.exec(qEventDeleteBefore, toUS(p.Before), limit)
 		if err != nil {
 			return err

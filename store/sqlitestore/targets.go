@@ -2,7 +2,9 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,13 +16,16 @@ import (
 const (
 	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
 	// qTargetPut inserts or replaces a target; created_at is kept on a
-	// replace, so "created" is updated_at = created_at.
+	// replace. TargetPut reads the row first (qTargetTopic): "created" is
+	// whether there was none (not created_at = updated_at, which also holds
+	// for a replace in the same microsecond), and a row of another topic
+	// is not replaced.
 	qTargetPut = `INSERT INTO delivery_targets (` + targetCols + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
     url = excluded.url, secrets = excluded.secrets, timeout_ms = excluded.timeout_ms,
-    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types
-RETURNING created_at = updated_at`
+    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types`
+	qTargetTopic  = `SELECT topic FROM delivery_targets WHERE tenant = ? AND name = ?`
 	qTargetList   = `SELECT ` + targetCols + ` FROM delivery_targets WHERE (? = '' OR tenant = ?) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM delivery_targets WHERE tenant = ? AND name = ?`
 	// qAttemptDeliveryList: ?1 tenant ("" = all), ?2 since, ?3 limit.
@@ -55,8 +60,20 @@ func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, e
 	now := toUS(store.OrNow(t.UpdatedAt))
 	var created bool
 	err = s.write(ctx, 1, func(w *wtx) error {
-		return w.queryRow(qTargetPut, t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
-			t.Timeout.Milliseconds(), now, now, t.Topic, types).Scan(&created)
+		var topic string
+		switch err := w.queryRow(qTargetTopic, t.Tenant, t.Name).Scan(&topic); {
+		case errors.Is(err, sql.ErrNoRows):
+			created = true
+		case err != nil:
+			return err
+		case topic != t.Topic:
+			return store.TargetNameTaken(t)
+		default:
+			created = false // the writer may run a group twice
+		}
+		_, err := w.exec(qTargetPut, t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
+			t.Timeout.Milliseconds(), now, now, t.Topic, types)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("put target: %w", err)

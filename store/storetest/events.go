@@ -14,6 +14,8 @@ import (
 func eventCases() []testCase {
 	return []testCase{
 		{"Events/insert-dedup-list-delete", testEventLog},
+		{"Events/metadata-filter-matches-strings-only", testEventMetaFilter},
+		{"Events/ids-not-reused-after-retention", testEventIDsNotReused},
 	}
 }
 
@@ -83,8 +85,75 @@ func testEventLog(t *testing.T, s store.Store) {
 		{Tenant: "t", Payload: json.RawMessage(`{}`)},
 		{Tenant: "t", Topic: "o", Payload: json.RawMessage(`{`)},
 		{Tenant: "t", Topic: "o", Payload: json.RawMessage(`{}`), Metadata: json.RawMessage(`[1]`)},
+		// NUL, which PostgreSQL's text cannot hold: a metadata filter over
+		// the topic would fail.
+		{Tenant: "t", Topic: "o", Payload: json.RawMessage(`{}`), Metadata: json.RawMessage(`{"region":"eu\u0000"}`)},
+		{Tenant: "t", Topic: "o", Payload: json.RawMessage(`{"s":"\u0000"}`)},
 	} {
 		_, _, err := s.EventInsert(ctx, bad)
 		wantErr(t, "bad event", err, idemtype.ErrInvalid)
+	}
+}
+
+// testEventMetaFilter: a metadata filter matches the metadata's top-level
+// key holding the string value only, not a number, boolean, object or
+// array of the same text; an escaped backslash before "u0000" is no NUL.
+func testEventMetaFilter(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var ids []int64
+	for _, meta := range []string{
+		`{"shard":5,"flag":true,"obj":{},"arr":[]}`,
+		`{"shard":"5","flag":"true","obj":"{}","arr":"[]"}`,
+		`{"path":"\\u0000","shard":"x"}`,
+	} {
+		e, _, err := s.EventInsert(ctx, &store.Event{Tenant: "t", Topic: "meta", Payload: json.RawMessage(`{}`),
+			Metadata: json.RawMessage(meta), CreatedAt: at(0)})
+		wantOK(t, "insert "+meta, err)
+		ids = append(ids, e.ID)
+	}
+	for _, tc := range []struct {
+		key, value string
+		want       []int64
+	}{
+		{"shard", "5", []int64{ids[1]}},
+		{"flag", "true", []int64{ids[1]}},
+		{"obj", "{}", []int64{ids[1]}},
+		{"arr", "[]", []int64{ids[1]}},
+		{"path", `\u0000`, []int64{ids[2]}},
+		{"missing", "", nil},
+	} {
+		got, err := s.EventList(ctx, &store.EventListParams{Tenant: "t", Topic: "meta", MetaKey: tc.key, MetaValue: tc.value})
+		wantOK(t, "list "+tc.key, err)
+		var out []int64
+		for _, e := range got {
+			out = append(out, e.ID)
+		}
+		wantIDs(t, tc.key+"="+tc.value, out, tc.want)
+	}
+}
+
+// testEventIDsNotReused: retention deleting the newest events does not give
+// their ids again; the delivery jobs of an event are keyed by its id
+// ("event-<id>/<subscription>") and may outlive it.
+func testEventIDsNotReused(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var last int64
+	for range 2 {
+		e, _, err := s.EventInsert(ctx, &store.Event{Tenant: "t", Topic: "orders", Payload: json.RawMessage(`{}`), CreatedAt: at(0)})
+		wantOK(t, "insert", err)
+		last = e.ID
+	}
+	n, err := s.EventDeleteBefore(ctx, &store.EventDeleteBeforeParams{Before: at(time.Hour)})
+	wantOK(t, "delete", err)
+	if n != 2 {
+		t.Fatalf("deleted %d events, want 2", n)
+	}
+	for i := range 2 {
+		e, _, err := s.EventInsert(ctx, &store.Event{Tenant: "t", Topic: "orders", Payload: json.RawMessage(`{}`), CreatedAt: at(time.Hour)})
+		wantOK(t, "insert after retention", err)
+		if e.ID <= last {
+			t.Fatalf("event %d after retention got the id %d, not above the deleted %d", i, e.ID, last)
+		}
+		last = e.ID
 	}
 }

@@ -14,6 +14,8 @@ func targetCases() []testCase {
 		{"Targets/put-list-replace-delete", testTargetLifecycle},
 		{"Targets/invalid", testTargetInvalid},
 		{"Targets/delivery-attempts", testAttemptDeliveryList},
+		{"Targets/replace-same-instant-not-created", testTargetReplaceSameInstant},
+		{"Targets/subscription-and-plain-target-do-not-replace-each-other", testTargetTopicClash},
 	}
 }
 
@@ -82,6 +84,57 @@ func testTargetInvalid(t *testing.T, s store.Store) {
 	wantOK(t, "list", err)
 	if len(got) != 0 {
 		t.Fatalf("invalid puts stored %d targets", len(got))
+	}
+}
+
+// testTargetReplaceSameInstant: a second put of a target reports created =
+// false even when its UpdatedAt equals the first put's (an injected clock).
+func testTargetReplaceSameInstant(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	d := &store.DeliveryTarget{Tenant: "t", Name: "orders/billing", Kind: "topic:orders/billing",
+		URL: "http://127.0.0.1:1/a", Topic: "orders", UpdatedAt: at(0)}
+	for i, want := range []bool{true, false, false} {
+		created, err := s.TargetPut(ctx, d)
+		wantOK(t, "put", err)
+		if created != want {
+			t.Fatalf("put %d at the same instant: created = %v, want %v", i+1, created, want)
+		}
+	}
+}
+
+// testTargetTopicClash: a plain target (topic "") and a subscription
+// (topic set) of one name never replace each other: the put is refused with
+// ErrInvalid and the stored row is kept.
+func testTargetTopicClash(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	sub := &store.DeliveryTarget{Tenant: "t", Name: "orders/billing", Kind: "topic:orders/billing",
+		URL: "http://127.0.0.1:1/sub", Topic: "orders", UpdatedAt: at(0)}
+	plain := &store.DeliveryTarget{Tenant: "t", Name: "orders/billing", Queue: "q",
+		URL: "http://127.0.0.1:1/plain", UpdatedAt: at(time.Second)}
+	other := *sub
+	other.Topic, other.URL = "orders2", "http://127.0.0.1:1/other"
+	_, err := s.TargetPut(ctx, sub)
+	wantOK(t, "put subscription", err)
+	_, err = s.TargetPut(ctx, plain)
+	wantErr(t, "plain target over a subscription", err, idemtype.ErrInvalid)
+	_, err = s.TargetPut(ctx, &other)
+	wantErr(t, "subscription of another topic", err, idemtype.ErrInvalid)
+	got, err := s.TargetList(ctx, &store.TargetListParams{Tenant: "t"})
+	wantOK(t, "list", err)
+	if len(got) != 1 || got[0].Topic != "orders" || got[0].URL != sub.URL {
+		t.Fatalf("after the refused puts: %+v, want the subscription unchanged", got)
+	}
+
+	plain.Name, plain.Tenant = "a/b", "u"
+	_, err = s.TargetPut(ctx, plain)
+	wantOK(t, "put plain target", err)
+	sub.Name, sub.Tenant, sub.Topic = "a/b", "u", "a"
+	_, err = s.TargetPut(ctx, sub)
+	wantErr(t, "subscription over a plain target", err, idemtype.ErrInvalid)
+	got, err = s.TargetList(ctx, &store.TargetListParams{Tenant: "u"})
+	wantOK(t, "list", err)
+	if len(got) != 1 || got[0].Topic != "" || got[0].URL != plain.URL {
+		t.Fatalf("after the refused put: %+v, want the plain target unchanged", got)
 	}
 }
 
