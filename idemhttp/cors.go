@@ -60,7 +60,7 @@ func (c *CORSConfig) wrap(next http.Handler) http.Handler {
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Set("Access-Control-Expose-Headers", "Location, Retry-After, Idempotent-Replayed, "+headerRequestID)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
 			h.Set("Access-Control-Allow-Headers", headers)
 			h.Set("Access-Control-Max-Age", maxAge)
 			w.WriteHeader(http.StatusNoContent)

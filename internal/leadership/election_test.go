@@ -92,3 +92,34 @@ func TestElectorOneLeaderAmongN(t *testing.T) {
 		t.Fatal("IsLeader does not follow the takeover")
 	}
 }
+
+// TestElectorNotLeaderPastItsTerm: a leader whose renewals stall (no
+// attempt ends) stops reporting itself leader once the term it won runs
+// out, when another node may take over; a new successful attempt makes it
+// leader again.
+func TestElectorNotLeaderPastItsTerm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	clk := &fixedClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	const ttl = 10 * time.Second
+	e := leadership.New(st, leadership.Config{Owner: "a", TTL: ttl, Now: clk.Now})
+	if ok, err := e.RunOnce(ctx); !ok || err != nil {
+		t.Fatalf("first attempt: %v %v", ok, err)
+	}
+	clk.Add(ttl - time.Millisecond)
+	if !e.IsLeader() {
+		t.Fatal("not leader within its term")
+	}
+	clk.Add(time.Millisecond)
+	if e.IsLeader() {
+		t.Fatal("still leader when its term ran out without a renewal")
+	}
+	other := leadership.New(st, leadership.Config{Owner: "b", TTL: ttl, Now: clk.Now})
+	if ok, err := other.RunOnce(ctx); !ok || err != nil {
+		t.Fatalf("b after a's term: %v %v", ok, err)
+	}
+	if e.IsLeader() || !other.IsLeader() {
+		t.Fatalf("a leads %v, b leads %v; want only b", e.IsLeader(), other.IsLeader())
+	}
+}

@@ -33,6 +33,11 @@ type Elector struct {
 	store  store.Leader
 	cfg    Config
 	leader atomic.Bool
+	// termEnd is when the term won at the last successful attempt ends
+	// (the attempt's start + TTL, in UnixNano of cfg.Now): IsLeader is
+	// false after it even if no attempt has ended since (a stalled
+	// renewal), because another node may lead by then.
+	termEnd atomic.Int64
 
 	// TestSignals tell tests about campaigns; inert unless initialised.
 	TestSignals struct {
@@ -57,15 +62,26 @@ func New(st store.Leader, cfg Config) *Elector {
 	return &Elector{store: st, cfg: cfg}
 }
 
-// IsLeader reports whether this node led at its last attempt.
-func (e *Elector) IsLeader() bool { return e.leader.Load() }
+// IsLeader reports whether this node led at its last attempt and that
+// attempt's term has not run out: a renewal that stalls past the term
+// (a slow or unreachable store) makes it false, as another node may
+// take over then.
+func (e *Elector) IsLeader() bool {
+	return e.leader.Load() && e.cfg.Now().UnixNano() < e.termEnd.Load()
+}
 
 // RunOnce makes one election attempt.
 func (e *Elector) RunOnce(ctx context.Context) (bool, error) {
+	start := e.cfg.Now()
 	ok, err := e.store.LeaderAttempt(ctx, &store.LeaderParams{
-		Name: e.cfg.Name, Owner: e.cfg.Owner, TTL: e.cfg.TTL, Now: e.cfg.Now().UTC()})
+		Name: e.cfg.Name, Owner: e.cfg.Owner, TTL: e.cfg.TTL, Now: start.UTC()})
 	if err != nil {
 		ok = false
+	}
+	if ok {
+		// The store's term runs from the attempt's Now; counting from the
+		// attempt's start never outlives it.
+		e.termEnd.Store(start.Add(e.cfg.TTL).UnixNano())
 	}
 	if was := e.leader.Swap(ok); was != ok {
 		e.cfg.Logger.Info("leadership changed", "election", e.cfg.Name, "owner", e.cfg.Owner, "leader", ok)

@@ -58,7 +58,9 @@ func TestElectorTakesOverAfterResign(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t)
 	a := leadership.New(st, leadership.Config{Owner: "a", TTL: time.Hour})
-	b := leadership.New(st, leadership.Config{Owner: "b", TTL: 3 * time.Millisecond})
+	// b's term must outlast the check after its winning attempt: IsLeader
+	// is false once the term of the last won attempt ran out.
+	b := leadership.New(st, leadership.Config{Owner: "b", TTL: 1500 * time.Millisecond})
 	a.TestSignals.Attempted.Init()
 	b.TestSignals.Attempted.Init()
 	_ = a.Start(ctx)
@@ -72,7 +74,7 @@ func TestElectorTakesOverAfterResign(t *testing.T) {
 	}
 	a.Stop() // resigns: b leads at its next attempt, without waiting for a's hour
 	for won := false; !won; {
-		won = b.TestSignals.Attempted.WaitOrTimeout(t) // every TTL/3 = 1ms
+		won = b.TestSignals.Attempted.WaitOrTimeout(t) // every TTL/3 = 500ms
 	}
 	if !b.IsLeader() {
 		t.Fatal("b is not leader after winning")

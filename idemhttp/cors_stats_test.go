@@ -1,0 +1,44 @@
+package idemhttp_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemhttp"
+)
+
+// TestCORSPreflightAllowsPut: the routes that create or replace (targets,
+// schedules, limits, subscriptions) are PUTs; the preflight once allowed
+// only GET, POST and DELETE, so a browser app could not call them.
+func TestCORSPreflightAllowsPut(t *testing.T) {
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"https://app.example"}}}})
+	r := e.req("OPTIONS", "/v1/targets/t1", "", nil, "Origin", "https://app.example",
+		"Access-Control-Request-Method", "PUT", "Access-Control-Request-Headers", "authorization, content-type")
+	if r.status != 204 {
+		t.Fatalf("preflight status %d", r.status)
+	}
+	if m := r.header.Get("Access-Control-Allow-Methods"); !strings.Contains(m, "PUT") {
+		t.Fatalf("preflight of PUT /v1/targets/t1 allows %q: a browser refuses the PUT", m)
+	}
+}
+
+// TestAllTenantsStatsLatencies: GET /v1/stats?all_tenants=true (admin)
+// once took the wait and run percentiles from the default tenant's jobs
+// only, while its queue counts covered every tenant.
+func TestAllTenantsStatsLatencies(t *testing.T) {
+	e := setup(t, openSQLite, nil)
+	past := time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "lat", "run_at": past})
+	j := e.claim(e.keyA, "lat")
+	expect(t, e.req("POST", "/v1/jobs/"+id+"/complete", e.keyA, map[string]any{"lease_token": j["lease_token"]}), 200, "")
+	waitP50 := func(r *resp) float64 {
+		q := r.json(t)["queues"].(map[string]any)["lat"].(map[string]any)
+		return q["wait_ms"].(map[string]any)["p50"].(float64)
+	}
+	own := waitP50(e.req("GET", "/v1/stats", e.keyA, nil))
+	all := waitP50(e.req("GET", "/v1/stats?all_tenants=true", e.admin, nil))
+	if own < 60000 || all != own {
+		t.Fatalf("wait p50 of queue lat: tenant a's view %vms, admin all_tenants view %vms", own, all)
+	}
+}
