@@ -113,18 +113,24 @@ func (s *Store) RecordComplete(ctx context.Context, p *store.RecordCompleteParam
 		result = []byte{}
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
-		res, err := t.exec(qRecordComplete, result, boolInt(p.Compressed), p.ResultHash, now,
+		return execHeld(t, p.Key, qRecordComplete, result, boolInt(p.Compressed), p.ResultHash, now,
 			p.TTL.Microseconds(), p.DurationMS, p.Tenant, p.Key, p.Owner)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("record %q: %w", p.Key, idemtype.ErrLeaseLost)
-		}
-		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("complete record: %w", err)
+	}
+	return nil
+}
+
+// execHeld runs q, a write of key's record that only its lease holder may
+// make, and reports idemtype.ErrLeaseLost when it changed no row.
+func execHeld(t *wtx, key, q string, args ...any) error {
+	res, err := t.exec(q, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("record %q: %w", key, idemtype.ErrLeaseLost)
 	}
 	return nil
 }
@@ -149,14 +155,7 @@ func (s *Store) RecordRenew(ctx context.Context, p *store.RecordRenewParams) err
 		return fmt.Errorf("renew record %q: %w", p.Key, idemtype.ErrLeaseLost)
 	}
 	err := s.write(ctx, 1, func(t *wtx) error {
-		res, err := t.exec(qKeyLeaseRenew, p.Tenant, p.Key, p.Owner, toUS(p.LeaseUntil), toUS(store.OrNow(p.Now)))
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("record %q: %w", p.Key, idemtype.ErrLeaseLost)
-		}
-		return nil
+		return execHeld(t, p.Key, qKeyLeaseRenew, p.Tenant, p.Key, p.Owner, toUS(p.LeaseUntil), toUS(store.OrNow(p.Now)))
 	})
 	if err != nil {
 		return fmt.Errorf("renew record: %w", err)

@@ -213,11 +213,26 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 		retried = map[string]bool{}
 		heldAt  = map[string]int64{} // the job running when the head was retried
 		done    int
-		bad     []string
+		// changed wakes the retrier when a job of a partition was claimed
+		// or finished; retriedCh[k] closes when k's head is retried.
+		changed   = make(chan struct{}, 1)
+		retriedCh = map[string]chan struct{}{}
+		bad       []string
 	)
+	for p := range parts {
+		retriedCh[fmt.Sprint("p", p)] = make(chan struct{})
+	}
+	wake := func() {
+		select {
+		case changed <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 	total := parts * (perPart + 1) // every successor, and every head once retried
 	claimNow := at(time.Hour)
 	deadline := time.Now().Add(90 * time.Second)
+	timeout := time.NewTimer(90 * time.Second)
+	defer timeout.Stop()
 	err := parallel(5, func(g int) error {
 		if g == 0 { // the retrier
 			for n := 0; n < parts; {
@@ -235,7 +250,11 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 				}
 				mu.Unlock()
 				if key == "" {
-					time.Sleep(100 * time.Microsecond)
+					select {
+					case <-changed:
+					case <-timeout.C:
+						return fmt.Errorf("%d of %d heads retried", n, parts)
+					}
 					continue
 				}
 				rows, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{heads[key]},
@@ -250,6 +269,7 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 				retried[key] = true
 				heldAt[key] = running[key]
 				mu.Unlock()
+				close(retriedCh[key])
 				n++
 			}
 			return nil
@@ -278,38 +298,28 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 				order[j.PartitionKey] = append(order[j.PartitionKey], j.ID)
 			}
 			mu.Unlock()
+			if len(jobs) > 0 {
+				wake()
+			}
 			for _, j := range jobs {
 				// A successor runs until its partition's head is retried,
 				// and a little longer when it ran at the retry, so that
 				// other claims meet the retried head beside it.
-				for {
-					mu.Lock()
-					r, held := retried[j.PartitionKey], heldAt[j.PartitionKey] == j.ID
-					mu.Unlock()
-					if r {
-						if held {
-							time.Sleep(5 * time.Millisecond)
-						}
-						break
-					}
-					if time.Now().After(deadline) {
-						return fmt.Errorf("head of partition %s never retried", j.PartitionKey)
-					}
-					time.Sleep(100 * time.Microsecond)
+				select {
+				case <-retriedCh[j.PartitionKey]:
+				case <-time.After(time.Until(deadline)):
+					return fmt.Errorf("head of partition %s never retried", j.PartitionKey)
 				}
 				mu.Lock()
-				delete(running, j.PartitionKey) // before the finish commits
+				held := heldAt[j.PartitionKey] == j.ID
 				mu.Unlock()
-				errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(j, `1`, claimNow)})
-				if err != nil {
+				if held {
+					time.Sleep(5 * time.Millisecond) // simulates work while the others claim
+				}
+				if err := finishRunning(t, s, &mu, running, &done, j, claimNow); err != nil {
 					return err
 				}
-				if errs[0] != nil {
-					return fmt.Errorf("finish %d: %w", j.ID, errs[0])
-				}
-				mu.Lock()
-				done++
-				mu.Unlock()
+				wake()
 			}
 		}
 	})
