@@ -62,14 +62,49 @@ func (a *keyAnswers) add(ps []*store.JobInsertParams, res []store.JobInsertResul
 	return nil
 }
 
-// finishRunning completes j for a partition race's claimer: j leaves
-// running (under mu) before its finish commits, so that a claim that
-// takes the partition's next job meanwhile is not counted as a second
-// running job, and done counts the finish.
-func finishRunning(t *testing.T, s store.Store, mu *sync.Mutex, running map[string]int64, done *int, j *idemtype.JobRow, now time.Time) error {
-	mu.Lock()
-	delete(running, j.PartitionKey)
-	mu.Unlock()
+// partitionLog is what the claimers of a partition race record, under mu:
+// the job each partition runs, the order its jobs ran in, violations of
+// the one-running-job rule, and the finishes.
+type partitionLog struct {
+	mu      sync.Mutex
+	running map[string]int64
+	order   map[string][]int64
+	bad     []string
+	done    int
+}
+
+func newPartitionLog() *partitionLog {
+	return &partitionLog{running: map[string]int64{}, order: map[string][]int64{}}
+}
+
+// claimed records jobs a claim returned, and a violation for each job
+// whose partition already runs another.
+func (l *partitionLog) claimed(jobs []*idemtype.JobRow) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, j := range jobs {
+		if other, ok := l.running[j.PartitionKey]; ok {
+			l.bad = append(l.bad, fmt.Sprintf("partition %s: job %d claimed while %d runs", j.PartitionKey, j.ID, other))
+		}
+		l.running[j.PartitionKey] = j.ID
+		l.order[j.PartitionKey] = append(l.order[j.PartitionKey], j.ID)
+	}
+}
+
+// finished is how many jobs were finished.
+func (l *partitionLog) finished() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
+}
+
+// finish completes j: j leaves running before its finish commits, so that
+// a claim that takes the partition's next job meanwhile is not counted as
+// a second running job.
+func (l *partitionLog) finish(t *testing.T, s store.Store, j *idemtype.JobRow, now time.Time) error {
+	l.mu.Lock()
+	delete(l.running, j.PartitionKey)
+	l.mu.Unlock()
 	errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(j, `1`, now)})
 	if err != nil {
 		return err
@@ -77,9 +112,9 @@ func finishRunning(t *testing.T, s store.Store, mu *sync.Mutex, running map[stri
 	if errs[0] != nil {
 		return fmt.Errorf("finish %d: %w", j.ID, errs[0])
 	}
-	mu.Lock()
-	*done++
-	mu.Unlock()
+	l.mu.Lock()
+	l.done++
+	l.mu.Unlock()
 	return nil
 }
 
@@ -276,19 +311,11 @@ func testRacePartitions(t *testing.T, s store.Store) {
 	}
 	insertNew(t, s, at(0), ps...)
 
-	var (
-		mu      sync.Mutex
-		running = map[string]int64{}
-		order   = map[string][]int64{}
-		done    int
-		bad     []string
-	)
+	rec := newPartitionLog()
 	deadline := time.Now().Add(60 * time.Second)
 	err := parallel(4, func(g int) error {
 		for {
-			mu.Lock()
-			n := done
-			mu.Unlock()
+			n := rec.finished()
 			if n == parts*perPart {
 				return nil
 			}
@@ -300,17 +327,9 @@ func testRacePartitions(t *testing.T, s store.Store) {
 			if err != nil {
 				return err
 			}
-			mu.Lock()
+			rec.claimed(jobs)
 			for _, j := range jobs {
-				if other, ok := running[j.PartitionKey]; ok {
-					bad = append(bad, fmt.Sprintf("partition %s: job %d claimed while %d runs", j.PartitionKey, j.ID, other))
-				}
-				running[j.PartitionKey] = j.ID
-				order[j.PartitionKey] = append(order[j.PartitionKey], j.ID)
-			}
-			mu.Unlock()
-			for _, j := range jobs {
-				if err := finishRunning(t, s, &mu, running, &done, j, at(2*time.Second)); err != nil {
+				if err := rec.finish(t, s, j, at(2*time.Second)); err != nil {
 					return err
 				}
 			}
@@ -319,10 +338,10 @@ func testRacePartitions(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range bad {
+	for _, b := range rec.bad {
 		t.Error(b)
 	}
-	for p, o := range order {
+	for p, o := range rec.order {
 		if len(o) != perPart {
 			t.Errorf("partition %s ran %d jobs, want %d", p, len(o), perPart)
 		}

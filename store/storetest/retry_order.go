@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -206,18 +205,15 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 		finishAs(t, s, j, idemtype.StateDead, at(2*time.Second))
 	}
 
+	rec := newPartitionLog()
 	var (
-		mu      sync.Mutex
-		running = map[string]int64{}
-		order   = map[string][]int64{}
+		// Under rec.mu: the heads retried, and the job running when each was.
 		retried = map[string]bool{}
-		heldAt  = map[string]int64{} // the job running when the head was retried
-		done    int
+		heldAt  = map[string]int64{}
 		// changed wakes the retrier when a job of a partition was claimed
 		// or finished; retriedCh[k] closes when k's head is retried.
 		changed   = make(chan struct{}, 1)
 		retriedCh = map[string]chan struct{}{}
-		bad       []string
 	)
 	for p := range parts {
 		retriedCh[fmt.Sprint("p", p)] = make(chan struct{})
@@ -240,15 +236,15 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 					return fmt.Errorf("%d of %d heads retried", n, parts)
 				}
 				key := ""
-				mu.Lock()
+				rec.mu.Lock()
 				for p := range parts {
 					k := fmt.Sprint("p", p)
-					if _, runs := running[k]; !retried[k] && (runs || len(order[k]) == perPart) {
+					if _, runs := rec.running[k]; !retried[k] && (runs || len(rec.order[k]) == perPart) {
 						key = k
 						break
 					}
 				}
-				mu.Unlock()
+				rec.mu.Unlock()
 				if key == "" {
 					select {
 					case <-changed:
@@ -265,19 +261,17 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 				if len(rows) != 1 {
 					return fmt.Errorf("retry of head %d moved %d jobs", heads[key], len(rows))
 				}
-				mu.Lock()
+				rec.mu.Lock()
 				retried[key] = true
-				heldAt[key] = running[key]
-				mu.Unlock()
+				heldAt[key] = rec.running[key]
+				rec.mu.Unlock()
 				close(retriedCh[key])
 				n++
 			}
 			return nil
 		}
 		for {
-			mu.Lock()
-			n := done
-			mu.Unlock()
+			n := rec.finished()
 			if n == total {
 				return nil
 			}
@@ -289,15 +283,7 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 			if err != nil {
 				return err
 			}
-			mu.Lock()
-			for _, j := range jobs {
-				if other, ok := running[j.PartitionKey]; ok {
-					bad = append(bad, fmt.Sprintf("partition %s: job %d claimed while %d runs", j.PartitionKey, j.ID, other))
-				}
-				running[j.PartitionKey] = j.ID
-				order[j.PartitionKey] = append(order[j.PartitionKey], j.ID)
-			}
-			mu.Unlock()
+			rec.claimed(jobs)
 			if len(jobs) > 0 {
 				wake()
 			}
@@ -310,13 +296,13 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 				case <-time.After(time.Until(deadline)):
 					return fmt.Errorf("head of partition %s never retried", j.PartitionKey)
 				}
-				mu.Lock()
+				rec.mu.Lock()
 				held := heldAt[j.PartitionKey] == j.ID
-				mu.Unlock()
+				rec.mu.Unlock()
 				if held {
 					time.Sleep(5 * time.Millisecond) // simulates work while the others claim
 				}
-				if err := finishRunning(t, s, &mu, running, &done, j, claimNow); err != nil {
+				if err := rec.finish(t, s, j, claimNow); err != nil {
 					return err
 				}
 				wake()
@@ -326,10 +312,10 @@ func testRaceRetriedHeads(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range bad {
+	for _, b := range rec.bad {
 		t.Error(b)
 	}
-	for key, o := range order {
+	for key, o := range rec.order {
 		if len(o) != perPart+1 {
 			t.Errorf("partition %s ran %v, want %d jobs", key, o, perPart+1)
 			continue
