@@ -300,6 +300,10 @@ func (cl *Client) DLQRequeue(ctx context.Context, ids []string, f *Filter) (int,
 }
 
 // DLQDelete deletes a dead job with its attempts.
+//
+// A retry after a lost reply that finds it gone (404) reports success: the
+// earlier attempt may have deleted it. So nil means "it is gone", and
+// ErrNotFound is reported only when the first attempt answers 404.
 func (cl *Client) DLQDelete(ctx context.Context, id string) error {
 	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/dlq/" + url.PathEscape(id)})
 	return err
@@ -446,8 +450,14 @@ func (cl *Client) GetRecord(ctx context.Context, key string) (*Record, error) {
 }
 
 // DeleteRecord deletes the idempotency record of key: the key may be used again.
+//
+// It is sent once, never retried: once the first attempt has deleted the
+// record, any enqueue with the key may create a new one, and a retry would
+// delete that record, not the one meant. After a network error or a 5xx
+// the caller cannot tell whether the record was deleted; GetRecord tells
+// what is there now.
 func (cl *Client) DeleteRecord(ctx context.Context, key string) error {
-	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/idempotency/" + url.PathEscape(key)})
+	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/idempotency/" + url.PathEscape(key), once: true})
 	return err
 }
 

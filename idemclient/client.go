@@ -140,13 +140,17 @@ type call struct {
 	method, path string
 	query        url.Values
 	body         any
-	key          string // Idempotency-Key; made for POSTs when ""
-	out          any    // decoded on 2xx
-	header       *http.Header
+	key          string // Idempotency-Key; made for POSTs when "" unless bodyKey
+	// bodyKey: the body carries the idempotency key; no header is sent
+	// (a retry repeats the body, so it is deduplicated by that key).
+	bodyKey bool
+	out     any // decoded on 2xx
+	header  *http.Header
 	// outOnError: decode the body into out on an error status too (a
 	// reply that carries data with its failure, as /readyz's 503).
 	outOnError bool
-	// once: no retries (a probe reports the state of now).
+	// once: no retries (a probe reports the state of now; a delete whose
+	// retry could hit what another client re-created meanwhile).
 	once bool
 }
 
@@ -159,11 +163,16 @@ func (cl *Client) do(ctx context.Context, c *call) (int, error) {
 			return 0, fmt.Errorf("idemclient: encode request: %w", err)
 		}
 	}
-	if c.method == http.MethodPost && c.key == "" {
+	if c.method == http.MethodPost && c.key == "" && !c.bodyKey {
 		c.key = NewKey()
 	}
 	for attempt := 0; ; attempt++ {
 		status, retryAfter, err := cl.once(ctx, c, body)
+		if attempt > 0 && c.method == http.MethodDelete && status == http.StatusNotFound {
+			// The retry of a DELETE whose earlier attempt may have
+			// deleted (its reply was lost): the thing is gone, as asked.
+			return http.StatusNoContent, nil
+		}
 		if err == nil || c.once || attempt >= cl.cfg.MaxRetries || !retryable(status, err) || ctx.Err() != nil {
 			return status, err
 		}

@@ -2,6 +2,7 @@ package idemclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -214,5 +215,156 @@ func TestPullWorkerFlow(t *testing.T) {
 	batch, err := cl.EnqueueBatch(ctx, []*idemclient.EnqueueRequest{{Kind: "a"}, {Kind: ""}})
 	if err != nil || len(batch) != 2 || batch[0].Job == nil || batch[1].Error == nil {
 		t.Fatalf("batch %v %v", batch, err)
+	}
+}
+
+// TestRetriedPublishPublishesOnce: Publish without a body key sends a
+// random Idempotency-Key header and retries a lost reply with it; the
+// server takes the header key as the event key, so the retry gets the
+// event the lost attempt stored.
+func TestRetriedPublishPublishesOnce(t *testing.T) {
+	t.Parallel()
+	cl, _ := setup(t, loseResponses(1))
+	ctx := context.Background()
+	res, err := cl.Publish(ctx, "orders", &idemclient.PublishRequest{Type: "order.paid", Payload: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Existing {
+		t.Errorf("the retry of a lost publish: %+v, want the existing event", res)
+	}
+	evs, _, err := cl.Events(ctx, "orders", "", nil, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 {
+		t.Fatalf("one Publish call whose first reply was lost made %d events, want 1", len(evs))
+	}
+	// Without a lost reply every call is a new event (a new random key).
+	if _, err := cl.Publish(ctx, "orders", &idemclient.PublishRequest{Type: "order.paid", Payload: json.RawMessage(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _, err = cl.Events(ctx, "orders", "", nil, 0, ""); err != nil || len(evs) != 2 {
+		t.Fatalf("two publishes: %d events, %v", len(evs), err)
+	}
+}
+
+// TestRetriedLeaseAcquireGetsItsLease: the retry of a LeaseAcquire whose
+// 200 was lost replays that 200 (the same Idempotency-Key), so the caller
+// holds the lease instead of finding it held by nobody it knows.
+func TestRetriedLeaseAcquireGetsItsLease(t *testing.T) {
+	t.Parallel()
+	cl, _ := setup(t, loseResponses(1))
+	ctx := context.Background()
+	l, err := cl.LeaseAcquire(ctx, "report-7", time.Minute, time.Hour)
+	if err != nil || !l.Acquired || l.LeaseToken == "" {
+		t.Fatalf("acquire whose first reply was lost: %+v %v (ErrKeyInProgress: %v)", l, err, errors.Is(err, idem.ErrKeyInProgress))
+	}
+	if _, err := cl.LeaseComplete(ctx, "report-7", l.LeaseToken, json.RawMessage(`{"ok":true}`), 0); err != nil {
+		t.Fatalf("complete with the replayed token: %v", err)
+	}
+}
+
+// TestLeaseAcquireRetriesWhileHeld: a 409 (the key held by another holder)
+// is not stored for replay: the client's retry of it, with the same
+// Idempotency-Key, asks again and gets the result once the holder is done.
+func TestLeaseAcquireRetriesWhileHeld(t *testing.T) {
+	t.Parallel()
+	var complete atomic.Pointer[func()]
+	cl, _ := setup(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			// The holder completes after the first 409, before that
+			// answer reaches the client: its retry must ask again.
+			if rec.Code == http.StatusConflict && strings.HasSuffix(r.URL.Path, "/lease") {
+				if f := complete.Swap(nil); f != nil {
+					(*f)()
+				}
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
+	})
+	ctx := context.Background()
+	l, err := cl.LeaseAcquire(ctx, "report-8", time.Minute, time.Hour)
+	if err != nil || !l.Acquired {
+		t.Fatalf("acquire: %+v %v", l, err)
+	}
+	f := func() {
+		if _, err := cl.LeaseComplete(ctx, "report-8", l.LeaseToken, json.RawMessage(`{"n":8}`), 0); err != nil {
+			t.Errorf("complete: %v", err)
+		}
+	}
+	complete.Store(&f)
+	got, err := cl.LeaseAcquire(ctx, "report-8", time.Minute, time.Hour)
+	if err != nil || !got.Cached || string(got.Result) != `{"n":8}` {
+		t.Fatalf("acquire while held, then completed: %+v %v", got, err)
+	}
+	if complete.Load() != nil {
+		t.Fatal("the second acquire never saw the key held")
+	}
+}
+
+// TestRetriedDeleteSucceeds: a DELETE whose 204 is lost is retried; the
+// retry's 404 means the first attempt deleted, so the call succeeds. A 404
+// on the first attempt is still ErrNotFound.
+func TestRetriedDeleteSucceeds(t *testing.T) {
+	t.Parallel()
+	var lost atomic.Bool
+	cl, _ := setup(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodDelete || lost.Swap(true) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(httptest.NewRecorder(), r)
+			w.WriteHeader(http.StatusBadGateway)
+		})
+	})
+	ctx := context.Background()
+	if _, err := cl.PutSchedule(ctx, "nightly", &idemclient.ScheduleRequest{Every: ptr("1h"), Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.DeleteSchedule(ctx, "nightly"); err != nil {
+		t.Fatalf("delete whose first reply was lost: %v (ErrNotFound: %v)", err, errors.Is(err, idem.ErrNotFound))
+	}
+	if _, err := cl.GetSchedule(ctx, "nightly"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("the schedule is still there: %v", err)
+	}
+	if err := cl.DeleteSchedule(ctx, "nightly"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("delete of a missing schedule: %v, want ErrNotFound", err)
+	}
+}
+
+// TestDeleteRecordIsNotRetried: a retry of DeleteRecord could delete a
+// record that an enqueue made again after the first attempt deleted, so
+// DeleteRecord is sent once: a lost reply is the caller's error to judge.
+func TestDeleteRecordIsNotRetried(t *testing.T) {
+	t.Parallel()
+	var deletes atomic.Int32
+	cl, _ := setup(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodDelete {
+				next.ServeHTTP(w, r)
+				return
+			}
+			deletes.Add(1)
+			next.ServeHTTP(httptest.NewRecorder(), r)
+			w.WriteHeader(http.StatusBadGateway)
+		})
+	})
+	ctx := context.Background()
+	if _, err := cl.Enqueue(ctx, &idemclient.EnqueueRequest{Kind: "k", IdempotencyKey: "rec-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.DeleteRecord(ctx, "rec-1"); err == nil {
+		t.Fatal("a lost reply reported success")
+	}
+	if n := deletes.Load(); n != 1 {
+		t.Fatalf("DeleteRecord sent %d times, want 1", n)
 	}
 }

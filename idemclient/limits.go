@@ -61,6 +61,10 @@ func (cl *Client) LimitList(ctx context.Context) ([]Limit, error) {
 }
 
 // LimitDelete removes the limit of scope (admin keys only).
+//
+// A retry after a lost reply that finds it gone (404) reports success: the
+// earlier attempt may have deleted it. So nil means "it is gone", and
+// ErrNotFound is reported only when the first attempt answers 404.
 func (cl *Client) LimitDelete(ctx context.Context, scope LimitScope) error {
 	_, err := cl.do(ctx, scope.call(http.MethodDelete))
 	return err

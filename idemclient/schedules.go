@@ -36,6 +36,10 @@ func (cl *Client) ListSchedules(ctx context.Context) ([]*Schedule, error) {
 }
 
 // DeleteSchedule deletes the schedule name; the jobs it made are kept.
+//
+// A retry after a lost reply that finds it gone (404) reports success: the
+// earlier attempt may have deleted it. So nil means "it is gone", and
+// ErrNotFound is reported only when the first attempt answers 404.
 func (cl *Client) DeleteSchedule(ctx context.Context, name string) error {
 	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: schedulePath(name, "")})
 	return err

@@ -34,6 +34,10 @@ func (cl *Client) Targets(ctx context.Context) ([]*Target, error) {
 }
 
 // DeleteTarget deletes the target name.
+//
+// A retry after a lost reply that finds it gone (404) reports success: the
+// earlier attempt may have deleted it. So nil means "it is gone", and
+// ErrNotFound is reported only when the first attempt answers 404.
 func (cl *Client) DeleteTarget(ctx context.Context, name string) error {
 	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: targetPath(name)})
 	return err

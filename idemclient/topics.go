@@ -51,15 +51,22 @@ func (cl *Client) Subscriptions(ctx context.Context, topic string) ([]*Subscript
 }
 
 // DeleteSubscription deletes a subscription.
+//
+// A retry after a lost reply that finds it gone (404) reports success: the
+// earlier attempt may have deleted it. So nil means "it is gone", and
+// ErrNotFound is reported only when the first attempt answers 404.
 func (cl *Client) DeleteSubscription(ctx context.Context, topic, name string) error {
 	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: topicPath(topic, "/subscriptions/"+url.PathEscape(name))})
 	return err
 }
 
-// Publish publishes an event to a topic.
+// Publish publishes an event to a topic. Without e.Key every call is a
+// new event; its retries after a lost reply carry one random
+// Idempotency-Key, which the server takes as the event key, so they
+// publish it once. With e.Key the body key alone deduplicates.
 func (cl *Client) Publish(ctx context.Context, topic string, e *PublishRequest) (*PublishReply, error) {
 	var out PublishReply
-	_, err := cl.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "/events"), body: e, out: &out})
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "/events"), body: e, out: &out, bodyKey: e.Key != ""})
 	return nilIfErr(&out, err)
 }
 

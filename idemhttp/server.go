@@ -29,6 +29,7 @@ type Server struct {
 
 	auth         *authenticator
 	idemMW       func(http.Handler) http.Handler
+	leaseMW      func(http.Handler) http.Handler // idemMW that keeps no 409
 	reg          *prometheus.Registry
 	metrics      *httpMetrics
 	storeMetrics *storeCollector
@@ -50,7 +51,11 @@ type route struct {
 	ops          bool // no key; served by OpsHandler
 	public       bool // an API route served without a key
 	idempotent   bool // wrapped in the Idempotency-Key middleware
-	handler      func(w http.ResponseWriter, r *http.Request) error
+	// lease: wrapped in the Idempotency-Key middleware that stores no 409
+	// (a result lease held by another holder is not an answer to replay:
+	// the client retries it until the holder is done).
+	lease   bool
+	handler func(w http.ResponseWriter, r *http.Request) error
 }
 
 // NewServer returns the API server of client on st (the store the client
@@ -69,6 +74,13 @@ func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	mwc := c.Idempotency
 	mwc.Tenant = tenantOf
 	s.idemMW = Middleware(st, &mwc)
+	lmw := mwc
+	keep := mwc.Keep
+	if keep == nil {
+		keep = func(status int) bool { return status < 500 }
+	}
+	lmw.Keep = func(status int) bool { return status != http.StatusConflict && keep(status) }
+	s.leaseMW = Middleware(st, &lmw)
 	s.metrics = newHTTPMetrics(s.reg, s)
 	s.routes = s.routeTable()
 	s.all = s.outer(s.mux(true, true))
@@ -102,10 +114,10 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/idempotency", handler: s.recordStats},
 		{method: "GET", path: "/v1/idempotency/{key}", handler: s.getRecord},
 		{method: "DELETE", path: "/v1/idempotency/{key}", handler: s.deleteRecord},
-		{method: "POST", path: "/v1/idempotency/{key}/lease", handler: leaseRoute(s, true, s.leaseAcquire)},
-		{method: "POST", path: "/v1/idempotency/{key}/lease/renew", handler: leaseRoute(s, false, s.leaseRenew)},
-		{method: "POST", path: "/v1/idempotency/{key}/lease/complete", handler: leaseRoute(s, false, s.leaseComplete)},
-		{method: "POST", path: "/v1/idempotency/{key}/lease/release", handler: leaseRoute(s, false, s.leaseRelease)},
+		{method: "POST", path: "/v1/idempotency/{key}/lease", lease: true, handler: leaseRoute(s, true, s.leaseAcquire)},
+		{method: "POST", path: "/v1/idempotency/{key}/lease/renew", lease: true, handler: leaseRoute(s, false, s.leaseRenew)},
+		{method: "POST", path: "/v1/idempotency/{key}/lease/complete", lease: true, handler: leaseRoute(s, false, s.leaseComplete)},
+		{method: "POST", path: "/v1/idempotency/{key}/lease/release", lease: true, handler: leaseRoute(s, false, s.leaseRelease)},
 		{method: "GET", path: "/v1/schedules", handler: s.listSchedules},
 		{method: "GET", path: "/v1/schedules/{name}", handler: s.getSchedule},
 		{method: "PUT", path: "/v1/schedules/{name}", handler: s.putSchedule},
@@ -146,8 +158,11 @@ func (s *Server) mux(api, ops bool) http.Handler {
 			continue
 		}
 		var h http.Handler = s.adapt(rt.handler)
-		if rt.idempotent {
+		switch {
+		case rt.idempotent:
 			h = s.idemMW(h)
+		case rt.lease:
+			h = s.leaseMW(h)
 		}
 		if !rt.ops && !rt.public {
 			h = s.auth.wrap(s, h)

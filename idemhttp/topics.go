@@ -124,15 +124,27 @@ func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) erro
 }
 
 // publish appends an event: 201, or 200 with Idempotent-Replayed when its
-// key was published before.
+// key was published before. The key is the body's key or the
+// Idempotency-Key header (as for POST /v1/jobs, the two must agree when
+// both are given), so a retry with the header key publishes once.
 func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	topic, err := pathTopic(r)
+	if err != nil {
+		return err
+	}
+	hk, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
 	var req wire.PublishRequest
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
+	}
+	if hk != "" {
+		if req.Key != "" && req.Key != hk {
+			return invalid("key", "differs from the Idempotency-Key header")
+		}
+		req.Key = hk
 	}
 	if len(req.Payload) == 0 {
 		return invalid("payload", "required")

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,4 +129,40 @@ func testTopicsAPI(t *testing.T, open opener) {
 	}
 	expect(t, e.req("POST", "/v1/topics/orders/replay", e.keyA, map[string]any{"subscription": "nope"}), 404, "/problems/not-found")
 	expect(t, e.req("DELETE", "/v1/topics/orders/subscriptions/billing", e.keyA, nil), 204, "")
+}
+
+// TestPublishTakesTheHeaderKey: the Idempotency-Key header is the event's
+// key when the body has none (a retry with it publishes once); a body key
+// that differs from the header is 400, the same one is accepted.
+func TestPublishTakesTheHeaderKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	path := "/v1/topics/orders/events"
+	body := map[string]any{"type": "paid", "payload": map[string]any{"n": 1}}
+	r := e.req("POST", path, e.keyA, body, "Idempotency-Key", "pub-1")
+	expect(t, r, 201, "")
+	first := r.json(t)["event_id"]
+	r = e.req("POST", path, e.keyA, body, "Idempotency-Key", "pub-1")
+	expect(t, r, 200, "")
+	if m := r.json(t); m["event_id"] != first || m["existing"] != true || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat of the header key: %s %v", r.body, r.header)
+	}
+	// The header key and the body key are one key.
+	r = e.req("POST", path, e.keyA, map[string]any{"key": "pub-1", "type": "paid", "payload": map[string]any{"n": 1}})
+	expect(t, r, 200, "")
+	if r.json(t)["event_id"] != first {
+		t.Fatalf("body key after header key: %s", r.body)
+	}
+	r = e.req("POST", path, e.keyA, map[string]any{"key": "pub-1", "type": "paid", "payload": map[string]any{"n": 1}}, "Idempotency-Key", "pub-1")
+	expect(t, r, 200, "")
+	r = e.req("POST", path, e.keyA, map[string]any{"key": "pub-2", "payload": map[string]any{"n": 2}}, "Idempotency-Key", "pub-3")
+	expect(t, r, 400, "/problems/invalid-request")
+	if m := r.json(t); !strings.Contains(m["detail"].(string), "differs from the Idempotency-Key header") {
+		t.Fatalf("mismatch: %s", r.body)
+	}
+	r = e.req("GET", path, e.keyA, nil)
+	expect(t, r, 200, "")
+	if evs := r.json(t)["events"].([]any); len(evs) != 1 {
+		t.Fatalf("%d events, want 1: %s", len(evs), r.body)
+	}
 }

@@ -40,10 +40,10 @@ func newBatchCmd() *cobra.Command {
 			if onFinish != "" {
 				var of batchJobJSON
 				if err := json.Unmarshal([]byte(onFinish), &of); err != nil {
-					return fmt.Errorf("--on-finish: a JSON job: %w", err)
+					return usageErr(fmt.Errorf("--on-finish: a JSON job: %w", err))
 				}
 				if req.OnFinish, err = of.request(); err != nil {
-					return fmt.Errorf("--on-finish: %w", err)
+					return usageErr(fmt.Errorf("--on-finish: %w", err))
 				}
 			}
 			cl, err := af.client()

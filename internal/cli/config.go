@@ -119,6 +119,9 @@ type ServeConfig struct {
 	} `koanf:"maintenance" toml:"maintenance"`
 	// jsonOut: --json was given (stdout lines as JSON); not a setting.
 	jsonOut bool
+	// logFormatSet: log.format was chosen by the file, the environment or
+	// a flag (not the default); not a setting.
+	logFormatSet bool
 	// delivery: the delivery flags of `idem serve` (queues pushed to
 	// webhook targets, topic delivery); flags only, not settings.
 	delivery deliveryFlags
@@ -195,8 +198,14 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 	if err := k.Load(confmap.Provider(defs, "."), nil); err != nil {
 		return nil, fmt.Errorf("config defaults: %w", err)
 	}
+	formatSet := false
 	if path != "" {
-		if err := k.Load(file.Provider(path), toml.Parser()); err != nil {
+		kf := koanf.New(".")
+		if err := kf.Load(file.Provider(path), toml.Parser()); err != nil {
+			return nil, usageErr(fmt.Errorf("config file %s: %w", path, err))
+		}
+		formatSet = kf.Exists("log.format")
+		if err := k.Merge(kf); err != nil {
 			return nil, usageErr(fmt.Errorf("config file %s: %w", path, err))
 		}
 	}
@@ -215,6 +224,9 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 			}
 		}
 	}
+	if _, ok := env["log.format"]; ok {
+		formatSet = true
+	}
 	if err := k.Load(confmap.Provider(env, "."), nil); err != nil {
 		return nil, fmt.Errorf("config environment: %w", err)
 	}
@@ -225,11 +237,14 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 				fl[key] = f.Value.String()
 			}
 		})
+		if _, ok := fl["log.format"]; ok {
+			formatSet = true
+		}
 		if err := k.Load(confmap.Provider(fl, "."), nil); err != nil {
 			return nil, fmt.Errorf("config flags: %w", err)
 		}
 	}
-	var cfg ServeConfig
+	cfg := ServeConfig{logFormatSet: formatSet}
 	err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: durationHook, ErrorUnused: true, WeaklyTypedInput: true, TagName: "koanf"}})
 	if err != nil {
@@ -317,16 +332,63 @@ func (c *ServeConfig) serverConfig(cfg *idemhttp.Config) *idemhttp.Config {
 	return cfg
 }
 
-// maskDatabase hides the password of a database URL.
+// maskedPassword replaces a database password in --print-config.
+const maskedPassword = "xxxxx"
+
+// unparsableDatabase is printed for a database setting that is not a URL
+// url.Parse reads: where its password is cannot be told, so none of it is
+// shown.
+const unparsableDatabase = "(not a valid URL; hidden)"
+
+// maskDatabase hides the password of a database URL: the user-info
+// password and a password query parameter. A URL that does not parse
+// gives unparsableDatabase, never the raw string.
 func maskDatabase(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if err != nil {
+		return unparsableDatabase
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), maskedPassword)
+		}
+	}
+	if u.RawQuery != "" {
+		q, ok := maskQuery(u.RawQuery)
+		if !ok {
+			return unparsableDatabase
+		}
+		u.RawQuery = q
 	}
 	return u.String()
+}
+
+// maskQuery masks every password parameter of the raw query q, keeping
+// the order and the rest as written ("&" and ";" both count as
+// separators, to hide too much rather than too little); false when a name
+// does not unescape.
+func maskQuery(q string) (string, bool) {
+	var b strings.Builder
+	for q != "" {
+		i := strings.IndexAny(q, "&;")
+		part, sep := q, ""
+		if i >= 0 {
+			part, sep, q = q[:i], q[i:i+1], q[i+1:]
+		} else {
+			q = ""
+		}
+		name, _, _ := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(name)
+		if err != nil {
+			return "", false
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "password") {
+			part = "password=" + maskedPassword
+		}
+		b.WriteString(part)
+		b.WriteString(sep)
+	}
+	return b.String(), true
 }
 
 // printConfig writes c as TOML with secrets masked.

@@ -130,6 +130,10 @@ func TestMaskDatabase(t *testing.T) {
 		"postgres://idem@db/idem":                             "postgres://idem@db/idem",
 		"./idem.db":                                           "./idem.db",
 		"sqlite:/var/lib/idem/idem.db":                        "sqlite:/var/lib/idem/idem.db",
+		"postgres://idem@db/idem?sslmode=require&password=s3cret&connect_timeout=5": "postgres://idem@db/idem?sslmode=require&password=xxxxx&connect_timeout=5",
+		"postgres://idem@db/idem?Pass%77ord=s3cret;sslmode=disable":                 "postgres://idem@db/idem?password=xxxxx;sslmode=disable",
+		"postgres://idem:s3cret%@db:5432/idem":                                      unparsableDatabase,
+		"postgres://idem@db/idem?%zz=s3cret":                                        unparsableDatabase,
 	} {
 		if got := maskDatabase(in); got != want {
 			t.Errorf("maskDatabase(%q) = %q, want %q", in, got, want)

@@ -159,6 +159,20 @@ func TestPrintConfigMasksPassword(t *testing.T) {
 		!strings.Contains(out, `shutdown_timeout = '12s'`) || !strings.Contains(out, "[health]") {
 		t.Fatalf("print-config:\n%s", out)
 	}
+	// A password in the query string (pgx takes it) and a URL that does
+	// not parse are hidden too.
+	for _, db := range []string{
+		"postgres://idem@db:5432/idem?sslmode=require&password=s3cret",
+		"postgres://idem:s3cret%@db:5432/idem",
+	} {
+		out, errs, code := run(t, "serve", "--print-config", "--database", db)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", db, code, errs)
+		}
+		if strings.Contains(out, "s3cret") {
+			t.Errorf("--print-config --database %q shows the password:\n%s", db, out)
+		}
+	}
 	_, errs, code = run(t, "serve", "--config", writeConfig(t, "bogus = 1\n"))
 	if code != ExitUsage || !strings.Contains(errs, "bogus") {
 		t.Fatalf("unknown key: %d %s", code, errs)
@@ -171,6 +185,34 @@ func TestPrintConfigJSON(t *testing.T) {
 	var m map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &m) != nil || m["database"] != "postgres://u:xxxxx@h/db" || m["health"].(map[string]any)["dead_jobs"] != float64(100) {
 		t.Fatalf("print-config --json: %d %q %q", code, out, errs)
+	}
+}
+
+// TestPrintConfigJSONKeepsAChosenLogFormat: --json makes the log JSON
+// unless the format was chosen: in the file, IDEM_LOG_FORMAT or
+// --log-format.
+func TestPrintConfigJSONKeepsAChosenLogFormat(t *testing.T) {
+	logFormat := func(args ...string) any {
+		t.Helper()
+		out, errs, code := run(t, append([]string{"serve", "--print-config", "--json"}, args...)...)
+		var m map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &m) != nil {
+			t.Fatalf("%v: exit %d: %q %q", args, code, out, errs)
+		}
+		return m["log"].(map[string]any)["format"]
+	}
+	if f := logFormat(); f != "json" {
+		t.Errorf("--json alone: log.format %v, want json", f)
+	}
+	if f := logFormat("--config", writeConfig(t, "[log]\nformat = \"text\"\n")); f != "text" {
+		t.Errorf("text in the file: log.format %v", f)
+	}
+	if f := logFormat("--log-format", "text"); f != "text" {
+		t.Errorf("--log-format text: log.format %v", f)
+	}
+	t.Setenv("IDEM_LOG_FORMAT", "text")
+	if f := logFormat(); f != "text" {
+		t.Errorf("IDEM_LOG_FORMAT=text: log.format %v", f)
 	}
 }
 

@@ -107,6 +107,8 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"topics", "replay", "orders", "--metadata", "region"}, "--metadata"},
 		{[]string{"batch", "create", "--key", "b1"}, "--file"},
 		{[]string{"batch", "create", "--key", "b1", "--file", jobsFile, "--metadata", "{"}, "--metadata"},
+		{[]string{"batch", "create", "--key", "b1", "--file", jobsFile, "--on-finish", "{"}, "--on-finish"},
+		{[]string{"batch", "create", "--key", "b1", "--file", jobsFile, "--on-finish", `{"kind":"k","retry":{"base":"soon"}}`}, "--on-finish"},
 		{[]string{"topics", "publish", "orders", "--payload", "{"}, "--payload"},
 		{[]string{"topics", "publish", "orders", "--metadata", "[1"}, "--metadata"},
 		{[]string{"limits", "set", "--concurrency", "1"}, "--for-queue"},
@@ -123,6 +125,19 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 			}
 			if !strings.Contains(errs, "hint: see `idem <command> --help`") {
 				t.Errorf("stderr %q has no help hint", errs)
+			}
+		})
+	}
+	// A malformed server URL, for every client command.
+	for _, args := range [][]string{
+		{"jobs", "list", "--url", "127.0.0.1:8080"},
+		{"enqueue", "k", "--url", "ftp://127.0.0.1"},
+		{"batch", "create", "--key", "b1", "--file", jobsFile, "--url", "http://"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out, errs, code := run(t, args...)
+			if code != ExitUsage || !strings.Contains(errs, "--url") {
+				t.Errorf("exit %d, want %d (usage) naming --url\nstdout: %s\nstderr: %s", code, ExitUsage, out, errs)
 			}
 		})
 	}

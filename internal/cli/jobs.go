@@ -35,9 +35,15 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 	pf.StringVar(&f.tenant, "tenant", "", "act in this tenant (admin keys; env "+envTenant+")")
 }
 
+// client returns the client of the flags; a malformed --url (or IDEM_URL)
+// is a usage error.
 func (f *apiFlags) client() (*idemclient.Client, error) {
-	return idemclient.New(orEnv(f.url, envURL, defaultURL), &idemclient.Config{
+	cl, err := idemclient.New(orEnv(f.url, envURL, defaultURL), &idemclient.Config{
 		APIKey: orEnv(f.apiKey, envAPIKey, ""), Tenant: orEnv(f.tenant, envTenant, ""), UserAgent: "idem-cli"})
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("--url (or %s): %w", envURL, err))
+	}
+	return cl, nil
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -57,9 +58,11 @@ func runMigrate(cmd *cobra.Command, url, action string, args []string, create bo
 	}
 	steps := 1
 	if action == "down" && len(args) == 2 {
-		if _, err := fmt.Sscan(args[1], &steps); err != nil || steps < 1 {
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n < 1 {
 			return usageErr(fmt.Errorf("migrate down: %q is not a positive number", args[1]))
 		}
+		steps = n
 	}
 	st, err := openPostgresWith(ctx, url, true)
 	if err != nil {

@@ -148,6 +148,11 @@ func TestMigrateRefusals(t *testing.T) {
 		{[]string{"migrate", "down", "1", "--database", db}, "are for PostgreSQL"},
 		{[]string{"migrate", "down", "0", "--database", "postgres://127.0.0.1:1/none"}, `"0" is not a positive number`},
 		{[]string{"migrate", "down", "two", "--database", "postgres://127.0.0.1:1/none"}, `"two" is not a positive number`},
+		// Malformed counts are refused whole, not read up to the first
+		// non-digit ("2x" as 2) or in another base ("0x10" as 16).
+		{[]string{"migrate", "down", "2x", "--database", "postgres://127.0.0.1:1/none"}, `"2x" is not a positive number`},
+		{[]string{"migrate", "down", "0x10", "--database", "postgres://127.0.0.1:1/none"}, `"0x10" is not a positive number`},
+		{[]string{"migrate", "down", "1.5", "--database", "postgres://127.0.0.1:1/none"}, `"1.5" is not a positive number`},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args[:3], " "), func(t *testing.T) {

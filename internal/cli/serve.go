@@ -64,8 +64,10 @@ to shutdown_timeout), then stop the runtime gracefully.`,
 			if err != nil {
 				return err
 			}
-			if wantJSON(cmd) && !cmd.Flags().Changed("log-format") && os.Getenv("IDEM_LOG_FORMAT") == "" {
-				cfg.Log.Format = "json" // --json: every line JSON unless the format was chosen
+			if wantJSON(cmd) && !cfg.logFormatSet {
+				// --json: every line JSON unless the format was chosen
+				// (in the file, IDEM_LOG_FORMAT or --log-format).
+				cfg.Log.Format = "json"
 			}
 			cfg.jsonOut = wantJSON(cmd)
 			cfg.delivery = deliv
