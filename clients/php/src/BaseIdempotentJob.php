@@ -69,9 +69,10 @@ abstract class BaseIdempotentJob
         return static::action();
     }
 
+    /** The key of the args dispatch() sends: the payload as a JSON object ({} when empty, {"0":…} for a list). */
     public function idempotencyKey(): string
     {
-        return $this->customKey ?? Keys::scoped($this->tenantId, $this->userId, static::action(), $this->payload);
+        return $this->customKey ?? Keys::scoped($this->tenantId, $this->userId, static::action(), (object) $this->payload);
     }
 
     /**

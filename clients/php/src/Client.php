@@ -40,7 +40,13 @@ class Client
      */
     public function enqueue(array $job, ?string $idempotencyKey = null): array
     {
-        return $this->request('POST', '/v1/jobs', $job, $idempotencyKey ? ['Idempotency-Key' => $idempotencyKey] : []);
+        return $this->request('POST', '/v1/jobs', $job, self::keyHeader($idempotencyKey));
+    }
+
+    /** The Idempotency-Key header of a key: none for null or "" (the server wants 1 or more characters); "0" is a key. */
+    private static function keyHeader(?string $key): array
+    {
+        return $key !== null && $key !== '' ? ['Idempotency-Key' => $key] : [];
     }
 
     /**
@@ -51,7 +57,7 @@ class Client
      */
     public function enqueueBatch(array $jobs, ?string $idempotencyKey = null): array
     {
-        return $this->request('POST', '/v1/jobs/batch', ['jobs' => $jobs], $idempotencyKey ? ['Idempotency-Key' => $idempotencyKey] : [])['results'];
+        return $this->request('POST', '/v1/jobs/batch', ['jobs' => $jobs], self::keyHeader($idempotencyKey))['results'];
     }
 
     /**

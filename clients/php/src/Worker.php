@@ -15,6 +15,9 @@ namespace Idem;
  */
 class Worker
 {
+    /** The most bytes fail accepts as "error". */
+    private const MAX_ERROR_BYTES = 64 << 10;
+
     /** @var array<string, callable(array, JobContext): mixed> */
     private array $handlers = [];
     /** @var list<callable(array, callable): mixed> */
@@ -115,12 +118,41 @@ class Worker
             try {
                 $result = $pipeline($job);
             } catch (\Throwable $e) {
-                $this->client->fail($job, $e->getMessage() ?: get_class($e), $e instanceof PermanentError ? false : null);
+                $this->client->fail($job, self::errorText($e->getMessage() ?: get_class($e)), $e instanceof PermanentError ? false : null);
+                return;
+            }
+            try {
+                json_encode(['result' => $result], JSON_THROW_ON_ERROR);
+            } catch (\JsonException $e) {
+                // complete() could not send it: fail the job (no retry: the
+                // handler would run again and return the same) rather than
+                // leave it running until its lease expires.
+                $this->client->fail($job, self::errorText('result is not JSON: ' . $e->getMessage()), false);
                 return;
             }
             $this->client->complete($job, $result);
         } catch (\Throwable $e) {
             ($this->onError)($e);
         }
+    }
+
+    /**
+     * errorText makes an error message acceptable as fail's "error": invalid
+     * UTF-8 replaced by U+FFFD, NUL bytes removed, cut to 64 KiB on a
+     * character boundary.
+     */
+    public static function errorText(string $s): string
+    {
+        if (!preg_match('//u', $s)) {
+            $s = (string) json_decode((string) json_encode($s, JSON_INVALID_UTF8_SUBSTITUTE));
+        }
+        $s = str_replace("\0", '', $s);
+        if (strlen($s) > self::MAX_ERROR_BYTES) {
+            $s = substr($s, 0, self::MAX_ERROR_BYTES);
+            while ($s !== '' && !preg_match('//u', $s)) {
+                $s = substr($s, 0, -1); // a character cut in two
+            }
+        }
+        return $s;
     }
 }

@@ -226,6 +226,109 @@ test('stop() from a handler ends the loop after the job', function () use ($serv
     same(1, count($left));
 });
 
+// --- keys "0", args {} and error texts the server refuses ------------------
+
+final class PingJob extends BaseIdempotentJob
+{
+    protected static string $queue = 'php-ping';
+
+    protected function execute(JobContext $ctx): mixed
+    {
+        return null;
+    }
+}
+
+/** Go key.Scoped(tenant, user, action, canonical): {} for t1, u1, ping is t1_u1_ping_44136fa355b3678a. */
+function go_scoped(string $tenant, string $user, string $action, string $canonical): string
+{
+    return $tenant . '_' . $user . '_' . $action . '_' . substr(hash('sha256', $canonical), 0, 16);
+}
+
+test('dispatch with the default (empty) payload: key is Go key.Scoped of the args it sends ({})', function () use ($server, &$srv) {
+    $c = $server();
+    same('t1_u1_ping_44136fa355b3678a', go_scoped('t1', 'u1', 'ping', '{}'));
+    $r = PingJob::dispatch($c, 't1', 'u1');
+    // The args as stored and served (raw JSON, before PHP's decoding): an object.
+    $ch = curl_init($srv->url . '/v1/jobs/' . $r['job']['id']);
+    curl_setopt_array($ch, [CURLOPT_RETURNTRANSFER => true, CURLOPT_HTTPHEADER => ['Authorization: Bearer ' . $srv->adminKey]]);
+    $raw = (string) curl_exec($ch);
+    check(str_contains($raw, '"args":{}'), 'args on the server are {}: ' . $raw);
+    same(go_scoped('t1', 'u1', 'ping', '{}'), $r['job']['idempotency_key'], 'key of args {}');
+});
+
+test('dispatch with a payload whose keys are "0","1": key is Go key.Scoped of {"0":..,"1":..}', function () {
+    $payload = ['0' => 'a', '1' => 'b'];
+    // what dispatch() puts on the wire as args:
+    same('{"0":"a","1":"b"}', json_encode((object) $payload));
+    same(go_scoped('t1', 'u1', 'ping', '{"0":"a","1":"b"}'), (new PingJob('t1', 'u1', $payload))->idempotencyKey());
+});
+
+test('enqueue and enqueueBatch with Idempotency-Key "0" enqueue once', function () use ($server) {
+    $c = $server()->withTenant('php-zero');
+    $a = $c->enqueue(['kind' => 'k', 'queue' => 'php-zero'], '0');
+    $b = $c->enqueue(['kind' => 'k', 'queue' => 'php-zero'], '0');
+    same(true, $b['existing'], 'second enqueue with key "0" is a replay');
+    same($a['job']['id'], $b['job']['id']);
+    $c = $server()->withTenant('php-zero-batch');
+    $a = $c->enqueueBatch([['kind' => 'k', 'queue' => 'php-zero']], '0');
+    $b = $c->enqueueBatch([['kind' => 'k', 'queue' => 'php-zero']], '0');
+    same($a[0]['job']['id'], $b[0]['job']['id'], 'second batch with key "0" is a replay');
+});
+
+test('dispatch with custom key "0" sends it', function () use ($server) {
+    $c = $server();
+    $a = PingJob::dispatch($c, 't', 'u', ['x' => 1], '0');
+    same('0', $a['job']['idempotency_key'] ?? null, 'the job carries key "0"');
+});
+
+// A handler exception whose message the server refuses as fail's "error"
+// (invalid UTF-8, a NUL byte, > 64 KiB) is cleaned up before fail: the job
+// does not stay running until its lease expires (and run again).
+foreach (['invalid UTF-8' => "bad input \xff", 'a NUL byte' => "bad input \0", 'more than 64 KiB' => str_repeat('x', 70 * 1024)] as $name => $msg) {
+    test("a PermanentError whose message has $name makes the job dead, run once", function () use ($server, $msg, $name) {
+        $c = $server();
+        $queue = 'php-perm-' . strlen($name);
+        $id = $c->enqueue(['kind' => 'work', 'queue' => $queue, 'max_attempts' => 5])['job']['id'];
+        $errors = [];
+        $runs = 0;
+        $w = new Worker($c, [$queue], 'php-perm', '2s', '1s', function (Throwable $e) use (&$errors) { $errors[] = get_class($e) . ': ' . substr($e->getMessage(), 0, 120); });
+        $w->handle('work', function () use (&$runs, $msg) {
+            $runs++;
+            throw new PermanentError($msg);
+        });
+        $w->run(null, 9.0);
+        $j = $c->getJob($id);
+        same('dead', $j['state'], "after $runs runs, loop errors " . implode('; ', $errors));
+        same(1, $runs);
+    });
+}
+
+test('error texts are made acceptable to fail', function () {
+    same("bad \u{fffd}x", Worker::errorText("bad \xff\0x"));
+    $s = Worker::errorText(str_repeat("\u{20ac}", 40000)); // 3 bytes each: the cut falls inside one
+    same(65535, strlen($s));
+    check((bool) preg_match('//u', $s), 'valid UTF-8');
+});
+
+// A result complete() cannot send (json_encode fails: invalid UTF-8) fails
+// the job: it does not stay running until its lease expires, then run again.
+test('a result that cannot be encoded fails the job and the handler runs once', function () use ($server) {
+    $c = $server();
+    $id = $c->enqueue(['kind' => 'work', 'queue' => 'php-result', 'max_attempts' => 5])['job']['id'];
+    $errors = [];
+    $runs = 0;
+    $w = new Worker($c, ['php-result'], 'php-result', '2s', '1s', function (Throwable $e) use (&$errors) { $errors[] = get_class($e) . ': ' . $e->getMessage(); });
+    $w->handle('work', function () use (&$runs) {
+        $runs++;
+        return ['name' => "caf\xe9"]; // latin-1 from a legacy DB
+    });
+    $w->run(null, 9.0);
+    $j = $c->getJob($id);
+    same(1, $runs, "handler runs (job {$j['state']}); loop errors " . implode('; ', $errors));
+    same('dead', $j['state']);
+    check(str_contains((string) ($j['last_error'] ?? ''), 'result is not JSON'), 'last_error: ' . ($j['last_error'] ?? ''));
+});
+
 // exit() would skip a finally block: the server is stopped first, then the
 // code is returned (a server left running outlived every CI run).
 $code = 1;

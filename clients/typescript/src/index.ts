@@ -74,6 +74,27 @@ function unwrap<T>(r: { data?: T; error?: unknown; response: Response }): T {
   return r.data;
 }
 
+/**
+ * transportErrors wraps fetch so that a request that got no answer (network
+ * error, refused connection) throws IdemError with status 0. Aborts and
+ * timeouts are rethrown as they are (AbortError, TimeoutError).
+ */
+function transportErrors(f: typeof globalThis.fetch | undefined): typeof globalThis.fetch {
+  return async (input, init) => {
+    try {
+      return await (f ?? globalThis.fetch)(input, init);
+    } catch (err) {
+      const name = (err as { name?: unknown } | null)?.name;
+      const aborted = (input instanceof Request && input.signal.aborted) || init?.signal?.aborted === true;
+      if (aborted || name === "AbortError" || name === "TimeoutError") throw err;
+      const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : "";
+      const e = new IdemError(0, undefined, `idem: transport: ${err instanceof Error ? err.message : String(err)}${cause}`);
+      (e as { cause?: unknown }).cause = err;
+      throw e;
+    }
+  };
+}
+
 /** Idem is a client of one server with one API key. */
 export class Idem {
   /** The typed openapi-fetch client, for anything the helpers do not cover. */
@@ -85,7 +106,7 @@ export class Idem {
     this.api = createClient<paths>({
       baseUrl: opts.baseUrl.replace(/\/+$/, ""),
       headers,
-      ...(opts.fetch ? { fetch: opts.fetch } : {}),
+      fetch: transportErrors(opts.fetch),
     });
   }
 

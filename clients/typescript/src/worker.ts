@@ -1,6 +1,6 @@
 // A pull-worker loop: claim with long poll, heartbeat while the handler
 // runs, complete or fail, and stop cleanly when an AbortSignal fires.
-import type { ClaimedJob, Duration, Idem } from "./index.js";
+import { IdemError, type ClaimedJob, type Duration, type Idem } from "./index.js";
 
 /** Throw PermanentError from a handler to fail the job without retries. */
 export class PermanentError extends Error {
@@ -63,6 +63,28 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** The most bytes (UTF-8) fail accepts as "error". */
+const maxErrorBytes = 64 << 10;
+
+/**
+ * errorText makes an error message acceptable as fail's "error": lone
+ * surrogates replaced by U+FFFD, NUL removed, cut to 64 KiB of UTF-8 on a
+ * character boundary.
+ */
+export function errorText(msg: string): string {
+  let s = "";
+  for (const ch of msg) {
+    const c = ch.codePointAt(0) ?? 0;
+    if (c === 0) continue;
+    s += c >= 0xd800 && c <= 0xdfff ? "\ufffd" : ch;
+  }
+  const bytes = new TextEncoder().encode(s);
+  if (bytes.length <= maxErrorBytes) return s;
+  let end = maxErrorBytes;
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--; // not inside a character
+  return new TextDecoder().decode(bytes.subarray(0, end));
+}
+
 function isAbort(err: unknown): boolean {
   return err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError");
 }
@@ -85,7 +107,9 @@ export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void
     const timer = setInterval(() => {
       client.heartbeat(job, lease).catch((err: unknown) => {
         onError(err);
-        lost.abort(err);
+        // Only a refusal (lease lost, job gone) loses the lease; after a
+        // transport error or a 5xx the next heartbeat tries again.
+        if (err instanceof IdemError && (err.status === 404 || err.status === 409)) lost.abort(err);
       });
     }, beat);
     try {
@@ -95,7 +119,7 @@ export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void
       } catch (err) {
         clearInterval(timer);
         const msg = err instanceof Error ? err.message : String(err);
-        await client.fail(job, msg, { retry: !(err instanceof PermanentError) });
+        await client.fail(job, errorText(msg), { retry: !(err instanceof PermanentError) });
         return;
       }
       clearInterval(timer);

@@ -154,3 +154,13 @@ test("stats are typed and complete", async () => {
   assert.equal(q.counts.completed, 1);
   assert.equal(typeof s.idempotency.hit_rate, "number");
 });
+
+// A transport failure is an IdemError with status 0 (an abort stays an AbortError).
+test("a transport failure is an IdemError with status 0", async () => {
+  const idem = new Idem({ baseUrl: "http://127.0.0.1:1", apiKey: "idem_x" });
+  await assert.rejects(idem.getJob("1"), (e: unknown) => e instanceof IdemError && e.status === 0);
+});
+
+test("an aborted request stays an AbortError", async () => {
+  await assert.rejects(idem.getJob("1", { signal: AbortSignal.abort() }), (e: unknown) => e instanceof Error && e.name === "AbortError");
+});

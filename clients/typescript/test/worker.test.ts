@@ -1,6 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Idem, runWorker, PermanentError } from "../src/index.js";
+import { errorText } from "../src/worker.js";
 import { startServer, type TestServer } from "./server.js";
 
 let srv: TestServer;
@@ -72,4 +73,94 @@ test("an abort during an empty long poll stops at once", async () => {
   stop.abort();
   await loop;
   assert.ok(Date.now() - t0 < 1000, `stop took ${Date.now() - t0}ms`);
+});
+
+// JobContext.signal is aborted only when a heartbeat is refused (the lease
+// is lost): a heartbeat that fails in transport (a network blip; the lease
+// is still held) neither aborts the handler nor fails the job.
+test("a transient heartbeat transport error does not abort the handler nor fail the job", async () => {
+  let heartbeats = 0;
+  const flaky: typeof fetch = async (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    if (url.endsWith("/heartbeat") && heartbeats++ === 0) throw new TypeError("fetch failed"); // one blip
+    return fetch(input, init);
+  };
+  const idem = new Idem({ baseUrl: srv.url, apiKey: srv.adminKey, fetch: flaky });
+  const id = (await idem.enqueue({ kind: "work", queue: "ts-hb", max_attempts: 1 })).job.id;
+  const stop = new AbortController();
+  const errors: unknown[] = [];
+  let aborted = false;
+  const loop = runWorker(idem, {
+    queues: ["ts-hb"],
+    workerId: "ts-worker",
+    lease: "5s",
+    wait: "1s",
+    heartbeatMs: 200,
+    signal: stop.signal,
+    onError: (e) => errors.push(e),
+    handler: async (_job, ctx) => {
+      // 1 s of work that stops when told the lease is lost (as documented).
+      for (let i = 0; i < 10; i++) {
+        if (ctx.signal.aborted) {
+          aborted = true;
+          throw new Error("lease lost, giving up");
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return { done: true };
+    },
+  });
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    const j = await idem.getJob(id);
+    if (j.state !== "available" && j.state !== "running") break;
+    if (Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  stop.abort();
+  await loop;
+  const j = await idem.getJob(id);
+  assert.equal(j.state, "completed", `job ${j.state}: ${j.last_error ?? ""}`);
+  assert.equal(aborted, false, "the handler was told its lease was lost after a mere transport error");
+});
+
+// A handler error the server would refuse as fail's "error" (more than
+// 64 KiB, or a NUL byte) is cleaned up before fail: the job does not stay
+// running until its lease expires and run again.
+for (const [name, msg] of [
+  ["a NUL byte", "bad input: \u0000"],
+  ["more than 64 KiB", "x".repeat(70 * 1024)],
+] as const) {
+  test(`a PermanentError whose message has ${name} makes the job dead`, async () => {
+    const idem = new Idem({ baseUrl: srv.url, apiKey: srv.adminKey });
+    const queue = `ts-perm-${name.length}`;
+    const id = (await idem.enqueue({ kind: "work", queue, max_attempts: 5 })).job.id;
+    const stop = new AbortController();
+    const errors: unknown[] = [];
+    let runs = 0;
+    const loop = runWorker(idem, {
+      queues: [queue],
+      workerId: "ts-worker",
+      lease: "2s",
+      wait: "1s",
+      signal: stop.signal,
+      onError: (e) => errors.push(e),
+      handler: async () => {
+        runs++;
+        throw new PermanentError(msg);
+      },
+    });
+    await new Promise((r) => setTimeout(r, 9000));
+    stop.abort();
+    await loop;
+    const j = await idem.getJob(id);
+    assert.equal(j.state, "dead", `job ${j.state} after ${runs} runs; loop errors: ${errors.map(String).join("; ").slice(0, 300)}`);
+    assert.equal(runs, 1);
+  });
+}
+
+test("error texts are made acceptable to fail", () => {
+  assert.equal(errorText("bad \u0000x\ud800"), "bad x\ufffd");
+  const s = errorText("\u20ac".repeat(40000)); // 3 bytes each: the cut falls inside one
+  assert.equal(new TextEncoder().encode(s).length, 65535);
 });
