@@ -124,9 +124,10 @@ func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) erro
 }
 
 // publish appends an event: 201, or 200 with Idempotent-Replayed when its
-// key was published before. The key is the body's key or the
-// Idempotency-Key header (as for POST /v1/jobs, the two must agree when
-// both are given), so a retry with the header key publishes once.
+// key was published before. The key is the body's key, else the
+// Idempotency-Key header, so a retry with the header key publishes once.
+// When both are given the body's wins: Go clients built before the header
+// counted sent a fresh random header key with every POST, body key or not.
 func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	topic, err := pathTopic(r)
 	if err != nil {
@@ -140,10 +141,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
-	if hk != "" {
-		if req.Key != "" && req.Key != hk {
-			return invalid("key", "differs from the Idempotency-Key header")
-		}
+	if req.Key == "" {
 		req.Key = hk
 	}
 	if len(req.Payload) == 0 {
