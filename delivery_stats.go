@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +22,9 @@ const (
 
 // TargetStat summarises the recent attempts of one delivery target.
 type TargetStat struct {
+	// Tenant owns the target: targets are per tenant, so two tenants may
+	// each have a target named Target.
+	Tenant    string
 	Target    string
 	Attempts  int // attempts in the window
 	Completed int // answered 2xx
@@ -35,14 +40,16 @@ type TargetStat struct {
 
 // TargetStatsOpts scopes TargetStats; nil means every default.
 type TargetStatsOpts struct {
-	Tenant string        // "" = the default tenant
-	Window time.Duration // default DefaultTargetStatsWindow
-	Sample int           // default DefaultTargetStatsSample
+	Tenant string // "" = the default tenant
+	// AllTenants reads the targets of every tenant (Tenant is ignored).
+	AllTenants bool
+	Window     time.Duration // default DefaultTargetStatsWindow
+	Sample     int           // default DefaultTargetStatsSample
 }
 
-// TargetStats returns, per target, the success rate and latency
-// percentiles of its attempts in the window (the newest Sample attempts),
-// ordered by target name.
+// TargetStats returns, per target (a tenant's target name), the success
+// rate and latency percentiles of its attempts in the window (the newest
+// Sample attempts), ordered by tenant and target name.
 func (c *Client) TargetStats(ctx context.Context, opts *TargetStatsOpts) ([]*TargetStat, error) {
 	var o TargetStatsOpts
 	if opts != nil {
@@ -50,21 +57,27 @@ func (c *Client) TargetStats(ctx context.Context, opts *TargetStatsOpts) ([]*Tar
 	}
 	setDefault(&o.Window, DefaultTargetStatsWindow)
 	setDefault(&o.Sample, DefaultTargetStatsSample)
-	atts, err := c.store.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{
-		Tenant: c.tenant(o.Tenant), Since: c.now().Add(-o.Window), Limit: o.Sample})
-	if err != nil {
-		return nil, err
+	tenant := c.tenant(o.Tenant)
+	if o.AllTenants {
+		tenant = ""
 	}
-	by := map[string]*TargetStat{}
-	lat := map[string][]time.Duration{}
+	atts, err := c.store.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{
+		Tenant: tenant, Since: c.now().Add(-o.Window), Limit: o.Sample})
+	if err != nil {
+		return nil, fmt.Errorf("target stats: %w", err)
+	}
+	type target struct{ tenant, name string }
+	by := map[target]*TargetStat{}
+	lat := map[target][]time.Duration{}
 	for _, a := range atts {
 		if a.Outcome == idemtype.OutcomeSnoozed {
 			continue // never sent: the target was at its concurrency cap
 		}
-		s := by[a.Target]
+		k := target{a.Tenant, a.Target}
+		s := by[k]
 		if s == nil {
-			s = &TargetStat{Target: a.Target, Statuses: map[int]int{}}
-			by[a.Target] = s
+			s = &TargetStat{Tenant: a.Tenant, Target: a.Target, Statuses: map[int]int{}}
+			by[k] = s
 		}
 		s.Attempts++
 		s.Statuses[a.HTTPStatus]++
@@ -76,15 +89,17 @@ func (c *Client) TargetStats(ctx context.Context, opts *TargetStatsOpts) ([]*Tar
 		default:
 			s.Retried++
 		}
-		lat[a.Target] = append(lat[a.Target], time.Duration(a.DurationMS)*time.Millisecond)
+		lat[k] = append(lat[k], time.Duration(a.DurationMS)*time.Millisecond)
 	}
 	out := make([]*TargetStat, 0, len(by))
-	for name, s := range by {
+	for k, s := range by {
 		s.SuccessRate = float64(s.Completed) / float64(s.Attempts)
-		s.P50, s.P95, s.P99 = percentiles(lat[name])
+		s.P50, s.P95, s.P99 = percentiles(lat[k])
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b *TargetStat) int { return strings.Compare(a.Target, b.Target) })
+	slices.SortFunc(out, func(a, b *TargetStat) int {
+		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Target, b.Target))
+	})
 	return out, nil
 }
 

@@ -102,31 +102,51 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	targets, err := s.targetStats(r.Context(), tenant)
+	targets, byTenant, err := s.targetStats(r.Context(), tenant)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs, Targets: targets, Limits: limits, Paused: paused}, Kinds: kinds})
+	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs, Targets: targets,
+		TargetsByTenant: byTenant, Limits: limits, Paused: paused}, Kinds: kinds})
 	return nil
 }
 
-// targetStats renders the per-target delivery statistics; nil when no
-// target had attempts.
-func (s *Server) targetStats(ctx context.Context, tenant string) (map[string]*wire.TargetStats, error) {
-	list, err := s.client.TargetStats(ctx, &idem.TargetStatsOpts{Tenant: tenant})
+// targetStats renders the per-target delivery statistics of tenant: its
+// targets by name (own), or for tenant "" (the admin's all_tenants view)
+// every tenant's by tenant and name (byTenant), as targets are per tenant
+// and two tenants' targets may share a name. Both are nil when no target
+// had attempts.
+func (s *Server) targetStats(ctx context.Context, tenant string) (own map[string]*wire.TargetStats,
+	byTenant map[string]map[string]*wire.TargetStats, err error) {
+	list, err := s.client.TargetStats(ctx, &idem.TargetStatsOpts{Tenant: tenant, AllTenants: tenant == ""})
 	if err != nil || len(list) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	out := make(map[string]*wire.TargetStats, len(list))
-	for _, t := range list {
-		st := &wire.TargetStats{Attempts: t.Attempts, Completed: t.Completed, Retried: t.Retried, Dead: t.Dead,
-			SuccessRate: t.SuccessRate, LatencyMS: wire.Percentiles{P50: ms(t.P50), P95: ms(t.P95), P99: ms(t.P99)},
-			Statuses: make(map[string]int, len(t.Statuses))}
-		for code, n := range t.Statuses {
-			st.Statuses[strconv.Itoa(code)] = n
+	if tenant != "" {
+		own = make(map[string]*wire.TargetStats, len(list))
+		for _, t := range list {
+			own[t.Target] = renderTargetStats(t)
 		}
-		out[t.Target] = st
+		return own, nil, nil
 	}
-	return out, nil
+	byTenant = map[string]map[string]*wire.TargetStats{}
+	for _, t := range list {
+		if byTenant[t.Tenant] == nil {
+			byTenant[t.Tenant] = map[string]*wire.TargetStats{}
+		}
+		byTenant[t.Tenant][t.Target] = renderTargetStats(t)
+	}
+	return nil, byTenant, nil
+}
+
+// renderTargetStats is the wire form of one target's statistics.
+func renderTargetStats(t *idem.TargetStat) *wire.TargetStats {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	st := &wire.TargetStats{Attempts: t.Attempts, Completed: t.Completed, Retried: t.Retried, Dead: t.Dead,
+		SuccessRate: t.SuccessRate, LatencyMS: wire.Percentiles{P50: ms(t.P50), P95: ms(t.P95), P99: ms(t.P99)},
+		Statuses: make(map[string]int, len(t.Statuses))}
+	for code, n := range t.Statuses {
+		st.Statuses[strconv.Itoa(code)] = n
+	}
+	return st
 }

@@ -702,8 +702,10 @@ type Targets interface {
 	// AttemptDeliveryList returns the ended attempts that name a target
 	// (Attempt.Target != ""), of jobs of Tenant ("" = all), finished at or
 	// after Since, newest first, at most Limit (<= 0 = MaxBatch): the
-	// delivery log the per-target statistics are computed from.
-	AttemptDeliveryList(ctx context.Context, p *AttemptDeliveryListParams) ([]*idemtype.Attempt, error)
+	// delivery log the per-target statistics are computed from. Each
+	// carries its job's tenant: targets are per tenant, so two tenants'
+	// targets of one name are told apart by it.
+	AttemptDeliveryList(ctx context.Context, p *AttemptDeliveryListParams) ([]*DeliveryAttempt, error)
 }
 
 // Events is the event log of the topics: every published event, kept for
@@ -761,9 +763,16 @@ type EventDeleteBeforeParams struct {
 
 // AttemptDeliveryListParams selects recent delivery attempts.
 type AttemptDeliveryListParams struct {
-	Tenant string
+	Tenant string // "" = every tenant
 	Since  time.Time
 	Limit  int
+}
+
+// DeliveryAttempt is one attempt of AttemptDeliveryList with the tenant of
+// its job, whose target (Attempt.Target) it names.
+type DeliveryAttempt struct {
+	idemtype.Attempt
+	Tenant string
 }
 
 // DeliveryTarget is a stored push target. A job matches it when its tenant

@@ -299,8 +299,13 @@ type Stats struct {
 	Limits []Limit `json:"limits"`
 	// Paused queues and tenants' work in queues.
 	Paused []PausedScope `json:"paused"`
-	// Targets are the delivery targets with attempts in the last hour.
+	// Targets are the caller's tenant's delivery targets with attempts in
+	// the last hour, by name; absent in the all_tenants view.
 	Targets map[string]*TargetStats `json:"targets,omitempty"`
+	// TargetsByTenant is the all_tenants view's Targets: every tenant's
+	// targets with attempts in the last hour, by tenant then name (targets
+	// are per tenant; two tenants may each have one of a name).
+	TargetsByTenant map[string]map[string]*TargetStats `json:"targets_by_tenant,omitempty"`
 }
 
 // TargetStats are the recent delivery attempts of one target.

@@ -118,12 +118,16 @@ func scanAPIKey(row pgx.Row) (*store.APIKey, error) {
 
 // scanAttempt reads one attempt: job_id, attempt, started_at, finished_at,
 // duration_ms, outcome, error, worker_id, target, http_status.
-func scanAttempt(row pgx.Row) (*idemtype.Attempt, error) {
+func scanAttempt(row pgx.Row) (*idemtype.Attempt, error) { return scanAttemptThen(row) }
+
+// scanAttemptThen scans the columns of scanAttempt followed by those of
+// more.
+func scanAttemptThen(row pgx.Row, more ...any) (*idemtype.Attempt, error) {
 	var a idemtype.Attempt
 	var outcome string
 	var status int32
-	if err := row.Scan(&a.JobID, &a.Attempt, &a.StartedAt, &a.FinishedAt, &a.DurationMS, &outcome,
-		&a.Error, &a.WorkerID, &a.Target, &status); err != nil {
+	if err := row.Scan(append([]any{&a.JobID, &a.Attempt, &a.StartedAt, &a.FinishedAt, &a.DurationMS, &outcome,
+		&a.Error, &a.WorkerID, &a.Target, &status}, more...)...); err != nil {
 		return nil, err
 	}
 	a.Outcome, a.HTTPStatus = idemtype.Outcome(outcome), int(status)

@@ -164,15 +164,18 @@ func scanRecord(sc scanner) (*idemtype.Record, error) {
 }
 
 // scanAttempt reads one row selected with attemptCols.
-func scanAttempt(sc scanner) (*idemtype.Attempt, error) {
+func scanAttempt(sc scanner) (*idemtype.Attempt, error) { return scanAttemptThen(sc) }
+
+// scanAttemptThen reads the columns of attemptCols followed by those of more.
+func scanAttemptThen(sc scanner, more ...any) (*idemtype.Attempt, error) {
 	var (
 		a          idemtype.Attempt
 		startedAt  int64
 		finishedAt sql.NullInt64
 		outcome    string
 	)
-	err := sc.Scan(&a.JobID, &a.Attempt, &startedAt, &finishedAt, &a.DurationMS, &outcome,
-		&a.Error, &a.WorkerID, &a.Target, &a.HTTPStatus)
+	err := sc.Scan(append([]any{&a.JobID, &a.Attempt, &startedAt, &finishedAt, &a.DurationMS, &outcome,
+		&a.Error, &a.WorkerID, &a.Target, &a.HTTPStatus}, more...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -28,14 +28,18 @@ ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded
 	qTargetTopic  = `SELECT topic FROM delivery_targets WHERE tenant = ? AND name = ?`
 	qTargetList   = `SELECT ` + targetCols + ` FROM delivery_targets WHERE (? = '' OR tenant = ?) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM delivery_targets WHERE tenant = ? AND name = ?`
-	// qAttemptDeliveryList: ?1 tenant ("" = all), ?2 since, ?3 limit.
-	qAttemptDeliveryList = `SELECT ` + attemptCols + ` FROM attempts
-WHERE target <> '' AND finished_at >= ?2 AND (?1 = '' OR job_id IN (SELECT id FROM jobs WHERE tenant = ?1))
-ORDER BY finished_at DESC LIMIT ?3`
+	// qAttemptDeliveryList: ?1 tenant ("" = all), ?2 since, ?3 limit; the
+	// attempt's columns (attemptCols) and its job's tenant. A job's delete
+	// deletes its attempts, so the join loses none.
+	qAttemptDeliveryList = `SELECT a.job_id, a.attempt, a.started_at, a.finished_at, a.duration_ms, a.outcome, a.error,
+    a.worker_id, a.target, a.http_status, j.tenant
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE a.target <> '' AND a.finished_at >= ?2 AND (?1 = '' OR j.tenant = ?1)
+ORDER BY a.finished_at DESC LIMIT ?3`
 )
 
 // AttemptDeliveryList implements store.Targets.
-func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliveryListParams) ([]*idemtype.Attempt, error) {
+func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliveryListParams) ([]*store.DeliveryAttempt, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = store.MaxBatch
@@ -44,7 +48,7 @@ func (s *Store) AttemptDeliveryList(ctx context.Context, p *store.AttemptDeliver
 	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", s.readErr(err))
 	}
-	out, err := collect(rows, scanAttempt)
+	out, err := collect(rows, scanDeliveryAttempt)
 	if err != nil {
 		return nil, fmt.Errorf("list delivery attempts: %w", err)
 	}
@@ -129,4 +133,16 @@ func scanTarget(rows scanner) (*store.DeliveryTarget, error) {
 	t.Timeout = time.Duration(timeoutMS) * time.Millisecond
 	t.CreatedAt, t.UpdatedAt = fromUS(created), fromUS(updated)
 	return &t, nil
+}
+
+// scanDeliveryAttempt reads one row of qAttemptDeliveryList: an attempt's
+// columns, then its job's tenant.
+func scanDeliveryAttempt(sc scanner) (*store.DeliveryAttempt, error) {
+	var d store.DeliveryAttempt
+	a, err := scanAttemptThen(sc, &d.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	d.Attempt = *a
+	return &d, nil
 }

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ func targetCases() []testCase {
 		{"Targets/put-list-replace-delete", testTargetLifecycle},
 		{"Targets/invalid", testTargetInvalid},
 		{"Targets/delivery-attempts", testAttemptDeliveryList},
+		{"Targets/delivery-attempts-carry-their-tenant", testAttemptDeliveryTenant},
 		{"Targets/replace-same-instant-not-created", testTargetReplaceSameInstant},
 		{"Targets/subscription-and-plain-target-do-not-replace-each-other", testTargetTopicClash},
 	}
@@ -174,5 +177,43 @@ func testAttemptDeliveryList(t *testing.T, s store.Store) {
 	wantOK(t, "limit", err)
 	if len(got) != 1 || got[0].HTTPStatus != 200 {
 		t.Fatalf("limit 1 = %+v", got)
+	}
+}
+
+// testAttemptDeliveryTenant: every delivery attempt carries the tenant of
+// its job, so the attempts of two tenants' targets of the same name stay
+// apart when every tenant is listed; a tenant's list has its own only.
+func testAttemptDeliveryTenant(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a, b := newJob("hook"), newJob("hook")
+	a.Tenant, b.Tenant = "ta", "tb"
+	jobs := insertNew(t, s, at(0), a, b, newJob("hook"))
+	for i, j := range jobs {
+		r := claimJob(t, s, j, at(time.Duration(i)*time.Minute))
+		fin := completion(r, `{}`, at(time.Duration(i)*time.Minute+time.Second))
+		fin.Target, fin.HTTPStatus = "orders", 200
+		finish1(t, s, fin)
+	}
+	tenants := func(l []*store.DeliveryAttempt) (out []string) {
+		for _, d := range l {
+			out = append(out, fmt.Sprintf("%s:%d:%s", d.Tenant, d.JobID, d.Target))
+		}
+		return out
+	}
+	want := func(js ...*idemtype.JobRow) (out []string) {
+		for _, j := range js {
+			out = append(out, fmt.Sprintf("%s:%d:orders", j.Tenant, j.ID))
+		}
+		return out
+	}
+	got, err := s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Since: at(0)})
+	wantOK(t, "list every tenant", err)
+	if g, w := tenants(got), want(jobs[2], jobs[1], jobs[0]); !slices.Equal(g, w) {
+		t.Fatalf("every tenant: tenant:job:target = %v, want %v", g, w)
+	}
+	got, err = s.AttemptDeliveryList(ctx, &store.AttemptDeliveryListParams{Tenant: "tb", Since: at(0)})
+	wantOK(t, "list tenant tb", err)
+	if g, w := tenants(got), want(jobs[1]); !slices.Equal(g, w) {
+		t.Fatalf("tenant tb: tenant:job:target = %v, want %v", g, w)
 	}
 }
