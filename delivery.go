@@ -191,6 +191,14 @@ type targetSet struct {
 type builtTarget struct {
 	updatedAt time.Time
 	target    deliver.Target
+	nc        *nats.Conn // the connection of a NATS target; nil for a webhook
+}
+
+// stale reports whether b must be built again for the row version at:
+// the row changed, or its NATS connection was closed for good (nats.go
+// closes it when its reconnect attempts run out, or Stop did).
+func (b *builtTarget) stale(at time.Time) bool {
+	return b == nil || !b.updatedAt.Equal(at) || (b.nc != nil && b.nc.IsClosed())
 }
 
 // newTargetSet builds the sender and the (empty) set of cfg.
@@ -242,15 +250,16 @@ func (s *targetSet) lookup(ctx context.Context, row *JobRow) (deliver.Target, st
 		return nil, "", nil
 	}
 	key := r.Tenant + "\x00" + r.Name
-	if b := s.built[key]; b != nil && b.updatedAt.Equal(r.UpdatedAt) {
+	if b := s.built[key]; !b.stale(r.UpdatedAt) {
 		return b.target, r.Name, nil
 	}
-	t, err := s.build(r)
+	b, err := s.build(r)
 	if err != nil {
 		return nil, r.Name, err
 	}
-	s.built[key] = &builtTarget{updatedAt: r.UpdatedAt, target: t}
-	return t, r.Name, nil
+	b.updatedAt = r.UpdatedAt
+	s.built[key] = b
+	return b.target, r.Name, nil
 }
 
 // checkURL validates a target URL: http(s) against the sender's address
@@ -282,15 +291,19 @@ func (s *targetSet) close() {
 }
 
 // buildNATS makes the JetStream target of a nats://host:port/subject row,
-// connecting to the server once per address. s.mu is held.
-func (s *targetSet) buildNATS(r *store.DeliveryTarget) (deliver.Target, error) {
+// connecting to the server once per address (a closed connection is
+// replaced). The connection reconnects without limit: an outage of the
+// server delays deliveries (they retry) but never ends the connection.
+// s.mu is held.
+func (s *targetSet) buildNATS(r *store.DeliveryTarget) (*builtTarget, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil {
 		return nil, fmt.Errorf("target %q: %w", r.Name, err)
 	}
 	nc := s.nats[u.Host]
 	if nc == nil || nc.IsClosed() {
-		if nc, err = nats.Connect("nats://"+u.Host, nats.Name("idem"), nats.Timeout(5*time.Second)); err != nil {
+		if nc, err = nats.Connect("nats://"+u.Host, nats.Name("idem"), nats.Timeout(5*time.Second),
+			nats.MaxReconnects(-1)); err != nil {
 			return nil, fmt.Errorf("target %q: connect to nats: %w", r.Name, err)
 		}
 		s.nats[u.Host] = nc
@@ -299,11 +312,15 @@ func (s *targetSet) buildNATS(r *store.DeliveryTarget) (deliver.Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("target %q: jetstream: %w", r.Name, err)
 	}
-	return natstarget.New(js, &natstarget.Config{Subject: strings.Trim(u.Path, "/"), Timeout: r.Timeout})
+	t, err := natstarget.New(js, &natstarget.Config{Subject: strings.Trim(u.Path, "/"), Timeout: r.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", r.Name, err)
+	}
+	return &builtTarget{target: t, nc: nc}, nil
 }
 
 // build makes the webhook or NATS target of a row.
-func (s *targetSet) build(r *store.DeliveryTarget) (deliver.Target, error) {
+func (s *targetSet) build(r *store.DeliveryTarget) (*builtTarget, error) {
 	if strings.HasPrefix(r.URL, "nats://") {
 		return s.buildNATS(r)
 	}
@@ -319,7 +336,7 @@ func (s *targetSet) build(r *store.DeliveryTarget) (deliver.Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("target %q: %w", r.Name, err)
 	}
-	return t, nil
+	return &builtTarget{target: t}, nil
 }
 
 // MetaDeliveryTarget is the job metadata field that names the stored target

@@ -344,3 +344,40 @@ func TestDeliveryNamedTarget(t *testing.T) {
 		t.Errorf("last error %q", row.LastError)
 	}
 }
+
+// testDeliveryResultNotUTF8: a receiver that answers 200 with JSON that is
+// not valid UTF-8 (a Latin-1 server) completes its job once on either store,
+// its result the text with the bad bytes replaced, never a finish that the
+// store refuses (PostgreSQL's json column takes UTF-8 only) and that would
+// send the job again.
+func testDeliveryResultNotUTF8(t *testing.T, b *bundle) {
+	ctx := context.Background()
+	rcv := newReceiver(t, nil, func(_ int, w http.ResponseWriter) { _, _ = w.Write([]byte("{\"name\":\"caf\xe9\"}")) })
+	if _, err := b.client.TargetPut(ctx, &idem.Target{Name: "latin1", Queue: "hooks", URL: rcv.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	job := enqueueHook(t, b.client, "x", "latin-1")
+	row := waitState(t, b, job.ID, idem.StateCompleted)
+	if want := "{\"name\":\"caf\ufffd\"}"; string(row.Result) != want {
+		t.Errorf("result %s, want %s", row.Result, want)
+	}
+	if reqs, _ := rcv.seen(); len(reqs) != 1 {
+		t.Errorf("receiver saw %d requests, want 1", len(reqs))
+	}
+}
+
+func TestDeliveryResultNotUTF8(t *testing.T) {
+	t.Parallel()
+	cfg := deliveryConfig()
+	cfg.MaxAttempts, cfg.LeaseDuration, cfg.RescueInterval = 1, time.Second, 50*time.Millisecond
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testDeliveryResultNotUTF8(t, setup(t, cfg))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		b, _, _ := pgSetup(t, cfg)
+		testDeliveryResultNotUTF8(t, b)
+	})
+}

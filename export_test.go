@@ -18,3 +18,13 @@ func WaitFinishWritten(c *Client, id int64) (<-chan struct{}, func()) {
 func RunSchedulerOnce(c *Client) (int, error) {
 	return c.newScheduler(&maintenance.Config{Now: c.cfg.Now, Logger: c.logger, ScheduleGrace: c.cfg.ScheduleGrace}).RunOnce(context.Background())
 }
+
+// CloseNATSConns closes c's NATS connections as nats.go does when it gives
+// up reconnecting, leaving the targets built on them in place.
+func CloseNATSConns(c *Client) {
+	c.targets.mu.Lock()
+	defer c.targets.mu.Unlock()
+	for _, nc := range c.targets.nats {
+		nc.Close()
+	}
+}

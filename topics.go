@@ -2,6 +2,8 @@ package idem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -169,7 +171,9 @@ type EventEnvelope struct {
 // Publish appends an event to the topic's event log and creates one
 // delivery job per subscription whose event types match. A repeated Key
 // returns the existing event (Existing) and creates only the deliveries it
-// lacks, so a publish retried after a crash completes its fan-out.
+// lacks, so a publish retried after a crash completes its fan-out; a repeat
+// later than the delivery keys' dedup window and result TTL (7 days each by
+// default) creates none, since nothing would stop a second push then.
 func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) {
 	if e == nil {
 		return nil, idemtype.Invalid("event", "nil")
@@ -246,24 +250,34 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 		return 0, fmt.Errorf("encode event: %w", err)
 	}
 	var ps []EnqueueParams
+	settled := 0 // deliveries of a repeat left alone: see the comment below
 	for _, s := range subs {
 		sub := s.Name[len(ev.Topic)+1:]
 		if (only != "" && sub != only) || !typeMatches(s.EventTypes, ev.Type) || (!before.IsZero() && s.CreatedAt.After(before)) {
 			continue
 		}
 		_, kind := subscriptionTarget(ev.Topic, sub)
+		if !before.IsZero() && c.now().Sub(before) >= max(c.cfg.DedupWindow, c.cfg.resultTTL(kind)) {
+			// A repeat after both the dedup window and the result TTL of
+			// the delivery key: neither the key nor a cached result is
+			// left to stop a second push of a delivered event, so the
+			// fan-out is not completed any more (Replay sends it on
+			// purpose).
+			settled++
+			continue
+		}
 		meta, _ := json.Marshal(map[string]any{"event_id": env.EventID, "topic": ev.Topic, "subscription": sub, "replay": replay})
 		opts := &EnqueueOpts{Tenant: ev.Tenant, Queue: c.cfg.TopicQueue, Metadata: meta}
 		if ev.PartitionKey != "" {
-			opts.PartitionKey = sub + "/" + ev.PartitionKey
+			opts.PartitionKey = fitKey(sub + "/" + ev.PartitionKey)
 		}
 		if !replay {
-			opts.IdempotencyKey = "event-" + env.EventID + "/" + sub
+			opts.IdempotencyKey = fitKey("event-" + env.EventID + "/" + sub)
 		}
 		ps = append(ps, EnqueueParams{Kind: kind, Args: args, Opts: opts})
 	}
 	if len(ps) == 0 {
-		return 0, nil
+		return settled, nil
 	}
 	res, err := c.EnqueueMany(ctx, ps)
 	if err != nil {
@@ -274,7 +288,21 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 			return 0, r.Err
 		}
 	}
-	return len(ps), nil
+	return settled + len(ps), nil
+}
+
+// fitKey returns k when it fits a job's key (MaxKeyLength bytes), else
+// "sha256:" and the hex SHA-256 of k: the partition key "subscription/entity"
+// or the key "event-<id>/subscription" of a delivery job built from names
+// and keys that may each be as long as a key, so that such an event is
+// delivered (in one partition per entity) instead of failing its publish
+// after the event was stored.
+func fitKey(k string) string {
+	if len(k) <= MaxKeyLength {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // typeMatches reports whether a subscription with filter types takes an

@@ -108,3 +108,38 @@ func TestTopicNATSSubscription(t *testing.T) {
 		t.Fatalf("stream holds %v messages (%v), want %d", info.State.Msgs, err, n)
 	}
 }
+
+// TestNATSTargetAfterClosedConnection: when the connection to the NATS
+// server is closed (nats.go closes it for good after its reconnect attempts
+// run out during an outage), the next delivery connects again instead of
+// failing on the closed connection until the job is dead.
+func TestNATSTargetAfterClosedConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server, _, stream, subject := natsStream(t)
+	cfg := topicConfig()
+	cfg.MaxAttempts = 5 // fails fast: dead after 5 refused publishes
+	b := setup(t, cfg)
+	if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "stream", URL: server + "/" + subject}); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	publish := func(key string) *idem.JobRow {
+		t.Helper()
+		if _, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: key, Payload: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, _, err := b.client.JobList(ctx, &idem.JobListParams{Limit: 1})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("jobs %v %v", jobs, err)
+		}
+		return jobs[0]
+	}
+	waitState(t, b, publish("before").ID, idem.StateCompleted)
+	idem.CloseNATSConns(b.client)
+	waitState(t, b, publish("after").ID, idem.StateCompleted)
+	info, err := stream.Info(ctx)
+	if err != nil || info.State.Msgs != 2 {
+		t.Fatalf("stream holds %v messages (%v), want 2", info.State.Msgs, err)
+	}
+}

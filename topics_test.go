@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -377,5 +378,68 @@ func TestEventIDNotReusedAfterRetention(t *testing.T) {
 	}
 	if second.Event.ID == first.Event.ID || second.Deliveries != 1 {
 		t.Fatalf("the second event: id %d (the deleted first one: %d), %d deliveries", second.Event.ID, first.Event.ID, second.Deliveries)
+	}
+}
+
+// TestPublishLongPartitionKey: an event whose partition key is as long as
+// a key may be (255 bytes) is delivered, in order, to a subscription whose
+// name makes "subscription/partition key" longer than a job's partition
+// key may be; the publish does not fail after storing the event.
+func TestPublishLongPartitionKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, topicConfig())
+	sub := newSubscriber(t)
+	if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "billing", URL: sub.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	entity := strings.Repeat("e", 255)
+	for i := 1; i <= 3; i++ {
+		res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: fmt.Sprintf("k%d", i), PartitionKey: entity,
+			Payload: json.RawMessage(fmt.Sprintf(`{"seq":%d}`, i))})
+		if err != nil || res.Deliveries != 1 {
+			t.Fatalf("publish %d: %+v %v", i, res, err)
+		}
+	}
+	evs := sub.wait(t, 3)
+	checkOrder(t, "billing", evs)
+	jobs, _, err := b.client.JobList(ctx, &idem.JobListParams{Limit: 10})
+	if err != nil || len(jobs) != 3 || jobs[0].PartitionKey != jobs[2].PartitionKey || jobs[0].PartitionKey == "" {
+		t.Fatalf("delivery jobs %v %v: want 3 in one partition", jobs, err)
+	}
+}
+
+// TestRepublishAfterWindowsDoesNotDeliverAgain: a key published again after
+// the delivery keys' dedup window and result TTL (7 days each by default)
+// returns the existing event and creates no delivery: the subscription got
+// the event the first time, and no key or cached result is left to stop a
+// second push of the same webhook-id.
+func TestRepublishAfterWindowsDoesNotDeliverAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	b := setup(t, &idem.Config{Now: clock.Now})
+	if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: "billing", URL: "http://127.0.0.1:9/hook"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "order-42:paid", Payload: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := b.client.Claim(ctx, idem.ClaimParams{Queues: []string{idem.DefaultTopicQueue}, WorkerID: "w"})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	if _, err := b.client.Complete(ctx, "", jobs[0].ID, jobs[0].LeaseToken, json.RawMessage(`{"ok":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(idem.DefaultDedupWindow + idem.DefaultResultTTL + time.Hour)
+	res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "order-42:paid", Payload: json.RawMessage(`{}`)})
+	if err != nil || !res.Existing {
+		t.Fatalf("republish: %+v %v", res, err)
+	}
+	all, _, err := b.client.JobList(ctx, &idem.JobListParams{Limit: 10})
+	if err != nil || len(all) != 1 {
+		t.Fatalf("after the republish: %d delivery jobs (%v), want the first one only", len(all), err)
 	}
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,10 +64,16 @@ func (e *Executor) deliver(ctx context.Context, row *idemtype.JobRow, fin *store
 }
 
 // ResultJSON turns a target's answer into a job result: JSON as it is, other
-// text as a JSON string, nothing as no result.
+// text as a JSON string, nothing as no result. Bytes that are not UTF-8 (a
+// Latin-1 receiver) become U+FFFD first: encoding/json's Valid does not
+// check UTF-8, and PostgreSQL refuses such a result, failing the finish of
+// a delivery that succeeded.
 func ResultJSON(body []byte) json.RawMessage {
 	if len(body) == 0 {
 		return nil
+	}
+	if !utf8.Valid(body) {
+		body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
 	}
 	if json.Valid(body) {
 		return body
