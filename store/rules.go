@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/idem-dev/idem/idemtype"
 )
@@ -64,6 +66,47 @@ func SameResult(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// FinishCheck validates one finish of JobFinishMany: a state a finish can
+// leave a job in, and only what every backend can store: Error, ErrorCode
+// and Target valid UTF-8 without NUL bytes (PostgreSQL's text refuses
+// them), Result empty or valid JSON. A backend answers a refused item with
+// this error (an ErrInvalid) and writes the others of the batch.
+func FinishCheck(f *JobFinishParams) error {
+	switch f.State {
+	case idemtype.StateCompleted, idemtype.StateRetryable, idemtype.StateScheduled,
+		idemtype.StateDead, idemtype.StateCancelled:
+	default:
+		return idemtype.Invalid("state", "cannot finish a job as %q", f.State)
+	}
+	switch {
+	case !storableText(f.Error):
+		return idemtype.Invalid("error", "must be valid UTF-8 without NUL bytes")
+	case !storableText(f.ErrorCode):
+		return idemtype.Invalid("error_code", "must be valid UTF-8 without NUL bytes")
+	case !storableText(f.Target):
+		return idemtype.Invalid("target", "must be valid UTF-8 without NUL bytes")
+	}
+	if len(f.Result) > 0 && !json.Valid(f.Result) {
+		return idemtype.Invalid("result", "not valid JSON")
+	}
+	return nil
+}
+
+// storableText reports whether every backend can store s as text.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// CleanText returns s as text every backend can store (FinishCheck):
+// invalid UTF-8 sequences and NUL bytes become U+FFFD.
+func CleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 // TargetCheck validates a target for TargetPut and returns its secrets and

@@ -266,6 +266,10 @@ func (e *Executor) run(ctx context.Context, row *idemtype.JobRow, fin *store.Job
 	}
 	ctx = WithJob(ctx, e, row)
 	res, err := e.callWithTimeout(ctx, row)
+	if err == nil && len(res) > 0 && !json.Valid(res) {
+		// As a typed worker's invalid result: no store could keep it.
+		err = &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: errors.New("result is not valid JSON")}
+	}
 	e.SetOutcome(fin, row, res, err)
 }
 
@@ -332,7 +336,9 @@ func (e *Executor) complete(fin *store.JobFinishParams, row *idemtype.JobRow, re
 // fail fills fin for a failed attempt from the handler's error.
 func (e *Executor) fail(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
 	now := e.cfg.Now()
-	fin.Error, fin.ErrorCode = err.Error(), idemtype.ErrorCodeOf(err)
+	// A handler's error text may hold any bytes (a binary response, say);
+	// a finish must hold text every store keeps (store.FinishCheck).
+	fin.Error, fin.ErrorCode = store.CleanText(err.Error()), store.CleanText(idemtype.ErrorCodeOf(err))
 	var ce *idemtype.ControlError
 	if errors.As(err, &ce) {
 		switch ce.Kind {

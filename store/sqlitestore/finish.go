@@ -17,12 +17,46 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 		return nil, nil
 	}
 	errs := make([]error, len(ps))
-	idList := finishIDs(ps) // outside the writer: it is the bottleneck
-	err := s.write(ctx, len(ps), func(t *wtx) error { return finishMany(t, ps, idList, errs) })
+	valid, sub, answer := checkFinishes(ps, errs)
+	if len(valid) == 0 {
+		return errs, nil
+	}
+	idList := finishIDs(valid) // outside the writer: it is the bottleneck
+	err := s.write(ctx, len(valid), func(t *wtx) error { return finishMany(t, valid, idList, sub) })
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
+	answer()
 	return errs, nil
+}
+
+// checkFinishes refuses the items of ps that store.FinishCheck refuses
+// (their errs entry is set) and returns the others, the error slice to
+// finish them with and the function that copies those errors back into
+// errs: one refused finish does not fail its batch.
+func checkFinishes(ps []*store.JobFinishParams, errs []error) (valid []*store.JobFinishParams, sub []error, answer func()) {
+	var idx []int
+	for i, p := range ps {
+		if errs[i] = store.FinishCheck(p); errs[i] != nil && idx == nil {
+			idx = make([]int, 0, len(ps))
+			for j := range i {
+				idx = append(idx, j)
+			}
+			valid = append(valid, ps[:i]...)
+		}
+		if errs[i] == nil && idx != nil {
+			idx, valid = append(idx, i), append(valid, p)
+		}
+	}
+	if idx == nil {
+		return ps, errs, func() {}
+	}
+	sub = make([]error, len(valid))
+	return valid, sub, func() {
+		for k, e := range sub {
+			errs[idx[k]] = e
+		}
+	}
 }
 
 // finishIDs is the JSON list of the ids of ps.
