@@ -305,7 +305,7 @@ func (cl *Client) DLQRequeue(ctx context.Context, ids []string, f *Filter) (int,
 // earlier attempt may have deleted it. So nil means "it is gone", and
 // ErrNotFound is reported only when the first attempt answers 404.
 func (cl *Client) DLQDelete(ctx context.Context, id string) error {
-	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/dlq/" + url.PathEscape(id)})
+	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/dlq/" + pathSegment(id)})
 	return err
 }
 
@@ -445,7 +445,7 @@ type Record = wire.Record
 // GetRecord returns the idempotency record of key.
 func (cl *Client) GetRecord(ctx context.Context, key string) (*Record, error) {
 	var out Record
-	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/idempotency/" + url.PathEscape(key), out: &out})
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/idempotency/" + pathSegment(key), out: &out})
 	return nilIfErr(&out, err)
 }
 
@@ -457,7 +457,7 @@ func (cl *Client) GetRecord(ctx context.Context, key string) (*Record, error) {
 // the caller cannot tell whether the record was deleted; GetRecord tells
 // what is there now.
 func (cl *Client) DeleteRecord(ctx context.Context, key string) error {
-	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/idempotency/" + url.PathEscape(key), once: true})
+	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/idempotency/" + pathSegment(key), once: true})
 	return err
 }
 

@@ -274,6 +274,19 @@ func parseRetryAfter(v string) time.Duration {
 	return 0
 }
 
+// pathSegment escapes s as one segment of a path. The dot segments "."
+// and ".." (valid keys and names) are percent-encoded: sent bare, a server
+// removes them and redirects to another resource.
+func pathSegment(s string) string {
+	switch s {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(s)
+}
+
 func jobPath(id string, suffix string) string {
-	return "/v1/jobs/" + url.PathEscape(id) + suffix
+	return "/v1/jobs/" + pathSegment(id) + suffix
 }

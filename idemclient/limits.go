@@ -24,9 +24,9 @@ type LimitScope struct {
 // call returns the API call of method on the scope.
 func (s LimitScope) call(method string) *call {
 	if s.Tenant == "" {
-		return &call{method: method, path: "/v1/limits/queue/" + url.PathEscape(s.Queue)}
+		return &call{method: method, path: "/v1/limits/queue/" + pathSegment(s.Queue)}
 	}
-	c := &call{method: method, path: "/v1/limits/tenant/" + url.PathEscape(s.Tenant)}
+	c := &call{method: method, path: "/v1/limits/tenant/" + pathSegment(s.Tenant)}
 	if s.Queue != "" {
 		c.query = url.Values{"queue": {s.Queue}}
 	}
@@ -75,7 +75,7 @@ func (cl *Client) LimitDelete(ctx context.Context, scope LimitScope) error {
 // work.
 func (cl *Client) QueuePause(ctx context.Context, queue, tenant string) (*wire.PauseReply, error) {
 	var out wire.PauseReply
-	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/queues/" + url.PathEscape(queue) + "/pause",
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/queues/" + pathSegment(queue) + "/pause",
 		body: wire.PauseRequest{Tenant: tenant}, out: &out})
 	return nilIfErr(&out, err)
 }
@@ -83,7 +83,7 @@ func (cl *Client) QueuePause(ctx context.Context, queue, tenant string) (*wire.P
 // QueueResume undoes QueuePause.
 func (cl *Client) QueueResume(ctx context.Context, queue, tenant string) (*wire.PauseReply, error) {
 	var out wire.PauseReply
-	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/queues/" + url.PathEscape(queue) + "/resume",
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/queues/" + pathSegment(queue) + "/resume",
 		body: wire.PauseRequest{Tenant: tenant}, out: &out})
 	return nilIfErr(&out, err)
 }

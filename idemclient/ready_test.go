@@ -60,7 +60,7 @@ func TestReadyWhenUnready(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Status != 503 {
 		t.Fatalf("err %v, want a 503", err)
 	}
-	if r == nil || r.Status != "unready" || r.Checks["schema"] == nil {
+	if r == nil || r.Status != "unhealthy" || r.Checks["schema"] == nil {
 		t.Fatalf("reply %+v: the failing checks are lost", r)
 	}
 	var schema struct {

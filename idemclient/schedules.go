@@ -3,7 +3,6 @@ package idemclient
 import (
 	"context"
 	"net/http"
-	"net/url"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
 )
@@ -59,5 +58,5 @@ func (cl *Client) TriggerSchedule(ctx context.Context, name, key string) (*Enque
 }
 
 func schedulePath(name, suffix string) string {
-	return "/v1/schedules/" + url.PathEscape(name) + suffix
+	return "/v1/schedules/" + pathSegment(name) + suffix
 }

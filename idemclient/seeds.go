@@ -52,14 +52,14 @@ func (cl *Client) BatchCreateWith(ctx context.Context, req *BatchCreateRequest) 
 // BatchGet returns a batch with its jobs.
 func (cl *Client) BatchGet(ctx context.Context, id string) (*Batch, error) {
 	var out Batch
-	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/batches/" + url.PathEscape(id), out: &out})
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/batches/" + pathSegment(id), out: &out})
 	return nilIfErr(&out, err)
 }
 
 // BatchCancel cancels every unfinished job of a batch.
 func (cl *Client) BatchCancel(ctx context.Context, id string) (*Batch, error) {
 	var out Batch
-	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/batches/" + url.PathEscape(id) + "/cancel", out: &out})
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/batches/" + pathSegment(id) + "/cancel", out: &out})
 	return nilIfErr(&out, err)
 }
 
@@ -67,7 +67,7 @@ func (cl *Client) BatchCancel(ctx context.Context, id string) (*Batch, error) {
 // audit, out of the unresolved count.
 func (cl *Client) DLQResolve(ctx context.Context, id, note string) (*Job, error) {
 	var out Job
-	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/dlq/" + url.PathEscape(id) + "/resolve",
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/dlq/" + pathSegment(id) + "/resolve",
 		body: &wire.ResolveRequest{Note: note}, out: &out})
 	return nilIfErr(&out, err)
 }
@@ -76,7 +76,7 @@ func (cl *Client) DLQResolve(ctx context.Context, id, note string) (*Job, error)
 // result (?include=result).
 func (cl *Client) GetRecordResult(ctx context.Context, key string) (*Record, error) {
 	var out Record
-	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/idempotency/" + url.PathEscape(key),
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/idempotency/" + pathSegment(key),
 		query: url.Values{"include": {"result"}}, out: &out})
 	return nilIfErr(&out, err)
 }
@@ -122,5 +122,5 @@ func (cl *Client) LeaseRelease(ctx context.Context, key, token string) error {
 }
 
 func leasePath(key, tail string) string {
-	return "/v1/idempotency/" + url.PathEscape(key) + "/lease" + tail
+	return "/v1/idempotency/" + pathSegment(key) + "/lease" + tail
 }

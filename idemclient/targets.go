@@ -3,7 +3,6 @@ package idemclient
 import (
 	"context"
 	"net/http"
-	"net/url"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
 )
@@ -43,4 +42,4 @@ func (cl *Client) DeleteTarget(ctx context.Context, name string) error {
 	return err
 }
 
-func targetPath(name string) string { return "/v1/targets/" + url.PathEscape(name) }
+func targetPath(name string) string { return "/v1/targets/" + pathSegment(name) }

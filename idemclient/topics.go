@@ -31,12 +31,12 @@ type EventReplayRequest = wire.EventReplayRequest
 // EventReplayReply counts a replay.
 type EventReplayReply = wire.EventReplayReply
 
-func topicPath(topic, suffix string) string { return "/v1/topics/" + url.PathEscape(topic) + suffix }
+func topicPath(topic, suffix string) string { return "/v1/topics/" + pathSegment(topic) + suffix }
 
 // PutSubscription creates or replaces a subscription; created reports a 201.
 func (cl *Client) PutSubscription(ctx context.Context, topic, name string, s *SubscriptionPut) (*Subscription, bool, error) {
 	var out Subscription
-	status, err := cl.do(ctx, &call{method: http.MethodPut, path: topicPath(topic, "/subscriptions/"+url.PathEscape(name)), body: s, out: &out})
+	status, err := cl.do(ctx, &call{method: http.MethodPut, path: topicPath(topic, "/subscriptions/"+pathSegment(name)), body: s, out: &out})
 	if err != nil {
 		return nil, false, err
 	}
@@ -56,7 +56,7 @@ func (cl *Client) Subscriptions(ctx context.Context, topic string) ([]*Subscript
 // earlier attempt may have deleted it. So nil means "it is gone", and
 // ErrNotFound is reported only when the first attempt answers 404.
 func (cl *Client) DeleteSubscription(ctx context.Context, topic, name string) error {
-	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: topicPath(topic, "/subscriptions/"+url.PathEscape(name))})
+	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: topicPath(topic, "/subscriptions/"+pathSegment(name))})
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,87 @@ func decodeStrict(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", "unexpected data after the JSON value")
 	}
+	if name, ok := inexactName(body, reflect.TypeOf(v)); !ok {
+		return invalid(name, "unknown field")
+	}
 	return nil
+}
+
+// inexactName finds a member of the JSON value body that encoding/json
+// matched to a field of t only case-insensitively ("KIND" for kind): JSON
+// names are case-sensitive, so it is an unknown field. body has been
+// decoded into a t without error. A name can only match inexactly with an
+// upper-case letter, an escape or a non-ASCII byte (the Kelvin sign folds
+// to k) in the body, so other bodies are not read again.
+func inexactName(body []byte, t reflect.Type) (string, bool) {
+	if !bytes.ContainsFunc(body, func(r rune) bool { return r >= 'A' && r <= 'Z' || r == '\\' || r >= utf8.RuneSelf }) {
+		return "", true
+	}
+	return exactNames(body, t)
+}
+
+// exactNames checks the members of the objects of body that decode into
+// structs of t (through pointers and slices) against their JSON names.
+func exactNames(body []byte, t reflect.Type) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		if k := t.Elem().Kind(); k != reflect.Struct && k != reflect.Pointer && k != reflect.Slice {
+			return "", true
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(body, &items) != nil {
+			return "", true
+		}
+		for _, it := range items {
+			if name, ok := exactNames(it, t.Elem()); !ok {
+				return name, false
+			}
+		}
+	case reflect.Struct:
+		if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+			return "", true
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(body, &members) != nil {
+			return "", true
+		}
+		fields := jsonFields(t)
+		for name, raw := range members {
+			ft, ok := fields[name]
+			if !ok {
+				return name, false
+			}
+			if name, ok := exactNames(raw, ft); !ok {
+				return name, false
+			}
+		}
+	}
+	return "", true
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// jsonFields maps the JSON names of the fields of struct type t to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := make(map[string]reflect.Type, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
 }
 
 // jsonProblem turns a decoding error into a 400 problem.
@@ -170,7 +251,7 @@ func parseDuration(field string, s *string) (*time.Duration, error) {
 	return &d, nil
 }
 
-// parseTime parses an optional RFC 3339 time of field.
+// parseTime parses an optional RFC 3339 time of field, in UTC.
 func parseTime(field string, s *string) (time.Time, error) {
 	if s == nil || *s == "" {
 		return time.Time{}, nil
@@ -178,6 +259,12 @@ func parseTime(field string, s *string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, *s)
 	if err != nil {
 		return time.Time{}, invalid(field, fmt.Sprintf("%q is not an RFC 3339 time with a zone", *s))
+	}
+	// Times are stored and rendered in UTC, which RFC 3339 (and JSON)
+	// can write only for the years 0000 to 9999: an offset may carry a
+	// time at the edge of that range out of it.
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return time.Time{}, invalid(field, fmt.Sprintf("%q is outside the years 0000 to 9999 in UTC", *s))
 	}
 	return t.UTC(), nil
 }

@@ -349,9 +349,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 			checks["schema"] = Check{Status: StatusHealthy, Value: float64(applied), Threshold: float64(expected)}
 		}
 	}
-	status, code := "ready", http.StatusOK
+	status, code := StatusHealthy, http.StatusOK // API.md: {status:"healthy"|"unhealthy", checks}
 	if worst(checks) != StatusHealthy {
-		status, code = "unready", http.StatusServiceUnavailable
+		status, code = StatusUnhealthy, http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, map[string]any{"status": status, "checks": checks})
 	return nil

@@ -87,7 +87,7 @@ func TestHealth(t *testing.T) {
 		}
 		r := e.req("GET", "/readyz", "", nil)
 		expect(t, r, 200, "")
-		if r.json(t)["status"] != "ready" {
+		if r.json(t)["status"] != "healthy" { // API.md: {status:"healthy", checks}
 			t.Fatalf("readyz %s", r.body)
 		}
 	})
@@ -209,7 +209,7 @@ func TestReadyz(t *testing.T) {
 		}}})
 		r := e.req("GET", "/readyz", "", nil)
 		expect(t, r, 503, "")
-		if r.json(t)["status"] != "unready" {
+		if r.json(t)["status"] != "unhealthy" { // API.md: {status:"unhealthy", checks}
 			t.Fatalf("readyz %s", r.body)
 		}
 	})

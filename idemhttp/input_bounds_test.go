@@ -100,3 +100,65 @@ func TestLeaseRenewAfterReleasePostgres(t *testing.T) {
 		t.Errorf("acquire after release → %d, want 200 with a lease: %s", next.status, next.body)
 	}
 }
+
+// TestTimesOutsideFourDigitYearsRefused: a time with a zone offset whose
+// UTC instant falls outside the years 0000–9999 parsed ("9999-12-31T23:59:59-10:00"
+// is 10000-01-01 in UTC) and was stored, but JSON cannot render it: the
+// enqueue answered 500 after creating the job, and the job answered 500 on
+// every GET. Each must be a 400 naming the field, and nothing is written.
+func TestTimesOutsideFourDigitYearsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k"})
+	expect(t, e.req("POST", "/v1/jobs/"+id+"/cancel", e.keyA, nil), 200, "")
+	for _, at := range []string{"9999-12-31T23:59:59-10:00", "0000-01-01T00:00:00+10:00"} {
+		for _, c := range []struct{ name, path, body string }{
+			{"enqueue run_at", "/v1/jobs", `{"kind":"k","run_at":"` + at + `"}`},
+			{"batch run_at", "/v1/batches", `{"key":"b-` + at + `","jobs":[{"kind":"k","run_at":"` + at + `"}]}`},
+			{"retry run_at", "/v1/jobs/" + id + "/retry", `{"run_at":"` + at + `"}`},
+		} {
+			expect(t, e.req("POST", c.path, e.keyA, c.body), 400, "/problems/invalid-request")
+		}
+	}
+	if n := e.countJobs(); n != 1 {
+		t.Fatalf("%d jobs, want the one cancelled job", n)
+	}
+	if r := e.req("GET", "/v1/jobs/"+id, e.keyA, nil); r.status != 200 || r.job(t)["state"] != "cancelled" {
+		t.Fatalf("job %d %s", r.status, r.body)
+	}
+}
+
+// TestFieldNamesAreCaseSensitive: JSON names are case-sensitive and an
+// unknown field is a 400 (API.md), but encoding/json matched "KIND" (or
+// "\u212aind", with the Kelvin sign) to kind, so a misspelt body was
+// accepted, and "Max_Attempts":0 passed the check that refuses an explicit
+// max_attempts 0. Each must be a 400 naming the field; nothing is written.
+func TestFieldNamesAreCaseSensitive(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/jobs", `{"KIND":"k"}`, "KIND"},
+		{"/v1/jobs", `{"kind":"k","Max_Attempts":0}`, "Max_Attempts"},
+		{"/v1/jobs", `{"\u212aind":"k"}`, "\u212aind"},
+		{"/v1/jobs", `{"kind":"k","retry":{"Base":"1s"}}`, "Base"},
+		{"/v1/batches", `{"key":"b1","jobs":[{"kind":"k","Queue":"q"}]}`, "Queue"},
+		{"/v1/claim", `{"Queues":["q"],"worker_id":"w"}`, "Queues"},
+		{"/v1/dlq/requeue", `{"filter":{"Queue":"q"}}`, "Queue"},
+	} {
+		r := e.req("POST", c.path, e.keyA, c.body)
+		expect(t, r, 400, "/problems/invalid-request")
+		if errs, _ := r.json(t)["errors"].(map[string]any); errs[c.field] == nil {
+			t.Errorf("%s %s: errors %v do not name %q", c.path, c.body, errs, c.field)
+		}
+	}
+	r := e.req("POST", "/v1/jobs/batch", e.keyA, `{"jobs":[{"Kind":"k"}]}`)
+	expect(t, r, 200, "")
+	if !strings.Contains(string(r.body), `"errors":{"Kind":"unknown field"}`) {
+		t.Errorf("batch item with Kind: %s", r.body)
+	}
+	if n := e.countJobs(); n != 0 {
+		t.Fatalf("%d jobs written", n)
+	}
+	// Upper case in values, and in the names inside args, is data.
+	expect(t, e.req("POST", "/v1/jobs", e.keyA, `{"kind":"K","queue":"Q","args":{"Name":"X","KIND":1}}`), 201, "")
+}

@@ -121,8 +121,10 @@ type storedResponse struct {
 
 // Middleware returns the IETF Idempotency-Key semantics for any net/http
 // handler, on the records of st:
-//   - the first request with a key runs and its response (status, headers,
-//     body) is stored when cfg.Keep allows (default: status < 500);
+//   - the first request with a key runs and its response (status, the
+//     headers the handler set, body) is stored when cfg.Keep allows
+//     (default: status < 500); headers set outside the middleware (a
+//     request id, CORS) are the replaying request's own;
 //   - a repeat gets the stored response again, with Idempotent-Replayed: true;
 //   - a repeat while the first is still running gets 409 (Retry-After: 1);
 //   - the key with another request (fingerprint: SHA-256 of method, path and
@@ -262,7 +264,10 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	stop := lease.Hold(bg, func(err error) {
 		m.cfg.Logger.Warn("idempotency key: renew", "key", lease.StoredKey(), "err", err)
 	})
-	cw := &captureWriter{ResponseWriter: w, max: m.cfg.MaxResponseBytes}
+	// Headers already set belong to the layers outside the middleware
+	// (request id, CORS): they describe this request, not the answer, so
+	// only what the handler sets or changes is stored and replayed.
+	cw := &captureWriter{ResponseWriter: w, max: m.cfg.MaxResponseBytes, outer: w.Header().Clone()}
 	completed := false
 	defer func() {
 		stop()
@@ -295,8 +300,11 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 // captureWriter passes a response through and keeps a copy of it.
 type captureWriter struct {
 	http.ResponseWriter
-	status   int
-	header   http.Header
+	status int
+	header http.Header
+	// outer holds the headers set before the handler ran; those it left
+	// unchanged are not stored.
+	outer    http.Header
 	body     bytes.Buffer
 	max      int
 	overflow bool
@@ -312,6 +320,9 @@ func (c *captureWriter) WriteHeader(status int) {
 	for k, v := range c.ResponseWriter.Header() {
 		switch k {
 		case "Date", "Content-Length", "Transfer-Encoding", "Connection":
+			continue
+		}
+		if o, ok := c.outer[k]; ok && slices.Equal(o, v) {
 			continue
 		}
 		c.header[k] = slices.Clone(v)

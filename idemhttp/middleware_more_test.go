@@ -143,3 +143,31 @@ func TestMiddlewarePolicies(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayCarriesThisRequestsHeaders: a replayed answer is the stored
+// answer of the handler, but the headers the outer layers set for this
+// request (its X-Request-Id, the CORS origin it came from) are this
+// request's, not the first request's.
+func TestReplayCarriesThisRequestsHeaders(t *testing.T) {
+	t.Parallel()
+	cfg := &idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"https://one.example", "https://two.example"}}}
+	e := setup(t, openSQLite, &setupOpts{serverCfg: cfg})
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k"})
+	path := "/v1/jobs/" + id + "/cancel"
+	r1 := e.req("POST", path, e.keyA, nil, "Idempotency-Key", "c1", "X-Request-Id", "req-one", "Origin", "https://one.example")
+	expect(t, r1, 200, "")
+	r2 := e.req("POST", path, e.keyA, nil, "Idempotency-Key", "c1", "X-Request-Id", "req-two", "Origin", "https://two.example")
+	expect(t, r2, 200, "")
+	if r2.header.Get("Idempotent-Replayed") != "true" || string(r2.body) != string(r1.body) {
+		t.Fatalf("not a replay: %v %s", r2.header, r2.body)
+	}
+	if got := r2.header.Get("X-Request-Id"); got != "req-two" {
+		t.Errorf("replay X-Request-Id %q, want this request's req-two", got)
+	}
+	if got := r2.header.Get("Access-Control-Allow-Origin"); got != "https://two.example" {
+		t.Errorf("replay Access-Control-Allow-Origin %q, want this request's origin", got)
+	}
+	if got := r2.header.Get("Content-Type"); got != "application/json" {
+		t.Errorf("replay Content-Type %q, want the stored application/json", got)
+	}
+}

@@ -102,6 +102,7 @@ var docLooserThanServer = []string{
 	"printable ASCII characters",      // a path value is checked escaped (%00 looks printable)
 	"must not contain '/'",            // a path value is checked escaped (%2F has no '/')
 	"holds the NUL character",         // \u0000 anywhere in a payload or metadata value
+	"outside the years 0000 to 9999",  // a date-time whose offset moves it out of range in UTC
 }
 
 // ownHeaders are the response headers of the API that the document must
