@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/executor"
 	"github.com/idem-dev/idem/internal/notifier"
 	"github.com/idem-dev/idem/store"
@@ -158,11 +159,17 @@ func (c *Client) JobRetry(ctx context.Context, tenant string, id int64, runAt ti
 }
 
 // DLQRequeue makes dead jobs available again, by ids or (ids empty) by
-// filter, and returns how many moved.
+// filter, and returns how many moved. The dead-letter queue holds dead
+// jobs only: a filter naming another state is ErrInvalid.
 func (c *Client) DLQRequeue(ctx context.Context, ids []int64, filter JobFilter) (int, error) {
 	filter.Tenant = c.tenant(filter.Tenant)
 	if err := ValidateFilter(&filter); err != nil {
 		return 0, err
+	}
+	for _, st := range filter.States {
+		if st != StateDead {
+			return 0, idemtype.Invalid("state", "the dead-letter queue holds dead jobs only, not %s", st)
+		}
 	}
 	rows, err := c.store.JobRetryMany(ctx, &store.JobRetryManyParams{
 		IDs: ids, Filter: filter, FromStates: []JobState{StateDead}, Now: c.now()})

@@ -208,7 +208,11 @@ type Jobs interface {
 	// while a dependency is unfinished; cancelled again (FinishedAt = Now,
 	// LastError naming the dependency) when one is dead or cancelled,
 	// unless it waits for any outcome (DependsOnFinished). A retried job of
-	// a FIFO partition waits while a later job of it runs (JobClaim). It selects by IDs, or by Filter
+	// a FIFO partition waits while a later job of it runs (JobClaim). A
+	// retried job left unfinished whose key has a dedup window of 0 and
+	// whose record still names it blocks its key again until it finishes
+	// (DedupUntil and ExpiresAt nil, as after its insert; a completed
+	// record only while its result is live). It selects by IDs, or by Filter
 	// when IDs is empty, up to Limit. It returns the rows it moved.
 	JobRetryMany(ctx context.Context, p *JobRetryManyParams) ([]*idemtype.JobRow, error)
 

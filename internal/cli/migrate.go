@@ -72,14 +72,39 @@ func runMigrate(cmd *cobra.Command, url, action string, args []string, create bo
 	if action == "status" {
 		return printMigrationStatus(cmd, out, st)
 	}
+	before, err := appliedMigrations(ctx, st)
+	if err != nil {
+		return err
+	}
 	if err := st.MigrateDown(ctx, steps); err != nil {
 		return fmt.Errorf("migrate down: %w", err)
 	}
-	if wantJSON(cmd) {
-		return printJSON(out, map[string]int{"rolled_back": steps})
+	after, err := appliedMigrations(ctx, st)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "rolled back %d version(s)\n", steps)
+	// What was rolled back: fewer than asked when fewer were applied.
+	done := before - after
+	if wantJSON(cmd) {
+		return printJSON(out, map[string]int{"rolled_back": done})
+	}
+	fmt.Fprintf(out, "rolled back %d version(s)\n", done)
 	return nil
+}
+
+// appliedMigrations counts the migrations applied to the schema.
+func appliedMigrations(ctx context.Context, st *pgstore.Store) (int, error) {
+	status, err := st.MigrationStatus(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("migrate down: %w", err)
+	}
+	n := 0
+	for _, m := range status {
+		if m.Applied {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // migrateUp applies the pending migrations and reports them.

@@ -103,6 +103,9 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 		if out, err = collectJobsQuery(ctx, tx, s.sql(qRetry), ids, runAt, now); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, s.sql(qRetryReopenRecords), ids, now); err != nil {
+			return fmt.Errorf("reopen keys: %w", err)
+		}
 		var queues []string
 		for _, j := range out {
 			if j.State == idemtype.StateAvailable {

@@ -538,6 +538,18 @@ RETURNING ` + jobColsRet
         WHEN bool_or(d.state NOT IN ('completed', 'dead', 'cancelled')) THEN 'pending' END
     FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on))`
 
+	// qRetryReopenRecords reopens the windows of the window-0 keys of jobs
+	// $1 that qRetry made unfinished again (qSettleRecords closed them at
+	// the jobs' final states): each key blocks other jobs again until its
+	// job finishes, and its record has no expiry meanwhile, as after the
+	// job's insert. A completed record (a cached result the job's insert
+	// kept) is reopened only while that result is live at $2.
+	qRetryReopenRecords = `UPDATE {schema}.records r SET dedup_until = NULL, expires_at = NULL
+FROM {schema}.jobs j
+WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> '' AND j.dedup_window_us = 0 AND j.finished_at IS NULL
+  AND r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id AND r.dedup_until IS NOT NULL
+  AND (r.status <> 'completed' OR r.expires_at > $2)`
+
 	// qJobResolve marks dead job $1 resolved at $2 with note $3 unless it
 	// already is; qJobGet then reads it.
 	qJobResolve = `UPDATE {schema}.jobs SET resolved_at = $2, resolution_note = $3

@@ -86,10 +86,10 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 	}
 	limit := p.Limit
 	if len(p.IDs) > 0 {
-		sb.WriteString(" AND id IN (" + placeholders(len(p.IDs)) + ")")
-		for _, id := range p.IDs {
-			args = append(args, id)
-		}
+		// One parameter whatever the number of ids (SQLite caps the
+		// parameters of a statement).
+		sb.WriteString(" AND id IN (SELECT value FROM json_each(?))")
+		args = append(args, jsonIDs(p.IDs))
 		if p.Filter.Tenant != "" {
 			sb.WriteString(" AND tenant = ?")
 			args = append(args, p.Filter.Tenant)
@@ -132,6 +132,11 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 			j, err := scanJob(t.queryRow(qJobRetry, toUS(runAt), toUS(now), id))
 			if err != nil {
 				return err
+			}
+			if j.IdempotencyKey != "" && !j.State.Finished() {
+				if _, err := t.exec(qKeyRetryReopen, j.Tenant, j.IdempotencyKey, id, toUS(now)); err != nil {
+					return fmt.Errorf("reopen key of job %d: %w", id, err)
+				}
 			}
 			out = append(out, j)
 		}

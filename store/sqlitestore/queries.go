@@ -425,6 +425,18 @@ WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
     resolved_at = NULL, resolution_note = ''
 WHERE id = ?3 RETURNING ` + jobCols
 
+	// qKeyRetryReopen reopens the window of a window-0 key whose job
+	// qJobRetry made unfinished again (qKeyFinal closed it at the job's
+	// final state): the key blocks other jobs again until the job
+	// finishes, and the record has no expiry meanwhile, as after the job's
+	// insert. A completed record (a cached result the job's insert kept)
+	// is reopened only while that result is live.
+	// ?1 tenant, ?2 key, ?3 job id, ?4 now.
+	qKeyRetryReopen = `UPDATE idem_keys SET dedup_until = NULL, expires_at = NULL
+WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND dedup_until IS NOT NULL
+  AND (status <> 'completed' OR expires_at > ?4)
+  AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = ?3 AND j.dedup_window_us = 0 AND j.finished_at IS NULL)`
+
 	// qJobResolve marks dead job ?1 resolved at ?2 with note ?3 unless it
 	// already is; qJobCancelGet then reads it.
 	qJobResolve = `UPDATE jobs SET resolved_at = ?2, resolution_note = ?3

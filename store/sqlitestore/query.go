@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,8 +40,11 @@ func filterSQL(sb *strings.Builder, args []any, f *store.JobFilter) []any {
 		args = append(args, f.Tenant)
 	}
 	if len(f.States) > 0 {
-		sb.WriteString(" AND state IN (" + placeholders(len(f.States)) + ")")
-		for _, st := range f.States {
+		// Each state once: a caller's filter may repeat one any number
+		// of times, and SQLite caps the parameters of a statement.
+		states := slices.Compact(slices.Sorted(slices.Values(f.States)))
+		sb.WriteString(" AND state IN (" + placeholders(len(states)) + ")")
+		for _, st := range states {
 			args = append(args, string(st))
 		}
 	}
