@@ -220,6 +220,28 @@ func TestExactlyOnceCreation(t *testing.T) {
 		}
 	})
 
+	t.Run("a negative Config.DedupWindow is a window of 0", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, &idem.Config{Queues: queues(1), DedupWindow: -1})
+		idem.AddWorker(b.workers, idem.WorkFunc[SendArgs](func(ctx context.Context, j *idem.Job[SendArgs]) (any, error) {
+			return nil, nil
+		}))
+		opts := &idem.EnqueueOpts{IdempotencyKey: "cw0"}
+		first, err := b.client.Enqueue(ctx, SendArgs{To: "z"}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := b.client.Enqueue(ctx, SendArgs{To: "z"}, opts); err != nil || !again.Existing {
+			t.Fatalf("unfinished job not deduplicated: %+v %v", again, err)
+		}
+		b.start(t)
+		waitState(t, b, first.Job.ID, idem.StateCompleted)
+		second, err := b.client.Enqueue(ctx, SendArgs{To: "z"}, opts)
+		if err != nil || second.Existing || second.Job.ID == first.Job.ID {
+			t.Fatalf("window 0 did not reopen: %+v %v", second, err)
+		}
+	})
+
 	t.Run("existing job is returned whatever its state", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &idem.Config{Queues: queues(1)})

@@ -61,7 +61,9 @@ type Config struct {
 	RetryByKind  map[string]RetryPolicy
 
 	// DedupWindow is how long an idempotency key blocks the creation of
-	// another job; default DefaultDedupWindow. Use EnqueueOpts for 0.
+	// another job; default DefaultDedupWindow; negative = a window of 0
+	// (the key blocks only while its job is unfinished, like
+	// EnqueueOpts.DedupWindow 0).
 	DedupWindow time.Duration
 	// ResultTTL is how long a completed result is cached; default
 	// DefaultResultTTL; ResultTTLByKind overrides it per kind.
@@ -102,7 +104,8 @@ type Config struct {
 	// MaintenanceInterval: how often retention runs; default DefaultMaintenanceEvery.
 	MaintenanceInterval time.Duration
 	// CompletedRetention and CancelledRetention: finished jobs older than
-	// this are deleted; defaults 30 days. DeadRetention 0 keeps dead jobs.
+	// this are deleted; defaults 30 days; negative keeps them.
+	// DeadRetention 0 (or negative) keeps dead jobs.
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DeadRetention      time.Duration
@@ -174,6 +177,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	setDefault(&cfg.Tenant, DefaultTenant)
 	setDefault(&cfg.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&cfg.DedupWindow, DefaultDedupWindow)
+	cfg.DedupWindow = max(cfg.DedupWindow, 0)
 	setDefault(&cfg.ResultTTL, DefaultResultTTL)
 	setDefault(&cfg.CompressThreshold, DefaultCompressThreshold)
 	setDefault(&cfg.LeaseDuration, DefaultLeaseDuration)

@@ -56,6 +56,10 @@ type Target struct {
 	// rotated). TargetList never returns them; SecretCount says how many.
 	Secrets     []webhook.Secret
 	SecretCount int
+	// KeepSecrets: when TargetPut replaces a stored target, its secrets are
+	// kept and Secrets is used only if the put creates it (decided in one
+	// statement), so repeating a put never rotates them.
+	KeepSecrets bool
 	// Timeout bounds one push; 0 = DeliveryConfig.Webhook's timeout.
 	Timeout   time.Duration
 	CreatedAt time.Time
@@ -103,7 +107,7 @@ func (c *Client) targetPut(ctx context.Context, t *Target, topic string, types [
 	}
 	created, err = c.store.TargetPut(ctx, &store.DeliveryTarget{
 		Tenant: c.tenant(t.Tenant), Name: t.Name, Queue: t.Queue, Kind: t.Kind, URL: t.URL,
-		Secrets: secrets, Timeout: t.Timeout, UpdatedAt: c.now(), Topic: topic, EventTypes: types,
+		Secrets: secrets, KeepSecrets: t.KeepSecrets, Timeout: t.Timeout, UpdatedAt: c.now(), Topic: topic, EventTypes: types,
 	})
 	if err != nil {
 		return false, err

@@ -36,6 +36,9 @@ type Subscription struct {
 	// Secrets sign each push; never returned by SubscriptionList.
 	Secrets     []webhook.Secret
 	SecretCount int
+	// KeepSecrets: when SubscriptionPut replaces a stored subscription, its
+	// secrets are kept and Secrets is used only if the put creates it.
+	KeepSecrets bool
 	// EventTypes: only events of these types; none = every event.
 	EventTypes []string
 	Timeout    time.Duration
@@ -69,7 +72,7 @@ func (c *Client) SubscriptionPut(ctx context.Context, s *Subscription) (bool, er
 	}
 	name, kind := subscriptionTarget(s.Topic, s.Name)
 	return c.targetPut(ctx, &Target{Tenant: s.Tenant, Name: name, Kind: kind, URL: s.URL, Secrets: s.Secrets,
-		Timeout: s.Timeout}, s.Topic, s.EventTypes)
+		KeepSecrets: s.KeepSecrets, Timeout: s.Timeout}, s.Topic, s.EventTypes)
 }
 
 // validateTopicName checks a topic or subscription name: a name (see

@@ -12,7 +12,10 @@ import (
 type Target = wire.Target
 
 // TargetPut is the body of PutTarget. Secrets nil: the server generates one
-// and returns it once; a pointer to an empty slice: unsigned pushes.
+// and returns it once when it creates the target, and keeps the stored
+// secrets when it replaces it (so retrying or re-applying a PutTarget never
+// rotates them); given secrets replace them; a pointer to an empty slice:
+// unsigned pushes.
 type TargetPut = wire.TargetPut
 
 // PutTarget creates or replaces the target name; created reports a 201.

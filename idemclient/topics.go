@@ -13,7 +13,11 @@ import (
 // generated one, in the reply that created it only).
 type Subscription = wire.Subscription
 
-// SubscriptionPut is the body of PutSubscription.
+// SubscriptionPut is the body of PutSubscription. Secret nil: the server
+// generates one and returns it once when it creates the subscription, and
+// keeps the stored secrets when it replaces it (retrying or re-applying a
+// PutSubscription never rotates them); a given secret replaces them; a
+// pointer to "": unsigned pushes.
 type SubscriptionPut = wire.SubscriptionPut
 
 // PublishRequest is one event to publish.

@@ -36,7 +36,10 @@ func TestConfigValidate(t *testing.T) {
 		{"negative header bytes", idemhttp.Config{MaxHeaderBytes: -1}, "connection limits"},
 		{"a share above 1", idemhttp.Config{Health: idemhttp.HealthConfig{SuccessRate: 1.5}}, "SuccessRate"},
 		{"a negative share", idemhttp.Config{Health: idemhttp.HealthConfig{HitRate: -0.1}}, "HitRate"},
-		{"a negative threshold", idemhttp.Config{Health: idemhttp.HealthConfig{DeadJobs: -1}}, "negative"},
+		{"a negative threshold", idemhttp.Config{Health: idemhttp.HealthConfig{DeadJobs: -2}}, "negative"},
+		{"a negative duration threshold", idemhttp.Config{Health: idemhttp.HealthConfig{RunningFor: -time.Second}}, "negative"},
+		{"HealthZero thresholds", idemhttp.Config{Health: idemhttp.HealthConfig{DeadJobs: idemhttp.HealthZero,
+			RunningFor: idemhttp.HealthZero, SuccessRate: idemhttp.HealthZero}}, ""},
 		{"a CORS origin without a scheme", idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"example.com"}}}, "cors origin"},
 		{"CORS for any origin", idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"*"}}}, ""},
 	} {

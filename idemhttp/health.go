@@ -54,8 +54,14 @@ const (
 	StatusUnhealthy = "unhealthy"
 )
 
+// HealthZero, in a field of HealthConfig, is a threshold of 0 (a zero
+// field takes the default): DeadJobs HealthZero makes any dead job
+// unhealthy, SuccessRate HealthZero never finds the success rate too low.
+// Other negative values are refused.
+const HealthZero = -1
+
 // HealthConfig holds the thresholds of GET /v1/health; zero fields take
-// the defaults.
+// the defaults, HealthZero is a threshold of 0.
 type HealthConfig struct {
 	DeadJobs          int64         // > → unhealthy; default DefaultHealthDeadJobs
 	AvailableJobs     int64         // > → degraded; default DefaultHealthAvailableJobs
@@ -70,22 +76,18 @@ type HealthConfig struct {
 	HitRateMinLookups int64         // default DefaultHealthHitRateMinLookups
 }
 
+// healthDefault sets a zero threshold to d and HealthZero to 0.
+func healthDefault[T int64 | time.Duration | float64](v *T, d T) {
+	switch *v {
+	case 0:
+		*v = d
+	case HealthZero:
+		*v = 0
+	}
+}
+
 func (h *HealthConfig) withDefaults() error {
-	def := func(v *int64, d int64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defRate := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
+	def, defDur, defRate := healthDefault[int64], healthDefault[time.Duration], healthDefault[float64]
 	def(&h.DeadJobs, DefaultHealthDeadJobs)
 	def(&h.AvailableJobs, DefaultHealthAvailableJobs)
 	def(&h.FailedPerKind24h, DefaultHealthFailedPerKind24h)

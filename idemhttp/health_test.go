@@ -92,6 +92,25 @@ func TestHealth(t *testing.T) {
 		}
 	})
 
+	t.Run("HealthZero is a threshold of 0", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{Health: idemhttp.HealthConfig{
+			DeadJobs: idemhttp.HealthZero, SuccessRate: idemhttp.HealthZero}}})
+		status, checks := e.healthOf(e.admin)
+		wantCheck(t, checks, "dead_jobs", "healthy")
+		if th := checks["dead_jobs"].(map[string]any)["threshold"]; th != float64(0) || status != "healthy" {
+			t.Fatalf("status %s, dead_jobs threshold %v, want healthy and 0", status, th)
+		}
+		e.dead(e.keyA, "q")
+		status, checks = e.healthOf(e.admin)
+		wantCheck(t, checks, "dead_jobs", "unhealthy")
+		// A success rate of 0 % is not below a threshold of 0.
+		wantCheck(t, checks, "success_rate_1m", "healthy")
+		if status != "unhealthy" {
+			t.Fatalf("status %s", status)
+		}
+	})
+
 	t.Run("a backlog and an old available job are degraded", func(t *testing.T) {
 		t.Parallel()
 		var clk shiftClock

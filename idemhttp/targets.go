@@ -19,8 +19,10 @@ func pathName(r *http.Request) (string, error) {
 }
 
 // putTarget creates or replaces a delivery target: 201 when created, 200
-// when replaced. A generated secret is in the reply once; given secrets
-// are never returned.
+// when replaced. Without secrets, a secret is generated when the put
+// creates the target (in that reply, once) and the stored ones are kept
+// when it replaces it, so a repeated PUT never rotates them; given
+// secrets replace them and are never returned.
 func (s *Server) putTarget(w http.ResponseWriter, r *http.Request) error {
 	name, err := pathName(r)
 	if err != nil {
@@ -55,21 +57,20 @@ func (s *Server) putTarget(w http.ResponseWriter, r *http.Request) error {
 	if created {
 		status = http.StatusCreated
 	}
-	if !generated.IsZero() {
+	if created && !generated.IsZero() {
 		out.Secret = generated.Reveal()
 	}
 	writeJSON(w, status, out)
 	return nil
 }
 
-// targetSecrets parses the given secrets into t, or generates one when none
-// were given; it returns the generated one.
+// targetSecrets parses the given secrets into t, or, when none were
+// given, generates one for a target the put creates and keeps the stored
+// ones of a target it replaces; it returns the generated one.
 func targetSecrets(t *idem.Target, in *[]string) (webhook.Secret, error) {
 	if in == nil {
-		key := make([]byte, 32)
-		_, _ = rand.Read(key) // crypto/rand does not fail on supported platforms
-		sec := webhook.NewSecret(key)
-		t.Secrets = []webhook.Secret{sec}
+		sec := newSecret()
+		t.Secrets, t.KeepSecrets = []webhook.Secret{sec}, true
 		return sec, nil
 	}
 	for _, raw := range *in {
@@ -80,6 +81,13 @@ func targetSecrets(t *idem.Target, in *[]string) (webhook.Secret, error) {
 		t.Secrets = append(t.Secrets, sec)
 	}
 	return webhook.Secret{}, nil
+}
+
+// newSecret is a new random signing secret.
+func newSecret() webhook.Secret {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand does not fail on supported platforms
+	return webhook.NewSecret(key)
 }
 
 func (s *Server) listTargets(w http.ResponseWriter, r *http.Request) error {

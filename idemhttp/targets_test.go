@@ -26,8 +26,9 @@ func TestTargetsAPI(t *testing.T) {
 }
 
 // testTargetDelivery: a target put over the API with a generated secret
-// receives the jobs of its queue, signed with that secret; the secret is
-// shown once; the attempt log names the target and status.
+// receives the jobs of its queue, signed with that secret, also after the
+// PUT is repeated; the secret is shown once; the attempt log names the
+// target and status.
 func testTargetDelivery(t *testing.T, open opener) {
 	var mu sync.Mutex
 	var secret []webhook.Secret
@@ -57,6 +58,13 @@ func testTargetDelivery(t *testing.T, open opener) {
 	mu.Lock()
 	secret = []webhook.Secret{sec}
 	mu.Unlock()
+	// The same PUT again (a retry after a lost reply): 200, the secret is
+	// kept (the receiver below verifies with the first one) and not shown.
+	r = e.req("PUT", "/v1/targets/orders", e.admin, map[string]any{"url": rcv.URL, "queue": "hooks", "timeout": "5s"})
+	expect(t, r, 200, "")
+	if m := r.json(t); m["secret"] != nil || m["secret_count"] != float64(1) {
+		t.Fatalf("repeated put reply %s", r.body)
+	}
 	for _, path := range []string{"/v1/targets/orders", "/v1/targets"} {
 		r = e.req("GET", path, e.admin, nil)
 		expect(t, r, 200, "")

@@ -1,7 +1,6 @@
 package idemhttp
 
 import (
-	"crypto/rand"
 	"net/http"
 	"strconv"
 
@@ -28,8 +27,10 @@ func pathSubscription(r *http.Request) (topic, name string, err error) {
 	return topic, name, err
 }
 
-// putSubscription creates (201) or replaces (200) a subscription; a
-// generated secret is in the reply once.
+// putSubscription creates (201) or replaces (200) a subscription. Without
+// a secret, one is generated when the put creates it (in that reply, once)
+// and the stored ones are kept when it replaces it, so a repeated PUT
+// never rotates them; a given secret replaces them, "" = unsigned.
 func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
 	topic, name, err := pathSubscription(r)
 	if err != nil {
@@ -50,10 +51,8 @@ func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
 	var generated webhook.Secret
 	switch {
 	case req.Secret == nil:
-		key := make([]byte, 32)
-		_, _ = rand.Read(key) // crypto/rand does not fail on supported platforms
-		generated = webhook.NewSecret(key)
-		sub.Secrets = []webhook.Secret{generated}
+		generated = newSecret()
+		sub.Secrets, sub.KeepSecrets = []webhook.Secret{generated}, true
 	case *req.Secret != "":
 		sec, err := webhook.ParseSecret(*req.Secret)
 		if err != nil {
@@ -70,7 +69,7 @@ func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := renderSubscription(got)
-	if !generated.IsZero() {
+	if created && !generated.IsZero() {
 		out.Secret = generated.Reveal()
 	}
 	status := http.StatusOK

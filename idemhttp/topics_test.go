@@ -63,6 +63,13 @@ func testTopicsAPI(t *testing.T, open opener) {
 	mu.Lock()
 	secret = []webhook.Secret{sec}
 	mu.Unlock()
+	// The same PUT again keeps the secret (the deliveries below verify
+	// with the first one) and does not show it.
+	r = e.req("PUT", "/v1/topics/orders/subscriptions/billing", e.keyA, map[string]any{"url": rcv.URL, "event_types": []string{"paid"}})
+	expect(t, r, 200, "")
+	if m := r.json(t); m["secret"] != nil || m["secret_count"] != float64(1) {
+		t.Fatalf("repeated put reply %s", r.body)
+	}
 	// '/' (escaped in the path) in a topic or subscription name: 400, as
 	// "a" + "b/c" and "a/b" + "c" would be one stored target; NUL in an
 	// event: 400 (PostgreSQL's text cannot hold it).

@@ -791,6 +791,10 @@ type DeliveryTarget struct {
 	Kind    string // "" = any kind
 	URL     string
 	Secrets []string // whsec_… secrets, the first signs first; stored as given
+	// KeepSecrets: when TargetPut replaces a row, its stored Secrets are
+	// kept and these are ignored (used only when the row is created), in
+	// the same statement. Not stored.
+	KeepSecrets bool
 	// Topic makes the target a subscription of that topic (its name is the
 	// subscription's); EventTypes filters the events it gets (none = all).
 	Topic      string

@@ -389,8 +389,10 @@ type TargetPut struct {
 	URL   string `json:"url"`
 	Queue string `json:"queue,omitempty"`
 	Kind  string `json:"kind,omitempty"`
-	// Secrets sign each push (whsec_…), the first listed first. Omitted: a
-	// secret is generated and returned once; [] sends unsigned pushes.
+	// Secrets sign each push (whsec_…), the first listed first, replacing
+	// the stored ones. Omitted: a secret is generated and returned once
+	// when the PUT creates the target; a PUT that replaces it keeps its
+	// secrets (a repeated PUT never rotates them). [] sends unsigned pushes.
 	Secrets *[]string `json:"secrets,omitempty"`
 	Timeout *string   `json:"timeout,omitempty"` // a Go duration; default the server's
 }
@@ -406,7 +408,7 @@ type Target struct {
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	// Secret is the generated signing secret, in the reply that created it
-	// only.
+	// only (a PUT that replaced the target kept its secrets).
 	Secret string `json:"secret,omitempty"`
 }
 
@@ -418,8 +420,10 @@ type TargetList struct {
 // SubscriptionPut is the body of PUT /v1/topics/{topic}/subscriptions/{name}.
 type SubscriptionPut struct {
 	URL string `json:"url"`
-	// Secret signs each push (whsec_…). Omitted: one is generated and
-	// returned once; "" sends unsigned pushes.
+	// Secret signs each push (whsec_…), replacing the stored ones.
+	// Omitted: one is generated and returned once when the PUT creates the
+	// subscription; a PUT that replaces it keeps its secrets (a repeated
+	// PUT never rotates them). "" sends unsigned pushes.
 	Secret     *string  `json:"secret,omitempty"`
 	EventTypes []string `json:"event_types,omitempty"`
 	Timeout    *string  `json:"timeout,omitempty"`

@@ -65,17 +65,61 @@ func durationHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
-// RetryConfig is a backoff policy in the configuration.
+// RetryConfig is a backoff policy in the configuration. Its fields are
+// pointers so that a key written as 0 is told from a key not written: in
+// [retry] every key has its default, in a retry_by_queue or retry_by_kind
+// policy a key not written takes idem's default (idem.RetryPolicy).
 type RetryConfig struct {
-	Base   Duration   `koanf:"base" toml:"base,omitempty"`
-	Factor float64    `koanf:"factor" toml:"factor,omitempty"`
-	Max    Duration   `koanf:"max" toml:"max,omitempty"`
-	Jitter float64    `koanf:"jitter" toml:"jitter,omitempty"`
+	Base   *Duration  `koanf:"base" toml:"base,omitempty"`
+	Factor *float64   `koanf:"factor" toml:"factor,omitempty"`
+	Max    *Duration  `koanf:"max" toml:"max,omitempty"`
+	Jitter *float64   `koanf:"jitter" toml:"jitter,omitempty"`
 	Delays []Duration `koanf:"delays" toml:"delays,omitempty"`
 }
 
+// validate checks the keys written in the policy named name ("retry",
+// "retry_by_queue.webhooks"): 0 has no meaning for base, factor and max.
+func (r RetryConfig) validate(name string) []error {
+	var errs []error
+	if r.Base != nil && *r.Base <= 0 {
+		errs = append(errs, fmt.Errorf("%s.base %s: want a positive duration (delays = [0] retries at once)", name, time.Duration(*r.Base)))
+	}
+	if r.Factor != nil && *r.Factor < 1 {
+		errs = append(errs, fmt.Errorf("%s.factor %v: want 1 or more (1 = a constant delay)", name, *r.Factor))
+	}
+	if r.Max != nil && *r.Max <= 0 {
+		errs = append(errs, fmt.Errorf("%s.max %s: want a positive duration", name, time.Duration(*r.Max)))
+	}
+	if r.Jitter != nil && *r.Jitter > 1 {
+		errs = append(errs, fmt.Errorf("%s.jitter %v: want 0 (none) to 1", name, *r.Jitter))
+	}
+	for _, d := range r.Delays {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s.delays: %s: want no negative delay", name, time.Duration(d)))
+		}
+	}
+	return errs
+}
+
+// policy is the idem.RetryPolicy of r: a key not written stays zero
+// (idem's default), a jitter of 0 becomes idem's "none" (negative).
 func (r RetryConfig) policy() idem.RetryPolicy {
-	p := idem.RetryPolicy{Base: time.Duration(r.Base), Factor: r.Factor, Max: time.Duration(r.Max), Jitter: r.Jitter}
+	var p idem.RetryPolicy
+	if r.Base != nil {
+		p.Base = time.Duration(*r.Base)
+	}
+	if r.Factor != nil {
+		p.Factor = *r.Factor
+	}
+	if r.Max != nil {
+		p.Max = time.Duration(*r.Max)
+	}
+	if r.Jitter != nil {
+		p.Jitter = *r.Jitter
+		if p.Jitter == 0 {
+			p.Jitter = -1
+		}
+	}
 	for _, d := range r.Delays {
 		p.Delays = append(p.Delays, time.Duration(d))
 	}
@@ -273,19 +317,28 @@ func (c *ServeConfig) validate() error {
 			errs = append(errs, fmt.Errorf("%s %s: want a positive duration", key, time.Duration(d)))
 		}
 	}
+	errs = append(errs, c.validateZero()...)
 	if err := c.serverConfig(nil).Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// clientConfig is the idem.Config of c.
+// clientConfig is the idem.Config of c. Every setting of c holds the
+// value to use (the defaults are loaded first), so a 0 in c was written
+// and is passed on in the form idem reads as 0, never as "the default"
+// (see config_zero.go).
 func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.MaxAttempts = c.Jobs.MaxAttempts
 	cfg.LeaseDuration = time.Duration(c.Jobs.Lease)
-	cfg.DedupWindow = time.Duration(c.Jobs.DedupWindow)
+	cfg.DedupWindow = zeroAsNegative(time.Duration(c.Jobs.DedupWindow))
 	cfg.ResultTTL = time.Duration(c.Jobs.ResultTTL)
 	cfg.CompressThreshold = c.Jobs.CompressThreshold
+	if cfg.CompressThreshold == 0 {
+		// Compress every result: idem reads 0 as its default, and 1 is the
+		// same as 0 since a 1-byte result never gzips smaller.
+		cfg.CompressThreshold = 1
+	}
 	if len(c.Jobs.ResultTTLByKind) > 0 {
 		cfg.ResultTTLByKind = map[string]time.Duration{}
 		for kind, d := range c.Jobs.ResultTTLByKind {
@@ -295,8 +348,8 @@ func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.Retry = c.Retry.policy()
 	cfg.RetryByQueue = policies(c.RetryByQueue)
 	cfg.RetryByKind = policies(c.RetryByKind)
-	cfg.CompletedRetention = time.Duration(c.Retention.Completed)
-	cfg.CancelledRetention = time.Duration(c.Retention.Cancelled)
+	cfg.CompletedRetention = zeroAsNegative(time.Duration(c.Retention.Completed))
+	cfg.CancelledRetention = zeroAsNegative(time.Duration(c.Retention.Cancelled))
 	cfg.DeadRetention = time.Duration(c.Retention.Dead)
 	cfg.DisableMaintenance = c.Maintenance.Disabled
 	cfg.MaintenanceInterval = time.Duration(c.Maintenance.Interval)
@@ -322,13 +375,14 @@ func (c *ServeConfig) serverConfig(cfg *idemhttp.Config) *idemhttp.Config {
 		cfg = &idemhttp.Config{}
 	}
 	cfg.MaxBodyBytes = c.HTTP.MaxBodyBytes
-	cfg.AuthCacheTTL = time.Duration(c.HTTP.AuthCacheTTL)
+	cfg.AuthCacheTTL = zeroAsNegative(time.Duration(c.HTTP.AuthCacheTTL)) // negative: no cache
 	cfg.CORS.AllowedOrigins = c.HTTP.CORSOrigins
 	h := c.Health
-	cfg.Health = idemhttp.HealthConfig{DeadJobs: h.DeadJobs, AvailableJobs: h.AvailableJobs,
-		OldestAvailable: time.Duration(h.OldestAvailable), SuccessRate: h.SuccessRate, FailedPerKind24h: h.FailedPerKind24h,
-		RunningFor: time.Duration(h.RunningFor), RetryRate: h.RetryRate, CacheBytes: h.CacheBytes,
-		ExpiredEntries: h.ExpiredEntries, HitRate: h.HitRate, HitRateMinLookups: h.HitRateMinLookups}
+	cfg.Health = idemhttp.HealthConfig{DeadJobs: healthZero(h.DeadJobs), AvailableJobs: healthZero(h.AvailableJobs),
+		OldestAvailable: healthZero(time.Duration(h.OldestAvailable)), SuccessRate: healthZero(h.SuccessRate),
+		FailedPerKind24h: healthZero(h.FailedPerKind24h), RunningFor: healthZero(time.Duration(h.RunningFor)),
+		RetryRate: healthZero(h.RetryRate), CacheBytes: healthZero(h.CacheBytes), ExpiredEntries: healthZero(h.ExpiredEntries),
+		HitRate: healthZero(h.HitRate), HitRateMinLookups: healthZero(h.HitRateMinLookups)}
 	return cfg
 }
 

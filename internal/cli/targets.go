@@ -79,7 +79,7 @@ func newTargetsCmd() *cobra.Command {
 	pf.StringVar(&put.URL, "target-url", "", "the webhook URL (required)")
 	pf.StringVar(&put.Queue, "queue", "", "deliver the jobs of this queue")
 	pf.StringVar(&put.Kind, "kind", "", "deliver the jobs of this kind")
-	pf.StringArrayVar(&secrets, "secret", nil, "signing secret whsec_… (repeat while rotating; default: generated)")
+	pf.StringArrayVar(&secrets, "secret", nil, "signing secret whsec_… (repeat while rotating; default: generated for a new target, kept for an existing one)")
 	pf.BoolVar(&unsigned, "unsigned", false, "send pushes without a signature")
 	pf.StringVar(&timeout, "timeout", "", "timeout of one push, e.g. 10s")
 	_ = putCmd.MarkFlagRequired("target-url")

@@ -58,7 +58,7 @@ func newSubscribeCmd(af *apiFlags) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&req.URL, "target-url", "", "webhook URL, or nats://host:port/subject (required)")
 	fl.StringSliceVar(&req.EventTypes, "type", nil, "only events of these types (repeatable)")
-	fl.StringVar(&secret, "secret", "", "signing secret whsec_… (default: generated)")
+	fl.StringVar(&secret, "secret", "", "signing secret whsec_… (default: generated for a new subscription, kept for an existing one)")
 	fl.BoolVar(&unsigned, "unsigned", false, "send pushes without a signature")
 	fl.StringVar(&timeout, "timeout", "", "timeout of one push, e.g. 10s")
 	_ = c.MarkFlagRequired("target-url")

@@ -16,14 +16,16 @@ import (
 const (
 	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
 	// qTargetPut inserts or replaces a target; created_at is kept on a
-	// replace. TargetPut reads the row first (qTargetTopic): "created" is
+	// replace, and the stored secrets too when the 12th parameter
+	// (KeepSecrets) is true. TargetPut reads the row first (qTargetTopic): "created" is
 	// whether there was none (not created_at = updated_at, which also holds
 	// for a replace in the same microsecond), and a row of another topic
 	// is not replaced.
 	qTargetPut = `INSERT INTO delivery_targets (` + targetCols + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
-    url = excluded.url, secrets = excluded.secrets, timeout_ms = excluded.timeout_ms,
+    url = excluded.url, secrets = CASE WHEN ? THEN delivery_targets.secrets ELSE excluded.secrets END,
+    timeout_ms = excluded.timeout_ms,
     updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types`
 	qTargetTopic  = `SELECT topic FROM delivery_targets WHERE tenant = ? AND name = ?`
 	qTargetList   = `SELECT ` + targetCols + ` FROM delivery_targets WHERE (? = '' OR tenant = ?) ORDER BY tenant, name`
@@ -76,7 +78,7 @@ func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, e
 			created = false // the writer may run a group twice
 		}
 		_, err := w.exec(qTargetPut, t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
-			t.Timeout.Milliseconds(), now, now, t.Topic, types)
+			t.Timeout.Milliseconds(), now, now, t.Topic, types, t.KeepSecrets)
 		return err
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ func targetCases() []testCase {
 		{"Targets/delivery-attempts-carry-their-tenant", testAttemptDeliveryTenant},
 		{"Targets/replace-same-instant-not-created", testTargetReplaceSameInstant},
 		{"Targets/subscription-and-plain-target-do-not-replace-each-other", testTargetTopicClash},
+		{"Targets/keep-secrets-on-replace", testTargetKeepSecrets},
 	}
 }
 
@@ -102,6 +103,45 @@ func testTargetReplaceSameInstant(t *testing.T, s store.Store) {
 		if created != want {
 			t.Fatalf("put %d at the same instant: created = %v, want %v", i+1, created, want)
 		}
+	}
+}
+
+// testTargetKeepSecrets: with KeepSecrets, a put that creates the row
+// stores its Secrets and a put that replaces it keeps the stored ones
+// (everything else is replaced); without it, Secrets replace them.
+func testTargetKeepSecrets(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	list := func() *store.DeliveryTarget {
+		t.Helper()
+		got, err := s.TargetList(ctx, &store.TargetListParams{Tenant: "t"})
+		wantOK(t, "list", err)
+		if len(got) != 1 {
+			t.Fatalf("list: %d targets, want 1", len(got))
+		}
+		return got[0]
+	}
+	for _, topic := range []string{"", "orders"} {
+		d := &store.DeliveryTarget{Tenant: "t", Name: "n", Queue: "q", URL: "http://127.0.0.1:1/a", Topic: topic,
+			Secrets: []string{"whsec_one"}, KeepSecrets: true, UpdatedAt: at(0)}
+		created, err := s.TargetPut(ctx, d)
+		wantOK(t, "put", err)
+		if got := list(); !created || len(got.Secrets) != 1 || got.Secrets[0] != "whsec_one" {
+			t.Fatalf("topic %q: created %v, secrets %v; want true, [whsec_one]", topic, created, got.Secrets)
+		}
+		again := *d
+		again.URL, again.Secrets, again.UpdatedAt = "http://127.0.0.1:1/b", []string{"whsec_two"}, at(time.Second)
+		created, err = s.TargetPut(ctx, &again)
+		wantOK(t, "put again", err)
+		if got := list(); created || len(got.Secrets) != 1 || got.Secrets[0] != "whsec_one" || got.URL != again.URL {
+			t.Fatalf("topic %q: replace with KeepSecrets: created %v, %+v; want the new URL and [whsec_one]", topic, created, got)
+		}
+		again.KeepSecrets, again.Secrets = false, []string{"whsec_three", "whsec_one"}
+		_, err = s.TargetPut(ctx, &again)
+		wantOK(t, "rotate", err)
+		if got := list(); len(got.Secrets) != 2 || got.Secrets[0] != "whsec_three" {
+			t.Fatalf("topic %q: replace without KeepSecrets: secrets %v", topic, got.Secrets)
+		}
+		wantOK(t, "delete", s.TargetDelete(ctx, &store.TargetDeleteParams{Tenant: "t", Name: "n"}))
 	}
 }
 
