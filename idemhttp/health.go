@@ -327,7 +327,8 @@ const readyCheckTimeout = 5 * time.Second
 // readyz answers 200 when this node can serve: the store answers, it can
 // write (a write probe that changes no row, and no API write failed with a
 // storage failure within ReadyWriteWindow unless one succeeded since) and
-// its schema is at the version this binary expects; 503 otherwise. Job counts
+// its schema is at the version this binary expects, and it is not
+// draining (Drain, called by Shutdown); 503 otherwise. Job counts
 // never make a node unready (they are GET /v1/health's business).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
@@ -350,6 +351,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		default:
 			checks["schema"] = Check{Status: StatusHealthy, Value: float64(applied), Threshold: float64(expected)}
 		}
+	}
+	if s.draining.Err() != nil {
+		// Shutdown began: the API listener stops accepting (perhaps while a
+		// separate ops listener still answers this probe).
+		checks["draining"] = Check{Status: StatusUnhealthy, Detail: "the server is shutting down"}
 	}
 	status, code := StatusHealthy, http.StatusOK // API.md: {status:"healthy"|"unhealthy", checks}
 	if worst(checks) != StatusHealthy {

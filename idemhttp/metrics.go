@@ -161,6 +161,8 @@ func (c *storeCollector) snapshot() *metricsSnapshot {
 }
 
 // capQueues keeps the max largest queues and sums the rest as otherQueue.
+// A queue a user named otherQueue is always summed with the rest: kept
+// apart, it would give two series of the same labels and fail the scrape.
 func capQueues(stats []*store.QueueStat, max int) []*store.QueueStat {
 	if len(stats) <= max {
 		return stats
@@ -172,7 +174,12 @@ func capQueues(stats []*store.QueueStat, max int) []*store.QueueStat {
 		return n
 	}
 	sorted := slices.Clone(stats)
-	slices.SortStableFunc(sorted, func(a, b *store.QueueStat) int { return cmp.Compare(total(b), total(a)) })
+	slices.SortStableFunc(sorted, func(a, b *store.QueueStat) int {
+		if a.Queue == otherQueue || b.Queue == otherQueue { // last, among the rest
+			return cmp.Compare(boolInt(a.Queue == otherQueue), boolInt(b.Queue == otherQueue))
+		}
+		return cmp.Compare(total(b), total(a))
+	})
 	other := &store.QueueStat{Queue: otherQueue, Counts: map[idemtype.JobState]int64{}}
 	for _, q := range sorted[max:] {
 		for st, n := range q.Counts {
@@ -183,6 +190,13 @@ func capQueues(stats []*store.QueueStat, max int) []*store.QueueStat {
 		}
 	}
 	return append(sorted[:max:max], other)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Collect implements prometheus.Collector.

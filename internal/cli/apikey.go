@@ -29,15 +29,36 @@ func newAPIKeyCmd() *cobra.Command {
 	var create bool
 	cmd := &cobra.Command{Use: "apikey", Short: "Create, list and revoke API keys (directly in the database)",
 		Long: `Works on the database directly. It never creates a database unless --create
-is given: a missing SQLite file is an error (exit code 3).`}
+is given: a missing SQLite file is an error (exit code 3). It migrates only a
+database without a schema yet: a schema behind this binary is left to
+` + "`idem migrate`" + ` (migrating it would make nodes of the older version unready).`}
 	cmd.PersistentFlags().StringVar(&db, "database", "",
 		"database URL: a SQLite path or postgres://… (env "+envDatabaseURL+", default "+defaultDB+")")
 	cmd.PersistentFlags().BoolVar(&create, "create", false, "create the SQLite database when it does not exist")
 	open := func(ctx context.Context) (store.Store, error) {
-		return openStore(ctx, resolveDatabase(db), openOpts{create: create})
+		return openUnmigrated(ctx, resolveDatabase(db), create)
 	}
 	cmd.AddCommand(newAPIKeyCreateCmd(open), newAPIKeyListCmd(open), newAPIKeyRevokeCmd(open))
 	return cmd
+}
+
+// openUnmigrated opens url for commands that only read or write rows: a
+// database without any schema yet is migrated, any other is left at its
+// version (the nodes serving it expect that one; upgrades migrate
+// explicitly with `idem migrate`).
+func openUnmigrated(ctx context.Context, url string, create bool) (store.Store, error) {
+	st, err := openStore(ctx, url, openOpts{create: create, noMigrate: true})
+	if err != nil {
+		return nil, err
+	}
+	if applied, _, ok := schemaVersion(ctx, st); ok && applied > 0 {
+		return st, nil
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate a new database: %w", err)
+	}
+	return st, nil
 }
 
 func newAPIKeyCreateCmd(open func(context.Context) (store.Store, error)) *cobra.Command {

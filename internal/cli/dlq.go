@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/idemhttp"
 )
 
 // defaultRequeueLimit is how many dead jobs one `idem dlq requeue` by
@@ -53,8 +55,8 @@ By filter, at most --limit jobs are requeued (newest first, from --cursor);
 				}
 			}
 			n := 0
-			if !dryRun && len(ids) > 0 {
-				if n, err = cl.DLQRequeue(cmd.Context(), ids, nil); err != nil {
+			if !dryRun {
+				if n, err = requeueIDs(cmd.Context(), cl, ids); err != nil {
 					return err
 				}
 			}
@@ -68,6 +70,25 @@ By filter, at most --limit jobs are requeued (newest first, from --cursor);
 	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead job (up to --limit)")
 	requeue.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be requeued; change nothing")
 	return requeue
+}
+
+// requeueIDs requeues ids in requests of at most idemhttp.MaxBatch ids
+// (the most one POST /v1/dlq/requeue takes) and
+// returns how many were requeued; on an error it says how many were
+// requeued before it.
+func requeueIDs(ctx context.Context, cl *idemclient.Client, ids []string) (int, error) {
+	total := 0
+	for chunk := range slices.Chunk(ids, idemhttp.MaxBatch) {
+		n, err := cl.DLQRequeue(ctx, chunk, nil)
+		if err != nil {
+			if total > 0 {
+				return total, fmt.Errorf("requeued %d of %d jobs, then: %w", total, len(ids), err)
+			}
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // deadIDs pages through the dead jobs of p until p.Limit ids are found;

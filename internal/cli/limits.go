@@ -116,15 +116,17 @@ func printLimits(w io.Writer, ls []idemclient.Limit) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tQUEUE\tRATE\tCONCURRENCY\tWEIGHT\tRUNNING\tUSED IN WINDOW\tTHROTTLED")
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", orAny(l.Tenant), orAny(l.Queue), orDash(l.Rate),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", orAll(l.Tenant), orAll(l.Queue), orDash(l.Rate),
 			orDash(itoaNZ(l.Concurrency)), orDash(itoaNZ(l.Weight)), l.Usage.Running, l.Usage.WindowUsed, l.Usage.Throttled)
 	}
 	tw.Flush()
 }
 
-func orAny(s string) string {
+// orAll names an empty scope part: every tenant (or queue) together. It is
+// not "*", the tenant of default limits (each tenant its own budget).
+func orAll(s string) string {
 	if s == "" {
-		return "*"
+		return "(all)"
 	}
 	return s
 }

@@ -48,7 +48,7 @@ func newStatsCmd() *cobra.Command {
 				printLimits(w, st.Limits)
 			}
 			for _, p := range st.Paused {
-				fmt.Fprintf(w, "paused: queue %s tenant %s\n", p.Queue, orAny(p.Tenant))
+				fmt.Fprintf(w, "paused: queue %s tenant %s\n", p.Queue, orAll(p.Tenant))
 			}
 			return nil
 		}}
