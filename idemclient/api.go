@@ -3,6 +3,7 @@ package idemclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -520,11 +521,17 @@ type HealthCheck struct {
 
 // HealthChecks returns the job health checks of GET /v1/health (dead and
 // waiting jobs, success and retry rates, the result cache). Unlike Ready
-// it is served on the API listener and answers 200 whatever the status.
+// it is served on the API listener. An unhealthy grade is answered 503:
+// the report is returned with an *Error of status 503. It asks once,
+// without the client's retries, as Ready does.
 func (cl *Client) HealthChecks(ctx context.Context) (*HealthReport, error) {
 	var out HealthReport
-	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/health", out: &out})
-	return nilIfErr(&out, err)
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: "/v1/health", out: &out, outOnError: true, once: true})
+	var e *Error
+	if err != nil && (!errors.As(err, &e) || e.Status != http.StatusServiceUnavailable || out.Status == "") {
+		return nil, err
+	}
+	return &out, err
 }
 
 // Health returns nil while the server answers /healthz.

@@ -294,8 +294,9 @@ func sortedKeys(m map[string]int64) []string {
 }
 
 // getHealth serves GET /v1/health: an admin key sees every tenant (or the
-// one of X-Idem-Tenant), a tenant key its own tenant. Always 200; the
-// grade is in the body.
+// one of X-Idem-Tenant), a tenant key its own tenant. 200 while healthy or
+// degraded, 503 when unhealthy (API.md), with the checks in the body either
+// way.
 func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	tenant := tenantOf(r)
 	if isAdmin(r) && r.Header.Get(headerTenant) == "" {
@@ -305,7 +306,11 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, h)
+	code := http.StatusOK
+	if h.Status == StatusUnhealthy {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
 	return nil
 }
 

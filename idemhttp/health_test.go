@@ -28,13 +28,22 @@ func (c *shiftClock) serverCfg(h idemhttp.HealthConfig) *idemhttp.Config {
 	return &idemhttp.Config{Now: c.now, Health: h}
 }
 
-// healthOf fetches GET /v1/health with key and returns status and checks.
+// healthOf fetches GET /v1/health with key and returns status and checks;
+// the reply's code must be 503 for an unhealthy status and 200 otherwise
+// (API.md).
 func (e *env) healthOf(key string) (string, map[string]any) {
 	e.t.Helper()
 	r := e.req("GET", "/v1/health", key, nil)
-	expect(e.t, r, 200, "")
 	m := r.json(e.t)
-	return m["status"].(string), m["checks"].(map[string]any)
+	status, _ := m["status"].(string)
+	want := 200
+	if status == "unhealthy" {
+		want = 503
+	}
+	if r.status != want {
+		e.t.Fatalf("GET /v1/health: %d with status %q, want %d", r.status, status, want)
+	}
+	return status, m["checks"].(map[string]any)
 }
 
 // wantCheck fails unless check name has status.
