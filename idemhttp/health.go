@@ -220,15 +220,9 @@ func (s *Server) jobChecks(ctx context.Context, tenant string, checks map[string
 	}
 	checks["failed_per_kind_24h"] = c
 
-	running, err := s.sample(ctx, store.JobFilter{Tenant: tenant, States: []idemtype.JobState{idemtype.StateRunning}})
+	longest, err := s.longestRunning(ctx, tenant, now)
 	if err != nil {
 		return err
-	}
-	var longest time.Duration
-	for _, j := range running {
-		if j.StartedAt != nil {
-			longest = max(longest, now.Sub(*j.StartedAt))
-		}
 	}
 	checks["longest_running_s"] = Check{Status: grade(longest > hc.RunningFor, StatusDegraded),
 		Value: longest.Seconds(), Threshold: hc.RunningFor.Seconds()}
@@ -273,6 +267,32 @@ func (s *Server) cacheChecks(ctx context.Context, tenant string, checks map[stri
 	checks["cache_hit_rate"] = Check{Status: grade(lookups >= hc.HitRateMinLookups && cs.HitRate < hc.HitRate, StatusDegraded),
 		Value: cs.HitRate, Threshold: hc.HitRate, Detail: fmt.Sprintf("%d hits, %d misses", cs.Hits, cs.Misses)}
 	return nil
+}
+
+// longestRunning is how long the longest-running job of tenant ("" =
+// every tenant) has run. It reads every running job, page by page: the
+// longest-running one is among the oldest, the last page of a newest-first
+// list, so a sample of the newest would miss it whenever more than a page
+// of jobs run (running jobs are bounded by the workers' concurrency).
+func (s *Server) longestRunning(ctx context.Context, tenant string, now time.Time) (time.Duration, error) {
+	var longest time.Duration
+	p := &store.JobListParams{Filter: store.JobFilter{Tenant: tenant, States: []idemtype.JobState{idemtype.StateRunning}},
+		Limit: healthSample}
+	for {
+		jobs, next, err := s.store.JobList(ctx, p)
+		if err != nil {
+			return 0, fmt.Errorf("health: list running jobs: %w", err)
+		}
+		for _, j := range jobs {
+			if j.StartedAt != nil {
+				longest = max(longest, now.Sub(*j.StartedAt))
+			}
+		}
+		if next == 0 || len(jobs) == 0 {
+			return longest, nil
+		}
+		p.Cursor = next
+	}
 }
 
 // sample returns the newest healthSample jobs matching f.

@@ -154,6 +154,9 @@ type ServeConfig struct {
 		Completed Duration `koanf:"completed" toml:"completed"`
 		Cancelled Duration `koanf:"cancelled" toml:"cancelled"`
 		Dead      Duration `koanf:"dead" toml:"dead"`
+		// Events: how long the topics' event log keeps an event (seed
+		// 003's replay look-back); 0 keeps events forever.
+		Events Duration `koanf:"events" toml:"events"`
 	} `koanf:"retention" toml:"retention"`
 	Maintenance struct {
 		Disabled       bool     `koanf:"disabled" toml:"disabled"`
@@ -206,7 +209,7 @@ func configDefaults() map[string]any {
 		"retry.base":              idem.DefaultRetryBase.String(), "retry.factor": idem.DefaultRetryFactor,
 		"retry.max": idem.DefaultRetryMax.String(), "retry.jitter": idem.DefaultRetryJitter,
 		"retention.completed": idem.DefaultCompletedRetention.String(), "retention.cancelled": idem.DefaultCancelledRetention.String(),
-		"retention.dead":       "0s",
+		"retention.dead": "0s", "retention.events": idem.DefaultEventRetention.String(),
 		"maintenance.disabled": false, "maintenance.interval": idem.DefaultMaintenanceEvery.String(),
 		"maintenance.rescue_interval": idem.DefaultRescueInterval.String(), "maintenance.leader_ttl": idem.DefaultLeaderTTL.String(),
 		"http.max_body_bytes": idemhttp.DefaultMaxBodyBytes, "http.auth_cache_ttl": idemhttp.DefaultAuthCacheTTL.String(),
@@ -351,6 +354,7 @@ func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.CompletedRetention = zeroAsNegative(time.Duration(c.Retention.Completed))
 	cfg.CancelledRetention = zeroAsNegative(time.Duration(c.Retention.Cancelled))
 	cfg.DeadRetention = time.Duration(c.Retention.Dead)
+	cfg.EventRetention = zeroAsNegative(time.Duration(c.Retention.Events))
 	cfg.DisableMaintenance = c.Maintenance.Disabled
 	cfg.MaintenanceInterval = time.Duration(c.Maintenance.Interval)
 	cfg.RescueInterval = time.Duration(c.Maintenance.RescueInterval)

@@ -19,7 +19,7 @@ import (
 //   - jobs.dedup_window 0: a key blocks only while its job is unfinished
 //     (idem: negative);
 //   - jobs.compress_threshold 0: every result is compressed (idem: 1);
-//   - retention.completed and .cancelled 0: kept, like retention.dead 0
+//   - retention.completed, .cancelled and .events 0: kept, like retention.dead 0
 //     (idem: negative);
 //   - http.auth_cache_ttl 0: no cache (idemhttp: negative);
 //   - health.* 0: a threshold of 0 (idemhttp.HealthZero);

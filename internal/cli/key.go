@@ -23,10 +23,11 @@ func newKeyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "key",
 		Short: "Print the idempotency keys of the JSON on standard input",
-		Long: `Reads one JSON document on standard input and prints its canonical form
+		Long: `Reads one JSON document on standard input (none reads as null) and prints its canonical form
 (RFC 8785), its SHA-256, and each key format whose parts are given:
   prefixed  --prefix P                          P_<sha256>
-  scoped    --tenant T --user U --action A      T_U_A_<hash16>
+  scoped    [--tenant T] [--user U] --action A  T_U_A_<hash16> (a missing
+                                                tenant or user is empty)
   lock      --function F --tenant T [--grain day --zone UTC --time RFC3339]
                                                 F:T:<grain date>:<hash12>`,
 		Args: cobra.NoArgs,
@@ -63,6 +64,11 @@ type keyResult struct {
 
 func computeKeys(in []byte, f *keyFlags) (*keyResult, error) {
 	opts := &key.Options{Sets: f.sets}
+	if strings.TrimSpace(string(in)) == "" {
+		// No input is JSON null: a lock key without entities (seed 004's
+		// "cdp-build:tenant:2026-02-06") needs nothing on standard input.
+		in = []byte("null")
+	}
 	canon, err := key.CanonicalizeWith(in, opts)
 	if err != nil {
 		return nil, usageErr(err)
@@ -77,7 +83,10 @@ func computeKeys(in []byte, f *keyFlags) (*keyResult, error) {
 			return nil, usageErr(err)
 		}
 	}
-	if f.tenant != "" && f.user != "" && f.action != "" {
+	// Seed 002's tenant and user may be null: an absent --tenant or
+	// --user is an empty component ("_user-1_send_email_…"), as in
+	// key.Scoped.
+	if f.action != "" {
 		if r.Scoped, err = key.ScopedWith(f.tenant, f.user, f.action, in, opts); err != nil {
 			return nil, usageErr(err)
 		}
