@@ -11,12 +11,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
 // Defaults of Config.
 const (
-	DefaultTenant             = "default"
+	DefaultTenant             = idemtype.DefaultTenant
 	DefaultQueue              = "default"
 	DefaultMaxAttempts        = 5
 	DefaultDedupWindow        = 7 * 24 * time.Hour

@@ -381,3 +381,38 @@ func TestDeliveryResultNotUTF8(t *testing.T) {
 		testDeliveryResultNotUTF8(t, b)
 	})
 }
+
+// TestDeliveryIDAcrossTenants: a receiver shared by tenants sees a
+// different webhook-id for two tenants' jobs with the same idempotency key
+// (the default tenant's is the key, another's "<tenant> <key>"), so one
+// that deduplicates on webhook-id takes both; the signature covers the id.
+func TestDeliveryIDAcrossTenants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sec := mustSecret(t)
+	rcv := newReceiver(t, []webhook.Secret{sec}, func(int, http.ResponseWriter) {})
+	b := setup(t, deliveryConfig())
+	tenants := []string{idem.DefaultTenant, "acme"}
+	for _, tenant := range tenants {
+		if _, err := b.client.TargetPut(ctx, &idem.Target{Tenant: tenant, Name: "shared", Queue: "hooks",
+			URL: rcv.srv.URL, Secrets: []webhook.Secret{sec}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.start(t)
+	for _, tenant := range tenants {
+		res, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "ship", Args: json.RawMessage(`{}`),
+			Opts: &idem.EnqueueOpts{Tenant: tenant, Queue: "hooks", IdempotencyKey: "order-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, b, res.Job.ID, idem.StateCompleted)
+	}
+	reqs, bad := rcv.seen()
+	if bad != 0 || len(reqs) != 2 {
+		t.Fatalf("receiver saw %d requests (%d badly signed), want 2", len(reqs), bad)
+	}
+	if reqs[0].id != "order-1" || reqs[1].id != "acme order-1" {
+		t.Errorf("webhook-ids %q and %q, want %q and %q", reqs[0].id, reqs[1].id, "order-1", "acme order-1")
+	}
+}

@@ -143,3 +143,55 @@ func TestNATSTargetAfterClosedConnection(t *testing.T) {
 		t.Fatalf("stream holds %v messages (%v), want 2", info.State.Msgs, err)
 	}
 }
+
+// TestNATSTargetTenantsShareKey: jobs of two tenants with the same
+// idempotency key, delivered to one JetStream stream, are two messages: the
+// default tenant's Nats-Msg-Id is the key, another tenant's "<tenant>
+// <key>". With the key alone for both, JetStream's deduplication dropped
+// the second tenant's message (its job completed {"duplicate":true}).
+func TestNATSTargetTenantsShareKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server, _, stream, subject := natsStream(t)
+	b := setup(t, deliveryConfig())
+	tenants := []string{idem.DefaultTenant, "acme", "acme/eu"}
+	for _, tenant := range tenants {
+		if _, err := b.client.TargetPut(ctx, &idem.Target{Tenant: tenant, Name: "js", Queue: "hooks",
+			URL: server + "/" + subject}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.start(t)
+	want := map[string]bool{"order-1": true, "acme order-1": true, "acme/eu order-1": true}
+	for _, tenant := range tenants {
+		res, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "ship", Args: json.RawMessage(`{}`),
+			Opts: &idem.EnqueueOpts{Tenant: tenant, Queue: "hooks", IdempotencyKey: "order-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := waitState(t, b, res.Job.ID, idem.StateCompleted)
+		var ack struct{ Duplicate bool }
+		if err := json.Unmarshal(row.Result, &ack); err != nil || ack.Duplicate {
+			t.Errorf("tenant %s: result %s: the stream took it for a duplicate", tenant, row.Result)
+		}
+	}
+	info, err := stream.Info(ctx)
+	if err != nil || info.State.Msgs != uint64(len(tenants)) {
+		t.Fatalf("stream holds %v messages (%v), want %d", info.State.Msgs, err, len(tenants))
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range tenants {
+		msg, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		id := msg.Headers().Get("Nats-Msg-Id")
+		if !want[id] {
+			t.Errorf("Nats-Msg-Id %q: not one of %v, or seen twice", id, want)
+		}
+		delete(want, id)
+	}
+}

@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// DefaultTenant is the tenant of jobs and keys when none is given.
+const DefaultTenant = "default"
+
 // JobState is the state of a job. See docs/state-machine.md for the
 // transitions between states.
 type JobState string

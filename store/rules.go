@@ -68,45 +68,60 @@ func SameResult(a, b []byte) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// FinishCheck validates one finish of JobFinishMany: a state a finish can
-// leave a job in, and only what every backend can store: Error, ErrorCode
-// and Target valid UTF-8 without NUL bytes (PostgreSQL's text refuses
-// them), Result empty or valid JSON. A backend answers a refused item with
-// this error (an ErrInvalid) and writes the others of the batch.
-func FinishCheck(f *JobFinishParams) error {
-	switch f.State {
-	case idemtype.StateCompleted, idemtype.StateRetryable, idemtype.StateScheduled,
-		idemtype.StateDead, idemtype.StateCancelled:
-	default:
-		return idemtype.Invalid("state", "cannot finish a job as %q", f.State)
+// FinishCheck refuses a finish that a backend cannot store as given: a
+// Result that is not valid JSON in valid UTF-8 (PostgreSQL's json column
+// refuses it), or an Error, ErrorCode, Target or LeaseToken that is not
+// valid UTF-8 or holds a NUL byte (PostgreSQL's text refuses both). SQLite
+// would keep such bytes, so both backends refuse them here, per item: the
+// item's error wraps idemtype.ErrInvalid and the other finishes of the
+// call go on. (JSON escapes such as \u0000 are kept: the result column is
+// json, not jsonb, on PostgreSQL.)
+func FinishCheck(p *JobFinishParams) error {
+	if len(p.Result) > 0 {
+		if !utf8.Valid(p.Result) {
+			return idemtype.Invalid("result", "must be valid UTF-8")
+		}
+		if !json.Valid(p.Result) {
+			return idemtype.Invalid("result", "must be valid JSON")
+		}
 	}
-	switch {
-	case !storableText(f.Error):
-		return idemtype.Invalid("error", "must be valid UTF-8 without NUL bytes")
-	case !storableText(f.ErrorCode):
-		return idemtype.Invalid("error_code", "must be valid UTF-8 without NUL bytes")
-	case !storableText(f.Target):
-		return idemtype.Invalid("target", "must be valid UTF-8 without NUL bytes")
-	}
-	if len(f.Result) > 0 && !json.Valid(f.Result) {
-		return idemtype.Invalid("result", "not valid JSON")
+	for _, f := range [...]struct{ name, v string }{
+		{"error", p.Error}, {"error_code", p.ErrorCode}, {"target", p.Target}, {"lease_token", p.LeaseToken},
+	} {
+		if !utf8.ValidString(f.v) {
+			return idemtype.Invalid(f.name, "must be valid UTF-8")
+		}
+		if strings.IndexByte(f.v, 0) >= 0 {
+			return idemtype.Invalid(f.name, "must not contain NUL bytes")
+		}
 	}
 	return nil
 }
 
-// storableText reports whether every backend can store s as text.
-func storableText(s string) bool {
-	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
-}
-
-// CleanText returns s as text every backend can store (FinishCheck):
-// invalid UTF-8 sequences and NUL bytes become U+FFFD.
-func CleanText(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if strings.IndexByte(s, 0) < 0 {
-		return s
+// FinishAccepted puts the FinishCheck error of each refused finish of ps in
+// errs (len(errs) == len(ps)) and returns the accepted finishes with their
+// indexes in ps; index is nil when every finish is accepted (accepted is ps).
+func FinishAccepted(ps []*JobFinishParams, errs []error) (accepted []*JobFinishParams, index []int) {
+	for i, p := range ps {
+		if err := FinishCheck(p); err != nil {
+			errs[i] = fmt.Errorf("finish job %d: %w", p.ID, err)
+		}
+		if errs[i] != nil && index == nil {
+			index = make([]int, 0, len(ps))
+			for j := range i {
+				index = append(index, j)
+			}
+			accepted = append(accepted, ps[:i]...)
+		}
+		if errs[i] == nil && index != nil {
+			index = append(index, i)
+			accepted = append(accepted, p)
+		}
 	}
-	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if index == nil {
+		return ps, nil
+	}
+	return accepted, index
 }
 
 // TargetCheck validates a target for TargetPut and returns its secrets and
@@ -182,6 +197,39 @@ func hasNULEscape(b []byte) bool {
 		i++ // skip the escaped character ("\\" is one backslash)
 	}
 	return false
+}
+
+// RefusalClassifier is implemented by stores that can tell an error about
+// the data of a request (PostgreSQL's data exceptions, SQLite's "too big"),
+// which a retry would meet again, from other failures.
+type RefusalClassifier interface {
+	// IsRefused reports whether the store refused err's request for the
+	// data it holds.
+	IsRefused(err error) bool
+}
+
+// Refused reports whether err refuses a request for its data: it wraps
+// idemtype.ErrInvalid (store.FinishCheck's per-item errors among them) or
+// st, a RefusalClassifier, says so. A retry of such a request fails again.
+func Refused(st any, err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, idemtype.ErrInvalid) {
+		return true
+	}
+	c, ok := st.(RefusalClassifier)
+	return ok && c.IsRefused(err)
+}
+
+// StorableText returns s as every store holds text: bytes that are not
+// UTF-8 and NUL bytes, which PostgreSQL's text refuses (FinishCheck),
+// become U+FFFD.
+func StorableText(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 // FailureClassifier is implemented by stores that can tell a storage

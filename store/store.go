@@ -156,9 +156,7 @@ type Jobs interface {
 
 	// JobFinishMany records the end of attempts, in one transaction. The
 	// result has one error per item: nil, ErrLeaseLost when the job is not
-	// running under LeaseToken, or the ErrInvalid of FinishCheck for an
-	// item no backend can store (refused alone: the others are written).
-	// Repeating a completion with the same token
+	// running under LeaseToken. Repeating a completion with the same token
 	// and the same Result (SameResult: JSON-equal, key order and
 	// whitespace do not matter) on a job that is already completed is not
 	// an error (nil) and writes nothing; with another result it is

@@ -1,7 +1,10 @@
 // Package completer writes the finishes of executed jobs in batches: the
 // finishes handed over by concurrent executors at one moment go to the store
 // in one JobFinishMany call (an internal/batch runner gathers them), and
-// whole-batch failures are retried a few times. Submit does not wait for
+// whole-batch failures are retried a few times. A finish the store refuses
+// for its data does not fail the others of its batch (the batch is split
+// until it is alone) and ends its job dead with RefusedError, rather than
+// leaving it to the rescuer to run again. Submit does not wait for
 // the write (only for room, while Pending finishes are queued), so a worker
 // slot is free at once (the job keeps its lease until the commit, so nothing
 // else can claim it meanwhile). After each written batch the completer tells
@@ -12,6 +15,7 @@ package completer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -202,17 +206,13 @@ func (c *Completer) run(calls []*batch.Call[*store.JobFinishParams, struct{}]) {
 	for i, call := range calls {
 		ps[i] = call.Req
 	}
-	errs, err := c.flush(ps)
+	errs := c.flush(ps)
 	var done []int64
 	for i, call := range calls {
-		e := err
-		if e == nil && i < len(errs) {
-			e = errs[i]
-		}
-		if e == nil && c.finished != nil {
+		if errs[i] == nil && c.finished != nil {
 			done = append(done, call.Req.ID)
 		}
-		call.Answer(struct{}{}, e)
+		call.Answer(struct{}{}, errs[i])
 	}
 	if len(done) > 0 {
 		c.finished(done)
@@ -220,20 +220,91 @@ func (c *Completer) run(calls []*batch.Call[*store.JobFinishParams, struct{}]) {
 	c.TestSignals.Flushed.Signal(len(calls))
 }
 
-// flush writes one batch, retrying whole-batch failures a few times, and
+// flush writes one batch and returns each finish's error. A batch the store
+// refuses for its data (store.Refused: PostgreSQL fails the whole statement
+// over one value it cannot hold) is split in halves until the refused
+// finishes are alone, so the others are written; each refused finish is
+// replaced by a dead one (settleRefused) instead of leaving its job to the
+// rescuer, which would run it again.
+func (c *Completer) flush(batch []*store.JobFinishParams) []error {
+	errs, err := c.write(batch)
+	if err == nil {
+		c.settleRefused(batch, errs)
+		return errs
+	}
+	refused := store.Refused(c.store, err)
+	if refused && len(batch) > 1 {
+		c.logger.Warn("finish batch refused for its data; splitting it", "jobs", len(batch), "err", err)
+		half := len(batch) / 2
+		return append(c.flush(batch[:half]), c.flush(batch[half:])...)
+	}
+	errs = make([]error, len(batch))
+	for i := range errs {
+		errs[i] = err
+	}
+	if refused {
+		c.settleRefused(batch, errs)
+	}
+	return errs
+}
+
+// write makes one JobFinishMany call for batch, retrying whole-batch
+// failures a few times (not a refusal: the same data is refused again), and
 // returns the last try's per-finish and whole-batch errors.
-func (c *Completer) flush(batch []*store.JobFinishParams) ([]error, error) {
+func (c *Completer) write(batch []*store.JobFinishParams) ([]error, error) {
 	var errs []error
 	var err error
 	for try := range FinishTries {
 		ctx, cancel := context.WithTimeout(context.Background(), FinishTimeout)
 		errs, err = c.store.JobFinishMany(ctx, batch)
 		cancel()
-		if err == nil {
+		if err == nil || store.Refused(c.store, err) {
 			break
 		}
 		c.logger.Warn("finish batch failed", "jobs", len(batch), "try", try+1, "err", err)
-		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond) // backoff before the next try
+		if try+1 < FinishTries {
+			time.Sleep(time.Duration(try+1) * 100 * time.Millisecond) // backoff before the next try
+		}
 	}
 	return errs, err
+}
+
+// RefusedError starts the error of an attempt whose finish the store
+// refused for its data (store.Refused); the rest says why. Its job is dead
+// (it keeps no result): running it again would repeat work that was done.
+const RefusedError = "finish refused by the store: "
+
+// settleRefused writes, in place of each finish of batch that errs says the
+// store refused for its data, a dead finish of the attempt with
+// RefusedError, and answers it with that write's outcome.
+func (c *Completer) settleRefused(batch []*store.JobFinishParams, errs []error) {
+	var dead []*store.JobFinishParams
+	var at []int
+	for i, e := range errs {
+		if !store.Refused(c.store, e) {
+			continue
+		}
+		p := batch[i]
+		c.logger.Error("finish refused by the store; the job is dead", "job", p.ID, "err", e)
+		dead = append(dead, &store.JobFinishParams{ID: p.ID, LeaseToken: p.LeaseToken,
+			State: idemtype.StateDead, Outcome: idemtype.OutcomeDead,
+			Error:      store.StorableText(RefusedError + e.Error()),
+			FinishedAt: p.FinishedAt, DurationMS: p.DurationMS, HTTPStatus: p.HTTPStatus,
+			Target: store.StorableText(p.Target)})
+		at = append(at, i)
+	}
+	if len(dead) == 0 {
+		return
+	}
+	es, err := c.write(dead)
+	for k, i := range at {
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("%w; its dead finish failed: %w", errs[i], err)
+		case es[k] != nil:
+			errs[i] = fmt.Errorf("%w; its dead finish failed: %w", errs[i], es[k])
+		default:
+			errs[i] = nil
+		}
+	}
 }

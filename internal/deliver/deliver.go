@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // Target delivers one attempt of a job. Deliver must not panic on a
@@ -27,16 +29,28 @@ type Delivery struct {
 	Attempt        int             // 1 for the first attempt
 	IdempotencyKey string          // "" when the job has none
 	PartitionKey   string          // "" when the job has none
+	Tenant         string          // the job's tenant; "" = idemtype.DefaultTenant
 }
 
 // MessageID identifies the message across attempts, for the receiver's or
-// broker's deduplication (webhook-id, Nats-Msg-Id): the idempotency key when
-// it is a printable header value, else "job_<id>".
+// broker's deduplication (webhook-id, Nats-Msg-Id). When the idempotency
+// key is printable ASCII without spaces (at most 255 bytes) it is the key
+// for a job of the default tenant, and "<tenant> <key>" (the tenant, a
+// space, the key) for a job of any other tenant: keys are unique within a
+// tenant only, and a receiver or stream shared by tenants must not take two
+// tenants' jobs of one key for one message. Neither tenant names nor such
+// keys hold a space, so the id of one (tenant, key) is never the id of
+// another, nor a default tenant's key. Otherwise it is "job_<id>" (job ids
+// are unique across tenants).
 func (d *Delivery) MessageID() string {
-	if d.IdempotencyKey != "" && len(d.IdempotencyKey) <= 255 && printable(d.IdempotencyKey) {
-		return d.IdempotencyKey
+	k := d.IdempotencyKey
+	if k == "" || len(k) > 255 || !printable(k) {
+		return "job_" + strconv.FormatInt(d.JobID, 10)
 	}
-	return "job_" + strconv.FormatInt(d.JobID, 10)
+	if d.Tenant == "" || d.Tenant == idemtype.DefaultTenant {
+		return k
+	}
+	return d.Tenant + " " + k
 }
 
 // printable reports whether s is visible ASCII only.

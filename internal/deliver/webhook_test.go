@@ -20,18 +20,26 @@ var _ Target = (*Webhook)(nil)
 func TestDeliveryMessageID(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		key, want string
+		tenant, key, want string
 	}{
-		{"order-42:shipped", "order-42:shipped"},
-		{"", "job_7"},
-		{"has space", "job_7"},
-		{"line\nbreak", "job_7"},
-		{"é", "job_7"},
+		{"", "order-42:shipped", "order-42:shipped"},
+		{"default", "order-42:shipped", "order-42:shipped"},
+		{"", "", "job_7"},
+		{"", "has space", "job_7"},
+		{"", "line\nbreak", "job_7"},
+		{"", "é", "job_7"},
+		// Other tenants: "<tenant> <key>", so the same key of two tenants
+		// (or a tenant and a key holding '/') are two messages.
+		{"acme", "order-1", "acme order-1"},
+		{"acme/x", "order-1", "acme/x order-1"},
+		{"acme", "x/order-1", "acme x/order-1"},
+		{"acme", "", "job_7"},
+		{"acme", "has space", "job_7"},
 	}
 	for _, tt := range tests {
-		d := &Delivery{JobID: 7, IdempotencyKey: tt.key}
+		d := &Delivery{JobID: 7, IdempotencyKey: tt.key, Tenant: tt.tenant}
 		if got := d.MessageID(); got != tt.want {
-			t.Errorf("MessageID(%q) = %q, want %q", tt.key, got, tt.want)
+			t.Errorf("MessageID(%q, %q) = %q, want %q", tt.tenant, tt.key, got, tt.want)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func (e *Executor) deliver(ctx context.Context, row *idemtype.JobRow, fin *store
 	}
 	out := tgt.Deliver(ctx, &deliver.Delivery{
 		JobID: row.ID, Kind: row.Kind, Args: row.Args, Attempt: row.Attempt,
-		IdempotencyKey: row.IdempotencyKey, PartitionKey: row.PartitionKey,
+		IdempotencyKey: row.IdempotencyKey, PartitionKey: row.PartitionKey, Tenant: row.Tenant,
 	})
 	if !errors.Is(out.Err, webhook.ErrTargetBusy) {
 		fin.Target, fin.HTTPStatus = name, out.Status

@@ -221,7 +221,9 @@ func (e *Executor) acquireKey(ctx context.Context, row *idemtype.JobRow, res *st
 			e.cfg.OnCacheHit(row)
 		}
 		fin.State, fin.Outcome = idemtype.StateCompleted, idemtype.OutcomeCached
-		fin.Result, fin.WasCached, fin.OriginalJobID = NullIfEmpty(out), true, rec.ResultJobID
+		// ResultJSON: a record's bytes are not checked as a job's result is
+		// (store.FinishCheck), so they are made storable the same way.
+		fin.Result, fin.WasCached, fin.OriginalJobID = ResultJSON(out), true, rec.ResultJobID
 		return false, nil
 	}
 	wait := MaxKeyWait
@@ -266,10 +268,6 @@ func (e *Executor) run(ctx context.Context, row *idemtype.JobRow, fin *store.Job
 	}
 	ctx = WithJob(ctx, e, row)
 	res, err := e.callWithTimeout(ctx, row)
-	if err == nil && len(res) > 0 && !json.Valid(res) {
-		// As a typed worker's invalid result: no store could keep it.
-		err = &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: errors.New("result is not valid JSON")}
-	}
 	e.SetOutcome(fin, row, res, err)
 }
 
@@ -316,8 +314,15 @@ func (e *Executor) SetOutcome(fin *store.JobFinishParams, row *idemtype.JobRow, 
 	e.fail(fin, row, err)
 }
 
-// complete fills fin for a successful attempt.
+// complete fills fin for a successful attempt. The result is made storable
+// first (see StorableResult): bytes that are not UTF-8 become U+FFFD, and a
+// result that is not JSON fails the attempt permanently.
 func (e *Executor) complete(fin *store.JobFinishParams, row *idemtype.JobRow, res []byte) {
+	res, err := StorableResult(res)
+	if err != nil {
+		e.fail(fin, row, &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: err})
+		return
+	}
 	fin.State, fin.Outcome, fin.Result = idemtype.StateCompleted, idemtype.OutcomeCompleted, res
 	if row.IdempotencyKey == "" {
 		return
@@ -336,9 +341,7 @@ func (e *Executor) complete(fin *store.JobFinishParams, row *idemtype.JobRow, re
 // fail fills fin for a failed attempt from the handler's error.
 func (e *Executor) fail(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
 	now := e.cfg.Now()
-	// A handler's error text may hold any bytes (a binary response, say);
-	// a finish must hold text every store keeps (store.FinishCheck).
-	fin.Error, fin.ErrorCode = store.CleanText(err.Error()), store.CleanText(idemtype.ErrorCodeOf(err))
+	fin.Error, fin.ErrorCode = store.StorableText(err.Error()), store.StorableText(idemtype.ErrorCodeOf(err))
 	var ce *idemtype.ControlError
 	if errors.As(err, &ce) {
 		switch ce.Kind {

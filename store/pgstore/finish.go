@@ -160,8 +160,15 @@ func newFinishColumns(p []*store.JobFinishParams, out []error) *finishColumns {
 	sort.SliceStable(order, func(a, b int) bool { return p[order[a]].ID < p[order[b]].ID })
 	for _, i := range order {
 		f := p[i]
+		switch f.State {
+		case idemtype.StateCompleted, idemtype.StateRetryable, idemtype.StateScheduled,
+			idemtype.StateDead, idemtype.StateCancelled:
+		default:
+			out[i] = idemtype.Invalid("state", "cannot finish a job as %q", f.State)
+			continue
+		}
 		if err := store.FinishCheck(f); err != nil {
-			out[i] = err // refused alone: the batch's other finishes are written
+			out[i] = fmt.Errorf("finish job %d: %w", f.ID, err)
 			continue
 		}
 		c.add(f)

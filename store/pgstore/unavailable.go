@@ -36,3 +36,13 @@ func (s *Store) IsUnavailable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err) ||
 		strings.Contains(err.Error(), "conn closed")
 }
+
+// IsRefused implements store.RefusalClassifier: PostgreSQL refused the
+// statement for the data it holds (class 22, data exception: bytes that are
+// not UTF-8 or a NUL byte in text, invalid JSON, a value out of range;
+// class 54, program limit exceeded: a value too large). Retrying the same
+// data fails again.
+func (s *Store) IsRefused(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54"))
+}

@@ -17,46 +17,12 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 		return nil, nil
 	}
 	errs := make([]error, len(ps))
-	valid, sub, answer := checkFinishes(ps, errs)
-	if len(valid) == 0 {
-		return errs, nil
-	}
-	idList := finishIDs(valid) // outside the writer: it is the bottleneck
-	err := s.write(ctx, len(valid), func(t *wtx) error { return finishMany(t, valid, idList, sub) })
+	idList := finishIDs(ps) // outside the writer: it is the bottleneck
+	err := s.write(ctx, len(ps), func(t *wtx) error { return finishMany(t, ps, idList, errs) })
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	answer()
 	return errs, nil
-}
-
-// checkFinishes refuses the items of ps that store.FinishCheck refuses
-// (their errs entry is set) and returns the others, the error slice to
-// finish them with and the function that copies those errors back into
-// errs: one refused finish does not fail its batch.
-func checkFinishes(ps []*store.JobFinishParams, errs []error) (valid []*store.JobFinishParams, sub []error, answer func()) {
-	var idx []int
-	for i, p := range ps {
-		if errs[i] = store.FinishCheck(p); errs[i] != nil && idx == nil {
-			idx = make([]int, 0, len(ps))
-			for j := range i {
-				idx = append(idx, j)
-			}
-			valid = append(valid, ps[:i]...)
-		}
-		if errs[i] == nil && idx != nil {
-			idx, valid = append(idx, i), append(valid, p)
-		}
-	}
-	if idx == nil {
-		return ps, errs, func() {}
-	}
-	sub = make([]error, len(valid))
-	return valid, sub, func() {
-		for k, e := range sub {
-			errs[idx[k]] = e
-		}
-	}
 }
 
 // finishIDs is the JSON list of the ids of ps.
@@ -72,6 +38,19 @@ func finishIDs(ps []*store.JobFinishParams) string {
 // putting each item's error in errs; its own error fails the whole
 // operation.
 func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error) error {
+	if accepted, index := store.FinishAccepted(ps, errs); index != nil {
+		// Some finishes are refused (store.FinishCheck): finish the others.
+		sub := make([]error, len(accepted))
+		if len(accepted) > 0 {
+			if err := finishMany(t, accepted, finishIDs(accepted), sub); err != nil {
+				return err
+			}
+		}
+		for k, i := range index {
+			errs[i] = sub[k]
+		}
+		return nil
+	}
 	deps, err := withDependants(t, idList)
 	if err != nil {
 		return err

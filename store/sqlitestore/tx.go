@@ -160,13 +160,8 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFini
 		return nil, nil
 	}
 	errs := make([]error, len(ps))
-	valid, sub, answer := checkFinishes(ps, errs)
-	if len(valid) == 0 {
-		return errs, nil
-	}
-	if err := finishMany(tx.t, valid, finishIDs(valid), sub); err != nil {
+	if err := finishMany(tx.t, ps, finishIDs(ps), errs); err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	answer()
 	return errs, nil
 }

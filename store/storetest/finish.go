@@ -36,6 +36,7 @@ func finishCases() []testCase {
 		{"JobFinishMany/expired_lease_not_rescued_accepted", testFinishExpiredLease},
 		{"AttemptList/completion_after_failure_and_snooze", testAttemptsCompletionHistory},
 		{"JobFinishMany/one_job_twice_in_a_batch", testFinishSameJobTwice},
+		{"JobFinishMany/refused_data_fails_alone", testFinishRefusedAlone},
 		{"QueueStats/completions_counted_once", testStatsCompletionsOnce},
 	}
 }
