@@ -1,7 +1,9 @@
 package idemhttp
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -190,9 +192,23 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// batchItemKey is the key of item i of a batch sent with the header
+// Idempotency-Key k: "k:<i>", or, when that would be longer than a key may
+// be, "sha256:<hex of k>:<i>". Both depend only on k and i, so a retried
+// batch creates nothing twice, and the keys that fit are those they always
+// were.
+func batchItemKey(k string, i int) string {
+	suffix := ":" + strconv.Itoa(i)
+	if len(k)+len(suffix) <= idem.MaxKeyLength {
+		return k + suffix
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:]) + suffix
+}
+
 // enqueueBatch inserts up to MaxBatch jobs; one bad item fails only itself.
 // A header Idempotency-Key K gives each item without its own key the key
-// "K:<index>", so a retried batch creates nothing twice.
+// batchItemKey(K, index), so a retried batch creates nothing twice.
 func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	hk, err := idempotencyKey(r)
 	if err != nil {
@@ -221,7 +237,7 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 		var p idem.EnqueueParams
 		if err == nil {
 			if item.IdempotencyKey == "" && hk != "" {
-				item.IdempotencyKey = hk + ":" + strconv.Itoa(i)
+				item.IdempotencyKey = batchItemKey(hk, i)
 			}
 			p, err = s.enqueueParams(tenant, &item)
 		}
