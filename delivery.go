@@ -51,7 +51,12 @@ type Target struct {
 	Name   string // unique per tenant; the attempt log names it
 	Queue  string // match jobs of this queue; "" = any queue
 	Kind   string // match jobs of this kind; "" = any kind (Queue or Kind is required)
-	URL    string // absolute http(s) URL, checked against the address policy
+	// URL is an absolute http(s) URL, checked against the address policy,
+	// or nats://host:port/subject for a JetStream subject; a NATS server
+	// that requires credentials takes nats://user:password@host:port/subject
+	// or nats://token@host:port/subject. The HTTP API masks a password or
+	// token in it (the stored URL keeps it).
+	URL string
 	// Secrets sign every push, the first listed first (several while one is
 	// rotated). TargetList never returns them; SecretCount says how many.
 	Secrets     []webhook.Secret
@@ -73,11 +78,19 @@ func (c *Client) TargetPut(ctx context.Context, t *Target) (created bool, err er
 	if t == nil {
 		return false, idemtype.Invalid("target", "nil")
 	}
-	return c.targetPut(ctx, t, "", nil)
+	return c.targetPut(ctx, t, nil)
 }
 
-// targetPut stores a target, or a subscription of topic.
-func (c *Client) targetPut(ctx context.Context, t *Target, topic string, types []string) (created bool, err error) {
+// subscriptionRow holds the fields of a stored target that only a
+// subscription has.
+type subscriptionRow struct {
+	topic       string
+	types       []string
+	maxAttempts int
+}
+
+// targetPut stores a target, or a subscription when sub is not nil.
+func (c *Client) targetPut(ctx context.Context, t *Target, sub *subscriptionRow) (created bool, err error) {
 	if err := ValidateName("name", t.Name); err != nil {
 		return false, err
 	}
@@ -105,10 +118,14 @@ func (c *Client) targetPut(ctx context.Context, t *Target, topic string, types [
 		}
 		secrets[i] = s.Reveal()
 	}
-	created, err = c.store.TargetPut(ctx, &store.DeliveryTarget{
+	row := &store.DeliveryTarget{
 		Tenant: c.tenant(t.Tenant), Name: t.Name, Queue: t.Queue, Kind: t.Kind, URL: t.URL,
-		Secrets: secrets, KeepSecrets: t.KeepSecrets, Timeout: t.Timeout, UpdatedAt: c.now(), Topic: topic, EventTypes: types,
-	})
+		Secrets: secrets, KeepSecrets: t.KeepSecrets, Timeout: t.Timeout, UpdatedAt: c.now(),
+	}
+	if sub != nil {
+		row.Topic, row.EventTypes, row.MaxAttempts = sub.topic, sub.types, sub.maxAttempts
+	}
+	created, err = c.store.TargetPut(ctx, row)
 	if err != nil {
 		return false, err
 	}
@@ -188,7 +205,7 @@ type targetSet struct {
 	rows   []*store.DeliveryTarget
 	readAt time.Time // zero: read again
 	built  map[string]*builtTarget
-	nats   map[string]*nats.Conn // by server address, for nats:// targets
+	nats   map[string]*nats.Conn // by server address and credentials (natsDial), for nats:// targets
 }
 
 // builtTarget is a target ready to deliver, for one version of its row.
@@ -294,23 +311,26 @@ func (s *targetSet) close() {
 	s.built = map[string]*builtTarget{}
 }
 
-// buildNATS makes the JetStream target of a nats://host:port/subject row,
-// connecting to the server once per address (a closed connection is
-// replaced). The connection reconnects without limit: an outage of the
+// buildNATS makes the JetStream target of a nats://host:port/subject row
+// (with user:password@ or token@ before the host when the server requires
+// them), connecting to the server once per address and credentials (a
+// closed connection is replaced). The connection reconnects without limit: an outage of the
 // server delays deliveries (they retry) but never ends the connection.
 // s.mu is held.
 func (s *targetSet) buildNATS(r *store.DeliveryTarget) (*builtTarget, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil {
-		return nil, fmt.Errorf("target %q: %w", r.Name, err)
+		// Not the error itself: it quotes the URL, credentials included.
+		return nil, fmt.Errorf("target %q: malformed nats URL", r.Name)
 	}
-	nc := s.nats[u.Host]
+	addr, key, opts := natsDial(u)
+	nc := s.nats[key]
 	if nc == nil || nc.IsClosed() {
-		if nc, err = nats.Connect("nats://"+u.Host, nats.Name("idem"), nats.Timeout(5*time.Second),
-			nats.MaxReconnects(-1)); err != nil {
-			return nil, fmt.Errorf("target %q: connect to nats: %w", r.Name, err)
+		opts = append(opts, nats.Name("idem"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
+		if nc, err = nats.Connect(addr, opts...); err != nil {
+			return nil, fmt.Errorf("target %q: connect to nats at %s: %w", r.Name, u.Host, err)
 		}
-		s.nats[u.Host] = nc
+		s.nats[key] = nc
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -321,6 +341,30 @@ func (s *targetSet) buildNATS(r *store.DeliveryTarget) (*builtTarget, error) {
 		return nil, fmt.Errorf("target %q: %w", r.Name, err)
 	}
 	return &builtTarget{target: t, nc: nc}, nil
+}
+
+// natsDial returns what buildNATS connects with for the target URL u: the
+// server address (without credentials), the key of the connection in the
+// cache (the address and the credentials: targets that authenticate
+// differently never share a connection) and the options that carry the
+// credentials: nats://user:password@host:port/subject authenticates with a
+// user and password, nats://token@host:port/subject with a token. The
+// credentials are never logged nor put in an error.
+func natsDial(u *url.URL) (addr, key string, opts []nats.Option) {
+	addr = "nats://" + u.Host
+	key = addr
+	if u.User == nil {
+		return addr, key, nil
+	}
+	user := u.User.Username()
+	if pass, ok := u.User.Password(); ok {
+		opts = append(opts, nats.UserInfo(user, pass))
+		key += "\x00user\x00" + user + "\x00" + pass
+	} else if user != "" {
+		opts = append(opts, nats.Token(user))
+		key += "\x00token\x00" + user
+	}
+	return addr, key, opts
 }
 
 // build makes the webhook or NATS target of a row.

@@ -51,6 +51,9 @@ func testSubscriptionBoundaries(t *testing.T, b *bundle) {
 		{"event type with a space", &idem.Subscription{Topic: "orders", Name: "a", URL: "http://127.0.0.1:9/hook",
 			EventTypes: []string{"order.paid", "order shipped"}}, "event_types"},
 		{"negative timeout", &idem.Subscription{Topic: "orders", Name: "a", URL: "http://127.0.0.1:9/hook", Timeout: -time.Second}, "timeout"},
+		{"negative max attempts", &idem.Subscription{Topic: "orders", Name: "a", URL: "http://127.0.0.1:9/hook", MaxAttempts: -1}, "max_attempts"},
+		{"max attempts over the bound", &idem.Subscription{Topic: "orders", Name: "a", URL: "http://127.0.0.1:9/hook",
+			MaxAttempts: idem.MaxMaxAttempts + 1}, "max_attempts"},
 		{"empty secret", &idem.Subscription{Topic: "orders", Name: "a", URL: "http://127.0.0.1:9/hook",
 			Secrets: []webhook.Secret{secret, {}}}, "secrets"},
 	}

@@ -1,10 +1,12 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,11 +41,17 @@ type Subscription struct {
 	// KeepSecrets: when SubscriptionPut replaces a stored subscription, its
 	// secrets are kept and Secrets is used only if the put creates it.
 	KeepSecrets bool
-	// EventTypes: only events of these types; none = every event.
+	// EventTypes: only events of these types; none = every event (the
+	// HTTP API calls it kinds).
 	EventTypes []string
 	Timeout    time.Duration
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// MaxAttempts is the number of attempts of each delivery job made for
+	// the subscription, 1 to MaxMaxAttempts; 0 in SubscriptionPut =
+	// Config.MaxAttempts. SubscriptionList and SubscriptionGet return the
+	// number in use (Config.MaxAttempts for a subscription put with 0).
+	MaxAttempts int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // subscriptionTarget names the stored target of a subscription: its name
@@ -70,9 +78,12 @@ func (c *Client) SubscriptionPut(ctx context.Context, s *Subscription) (bool, er
 			return false, err
 		}
 	}
+	if s.MaxAttempts < 0 || s.MaxAttempts > MaxMaxAttempts {
+		return false, idemtype.Invalid("max_attempts", "must be between 1 and %d (0 = the default)", MaxMaxAttempts)
+	}
 	name, kind := subscriptionTarget(s.Topic, s.Name)
 	return c.targetPut(ctx, &Target{Tenant: s.Tenant, Name: name, Kind: kind, URL: s.URL, Secrets: s.Secrets,
-		KeepSecrets: s.KeepSecrets, Timeout: s.Timeout}, s.Topic, s.EventTypes)
+		KeepSecrets: s.KeepSecrets, Timeout: s.Timeout}, &subscriptionRow{topic: s.Topic, types: s.EventTypes, maxAttempts: s.MaxAttempts})
 }
 
 // validateTopicName checks a topic or subscription name: a name (see
@@ -101,7 +112,7 @@ func (c *Client) SubscriptionList(ctx context.Context, tenant, topic string) ([]
 	for i, r := range rows {
 		out[i] = &Subscription{Tenant: r.Tenant, Topic: r.Topic, Name: r.Name[len(topic)+1:], URL: r.URL,
 			SecretCount: len(r.Secrets), EventTypes: r.EventTypes, Timeout: r.Timeout,
-			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+			MaxAttempts: cmp.Or(r.MaxAttempts, c.cfg.MaxAttempts), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	}
 	return out, nil
 }
@@ -270,7 +281,7 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 			continue
 		}
 		meta, _ := json.Marshal(map[string]any{"event_id": env.EventID, "topic": ev.Topic, "subscription": sub, "replay": replay})
-		opts := &EnqueueOpts{Tenant: ev.Tenant, Queue: c.cfg.TopicQueue, Metadata: meta}
+		opts := &EnqueueOpts{Tenant: ev.Tenant, Queue: c.cfg.TopicQueue, Metadata: meta, MaxAttempts: s.MaxAttempts}
 		if ev.PartitionKey != "" {
 			opts.PartitionKey = fitKey(sub + "/" + ev.PartitionKey)
 		}
@@ -287,7 +298,10 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 		return 0, err
 	}
 	for _, r := range res {
-		if r.Err != nil {
+		// A delivery key reused with another request is a delivery made
+		// before the subscription changed (its max_attempts): it exists,
+		// which is all a repeated publish has to make sure of.
+		if r.Err != nil && !(!replay && errors.Is(r.Err, idemtype.ErrKeyReused)) {
 			return 0, r.Err
 		}
 	}

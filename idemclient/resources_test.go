@@ -295,6 +295,18 @@ func TestTopics(t *testing.T) {
 	if err != nil || len(subs) != 1 || subs[0].URL != "http://127.0.0.1:9/b2" {
 		t.Fatalf("subscriptions: %+v %v", subs, err)
 	}
+	// API.md's names: kinds and max_attempts, shown in the reply and the list.
+	sub, _, err = e.admin.PutSubscription(ctx, "audit", "log", &idemclient.SubscriptionPut{URL: "http://127.0.0.1:9/a",
+		Kinds: []string{"order.paid"}, MaxAttempts: 3})
+	if err != nil || len(sub.Kinds) != 1 || sub.Kinds[0] != "order.paid" || sub.MaxAttempts != 3 {
+		t.Fatalf("subscribe with kinds and max_attempts: %+v %v", sub, err)
+	}
+	if subs, err := e.admin.Subscriptions(ctx, "audit"); err != nil || len(subs) != 1 || subs[0].MaxAttempts != 3 || len(subs[0].Kinds) != 1 {
+		t.Fatalf("audit subscriptions: %+v %v", subs, err)
+	}
+	if err := e.admin.DeleteSubscription(ctx, "audit", "log"); err != nil {
+		t.Fatal(err)
+	}
 
 	var ids []string
 	for i, typ := range []string{"order.paid", "order.shipped", "order.paid"} {

@@ -10,14 +10,18 @@ import (
 )
 
 // Subscription is a topic subscription as the API shows it (Secret: a
-// generated one, in the reply that created it only).
+// generated one, in the reply that created it only; a password or NATS
+// token in URL masked; MaxAttempts: the number in use).
 type Subscription = wire.Subscription
 
 // SubscriptionPut is the body of PutSubscription. Secret nil: the server
 // generates one and returns it once when it creates the subscription, and
 // keeps the stored secrets when it replaces it (retrying or re-applying a
 // PutSubscription never rotates them); a given secret replaces them; a
-// pointer to "": unsigned pushes.
+// pointer to "": unsigned pushes. Kinds filters the event types
+// (EventTypes is its former name, still accepted by the server);
+// MaxAttempts is the number of attempts of each delivery (0 = the
+// server's default).
 type SubscriptionPut = wire.SubscriptionPut
 
 // PublishRequest is one event to publish.

@@ -86,7 +86,7 @@ var docLooserThanServer = []string{
 	"a batch needs a key",                  // the key may come in the body or the header
 	// Retry policies and completion jobs: cross-field rules, and a
 	// duration pattern that cannot say "positive".
-	"must not be below retry.base", "differs from max_attempts", "an explicit schedule replaces them",
+	"must not be below retry.base", "differs from max_attempts", "differs from event_types", "an explicit schedule replaces them",
 	"retry.base: must be positive", "retry.max: must be positive",
 	"not allowed: the batch key", "not allowed: the completion job", `"idem_batch_id" is set by idem`,
 	// Schedules: cron syntax, zone names, interval bounds and the grain

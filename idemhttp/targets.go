@@ -6,6 +6,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/internal/redact"
 	"github.com/idem-dev/idem/webhook"
 )
 
@@ -128,9 +129,10 @@ func (s *Server) deleteTarget(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// renderTarget converts a target, without secrets.
+// renderTarget converts a target, without secrets: a password or NATS
+// token in its URL is masked.
 func renderTarget(t *idem.Target) *wire.Target {
-	out := &wire.Target{Name: t.Name, URL: t.URL, Queue: t.Queue, Kind: t.Kind, SecretCount: t.SecretCount,
+	out := &wire.Target{Name: t.Name, URL: redact.URL(t.URL), Queue: t.Queue, Kind: t.Kind, SecretCount: t.SecretCount,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if t.Timeout > 0 {
 		out.Timeout = t.Timeout.String()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,5 +128,38 @@ func testTargetBadInput(t *testing.T, open opener) {
 	expect(t, r, 200, "")
 	if n := len(r.json(t)["targets"].([]any)); n != 0 {
 		t.Fatalf("bad puts stored %d targets", n)
+	}
+}
+
+// TestTargetURLPasswordMasked: a password or NATS token in the URL of a
+// target or subscription is stored (deliveries use it) but never shown:
+// the PUT reply, GET and the lists mask it as the database URL of
+// --print-config is masked.
+func TestTargetURLPasswordMasked(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	for _, tc := range []struct{ path, url, shown string }{
+		{"/v1/targets/stream", "nats://idem:s3cret@127.0.0.1:4222/orders", "nats://idem:xxxxx@127.0.0.1:4222/orders"},
+		{"/v1/targets/tok", "nats://s3cret@127.0.0.1:4222/orders", "nats://xxxxx@127.0.0.1:4222/orders"},
+		{"/v1/topics/orders/subscriptions/stream", "nats://idem:s3cret@127.0.0.1:4222/orders", "nats://idem:xxxxx@127.0.0.1:4222/orders"},
+	} {
+		body := map[string]any{"url": tc.url}
+		if strings.HasPrefix(tc.path, "/v1/targets/") {
+			body["queue"] = "q"
+		}
+		list := "/v1/targets"
+		if strings.HasPrefix(tc.path, "/v1/topics/") {
+			list = "/v1/topics/orders/subscriptions"
+		}
+		for _, r := range []*resp{e.req("PUT", tc.path, e.keyA, body), e.req("GET", tc.path, e.keyA, nil), e.req("GET", list, e.keyA, nil)} {
+			if r.status/100 != 2 || strings.Contains(string(r.body), "s3cret") || !strings.Contains(string(r.body), tc.shown) {
+				t.Errorf("%s: %d %s; want %s shown, never the password", tc.path, r.status, r.body, tc.shown)
+			}
+		}
+	}
+	// The stored URL keeps the credentials: the deliveries need them.
+	got, err := e.client.TargetGet(context.Background(), "a", "stream")
+	if err != nil || got.URL != "nats://idem:s3cret@127.0.0.1:4222/orders" {
+		t.Fatalf("stored target %+v %v", got, err)
 	}
 }

@@ -1,11 +1,14 @@
 package idemhttp
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/internal/redact"
 	"github.com/idem-dev/idem/webhook"
 )
 
@@ -36,15 +39,27 @@ func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	body, err := readBody(r, s.cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
 	var req wire.SubscriptionPut
-	if err := s.decodeBody(r, &req, false); err != nil {
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	if req.MaxAttempts < 0 || req.MaxAttempts > idem.MaxMaxAttempts || explicitZero(body, "max_attempts") {
+		return invalid("max_attempts", fmt.Sprintf("must be between 1 and %d", idem.MaxMaxAttempts))
+	}
+	kinds, err := subscriptionKinds(&req)
+	if err != nil {
 		return err
 	}
 	timeout, err := parseDuration("timeout", req.Timeout)
 	if err != nil {
 		return err
 	}
-	sub := &idem.Subscription{Tenant: tenantOf(r), Topic: topic, Name: name, URL: req.URL, EventTypes: req.EventTypes}
+	sub := &idem.Subscription{Tenant: tenantOf(r), Topic: topic, Name: name, URL: req.URL, EventTypes: kinds,
+		MaxAttempts: req.MaxAttempts}
 	if timeout != nil {
 		sub.Timeout = *timeout
 	}
@@ -78,6 +93,25 @@ func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, status, out)
 	return nil
+}
+
+// subscriptionKinds is the event-type filter of a PUT: kinds (API.md's
+// name) or event_types (its former name); both may be given only with the
+// same types.
+func subscriptionKinds(req *wire.SubscriptionPut) ([]string, error) {
+	switch {
+	case req.Kinds == nil:
+		return req.EventTypes, nil
+	case req.EventTypes == nil:
+		return req.Kinds, nil
+	}
+	a, b := slices.Clone(req.Kinds), slices.Clone(req.EventTypes)
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(slices.Compact(a), slices.Compact(b)) {
+		return nil, invalid("kinds", "differs from event_types (its former name); give one of them")
+	}
+	return req.Kinds, nil
 }
 
 func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) error {
@@ -243,8 +277,13 @@ func (s *Server) replayEvents(w http.ResponseWriter, r *http.Request) error {
 
 // renderSubscription converts a subscription, without secrets.
 func renderSubscription(sub *idem.Subscription) *wire.Subscription {
-	out := &wire.Subscription{Topic: sub.Topic, Name: sub.Name, URL: sub.URL, EventTypes: sub.EventTypes,
-		SecretCount: sub.SecretCount, CreatedAt: sub.CreatedAt, UpdatedAt: sub.UpdatedAt}
+	kinds := sub.EventTypes
+	if kinds == nil {
+		kinds = []string{}
+	}
+	out := &wire.Subscription{Topic: sub.Topic, Name: sub.Name, URL: redact.URL(sub.URL), Kinds: kinds,
+		EventTypes: sub.EventTypes, MaxAttempts: sub.MaxAttempts, SecretCount: sub.SecretCount,
+		CreatedAt: sub.CreatedAt, UpdatedAt: sub.UpdatedAt}
 	if sub.Timeout > 0 {
 		out.Timeout = sub.Timeout.String()
 	}

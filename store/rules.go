@@ -138,6 +138,8 @@ func TargetCheck(t *DeliveryTarget) (secrets, types string, err error) {
 		return "", "", idemtype.Invalid("queue", "a target needs a queue or a kind")
 	case t.Timeout < 0:
 		return "", "", idemtype.Invalid("timeout", "negative")
+	case t.MaxAttempts < 0:
+		return "", "", idemtype.Invalid("max_attempts", "negative")
 	}
 	return jsonList(t.Secrets), jsonList(t.EventTypes), nil
 }

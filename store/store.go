@@ -798,9 +798,12 @@ type DeliveryTarget struct {
 	Topic      string
 	EventTypes []string
 	// Timeout bounds one push; 0 = the sender's default.
-	Timeout   time.Duration
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Timeout time.Duration
+	// MaxAttempts is the number of attempts of each delivery job made for
+	// a subscription; 0 = the client's default. Negative is refused.
+	MaxAttempts int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // TargetListParams scopes TargetList.

@@ -32,7 +32,8 @@ var (
 // Verify checks a received webhook: the headers are present, the timestamp is
 // within tolerance of now (DefaultTolerance when tolerance is 0) and at least
 // one v1 signature matches one of the secrets. Signatures of other versions
-// are ignored. Comparison is constant-time.
+// and tokens without a comma are ignored, as the Standard Webhooks
+// reference libraries do. Comparison is constant-time.
 func Verify(secrets []Secret, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	if len(secrets) == 0 {
 		return ErrNoSecrets
@@ -81,14 +82,15 @@ func parseHeaders(h http.Header) (id string, unix int64, sigs [][]byte, err erro
 }
 
 // parseSignatures decodes the v1 entries of a webhook-signature header.
+// Like the Standard Webhooks reference libraries it skips what it does not
+// understand: entries of other versions, malformed v1 entries and tokens
+// without a comma (a future scheme, garbage), so that none of them hides a
+// valid v1 signature; with no v1 signature left nothing can match.
 func parseSignatures(text string) ([][]byte, error) {
 	var sigs [][]byte
 	for _, part := range strings.Fields(text) {
 		version, sig, ok := strings.Cut(part, ",")
-		if !ok {
-			return nil, fmt.Errorf("%w: %s", ErrInvalidHeader, HeaderSignature)
-		}
-		if version != signatureVersion {
+		if !ok || version != signatureVersion {
 			continue
 		}
 		raw, err := base64.StdEncoding.DecodeString(sig)

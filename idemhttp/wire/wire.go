@@ -424,17 +424,29 @@ type SubscriptionPut struct {
 	// Omitted: one is generated and returned once when the PUT creates the
 	// subscription; a PUT that replaces it keeps its secrets (a repeated
 	// PUT never rotates them). "" sends unsigned pushes.
-	Secret     *string  `json:"secret,omitempty"`
+	Secret *string `json:"secret,omitempty"`
+	// Kinds: only events of these types are delivered; none = every event.
+	Kinds []string `json:"kinds,omitempty"`
+	// EventTypes is the former name of Kinds, still accepted; when both
+	// are given they must hold the same types.
 	EventTypes []string `json:"event_types,omitempty"`
-	Timeout    *string  `json:"timeout,omitempty"`
+	// MaxAttempts is the number of attempts of each delivery job made for
+	// the subscription, 1 to 1000; omitted = the server's default.
+	MaxAttempts int     `json:"max_attempts,omitempty"`
+	Timeout     *string `json:"timeout,omitempty"`
 }
 
 // Subscription is a subscription as the API shows it: never its secret.
 type Subscription struct {
-	Topic       string    `json:"topic"`
-	Name        string    `json:"name"`
-	URL         string    `json:"url"`
-	EventTypes  []string  `json:"event_types,omitempty"`
+	Topic string `json:"topic"`
+	Name  string `json:"name"`
+	URL   string `json:"url"` // a password in it is masked
+	// Kinds: the event types delivered; empty = every event.
+	Kinds []string `json:"kinds"`
+	// EventTypes repeats Kinds under its former name (omitted when empty).
+	EventTypes []string `json:"event_types,omitempty"`
+	// MaxAttempts is the number of attempts of each delivery job.
+	MaxAttempts int       `json:"max_attempts"`
 	SecretCount int       `json:"secret_count"`
 	Timeout     string    `json:"timeout,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"reflect"
 	"sort"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/internal/redact"
 )
 
 // envConfig names the configuration file of `idem serve`.
@@ -391,63 +391,17 @@ func (c *ServeConfig) serverConfig(cfg *idemhttp.Config) *idemhttp.Config {
 }
 
 // maskedPassword replaces a database password in --print-config.
-const maskedPassword = "xxxxx"
+const maskedPassword = redact.Mask
 
 // unparsableDatabase is printed for a database setting that is not a URL
 // url.Parse reads: where its password is cannot be told, so none of it is
 // shown.
-const unparsableDatabase = "(not a valid URL; hidden)"
+const unparsableDatabase = redact.Unparsable
 
 // maskDatabase hides the password of a database URL: the user-info
-// password and a password query parameter. A URL that does not parse
-// gives unparsableDatabase, never the raw string.
-func maskDatabase(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return unparsableDatabase
-	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), maskedPassword)
-		}
-	}
-	if u.RawQuery != "" {
-		q, ok := maskQuery(u.RawQuery)
-		if !ok {
-			return unparsableDatabase
-		}
-		u.RawQuery = q
-	}
-	return u.String()
-}
-
-// maskQuery masks every password parameter of the raw query q, keeping
-// the order and the rest as written ("&" and ";" both count as
-// separators, to hide too much rather than too little); false when a name
-// does not unescape.
-func maskQuery(q string) (string, bool) {
-	var b strings.Builder
-	for q != "" {
-		i := strings.IndexAny(q, "&;")
-		part, sep := q, ""
-		if i >= 0 {
-			part, sep, q = q[:i], q[i:i+1], q[i+1:]
-		} else {
-			q = ""
-		}
-		name, _, _ := strings.Cut(part, "=")
-		name, err := url.QueryUnescape(name)
-		if err != nil {
-			return "", false
-		}
-		if strings.EqualFold(strings.TrimSpace(name), "password") {
-			part = "password=" + maskedPassword
-		}
-		b.WriteString(part)
-		b.WriteString(sep)
-	}
-	return b.String(), true
-}
+// password and a password query parameter (redact.URL). A URL that does
+// not parse gives unparsableDatabase, never the raw string.
+func maskDatabase(raw string) string { return redact.URL(raw) }
 
 // printConfig writes c as TOML with secrets masked.
 func printConfig(c *ServeConfig) (string, error) {

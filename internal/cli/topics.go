@@ -57,7 +57,8 @@ func newSubscribeCmd(af *apiFlags) *cobra.Command {
 		}}
 	fl := c.Flags()
 	fl.StringVar(&req.URL, "target-url", "", "webhook URL, or nats://host:port/subject (required)")
-	fl.StringSliceVar(&req.EventTypes, "type", nil, "only events of these types (repeatable)")
+	fl.StringSliceVar(&req.Kinds, "type", nil, "only events of these types (repeatable)")
+	fl.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts of each delivery, 1 to 1000 (default: the server's)")
 	fl.StringVar(&secret, "secret", "", "signing secret whsec_… (default: generated for a new subscription, kept for an existing one)")
 	fl.BoolVar(&unsigned, "unsigned", false, "send pushes without a signature")
 	fl.StringVar(&timeout, "timeout", "", "timeout of one push, e.g. 10s")
@@ -95,9 +96,9 @@ func newSubscriptionsCmd(af *apiFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), subs)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tURL\tTYPES\tSECRETS")
+			fmt.Fprintln(tw, "NAME\tURL\tTYPES\tATTEMPTS\tSECRETS")
 			for _, s := range subs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", s.Name, s.URL, dash(strings.Join(s.EventTypes, ",")), s.SecretCount)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", s.Name, s.URL, dash(strings.Join(s.Kinds, ",")), s.MaxAttempts, s.SecretCount)
 			}
 			return tw.Flush()
 		}}

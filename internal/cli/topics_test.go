@@ -19,8 +19,16 @@ func TestTopicsCommand(t *testing.T) {
 		}
 		return out
 	}
-	mustRun("signing secret (shown only once): whsec_", "subscribe", "orders", "billing", "--target-url", "http://127.0.0.1:9/h", "--type", "paid")
-	mustRun("billing", "subscriptions", "orders")
+	mustRun("signing secret (shown only once): whsec_", "subscribe", "orders", "billing", "--target-url", "http://127.0.0.1:9/h", "--type", "paid",
+		"--max-attempts", "3")
+	// The list shows the kinds and the attempts; a password in a URL is
+	// masked.
+	mustRun("billing  http://127.0.0.1:9/h  paid   3", "subscriptions", "orders")
+	mustRun("created subscription orders/nats", "subscribe", "orders", "nats", "--target-url", "nats://idem:s3cret@127.0.0.1:4222/orders")
+	if out := mustRun("nats://idem:xxxxx@127.0.0.1:4222/orders", "subscriptions", "orders"); strings.Contains(out, "s3cret") {
+		t.Fatalf("the list shows the password: %s", out)
+	}
+	mustRun("deleted subscription orders/nats", "unsubscribe", "orders", "nats")
 	mustRun("1 deliveries (existing: false)", "publish", "orders", "--key", "k1", "--type", "paid", "--partition-key", "o1", "--payload", `{"a":1}`, "--metadata", `{"region":"eu"}`)
 	mustRun("(existing: true)", "publish", "orders", "--key", "k1", "--type", "paid")
 	mustRun("0 deliveries", "publish", "orders", "--type", "created")

@@ -15,17 +15,18 @@ import (
 
 // The queries of the delivery_targets table.
 const (
-	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
+	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types, max_attempts`
 	// qTargetPut inserts or replaces a target ($11: keep the stored secrets
-	// on a replace); xmax = 0 marks an insert. A
+	// on a replace; $12: max_attempts); xmax = 0 marks an insert. A
 	// row of another topic (a subscription for a plain target, or the
 	// reverse) is not replaced: no row is returned.
 	qTargetPut = `INSERT INTO {schema}.delivery_targets AS d (` + targetCols + `)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, $10::jsonb)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, $10::jsonb, $12)
 ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
     url = excluded.url, secrets = CASE WHEN $11::boolean THEN d.secrets ELSE excluded.secrets END,
     timeout_ms = excluded.timeout_ms,
-    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types
+    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types,
+    max_attempts = excluded.max_attempts
     WHERE d.topic = excluded.topic
 RETURNING (xmax = 0)`
 	qTargetList   = `SELECT ` + targetCols + ` FROM {schema}.delivery_targets WHERE ($1 = '' OR tenant = $1) ORDER BY tenant, name`
@@ -73,7 +74,7 @@ func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, e
 	}
 	var created bool
 	err = db.QueryRow(ctx, s.sql(qTargetPut), t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
-		t.Timeout.Milliseconds(), store.OrNow(t.UpdatedAt), t.Topic, types, t.KeepSecrets).Scan(&created)
+		t.Timeout.Milliseconds(), store.OrNow(t.UpdatedAt), t.Topic, types, t.KeepSecrets, t.MaxAttempts).Scan(&created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = store.TargetNameTaken(t)
 	}
@@ -121,7 +122,7 @@ func scanTarget(row pgx.Row) (*store.DeliveryTarget, error) {
 	var t store.DeliveryTarget
 	var secrets, types []byte
 	var timeoutMS int64
-	if err := row.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &t.CreatedAt, &t.UpdatedAt, &t.Topic, &types); err != nil {
+	if err := row.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &t.CreatedAt, &t.UpdatedAt, &t.Topic, &types, &t.MaxAttempts); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(types, &t.EventTypes); err != nil {

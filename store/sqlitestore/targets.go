@@ -14,19 +14,20 @@ import (
 
 // The queries of the delivery_targets table.
 const (
-	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types`
+	targetCols = `tenant, name, queue, kind, url, secrets, timeout_ms, created_at, updated_at, topic, event_types, max_attempts`
 	// qTargetPut inserts or replaces a target; created_at is kept on a
-	// replace, and the stored secrets too when the 12th parameter
+	// replace, and the stored secrets too when the 13th parameter
 	// (KeepSecrets) is true. TargetPut reads the row first (qTargetTopic): "created" is
 	// whether there was none (not created_at = updated_at, which also holds
 	// for a replace in the same microsecond), and a row of another topic
 	// is not replaced.
 	qTargetPut = `INSERT INTO delivery_targets (` + targetCols + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, name) DO UPDATE SET queue = excluded.queue, kind = excluded.kind,
     url = excluded.url, secrets = CASE WHEN ? THEN delivery_targets.secrets ELSE excluded.secrets END,
     timeout_ms = excluded.timeout_ms,
-    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types`
+    updated_at = excluded.updated_at, topic = excluded.topic, event_types = excluded.event_types,
+    max_attempts = excluded.max_attempts`
 	qTargetTopic  = `SELECT topic FROM delivery_targets WHERE tenant = ? AND name = ?`
 	qTargetList   = `SELECT ` + targetCols + ` FROM delivery_targets WHERE (? = '' OR tenant = ?) ORDER BY tenant, name`
 	qTargetDelete = `DELETE FROM delivery_targets WHERE tenant = ? AND name = ?`
@@ -78,7 +79,7 @@ func (s *Store) TargetPut(ctx context.Context, t *store.DeliveryTarget) (bool, e
 			created = false // the writer may run a group twice
 		}
 		_, err := w.exec(qTargetPut, t.Tenant, t.Name, t.Queue, t.Kind, t.URL, secrets,
-			t.Timeout.Milliseconds(), now, now, t.Topic, types, t.KeepSecrets)
+			t.Timeout.Milliseconds(), now, now, t.Topic, types, t.MaxAttempts, t.KeepSecrets)
 		return err
 	})
 	if err != nil {
@@ -123,7 +124,7 @@ func scanTarget(rows scanner) (*store.DeliveryTarget, error) {
 	var t store.DeliveryTarget
 	var secrets, types string
 	var timeoutMS, created, updated int64
-	if err := rows.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &created, &updated, &t.Topic, &types); err != nil {
+	if err := rows.Scan(&t.Tenant, &t.Name, &t.Queue, &t.Kind, &t.URL, &secrets, &timeoutMS, &created, &updated, &t.Topic, &types, &t.MaxAttempts); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(types), &t.EventTypes); err != nil {

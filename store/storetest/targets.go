@@ -20,6 +20,8 @@ func targetCases() []testCase {
 		{"Targets/replace-same-instant-not-created", testTargetReplaceSameInstant},
 		{"Targets/subscription-and-plain-target-do-not-replace-each-other", testTargetTopicClash},
 		{"Targets/keep-secrets-on-replace", testTargetKeepSecrets},
+		{"Targets/max-attempts-stored-and-replaced", testTargetMaxAttempts},
+		{"Targets/negative-max-attempts-refused", testTargetMaxAttemptsInvalid},
 	}
 }
 
@@ -255,5 +257,58 @@ func testAttemptDeliveryTenant(t *testing.T, s store.Store) {
 	wantOK(t, "list tenant tb", err)
 	if g, w := tenants(got), want(jobs[1]); !slices.Equal(g, w) {
 		t.Fatalf("tenant tb: tenant:job:target = %v, want %v", g, w)
+	}
+}
+
+// testTargetMaxAttempts: MaxAttempts (the attempts of each delivery job of
+// a subscription; 0 = the client's default) is stored, listed, and
+// replaced by a put, with or without KeepSecrets.
+func testTargetMaxAttempts(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	d := &store.DeliveryTarget{Tenant: "t", Name: "orders/billing", Kind: "topic:orders/billing",
+		URL: "http://127.0.0.1:1/a", Topic: "orders", EventTypes: []string{"paid"}, MaxAttempts: 2, UpdatedAt: at(0)}
+	plain := &store.DeliveryTarget{Tenant: "t", Name: "plain", Queue: "q", URL: "http://127.0.0.1:1/p", UpdatedAt: at(0)}
+	for _, p := range []*store.DeliveryTarget{d, plain} {
+		_, err := s.TargetPut(ctx, p)
+		wantOK(t, "put", err)
+	}
+	list := func() []*store.DeliveryTarget {
+		t.Helper()
+		got, err := s.TargetList(ctx, &store.TargetListParams{Tenant: "t"})
+		wantOK(t, "list", err)
+		if len(got) != 2 {
+			t.Fatalf("list: %d targets, want 2", len(got))
+		}
+		return got
+	}
+	if got := list(); got[0].MaxAttempts != 2 || got[1].MaxAttempts != 0 {
+		t.Fatalf("max attempts %d and %d, want 2 (set) and 0 (not set)", got[0].MaxAttempts, got[1].MaxAttempts)
+	}
+	again := *d
+	again.MaxAttempts, again.KeepSecrets, again.UpdatedAt = 7, true, at(time.Second)
+	_, err := s.TargetPut(ctx, &again)
+	wantOK(t, "replace", err)
+	if got := list(); got[0].MaxAttempts != 7 {
+		t.Fatalf("replaced: max attempts %d, want 7", got[0].MaxAttempts)
+	}
+	again.MaxAttempts, again.KeepSecrets, again.UpdatedAt = 0, false, at(2*time.Second)
+	_, err = s.TargetPut(ctx, &again)
+	wantOK(t, "replace with the default", err)
+	if got := list(); got[0].MaxAttempts != 0 {
+		t.Fatalf("replaced with 0: max attempts %d, want 0", got[0].MaxAttempts)
+	}
+}
+
+// testTargetMaxAttemptsInvalid: a negative MaxAttempts is refused with
+// ErrInvalid and nothing is stored.
+func testTargetMaxAttemptsInvalid(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	_, err := s.TargetPut(ctx, &store.DeliveryTarget{Tenant: "t", Name: "orders/billing", Kind: "topic:orders/billing",
+		URL: "http://127.0.0.1:1/a", Topic: "orders", MaxAttempts: -1, UpdatedAt: at(0)})
+	wantErr(t, "negative max attempts", err, idemtype.ErrInvalid)
+	got, err := s.TargetList(ctx, &store.TargetListParams{Tenant: "t"})
+	wantOK(t, "list", err)
+	if len(got) != 0 {
+		t.Fatalf("stored %+v after a refused put", got)
 	}
 }

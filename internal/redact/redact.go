@@ -1,0 +1,70 @@
+// Package redact hides the secrets of the URLs idem shows (the database
+// URL of --print-config, the URLs of delivery targets and subscriptions):
+// a password in the user info, the token of a nats:// URL (a user name
+// without a password) and password query parameters.
+package redact
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Mask replaces a password or a token.
+const Mask = "xxxxx"
+
+// Unparsable is shown for a URL that url.Parse does not read: where its
+// password is cannot be told, so none of it is shown.
+const Unparsable = "(not a valid URL; hidden)"
+
+// URL returns raw with its password, NATS token and password query
+// parameters replaced by Mask. A URL that does not parse gives
+// Unparsable, never the raw string.
+func URL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Unparsable
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), Mask)
+		} else if strings.EqualFold(u.Scheme, "nats") && u.User.Username() != "" {
+			u.User = url.User(Mask) // nats://token@host: the user name is the token
+		}
+	}
+	if u.RawQuery != "" {
+		q, ok := maskQuery(u.RawQuery)
+		if !ok {
+			return Unparsable
+		}
+		u.RawQuery = q
+	}
+	return u.String()
+}
+
+// maskQuery masks every password parameter of the raw query q, keeping
+// the order and the rest as written ("&" and ";" both count as
+// separators, to hide too much rather than too little); false when a name
+// does not unescape.
+func maskQuery(q string) (string, bool) {
+	var b strings.Builder
+	for q != "" {
+		i := strings.IndexAny(q, "&;")
+		part, sep := q, ""
+		if i >= 0 {
+			part, sep, q = q[:i], q[i:i+1], q[i+1:]
+		} else {
+			q = ""
+		}
+		name, _, _ := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(name)
+		if err != nil {
+			return "", false
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "password") {
+			part = "password=" + Mask
+		}
+		b.WriteString(part)
+		b.WriteString(sep)
+	}
+	return b.String(), true
+}

@@ -1,0 +1,1 @@
+ALTER TABLE {schema}.delivery_targets DROP COLUMN IF EXISTS max_attempts;

@@ -1,0 +1,4 @@
+-- 0022: the attempts of each delivery job of a subscription (API.md's
+-- max_attempts of PUT /v1/topics/{topic}/subscriptions/{name}); 0 = the
+-- client's default (Config.MaxAttempts).
+ALTER TABLE delivery_targets ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 0;
