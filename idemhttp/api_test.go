@@ -34,6 +34,7 @@ func runAPISuite(t *testing.T, open opener) {
 		"tenant isolation":    testTenantIsolation,
 		"post middleware":     testPostMiddleware,
 		"concurrent enqueue":  testConcurrentEnqueue,
+		"concurrent pulls":    testPullRace,
 		"limits":              testLimits,
 		"default limits":      testDefaultLimits,
 		"pause":               testPause,

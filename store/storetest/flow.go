@@ -246,11 +246,13 @@ func mustFirstAvailable(t *testing.T, s store.Store) int64 {
 	return jobs[0].ID
 }
 
-// 8 claimers racing in one window together take exactly the rate.
+// 8 claimers racing in one window together take exactly the rate, each
+// job once.
 func testLimitRateRace(t *testing.T, s store.Store) {
 	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Tenant: "a"}, Rate: 25, Period: time.Minute})
 	insertTenant(t, s, "a", 200)
 	var total atomic.Int64
+	set := newClaimSet()
 	err := parallel(8, func(g int) error {
 		for range 10 {
 			jobs, err := s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"},
@@ -259,12 +261,16 @@ func testLimitRateRace(t *testing.T, s store.Store) {
 				return err
 			}
 			total.Add(int64(len(jobs)))
+			set.add(jobs)
 		}
 		return nil
 	})
 	wantOK(t, "claimers", err)
 	if n := total.Load(); n != 25 {
 		t.Fatalf("racing claimers took %d jobs in one window, want the rate 25", n)
+	}
+	if len(set.seen) != 25 {
+		t.Fatalf("racing claimers took %d distinct jobs, want 25", len(set.seen))
 	}
 }
 

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, idempotencyCases()...)
 	all = append(all, keyedBatchCases()...)
 	all = append(all, raceCases()...)
+	all = append(all, racePathCases()...)
 	all = append(all, claimCases()...)
 	all = append(all, heartbeatCases()...)
 	all = append(all, finishCases()...)
