@@ -21,6 +21,13 @@ import (
 // errShutdown is the cause of a handler context cancelled by Stop.
 var errShutdown = errors.New("client shutting down")
 
+// shutdownGrace is how long Stop, once its context has ended, still waits
+// for cancelled handlers to return (at most a third of the lease, so that
+// their leases, no longer renewed, cannot expire meanwhile), and how long
+// the completer then gets to write the finishes handed over before the
+// deadline.
+const shutdownGrace = 5 * time.Second
+
 // runtime is the working half of a started Client, assembled from the
 // engine's packages: one producer per queue (internal/producer) running its
 // jobs through the executor (internal/executor), the heartbeater of the
@@ -28,12 +35,17 @@ var errShutdown = errors.New("client shutting down")
 // LISTEN relay (internal/notifier) and the leader-only maintenance services
 // (internal/maintenance, internal/leadership).
 //
-// Shutdown order (Stop): 1. producers stop claiming; 2. running jobs get
-// until the Stop context ends to finish; 3. the rest have their handler
-// context cancelled and their leases released so another process can take
-// them at once; 4. the heartbeater stops (after the releases, so no lease
-// expires meanwhile); 5. the completer drains; 6. maintenance stops and the
-// leader resigns.
+// Shutdown order (Stop): 1. producers stop claiming (a claim in flight
+// completes and gives its jobs back); 2. running jobs get until the Stop
+// context ends to finish; 3. the rest are marked lost (their outcomes
+// dropped) and their handler contexts cancelled, Stop waits up to
+// shutdownGrace for them to return, and only then are their leases released
+// so another process can take them at once (released first, a job could
+// start elsewhere while its handler still ran here); 4. the heartbeater
+// stops (after the releases, so no lease expires meanwhile); 5. the
+// completer drains, until the Stop context ends (or for shutdownGrace when
+// step 2 used it all up), what is left being logged and left to the
+// rescuer; 6. maintenance stops and the leader resigns.
 type runtime struct {
 	running     *producer.Running
 	producers   []*producer.Producer
@@ -157,8 +169,10 @@ func (c *Client) putConfigSchedules(ctx context.Context) error {
 }
 
 // Stop shuts the client down gracefully: no new claims, running jobs get
-// until ctx ends to finish, then their handlers are cancelled and their
-// leases released so another process can take them at once. Stop is
+// until ctx ends to finish, then their handlers are cancelled (their
+// outcomes dropped) and, once they returned or after a few seconds, their
+// leases released so another process can take them at once. Finishes not
+// written by then (the store down) are left to the rescuer. Stop is
 // idempotent; a client cannot be started again.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
@@ -179,11 +193,30 @@ func (c *Client) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = c.releaseRunning(rt)
+		// Lost first (outcomes dropped), cancelled, waited for, then
+		// released: never released while a handler that heeds its context
+		// still runs. One that ignores it past the grace is released
+		// anyway; its late finish is dropped here, and refused by the store
+		// had it another claim's token.
+		leases := rt.running.Release()
 		rt.running.CancelAll(errShutdown)
+		grace := time.NewTimer(min(shutdownGrace, c.cfg.LeaseDuration/3))
+		select {
+		case <-done:
+		case <-grace.C:
+			c.logger.Warn("handlers still running after their cancellation at shutdown; releasing their jobs")
+		}
+		grace.Stop()
+		err = c.releaseLeases(leases)
 	}
 	rt.heartbeater.Stop()
-	rt.completer.Stop()
+	drain := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		drain, cancel = context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+	}
+	rt.completer.Drain(drain)
 	c.targets.close() // no delivery runs any more: drop connections
 	for _, s := range rt.services {
 		s.Stop()
@@ -205,9 +238,8 @@ func stopAll[S startstop.Service](services []S) {
 	wg.Wait()
 }
 
-// releaseRunning gives the leases of every running job back to the store.
-func (c *Client) releaseRunning(rt *runtime) error {
-	leases := rt.running.Release()
+// releaseLeases gives the leases of running jobs back to the store.
+func (c *Client) releaseLeases(leases []store.Lease) error {
 	if len(leases) == 0 {
 		return nil
 	}

@@ -87,6 +87,10 @@ type Completer struct {
 	slots    chan struct{} // one per finish submitted and not yet answered
 	pending  sync.WaitGroup
 	drained  chan struct{} // closed once Stop has written what was submitted
+	// abort ends the store calls of the batches in flight and fails those
+	// not tried yet (ErrAbandoned): cancelled when Drain's context ends.
+	abort    context.Context
+	abortNow context.CancelFunc
 
 	mu      sync.RWMutex // guards started and closed against Submit and Start
 	started bool
@@ -102,6 +106,7 @@ type Completer struct {
 func New(st Finisher, cfg *Config) *Completer {
 	c := &Completer{store: st, logger: slog.Default(),
 		slots: make(chan struct{}, Pending), drained: make(chan struct{})}
+	c.abort, c.abortNow = context.WithCancel(context.Background())
 	if cfg != nil {
 		if cfg.Logger != nil {
 			c.logger = cfg.Logger
@@ -170,9 +175,19 @@ func (c *Completer) SubmitThen(p *store.JobFinishParams, then func()) {
 	}()
 }
 
-// Stop waits for submitted finishes to be written; idempotent, and safe
-// without Start.
-func (c *Completer) Stop() {
+// ErrAbandoned answers the finishes still unwritten when Drain's context
+// ended: their jobs are left to the rescuer.
+var ErrAbandoned = errors.New("completer stopped before the finish was written")
+
+// Stop waits for submitted finishes to be written (each batch tried
+// FinishTries times); idempotent, and safe without Start.
+func (c *Completer) Stop() { c.Drain(context.Background()) }
+
+// Drain is Stop bounded by ctx: when ctx ends first, the store calls in
+// flight are cancelled and the finishes still unwritten are answered
+// ErrAbandoned and logged; their jobs are left to the rescuer (their leases
+// expire). A second call, or Stop, waits for the first.
+func (c *Completer) Drain(ctx context.Context) {
 	c.mu.Lock()
 	first := !c.closed
 	c.closed = true
@@ -181,8 +196,22 @@ func (c *Completer) Stop() {
 	}
 	c.mu.Unlock()
 	if first {
-		c.pending.Wait()
+		written := make(chan struct{})
+		go func() { c.pending.Wait(); close(written) }()
+		select {
+		case <-written:
+		case <-ctx.Done():
+			select {
+			case <-written:
+			default:
+				c.logger.Warn("finishes not written by the end of shutdown; the rescuer will retry their jobs",
+					"finishes", len(c.slots), "err", context.Cause(ctx))
+				c.abortNow()
+				<-written // the aborted batches answer at once
+			}
+		}
 		c.runner.Stop()
+		c.abortNow()
 		close(c.drained)
 	}
 	c.BaseStartStop.Stop()
@@ -194,6 +223,8 @@ func (c *Completer) report(p *store.JobFinishParams, err error) {
 	case err == nil:
 	case errors.Is(err, idemtype.ErrLeaseLost):
 		c.logger.Info("finish dropped: lease lost", "job", p.ID)
+	case errors.Is(err, ErrAbandoned):
+		c.logger.Info("finish abandoned at shutdown; the rescuer will retry the job", "job", p.ID)
 	default:
 		c.logger.Error("finish failed; the rescuer will retry the job", "job", p.ID, "err", err)
 	}
@@ -229,6 +260,9 @@ func (c *Completer) run(calls []*batch.Call[*store.JobFinishParams, struct{}]) {
 func (c *Completer) flush(batch []*store.JobFinishParams) []error {
 	errs, err := c.write(batch)
 	if err == nil {
+		if len(errs) != len(batch) { // a store answering no per-finish errors: none failed
+			errs = append(errs, make([]error, len(batch)-min(len(errs), len(batch)))...)[:len(batch)]
+		}
 		c.settleRefused(batch, errs)
 		return errs
 	}
@@ -250,20 +284,30 @@ func (c *Completer) flush(batch []*store.JobFinishParams) []error {
 
 // write makes one JobFinishMany call for batch, retrying whole-batch
 // failures a few times (not a refusal: the same data is refused again), and
-// returns the last try's per-finish and whole-batch errors.
+// returns the last try's per-finish and whole-batch errors. Once Drain
+// aborts, it stops trying and answers ErrAbandoned.
 func (c *Completer) write(batch []*store.JobFinishParams) ([]error, error) {
 	var errs []error
 	var err error
 	for try := range FinishTries {
-		ctx, cancel := context.WithTimeout(context.Background(), FinishTimeout)
+		if c.abort.Err() != nil {
+			return nil, ErrAbandoned
+		}
+		ctx, cancel := context.WithTimeout(c.abort, FinishTimeout)
 		errs, err = c.store.JobFinishMany(ctx, batch)
 		cancel()
 		if err == nil || store.Refused(c.store, err) {
 			break
 		}
+		if c.abort.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", ErrAbandoned, err)
+		}
 		c.logger.Warn("finish batch failed", "jobs", len(batch), "try", try+1, "err", err)
 		if try+1 < FinishTries {
-			time.Sleep(time.Duration(try+1) * 100 * time.Millisecond) // backoff before the next try
+			select { // backoff before the next try
+			case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
+			case <-c.abort.Done():
+			}
 		}
 	}
 	return errs, err

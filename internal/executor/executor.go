@@ -3,7 +3,8 @@
 //
 // A keyed job first takes the execution lease of its idempotency key: a
 // completed record finishes the job from the cache, a live lease held by
-// another job snoozes it (no attempt used), otherwise the handler runs.
+// another job snoozes it (no attempt used), as does a store error on the key
+// (the handler never ran), otherwise the handler runs.
 // SetOutcome is the one mapping from (result, error) to the job's next state;
 // Go workers (Execute), pull workers (idem.Client.Complete and Fail) and
 // idem.JobCompleteTx all use it, so a rule about outcomes lives here once.
@@ -29,6 +30,9 @@ import (
 const (
 	MinKeyWait = 50 * time.Millisecond
 	MaxKeyWait = 5 * time.Second
+	// KeyErrorWait is how long a keyed job snoozes (no attempt used) when
+	// the store failed to answer for its key.
+	KeyErrorWait = MaxKeyWait
 )
 
 // Handler runs one job and returns its result as JSON (nil = null).
@@ -134,6 +138,18 @@ func (e *Executor) Settle(ctx context.Context, row *idemtype.JobRow, key *store.
 	if err != nil {
 		e.cfg.Logger.Warn("acquire idempotency key failed", "job", row.ID, "err", err)
 		fin = &store.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken}
+		var se *keyStoreError
+		if errors.As(err, &se) && !errors.Is(err, idemtype.ErrInvalid) {
+			// The store failed, not the job (its handler never ran): snooze
+			// without using an attempt, as a held key does, and look again.
+			// A refused request (ErrInvalid) or an undecodable cached
+			// result would fail the same way every time: those fail the
+			// attempt.
+			fin.State, fin.Outcome, fin.Snooze = idemtype.StateScheduled, idemtype.OutcomeSnoozed, true
+			fin.RunAt = e.cfg.Now().Add(KeyErrorWait)
+			fin.Error = store.StorableText(err.Error())
+			return fin, false
+		}
 		e.SetOutcome(fin, row, nil, err)
 		return fin, false
 	}
@@ -145,6 +161,13 @@ func (e *Executor) Settle(ctx context.Context, row *idemtype.JobRow, key *store.
 	}
 	return fin, run
 }
+
+// keyStoreError is a store call of the key step that failed: the job snoozes
+// rather than use an attempt (Settle).
+type keyStoreError struct{ err error }
+
+func (e *keyStoreError) Error() string { return e.err.Error() }
+func (e *keyStoreError) Unwrap() error { return e.err }
 
 // keyParams is the execution-lease request for a keyed job.
 func (e *Executor) keyParams(row *idemtype.JobRow, now time.Time) *store.RecordAcquireParams {
@@ -204,7 +227,7 @@ func (e *Executor) acquireKey(ctx context.Context, row *idemtype.JobRow, res *st
 	if res == nil {
 		var err error
 		if res, err = e.cfg.Store.RecordAcquire(ctx, e.keyParams(row, now)); err != nil {
-			return false, fmt.Errorf("acquire key: %w", err)
+			return false, &keyStoreError{err: fmt.Errorf("acquire key: %w", err)}
 		}
 	}
 	if res.Acquired {

@@ -102,3 +102,25 @@ func TestKeyHeldSkipsTheStore(t *testing.T) {
 		t.Fatal("Settle did not run the handler of a job holding its key")
 	}
 }
+
+// TestKeyStoreErrorSnoozes: a keyed job whose key cannot be acquired because
+// of a store error (here the store is closed) snoozes without using an
+// attempt, and its handler does not run: the failure is the
+// infrastructure's, not the job's. Before the fix it failed the attempt (and
+// died on its last one though its handler never ran).
+func TestKeyStoreErrorSnoozes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	row := b.claim(t, "k", "key-3")
+	row.KeyHeld = false // as a claim that did not read the record answers
+	row.Attempt = row.MaxAttempts
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fin, run := b.exec.Settle(context.Background(), row, nil)
+	if run || fin.State != idemtype.StateScheduled || fin.Outcome != idemtype.OutcomeSnoozed || !fin.Snooze ||
+		!fin.RunAt.After(now) || !strings.Contains(fin.Error, "acquire key") {
+		t.Fatalf("run %v, finish %s/%s snooze %v at %v (%q); want a snooze without an attempt, after now, naming the error",
+			run, fin.State, fin.Outcome, fin.Snooze, fin.RunAt, fin.Error)
+	}
+}

@@ -45,11 +45,18 @@ type Config struct {
 	OnFinish func(row *idemtype.JobRow, fin *store.JobFinishParams)
 }
 
+// Store is what a Producer needs of the store: the job calls, and giving
+// back a claim that returned while it was stopping.
+type Store interface {
+	store.Jobs
+	JobReleaseMany(ctx context.Context, p *store.JobReleaseManyParams) (int, error)
+}
+
 // Producer claims the jobs of one queue while it has free workers.
 type Producer struct {
 	startstop.BaseStartStop
 	cfg      Config
-	store    store.Jobs
+	store    Store
 	exec     *executor.Executor
 	running  *Running
 	complete func(fin *store.JobFinishParams, written func())
@@ -57,6 +64,10 @@ type Producer struct {
 
 	mu     sync.Mutex
 	active int
+
+	// kept, when set by a test (before Start), is called with each job
+	// whose outcome was kept, just before the finish goes to the completer.
+	kept func(row *idemtype.JobRow)
 
 	// TestSignals tell tests about claims; inert unless initialised.
 	TestSignals struct {
@@ -72,7 +83,7 @@ type Producer struct {
 // claim until then: while it waits for its key leases, while its handler
 // runs, and while its finish waits to be written. It returns an error
 // naming an invalid field of cfg.
-func New(st store.Jobs, exec *executor.Executor, running *Running, complete func(fin *store.JobFinishParams, written func()), cfg *Config) (*Producer, error) {
+func New(st Store, exec *executor.Executor, running *Running, complete func(fin *store.JobFinishParams, written func()), cfg *Config) (*Producer, error) {
 	if st == nil || exec == nil || running == nil || complete == nil || cfg == nil {
 		return nil, errors.New("new producer: store, executor, running, complete and cfg are required")
 	}
@@ -98,7 +109,9 @@ func (p *Producer) Wake() {
 
 // Start claims in the background until Stop. Handlers run in contexts that
 // Stop does not cancel (cancel them through Running); values of ctx reach
-// them.
+// them. Stop lets a claim in flight finish and gives back the jobs it took,
+// so no handler starts once Stop was called (if that release fails they run
+// instead, rather than wait for the rescuer).
 func (p *Producer) Start(ctx context.Context) error {
 	ctx, shouldStart, started, stopped := p.StartInit(ctx)
 	if !shouldStart {
@@ -160,12 +173,22 @@ func (p *Producer) run(ctx context.Context) {
 // when a rate limit that held work back refills (zero: none did).
 func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, next time.Time, err error) {
 	now := p.cfg.Now()
+	// Stop does not cut the claim off: on PostgreSQL a commit that succeeds
+	// while the call's context is cancelled reports an error, leaving the
+	// claimed jobs running in the store with nobody executing them until
+	// the rescuer takes them back (an attempt used). The claim and its key
+	// leases are bounded by one lease instead.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseDuration)
+	defer cancel()
 	var report store.ClaimReport
-	jobs, err := p.store.JobClaim(ctx, &store.JobClaimParams{
+	jobs, err := p.store.JobClaim(cctx, &store.JobClaimParams{
 		Queues: []string{p.cfg.Queue}, Kinds: p.cfg.Kinds, WorkerID: p.cfg.WorkerID,
 		Limit: limit, LeaseUntil: now.Add(p.cfg.LeaseDuration), Now: now, Report: &report})
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("claim jobs: %w", err)
+	}
+	if ctx.Err() != nil && len(jobs) > 0 && p.release(cctx, jobs) {
+		return 0, time.Time{}, nil // stopping: no handler starts
 	}
 	if report.Throttled {
 		p.cfg.Logger.Debug("claim throttled", "queue", p.cfg.Queue, "claimed", len(jobs), "next_refill", report.NextRefill)
@@ -183,7 +206,7 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 		ctxs[i], cancels[i] = context.WithCancelCause(handlerCtx)
 		registered[i] = p.running.add(row, cancels[i])
 	}
-	keys := p.exec.AcquireKeys(ctx, jobs)
+	keys := p.exec.AcquireKeys(cctx, jobs)
 	for i, row := range jobs {
 		if p.cfg.OnClaim != nil {
 			p.cfg.OnClaim(row, now)
@@ -193,24 +216,46 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 		go func() {
 			defer p.running.done()
 			fin := p.exec.Execute(jctx, row, key)
-			if p.running.isLost(j) {
+			// The lease is renewed until the finish is written (a completer
+			// slower than the lease must not let the rescuer run the job
+			// again), and a kept finish is no longer released by Stop.
+			if !p.running.keep(j) {
 				p.done(j, cancel)
 				p.running.remove(j)
 				return
 			}
+			if p.kept != nil {
+				p.kept(row)
+			}
 			if p.cfg.OnFinish != nil {
 				p.cfg.OnFinish(row, fin)
 			}
-			// The lease is renewed until the finish is written: a
-			// completer slower than the lease must not let the rescuer run
-			// the job again.
-			p.running.finished(j)
 			p.complete(fin, func() { p.running.remove(j) })
 			p.done(j, cancel)
 		}()
 	}
 	p.TestSignals.Claimed.Signal(len(jobs))
 	return len(jobs), report.NextRefill, nil
+}
+
+// release gives back the jobs of a claim that returned while the producer
+// was stopping (state available, attempt given back), so that any process
+// can take them at once. It reports whether it did; if not, the caller runs
+// them (Stop then waits for them as for any running job) rather than leave
+// them to the rescuer.
+func (p *Producer) release(ctx context.Context, jobs []*idemtype.JobRow) bool {
+	leases := make([]store.Lease, len(jobs))
+	for i, j := range jobs {
+		leases[i] = store.Lease{ID: j.ID, Token: j.LeaseToken}
+	}
+	n, err := p.store.JobReleaseMany(ctx, &store.JobReleaseManyParams{Leases: leases, Now: p.cfg.Now()})
+	if err != nil {
+		p.cfg.Logger.Warn("release of a claim made while stopping failed; running its jobs", "queue", p.cfg.Queue,
+			"jobs", len(jobs), "err", err)
+		return false
+	}
+	p.cfg.Logger.Info("released a claim made while stopping", "queue", p.cfg.Queue, "jobs", n)
+	return true
 }
 
 // done frees the worker slot of a job whose handler returned.

@@ -31,13 +31,25 @@ type runningJob struct {
 // NewRunning returns an empty registry.
 func NewRunning() *Running { return &Running{jobs: map[int64]*runningJob{}} }
 
-// add registers a job whose handler context cancel cancels.
+// add registers a job whose handler context cancel cancels. A run of the
+// same job still registered under another lease token lost its lease (the
+// store gave the job to this new claim): it is cancelled with ErrLeaseLost
+// and its finish dropped, so one process never runs a job twice at once.
 func (r *Running) add(row *idemtype.JobRow, cancel context.CancelCauseFunc) *runningJob {
 	j := &runningJob{row: row, cancel: cancel}
 	r.wg.Add(1)
 	r.mu.Lock()
+	old := r.jobs[row.ID]
+	if old != nil && old.row.LeaseToken != row.LeaseToken {
+		old.lost = true
+	} else {
+		old = nil
+	}
 	r.jobs[row.ID] = j
 	r.mu.Unlock()
+	if old != nil {
+		old.cancel(idemtype.ErrLeaseLost)
+	}
 	return j
 }
 
@@ -51,23 +63,24 @@ func (r *Running) remove(j *runningJob) {
 	r.mu.Unlock()
 }
 
-// finished marks j's handler as returned with its finish handed to the
-// completer.
-func (r *Running) finished(j *runningJob) {
+// keep decides the fate of the outcome of j, whose handler returned, in one
+// step with Release: false when j was lost (its finish must be dropped);
+// else j is marked finishing, so that Release no longer gives its lease
+// back, and its finish must go to the completer. (Checked and marked in two
+// steps, a shutdown in between released the lease of a job whose result
+// was then refused, and the completed job ran again.)
+func (r *Running) keep(j *runningJob) bool {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j.lost {
+		return false
+	}
 	j.finishing = true
-	r.mu.Unlock()
+	return true
 }
 
 // done marks one registered job's goroutine as returned (after remove).
 func (r *Running) done() { r.wg.Done() }
-
-// isLost reports whether j's finish must be dropped.
-func (r *Running) isLost(j *runningJob) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return j.lost
-}
 
 // Len returns how many jobs are running.
 func (r *Running) Len() int {
@@ -133,8 +146,10 @@ func (r *Running) Leases() []store.Lease {
 }
 
 // Release marks every running job lost (its finish will be dropped) and
-// returns their leases, to give back to the store at shutdown; a job whose
-// finish already waits in the completer keeps its lease.
+// returns their leases, to give back to the store at shutdown once their
+// handlers were cancelled and have returned (given back first, a job could
+// start elsewhere while its handler still ran here); a job whose finish
+// already waits in the completer keeps its lease.
 func (r *Running) Release() []store.Lease {
 	r.mu.Lock()
 	defer r.mu.Unlock()
