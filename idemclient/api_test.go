@@ -30,6 +30,18 @@ type apiEnv struct {
 
 func newAPI(t *testing.T, wrap func(http.Handler) http.Handler) *apiEnv {
 	t.Helper()
+	return newAPIWith(t, nil, wrap)
+}
+
+// newAPIWith is newAPI with the server configured by cfg (nil: defaults);
+// its Logger is replaced by a silent one.
+func newAPIWith(t *testing.T, cfg *idemhttp.Config, wrap func(http.Handler) http.Handler) *apiEnv {
+	t.Helper()
+	var scfg idemhttp.Config
+	if cfg != nil {
+		scfg = *cfg
+	}
+	scfg.Logger = slog.New(slog.DiscardHandler)
 	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "idem.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +51,7 @@ func newAPI(t *testing.T, wrap func(http.Handler) http.Handler) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := idemhttp.NewServer(engine, st, &idemhttp.Config{Logger: slog.New(slog.DiscardHandler)})
+	srv, err := idemhttp.NewServer(engine, st, &scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

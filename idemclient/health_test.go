@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
 	"github.com/idem-dev/idem/idemhttp"
-	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // TestHealthChecksUnhealthy: an unhealthy grade is GET /v1/health's 503
@@ -20,23 +15,7 @@ import (
 func TestHealthChecksUnhealthy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	engine, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := idemhttp.NewServer(engine, st, &idemhttp.Config{Logger: slog.New(slog.DiscardHandler),
-		Health: idemhttp.HealthConfig{DeadJobs: idemhttp.HealthZero}}) // any dead job is unhealthy
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	e := &apiEnv{t: t, st: st, url: hs.URL}
+	e := newAPIWith(t, &idemhttp.Config{Health: idemhttp.HealthConfig{DeadJobs: idemhttp.HealthZero}}, nil) // any dead job is unhealthy
 	cl := e.client("default", true, nil)
 	if h, err := cl.HealthChecks(ctx); err != nil || h.Status != "healthy" {
 		t.Fatalf("before a dead job: %+v %v", h, err)
