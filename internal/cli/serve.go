@@ -97,7 +97,7 @@ to shutdown_timeout), then stop the runtime gracefully.`,
 	fl.String("ops-listen", "", "serve /healthz, /readyz and /metrics on this address instead (env IDEM_OPS_LISTEN)")
 	fl.String("log-level", "", "debug, info, warn or error (env IDEM_LOG_LEVEL, default info)")
 	fl.String("log-format", "", "text or json (env IDEM_LOG_FORMAT, default text)")
-	fl.Bool("no-migrate", false, "do not migrate the schema at start (run `idem migrate` as a separate step); /readyz answers 503 until the schema is current")
+	fl.Bool("no-migrate", false, "do not migrate the schema at start (run idem migrate as a separate step); /readyz answers 503 until the schema is current")
 	fl.String("shutdown-timeout", "", "how long in-flight requests and jobs get at shutdown (env IDEM_SHUTDOWN_TIMEOUT, default 30s)")
 	_ = cmd.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))

@@ -138,13 +138,29 @@ func TestServicesStartAndStop(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	cfg := &maintenance.Config{Interval: time.Millisecond}
-	for _, s := range []interface {
+	for i, s := range []interface {
 		Start(context.Context) error
 		Stop()
+		Started() <-chan struct{}
+		Stopped() <-chan struct{}
 	}{maintenance.NewRescuer(st, cfg), maintenance.NewPromoter(st, cfg), maintenance.NewRetention(st, cfg)} {
-		s.Start(context.Background())
-		s.Start(context.Background()) // a second start is a no-op
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatalf("service %d: start: %v", i, err)
+		}
+		if err := s.Start(context.Background()); err != nil { // a second start is a no-op
+			t.Fatalf("service %d: second start: %v", i, err)
+		}
+		select {
+		case <-s.Started():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("service %d never started", i)
+		}
 		s.Stop()
+		select {
+		case <-s.Stopped():
+		default:
+			t.Fatalf("service %d: Stop returned before its loop ended", i)
+		}
 		s.Stop() // idempotent
 	}
 }
