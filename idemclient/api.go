@@ -198,8 +198,12 @@ func positiveDuration(d time.Duration) *string {
 // ListParams selects a page of jobs.
 type ListParams struct {
 	Filter
-	Limit  int
-	Cursor string
+	// FinishedSince lists only the jobs finished at or after it (query
+	// finished_since); zero = no bound. A list parameter, not part of the
+	// Filter that requeues and replays take.
+	FinishedSince time.Time
+	Limit         int
+	Cursor        string
 }
 
 func (p *ListParams) query() url.Values {
@@ -226,6 +230,9 @@ func (p *ListParams) query() url.Values {
 	}
 	if !p.Until.IsZero() {
 		set("until", p.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if !p.FinishedSince.IsZero() {
+		set("finished_since", p.FinishedSince.UTC().Format(time.RFC3339Nano))
 	}
 	if p.Limit > 0 {
 		set("limit", strconv.Itoa(p.Limit))

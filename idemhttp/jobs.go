@@ -301,7 +301,7 @@ func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
 	for _, t := range []struct {
 		name string
 		dst  *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
+	}{{"since", &f.Since}, {"until", &f.Until}, {"finished_since", &f.FinishedSince}} {
 		if v := q.Get(t.name); v != "" {
 			if *t.dst, err = parseTime(t.name, &v); err != nil {
 				return nil, err

@@ -447,8 +447,11 @@ type JobFilter struct {
 	IdempotencyKey string
 	Since          time.Time // created at or after; zero = no bound
 	Until          time.Time // created before; zero = no bound
-	ErrorCode      string    // the latest failure's code; "" = any
-	BatchID        int64     // only the jobs of this batch; 0 = any
+	// FinishedSince selects jobs finished (completed, dead or cancelled)
+	// at or after it; zero = no bound. Unfinished jobs never match.
+	FinishedSince time.Time
+	ErrorCode     string // the latest failure's code; "" = any
+	BatchID       int64  // only the jobs of this batch; 0 = any
 	// Resolved selects resolved (true) or unresolved (false) jobs; nil =
 	// both. Only dead jobs are ever resolved.
 	Resolved *bool

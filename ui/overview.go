@@ -3,25 +3,24 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/idem-dev/idem/idemclient"
 	"github.com/idem-dev/idem/idemtype"
 )
 
-// hourScan bounds the finished jobs one overview reads to chart the hour.
-const hourScan = 1000
-
 // queueRow is one queue on the overview.
 type queueRow struct {
 	Name  string
 	Stats *idemclient.QueueStats
-	// Completed1h and Dead1h count the jobs created in the last hour that
-	// completed or died (from at most hourScan jobs of each).
+	// Completed1h and Dead1h count the jobs that completed or died in the
+	// last hour, whenever created (from at most Config.HourScan of each).
 	Completed1h, Dead1h int
 	FailureRate1h       *float64
 }
@@ -35,6 +34,11 @@ type overviewData struct {
 	Health  string // why checks are missing, when they are
 	Updated string
 	Refresh int
+	// HourScan is the most jobs of each final state the last-hour figures
+	// read; HourCapped is set when more than that finished in the hour, so
+	// the figures are low.
+	HourScan   string
+	HourCapped bool
 }
 
 type checkRow struct {
@@ -50,6 +54,17 @@ type series struct {
 	Minutes   []int64 `json:"minutes"` // unix seconds of each minute
 	Completed []int   `json:"completed"`
 	Dead      []int   `json:"dead"`
+	// Capped is set when more jobs finished in the hour than the chart
+	// read (Scan of each state): its counts are low.
+	Capped bool `json:"capped"`
+	Scan   int  `json:"scan"`
+}
+
+// hourJobs is what the overview read of the last hour: the jobs that
+// completed and died in it, newest first, and whether more did.
+type hourJobs struct {
+	done, dead []*idemclient.Job
+	capped     bool
 }
 
 var stateNames = func() []string {
@@ -89,18 +104,20 @@ func (h *Handler) overviewData(ctx context.Context, s *session) (*overviewData, 
 		return nil, err
 	}
 	now := h.cfg.Now().UTC()
-	d := &overviewData{States: stateNames, Updated: formatTime(now), Refresh: int(h.cfg.Refresh.Milliseconds())}
-	done, dead, err := h.lastHour(ctx, cl, now)
+	d := &overviewData{States: stateNames, Updated: formatTime(now), Refresh: int(h.cfg.Refresh.Milliseconds()),
+		HourScan: thousands(h.cfg.HourScan)}
+	hour, err := h.lastHour(ctx, cl, now)
 	if err != nil {
 		return nil, err
 	}
+	d.HourCapped = hour.capped
 	names := make([]string, 0, len(st.Queues))
 	for q := range st.Queues {
 		names = append(names, q)
 	}
 	sort.Strings(names)
 	for _, q := range names {
-		row := queueRow{Name: q, Stats: st.Queues[q], Completed1h: count(done, q), Dead1h: count(dead, q)}
+		row := queueRow{Name: q, Stats: st.Queues[q], Completed1h: count(hour.done, q), Dead1h: count(hour.dead, q)}
 		if t := row.Completed1h + row.Dead1h; t > 0 {
 			f := float64(row.Dead1h) / float64(t)
 			row.FailureRate1h = &f
@@ -121,23 +138,35 @@ func count(jobs []*idemclient.Job, queue string) int {
 	return n
 }
 
-// lastHour lists the completed and dead jobs created in the last hour.
-func (h *Handler) lastHour(ctx context.Context, cl *idemclient.Client, now time.Time) (done, dead []*idemclient.Job, err error) {
-	get := func(state string) ([]*idemclient.Job, error) {
-		jq := &jobQuery{Limit: hourScan}
-		jq.list.States = []string{state}
-		jq.list.Since = now.Add(-time.Hour)
+// lastHour lists the jobs that completed and died in the hour before now
+// (by finish time, however long ago they were created), at most
+// Config.HourScan of each, the newest jobs first.
+func (h *Handler) lastHour(ctx context.Context, cl *idemclient.Client, now time.Time) (*hourJobs, error) {
+	out := &hourJobs{}
+	for _, st := range []struct {
+		state idemtype.JobState
+		dst   *[]*idemclient.Job
+	}{{idemtype.StateCompleted, &out.done}, {idemtype.StateDead, &out.dead}} {
+		jq := &jobQuery{Limit: h.cfg.HourScan}
+		jq.list.States = []string{string(st.state)}
+		jq.list.FinishedSince = now.Add(-time.Hour)
 		page, err := h.listJobs(ctx, cl, jq, false)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("list the %s jobs of the last hour: %w", st.state, err)
 		}
-		return page.Jobs, nil
+		*st.dst = page.Jobs
+		out.capped = out.capped || page.NextCursor != ""
 	}
-	if done, err = get(string(idemtype.StateCompleted)); err != nil {
-		return nil, nil, err
+	return out, nil
+}
+
+// thousands renders n with thousands separators ("1,000").
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
 	}
-	dead, err = get(string(idemtype.StateDead))
-	return done, dead, err
+	return s
 }
 
 // health fills the job health checks of GET /v1/health: server-wide, so
@@ -167,7 +196,7 @@ func (h *Handler) health(ctx context.Context, cl *idemclient.Client, s *session,
 // overviewJSON is the chart data: jobs per minute over the last hour.
 func (h *Handler) overviewJSON(w http.ResponseWriter, r *http.Request, s *session) {
 	now := h.cfg.Now().UTC().Truncate(time.Minute)
-	done, dead, err := h.lastHour(r.Context(), h.client(s), now.Add(time.Minute))
+	hour, err := h.lastHour(r.Context(), h.client(s), now.Add(time.Minute))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	if err != nil {
@@ -175,12 +204,12 @@ func (h *Handler) overviewJSON(w http.ResponseWriter, r *http.Request, s *sessio
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": problemText(err)})
 		return
 	}
-	var out series
+	out := series{Capped: hour.capped, Scan: h.cfg.HourScan}
 	start := now.Add(-59 * time.Minute)
 	for i := range 60 {
 		out.Minutes = append(out.Minutes, start.Add(time.Duration(i)*time.Minute).Unix())
 	}
-	out.Completed, out.Dead = buckets(done, start), buckets(dead, start)
+	out.Completed, out.Dead = buckets(hour.done, start), buckets(hour.dead, start)
 	_ = json.NewEncoder(w).Encode(out)
 }
 

@@ -33,6 +33,9 @@ const (
 	DefaultScanLimit = 2000
 	// DefaultRefresh is how often the overview polls for fresh numbers.
 	DefaultRefresh = 5 * time.Second
+	// DefaultHourScan is the most completed (and the most dead) jobs the
+	// overview reads to count and chart the last hour.
+	DefaultHourScan = 1000
 )
 
 //go:embed templates/*.html
@@ -50,6 +53,10 @@ type Config struct {
 	ScanLimit int
 	// Refresh is the overview's polling period; default DefaultRefresh.
 	Refresh time.Duration
+	// HourScan bounds the jobs of each final state (completed, dead) the
+	// overview reads for its last-hour figures, newest first; when more
+	// finished in the hour the page says so. Default DefaultHourScan.
+	HourScan int
 	// Now returns the current time; default time.Now.
 	Now func() time.Time
 }
@@ -80,6 +87,9 @@ func New(api http.Handler, cfg *Config) (*Handler, error) {
 	}
 	if c.Refresh <= 0 {
 		c.Refresh = DefaultRefresh
+	}
+	if c.HourScan <= 0 {
+		c.HourScan = DefaultHourScan
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -115,7 +115,7 @@ func newAPIKeyListCmd(open func(context.Context) (store.Store, error)) *cobra.Co
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTENANT\tADMIN\tNAME\tCREATED\tREVOKED")
 			for _, k := range keys {
-				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\n", k.ID, k.Tenant, k.Admin, dash(k.Name), fmtTime(&k.CreatedAt), fmtTime(k.RevokedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\n", cell(k.ID, 0), cell(k.Tenant, 0), k.Admin, dash(cell(k.Name, 0)), fmtTime(&k.CreatedAt), fmtTime(k.RevokedAt))
 			}
 			return tw.Flush()
 		}}

@@ -178,11 +178,11 @@ func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 
 func printBatch(w io.Writer, b *idemclient.Batch, verb string) {
 	if verb != "" {
-		fmt.Fprintf(w, "batch %s %s\n", b.ID, verb)
+		fmt.Fprintf(w, "batch %s %s\n", cell(b.ID, 0), verb)
 	}
-	fmt.Fprintf(w, "batch %s key %s: %d jobs, finished %v\n", b.ID, b.Key, b.Total, b.Finished)
+	fmt.Fprintf(w, "batch %s key %s: %d jobs, finished %v\n", cell(b.ID, 0), cell(b.Key, 0), b.Total, b.Finished)
 	if b.OnFinish != nil {
-		fmt.Fprintf(w, "  on finish: job %s (%s) %s\n", b.OnFinish.ID, b.OnFinish.Kind, b.OnFinish.State)
+		fmt.Fprintf(w, "  on finish: job %s (%s) %s\n", cell(b.OnFinish.ID, 0), cell(b.OnFinish.Kind, 0), cell(b.OnFinish.State, 0))
 	}
 	for _, st := range []string{"pending", "scheduled", "available", "running", "retryable", "completed", "dead", "cancelled"} {
 		if n := b.Counts[st]; n > 0 {
@@ -207,7 +207,7 @@ func newDLQResolveCmd(af *apiFlags) *cobra.Command {
 			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), j)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "resolved job %s\n", j.ID)
+			fmt.Fprintf(cmd.OutOrStdout(), "resolved job %s\n", cell(j.ID, 0))
 			return nil
 		}}
 	cmd.Flags().StringVar(&note, "note", "", "why the dead job is resolved")

@@ -126,13 +126,13 @@ func printRequeue(cmd *cobra.Command, ids []string, n int, next string, dryRun b
 	if dryRun {
 		fmt.Fprintf(out, "would requeue %d jobs (dry run):\n", len(ids))
 		for _, id := range ids {
-			fmt.Fprintln(out, id)
+			fmt.Fprintln(out, cell(id, 0))
 		}
 	} else {
 		fmt.Fprintf(out, "requeued %d jobs\n", n)
 	}
 	if next != "" {
-		fmt.Fprintf(out, "more dead jobs match: continue with --cursor %s\n", next)
+		fmt.Fprintf(out, "more dead jobs match: continue with --cursor %s\n", cell(next, 0))
 	}
 	return nil
 }

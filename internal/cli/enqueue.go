@@ -46,7 +46,8 @@ own retries never create two jobs.`,
 			if res.Existing {
 				verb = "existing (idempotency key already used)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s %s: queue=%s kind=%s state=%s\n", res.Job.ID, verb, res.Job.Queue, res.Job.Kind, res.Job.State)
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s %s: queue=%s kind=%s state=%s\n", cell(res.Job.ID, 0), verb, cell(res.Job.Queue, 0),
+				cell(res.Job.Kind, 0), cell(res.Job.State, 0))
 			return nil
 		},
 	}

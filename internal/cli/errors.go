@@ -125,7 +125,7 @@ func reportError(w io.Writer, err error, asJSON bool) int {
 		fmt.Fprintln(w, string(data))
 		return code
 	}
-	fmt.Fprintln(w, "idem:", message(err))
+	fmt.Fprintln(w, "idem:", cell(message(err), 0))
 	if hint != "" {
 		fmt.Fprintln(w, "hint:", hint)
 	}

@@ -71,27 +71,26 @@ func printJobs(w io.Writer, jobs []*idemclient.Job, next string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tATTEMPT\tCREATED\tKEY\tLAST ERROR")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Kind, j.State, j.Attempt, j.MaxAttempts,
-			fmtTime(&j.CreatedAt), dash(j.IdempotencyKey), dash(truncate(j.LastError, 60)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", cell(j.ID, 0), cell(j.Queue, 0), cell(j.Kind, 0), cell(j.State, 0),
+			j.Attempt, j.MaxAttempts, fmtTime(&j.CreatedAt), dash(cell(j.IdempotencyKey, 0)), dash(cell(j.LastError, 60)))
 	}
 	tw.Flush()
 	if next != "" {
-		fmt.Fprintf(w, "next page: --cursor %s\n", next)
+		fmt.Fprintf(w, "next page: --cursor %s\n", cell(next, 0))
 	}
 }
 
-// printJob prints one job as key: value lines.
+// printJob prints one job as key: value lines, each value cleaned of
+// control characters (see lines).
 func printJob(w io.Writer, j *idemclient.Job) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) {
 		// A value of several lines (an error with its stack) keeps to the
 		// value column, so the key: value layout stays readable.
-		first, rest, _ := strings.Cut(v, "\n")
-		fmt.Fprintf(tw, "%s:\t%s\n", k, first)
-		for rest != "" {
-			var line string
-			line, rest, _ = strings.Cut(rest, "\n")
-			fmt.Fprintf(tw, "\t%s\n", line)
+		ls := lines(strings.TrimRight(v, "\r\n"))
+		fmt.Fprintf(tw, "%s:\t%s\n", k, ls[0])
+		for _, l := range ls[1:] {
+			fmt.Fprintf(tw, "\t%s\n", l)
 		}
 	}
 	row("id", j.ID)
@@ -122,14 +121,6 @@ func printJob(w io.Writer, j *idemclient.Job) {
 		row("metadata", string(j.Metadata))
 	}
 	tw.Flush()
-}
-
-func truncate(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
-	}
-	return s
 }
 
 // listFlags are the filters of `jobs list` and `dlq list`.
@@ -263,8 +254,8 @@ func newJobsCmd() *cobra.Command {
 				if a.HTTPStatus != 0 {
 					status = strconv.Itoa(a.HTTPStatus)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%dms\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, fmtTime(&a.StartedAt), a.DurationMS, a.Outcome,
-					dash(a.Worker), dash(a.Target), status, dash(truncate(a.Error, 80)))
+				fmt.Fprintf(tw, "%d\t%s\t%dms\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, fmtTime(&a.StartedAt), a.DurationMS, cell(a.Outcome, 0),
+					dash(cell(a.Worker, 0)), dash(cell(a.Target, 0)), status, dash(cell(a.Error, 80)))
 			}
 			return tw.Flush()
 		}}

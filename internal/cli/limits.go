@@ -116,7 +116,7 @@ func printLimits(w io.Writer, ls []idemclient.Limit) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tQUEUE\tRATE\tCONCURRENCY\tWEIGHT\tRUNNING\tUSED IN WINDOW\tTHROTTLED")
 	for _, l := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", orAll(l.Tenant), orAll(l.Queue), orDash(l.Rate),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", orAll(cell(l.Tenant, 0)), orAll(cell(l.Queue, 0)), orDash(cell(l.Rate, 0)),
 			orDash(itoaNZ(l.Concurrency)), orDash(itoaNZ(l.Weight)), l.Usage.Running, l.Usage.WindowUsed, l.Usage.Throttled)
 	}
 	tw.Flush()

@@ -33,9 +33,9 @@ func newQueuesCmd() *cobra.Command {
 				if wantJSON(cmd) {
 					return printJSON(cmd.OutOrStdout(), r)
 				}
-				what := "queue " + r.Queue
+				what := "queue " + cell(r.Queue, 0)
 				if r.Tenant != "" {
-					what = "tenant " + r.Tenant + " in " + what
+					what = "tenant " + cell(r.Tenant, 0) + " in " + what
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %sd\n", what, verb)
 				return nil

@@ -41,8 +41,9 @@ func newSchedulesListCmd(af *apiFlags) *cobra.Command {
 				if when == "" {
 					when = "every " + s.Every
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, when, s.Timezone, s.Kind, s.Missed,
-					fmtTime(s.LastFiredAt), fmtTime(s.NextFireAt), dash(s.LastJobID), dash(s.LastJobState))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.Name, 0), cell(when, 0), cell(s.Timezone, 0),
+					cell(s.Kind, 0), cell(s.Missed, 0), fmtTime(s.LastFiredAt), fmtTime(s.NextFireAt), dash(cell(s.LastJobID, 0)),
+					dash(cell(s.LastJobState, 0)))
 			}
 			return tw.Flush()
 		}}

@@ -34,7 +34,7 @@ func newStatsCmd() *cobra.Command {
 			for _, n := range names {
 				q := st.Queues[n]
 				c := q.Counts
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t\n", n, c["available"], c["scheduled"],
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%d\t%d\t%.1f\t%.1f\t\n", cell(n, 0), c["available"], c["scheduled"],
 					c["running"], c["retryable"], c["pending"], c["completed"], c["dead"], c["cancelled"],
 					q.OldestAvailableAgeS, q.Completed1m, q.Failed1m, q.WaitMS.P99, q.RunMS.P99)
 			}
@@ -48,7 +48,7 @@ func newStatsCmd() *cobra.Command {
 				printLimits(w, st.Limits)
 			}
 			for _, p := range st.Paused {
-				fmt.Fprintf(w, "paused: queue %s tenant %s\n", p.Queue, orAll(p.Tenant))
+				fmt.Fprintf(w, "paused: queue %s tenant %s\n", cell(p.Queue, 0), orAll(cell(p.Tenant, 0)))
 			}
 			return nil
 		}}

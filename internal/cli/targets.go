@@ -69,9 +69,9 @@ func newTargetsCmd() *cobra.Command {
 			if created {
 				verb = "created"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s target %s\n", verb, t.Name)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s target %s\n", verb, cell(t.Name, 0))
 			if t.Secret != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "signing secret (shown only once): %s\n", t.Secret)
+				fmt.Fprintf(cmd.OutOrStdout(), "signing secret (shown only once): %s\n", cell(t.Secret, 0))
 			}
 			return nil
 		}}
@@ -112,7 +112,7 @@ func newTargetsCmd() *cobra.Command {
 			fmt.Fprintln(tw, "TARGET	ATTEMPTS	OK	RETRY	DEAD	SUCCESS	P50 MS	P95 MS	P99 MS")
 			for _, name := range slices.Sorted(maps.Keys(st.Targets)) {
 				t := st.Targets[name]
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f%%\t%.0f\t%.0f\t%.0f\n", name, t.Attempts, t.Completed, t.Retried,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f%%\t%.0f\t%.0f\t%.0f\n", cell(name, 0), t.Attempts, t.Completed, t.Retried,
 					t.Dead, 100*t.SuccessRate, t.LatencyMS.P50, t.LatencyMS.P95, t.LatencyMS.P99)
 			}
 			return tw.Flush()
@@ -126,7 +126,8 @@ func printTargets(w io.Writer, ts []*idemclient.Target) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tQUEUE\tKIND\tURL\tSECRETS\tTIMEOUT")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", t.Name, dash(t.Queue), dash(t.Kind), t.URL, t.SecretCount, dash(t.Timeout))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(t.Name, 0), dash(cell(t.Queue, 0)), dash(cell(t.Kind, 0)), cell(t.URL, 0),
+			t.SecretCount, dash(cell(t.Timeout, 0)))
 	}
 	tw.Flush()
 }

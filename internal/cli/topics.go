@@ -49,9 +49,9 @@ func newSubscribeCmd(af *apiFlags) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), s)
 			}
 			verb := map[bool]string{true: "created", false: "replaced"}[created]
-			fmt.Fprintf(cmd.OutOrStdout(), "%s subscription %s/%s\n", verb, s.Topic, s.Name)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s subscription %s/%s\n", verb, cell(s.Topic, 0), cell(s.Name, 0))
 			if s.Secret != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "signing secret (shown only once): %s\n", s.Secret)
+				fmt.Fprintf(cmd.OutOrStdout(), "signing secret (shown only once): %s\n", cell(s.Secret, 0))
 			}
 			return nil
 		}}
@@ -98,7 +98,7 @@ func newSubscriptionsCmd(af *apiFlags) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tURL\tTYPES\tATTEMPTS\tSECRETS")
 			for _, s := range subs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", s.Name, s.URL, dash(strings.Join(s.Kinds, ",")), s.MaxAttempts, s.SecretCount)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", cell(s.Name, 0), cell(s.URL, 0), dash(cell(strings.Join(s.Kinds, ","), 0)), s.MaxAttempts, s.SecretCount)
 			}
 			return tw.Flush()
 		}}
@@ -131,7 +131,7 @@ func newPublishCmd(af *apiFlags) *cobra.Command {
 			if wantJSON(cmd) {
 				return printJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "event %s: %d deliveries (existing: %v)\n", res.EventID, res.Deliveries, res.Existing)
+			fmt.Fprintf(cmd.OutOrStdout(), "event %s: %d deliveries (existing: %v)\n", cell(res.EventID, 0), res.Deliveries, res.Existing)
 			return nil
 		}}
 	fl := c.Flags()
@@ -163,13 +163,13 @@ func newEventsCmd(af *apiFlags) *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTYPE\tENTITY\tKEY\tDELIVERIES\tCREATED")
 			for _, e := range evs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, dash(e.Type), dash(e.PartitionKey), dash(e.Key), e.Deliveries, fmtTime(&e.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cell(e.ID, 0), dash(cell(e.Type, 0)), dash(cell(e.PartitionKey, 0)), dash(cell(e.Key, 0)), e.Deliveries, fmtTime(&e.CreatedAt))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			if next != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "next page: --cursor %s\n", next)
+				fmt.Fprintf(cmd.OutOrStdout(), "next page: --cursor %s\n", cell(next, 0))
 			}
 			return nil
 		}}

@@ -774,6 +774,9 @@ func jobFilterSQL(f *store.JobFilter, first int) (string, []any) {
 	if !f.Until.IsZero() {
 		add("j.created_at < $?", f.Until)
 	}
+	if !f.FinishedSince.IsZero() {
+		add("j.finished_at >= $?", f.FinishedSince)
+	}
 	if len(conds) == 0 {
 		return "true", nil
 	}

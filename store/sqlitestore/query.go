@@ -87,6 +87,10 @@ func filterSQL(sb *strings.Builder, args []any, f *store.JobFilter) []any {
 		sb.WriteString(" AND created_at < ?")
 		args = append(args, toUS(f.Until))
 	}
+	if !f.FinishedSince.IsZero() {
+		sb.WriteString(" AND finished_at >= ?")
+		args = append(args, toUS(f.FinishedSince))
+	}
 	return args
 }
 

@@ -43,8 +43,8 @@ func testListFilters(t *testing.T, s store.Store) {
 	kp.Tenant, kp.Queue = "a", "q1"
 	j1 := insertNew(t, s, at(time.Hour), kp, mk("b", "q1", "k1", "p1"))
 	j2 := insertNew(t, s, at(2*time.Hour), mk("a", "q1", "k2", "p2"), mk("a", "q1", "k1", "p1"))
-	killJob(t, s, j0[1], at(3*time.Hour))
-	completeJob(t, s, j2[0], at(3*time.Hour), `1`)
+	killJob(t, s, j0[1], at(3*time.Hour))          // finished at 3h+1s
+	completeJob(t, s, j2[0], at(3*time.Hour), `1`) // finished at 3h+1s
 	a0, a1, ak, b, a2, a3 := j0[0].ID, j0[1].ID, j1[0].ID, j1[1].ID, j2[0].ID, j2[1].ID
 
 	desc := func(in ...int64) []int64 {
@@ -76,6 +76,13 @@ func testListFilters(t *testing.T, s store.Store) {
 		{"until 1h", store.JobFilter{Until: at(time.Hour)}, desc(a0, a1)},
 		{"since 1h until 2h", store.JobFilter{Since: at(time.Hour), Until: at(2 * time.Hour)}, desc(ak, b)},
 		{"since 1h until 2h tenant a", store.JobFilter{Tenant: "a", Since: at(time.Hour), Until: at(2 * time.Hour)}, desc(ak)},
+		// FinishedSince bounds finished_at: unfinished jobs never match, a
+		// job created long before finishing does.
+		{"finished since 0", store.JobFilter{FinishedSince: at(0)}, desc(a1, a2)},
+		{"finished since 3h+1s", store.JobFilter{FinishedSince: at(3*time.Hour + time.Second)}, desc(a1, a2)},
+		{"finished since 3h+2s", store.JobFilter{FinishedSince: at(3*time.Hour + 2*time.Second)}, nil},
+		{"finished since 2h, created before 1h", store.JobFilter{FinishedSince: at(2 * time.Hour), Until: at(time.Hour)}, desc(a1)},
+		{"finished since 1h dead", store.JobFilter{FinishedSince: at(time.Hour), States: []idemtype.JobState{idemtype.StateDead}}, desc(a1)},
 	}
 	for _, c := range cases {
 		got, next := list(t, s, c.f, 500, 0)

@@ -23,7 +23,8 @@
         .then(function (r) { return r.json().then(function (b) { return { ok: r.ok, body: b }; }); })
         .then(function (r) {
           if (!r.ok) { status.textContent = "Chart not updated: " + (r.body.error || "error"); return; }
-          status.textContent = "";
+          status.textContent = r.body.capped ? "Based on the latest " + r.body.scan +
+            " completed and " + r.body.scan + " dead jobs: more finished in the hour, so the chart is low." : "";
           draw(r.body);
         })
         .catch(function () { status.textContent = "Chart not updated: the server did not answer."; });
