@@ -50,6 +50,8 @@ type ClaimThrottle struct {
 // worker must send back with Heartbeat, Complete and Fail. A job whose key
 // already holds a completed result is completed here and never handed out.
 // It returns an empty (never nil) slice when nothing came within Wait.
+// Jobs claimed when ctx is already done (the caller went away) are given
+// back at once with their attempt, and the slice is empty.
 func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
 	if err := validateClaim(&p, c.cfg.LeaseDuration); err != nil {
 		return nil, err
@@ -60,7 +62,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
 	for {
 		signal := c.notifier.InsertedC()
 		var report store.ClaimReport
-		jobs, err := c.claimOnce(ctx, &p, &report)
+		jobs, err := c.claimCut(ctx, &p, &report)
 		if p.Throttle != nil {
 			*p.Throttle = ClaimThrottle{Throttled: report.Throttled, NextAvailableAt: report.NextRefill}
 		}
@@ -118,6 +120,35 @@ func validateClaim(p *ClaimParams, defLease time.Duration) error {
 		return idemtype.Invalid("wait", "must be between 0s and %s", MaxClaimWait)
 	}
 	return nil
+}
+
+// claimCut runs one claim that ctx does not cut off: on PostgreSQL a commit
+// that succeeds while the call's context is cancelled reports an error,
+// and a claim whose caller went away (a pull client that disconnected)
+// can no longer be handed over; either way the claimed jobs would stay
+// running, owned by nobody, until the rescuer takes them back with an
+// attempt used. The claim is bounded by its lease instead, and when ctx
+// is done once it returns, its jobs are given back at once with their
+// attempt (JobReleaseMany) and the claim is empty.
+func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.ClaimReport) ([]*JobRow, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.Lease)
+	defer cancel()
+	jobs, err := c.claimOnce(cctx, p, report)
+	if err != nil || len(jobs) == 0 || ctx.Err() == nil {
+		return jobs, err
+	}
+	leases := make([]store.Lease, len(jobs))
+	for i, j := range jobs {
+		leases[i] = store.Lease{ID: j.ID, Token: j.LeaseToken}
+	}
+	n, err := c.store.JobReleaseMany(cctx, &store.JobReleaseManyParams{Leases: leases, Now: c.now()})
+	if err != nil {
+		c.logger.Warn("release of a claim whose caller went away failed; its jobs wait for the rescuer",
+			"worker_id", p.WorkerID, "jobs", len(jobs), "err", err)
+		return jobs, nil
+	}
+	c.logger.Info("released a claim whose caller went away", "worker_id", p.WorkerID, "jobs", n)
+	return []*JobRow{}, nil
 }
 
 // claimOnce claims and settles keyed jobs that need no worker.

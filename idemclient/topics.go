@@ -41,14 +41,16 @@ type EventReplayReply = wire.EventReplayReply
 
 func topicPath(topic, suffix string) string { return "/v1/topics/" + pathSegment(topic) + suffix }
 
-// PutSubscription creates or replaces a subscription; created reports a 201.
+// PutSubscription creates or replaces a subscription. The server answers
+// 200 either way (API.md); created reports that this PUT created it: its
+// created_at equals its updated_at (or, from an older server, a 201).
 func (cl *Client) PutSubscription(ctx context.Context, topic, name string, s *SubscriptionPut) (*Subscription, bool, error) {
 	var out Subscription
 	status, err := cl.do(ctx, &call{method: http.MethodPut, path: topicPath(topic, "/subscriptions/"+pathSegment(name)), body: s, out: &out})
 	if err != nil {
 		return nil, false, err
 	}
-	return &out, status == http.StatusCreated, nil
+	return &out, status == http.StatusCreated || out.CreatedAt.Equal(out.UpdatedAt), nil
 }
 
 // Subscriptions lists the subscriptions of a topic.

@@ -78,8 +78,8 @@ type MiddlewareRecords interface {
 // Store is what the Server needs of the store beside the client: API keys
 // for authentication, the records of its Idempotency-Key middleware, and
 // the statistics of records and queues for metrics, and the recent jobs of
-// every tenant that /v1/health and the per-kind statistics sample. Every
-// store.Store implements it.
+// every tenant that /v1/health and the per-kind statistics sample, and the
+// cheap round trip of /readyz. Every store.Store implements it.
 type Store interface {
 	store.APIKeys
 	MiddlewareRecords
@@ -88,6 +88,7 @@ type Store interface {
 	RecordStats(ctx context.Context, p *store.RecordStatsParams) (*store.RecordStats, error)
 	QueueStats(ctx context.Context, p *store.QueueStatsParams) ([]*store.QueueStat, error)
 	JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error)
+	Ping(ctx context.Context) error
 }
 
 // Both implementations are checked here, where the interfaces are declared.

@@ -359,7 +359,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
 	defer cancel()
 	checks := map[string]Check{}
-	if _, err := s.store.QueueStats(ctx, &store.QueueStatsParams{Now: s.now()}); err != nil {
+	// A trivial round trip: a stats query would count every job on each
+	// probe (Kubernetes' default probe timeout is 1 s).
+	if err := s.store.Ping(ctx); err != nil {
 		checks["database"] = Check{Status: StatusUnhealthy, Detail: "the store did not answer: " + err.Error()}
 	} else {
 		checks["database"] = Check{Status: StatusHealthy}

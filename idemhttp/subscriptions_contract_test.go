@@ -70,15 +70,16 @@ func testSubscriptionContract(t *testing.T, open opener) {
 			t.Fatalf("reply %s: want kinds %q and max_attempts %d", r.body, kinds, attempts)
 		}
 	}
+	// API.md: 200 whether the PUT creates or replaces.
 	r := e.req("PUT", path+"billing", e.keyA, map[string]any{"url": rcv.URL + "/billing", "kinds": []string{"paid"}, "max_attempts": 2})
-	expect(t, r, 201, "")
+	expect(t, r, 200, "")
 	check(r, []string{"paid"}, 2)
 	r = e.req("PUT", path+"billing", e.keyA, map[string]any{"url": rcv.URL + "/billing", "kinds": []string{"paid"},
 		"event_types": []string{"paid"}, "max_attempts": 2})
 	expect(t, r, 200, "")
 	check(r, []string{"paid"}, 2)
 	r = e.req("PUT", path+"legacy", e.keyA, map[string]any{"url": rcv.URL + "/legacy", "event_types": []string{"shipped"}})
-	expect(t, r, 201, "")
+	expect(t, r, 200, "")
 	check(r, []string{"shipped"}, 6) // the server's default
 	r = e.req("GET", path+"billing", e.keyA, nil)
 	expect(t, r, 200, "")

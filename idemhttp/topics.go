@@ -30,7 +30,8 @@ func pathSubscription(r *http.Request) (topic, name string, err error) {
 	return topic, name, err
 }
 
-// putSubscription creates (201) or replaces (200) a subscription. Without
+// putSubscription creates or replaces a subscription: 200 either way, as
+// API.md's table says (unlike a target's PUT, 201 on create). Without
 // a secret, one is generated when the put creates it (in that reply, once)
 // and the stored ones are kept when it replaces it, so a repeated PUT
 // never rotates them; a given secret replaces them, "" = unsigned.
@@ -87,11 +88,7 @@ func (s *Server) putSubscription(w http.ResponseWriter, r *http.Request) error {
 	if created && !generated.IsZero() {
 		out.Secret = generated.Reveal()
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, out)
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

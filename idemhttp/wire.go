@@ -91,5 +91,8 @@ func renderRecord(r *idemtype.Record) *wire.Record {
 	if r.JobID != 0 {
 		out.JobID = formatID(r.JobID)
 	}
+	if r.ResultJobID != 0 {
+		out.ResultJobID = formatID(r.ResultJobID)
+	}
 	return out
 }

@@ -62,6 +62,9 @@ type Store interface {
 	// Migrate brings the schema to the newest version. It is safe to call
 	// from several processes at once.
 	Migrate(ctx context.Context) error
+	// Ping is one cheap round trip that proves the store answers (the
+	// readiness probe): no table is read; ErrClosed after Close.
+	Ping(ctx context.Context) error
 	// Close releases the store's connections; callers waiting on a batch
 	// still queued get ErrClosed, and every later call fails with ErrClosed.
 	// It is idempotent.

@@ -242,9 +242,14 @@ type ResolveRequest struct {
 
 // Record is an idempotency record.
 type Record struct {
-	Key         string     `json:"key"`
-	Status      string     `json:"status"`
-	JobID       string     `json:"job_id,omitempty"`
+	Key    string `json:"key"`
+	Status string `json:"status"`
+	// JobID is the latest job made with the key (a job served from the
+	// cached result included).
+	JobID string `json:"job_id,omitempty"`
+	// ResultJobID is the job whose run produced the cached result; absent
+	// while none is stored.
+	ResultJobID string     `json:"result_job_id,omitempty"`
 	ResultHash  string     `json:"result_hash,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
 	CompletedAt *time.Time `json:"completed_at,omitempty"`

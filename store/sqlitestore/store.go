@@ -453,9 +453,11 @@ func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// readErr maps errors of the read pool after Close to store.ErrClosed.
+// readErr maps errors of the read pool after Close to store.ErrClosed (a
+// statement prepared before Close fails as closed, the pool as well).
 func (s *Store) readErr(err error) error {
-	if err != nil && s.w.isClosed() && strings.Contains(err.Error(), "database is closed") {
+	if err != nil && s.w.isClosed() && (strings.Contains(err.Error(), "database is closed") ||
+		strings.Contains(err.Error(), "statement is closed")) {
 		return store.ErrClosed
 	}
 	return err

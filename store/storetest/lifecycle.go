@@ -34,6 +34,9 @@ func testMigrateAgain(t *testing.T, s store.Store) {
 func testCallsAfterClose(t *testing.T, s store.Store) {
 	j := insert1(t, s, at(0), newJob("k"))
 	c := claimJob(t, s, insert1(t, s, at(0), newJob("c")), at(0))
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping of an open store: %v", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -42,6 +45,7 @@ func testCallsAfterClose(t *testing.T, s store.Store) {
 	}
 	_, err := s.JobGet(t.Context(), &store.JobGetParams{Tenant: "", ID: j.ID})
 	wantErr(t, "JobGet after Close", err, idemtype.ErrClosed)
+	wantErr(t, "Ping after Close", s.Ping(t.Context()), idemtype.ErrClosed)
 	_, err = s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{newJob("k")}, Now: at(0)})
 	wantErr(t, "JobInsertMany after Close", err, idemtype.ErrClosed)
 	_, err = s.JobClaim(t.Context(), &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1,
