@@ -56,10 +56,14 @@ const (
 	// the spare loop has the other MaxBatch.)
 	Pending = (Loops + 1) * MaxBatch
 	// FinishTries is how often a failed batch is tried before its jobs are
-	// left to the rescuer.
+	// left to the rescuer (more while the store is unavailable:
+	// UnavailableFor).
 	FinishTries = 5
 	// FinishTimeout bounds one JobFinishMany call.
 	FinishTimeout = 30 * time.Second
+	// UnavailableFor is how long a batch that fails because the store is
+	// unavailable (store.Classify) is tried, FinishTries at least.
+	UnavailableFor = 30 * time.Second
 )
 
 // Finisher is the store call the completer makes.
@@ -283,13 +287,18 @@ func (c *Completer) flush(batch []*store.JobFinishParams) []error {
 }
 
 // write makes one JobFinishMany call for batch, retrying whole-batch
-// failures a few times (not a refusal: the same data is refused again), and
-// returns the last try's per-finish and whole-batch errors. Once Drain
-// aborts, it stops trying and answers ErrAbandoned.
+// failures (not a refusal: the same data is refused again): FinishTries
+// times, and while the store is unavailable (a lost connection, a database
+// restarting) for up to UnavailableFor, so that a handler's work is not
+// thrown away and run again for want of one write. A retried finish that
+// had committed is accepted as the same completion. It returns the last
+// try's per-finish and whole-batch errors. Once Drain aborts, it stops
+// trying and answers ErrAbandoned.
 func (c *Completer) write(batch []*store.JobFinishParams) ([]error, error) {
 	var errs []error
 	var err error
-	for try := range FinishTries {
+	start := time.Now()
+	for try := 0; ; try++ {
 		if c.abort.Err() != nil {
 			return nil, ErrAbandoned
 		}
@@ -297,20 +306,21 @@ func (c *Completer) write(batch []*store.JobFinishParams) ([]error, error) {
 		errs, err = c.store.JobFinishMany(ctx, batch)
 		cancel()
 		if err == nil || store.Refused(c.store, err) {
-			break
+			return errs, err
 		}
 		if c.abort.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", ErrAbandoned, err)
 		}
-		c.logger.Warn("finish batch failed", "jobs", len(batch), "try", try+1, "err", err)
-		if try+1 < FinishTries {
-			select { // backoff before the next try
-			case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
-			case <-c.abort.Done():
-			}
+		unavailable := errors.Is(store.Classify(c.store, err), idemtype.ErrUnavailable)
+		if try+1 >= FinishTries && (!unavailable || time.Since(start) >= UnavailableFor) {
+			return errs, err
+		}
+		c.logger.Warn("finish batch failed", "jobs", len(batch), "try", try+1, "unavailable", unavailable, "err", err)
+		select { // backoff before the next try
+		case <-time.After(min(time.Duration(try+1)*100*time.Millisecond, time.Second)):
+		case <-c.abort.Done():
 		}
 	}
-	return errs, err
 }
 
 // RefusedError starts the error of an attempt whose finish the store
