@@ -141,6 +141,8 @@ func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRo
 
 // JobRetry makes a dead or cancelled job available again with its attempts
 // reset (scheduled when runAt is in the future). Other states are ErrWrongState.
+// A job that never started and whose dependency no longer exists is refused
+// with ErrInvalid (store.RetryRefusal): that dependency may have died.
 func (c *Client) JobRetry(ctx context.Context, tenant string, id int64, runAt time.Time) (*JobRow, error) {
 	rows, err := c.store.JobRetryMany(ctx, &store.JobRetryManyParams{
 		IDs: []int64{id}, Filter: store.JobFilter{Tenant: c.tenant(tenant)},
@@ -160,7 +162,9 @@ func (c *Client) JobRetry(ctx context.Context, tenant string, id int64, runAt ti
 
 // DLQRequeue makes dead jobs available again, by ids or (ids empty) by
 // filter, and returns how many moved. The dead-letter queue holds dead
-// jobs only: a filter naming another state is ErrInvalid.
+// jobs only: a filter naming another state is ErrInvalid. Jobs JobRetryMany
+// refuses (store.RetryRefusal) fail a requeue by ids (*store.RetryRefusedError,
+// nothing moves) and are skipped by a requeue by filter.
 func (c *Client) DLQRequeue(ctx context.Context, ids []int64, filter JobFilter) (int, error) {
 	filter.Tenant = c.tenant(filter.Tenant)
 	if err := ValidateFilter(&filter); err != nil {

@@ -77,13 +77,14 @@ var docLooserThanServer = []string{
 	"has no weight",                  // tenant "*" (a path value) × body field
 	"is reserved for default limits", // "*" as a tenant: the document's names have no pattern
 	"lease: must be at least 1s",
-	"unexpected data after the JSON value", // JSON Schema sees one value
-	"malformed cursor",                     // a cursor is opaque
-	"depends_on: job",                      // a dependency that does not exist (PostgreSQL)
-	"key: must be printable ASCII",         // kin-openapi checks path values still escaped
-	"forbidden target address",             // a target URL's resolved address (SSRF policy)
-	"want whsec_ followed by base64",       // a secret's base64 and its 16-byte minimum
-	"a batch needs a key",                  // the key may come in the body or the header
+	"unexpected data after the JSON value",  // JSON Schema sees one value
+	"malformed cursor",                      // a cursor is opaque
+	"depends_on: job",                       // a dependency that does not exist (PostgreSQL)
+	"no longer exists; it did not complete", // a retry of a job that never ran, its dependency deleted
+	"key: must be printable ASCII",          // kin-openapi checks path values still escaped
+	"forbidden target address",              // a target URL's resolved address (SSRF policy)
+	"want whsec_ followed by base64",        // a secret's base64 and its 16-byte minimum
+	"a batch needs a key",                   // the key may come in the body or the header
 	// Retry policies and completion jobs: cross-field rules, and a
 	// duration pattern that cannot say "positive".
 	"must not be below retry.base", "differs from max_attempts", "differs from event_types", "an explicit schedule replaces them",

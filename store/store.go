@@ -215,6 +215,17 @@ type Jobs interface {
 	// (DedupUntil and ExpiresAt nil, as after its insert; a completed
 	// record only while its result is live). It selects by IDs, or by Filter
 	// when IDs is empty, up to Limit. It returns the rows it moved.
+	//
+	// A job that never started (Attempt 0, no attempt stored), waits for
+	// its dependencies to complete (not DependsOnFinished) and has a
+	// dependency that no longer exists is refused (RetryRefusal): a
+	// deleted dependency may have died (DLQ delete) or completed
+	// (retention), and the job never ran to show which. By IDs, any
+	// refused job fails the call with a *RetryRefusedError (ErrInvalid)
+	// listing them all, and no job moves; by Filter, refused jobs are
+	// skipped (they stay as they are and do not count towards Limit). A job
+	// that started once had its dependencies satisfied then and is retried
+	// even if one was deleted since.
 	JobRetryMany(ctx context.Context, p *JobRetryManyParams) ([]*idemtype.JobRow, error)
 
 	// JobDelete deletes the job ID (and its attempts) only if it is in

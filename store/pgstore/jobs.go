@@ -95,10 +95,14 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		for _, q := range []string{qRetryLockDeps, qRetryLockPartitions} {
-			if _, err := tx.Exec(ctx, s.sql(q), ids); err != nil {
-				return err
-			}
+		if _, err := tx.Exec(ctx, s.sql(qRetryLockDeps), ids); err != nil {
+			return err
+		}
+		if ids, err = s.retryRefused(ctx, tx, ids, len(p.IDs) > 0); err != nil || len(ids) == 0 {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.sql(qRetryLockPartitions), ids); err != nil {
+			return err
 		}
 		if out, err = collectJobsQuery(ctx, tx, s.sql(qRetry), ids, runAt, now); err != nil {
 			return err
@@ -118,6 +122,43 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 		return nil, fmt.Errorf("retry jobs: %w", err)
 	}
 	return out, nil
+}
+
+// retryRefused applies the rule of store.RetryRefusal to the jobs ids of
+// a retry, their dependencies locked: by ids (byIDs) any refused job is a
+// *store.RetryRefusedError; by filter (whose selection skipped them) a job
+// refused since — its dependency deleted in between — is dropped. It
+// returns the ids to retry.
+func (s *Store) retryRefused(ctx context.Context, tx pgx.Tx, ids []int64, byIDs bool) ([]int64, error) {
+	rows, err := tx.Query(ctx, s.sql(qRetryRefused), ids)
+	if err != nil {
+		return nil, fmt.Errorf("check dependencies: %w", err)
+	}
+	refused, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.RetryRefusal, error) {
+		var x store.RetryRefusal
+		err := r.Scan(&x.ID, &x.Dependency)
+		return &x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check dependencies: %w", err)
+	}
+	if len(refused) == 0 {
+		return ids, nil
+	}
+	if byIDs {
+		return nil, &store.RetryRefusedError{Refused: refused}
+	}
+	skip := make(map[int64]bool, len(refused))
+	for _, r := range refused {
+		skip[r.ID] = true
+	}
+	kept := ids[:0:0]
+	for _, id := range ids {
+		if !skip[id] {
+			kept = append(kept, id)
+		}
+	}
+	return kept, nil
 }
 
 // collectJobsQuery runs a query returning job rows.

@@ -498,6 +498,25 @@ ORDER BY id LIMIT $4 FOR UPDATE`
 WHERE id IN (SELECT unnest(depends_on) FROM {schema}.jobs WHERE id = ANY($1::bigint[]))
 ORDER BY id FOR SHARE`
 
+	// sqlRetryRefused is true for a job j that JobRetryMany refuses
+	// (store.RetryRefusal): it never started (attempt 0, no attempt
+	// stored), waits for its dependencies to complete, and one of them no
+	// longer exists.
+	sqlRetryRefused = `(NOT j.deps_any AND j.attempt = 0
+    AND EXISTS (SELECT 1 FROM unnest(j.depends_on) dep(id)
+                WHERE NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = dep.id))
+    AND NOT EXISTS (SELECT 1 FROM {schema}.attempts a WHERE a.job_id = j.id))`
+
+	// qRetryRefused lists the jobs of $1 that JobRetryMany refuses, each
+	// with its smallest missing dependency, in id order. It runs after
+	// qRetryLockDeps: a dependency deleted later waits for the retry's
+	// commit, so what it reads holds until then.
+	qRetryRefused = `SELECT j.id, (SELECT min(dep.id) FROM unnest(j.depends_on) dep(id)
+        WHERE NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = dep.id))
+FROM {schema}.jobs j
+WHERE j.id = ANY($1::bigint[]) AND ` + sqlRetryRefused + `
+ORDER BY j.id`
+
 	// qRetryLockPartitions locks, in id order and waiting for them, the
 	// unfinished jobs of the FIFO partitions of the jobs being retried
 	// that come after them. A claim of such a job that is under way (it
@@ -792,5 +811,5 @@ WHERE ($1::bigint = 0 OR j.id < $1) AND ` + where + ` ORDER BY j.id DESC LIMIT $
 // qRetrySelectFilter selects retry candidates by filter: $1 states, $2 limit.
 func qRetrySelectFilter(where string) string {
 	return `SELECT j.id FROM {schema}.jobs j WHERE j.state = ANY($1::text[]) AND ` + where +
-		` ORDER BY j.id LIMIT $2 FOR UPDATE`
+		` AND NOT ` + sqlRetryRefused + ` ORDER BY j.id LIMIT $2 FOR UPDATE`
 }

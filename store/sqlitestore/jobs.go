@@ -80,7 +80,7 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 	}
 	var sb strings.Builder
 	var args []any
-	sb.WriteString("SELECT id FROM jobs WHERE state IN (" + placeholders(len(okFrom)) + ")")
+	sb.WriteString("SELECT id, " + sqlRetryMissingDep + " FROM jobs WHERE state IN (" + placeholders(len(okFrom)) + ")")
 	for _, st := range okFrom {
 		args = append(args, string(st))
 	}
@@ -98,6 +98,8 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 		f := p.Filter
 		f.States = nil
 		args = filterSQL(&sb, args, &f)
+		// Refused jobs are skipped and do not take up the limit.
+		sb.WriteString(" AND " + sqlRetryMissingDep + " IS NULL")
 		if limit <= 0 {
 			limit = store.MaxBatch
 		}
@@ -116,17 +118,25 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 			return err
 		}
 		var ids []int64
+		var refused []*store.RetryRefusal
 		for rows.Next() {
 			var id int64
-			if err := rows.Scan(&id); err != nil {
+			var missing sql.NullInt64
+			if err := rows.Scan(&id, &missing); err != nil {
 				rows.Close()
 				return err
+			}
+			if missing.Valid {
+				refused = append(refused, &store.RetryRefusal{ID: id, Dependency: missing.Int64})
 			}
 			ids = append(ids, id)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
+		}
+		if len(refused) > 0 {
+			return &store.RetryRefusedError{Refused: refused}
 		}
 		for _, id := range ids {
 			j, err := scanJob(t.queryRow(qJobRetry, toUS(runAt), toUS(now), id))

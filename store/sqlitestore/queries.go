@@ -280,6 +280,15 @@ const (
         WHEN max(p.state NOT IN ('completed', 'dead', 'cancelled')) = 1 THEN 'pending' END
     FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id = jobs.id)`
 
+	// sqlRetryMissingDep is the smallest dependency of job jobs.id that no
+	// longer exists when the job never started (attempt 0, no attempt
+	// stored) and waits for its dependencies to complete; NULL otherwise.
+	// JobRetryMany refuses such a job (store.RetryRefusal).
+	sqlRetryMissingDep = `(SELECT min(d.depends_on_id) FROM job_deps d
+    WHERE d.job_id = jobs.id AND jobs.deps_any = 0 AND jobs.attempt = 0
+      AND NOT EXISTS (SELECT 1 FROM jobs p WHERE p.id = d.depends_on_id)
+      AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.job_id = jobs.id))`
+
 	// qHasDependants lists which of the jobs in the JSON array ?1 have
 	// dependants (so finishes skip the release/cancel query for the rest).
 	qHasDependants = `SELECT DISTINCT depends_on_id FROM job_deps

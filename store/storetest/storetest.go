@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, cancelCases()...)
 	all = append(all, retryCases()...)
 	all = append(all, retryOrderCases()...)
+	all = append(all, retryDepCases()...)
 	all = append(all, retryKeyCases()...)
 	all = append(all, boundCases()...)
 	all = append(all, queryCases()...)
