@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -344,7 +345,7 @@ func fingerprint(p *store.JobInsertParams, runAt time.Time) (string, error) {
 	b, ok = appendFPString(b, p.Kind, ok)
 	b = append(b, `,"max_attempts":`...)
 	b = key.AppendInt(b, int64(p.MaxAttempts))
-	if len(p.Metadata) > 0 {
+	if !noMetadata(p.Metadata) {
 		b = append(b, `,"metadata":`...)
 		if b, err = key.AppendCanonical(b, p.Metadata); err != nil {
 			return "", idemtype.Invalid("args", "canonical form: %v", err)
@@ -367,6 +368,17 @@ func fingerprint(p *store.JobInsertParams, runAt time.Time) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// noMetadata reports whether metadata is absent, null or an empty object:
+// all three mean "no metadata", so the fingerprint leaves the field out
+// for each (as for absent metadata before: its fingerprints are unchanged).
+func noMetadata(m json.RawMessage) bool {
+	m = bytes.TrimSpace(m)
+	if len(m) == 0 || string(m) == "null" {
+		return true
+	}
+	return m[0] == '{' && len(bytes.TrimSpace(m[1:])) == 1 && m[len(m)-1] == '}'
 }
 
 // appendFPString appends s as a canonical JSON string while ok; it turns
@@ -397,7 +409,7 @@ func fingerprintOf(p *store.JobInsertParams, runAt time.Time) (string, error) {
 	} else if p.DependsOnFinished {
 		fields["depends_on_finished"] = true
 	}
-	if len(p.Metadata) == 0 {
+	if noMetadata(p.Metadata) {
 		delete(fields, "metadata")
 	}
 	b, err := key.CanonicalValue(fields)

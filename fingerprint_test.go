@@ -45,6 +45,30 @@ func TestFingerprintPinned(t *testing.T) {
 	}
 }
 
+// TestFingerprintEmptyMetadata: metadata absent, null or an empty object
+// (however spaced) is "no metadata", with the pinned fingerprint of a job
+// without metadata, by both computations; a non-empty object differs.
+func TestFingerprintEmptyMetadata(t *testing.T) {
+	const pinned = "9e2f356c78e2c1a5135a1b47347213d927830a99714a0d2e8f38509d859bc78d"
+	for _, m := range []string{"", "null", "{}", " { \n\t} ", "{\r\n}", `{"a":1}`, `{"":null}`} {
+		p := store.JobInsertParams{Queue: "default", Kind: "email", Args: json.RawMessage(`{"to":"a@b.c","n":1}`), MaxAttempts: 25}
+		if m != "" {
+			p.Metadata = json.RawMessage(m)
+		}
+		got, err := fingerprint(&p, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		def, err := fingerprintOf(&p, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if empty := !strings.Contains(m, `"`); got != def || (got == pinned) != empty {
+			t.Errorf("metadata %q: fingerprint %s, by definition %s, pinned without metadata %s", m, got, def, pinned)
+		}
+	}
+}
+
 // TestFingerprintMatchesDefinition compares fingerprint with fingerprintOf
 // on random jobs: strings with escapes, controls, non-ASCII and invalid
 // UTF-8, numbers in every canonical form, dependencies beyond 2^53, run_at

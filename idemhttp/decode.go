@@ -84,8 +84,9 @@ func checkContentType(r *http.Request) error {
 	return nil
 }
 
-// decodeStrict decodes one JSON value into v: unknown fields, wrong types
-// and trailing data are 400 problems naming the field.
+// decodeStrict decodes one JSON value into v: unknown fields, wrong types,
+// trailing data and a member name repeated in one object (anywhere in the
+// value, args and metadata included) are 400 problems naming the field.
 func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -94,6 +95,9 @@ func decodeStrict(body []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", "unexpected data after the JSON value")
+	}
+	if path, dup := duplicateName(body); dup {
+		return invalid(path, "duplicate member name")
 	}
 	if name, ok := inexactName(body, reflect.TypeOf(v)); !ok {
 		return invalid(name, "unknown field")

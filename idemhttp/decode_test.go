@@ -1,7 +1,12 @@
 package idemhttp
 
 import (
+	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/idem-dev/idem/key"
 )
 
 // TestExplicitZero: a field set to 0 is seen however its key is spelled;
@@ -40,6 +45,63 @@ func FuzzExplicitZero(f *testing.F) {
 			if got, want := explicitZero(body, field), decodedZero(body, field); got != want {
 				t.Fatalf("%q %s: %v, want %v", body, field, got, want)
 			}
+		}
+	})
+}
+
+// TestDuplicateName: the path of the first repeated member name, decoded
+// names compared, through objects and arrays at any depth.
+func TestDuplicateName(t *testing.T) {
+	t.Parallel()
+	many := `{`
+	for i := range 40 {
+		many += `"k` + strconv.Itoa(i) + `":{"k0":[]},`
+	}
+	for _, tc := range []struct {
+		body, want string
+		dup        bool
+	}{
+		{`{"a":1,"b":2}`, "", false},
+		{`{"a":1,"a":1}`, "a", true},
+		{`{"a":{"a":{"a":1}},"b":[{"a":1},{"a":2}]}`, "", false},
+		{` { "a" : [ 1 , { "x" : 1 , "y" : 2 , "x" : 3 } ] } `, "a[1].x", true},
+		{`{"a":"}\"{","b":"\\","a":0}`, "a", true},
+		{`{"\u0061":1,"a":2}`, "a", true},
+		{`{"é":1,"\u00e9":2}`, "é", true},
+		{`{"":1,"":2}`, "", true},
+		{`[[],{},[{"x":null,"x":true}]]`, "[2][0].x", true},
+		{`{"a":[],"b":{},"a":{}}`, "a", true},
+		{many + `"k3":1}`, "k3", true},
+		{many + `"z":{"k3":1,"k3":2}}`, "z.k3", true},
+		{many + `"z":1}`, "", false},
+		{`"a"`, "", false},
+		{`12`, "", false},
+	} {
+		got, dup := duplicateName([]byte(tc.body))
+		if got != tc.want || dup != tc.dup {
+			t.Errorf("%.60s: %q %v, want %q %v", tc.body, got, dup, tc.want, tc.dup)
+		}
+	}
+}
+
+// FuzzDuplicateName: on JSON that key.Check accepts or refuses for a
+// duplicate only, duplicateName finds a duplicate exactly when key.Check
+// refuses; on anything else it ends without panicking.
+func FuzzDuplicateName(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":[1,{"c":1}]},"c":1}`, `{"\u0061":1,"a":2}`, `[{},{"x":1,"y":2,"x":3}]`, `{"a":`, `[}`, `{,}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, dup := duplicateName(body)
+		if !json.Valid(body) {
+			return
+		}
+		err := key.Check(body, 0)
+		if err != nil && !strings.Contains(err.Error(), "duplicate member name") {
+			return
+		}
+		if dup != (err != nil) {
+			t.Fatalf("%q: duplicate %v, key.Check %v", body, dup, err)
 		}
 	})
 }

@@ -79,7 +79,7 @@ var docLooserThanServer = []string{
 	"lease: must be at least 1s",
 	"unexpected data after the JSON value",  // JSON Schema sees one value
 	"malformed cursor",                      // a cursor is opaque
-	"depends_on: job",                       // a dependency that does not exist (PostgreSQL)
+	"depends_on: job",                       // a dependency that does not exist in the tenant
 	"no longer exists; it did not complete", // a retry of a job that never ran, its dependency deleted
 	"key: must be printable ASCII",          // kin-openapi checks path values still escaped
 	"forbidden target address",              // a target URL's resolved address (SSRF policy)
@@ -94,6 +94,7 @@ var docLooserThanServer = []string{
 	// against the timetable are beyond JSON Schema.
 	"cron: ", "timezone: ", "every: must be", "grain: ", "dedup_window: must be at least",
 	"must be valid JSON (at most",     // strict JSON: UTF-8, no duplicate names, double range, depth
+	"duplicate member name",           // JSON Schema sees decoded objects (the last member wins)
 	"the body is not valid UTF-8",     // JSON Schema sees decoded strings
 	"must be valid UTF-8 without NUL", // query values
 	"must be printable ASCII",         // names and keys (no pattern in the document)

@@ -25,6 +25,15 @@ const (
 	MaxBatch = 1000
 )
 
+// UnknownDependency is the error of an inserted job whose DependsOn names
+// job id, which does not exist in its tenant: bad input naming depends_on
+// (an *idemtype.InvalidError, so errors.Is ErrInvalid) that also wraps
+// ErrNotFound. Both stores return it, so the HTTP API answers 400 on
+// either.
+func UnknownDependency(id int64) error {
+	return fmt.Errorf("%w: %w", idemtype.Invalid("depends_on", "job %d does not exist", id), idemtype.ErrNotFound)
+}
+
 // ListLimit returns the page size JobList uses for a requested limit.
 func ListLimit(limit int) int {
 	if limit <= 0 || limit > MaxListLimit {

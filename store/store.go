@@ -89,8 +89,9 @@ type Listener interface {
 type Jobs interface {
 	// JobInsertMany inserts jobs in one transaction and returns one result
 	// per item, in order. An item that fails (key reused with another
-	// request, a dependency that does not exist in the tenant) fails only
-	// itself: its Err is set and the others are inserted.
+	// request, a dependency that does not exist in the tenant:
+	// UnknownDependency) fails only itself: its Err is set and the others
+	// are inserted.
 	//
 	// Idempotency keys: for an item with an IdempotencyKey, the record
 	// (Tenant, Key) decides. If there is no live record, or its dedup window

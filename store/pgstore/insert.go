@@ -642,7 +642,7 @@ func (s *Store) insertDeps(ctx context.Context, tx querier, items []*insertItem,
 		for _, id := range it.p.DependsOn {
 			d, ok := known[id]
 			if !ok || d.tenant != it.p.Tenant {
-				res[i].Err = fmt.Errorf("%w: depends_on: job %d %w", idemtype.ErrInvalid, id, idemtype.ErrNotFound)
+				res[i].Err = store.UnknownDependency(id)
 				break
 			}
 			switch {

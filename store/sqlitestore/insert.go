@@ -357,7 +357,7 @@ func initialState(t *wtx, jp *store.JobInsertParams) (state idemtype.JobState, l
 		var st, tenant string
 		err := t.queryRow(qJobDepState, dep).Scan(&st, &tenant)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && tenant != jp.Tenant) {
-			return "", "", fmt.Errorf("dependency %d: %w", dep, idemtype.ErrNotFound), nil
+			return "", "", store.UnknownDependency(dep), nil
 		}
 		if err != nil {
 			return "", "", nil, fmt.Errorf("read dependency: %w", err)

@@ -1,0 +1,215 @@
+package idemhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// linearMembers is the number of members of one object whose names are
+// compared one by one; a larger object switches to a set.
+const linearMembers = 16
+
+// duplicateName finds the first member of an object of the JSON text body
+// whose name (after unescaping) an earlier member of the same object
+// already has, and returns its path: "kind", "retry.base",
+// "jobs[1].queue", "args.x[0].y". encoding/json lets the last of two
+// members win, and key.Check (args, metadata, results) refuses them
+// without saying where; this one pass covers the whole request body.
+// Names are compared in place (decoded only when escaped), so a typical
+// body costs two small allocations (the scratch stacks).
+// body must be valid JSON (decoded without error); on anything else it
+// stops and reports no duplicate.
+func duplicateName(body []byte) (string, bool) {
+	var names [linearMembers + 1][]byte
+	var path [8]pathElem
+	s := nameScan{data: body, names: names[:0], path: path[:0]}
+	if s.value() {
+		return "", false
+	}
+	return s.pathString(), true
+}
+
+// pathElem is one step of a path: a member name or an array index.
+type pathElem struct {
+	member bool
+	name   []byte
+	index  int
+}
+
+// nameScan is the state of duplicateName.
+type nameScan struct {
+	data []byte
+	pos  int
+	// path leads to the value being scanned (to the duplicate when one
+	// is found).
+	path []pathElem
+	// names holds the member names of the open objects, innermost last,
+	// while an object has at most linearMembers members.
+	names [][]byte
+}
+
+// pathString formats s.path.
+func (s *nameScan) pathString() string {
+	var b strings.Builder
+	for i, e := range s.path {
+		switch {
+		case !e.member:
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(e.index))
+			b.WriteByte(']')
+		case i > 0:
+			b.WriteByte('.')
+			fallthrough
+		default:
+			b.Write(e.name)
+		}
+	}
+	return b.String()
+}
+
+func (s *nameScan) peek() byte {
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+func (s *nameScan) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one value; false when it holds a duplicate (s.path then
+// leads to it).
+func (s *nameScan) value() bool {
+	s.skipSpace()
+	switch s.peek() {
+	case '{':
+		return s.object()
+	case '[':
+		return s.array()
+	case '"':
+		s.str()
+	default: // a number or a literal
+		for s.pos < len(s.data) {
+			switch s.data[s.pos] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return true
+			}
+			s.pos++
+		}
+	}
+	return true
+}
+
+func (s *nameScan) object() bool {
+	s.pos++ // '{'
+	base := len(s.names)
+	defer func() { s.names = s.names[:base] }()
+	var set map[string]struct{}
+	for {
+		s.skipSpace()
+		if s.peek() != '"' {
+			// '}' of an empty object, or input that is not JSON: stop.
+			s.pos++
+			return true
+		}
+		name := s.str()
+		if set != nil {
+			if _, ok := set[string(name)]; ok {
+				s.path = append(s.path, pathElem{member: true, name: name})
+				return false
+			}
+			set[string(name)] = struct{}{}
+		} else {
+			for _, n := range s.names[base:] {
+				if bytes.Equal(n, name) {
+					s.path = append(s.path, pathElem{member: true, name: name})
+					return false
+				}
+			}
+			s.names = append(s.names, name)
+			if len(s.names)-base > linearMembers {
+				set = make(map[string]struct{}, 2*linearMembers)
+				for _, n := range s.names[base:] {
+					set[string(n)] = struct{}{}
+				}
+				s.names = s.names[:base]
+			}
+		}
+		s.skipSpace()
+		s.pos++ // ':'
+		s.path = append(s.path, pathElem{member: true, name: name})
+		if !s.value() {
+			return false
+		}
+		s.path = s.path[:len(s.path)-1]
+		if !s.next() {
+			return true
+		}
+	}
+}
+
+// next passes the ',' after a member or element (true) or what ends the
+// container, '}' or ']' (false).
+func (s *nameScan) next() bool {
+	s.skipSpace()
+	more := s.peek() == ','
+	s.pos++
+	return more
+}
+
+func (s *nameScan) array() bool {
+	s.pos++ // '['
+	for i := 0; ; i++ {
+		s.skipSpace()
+		if i == 0 && s.peek() == ']' {
+			s.pos++
+			return true
+		}
+		s.path = append(s.path, pathElem{index: i})
+		if !s.value() {
+			return false
+		}
+		s.path = s.path[:len(s.path)-1]
+		if !s.next() {
+			return true
+		}
+	}
+}
+
+// str scans the string at s.pos (which holds '"') and returns its value:
+// the raw bytes when it has no escape, else decoded.
+func (s *nameScan) str() []byte {
+	start := s.pos
+	s.pos++
+	escaped := false
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '\\':
+			escaped = true
+			s.pos += 2
+			continue
+		case '"':
+			s.pos++
+			if !escaped {
+				return s.data[start+1 : s.pos-1]
+			}
+			var v string
+			if json.Unmarshal(s.data[start:s.pos], &v) != nil {
+				return s.data[start+1 : s.pos-1]
+			}
+			return []byte(v)
+		}
+		s.pos++
+	}
+	return s.data[start+1:]
+}
