@@ -36,7 +36,8 @@ const shutdownGrace = 5 * time.Second
 // (internal/maintenance, internal/leadership).
 //
 // Shutdown order (Stop): 1. producers stop claiming (a claim in flight
-// completes and gives its jobs back); 2. running jobs get until the Stop
+// completes and gives its jobs back; past the Stop context and
+// shutdownGrace it is cut off); 2. running jobs get until the Stop
 // context ends to finish; 3. the rest are marked lost (their outcomes
 // dropped) and their handler contexts cancelled, Stop waits up to
 // shutdownGrace for them to return, and only then are their leases released
@@ -185,7 +186,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.stopped = true
 	c.mu.Unlock()
 
-	stopAll(rt.producers) // no executor starts after this
+	c.stopProducers(ctx, rt) // no executor starts after this
 	c.notifier.Stop()
 	done := make(chan struct{})
 	go func() { rt.running.Wait(); close(done) }()
@@ -225,6 +226,32 @@ func (c *Client) Stop(ctx context.Context) error {
 		rt.elector.Stop()
 	}
 	return err
+}
+
+// stopProducers stops the producers. A claim in flight is let finish (its
+// jobs are given back) until ctx ends and for shutdownGrace (at most a third
+// of the lease) after; then it is cut off (producer.AbortClaim), so that a
+// store that does not answer holds Stop no longer than that.
+func (c *Client) stopProducers(ctx context.Context, rt *runtime) {
+	stopped := make(chan struct{})
+	go func() { stopAll(rt.producers); close(stopped) }()
+	select {
+	case <-stopped:
+		return
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(min(shutdownGrace, c.cfg.LeaseDuration/3))
+	defer grace.Stop()
+	select {
+	case <-stopped:
+		return
+	case <-grace.C:
+	}
+	c.logger.Warn("claims still in flight at the end of shutdown; cutting them off")
+	for _, p := range rt.producers {
+		p.AbortClaim()
+	}
+	<-stopped
 }
 
 // stopAll stops services at once (a slow one does not delay the others'

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,6 +149,83 @@ func TestStopIsBoundedByItsContextWhileFinishesHang(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second): // well under one 30 s finish try
 		t.Error("Stop still waits for a finish that cannot be written, long after its context ended")
+		_ = tx.Rollback(ctx)
+		<-stopped
+	}
+}
+
+// claimSeen is a store that counts the claims in flight; the claims
+// themselves are the real store's.
+type claimSeen struct {
+	store.Store
+	inFlight atomic.Int32
+}
+
+func (s *claimSeen) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idem.JobRow, error) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	return s.Store.JobClaim(ctx, p)
+}
+
+// TestStopIsBoundedByItsContextWhileAClaimHangs (PostgreSQL): a claim that
+// cannot get through (the jobs table is locked by another transaction, as a
+// database that does not answer) does not hold Stop for a whole lease after
+// Stop's context ended. Before the fix a producer's claim ran under a
+// context Stop did not cancel, bounded only by the lease (30 s here), and
+// Client.Stop waited for it before looking at its own context.
+func TestStopIsBoundedByItsContextWhileAClaimHangs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	raw, _ := openLeaseStore(t, "postgres")
+	jobs := pgx.Identifier{raw.(*pgstore.Store).Schema(), "jobs"}.Sanitize()
+	st := &claimSeen{Store: raw}
+	workers := idem.NewWorkers()
+	workers.Handle("never", func(context.Context, *idem.JobRow) (json.RawMessage, error) { return nil, nil })
+	c := startShutdownClient(t, st, workers, 30*time.Second)
+	conn, err := pgx.Connect(ctx, dbtest.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) // lets the claim through before the store closes
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+jobs+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	// The producer polls every 20 ms: wait until its claim waits for the
+	// lock.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(leaseTimeout)
+	for {
+		var waiting bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = $1::regclass AND NOT granted)",
+			jobs).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting && st.inFlight.Load() > 0 {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the producer's claim never waited for the lock")
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(sctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Logf("stop: %v", err)
+		}
+	case <-time.After(15 * time.Second): // well under the 30 s lease
+		t.Error("Stop still waits for a claim that cannot get through, long after its context ended")
 		_ = tx.Rollback(ctx)
 		<-stopped
 	}

@@ -65,6 +65,10 @@ type Producer struct {
 	mu     sync.Mutex
 	active int
 
+	// abort cancels the claim in flight (AbortClaim): Stop does not.
+	abort    context.Context
+	abortNow context.CancelFunc
+
 	// kept, when set by a test (before Start), is called with each job
 	// whose outcome was kept, just before the finish goes to the completer.
 	kept func(row *idemtype.JobRow)
@@ -95,9 +99,17 @@ func New(st Store, exec *executor.Executor, running *Running, complete func(fin 
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	abort, abortNow := context.WithCancel(context.Background())
 	return &Producer{cfg: c, store: st, exec: exec, running: running, complete: complete,
-		wakeCh: make(chan struct{}, 1)}, nil
+		wakeCh: make(chan struct{}, 1), abort: abort, abortNow: abortNow}, nil
 }
+
+// AbortClaim cancels the claim in flight and any later one. Stop lets a
+// claim in flight finish (bounded by one lease) so that its jobs are given
+// back rather than stranded; a shutdown whose deadline has passed calls
+// AbortClaim so that a store that does not answer cannot hold Stop for
+// that long (the jobs of a claim cut off mid-commit wait for the rescuer).
+func (p *Producer) AbortClaim() { p.abortNow() }
 
 // Wake makes the producer look for jobs now; it never blocks.
 func (p *Producer) Wake() {
@@ -180,6 +192,7 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 	// leases are bounded by one lease instead.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseDuration)
 	defer cancel()
+	defer context.AfterFunc(p.abort, cancel)() // AbortClaim cuts it off after all
 	var report store.ClaimReport
 	jobs, err := p.store.JobClaim(cctx, &store.JobClaimParams{
 		Queues: []string{p.cfg.Queue}, Kinds: p.cfg.Kinds, WorkerID: p.cfg.WorkerID,
