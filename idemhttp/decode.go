@@ -112,10 +112,44 @@ func decodeStrict(body []byte, v any) error {
 // upper-case letter, an escape or a non-ASCII byte (the Kelvin sign folds
 // to k) in the body, so other bodies are not read again.
 func inexactName(body []byte, t reflect.Type) (string, bool) {
-	if !bytes.ContainsFunc(body, func(r rune) bool { return r >= 'A' && r <= 'Z' || r == '\\' || r >= utf8.RuneSelf }) {
+	if !foldableName(body) {
 		return "", true
 	}
 	return exactNames(body, t)
+}
+
+// foldableName reports whether a member name of the JSON value body (a
+// string followed by a colon, at any depth) holds an upper-case letter, an
+// escape or a non-ASCII byte: only such a name can match a field
+// case-insensitively. Values are skipped, so an upper-case value (an
+// e-mail address, a title) costs one scan, not a second decode.
+func foldableName(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		start, fold := i+1, false
+		for i++; i < len(body) && body[i] != '"'; i++ {
+			switch c := body[i]; {
+			case c == '\\':
+				fold = true
+				i++ // the escaped byte, perhaps a quote
+			case c >= 'A' && c <= 'Z', c >= utf8.RuneSelf:
+				fold = true
+			}
+		}
+		if !fold || i <= start {
+			continue
+		}
+		j := i + 1
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j < len(body) && body[j] == ':' {
+			return true
+		}
+	}
+	return false
 }
 
 // exactNames checks the members of the objects of body that decode into

@@ -105,3 +105,25 @@ func FuzzDuplicateName(f *testing.F) {
 		}
 	})
 }
+
+// TestFoldableName: only a member name that could match a field
+// case-insensitively sends a body to the second, exact-name read; upper
+// case in values does not.
+func TestFoldableName(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"kind":"k","args":{"to":"A@Example.com"}}`: false,
+		`{"KIND":"k"}`:                      true,
+		`{"args":{"userId":1}}`:             true,
+		`{"\u006bind":"k"}`:                 true,
+		`{"kind":"\u212a"}`:                 false,
+		`{"a":"x\":","B" : 1}`:              true,
+		`{"a":"x\":","b":"Ü"}`:              false,
+		`{"k\u00e9":1}`:                     true,
+		`["A","B"]`:                         false,
+		`{"a":{"b":[{"c":"D"}]},"e":"F:G"}`: false,
+	} {
+		if got := foldableName([]byte(body)); got != want {
+			t.Errorf("foldableName(%s) = %v, want %v", body, got, want)
+		}
+	}
+}
