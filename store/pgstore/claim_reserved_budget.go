@@ -279,9 +279,13 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 	qb := s.reserved.queues[queue]
 	s.reserved.mu.Unlock()
 	// A queue whose limits the reserved claim does not handle is looked at
-	// again after a while: they may have changed.
-	if qb != nil && (qb.eligible || time.Since(qb.loaded) < ineligibleFor) {
-		return qb, nil
+	// again after a while: they may have changed. The while is measured on
+	// the claim's clock (now), not the wall clock, so that a claim's path
+	// depends on its inputs only (a clock that went back reads them again).
+	if qb != nil {
+		if since := now.Sub(qb.loaded); qb.eligible || (since >= 0 && since < ineligibleFor) {
+			return qb, nil
+		}
 	}
 	db, err := s.db()
 	if err != nil {
@@ -297,7 +301,7 @@ func (s *Store) budgetOf(ctx context.Context, queue string, now time.Time) (*que
 	}
 	limits, _, _ := splitFlow(rows)
 	qb = &queueBudget{gen: gen, shape: shapeOf(limits), eligible: len(limits) > 0, tenants: map[string][]*rateBudget{}, lockScopes: []string{},
-		loaded: time.Now(), own: map[store.FlowScope]bool{}, seen: map[string]bool{}, fresh: true}
+		loaded: now, own: map[store.FlowScope]bool{}, seen: map[string]bool{}, fresh: true}
 	for _, r := range rows {
 		l := r.limit
 		if r.paused && l.Queue == queue {
