@@ -96,64 +96,26 @@ func decodeStrict(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", "unexpected data after the JSON value")
 	}
-	if path, dup := duplicateName(body); dup {
+	path, dup, foldable := memberNames(body)
+	if dup {
 		return invalid(path, "duplicate member name")
 	}
-	if name, ok := inexactName(body, reflect.TypeOf(v)); !ok {
+	if !foldable {
+		return nil
+	}
+	if name, ok := exactNames(body, reflect.TypeOf(v)); !ok {
 		return invalid(name, "unknown field")
 	}
 	return nil
 }
 
-// inexactName finds a member of the JSON value body that encoding/json
-// matched to a field of t only case-insensitively ("KIND" for kind): JSON
-// names are case-sensitive, so it is an unknown field. body has been
-// decoded into a t without error. A name can only match inexactly with an
-// upper-case letter, an escape or a non-ASCII byte (the Kelvin sign folds
-// to k) in the body, so other bodies are not read again.
-func inexactName(body []byte, t reflect.Type) (string, bool) {
-	if !foldableName(body) {
-		return "", true
-	}
-	return exactNames(body, t)
-}
-
-// foldableName reports whether a member name of the JSON value body (a
-// string followed by a colon, at any depth) holds an upper-case letter, an
-// escape or a non-ASCII byte: only such a name can match a field
-// case-insensitively. Values are skipped, so an upper-case value (an
-// e-mail address, a title) costs one scan, not a second decode.
-func foldableName(body []byte) bool {
-	for i := 0; i < len(body); i++ {
-		if body[i] != '"' {
-			continue
-		}
-		start, fold := i+1, false
-		for i++; i < len(body) && body[i] != '"'; i++ {
-			switch c := body[i]; {
-			case c == '\\':
-				fold = true
-				i++ // the escaped byte, perhaps a quote
-			case c >= 'A' && c <= 'Z', c >= utf8.RuneSelf:
-				fold = true
-			}
-		}
-		if !fold || i <= start {
-			continue
-		}
-		j := i + 1
-		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
-			j++
-		}
-		if j < len(body) && body[j] == ':' {
-			return true
-		}
-	}
-	return false
-}
-
 // exactNames checks the members of the objects of body that decode into
-// structs of t (through pointers and slices) against their JSON names.
+// structs of t (through pointers and slices) against their JSON names:
+// encoding/json also matches a member case-insensitively ("KIND" for kind,
+// the Kelvin sign for k), but JSON names are case-sensitive, so such a
+// member is an unknown field. body has been decoded into a t without
+// error; decodeStrict reads it again only when a member name could fold
+// (foldableName).
 func exactNames(body []byte, t reflect.Type) (string, bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()

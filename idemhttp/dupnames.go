@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // linearMembers is the number of members of one object whose names are
@@ -22,13 +23,30 @@ const linearMembers = 16
 // body must be valid JSON (decoded without error); on anything else it
 // stops and reports no duplicate.
 func duplicateName(body []byte) (string, bool) {
+	path, dup, _ := memberNames(body)
+	return path, dup
+}
+
+// foldableName reports whether a member name of the JSON value body (at
+// any depth) holds an upper-case letter, an escape or a non-ASCII byte:
+// only such a name can match a field case-insensitively. Values do not
+// count, so an upper-case value (an e-mail address, a title) does not send
+// a body to a second, exact-name read.
+func foldableName(body []byte) bool {
+	_, _, foldable := memberNames(body)
+	return foldable
+}
+
+// memberNames is duplicateName and foldableName in one pass over body's
+// member names (foldable is complete only when there is no duplicate).
+func memberNames(body []byte) (path string, dup, foldable bool) {
 	var names [linearMembers + 1][]byte
-	var path [8]pathElem
-	s := nameScan{data: body, names: names[:0], path: path[:0]}
+	var steps [8]pathElem
+	s := nameScan{data: body, names: names[:0], path: steps[:0]}
 	if s.value() {
-		return "", false
+		return "", false, s.foldable
 	}
-	return s.pathString(), true
+	return s.pathString(), true, s.foldable
 }
 
 // pathElem is one step of a path: a member name or an array index.
@@ -48,6 +66,9 @@ type nameScan struct {
 	// names holds the member names of the open objects, innermost last,
 	// while an object has at most linearMembers members.
 	names [][]byte
+	// foldable: a member name seen so far holds an upper-case letter, an
+	// escape or a non-ASCII byte (foldableName).
+	foldable bool
 }
 
 // pathString formats s.path.
@@ -122,7 +143,13 @@ func (s *nameScan) object() bool {
 			s.pos++
 			return true
 		}
+		start := s.pos
 		name := s.str()
+		if !s.foldable {
+			s.foldable = bytes.ContainsFunc(s.data[start:s.pos], func(r rune) bool {
+				return r >= 'A' && r <= 'Z' || r == '\\' || r >= utf8.RuneSelf
+			})
+		}
 		if set != nil {
 			if _, ok := set[string(name)]; ok {
 				s.path = append(s.path, pathElem{member: true, name: name})

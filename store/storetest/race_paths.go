@@ -128,15 +128,9 @@ func testRaceCancelFinish(t *testing.T, s store.Store) {
 			cancelled[i].Store(err == nil)
 			return err
 		}
-		errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(j, fmt.Sprint(i), at(2*time.Second))})
-		if err != nil {
-			return err
-		}
-		if errors.Is(errs[0], idemtype.ErrLeaseLost) {
-			return nil
-		}
-		completed[i].Store(errs[0] == nil)
-		return errs[0]
+		won, err := oneWon(s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(j, fmt.Sprint(i), at(2*time.Second))}))
+		completed[i].Store(won)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -210,15 +204,12 @@ func testRaceRescueClaims(t *testing.T, s store.Store) {
 		case g == rescuers:
 			defer writersUp.Add(-1)
 			for i := 0; i < n; i += 2 {
-				errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(old[i], `"late"`, late)})
+				won, err := oneWon(s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(old[i], `"late"`, late)}))
 				if err != nil {
 					return err
 				}
-				if errs[0] != nil && !errors.Is(errs[0], idemtype.ErrLeaseLost) {
-					return errs[0]
-				}
 				mu.Lock()
-				finished[old[i].ID] = errs[0] == nil
+				finished[old[i].ID] = won
 				mu.Unlock()
 			}
 			return nil
@@ -298,16 +289,13 @@ func testRaceHeartbeatRescue(t *testing.T, s store.Store) {
 			}
 		}
 		for i := g; i < n; i += beaters {
-			errs, err := s.JobHeartbeatMany(t.Context(), &store.JobHeartbeatParams{
-				Leases: []store.Lease{{ID: jobs[i].ID, Token: jobs[i].LeaseToken}}, Until: at(time.Hour), Now: at(59 * time.Second)})
+			won, err := oneWon(s.JobHeartbeatMany(t.Context(), &store.JobHeartbeatParams{
+				Leases: []store.Lease{{ID: jobs[i].ID, Token: jobs[i].LeaseToken}}, Until: at(time.Hour), Now: at(59 * time.Second)}))
 			if err != nil {
 				return err
 			}
-			if errs[0] != nil && !errors.Is(errs[0], idemtype.ErrLeaseLost) {
-				return errs[0]
-			}
 			mu.Lock()
-			beat[jobs[i].ID] = errs[0] == nil
+			beat[jobs[i].ID] = won
 			mu.Unlock()
 		}
 		return nil
@@ -577,4 +565,17 @@ func testRaceFairClaims(t *testing.T, s store.Store) {
 	if n := count(stats, "default", idemtype.StateCompleted); n != tenants*per {
 		t.Errorf("%d jobs completed, want %d", n, tenants*per)
 	}
+}
+
+// oneWon reads the answer of a one-item finish or heartbeat in a race:
+// won when the item succeeded, neither won nor an error when another
+// racer had the lease (ErrLeaseLost), an error otherwise.
+func oneWon(errs []error, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	if errs[0] != nil && !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		return false, errs[0]
+	}
+	return errs[0] == nil, nil
 }
