@@ -8,6 +8,7 @@ import (
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/executor"
+	"github.com/idem-dev/idem/internal/producer"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -133,9 +134,25 @@ func validateClaim(p *ClaimParams, defLease time.Duration) error {
 func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.ClaimReport) ([]*JobRow, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.Lease)
 	defer cancel()
-	jobs, err := c.claimOnce(cctx, p, report)
-	if err != nil || len(jobs) == 0 || ctx.Err() == nil {
-		return jobs, err
+	token := store.NewToken()
+	jobs, err := c.claimOnce(cctx, p, token, report)
+	if err != nil {
+		// The claim may have committed with its answer lost, or a later
+		// step (settling cached jobs, capping leases) failed: nobody
+		// would run what it took. Give back what runs under its token,
+		// trying for at most a few seconds within the lease.
+		gctx, gcancel := context.WithTimeout(cctx, min(p.Lease, 5*time.Second))
+		defer gcancel()
+		if n, gerr := producer.GiveBack(gctx, nil, c.store, token, c.now); gerr != nil {
+			c.logger.Warn("could not give back the jobs of a failed claim; they wait for the rescuer",
+				"worker_id", p.WorkerID, "err", gerr)
+		} else if n > 0 {
+			c.logger.Warn("gave back the jobs of a failed claim", "worker_id", p.WorkerID, "jobs", n)
+		}
+		return nil, err
+	}
+	if len(jobs) == 0 || ctx.Err() == nil {
+		return jobs, nil
 	}
 	leases := make([]store.Lease, len(jobs))
 	for i, j := range jobs {
@@ -152,10 +169,11 @@ func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.Cla
 }
 
 // claimOnce claims and settles keyed jobs that need no worker.
-func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, report *store.ClaimReport) ([]*JobRow, error) {
+func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, token string, report *store.ClaimReport) ([]*JobRow, error) {
 	now := c.now()
 	jobs, err := c.store.JobClaim(ctx, &store.JobClaimParams{Tenant: c.tenant(p.Tenant), Queues: p.Queues,
-		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now, Report: report})
+		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now, Report: report,
+		LeaseToken: token})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", store.Classify(c.store, err))
 	}

@@ -85,7 +85,12 @@ type RecordStatsParams struct {
 // JobReleaseManyParams lists the running jobs JobReleaseMany gives back.
 type JobReleaseManyParams struct {
 	Leases []Lease
-	Now    time.Time // zero = time.Now()
+	// ClaimToken, when not "", also gives back every job running under
+	// that lease token: the jobs of a JobClaim made with that LeaseToken
+	// whose answer was lost (a connection cut after the commit), which
+	// the caller cannot name by id.
+	ClaimToken string
+	Now        time.Time // zero = time.Now()
 }
 
 // JobPromoteParams bounds one JobPromote call.

@@ -118,8 +118,8 @@ type Jobs interface {
 	JobList(ctx context.Context, p *JobListParams) (jobs []*idemtype.JobRow, next int64, err error)
 
 	// JobClaim atomically takes up to Limit claimable jobs and returns them
-	// running, with Attempt incremented, StartedAt = Now, a fresh random
-	// LeaseToken, LeaseExpiresAt = LeaseUntil, WorkerID set, and an attempt
+	// running, with Attempt incremented, StartedAt = Now, LeaseToken the
+	// params' (a fresh random one per job when that is ""), LeaseExpiresAt = LeaseUntil, WorkerID set, and an attempt
 	// record (outcome running) inserted for each.
 	//
 	// Claimable: state available, scheduled or retryable with RunAt <= Now,
@@ -347,8 +347,8 @@ type Maintenance interface {
 	// JobReleaseMany gives running jobs back (graceful shutdown): state
 	// available, RunAt = Now, Attempt decremented, lease cleared, attempt
 	// outcome released, record leases released, for each of Leases whose
-	// token still matches; the others are skipped. It returns how many
-	// were released.
+	// token still matches, and for each job running under ClaimToken; the
+	// others are skipped. It returns how many were released.
 	JobReleaseMany(ctx context.Context, p *JobReleaseManyParams) (int, error)
 
 	// JobPromote moves scheduled and retryable jobs whose RunAt <= Now to
@@ -488,6 +488,12 @@ type JobClaimParams struct {
 	Limit      int
 	LeaseUntil time.Time
 	Now        time.Time
+	// LeaseToken, when not "", is the lease token of every job the claim
+	// takes (NewToken: random, never used for another claim); "" gives
+	// each job a fresh random one. A caller that names it can give the
+	// claim's jobs back (JobReleaseManyParams.ClaimToken) when the claim
+	// fails without saying whether it committed.
+	LeaseToken string
 	// Report, when not nil, is filled with what limits did to the claim.
 	Report *ClaimReport
 }

@@ -65,6 +65,10 @@ type Producer struct {
 	mu     sync.Mutex
 	active int
 
+	// giving counts the give-backs of failed claims under way (run waits
+	// for them before it returns).
+	giving sync.WaitGroup
+
 	// abort cancels the claim in flight (AbortClaim): Stop does not.
 	abort    context.Context
 	abortNow context.CancelFunc
@@ -141,6 +145,7 @@ func (p *Producer) Start(ctx context.Context) error {
 // of a rate limit that throttled it, or every PollInterval; again at once
 // while claims come back full.
 func (p *Producer) run(ctx context.Context) {
+	defer p.giving.Wait()
 	t := time.NewTicker(p.cfg.PollInterval)
 	defer t.Stop()
 	handlerCtx := context.WithoutCancel(ctx)
@@ -194,10 +199,23 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 	defer cancel()
 	defer context.AfterFunc(p.abort, cancel)() // AbortClaim cuts it off after all
 	var report store.ClaimReport
+	token := store.NewToken()
 	jobs, err := p.store.JobClaim(cctx, &store.JobClaimParams{
 		Queues: []string{p.cfg.Queue}, Kinds: p.cfg.Kinds, WorkerID: p.cfg.WorkerID,
-		Limit: limit, LeaseUntil: now.Add(p.cfg.LeaseDuration), Now: now, Report: &report})
+		Limit: limit, LeaseUntil: now.Add(p.cfg.LeaseDuration), Now: now, Report: &report, LeaseToken: token})
 	if err != nil {
+		// The claim may have committed with its answer lost (a connection
+		// cut after the commit): its jobs would stay running, owned by
+		// nobody, until the rescuer took them back a lease later with an
+		// attempt used (a job allowed one attempt would die unrun). Give
+		// back whatever runs under the claim's token, in the background
+		// (the loop goes on claiming), retrying while the store does not
+		// answer, for at most a lease, until Stop.
+		p.giving.Add(1)
+		go func() {
+			defer p.giving.Done()
+			p.giveBack(ctx, token)
+		}()
 		return 0, time.Time{}, fmt.Errorf("claim jobs: %w", err)
 	}
 	if ctx.Err() != nil && len(jobs) > 0 && p.release(cctx, jobs) {
@@ -249,6 +267,55 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 	}
 	p.TestSignals.Claimed.Signal(len(jobs))
 	return len(jobs), report.NextRefill, nil
+}
+
+// Releaser gives running jobs back (store.Maintenance's JobReleaseMany).
+type Releaser interface {
+	JobReleaseMany(ctx context.Context, p *store.JobReleaseManyParams) (int, error)
+}
+
+// GiveBack gives back the jobs running under token, the LeaseToken of a
+// claim that failed without saying whether it committed, and returns how
+// many there were. While the store fails it tries again (after 50 ms,
+// doubling up to 2 s) until ctx ends or stop is closed; closing stop ends
+// the waits between tries, not a try under way. It returns the last
+// error when it gave up.
+func GiveBack(ctx context.Context, stop <-chan struct{}, st Releaser, token string, now func() time.Time) (int, error) {
+	wait := 50 * time.Millisecond
+	for {
+		n, err := st.JobReleaseMany(ctx, &store.JobReleaseManyParams{ClaimToken: token, Now: now()})
+		if err == nil {
+			return n, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("give back claim: %w", err)
+		case <-stop:
+			t.Stop()
+			return 0, fmt.Errorf("give back claim (stopping): %w", err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// giveBack gives back the jobs of the failed claim made under token
+// (GiveBack), for at most a lease; Stop ends its waits between tries and
+// AbortClaim a try under way.
+func (p *Producer) giveBack(ctx context.Context, token string) {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseDuration)
+	defer cancel()
+	defer context.AfterFunc(p.abort, cancel)()
+	n, err := GiveBack(gctx, ctx.Done(), p.store, token, p.cfg.Now)
+	switch {
+	case err != nil:
+		p.cfg.Logger.Warn("could not give back the jobs of a failed claim; they wait for the rescuer",
+			"queue", p.cfg.Queue, "err", err)
+	case n > 0:
+		p.cfg.Logger.Warn("gave back the jobs of a claim whose answer was lost", "queue", p.cfg.Queue, "jobs", n)
+	}
 }
 
 // release gives back the jobs of a claim that returned while the producer

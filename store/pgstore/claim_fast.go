@@ -50,7 +50,7 @@ import (
 var qClaimOne = `WITH RECURSIVE guard AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
         WHERE (f.queue = '' OR f.queue = $1) AND (f.rate > 0 OR f.concurrency > 0 OR f.weight > 0 OR f.paused)) AS ok
-), ` + claimOneBody("", "", "") + `, meta AS (
+), ` + claimOneBody("", "", "", "$10") + `, meta AS (
     SELECT (SELECT ok FROM guard) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited
 )
 SELECT m.ok, m.visited, u.* FROM meta m LEFT JOIN upd u ON true`
@@ -64,7 +64,7 @@ SELECT m.ok, m.visited, u.* FROM meta m LEFT JOIN upd u ON true`
 // weights, when not empty, SQL text[] and int[] expressions (separated by
 // a comma) of tenants' weights (1 for tenants they do not name), which
 // divide the first round as store.ClaimBudget.Shares does.
-func claimOneBody(spent, fits, weights string) string {
+func claimOneBody(spent, fits, weights, token string) string {
 	skip := func(col string) string {
 		if spent == "" {
 			return ""
@@ -116,7 +116,7 @@ func claimOneBody(spent, fits, weights string) string {
     SELECT c.id FROM want x
     CROSS JOIN LATERAL ` + tenantClaimProbe("$2", "$4") + ` AS c
     WHERE x.n > 0` + gate + `
-), ` + claimCTEs("$2", "$6", "$7")
+), ` + claimCTEs("$2", "$6", "$7", token)
 }
 
 // wantOf is the body of claimOneBody's want CTE: each visited tenant's
@@ -196,7 +196,7 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL jit = off")
-	b.Queue(s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo)
+	b.Queue(s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo, p.LeaseToken)
 	b.Queue("COMMIT")
 	br := q.SendBatch(ctx, b)
 	defer br.Close()

@@ -40,7 +40,7 @@ func TestKeyHeldSeesLeaseCommittedAfterSnapshot(t *testing.T) {
     SELECT j.id FROM {schema}.jobs j
     WHERE j.id = $1 AND (SELECT 1 FROM pg_advisory_xact_lock_shared($5::bigint)) = 1
     FOR UPDATE SKIP LOCKED
-), ` + claimCTEs("$2", "$3", "$4") + `
+), ` + claimCTEs("$2", "$3", "$4", "$6") + `
 SELECT id, key_held FROM upd`)
 	type claimed struct {
 		id   int64
@@ -50,7 +50,7 @@ SELECT id, key_held FROM upd`)
 	done := make(chan claimed, 1)
 	go func() {
 		var c claimed
-		c.err = s.pool.QueryRow(ctx, q, id, now, now.Add(time.Minute), "w", lockKey).Scan(&c.id, &c.held)
+		c.err = s.pool.QueryRow(ctx, q, id, now, now.Add(time.Minute), "w", lockKey, "").Scan(&c.id, &c.held)
 		done <- c
 	}()
 	waitAdvisoryWaiter(t, s, lockKey) // the claim's snapshot is taken then

@@ -101,7 +101,7 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
         AND NOT EXISTS (SELECT 1 FROM lim WHERE tenant = '' AND left_n < $5) AS ok
 ), hit AS (
     SELECT * FROM lim WHERE tenant <> '' AND left_n = 0 AND ($8::text = '' OR tenant = $8)
-), ` + claimOneBody("ARRAY(SELECT tenant FROM hit)", "(SELECT ok FROM fits)", "") + `, fits AS (
+), ` + claimOneBody("ARRAY(SELECT tenant FROM hit)", "(SELECT ok FROM fits)", "", "$10") + `, fits AS (
     SELECT (SELECT ok FROM guard)
         AND NOT EXISTS (SELECT 1 FROM lim l JOIN want x ON x.tenant = l.tenant WHERE x.n > 0 AND l.left_n < x.n)
         AND NOT EXISTS (SELECT 1 FROM want x CROSS JOIN dflt d WHERE x.n > 0
@@ -269,7 +269,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	// PostgreSQL kept planning it anew for each claim (custom plans).
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	b.Queue(s.sql(qFlowLockShape), p.Queues)
-	b.Queue(s.sql(qClaimOneLimited), queue, now, s.cursors.Get(queue), kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, s.solo.Get(queue))
+	b.Queue(s.sql(qClaimOneLimited), queue, now, s.cursors.Get(queue), kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, s.solo.Get(queue), p.LeaseToken)
 	b.Queue("COMMIT")
 	var (
 		visited   []string

@@ -223,6 +223,9 @@ func compareLimited(t *testing.T, seed uint64, reserved, concOnly bool) pathCoun
 		if rng.IntN(8) == 0 {
 			p.Tenant = tenants[rng.IntN(len(tenants))]
 		}
+		if step%2 == 0 { // every path gives the claim's own token, when named, to its jobs
+			p.LeaseToken = fmt.Sprintf("claim-%d-%d", seed, step)
+		}
 		var ids [2][]int64
 		var reports [2]store.ClaimReport
 		before := limitState(t, general, now, tenants)
@@ -236,6 +239,9 @@ func compareLimited(t *testing.T, seed uint64, reserved, concOnly bool) pathCoun
 			for _, j := range jobs {
 				ids[i] = append(ids[i], j.ID)
 				running[i][j.ID] = j.LeaseToken
+				if p.LeaseToken != "" && j.LeaseToken != p.LeaseToken {
+					t.Fatalf("step %d: job %d claimed under %q, want the claim's token %q", step, j.ID, j.LeaseToken, p.LeaseToken)
+				}
 			}
 			slices.Sort(ids[i])
 		}

@@ -239,10 +239,17 @@ func claimReservedSQL(v reservedVariant) string {
 	concCTE, concOK, concMeta := "", "", strconv.Itoa(concRoom)
 	spent := "$11::text[]"
 	hits := "0"
-	weights, floor := "", "$16" // the bound's parameter follows the weights'
+	// The bound's parameter follows the weights'; the claim's lease token
+	// is the last parameter, after the bound's or where it would be.
+	weights, floorN := "", 16
 	if v.weighted {
-		weights, floor = weightArgs, "$18"
+		weights, floorN = weightArgs, 18
 	}
+	floor, tokenN := "$"+strconv.Itoa(floorN), floorN
+	if v.conc != concNone {
+		tokenN++
+	}
+	token := "$" + strconv.Itoa(tokenN)
 	switch v.conc {
 	case concBound:
 		concCTE, concOK = strings.Replace(tenantBoundSQL, "{floor}", floor, 1), " AND (SELECT ok FROM cb)"
@@ -278,7 +285,7 @@ func claimReservedSQL(v reservedVariant) string {
     SELECT gen = $10 AS current FROM {schema}.flow_generation
 ), guard AS (
     ` + guard + `
-), ` + claimOneBody(spent, "(SELECT ok FROM fits)", weights) + `, kn AS (
+), ` + claimOneBody(spent, "(SELECT ok FROM fits)", weights, token) + `, kn AS (
     ` + known + `
 )` + concCTE + `, fits AS (
     SELECT (SELECT ok FROM guard) AND NOT EXISTS (SELECT 1 FROM want x
@@ -686,6 +693,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	if qb.tconc {
 		args = append(args, qb.concFloor)
 	}
+	args = append(args, p.LeaseToken)
 	stmtOf := func(counted bool) string {
 		v := reservedVariant{weighted: weighted, known: dflt, queueConc: qb.conc}
 		switch {

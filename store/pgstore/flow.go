@@ -145,7 +145,7 @@ var (
 var qClaimFair = `WITH cand AS (
     SELECT c.id FROM unnest($2::text[], $3::int[]) AS x(tenant, n)
     CROSS JOIN LATERAL ` + tenantClaimProbe("$4", "$5") + ` AS c
-), ` + claimCTEs("$4", "$6", "$7") + `
+), ` + claimCTEs("$4", "$6", "$7", "$8") + `
 SELECT * FROM upd`
 
 // claimCTEs are the CTEs that start the attempts of the jobs in cand, at
@@ -173,13 +173,13 @@ SELECT * FROM upd`
 // locked before records, as everywhere. One primary-key lookup and one
 // tuple lock per keyed job; the attempts of held keys skip RecordAcquire
 // (internal/executor).
-func claimCTEs(now, leaseUntil, worker string) string {
+func claimCTEs(now, leaseUntil, worker, token string) string {
 	return `claimed AS (
     UPDATE {schema}.jobs j SET
         state = 'running',
         attempt = j.attempt + 1,
         started_at = ` + now + `,
-        lease_token = replace(gen_random_uuid()::text, '-', ''),
+        lease_token = coalesce(nullif(` + token + `::text, ''), replace(gen_random_uuid()::text, '-', '')),
         lease_expires_at = ` + leaseUntil + `,
         worker_id = ` + worker + `
     WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
@@ -607,7 +607,7 @@ func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimPar
 		kinds = p.Kinds
 	}
 	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
-		rows, err := q.Query(ctx, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID)
+		rows, err := q.Query(ctx, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID, p.LeaseToken)
 		if err != nil {
 			return nil, err
 		}

@@ -59,7 +59,7 @@ func (s *Store) JobReleaseMany(ctx context.Context, params *store.JobReleaseMany
 	n := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		ids, tokens := splitLeases(leases)
-		rows, err := tx.Query(ctx, s.sql(qRelease), ids, tokens, now)
+		rows, err := tx.Query(ctx, s.sql(qRelease), ids, tokens, now, params.ClaimToken)
 		if err != nil {
 			return err
 		}

@@ -621,8 +621,13 @@ const (
 )
 SELECT id, state, queue FROM upd`
 
+	// qRelease gives back the jobs of leases ($1 ids, $2 tokens) and the
+	// jobs running under claim token $4 (none when ""; read through
+	// jobs_lease_idx, which holds exactly the running jobs).
 	qRelease = `WITH u AS (
     SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
+    UNION ALL
+    SELECT r.id, r.lease_token FROM {schema}.jobs r WHERE $4::text <> '' AND r.state = 'running' AND r.lease_token = $4
 ), upd AS (
     UPDATE {schema}.jobs j SET state = 'available', run_at = $3, attempt = greatest(j.attempt - 1, 0),
         lease_token = '', lease_expires_at = NULL

@@ -537,22 +537,22 @@ func kindFilter(kinds []string, first int) string {
 // claimTenants claims up to ns[i] jobs of tenants[i] in queue, in claim
 // order, with one UPDATE: one ordered probe of jobs_claim_tenant per tenant.
 func claimTenants(t *wtx, p *store.JobClaimParams, queue string, tenants []string, ns []int, now int64) ([]*idemtype.JobRow, error) {
-	// ?1 queue, ?2 now, ?3 lease, ?4 worker, then the tenants, then the
-	// kinds. The limits are part of the text, not parameters: SQLite plans
+	// ?1 queue, ?2 now, ?3 lease, ?4 worker, ?5 the claim's lease token
+	// ("": one random token per job), then the tenants, then the kinds. The limits are part of the text, not parameters: SQLite plans
 	// with a bound LIMIT's value, so rebinding another limit would expire
 	// the statement and recompile it on every claim. The texts stay few:
 	// a claim's shares are all equal but the last.
-	kinds := kindFilter(p.Kinds, 5+len(tenants))
+	kinds := kindFilter(p.Kinds, 6+len(tenants))
 	var sb strings.Builder
 	sb.WriteString(`UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = ?2,
-    lease_token = lower(hex(randomblob(16))), lease_expires_at = ?3, worker_id = ?4
+    lease_token = coalesce(nullif(?5, ''), lower(hex(randomblob(16)))), lease_expires_at = ?3, worker_id = ?4
 WHERE id IN (`)
-	args := []any{queue, now, nullUS(p.LeaseUntil), p.WorkerID}
+	args := []any{queue, now, nullUS(p.LeaseUntil), p.WorkerID, p.LeaseToken}
 	for i, tenant := range tenants {
 		if i > 0 {
 			sb.WriteString("\n    UNION ALL ")
 		}
-		ti, li := strconv.Itoa(5+i), strconv.Itoa(ns[i])
+		ti, li := strconv.Itoa(6+i), strconv.Itoa(ns[i])
 		sb.WriteString(`SELECT id FROM (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?` + ti + ` AND j.` + sqlClaimable +
 			` AND j.run_at <= ?2` + kinds + qClaimHead + ` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + li + `)`)
 		args = append(args, tenant)

@@ -81,14 +81,22 @@ func selectIDs(t *wtx, q string, args ...any) ([]int64, error) {
 // JobReleaseMany implements store.Maintenance.
 func (s *Store) JobReleaseMany(ctx context.Context, params *store.JobReleaseManyParams) (int, error) {
 	leases, now := params.Leases, params.Now
-	if len(leases) == 0 {
+	if len(leases) == 0 && params.ClaimToken == "" {
 		return 0, nil
 	}
 	nowUS := toUS(store.OrNow(now))
 	var n int
-	err := s.write(ctx, len(leases), func(t *wtx) error {
+	err := s.write(ctx, len(leases)+1, func(t *wtx) error {
 		n = 0
-		for _, l := range leases {
+		all := leases
+		if params.ClaimToken != "" {
+			claimed, err := runningUnder(t, params.ClaimToken)
+			if err != nil {
+				return err
+			}
+			all = append(claimed, leases...)
+		}
+		for _, l := range all {
 			if l.Token == "" {
 				continue // no claim has an empty token
 			}
@@ -224,4 +232,24 @@ func scanAPIKey(sc scanner) (*store.APIKey, error) {
 	k.CreatedAt = fromUS(created)
 	k.RevokedAt = ptrUS(revoked)
 	return &k, nil
+}
+
+// runningUnder returns the leases of the jobs running under lease token
+// token (a claim's, JobReleaseManyParams.ClaimToken), read through the
+// running jobs' index.
+func runningUnder(t *wtx, token string) ([]store.Lease, error) {
+	rows, err := t.query(qRunningUnder, token)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Lease
+	for rows.Next() {
+		l := store.Lease{Token: token}
+		if err := rows.Scan(&l.ID); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
 }

@@ -470,6 +470,10 @@ const (
 WHERE id = ?3 AND state = 'running'
 RETURNING state, tenant, idempotency_key, dedup_window_us, result_ttl_us`
 
+	// qRunningUnder lists the jobs running under lease token ?1 (the
+	// jobs_running_lease index holds exactly the running jobs).
+	qRunningUnder = `SELECT id FROM jobs INDEXED BY jobs_running_lease WHERE state = 'running' AND lease_token = ?1`
+
 	qRelease = `UPDATE jobs SET state = 'available', run_at = ?1, attempt = max(0, attempt - 1),
     lease_expires_at = NULL, lease_token = '', worker_id = ''
 WHERE id = ?2 AND state = 'running' AND lease_token = ?3
