@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -96,12 +97,27 @@ func shapeOf(limits []*store.Limit) flowShape {
 const qFlowWeights = `SELECT tenant, queue, rate, period_us, concurrency, weight, paused, window_start, window_used, throttled, def_ver
 FROM {schema}.flow_controls WHERE (queue = '' OR queue = ANY($1::text[])) AND weight > 0`
 
+// laterRounds are the rounds after the first of a claim of one queue
+// whose first round a statement of its own took (claimOneLimited,
+// claimReserved), for claimLimited.
+type laterRounds struct {
+	// tenants are the tenants that got all of their first-round share:
+	// the claim visits exactly these, as the rounds after the first of
+	// store.ClaimRounds do, without listing or excluding tenants or moving
+	// the cursor.
+	tenants []string
+	// counted are the queue scopes of the default limits (tenant '*') on
+	// which the first round counted the claim as throttled: a claim
+	// counts one throttled claim on a default however many of its rounds
+	// and tenants' copies held it back (store.ClaimBudget.Usage), so the
+	// later rounds do not count it again.
+	counted []string
+}
+
 // claimLimited is JobClaim of queues with limits: see the comment above.
-// fixed, when not nil, is the later rounds of a one-round-trip claim of
-// one queue (claimOneLimited): the claim visits exactly these tenants, as
-// the rounds after the first of store.ClaimRounds do, without listing or
-// excluding tenants or moving the cursor.
-func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape, fixed []string) ([]*idemtype.JobRow, error) {
+// later, when not nil, makes it the later rounds of a claim whose first
+// round another statement took (see laterRounds).
+func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape, later *laterRounds) ([]*idemtype.JobRow, error) {
 	conn, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -119,8 +135,8 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 		b.Queue(s.sql(qDefaultWindows), now, p.Queues)
 	}
 	var pre *rotation
-	if fixed != nil {
-		pre = &rotation{queue: p.Queues[0], limit: p.Limit, fixed: true, tenants: fixed}
+	if later != nil {
+		pre = &rotation{queue: p.Queues[0], limit: p.Limit, fixed: true, tenants: later.tenants}
 	} else if len(p.Queues) == 1 && p.Tenant == "" {
 		var kinds []string
 		if p.Kinds != nil {
@@ -203,9 +219,12 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	}
 	var own, inherited usageCols
 	for _, u := range budget.Usage() {
-		if u.Inherited {
+		switch {
+		case u.Inherited:
 			inherited.add(u)
-		} else {
+		case u.Scope.IsDefault() && later != nil && slices.Contains(later.counted, u.Scope.Queue):
+			// The first round counted this claim on the default.
+		default:
 			own.add(u)
 		}
 	}
@@ -288,7 +307,7 @@ type rotation struct {
 	limit    int
 	excluded []string
 	tenants  []string
-	fixed    bool // tenants is the visit list as is (see claimLimited)
+	fixed    bool // tenants is the visit list as is (laterRounds)
 }
 
 // use returns the visit list for the claim's actual exclusions, or false

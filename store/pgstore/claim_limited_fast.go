@@ -56,8 +56,9 @@ import (
 //     a tenant's window under a default is upserted (ClaimBudget.Usage).
 //
 // It returns ok, the visited tenants, whether spent limits throttled the
-// claim and the earliest refill among them, then the claimed jobs (one row
-// of NULL job columns when none was claimed), like qClaimOne.
+// claim, the earliest refill among them and the queue scopes of the
+// default limits it counted the claim on (use_default), then the claimed
+// jobs (one row of NULL job columns when none was claimed), like qClaimOne.
 var qClaimOneLimited = `WITH RECURSIVE flow AS (
     SELECT f.tenant, f.queue, f.rate, f.period_us, f.concurrency, f.window_start, f.window_used,
         CASE WHEN f.rate > 0 THEN
@@ -144,9 +145,10 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
         EXISTS (SELECT 1 FROM hit) AS throttled,
-        (SELECT min(ws + period_us * interval '1 microsecond') FROM hit WHERE rate > 0) AS refill
+        (SELECT min(ws + period_us * interval '1 microsecond') FROM hit WHERE rate > 0) AS refill,
+        ARRAY(SELECT DISTINCT queue FROM hit WHERE inh) AS counted
 )
-SELECT m.ok, m.visited, m.throttled, m.refill, u.* FROM meta m LEFT JOIN upd u ON true`
+SELECT m.ok, m.visited, m.throttled, m.refill, m.counted, u.* FROM meta m LEFT JOIN upd u ON true`
 
 // qFlowLockShape is qFlowLock returning only the shape of the limits it
 // locked (flowShape), not every row.
@@ -250,7 +252,8 @@ func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, 
 // reads the budget again under its own lock, which then holds what the
 // first round spent, and runs the rounds store.ClaimRounds runs after the
 // first, so the claim as a whole takes and counts what the general path
-// would have.
+// would have (it does not count the claim again on the defaults the first
+// round counted it on: laterRounds.counted).
 func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, now time.Time, sh flowShape) (out []*idemtype.JobRow, ok bool, err error) {
 	conn, err := s.conn(ctx)
 	if err != nil {
@@ -272,9 +275,9 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	b.Queue(s.sql(qClaimOneLimited), queue, now, s.cursors.Get(queue), kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, s.solo.Get(queue), p.LeaseToken)
 	b.Queue("COMMIT")
 	var (
-		visited   []string
-		throttled bool
-		refill    *time.Time
+		visited, counted []string
+		throttled        bool
+		refill           *time.Time
 	)
 	err = func() error {
 		br := conn.SendBatch(ctx, b)
@@ -289,7 +292,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 			return err
 		}
 		s.shapes.set(p.Queues, found)
-		if out, err = readClaimRows(br, &ok, &visited, &throttled, &refill); err != nil {
+		if out, err = readClaimRows(br, &ok, &visited, &throttled, &refill, &counted); err != nil {
 			return err
 		}
 		if _, err := br.Exec(); err != nil {
@@ -313,7 +316,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 		more.Limit = p.Limit - len(out)
 		var r store.ClaimReport
 		more.Report = &r
-		jobs, err := s.claimLimited(ctx, &more, now, sh, full)
+		jobs, err := s.claimLimited(ctx, &more, now, sh, &laterRounds{tenants: full, counted: counted})
 		if err != nil {
 			return nil, false, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -252,14 +253,15 @@ func compareLimited(t *testing.T, seed uint64, reserved, concOnly bool) pathCoun
 		if a, b := limitState(t, fast, now, tenants), limitState(t, general, now, tenants); a != b {
 			t.Fatalf("step %d (limit %d, tenant %q, now %v, claimed %v): BEFORE\n%s\nlimits after the one-round claim:\n%s\nafter the general path:\n%s", step, p.Limit, p.Tenant, now, ids[0], before, a, b)
 		}
-		// Finish about half of the running jobs, the same ones in both.
+		// Finish about half of the running jobs, the same ones in both,
+		// drawn in id order (not the map's random order), so that a seed
+		// is one sequence of claims on every run and a failure repeats.
 		var done []int64
-		for id := range running[0] {
+		for _, id := range slices.Sorted(maps.Keys(running[0])) {
 			if rng.IntN(2) == 0 {
 				done = append(done, id)
 			}
 		}
-		slices.Sort(done)
 		for i, s := range stores {
 			fins := make([]*store.JobFinishParams, len(done))
 			for k, id := range done {
@@ -466,5 +468,102 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 	}
 	if s.oneRoundTaken.Load() < 20 {
 		t.Errorf("the one-round-trip claim took only %d claims", s.oneRoundTaken.Load())
+	}
+}
+
+// A claim that a default limit throttles for two tenants counts one
+// throttled claim on the default, also when the one-round-trip or the
+// reserved claim took its first round (tenant a's copy spent: a is
+// skipped) and the general path its later round (tenant b's copy binds
+// b's second share): the rounds of one claim count a limit once, as the
+// general path alone does. The default is a rate of 4 a minute or a
+// concurrency of 4 (a's 4 jobs still run).
+func TestLimitedClaimLaterRoundsCountDefaultOnce(t *testing.T) {
+	for _, reserved := range []bool{false, true} {
+		for _, conc := range []bool{false, true} {
+			t.Run(fmt.Sprint("reserved=", reserved, "/concurrency=", conc), func(t *testing.T) {
+				def := store.Limit{FlowScope: store.FlowScope{Tenant: store.EveryTenant}, Rate: 4, Period: time.Minute}
+				if conc {
+					def = store.Limit{FlowScope: def.FlowScope, Concurrency: 4}
+				}
+				laterRoundsCountDefaultOnce(t, reserved, def)
+			})
+		}
+	}
+}
+
+// laterRoundsCountDefaultOnce is one case of
+// TestLimitedClaimLaterRoundsCountDefaultOnce: the first round taken by the
+// reserved claim or the one-round-trip claim, under the default def.
+func laterRoundsCountDefaultOnce(t *testing.T, reserved bool, def store.Limit) {
+	ctx := context.Background()
+	fast, general := newTestStore(t, 2), newTestStore(t, 2)
+	fast.oneRoundMode, general.oneRoundMode = oneRoundAlways, oneRoundNever
+	fast.noReserve = !reserved
+	taken := func() int64 {
+		if reserved {
+			return fast.reservedTaken.Load()
+		}
+		return fast.oneRoundTaken.Load()
+	}
+	now := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
+	jobs := func(tenant string, n int) []*store.JobInsertParams {
+		ps := make([]*store.JobInsertParams, n)
+		for i := range ps {
+			ps[i] = &store.JobInsertParams{Tenant: tenant, Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now}
+		}
+		return ps
+	}
+	for _, s := range []*Store{fast, general} {
+		if _, err := s.LimitPut(ctx, &store.LimitPutParams{Limit: def, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: jobs("a", 5), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		// a spends its copy of the default: 4 of 4 (started in this
+		// minute, running).
+		if got, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, Tenant: "a", WorkerID: "w", Limit: 4,
+			LeaseUntil: now.Add(time.Hour), Now: now}); err != nil || len(got) != 4 {
+			t.Fatalf("claim of a: %d jobs, %v; want 4", len(got), err)
+		}
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: append(jobs("b", 10), jobs("c", 1)...), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reports [2]store.ClaimReport
+	var ids [2][]int64
+	before := taken()
+	for i, s := range []*Store{fast, general} {
+		// a is skipped (spent: one throttled claim); b and c get shares of
+		// 3, c has 1 job; the later round gives b 1 of the 2 left (its copy
+		// has 1 left: throttled again, but the claim is the same one).
+		got, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 6,
+			LeaseUntil: now.Add(time.Hour), Now: now, Report: &reports[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range got {
+			ids[i] = append(ids[i], j.ID)
+		}
+		slices.Sort(ids[i])
+	}
+	if n := taken() - before; n != 1 {
+		t.Fatalf("the first round's path (reserved %v) took %d claims, want 1 (the test no longer covers it)", reserved, n)
+	}
+	if !slices.Equal(ids[0], ids[1]) || reports[0] != reports[1] || len(ids[0]) != 5 {
+		t.Fatalf("first round apart claimed %v, report %+v; general path %v, report %+v; want the same 5 jobs", ids[0], reports[0], ids[1], reports[1])
+	}
+	for i, s := range []*Store{fast, general} {
+		ls, err := s.LimitList(ctx, &store.LimitListParams{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.IsDefault() && l.Throttled != 1 {
+				t.Errorf("%s: the default limit counted %d throttled claims, want 1\n%s",
+					[]string{"first round apart", "general path"}[i], l.Throttled, limitState(t, s, now, []string{"a", "b", "c"}))
+			}
+		}
 	}
 }

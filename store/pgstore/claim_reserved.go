@@ -107,7 +107,7 @@ import (
 // (concNotBound when it fails); concCounted counts each tenant's running
 // jobs against its limits (it must, to skip the tenants at one, also when
 // the bound holds; concRoom, or concAtLimit) and returns how many limits
-// it counted as throttled.
+// it counted as throttled and the queue scopes of the defaults among them.
 //
 // Each variant holds only what the queue's cached limits need (the store
 // sends another when they change, and the generation check declines a
@@ -238,7 +238,7 @@ func concLimitsOf(a string) string {
 func claimReservedSQL(v reservedVariant) string {
 	concCTE, concOK, concMeta := "", "", strconv.Itoa(concRoom)
 	spent := "$11::text[]"
-	hits := "0"
+	hits, hitDefaults := "0", "'{}'::text[]"
 	// The bound's parameter follows the weights'; the claim's lease token
 	// is the last parameter, after the bound's or where it would be.
 	weights, floorN := "", 16
@@ -259,7 +259,7 @@ func claimReservedSQL(v reservedVariant) string {
 		concMeta = fmt.Sprintf("CASE WHEN (SELECT ok FROM cb) THEN %d WHEN (SELECT ok FROM tconc) THEN %d ELSE %d END",
 			concByBound, concRoom, concAtLimit)
 		spent = "($11::text[] || ARRAY(SELECT DISTINCT tenant FROM hit))"
-		hits = "(SELECT count(*) FROM hit)"
+		hits, hitDefaults = "(SELECT count(*) FROM hit)", "ARRAY(SELECT DISTINCT queue FROM hit WHERE inh)"
 	}
 	guard := `SELECT (SELECT current FROM cur) AS ok`
 	if v.queueConc {
@@ -294,7 +294,7 @@ func claimReservedSQL(v reservedVariant) string {
 )` + throttle + `, meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
         (SELECT current FROM cur) AS current, (SELECT ok FROM kn) AS known, ` + concMeta + ` AS conc_ok,
-        ` + hits + ` AS hits
+        ` + hits + ` AS hits, ` + hitDefaults + ` AS hit_defaults
 )
 SELECT m.*, u.* FROM meta m LEFT JOIN upd u ON true`
 }
@@ -575,7 +575,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	if queueLeft < p.Limit {
 		return nil, true, false, false, nil // the queue's rate binds this claim
 	}
-	out, visited, concHits, ok, current, known, sent, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, dflt)
+	out, visited, conc, ok, current, known, sent, err := s.claimReservedStatement(ctx, p, now, qb, skip, capT, capN, dflt)
 	var pgErr *pgconn.PgError
 	settle(out, sent && err != nil && !errors.As(err, &pgErr))
 	if err != nil || !ok {
@@ -601,7 +601,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 		return nil, true, false, learned, err
 	}
 	full := s.afterFirstRound(p, now, out, visited, qb.weights)
-	if concHits {
+	if conc.any {
 		report.Throttled = true // counted by the statement
 	}
 	if len(hits) > 0 {
@@ -619,7 +619,8 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 		more.Limit = p.Limit - len(out)
 		var r store.ClaimReport
 		more.Report = &r
-		jobs, err := s.claimLimited(ctx, &more, now, qb.shape, full)
+		later := &laterRounds{tenants: full, counted: countedDefaults(hits, conc.defaults)}
+		jobs, err := s.claimLimited(ctx, &more, now, qb.shape, later)
 		if err != nil {
 			return nil, true, false, false, err
 		}
@@ -655,9 +656,10 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 // queue has default limits (the claim visits only tenants the store wrote
 // to flow_known). It returns the visited tenants, also when it declined, and
 // known false when it declined for a tenant without a flow_known row. hit
-// says the claim skipped tenants at a concurrency limit (the statement
-// counted the throttled claim on their limits). sent says the batch went
-// out (an error after it leaves the outcome unknown).
+// says whether the claim skipped tenants at a concurrency limit (the
+// statement counted the throttled claim on their limits) and on which
+// defaults it counted it. sent says the batch went out (an error after it
+// leaves the outcome unknown).
 //
 // Under tenants' concurrency it first sends the statement that checks the
 // bound alone (its plan is smaller: the count's joins with the limits
@@ -667,7 +669,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 // bound holds again sooner (qb.boundMiss). A claim declined for a stale
 // generation or an unknown tenant is not retried (it declines anyway).
 func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimParams, now time.Time, qb *queueBudget,
-	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, hit, ok, current, known, sent bool, err error) {
+	skip, capT []string, capN []int32, dflt bool) (out []*idemtype.JobRow, visited []string, hit concHits, ok, current, known, sent bool, err error) {
 	var (
 		concOK int32
 		hits   int64
@@ -706,7 +708,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	}
 	conn, err := s.conn(ctx)
 	if err != nil {
-		return nil, nil, false, false, false, false, false, err
+		return nil, nil, concHits{}, false, false, false, false, err
 	}
 	defer conn.Release()
 	counted, retried := qb.boundMiss > 0, false
@@ -725,7 +727,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 					return err
 				}
 			}
-			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK, &hits); err != nil {
+			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK, &hits, &hit.defaults); err != nil {
 				return err
 			}
 			if _, err := br.Exec(); err != nil {
@@ -734,7 +736,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 			return br.Close()
 		}()
 		if err != nil {
-			return nil, nil, false, false, false, false, true, err
+			return nil, nil, concHits{}, false, false, false, true, err
 		}
 		if !qb.tconc {
 			break
@@ -760,7 +762,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 			qb.concSkip = concBackoff
 			s.reserved.mu.Unlock()
 		}
-		return nil, visited, false, false, current, known, true, nil
+		return nil, visited, concHits{}, false, current, known, true, nil
 	}
 	if concOK == concByBound {
 		s.reservedConcBound.Add(1)
@@ -770,7 +772,29 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	if hits > 0 {
 		s.reservedConcSkipped.Add(1)
 	}
-	return out, visited, hits > 0, true, true, known, true, nil
+	hit.any = hits > 0
+	return out, visited, hit, true, true, known, true, nil
+}
+
+// countedDefaults returns the queue scopes of the default limits a
+// reserved claim's first round counted the claim on: those of the
+// tenants' copies among the spent rate budgets hits (countThrottled) and
+// the statement's (concHits.defaults).
+func countedDefaults(hits []*rateBudget, conc []string) []string {
+	out := slices.Clone(conc)
+	for _, b := range hits {
+		if b.inherited {
+			out = append(out, b.limit.Queue)
+		}
+	}
+	return out
+}
+
+// concHits is what the reserved claim statement counted as throttled on
+// tenants' concurrency limits.
+type concHits struct {
+	any      bool     // it skipped tenants at a concurrency limit
+	defaults []string // the queue scopes of the defaults (tenant '*') it counted the claim on
 }
 
 // boundRetry is how many claims of a queue send the counting statement

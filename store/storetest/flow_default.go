@@ -20,6 +20,7 @@ func flowDefaultCases() []testCase {
 		{"Defaults/concurrency_counts_per_tenant", testDefaultConcurrency},
 		{"Defaults/star_is_not_a_job_tenant", testDefaultReserved},
 		{"Defaults/listed_with_a_tenant_usage_and_deleted", testDefaultList},
+		{"Defaults/throttled_counts_a_claim_once", testDefaultThrottledOnce},
 		{"Defaults/rate_exact_under_racing_claimers", testDefaultRateRace},
 		{"Defaults/concurrency_exact_under_racing_claimers", testDefaultConcurrencyRace},
 		{"Limits/rotation_skips_spent_tenants_and_returns_to_refilled_ones", testLimitRotationRefill},
@@ -179,6 +180,51 @@ func testDefaultList(t *testing.T, s store.Store) {
 	if got := byTenant(claim(t, s, at(4*time.Second), 20)); got["a"] != 4 {
 		t.Fatalf("claim under a new default took %v, want a:4", got)
 	}
+}
+
+// A claim that the default holds back for two tenants (a's copy spent, so
+// a is skipped; b's copy binds b's second round) counts one throttled claim
+// on the default and one on each of those tenants' windows, not one per
+// round: Limit.Throttled counts claims.
+func testDefaultThrottledOnce(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putLimit(t, s, store.Limit{FlowScope: everyTenant, Rate: 4, Period: time.Hour})
+	insertTenant(t, s, "a", 5)
+	now := at(time.Second)
+	if n := len(claimWith(t, s, &store.JobClaimParams{Queues: []string{"default"}, Tenant: "a", WorkerID: "w", Limit: 4,
+		LeaseUntil: now.Add(lease), Now: now})); n != 4 {
+		t.Fatalf("claim of a: %d jobs, want its 4", n)
+	}
+	insertTenant(t, s, "b", 10)
+	insertTenant(t, s, "c", 1)
+	// Shares of 3: b 3, c its 1; then b 1 of the 2 left (its copy's last).
+	if got := byTenant(claim(t, s, now, 6)); got["a"] != 0 || got["b"] != 4 || got["c"] != 1 {
+		t.Fatalf("claim took %v, want b:4 c:1", got)
+	}
+	ls, err := s.LimitList(ctx, &store.LimitListParams{Now: now})
+	wantOK(t, "LimitList", err)
+	if len(ls) != 1 || ls[0].Throttled != 1 {
+		t.Fatalf("LimitList = %s, want the default with 1 throttled claim", fmtThrottled(ls))
+	}
+	for tenant, want := range map[string]int64{"a": 1, "b": 1, "c": 0} {
+		mine, err := s.LimitList(ctx, &store.LimitListParams{Tenant: tenant, Now: now})
+		wantOK(t, "LimitList("+tenant+")", err)
+		if len(mine) != 1 || mine[0].Throttled != want {
+			t.Errorf("LimitList(%s) = %s, want the default with %d throttled claims of %s", tenant, fmtThrottled(mine), want, tenant)
+		}
+	}
+}
+
+// fmtThrottled shows each limit's scope and throttled count.
+func fmtThrottled(ls []*store.Limit) string {
+	out := "["
+	for i, l := range ls {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%s/%s throttled %d", l.Tenant, l.Queue, l.Throttled)
+	}
+	return out + "]"
 }
 
 // 8 claimers race in one window over 4 tenants under a default of 7: each
