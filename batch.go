@@ -2,8 +2,6 @@ package idem
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,12 +94,7 @@ func BatchJobKey(batchKey, jobKey, kind string, args json.RawMessage) (string, e
 	if len(k) <= MaxKeyLength {
 		return k, nil
 	}
-	return shortHex(batchKey) + "/" + shortHex(part), nil
-}
-
-func shortHex(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:16])
+	return key.Digest(batchKey)[:32] + "/" + key.Digest(part)[:32], nil
 }
 
 // BatchCreate creates the batch p.Key with its jobs in one transaction, or

@@ -209,3 +209,34 @@ func TestBatchOnFinishBadInputWritesNothing(t *testing.T) {
 		t.Fatalf("%d jobs written by refused batches", len(jobs))
 	}
 }
+
+// TestBatchJobKeyFormat pins BatchJobKey's stored format: batch key + "/"
+// + the job's key or "h" and 16 hex digits of its canonical kind and args;
+// past 255 bytes (counted in bytes) 32 hex digits of the SHA-256 of each
+// side, joined by "/".
+func TestBatchJobKeyFormat(t *testing.T) {
+	t.Parallel()
+	args := json.RawMessage(`{ "to" : "x" }`)
+	for _, tc := range []struct {
+		batch, job string
+		args       json.RawMessage
+		want       string
+	}{
+		{"b", "row-7", nil, "b/row-7"},
+		{"b", "", args, "b/h7056eb7c0126f8c2"},
+		{strings.Repeat("b", 200), strings.Repeat("j", 54), nil, strings.Repeat("b", 200) + "/" + strings.Repeat("j", 54)},
+		{strings.Repeat("b", 200), strings.Repeat("j", 55), nil,
+			"aaebc35c4c4e2cc7ac7c65812a7fa476/2bba1d56bcf9750b986e20d8c1b25eef"},
+		{strings.Repeat("b", 237), "", args, strings.Repeat("b", 237) + "/h7056eb7c0126f8c2"},
+		{strings.Repeat("b", 239), "", args, "e5dccad4a2b6f0731518c27e18c8f22a/f6328e4ed42aa43936e9cab171585ce2"},
+		{strings.Repeat("b", 199) + "é", strings.Repeat("é", 26) + "j", nil, // 255 bytes
+			strings.Repeat("b", 199) + "é/" + strings.Repeat("é", 26) + "j"},
+		{strings.Repeat("b", 199) + "é", strings.Repeat("é", 27), nil, // 256 bytes
+			"4c537eba418a229b1b8ec4f0113259ad/2276e051a6111964a16d9b9a7d073ae9"},
+	} {
+		got, err := idem.BatchJobKey(tc.batch, tc.job, "send", tc.args)
+		if err != nil || got != tc.want {
+			t.Errorf("BatchJobKey(%d bytes, %d bytes) = %q, %v; want %q", len(tc.batch), len(tc.job), got, err, tc.want)
+		}
+	}
+}

@@ -28,3 +28,6 @@ func CloseNATSConns(c *Client) {
 		nc.Close()
 	}
 }
+
+// FitKey is fitKey: the delivery job's partition or idempotency key.
+func FitKey(k string) string { return fitKey(k) }

@@ -3,8 +3,6 @@ package idem
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/key"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/webhook"
 )
@@ -314,13 +313,7 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 // and keys that may each be as long as a key, so that such an event is
 // delivered (in one partition per entity) instead of failing its publish
 // after the event was stored.
-func fitKey(k string) string {
-	if len(k) <= MaxKeyLength {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+func fitKey(k string) string { return key.Fit(k, MaxKeyLength) }
 
 // typeMatches reports whether a subscription with filter types takes an
 // event of type t.

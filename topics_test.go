@@ -443,3 +443,21 @@ func TestRepublishAfterWindowsDoesNotDeliverAgain(t *testing.T) {
 		t.Fatalf("after the republish: %d delivery jobs (%v), want the first one only", len(all), err)
 	}
 }
+
+// TestFitKeyFormat pins the delivery keys FitKey makes, which are stored
+// as job keys: a key up to 255 bytes (counted in bytes, not characters)
+// is kept, a longer one becomes "sha256:" and its full hex SHA-256.
+func TestFitKeyFormat(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"event-e1/billing", "event-e1/billing"},
+		{strings.Repeat("k", 255), strings.Repeat("k", 255)},
+		{strings.Repeat("k", 256), "sha256:ce16fe78208a4e93f7158e62393680e025b2ad584f4e875ce903a654bb74cf93"},
+		{strings.Repeat("k", 253) + "é", strings.Repeat("k", 253) + "é"}, // 255 bytes
+		{strings.Repeat("k", 254) + "é", "sha256:c6e1c86a14c547ce7ca125457681c9162c42ca66fad81335f454524d36918cde"},
+	} {
+		if got := idem.FitKey(tc.in); got != tc.want {
+			t.Errorf("FitKey(%d bytes) = %q, want %q", len(tc.in), got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/idem-dev/idem/idemhttp"
 )
 
 // TestBatchLongHeaderKey: a batch whose Idempotency-Key header is too long
@@ -51,5 +53,29 @@ func TestBatchLongHeaderKey(t *testing.T) {
 	job := r.json(t)["results"].([]any)[0].(map[string]any)["job"].(map[string]any)
 	if job["idempotency_key"] != fits+":0" {
 		t.Fatalf("key %v, want %q", job["idempotency_key"], fits+":0")
+	}
+}
+
+// TestBatchItemKeyFormat pins the keys BatchItemKey gives the items of a
+// batch sent with an Idempotency-Key header, which are stored: "K:<i>" up
+// to 255 bytes (counted in bytes), else "sha256:" + the hex SHA-256 of K +
+// ":<i>".
+func TestBatchItemKeyFormat(t *testing.T) {
+	t.Parallel()
+	k253, kE := strings.Repeat("k", 253), strings.Repeat("k", 251)+"é" // both 253 bytes
+	for _, tc := range []struct {
+		k    string
+		i    int
+		want string
+	}{
+		{"order-7", 0, "order-7:0"},
+		{k253, 9, k253 + ":9"},
+		{k253, 10, "sha256:7a416e92873abf32f21941bab095d75b701f05e04161037e39fd7d1ae02482e0:10"},
+		{kE, 9, kE + ":9"},
+		{kE, 10, "sha256:c427e7fd6113599a95c031e02e06a567673fb6a68f6dfb12b2a60c7ab7383136:10"},
+	} {
+		if got := idemhttp.BatchItemKey(tc.k, tc.i); got != tc.want {
+			t.Errorf("BatchItemKey(%d bytes, %d) = %q, want %q", len(tc.k), tc.i, got, tc.want)
+		}
 	}
 }

@@ -22,6 +22,13 @@ const linearMembers = 16
 // body costs two small allocations (the scratch stacks).
 // body must be valid JSON (decoded without error); on anything else it
 // stops and reports no duplicate.
+// It is not key.Check taught to name the path: Check builds the parse
+// tree (on an enqueue body 4× the time and 4× the bytes, on a batch of 100
+// jobs 3× the time and 125× the bytes), finds a duplicate only when its
+// object closes, the first in sorted order, stops at a lone surrogate or a
+// number out of range (which encoding/json accepts) before a duplicate
+// that follows them, and decodeStrict would still need this pass for
+// foldableName.
 func duplicateName(body []byte) (string, bool) {
 	path, dup, _ := memberNames(body)
 	return path, dup

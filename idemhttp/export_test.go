@@ -15,3 +15,6 @@ func InitClaimSignal(s *Server) { s.claimWaiting.Init() }
 
 // WaitClaim waits until a long-polling claim is in flight.
 func WaitClaim(t testing.TB, s *Server) { s.claimWaiting.WaitOrTimeout(t) }
+
+// BatchItemKey is batchItemKey: the key of a batch item without its own.
+func BatchItemKey(k string, i int) string { return batchItemKey(k, i) }

@@ -1,9 +1,7 @@
 package idemhttp
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -15,6 +13,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/key"
 )
 
 // enqueueParams validates one request and builds the client's params.
@@ -199,11 +198,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 // were.
 func batchItemKey(k string, i int) string {
 	suffix := ":" + strconv.Itoa(i)
-	if len(k)+len(suffix) <= idem.MaxKeyLength {
-		return k + suffix
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(sum[:]) + suffix
+	return key.Fit(k, idem.MaxKeyLength-len(suffix)) + suffix
 }
 
 // enqueueBatch inserts up to MaxBatch jobs; one bad item fails only itself.

@@ -35,6 +35,11 @@
 // separator where it would make the key ambiguous); failures wrap
 // [ErrInvalidPart]. Both sentinels also wrap idemtype.ErrInvalid.
 //
+// [Fit] keeps a key that idem builds from parts (a topic delivery's, a
+// batch item's) within a length limit: the key itself, or "sha256:" and
+// the [Digest] (hex SHA-256) of its bytes when it is longer. Such keys are
+// stored, so this format is frozen like the ones above.
+//
 // # Version tag
 //
 // [Version] names the derivation algorithm of this package ("v1": JCS,

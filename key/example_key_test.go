@@ -2,6 +2,7 @@ package key_test
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/key"
@@ -70,4 +71,22 @@ func ExampleVersioned() {
 	v, rest, _ := key.SplitVersion(tagged)
 	fmt.Println(tagged[:12], v, rest == k)
 	// Output: v1:batch_015 v1 true
+}
+
+func ExampleFit() {
+	// A key that fits is kept; a longer one is replaced by its digest.
+	fmt.Println(key.Fit("event-e1/billing", 255))
+	fmt.Println(key.Fit(strings.Repeat("k", 256), 255))
+	// Output:
+	// event-e1/billing
+	// sha256:ce16fe78208a4e93f7158e62393680e025b2ad584f4e875ce903a654bb74cf93
+}
+
+func ExampleDigest() {
+	// The bytes as they are: no canonical JSON, so spacing counts.
+	fmt.Println(key.Digest("abc"))
+	fmt.Println(key.Digest(`{"a":1}`) == key.Digest(`{ "a": 1 }`))
+	// Output:
+	// ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
+	// false
 }

@@ -52,6 +52,25 @@ func HashWith(data []byte, o *Options) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// Digest returns the lowercase hex SHA-256 (64 digits) of the bytes of s as
+// they are: unlike Hash, s is not read as JSON.
+func Digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Fit returns k when it is at most limit bytes long, else "sha256:" and
+// Digest(k) (71 bytes): a key built from parts that may each be as long as
+// a key still fits one, stays the same for the same parts, and is left as
+// it was whenever it already fitted. Lengths count bytes, not characters; a
+// long k is hashed whole, never cut inside a character.
+func Fit(k string, limit int) string {
+	if len(k) <= limit {
+		return k
+	}
+	return "sha256:" + Digest(k)
+}
+
 // Prefixed returns the content key prefix + "_" + the full SHA-256 hex of
 // the canonical payload (seed 001: "batch_e49028d7…").
 func Prefixed(prefix string, payload []byte) (string, error) {

@@ -44,7 +44,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, claimTokenCases()...)
 	all = append(all, heartbeatCases()...)
 	all = append(all, finishCases()...)
-	all = append(all, finishTextCases()...)
 	all = append(all, recordCases()...)
 	all = append(all, recordLeaseCases()...)
 	all = append(all, recordWindowCases()...)
