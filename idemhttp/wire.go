@@ -87,7 +87,8 @@ func renderAttempt(a *idemtype.Attempt) *wire.Attempt {
 // renderRecord converts an idempotency record.
 func renderRecord(r *idemtype.Record) *wire.Record {
 	out := &wire.Record{Key: r.Key, Status: string(r.Status), ResultHash: r.ResultHash, CreatedAt: r.CreatedAt,
-		CompletedAt: r.CompletedAt, DedupUntil: r.DedupUntil, ExpiresAt: r.ExpiresAt, SizeBytes: r.SizeBytes}
+		CompletedAt: r.CompletedAt, DedupUntil: r.DedupUntil, ExpiresAt: r.ExpiresAt,
+		ResultExpiresAt: r.ResultExpiresAt, SizeBytes: r.SizeBytes}
 	if r.JobID != 0 {
 		out.JobID = formatID(r.JobID)
 	}

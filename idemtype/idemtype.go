@@ -191,6 +191,12 @@ type Record struct {
 	// (RecordGet) project it: the job's earliest finish (now, its run_at
 	// or its lease's end, whichever is latest) plus its result TTL — a
 	// time that moves with the job until it finishes.
-	ExpiresAt  *time.Time
-	DurationMS int64
+	ExpiresAt *time.Time
+	// ResultExpiresAt is when the cached result expires (CompletedAt plus
+	// the result TTL); nil while none is stored. It may come before
+	// ExpiresAt: the record then stays until its dedup window ends, so a
+	// repeat of the key still gets its job, but it holds no result (Result
+	// nil, SizeBytes 0) and the next run of the key runs again.
+	ResultExpiresAt *time.Time
+	DurationMS      int64
 }

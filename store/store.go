@@ -176,9 +176,9 @@ type Jobs interface {
 	//     available (scheduled if their RunAt is in the future); when the job
 	//     has an idempotency key and not WasCached, the record becomes
 	//     completed with RecordResult, ResultHash, SizeBytes, Compressed,
-	//     ResultJobID = the job, CompletedAt = FinishedAt, ExpiresAt =
-	//     max(DedupUntil, FinishedAt + the job's ResultTTL); the lease is
-	//     cleared;
+	//     ResultJobID = the job, CompletedAt = FinishedAt, ResultExpiresAt =
+	//     FinishedAt + the job's ResultTTL, ExpiresAt = max(DedupUntil,
+	//     ResultExpiresAt); the lease is cleared;
 	//   - dead or cancelled: pending dependants (transitively) are cancelled
 	//     with LastError naming the dependency and its state — except those
 	//     inserted with DependsOnFinished, which are released instead once
@@ -280,7 +280,11 @@ type Records interface {
 	// job the end of its lease (or Now). The projection moves with the job;
 	// such a record is never deleted before its job finishes. A record in
 	// progress that stores no lease while the job it names runs reads as
-	// leased by that job (JobOwner) until its job lease ends.
+	// leased by that job (JobOwner) until its job lease ends. A completed
+	// record past its ResultExpiresAt (a result TTL shorter than the dedup
+	// window: the record lives on until ExpiresAt) reads without its
+	// result: Result nil, SizeBytes 0, Compressed false; its status,
+	// CompletedAt, ResultJobID and ResultHash stay.
 	RecordGet(ctx context.Context, p *RecordGetParams) (*idemtype.Record, error)
 
 	// RecordDelete deletes the record (Tenant, Key) so the key may be used
@@ -291,7 +295,12 @@ type Records interface {
 	//   - No live record: one is created (in_progress, DedupUntil and
 	//     ExpiresAt from the params, JobID from the params) with the lease:
 	//     Acquired.
-	//   - Completed live record: not acquired; Record holds the cached result.
+	//   - Completed live record whose result lives (ResultExpiresAt > Now):
+	//     not acquired; Record holds the cached result.
+	//   - Completed live record whose result expired: the lease is taken
+	//     (Acquired) and the record is in progress again without a result,
+	//     created at Now; its Fingerprint, JobID, DedupUntil and ExpiresAt
+	//     stay (the key still dedups job creation until its window ends).
 	//   - In progress, naming job JobID, storing no lease, and that job is
 	//     running under a live job lease: Acquired without a write — the job
 	//     row is the lease (Record shows Owner and the job's lease end).
@@ -311,7 +320,8 @@ type Records interface {
 
 	// RecordComplete stores a result on a record whose lease Owner holds
 	// (ErrLeaseLost otherwise): status completed, the result fields,
-	// CompletedAt = Now, ExpiresAt = max(DedupUntil, Now + TTL), lease cleared.
+	// CompletedAt = Now, ResultExpiresAt = Now + TTL, ExpiresAt =
+	// max(DedupUntil, Now + TTL), lease cleared.
 	RecordComplete(ctx context.Context, p *RecordCompleteParams) error
 
 	// RecordRelease clears the execution lease of (Tenant, Key) if Owner
@@ -368,8 +378,10 @@ type Maintenance interface {
 	EventDeleteBefore(ctx context.Context, p *EventDeleteBeforeParams) (int, error)
 
 	// RecordDeleteExpired deletes up to Limit (BatchLimit) records with
-	// ExpiresAt <= Now and returns how many it deleted; live records and
-	// records without ExpiresAt are kept.
+	// ExpiresAt <= Now, and drops the result bytes of up to Limit live
+	// records whose ResultExpiresAt <= Now (their rows stay until their
+	// dedup window ends); it returns how many records it deleted or
+	// emptied. Live records and records without ExpiresAt are kept.
 	RecordDeleteExpired(ctx context.Context, p *RecordDeleteExpiredParams) (int, error)
 }
 
@@ -681,13 +693,18 @@ type RecordCompleteParams struct {
 type RecordStats struct {
 	Entries    int64 // live records
 	InProgress int64 // live records in progress (not failed)
-	Completed  int64 // live records holding a result
+	Completed  int64 // live records holding a live result (ResultExpiresAt > Now)
 	// Failed counts live records whose job is dead or cancelled without a
 	// result (they read idemtype.RecordFailed).
-	Failed      int64
-	Expiring24h int64 // live records expiring within 24 h
-	Expired     int64 // records past ExpiresAt not yet deleted
-	SizeBytes   int64 // stored result bytes of live records
+	Failed int64
+	// Expiring24h counts live records expiring within 24 h: by their
+	// result's expiry while they hold a live result, else by ExpiresAt.
+	Expiring24h int64
+	// Expired counts the entries awaiting cleanup: records past ExpiresAt
+	// not yet deleted, and live records whose result expired but whose
+	// bytes the sweep (RecordDeleteExpired) has not dropped yet.
+	Expired   int64
+	SizeBytes int64 // stored bytes of the live results of live records
 }
 
 // JobRescueParams selects expired leases.

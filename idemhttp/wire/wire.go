@@ -255,7 +255,12 @@ type Record struct {
 	CompletedAt *time.Time `json:"completed_at,omitempty"`
 	DedupUntil  *time.Time `json:"dedup_until"`
 	ExpiresAt   *time.Time `json:"expires_at"`
-	SizeBytes   int64      `json:"size_bytes"`
+	// ResultExpiresAt is when the cached result expires (completed_at +
+	// result_ttl); absent while none is stored. It may come before
+	// expires_at (a result TTL shorter than the dedup window): the record
+	// then stays until its window ends without a result (size_bytes 0).
+	ResultExpiresAt *time.Time `json:"result_expires_at,omitempty"`
+	SizeBytes       int64      `json:"size_bytes"`
 	// Result is the stored result, with ?include=result only.
 	Result json.RawMessage `json:"result,omitempty"`
 }

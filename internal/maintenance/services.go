@@ -133,7 +133,9 @@ func NewRetention(st store.Maintenance, cfg *Config) *Retention {
 	return r
 }
 
-// RunOnce deletes what is due, batch after batch, and returns how many rows.
+// RunOnce deletes what is due, batch after batch, and returns how many rows
+// it deleted or emptied (a record whose cached result expired before its
+// dedup window ends keeps its row without the result's bytes).
 func (r *Retention) RunOnce(ctx context.Context) (int, error) {
 	now := r.cfg.Now().UTC()
 	before := func(d time.Duration) time.Time {

@@ -142,5 +142,9 @@ func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDel
 	if err != nil {
 		return 0, fmt.Errorf("delete expired records: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	dropped, err := db.Exec(ctx, s.sql(qDropExpiredResults), store.OrNow(now), limit)
+	if err != nil {
+		return 0, fmt.Errorf("drop expired results: %w", err)
+	}
+	return int(tag.RowsAffected() + dropped.RowsAffected()), nil
 }

@@ -55,7 +55,8 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
 	// record, or it expired, or its dedup window passed, or it belongs to no
 	// job (a Do record), or the job it names no longer exists (deleted in its
 	// window, by JobDelete: upGone). A live record reopened because its window
-	// passed or its job is gone keeps its cached result.
+	// passed or its job is gone keeps its cached result while that result
+	// lives (upDrop), its expiry then under the new job's result TTL.
 	//
 	// held lists the jobs the records name in the statement's snapshot, and
 	// lk locks them FOR SHARE before any record (the InitPlan): lk returns
@@ -94,18 +95,18 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     job_id        = excluded.job_id,
     fingerprint   = excluded.fingerprint,
     dedup_until   = excluded.dedup_until,
-    status        = CASE WHEN ` + upExpired + ` THEN 'in_progress' WHEN ` + upDerived + ` THEN 'completed' ELSE r.status END,
-    result        = CASE WHEN ` + upExpired + ` THEN NULL WHEN ` + upDerived + `
+    status        = CASE WHEN ` + upDrop + ` THEN 'in_progress' WHEN ` + upDerived + ` THEN 'completed' ELSE r.status END,
+    result        = CASE WHEN ` + upDrop + ` THEN NULL WHEN ` + upDerived + `
                          THEN (SELECT dv.res FROM dv WHERE dv.id = r.job_id) ELSE r.result END,
-    result_job_id = CASE WHEN ` + upExpired + ` THEN NULL WHEN ` + upDerived + ` THEN r.job_id ELSE r.result_job_id END,
-    result_hash   = CASE WHEN ` + upExpired + ` THEN '' WHEN ` + upDerived + `
+    result_job_id = CASE WHEN ` + upDrop + ` THEN NULL WHEN ` + upDerived + ` THEN r.job_id ELSE r.result_job_id END,
+    result_hash   = CASE WHEN ` + upDrop + ` THEN '' WHEN ` + upDerived + `
                          THEN (SELECT encode(sha256(dv.res), 'hex') FROM dv WHERE dv.id = r.job_id) ELSE r.result_hash END,
-    size_bytes    = CASE WHEN ` + upExpired + ` THEN 0 WHEN ` + upDerived + `
+    size_bytes    = CASE WHEN ` + upDrop + ` THEN 0 WHEN ` + upDerived + `
                          THEN (SELECT octet_length(dv.res) FROM dv WHERE dv.id = r.job_id) ELSE r.size_bytes END,
-    compressed    = CASE WHEN ` + upExpired + ` THEN false ELSE r.compressed END,
-    completed_at  = CASE WHEN ` + upExpired + ` THEN NULL WHEN ` + upDerived + `
+    compressed    = CASE WHEN ` + upDrop + ` THEN false ELSE r.compressed END,
+    completed_at  = CASE WHEN ` + upDrop + ` THEN NULL WHEN ` + upDerived + `
                          THEN (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) ELSE r.completed_at END,
-    duration_ms   = CASE WHEN ` + upExpired + ` THEN 0 WHEN ` + upDerived + `
+    duration_ms   = CASE WHEN ` + upDrop + ` THEN 0 WHEN ` + upDerived + `
                          THEN (SELECT dv.dur FROM dv WHERE dv.id = r.job_id) ELSE r.duration_ms END,
     lease_owner   = CASE WHEN ` + upExpired + ` THEN NULL
                          WHEN r.lease_owner IS NULL AND r.status = 'in_progress'
@@ -123,8 +124,14 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     -- stored already) expires no earlier than that lease ends (heartbeats
     -- move both: qHeartbeat), so it outlives the new job's window while
     -- the running job holds it.
+    result_expires_at = CASE WHEN ` + upDrop + ` THEN NULL
+                         WHEN ` + upDerived + ` THEN (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) + interval '1 microsecond' *
+                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1)
+                         WHEN r.status = 'completed' THEN r.completed_at + interval '1 microsecond' *
+                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1)
+                    END,
     expires_at    = CASE WHEN excluded.dedup_until IS NULL THEN NULL
-                         WHEN ` + upExpired + ` THEN excluded.dedup_until
+                         WHEN ` + upDrop + ` THEN excluded.dedup_until
                          WHEN ` + upDerived + ` THEN GREATEST(excluded.dedup_until,
                               (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) + interval '1 microsecond' *
                               (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
@@ -140,6 +147,13 @@ WHERE (r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR ` + upExpired
   AND (` + upExpired + ` OR r.lease_owner IS NOT NULL OR r.status <> 'in_progress'
        OR r.job_id IS NULL OR r.job_id IN (SELECT held.job_id FROM held))
 RETURNING r.tenant, r.key, r.job_id`
+
+	// upDrop (qUpsertRecords) is true of a record whose cached result the
+	// reopen does not keep: the record expired (upExpired), or its stored
+	// result did while the record lived on for its window (a result TTL
+	// shorter than the window; a result read from the job row expires with
+	// its record).
+	upDrop = `(` + upExpired + ` OR (r.status = 'completed' AND r.result_expires_at <= excluded.created_at))`
 
 	// upDerived (qUpsertRecords) is true of a record whose completion is
 	// read from the row of the completed job it names (derivedJoin), which
@@ -397,7 +411,9 @@ SELECT id, state, queue, run_at, keyed FROM upd`
 	// most an hour after the window ends (the stored expiry, which the
 	// expiry sweep and retention scan by, is then at most an hour early:
 	// with the client's defaults, window = result TTL = 7 days, a job that
-	// finished within an hour of its insert), and the result is derivable
+	// finished within an hour of its insert) and not before it (a result
+	// TTL shorter than the window is written, with its own expiry), and the
+	// result is derivable
 	// ($7: the job's own JSON, uncompressed, hashed by SHA-256).
 	qCompleteRecords = `UPDATE {schema}.records r SET
     status = 'completed', result = u.result, result_hash = u.hash, size_bytes = length(u.result),
@@ -405,6 +421,7 @@ SELECT id, state, queue, run_at, keyed FROM upd`
     dedup_until = CASE WHEN dj.dedup_window_us = 0 AND r.job_id = dj.id
                        THEN u.finished_at ELSE r.dedup_until END,
     expires_at = GREATEST(r.dedup_until, u.finished_at + dj.result_ttl_us * interval '1 microsecond'),
+    result_expires_at = u.finished_at + dj.result_ttl_us * interval '1 microsecond',
     lease_owner = NULL, lease_until = NULL, duration_ms = u.duration_ms
 FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::boolean[], $5::timestamptz[], $6::bigint[], $7::boolean[])
     AS u(id, result, hash, compressed, finished_at, duration_ms, derivable)
@@ -562,12 +579,13 @@ RETURNING ` + jobColsRet
 	// the jobs' final states): each key blocks other jobs again until its
 	// job finishes, and its record has no expiry meanwhile, as after the
 	// job's insert. A completed record (a cached result the job's insert
-	// kept) is reopened only while that result is live at $2.
+	// kept) is reopened only while that result is live at $2 (its own
+	// expiry).
 	qRetryReopenRecords = `UPDATE {schema}.records r SET dedup_until = NULL, expires_at = NULL
 FROM {schema}.jobs j
 WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> '' AND j.dedup_window_us = 0 AND j.finished_at IS NULL
   AND r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id AND r.dedup_until IS NOT NULL
-  AND (r.status <> 'completed' OR r.expires_at > $2)`
+  AND (r.status <> 'completed' OR r.result_expires_at > $2)`
 
 	// qJobResolve marks dead job $1 resolved at $2 with note $3 unless it
 	// already is; qJobGet then reads it.
@@ -583,7 +601,8 @@ WHERE id = $1 AND state = 'dead' AND resolved_at IS NULL AND ($4 = '' OR tenant 
     UPDATE {schema}.records r SET status = 'completed', result = dj.d_res, result_hash = encode(sha256(dj.d_res), 'hex'),
         size_bytes = octet_length(dj.d_res), compressed = false, result_job_id = dj.id, completed_at = dj.finished_at,
         duration_ms = dj.duration_ms,
-        expires_at = GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond')
+        expires_at = GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond'),
+        result_expires_at = dj.finished_at + dj.result_ttl_us * interval '1 microsecond'
     FROM (SELECT j.*, convert_to(COALESCE(j.result::text, 'null'), 'UTF8') AS d_res
         FROM {schema}.jobs j WHERE j.id = $1 AND j.state = $2 AND ($3 = '' OR j.tenant = $3)) dj
     WHERE r.tenant = dj.tenant AND r.key = dj.idempotency_key AND ` + derivedCond + `
@@ -669,6 +688,17 @@ RETURNING j.queue`
     DELETE FROM {schema}.attempts a USING cand WHERE a.job_id = cand.id
 )
 DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
+
+	// qDropExpiredResults drops the bytes of up to $2 stored results
+	// expired at $1 whose records live on for their dedup window (a result
+	// TTL shorter than the window): the record keeps its status,
+	// completion time and hash and reads without a result (recordReadCols).
+	// It locks records only (SKIP LOCKED): it never waits, and never holds
+	// a record a finish is about to lock after its job.
+	qDropExpiredResults = `UPDATE {schema}.records r SET result = NULL, size_bytes = 0, compressed = false
+FROM (SELECT c.tenant, c.key FROM {schema}.records c WHERE c.result_expires_at <= $1 AND c.result IS NOT NULL
+      LIMIT $2 FOR UPDATE SKIP LOCKED) c
+WHERE r.tenant = c.tenant AND r.key = c.key`
 
 	// qDeleteExpiredRecords deletes up to $2 records expired at $1. The
 	// stored expiry of a record whose completion is read from its job row

@@ -8,7 +8,7 @@ package pgstore
 const (
 	recordCols = `tenant, key, status, fingerprint, COALESCE(job_id, 0), COALESCE(result_job_id, 0), result,
     result_hash, size_bytes, compressed, COALESCE(lease_owner, ''), lease_until, created_at, completed_at,
-    dedup_until, expires_at, duration_ms`
+    dedup_until, expires_at, duration_ms, result_expires_at`
 
 	// derivedCond is true of a record r whose completion is read from the
 	// row of job dj (derivedJoin): what qCompleteRecords leaves unwritten
@@ -17,13 +17,18 @@ const (
 	// job's own insert wrote (its key, its job, its creation time: a record
 	// an acquire made or reset later has the acquirer's), in progress with
 	// no stored lease; the job completed by its own run; its window is not
-	// 0, the stored expiry is the window's end, and the result expires at
-	// most an hour after it.
+	// 0, the stored expiry is the window's end, and the result expires
+	// neither before it nor more than an hour after it (a result that
+	// expires before its record, a result TTL shorter than the window, is
+	// written: its record keeps its own result expiry, result_expires_at,
+	// and the expiry sweep finds it to drop its bytes; the derived
+	// result's expiry is the record's).
 	derivedCond = `(r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id = dj.id
         AND dj.state = 'completed' AND NOT dj.was_cached
         AND r.tenant = dj.tenant AND r.key = dj.idempotency_key AND r.created_at = dj.created_at
         AND dj.dedup_window_us > 0 AND r.expires_at = r.dedup_until
-        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' <= r.dedup_until + interval '1 hour')`
+        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' <= r.dedup_until + interval '1 hour'
+        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' >= r.dedup_until)`
 
 	// derivedJoin joins a record r to the completed job whose row holds
 	// the record's completion (d.d_id NULL when there is none; derivedCond).
@@ -57,13 +62,19 @@ const (
 	// reads 'failed' (store.RecordFailed). A record in progress that stores
 	// no lease while its job runs is leased by that job until its job lease
 	// ends (see qRecordAcquireMany); while that lease is live the record is
-	// live too (runHeldRead).
+	// live too (runHeldRead). A stored result past its own expiry
+	// (result_expires_at, before the record's when the result TTL is
+	// shorter than the window) reads as gone — no result, no size — whether
+	// or not the expiry sweep has dropped its bytes yet; a derived result
+	// expires with its record.
 	recordReadCols = `r.tenant, r.key, CASE WHEN d.d_id IS NOT NULL THEN 'completed'
         WHEN r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
         WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE r.status END,
-    r.fingerprint, COALESCE(r.job_id, 0), COALESCE(d.d_id, r.result_job_id, 0), COALESCE(d.d_res, r.result),
+    r.fingerprint, COALESCE(r.job_id, 0), COALESCE(d.d_id, r.result_job_id, 0),
+    CASE WHEN r.result_expires_at <= $3 THEN NULL ELSE COALESCE(d.d_res, r.result) END,
     CASE WHEN d.d_id IS NOT NULL THEN encode(sha256(d.d_res), 'hex') ELSE r.result_hash END,
-    COALESCE(octet_length(d.d_res), r.size_bytes), r.compressed AND d.d_id IS NULL,
+    CASE WHEN r.result_expires_at <= $3 THEN 0 ELSE COALESCE(octet_length(d.d_res), r.size_bytes) END,
+    r.compressed AND d.d_id IS NULL AND NOT COALESCE(r.result_expires_at <= $3, false),
     COALESCE(r.lease_owner, CASE WHEN r.status = 'in_progress' THEN (SELECT 'job:' || lj.id FROM {schema}.jobs lj
         WHERE lj.id = r.job_id AND lj.state = 'running') END, ''),
     CASE WHEN r.lease_owner IS NULL AND r.status = 'in_progress' THEN (SELECT lj.lease_expires_at FROM {schema}.jobs lj
@@ -72,7 +83,8 @@ const (
     COALESCE(d.d_exp, CASE WHEN r.expires_at > $3 OR NOT ` + runHeldRead + ` THEN r.expires_at END,
         (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
          FROM {schema}.jobs fj WHERE fj.id = r.job_id),
-        GREATEST($3::timestamptz, r.lease_until)), COALESCE(d.d_dur, r.duration_ms)`
+        GREATEST($3::timestamptz, r.lease_until)), COALESCE(d.d_dur, r.duration_ms),
+    COALESCE(d.d_exp, r.result_expires_at)`
 
 	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records r ` + derivedJoin + `
 WHERE ($1 = '' OR r.tenant = $1) AND r.key = $2 AND (COALESCE(d.d_exp, r.expires_at) IS NULL OR COALESCE(d.d_exp, r.expires_at) > $3
@@ -122,7 +134,7 @@ ORDER BY r.tenant LIMIT 1`
 ), own AS (
     SELECT r.tenant, r.key, r.status, r.fingerprint, r.job_id, COALESCE(r.result_job_id, 0), r.result,
         r.result_hash, r.size_bytes, r.compressed, 'job:' || oj.id, oj.lease_expires_at, r.created_at,
-        r.completed_at, r.dedup_until, r.expires_at, r.duration_ms
+        r.completed_at, r.dedup_until, r.expires_at, r.duration_ms, r.result_expires_at
     FROM i
     JOIN LATERAL (SELECT * FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
         AND r.job_id = i.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
@@ -159,7 +171,7 @@ SELECT * FROM own UNION ALL SELECT * FROM ins`
 	// statement only for the keys it did not return.
 	qRecordAcquireOwn = `SELECT r.tenant, r.key, r.status, r.fingerprint, r.job_id, COALESCE(r.result_job_id, 0), r.result,
     r.result_hash, r.size_bytes, r.compressed, 'job:' || oj.id, oj.lease_expires_at, r.created_at,
-    r.completed_at, r.dedup_until, r.expires_at, r.duration_ms
+    r.completed_at, r.dedup_until, r.expires_at, r.duration_ms, r.result_expires_at
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS i(tenant, key, job_id)
 JOIN LATERAL (SELECT * FROM {schema}.records r WHERE r.tenant = i.tenant AND r.key = i.key
     AND r.job_id = i.job_id AND r.status = 'in_progress' AND r.lease_owner IS NULL
@@ -171,24 +183,27 @@ WHERE oj.state = 'running' AND oj.lease_expires_at > COALESCE($5::timestamptz, n
 	// expired (a fresh start), or in progress with no live lease or with
 	// this owner's, not held by its running job and not completed by it
 	// (lk, above; a completion derived from the job row, derivedJoin); $6
-	// is now, $9 the expiry clock.
+	// is now, $9 the expiry clock. A record whose stored result expired
+	// while the record lives on for its window (acqDrop) is taken as one
+	// without a result, keeping its key's fingerprint, job and window.
 	recordAcquireConflict = `ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
-    status        = CASE WHEN ` + acqExpired + ` THEN 'in_progress' ELSE r.status END,
+    status        = CASE WHEN ` + acqDrop + ` THEN 'in_progress' ELSE r.status END,
     fingerprint   = CASE WHEN ` + acqExpired + ` THEN '' ELSE r.fingerprint END,
     job_id        = CASE WHEN ` + acqExpired + ` THEN excluded.job_id ELSE COALESCE(r.job_id, excluded.job_id) END,
-    result        = CASE WHEN ` + acqExpired + ` THEN NULL ELSE r.result END,
-    result_job_id = CASE WHEN ` + acqExpired + ` THEN NULL ELSE r.result_job_id END,
-    result_hash   = CASE WHEN ` + acqExpired + ` THEN '' ELSE r.result_hash END,
-    size_bytes    = CASE WHEN ` + acqExpired + ` THEN 0 ELSE r.size_bytes END,
-    compressed    = CASE WHEN ` + acqExpired + ` THEN false ELSE r.compressed END,
-    completed_at  = CASE WHEN ` + acqExpired + ` THEN NULL ELSE r.completed_at END,
-    duration_ms   = CASE WHEN ` + acqExpired + ` THEN 0 ELSE r.duration_ms END,
-    created_at    = CASE WHEN ` + acqExpired + ` THEN excluded.created_at ELSE r.created_at END,
+    result        = CASE WHEN ` + acqDrop + ` THEN NULL ELSE r.result END,
+    result_job_id = CASE WHEN ` + acqDrop + ` THEN NULL ELSE r.result_job_id END,
+    result_hash   = CASE WHEN ` + acqDrop + ` THEN '' ELSE r.result_hash END,
+    size_bytes    = CASE WHEN ` + acqDrop + ` THEN 0 ELSE r.size_bytes END,
+    compressed    = CASE WHEN ` + acqDrop + ` THEN false ELSE r.compressed END,
+    completed_at  = CASE WHEN ` + acqDrop + ` THEN NULL ELSE r.completed_at END,
+    duration_ms   = CASE WHEN ` + acqDrop + ` THEN 0 ELSE r.duration_ms END,
+    created_at    = CASE WHEN ` + acqDrop + ` THEN excluded.created_at ELSE r.created_at END,
     dedup_until   = CASE WHEN ` + acqExpired + ` THEN excluded.dedup_until ELSE r.dedup_until END,
-    expires_at    = CASE WHEN ` + acqExpired + ` THEN excluded.expires_at ELSE r.expires_at END
-WHERE ` + acqExpired + `
+    expires_at    = CASE WHEN ` + acqExpired + ` THEN excluded.expires_at ELSE r.expires_at END,
+    result_expires_at = CASE WHEN ` + acqDrop + ` THEN NULL ELSE r.result_expires_at END
+WHERE ` + acqDrop + `
    OR (r.status = 'in_progress'
        AND (r.lease_owner IS NULL OR r.lease_until <= COALESCE($9::timestamptz, now())
             OR r.lease_owner = excluded.lease_owner)
@@ -198,6 +213,12 @@ WHERE ` + acqExpired + `
                      OR (r.job_id IS DISTINCT FROM excluded.job_id
                          AND r.job_id IN (SELECT lk.id FROM lk WHERE lk.state = 'running'
                                           AND lk.lease_expires_at > COALESCE($9::timestamptz, now()))))))`
+
+	// acqDrop (recordAcquireConflict) is true of a record whose result is
+	// not kept: the record expired (acqExpired) or its stored result did
+	// (a result TTL shorter than the window). It is taken as in progress,
+	// created now (so it never reads as its job's completion again).
+	acqDrop = `(` + acqExpired + ` OR (r.status = 'completed' AND r.result_expires_at <= $6))`
 
 	// acqExpired (recordAcquireConflict) is true of a record expired at $6:
 	// by its stored expiry, or, for a record in progress with no stored
@@ -227,6 +248,7 @@ WHERE ` + acqExpired + `
 	qRecordComplete = `UPDATE {schema}.records SET
     status = 'completed', result = $4, compressed = $5, result_hash = $6, size_bytes = length($4::bytea),
     completed_at = $8, expires_at = GREATEST(dedup_until, $8::timestamptz + $7::bigint * interval '1 microsecond'),
+    result_expires_at = $8::timestamptz + $7::bigint * interval '1 microsecond',
     lease_owner = NULL, lease_until = NULL, duration_ms = $9
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 
@@ -240,14 +262,23 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
   AND (expires_at IS NULL OR expires_at > $5)`
 
+	// qRecordStats counts records as qRecordGet reads them. A cached
+	// result counts (completed, size, and by its own expiry in the next
+	// 24 h) while it lives; past its expiry it is expired while its bytes
+	// await the sweep (qDropExpiredResults), even though its record lives
+	// on for its window.
 	qRecordStats = `SELECT
     count(*) FILTER (WHERE expires_at IS NULL OR expires_at > $2),
     count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND NOT failed),
-    count(*) FILTER (WHERE expires_at > $2 AND expires_at <= $2::timestamptz + interval '24 hours'),
-    count(*) FILTER (WHERE expires_at <= $2),
-    COALESCE(sum(size_bytes) FILTER (WHERE expires_at IS NULL OR expires_at > $2), 0)::bigint,
-    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'completed'),
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2)
+        AND CASE WHEN live_result THEN result_until ELSE expires_at END > $2
+        AND CASE WHEN live_result THEN result_until ELSE expires_at END <= $2::timestamptz + interval '24 hours'),
+    count(*) FILTER (WHERE expires_at <= $2 OR (has_result AND result_until <= $2)),
+    COALESCE(sum(size_bytes) FILTER (WHERE (expires_at IS NULL OR expires_at > $2)
+        AND NOT COALESCE(result_until <= $2, false)), 0)::bigint,
+    count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND live_result),
     count(*) FILTER (WHERE (expires_at IS NULL OR expires_at > $2) AND status = 'in_progress' AND failed)
+FROM (SELECT *, status = 'completed' AND COALESCE(result_until > $2, true) AS live_result
 FROM (SELECT COALESCE(d.d_exp, CASE WHEN r.expires_at > $2 OR NOT (r.status = 'in_progress'
             AND r.lease_owner IS NULL AND EXISTS (SELECT 1 FROM {schema}.jobs rj WHERE rj.id = r.job_id
             AND rj.state = 'running' AND rj.lease_expires_at > GREATEST($2::timestamptz, {db_now}))) THEN r.expires_at END,
@@ -255,6 +286,7 @@ FROM (SELECT COALESCE(d.d_exp, CASE WHEN r.expires_at > $2 OR NOT (r.status = 'i
          FROM {schema}.jobs fj WHERE fj.id = r.job_id AND r.expires_at IS NOT NULL)) AS expires_at, CASE WHEN d.d_id IS NOT NULL THEN 'completed' ELSE r.status END AS status,
         COALESCE(octet_length(d.d_res), r.size_bytes) AS size_bytes,
         r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
-        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
-    FROM {schema}.records r ` + derivedJoin + ` WHERE ($1 = '' OR r.tenant = $1)) k`
+        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) AS failed,
+        r.result IS NOT NULL AS has_result, COALESCE(d.d_exp, r.result_expires_at, r.expires_at) AS result_until
+    FROM {schema}.records r ` + derivedJoin + ` WHERE ($1 = '' OR r.tenant = $1)) k) kr`
 )

@@ -94,7 +94,7 @@ func scanRecord(row pgx.Row) (*idemtype.Record, error) {
 	var status string
 	err := row.Scan(&r.Tenant, &r.Key, &status, &r.Fingerprint, &r.JobID, &r.ResultJobID, &r.Result,
 		&r.ResultHash, &r.SizeBytes, &r.Compressed, &r.LeaseOwner, &r.LeaseUntil, &r.CreatedAt,
-		&r.CompletedAt, &r.DedupUntil, &r.ExpiresAt, &r.DurationMS)
+		&r.CompletedAt, &r.DedupUntil, &r.ExpiresAt, &r.DurationMS, &r.ResultExpiresAt)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +102,7 @@ func scanRecord(row pgx.Row) (*idemtype.Record, error) {
 	r.CreatedAt = utc(r.CreatedAt)
 	r.LeaseUntil, r.CompletedAt = utcP(r.LeaseUntil), utcP(r.CompletedAt)
 	r.DedupUntil, r.ExpiresAt = utcP(r.DedupUntil), utcP(r.ExpiresAt)
+	r.ResultExpiresAt = utcP(r.ResultExpiresAt)
 	return &r, nil
 }
 

@@ -207,12 +207,18 @@ func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDel
 	limit = store.BatchLimit(limit)
 	var n int64
 	err := s.write(ctx, limit, func(t *wtx) error {
-		res, err := t.exec(qRecordDeleteExpired, nowUS, limit)
-		if err != nil {
-			return err
+		for _, q := range []string{qRecordDeleteExpired, qRecordDropResults} {
+			res, err := t.exec(q, nowUS, limit)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
 		}
-		n, err = res.RowsAffected()
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete expired records: %w", err)

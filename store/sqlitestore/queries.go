@@ -17,7 +17,7 @@ j.worker_id, j.retry_policy, j.error_code, j.resolved_at, j.resolution_note, j.t
 
 const recordCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedup_until,
-expires_at, duration_ms`
+expires_at, duration_ms, result_expires_at`
 
 // recordReadCols is recordCols for reads: a record in progress whose job is
 // dead or cancelled reads 'failed' (store.RecordFailed).
@@ -34,15 +34,21 @@ expires_at, duration_ms`
 // record past its stored expiry (its window ended while the job ran) is
 // live while the job lease is (sqlRunHeld): it reads with the projected
 // expiry of a window-0 record.
+//
+// A cached result past its own expiry (result_expires_at, which may come
+// before the record's: a result TTL shorter than the dedup window) reads
+// as gone — no result, no size — whether or not the expiry sweep has
+// dropped its bytes yet.
 var recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
     WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
-fingerprint, job_id, result_job_id, result, result_hash,
-size_bytes, compressed, ` + leaseCols + `, created_at, completed_at, dedup_until,
+fingerprint, job_id, result_job_id, CASE WHEN result_expires_at <= ?3 THEN NULL ELSE result END, result_hash,
+CASE WHEN result_expires_at <= ?3 THEN 0 ELSE size_bytes END,
+CASE WHEN result_expires_at <= ?3 THEN 0 ELSE compressed END, ` + leaseCols + `, created_at, completed_at, dedup_until,
 COALESCE(CASE WHEN expires_at IS NULL OR expires_at > ?3 OR NOT ` + sqlRunHeld("idem_keys", "?3") + `
         THEN expires_at END,
     (SELECT max(?3, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
      WHERE fj.id = idem_keys.job_id),
-    max(?3, COALESCE(lease_until, 0))), duration_ms`
+    max(?3, COALESCE(lease_until, 0))), duration_ms, result_expires_at`
 
 // leaseCols reads a record's lease_owner and lease_until with the lease its
 // job's row implies: a job acquires the record its own insert created
@@ -56,7 +62,7 @@ CASE WHEN lease_owner = '' AND status = 'in_progress' THEN (SELECT lj.lease_expi
 // recordLeaseCols is recordCols with the lease read as leaseCols.
 const recordLeaseCols = `tenant, key, status, fingerprint, job_id, result_job_id, result, result_hash,
 size_bytes, compressed, ` + leaseCols + `, created_at, completed_at, dedup_until,
-expires_at, duration_ms`
+expires_at, duration_ms, result_expires_at`
 
 // sqlDerivedHeld is true for a record whose stored lease is free while the
 // running job it names, another than ?3, holds it by its job lease (at
@@ -158,10 +164,16 @@ WHERE k.tenant = ?1 AND k.key = ?2 AND (k.expires_at IS NULL OR k.expires_at > ?
 // keyTakeExpired is qKeyTake's test of an expired record.
 var keyTakeExpired = sqlRecordExpired("idem_keys", "?5")
 
+// keyTakeDrop is qKeyTake's test of a record whose cached result is not
+// kept: the record expired, or its result did (a result TTL shorter than
+// the window: the record outlived its result).
+var keyTakeDrop = `(` + keyTakeExpired + ` OR (status = 'completed' AND result_expires_at <= ?5))`
+
 var (
 	// qKeyTake creates the record of a new job's key, or takes it over when
 	// it expired (reset: treated as absent), its dedup window passed (the
-	// cached result stays), or the job it points to no longer exists. When
+	// cached result stays while it lives: a result past its own expiry is
+	// dropped), or the job it points to no longer exists. When
 	// the window is open nothing changes and no row is returned.
 	//
 	// ExpiresAt: NULL for a window of 0 (it blocks until the job finishes);
@@ -182,12 +194,12 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     fingerprint   = excluded.fingerprint,
     job_id        = excluded.job_id,
     dedup_until   = excluded.dedup_until,
-    status        = CASE WHEN ` + keyTakeExpired + ` THEN 'in_progress' ELSE status END,
-    result_job_id = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE result_job_id END,
-    result        = CASE WHEN ` + keyTakeExpired + ` THEN NULL ELSE result END,
-    result_hash   = CASE WHEN ` + keyTakeExpired + ` THEN '' ELSE result_hash END,
-    size_bytes    = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE size_bytes END,
-    compressed    = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE compressed END,
+    status        = CASE WHEN ` + keyTakeDrop + ` THEN 'in_progress' ELSE status END,
+    result_job_id = CASE WHEN ` + keyTakeDrop + ` THEN 0 ELSE result_job_id END,
+    result        = CASE WHEN ` + keyTakeDrop + ` THEN NULL ELSE result END,
+    result_hash   = CASE WHEN ` + keyTakeDrop + ` THEN '' ELSE result_hash END,
+    size_bytes    = CASE WHEN ` + keyTakeDrop + ` THEN 0 ELSE size_bytes END,
+    compressed    = CASE WHEN ` + keyTakeDrop + ` THEN 0 ELSE compressed END,
     lease_owner   = CASE WHEN ` + keyTakeExpired + ` THEN ''
                          WHEN lease_owner = '' AND status = 'in_progress' THEN COALESCE((SELECT 'job:' || lj.id
                              FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running'), '')
@@ -197,12 +209,13 @@ ON CONFLICT (tenant, key) DO UPDATE SET
                              FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running')
                          ELSE lease_until END,
     created_at    = CASE WHEN ` + keyTakeExpired + ` THEN ?5 ELSE created_at END,
-    completed_at  = CASE WHEN ` + keyTakeExpired + ` THEN NULL ELSE completed_at END,
-    duration_ms   = CASE WHEN ` + keyTakeExpired + ` THEN 0 ELSE duration_ms END,
+    completed_at  = CASE WHEN ` + keyTakeDrop + ` THEN NULL ELSE completed_at END,
+    duration_ms   = CASE WHEN ` + keyTakeDrop + ` THEN 0 ELSE duration_ms END,
+    result_expires_at = CASE WHEN status = 'completed' AND NOT ` + keyTakeDrop + ` THEN completed_at + ?7 END,
     expires_at    = CASE WHEN ?6 IS NULL THEN NULL
-                         WHEN status = 'completed' AND NOT ` + keyTakeExpired + `
+                         WHEN status = 'completed' AND NOT ` + keyTakeDrop + `
                          THEN max(?6, completed_at + ?7)
-                         WHEN ` + keyTakeExpired + ` OR status <> 'in_progress' THEN ?6
+                         WHEN ` + keyTakeDrop + ` OR status <> 'in_progress' THEN ?6
                          ELSE max(?6, COALESCE(CASE WHEN lease_owner = '' THEN (SELECT lj.lease_expires_at
                              FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running')
                              WHEN lease_owner LIKE 'job:%' THEN lease_until END, ?6)) END
@@ -387,6 +400,7 @@ WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND expires_at IS NULL AND ?5 = ?
     compressed    = ?3,
     result_job_id = ?4,
     completed_at  = ?5,
+    result_expires_at = ?5 + ?6,
     expires_at    = max(COALESCE(dedup_until, ?5), ?5 + ?6),
     duration_ms   = ?7,
     lease_owner   = CASE WHEN lease_owner = ?10 THEN '' ELSE lease_owner END,
@@ -439,11 +453,11 @@ WHERE id = ?3 RETURNING ` + jobCols
 	// final state): the key blocks other jobs again until the job
 	// finishes, and the record has no expiry meanwhile, as after the job's
 	// insert. A completed record (a cached result the job's insert kept)
-	// is reopened only while that result is live.
+	// is reopened only while that result is live (its own expiry).
 	// ?1 tenant, ?2 key, ?3 job id, ?4 now.
 	qKeyRetryReopen = `UPDATE idem_keys SET dedup_until = NULL, expires_at = NULL
 WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND dedup_until IS NOT NULL
-  AND (status <> 'completed' OR expires_at > ?4)
+  AND (status <> 'completed' OR result_expires_at > ?4)
   AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = ?3 AND j.dedup_window_us = 0 AND j.finished_at IS NULL)`
 
 	// qJobResolve marks dead job ?1 resolved at ?2 with note ?3 unless it
@@ -503,6 +517,13 @@ LIMIT ?5`
 var qRecordDeleteExpired = `DELETE FROM idem_keys WHERE (tenant, key) IN
     (SELECT tenant, key FROM idem_keys WHERE ` + sqlRecordExpired("idem_keys", "?1") + ` LIMIT ?2)`
 
+// qRecordDropResults drops the bytes of up to ?2 cached results expired at
+// ?1 whose records live on for their dedup window (a result TTL shorter
+// than the window); the record keeps its status, completion time and
+// hash, and reads without a result (recordReadCols).
+const qRecordDropResults = `UPDATE idem_keys SET result = NULL, size_bytes = 0, compressed = 0
+WHERE (tenant, key) IN (SELECT tenant, key FROM idem_keys WHERE result_expires_at <= ?1 AND result IS NOT NULL LIMIT ?2)`
+
 // Record reads: a record is live unless it expired (sqlRecordExpired).
 var (
 	qRecordGet = `SELECT ` + recordReadCols + ` FROM idem_keys WHERE tenant = ?1 AND key = ?2
@@ -540,6 +561,14 @@ WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND status = 'in_progress' AND le
 	// its record past the stored expiry is started afresh, as before.
 	acquireExpired = `(expires_at <= ?6 AND NOT (status = 'in_progress' AND ` + sqlDerivedHeld + `))`
 
+	// acquireDrop is qRecordAcquire's test of a record whose result is not
+	// kept: the record expired, or its cached result did while the record
+	// lives on for its dedup window (a result TTL shorter than the
+	// window). Such a record is taken as one without a result (in
+	// progress, created now, so it never reads as its job's completion),
+	// keeping its key's fingerprint, job and window.
+	acquireDrop = `(` + acquireExpired + ` OR (status = 'completed' AND result_expires_at <= ?6))`
+
 	// qRecordAcquire: ?1 tenant, ?2 key, ?3 job id, ?4 owner, ?5 lease
 	// until, ?6 now, ?7 dedup_until, ?8 expires_at.
 	qRecordAcquire = `INSERT INTO idem_keys (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
@@ -547,21 +576,22 @@ VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, ?8)
 ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
-    status        = CASE WHEN ` + acquireExpired + ` THEN 'in_progress' ELSE status END,
+    status        = CASE WHEN ` + acquireDrop + ` THEN 'in_progress' ELSE status END,
     fingerprint   = CASE WHEN ` + acquireExpired + ` THEN '' ELSE fingerprint END,
     job_id        = CASE WHEN ` + acquireExpired + ` THEN excluded.job_id
                          WHEN job_id = 0 THEN excluded.job_id ELSE job_id END,
-    result_job_id = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE result_job_id END,
-    result        = CASE WHEN ` + acquireExpired + ` THEN NULL ELSE result END,
-    result_hash   = CASE WHEN ` + acquireExpired + ` THEN '' ELSE result_hash END,
-    size_bytes    = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE size_bytes END,
-    compressed    = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE compressed END,
-    created_at    = CASE WHEN ` + acquireExpired + ` THEN ?6 ELSE created_at END,
-    completed_at  = CASE WHEN ` + acquireExpired + ` THEN NULL ELSE completed_at END,
+    result_job_id = CASE WHEN ` + acquireDrop + ` THEN 0 ELSE result_job_id END,
+    result        = CASE WHEN ` + acquireDrop + ` THEN NULL ELSE result END,
+    result_hash   = CASE WHEN ` + acquireDrop + ` THEN '' ELSE result_hash END,
+    size_bytes    = CASE WHEN ` + acquireDrop + ` THEN 0 ELSE size_bytes END,
+    compressed    = CASE WHEN ` + acquireDrop + ` THEN 0 ELSE compressed END,
+    created_at    = CASE WHEN ` + acquireDrop + ` THEN ?6 ELSE created_at END,
+    completed_at  = CASE WHEN ` + acquireDrop + ` THEN NULL ELSE completed_at END,
     dedup_until   = CASE WHEN ` + acquireExpired + ` THEN excluded.dedup_until ELSE dedup_until END,
     expires_at    = CASE WHEN ` + acquireExpired + ` THEN excluded.expires_at ELSE expires_at END,
-    duration_ms   = CASE WHEN ` + acquireExpired + ` THEN 0 ELSE duration_ms END
-WHERE ` + acquireExpired + `
+    duration_ms   = CASE WHEN ` + acquireDrop + ` THEN 0 ELSE duration_ms END,
+    result_expires_at = CASE WHEN ` + acquireDrop + ` THEN NULL ELSE result_expires_at END
+WHERE ` + acquireDrop + `
    OR (status = 'in_progress' AND (lease_owner = '' OR lease_owner = ?4 OR lease_until IS NULL OR lease_until <= ?6)
        AND NOT ` + sqlDerivedHeld + `)
 RETURNING ` + recordCols
@@ -575,6 +605,7 @@ RETURNING ` + recordCols
     compressed   = ?2,
     result_hash  = ?3,
     completed_at = ?4,
+    result_expires_at = ?4 + ?5,
     expires_at   = max(COALESCE(dedup_until, ?4), ?4 + ?5),
     duration_ms  = ?6,
     lease_owner  = '',
@@ -585,19 +616,27 @@ WHERE tenant = ?7 AND key = ?8 AND lease_owner = ?9 AND status = 'in_progress'
 
 // qRecordStats counts records as RecordGet reads them: one held by the
 // running job it names past its stored expiry is live, with the projected
-// expiry (recordReadCols).
+// expiry (recordReadCols). A cached result counts (completed, size, and by
+// its own expiry in the next 24 h) while it lives; past its expiry it is
+// expired while its bytes await the sweep (qRecordDropResults), even though
+// its record lives on for its window.
 var qRecordStats = `SELECT
     COALESCE(sum(expires_at IS NULL OR expires_at > ?2), 0),
     COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND NOT failed), 0),
-    COALESCE(sum(expires_at > ?2 AND expires_at <= ?3), 0),
-    COALESCE(sum(expires_at <= ?2), 0),
-    COALESCE(sum(CASE WHEN expires_at IS NULL OR expires_at > ?2 THEN size_bytes ELSE 0 END), 0),
-    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'completed'), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2)
+        AND CASE WHEN live_result THEN result_expires_at ELSE expires_at END > ?2
+        AND CASE WHEN live_result THEN result_expires_at ELSE expires_at END <= ?3), 0),
+    COALESCE(sum(expires_at <= ?2 OR (has_result AND result_expires_at <= ?2)), 0),
+    COALESCE(sum(CASE WHEN (expires_at IS NULL OR expires_at > ?2) AND NOT COALESCE(result_expires_at <= ?2, 0)
+        THEN size_bytes ELSE 0 END), 0),
+    COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND live_result), 0),
     COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND failed), 0)
 FROM (SELECT CASE WHEN k.expires_at <= ?2 AND ` + sqlRunHeld("k", "?2") + `
         THEN (SELECT max(?2, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
               WHERE fj.id = k.job_id) ELSE k.expires_at END AS expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
-        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed
+        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed,
+        k.result IS NOT NULL AS has_result, COALESCE(k.result_expires_at, k.expires_at) AS result_expires_at,
+        k.status = 'completed' AND COALESCE(k.result_expires_at > ?2, 1) AS live_result
     FROM idem_keys k WHERE (?1 = '' OR k.tenant = ?1))`
 
 // Leader and API keys.

@@ -145,10 +145,11 @@ func scanRecord(sc scanner) (*idemtype.Record, error) {
 		compressed                                     int
 		createdAt                                      int64
 		leaseUntil, completedAt, dedupUntil, expiresAt sql.NullInt64
+		resultExpiresAt                                sql.NullInt64
 	)
 	err := sc.Scan(&r.Tenant, &r.Key, &status, &r.Fingerprint, &r.JobID, &r.ResultJobID, &result,
 		&r.ResultHash, &r.SizeBytes, &compressed, &r.LeaseOwner, &leaseUntil, &createdAt,
-		&completedAt, &dedupUntil, &expiresAt, &r.DurationMS)
+		&completedAt, &dedupUntil, &expiresAt, &r.DurationMS, &resultExpiresAt)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +161,7 @@ func scanRecord(sc scanner) (*idemtype.Record, error) {
 	r.CompletedAt = ptrUS(completedAt)
 	r.DedupUntil = ptrUS(dedupUntil)
 	r.ExpiresAt = ptrUS(expiresAt)
+	r.ResultExpiresAt = ptrUS(resultExpiresAt)
 	return &r, nil
 }
 
