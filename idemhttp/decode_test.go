@@ -127,3 +127,27 @@ func TestFoldableName(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMemberNamesEscapedValues: the member-name pass over a body
+// whose 60 string values hold escapes (values are passed over, not
+// decoded: only names are compared).
+func BenchmarkMemberNamesEscapedValues(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"kind":"send","args":{`)
+	for i := range 60 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`"f` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26)) +
+			`":"line one\nline \"two\"\tend \u00e9"`)
+	}
+	sb.WriteString(`}}`)
+	body := []byte(sb.String())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, dup, _ := memberNames(body); dup {
+			b.Fatal("a duplicate in a body without one")
+		}
+	}
+}

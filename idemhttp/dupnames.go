@@ -125,7 +125,7 @@ func (s *nameScan) value() bool {
 	case '[':
 		return s.array()
 	case '"':
-		s.str()
+		s.skipStr() // a value: only names are compared
 	default: // a number or a literal
 		for s.pos < len(s.data) {
 			switch s.data[s.pos] {
@@ -217,6 +217,23 @@ func (s *nameScan) array() bool {
 		if !s.next() {
 			return true
 		}
+	}
+}
+
+// skipStr passes the string at s.pos (which holds '"') without decoding
+// it.
+func (s *nameScan) skipStr() {
+	s.pos++
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '\\':
+			s.pos += 2
+			continue
+		case '"':
+			s.pos++
+			return
+		}
+		s.pos++
 	}
 }
 
