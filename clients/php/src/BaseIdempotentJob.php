@@ -72,7 +72,20 @@ abstract class BaseIdempotentJob
     /** The key of the args dispatch() sends: the payload as a JSON object ({} when empty, {"0":…} for a list). */
     public function idempotencyKey(): string
     {
-        return $this->customKey ?? Keys::scoped($this->tenantId, $this->userId, static::action(), (object) $this->payload);
+        return $this->customKey ?? Keys::scoped($this->tenantId, $this->userId, static::action(), self::args($this->payload));
+    }
+
+    /**
+     * The payload as dispatch() sends it, a JSON object: an empty or
+     * list-shaped payload as an object; any other stays an array, which
+     * json_encode writes as an object with every member (an object would
+     * lose the members whose names start with NUL).
+     *
+     * @param array<string,mixed> $payload
+     */
+    private static function args(array $payload): array|object
+    {
+        return array_is_list($payload) ? (object) $payload : $payload;
     }
 
     /**
@@ -87,7 +100,7 @@ abstract class BaseIdempotentJob
         return $client->enqueue([
             'kind' => static::kind(),
             'queue' => static::$queue,
-            'args' => (object) $payload,
+            'args' => self::args($payload),
             'max_attempts' => static::$maxAttempts,
             'retry' => static::$retry,
             'metadata' => ['tenant_id' => $tenantId, 'user_id' => $userId, 'action' => static::action()],

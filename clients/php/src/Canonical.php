@@ -12,15 +12,147 @@ namespace Idem;
  */
 final class Canonical
 {
-    /** Canonical JSON of JSON text (objects stay objects, even when empty). */
+    /** The deepest nesting of arrays and objects fromJson accepts, as Go's package key. */
+    public const MAX_DEPTH = 10000;
+
+    /** One JSON token: a string, a number, a literal, a structural character, or (else) a byte that starts none. */
+    private const TOKEN = '/\G[ \t\n\r]*+(?:("(?:[^"\\\\]++|\\\\.)*+")|(-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][+-]?[0-9]++)?)|(true|false|null)|([{}\[\]:,])|(.))/s';
+
+    /**
+     * Canonical JSON of JSON text, exactly as Go's key.Canonicalize: strict
+     * RFC 8259 (objects stay objects, even when empty; member names may hold
+     * U+0000); duplicate member names, lone surrogates, invalid UTF-8,
+     * numbers beyond the double range and nesting deeper than MAX_DEPTH throw
+     * InvalidArgumentException.
+     */
     public static function fromJson(string $json): string
     {
+        if (preg_match_all(self::TOKEN, $json, $m, PREG_SET_ORDER | PREG_UNMATCHED_AS_NULL) === false) {
+            throw new \InvalidArgumentException('invalid JSON: ' . preg_last_error_msg());
+        }
+        $used = 0;
+        foreach ($m as $t) {
+            $used += strlen($t[0]);
+        }
+        if (strspn($json, " \t\n\r", $used) !== strlen($json) - $used) {
+            throw new \InvalidArgumentException('invalid JSON: unexpected character at offset ' . $used);
+        }
+        $pos = 0;
+        $out = self::parseValue($m, $pos, 0);
+        if ($pos !== count($m)) {
+            throw new \InvalidArgumentException('invalid JSON: trailing data');
+        }
+        return $out;
+    }
+
+    /**
+     * parseValue returns the canonical form of the value whose first token
+     * is $tokens[$pos] and moves $pos past it.
+     *
+     * @param list<array<int, string|null>> $tokens matches of TOKEN
+     */
+    private static function parseValue(array $tokens, int &$pos, int $depth): string
+    {
+        $t = $tokens[$pos++] ?? throw new \InvalidArgumentException('invalid JSON: unexpected end of input');
+        if ($t[1] !== null) {
+            return self::string(self::decodeString($t[1]));
+        }
+        if ($t[2] !== null) {
+            $f = (float) $t[2];
+            if (is_infinite($f)) {
+                throw new \InvalidArgumentException("invalid JSON: number {$t[2]} out of range");
+            }
+            return self::number($f);
+        }
+        if ($t[3] !== null) {
+            return $t[3];
+        }
+        if ($t[4] === '[' || $t[4] === '{') {
+            if (++$depth > self::MAX_DEPTH) {
+                throw new \InvalidArgumentException('invalid JSON: nesting deeper than ' . self::MAX_DEPTH);
+            }
+            return $t[4] === '[' ? self::parseArray($tokens, $pos, $depth) : self::parseObject($tokens, $pos, $depth);
+        }
+        throw new \InvalidArgumentException('invalid JSON: unexpected ' . var_export($t[0], true));
+    }
+
+    /** @param list<array<int, string|null>> $tokens */
+    private static function parseArray(array $tokens, int &$pos, int $depth): string
+    {
+        $items = [];
+        if (($tokens[$pos][4] ?? null) === ']') {
+            $pos++;
+            return '[]';
+        }
+        for (;;) {
+            $items[] = self::parseValue($tokens, $pos, $depth);
+            $sep = $tokens[$pos++][4] ?? null;
+            if ($sep === ']') {
+                return '[' . implode(',', $items) . ']';
+            }
+            if ($sep !== ',') {
+                throw new \InvalidArgumentException("invalid JSON: expected ',' or ']'");
+            }
+        }
+    }
+
+    /** @param list<array<int, string|null>> $tokens */
+    private static function parseObject(array $tokens, int &$pos, int $depth): string
+    {
+        $members = [];
+        if (($tokens[$pos][4] ?? null) === '}') {
+            $pos++;
+            return '{}';
+        }
+        for (;;) {
+            $name = $tokens[$pos++][1] ?? throw new \InvalidArgumentException('invalid JSON: expected a member name');
+            $name = self::decodeString($name);
+            if (isset($members[$name])) {
+                throw new \InvalidArgumentException('invalid JSON: duplicate member name ' . self::string($name));
+            }
+            if (($tokens[$pos++][4] ?? null) !== ':') {
+                throw new \InvalidArgumentException("invalid JSON: expected ':'");
+            }
+            $members[$name] = self::parseValue($tokens, $pos, $depth);
+            $sep = $tokens[$pos++][4] ?? null;
+            if ($sep === '}') {
+                return self::object($members);
+            }
+            if ($sep !== ',') {
+                throw new \InvalidArgumentException("invalid JSON: expected ',' or '}'");
+            }
+        }
+    }
+
+    /** The value of a JSON string token; json_decode checks its escapes, UTF-8 and surrogates. */
+    private static function decodeString(string $token): string
+    {
         try {
-            $v = json_decode($json, false, 512, JSON_THROW_ON_ERROR);
+            return json_decode($token, false, 1, JSON_THROW_ON_ERROR);
         } catch (\JsonException $e) {
             throw new \InvalidArgumentException('invalid JSON: ' . $e->getMessage(), 0, $e);
         }
-        return self::encode($v);
+    }
+
+    /**
+     * A canonical object of its members: name => canonical value, sorted by
+     * the UTF-16 code units of the names.
+     *
+     * @param array<array-key, string> $members
+     */
+    private static function object(array $members): string
+    {
+        $sorted = [];
+        foreach ($members as $k => $val) {
+            $k = (string) $k;
+            $sorted[] = [self::utf16be($k), $k, $val];
+        }
+        usort($sorted, fn (array $a, array $b): int => strcmp($a[0], $b[0]));
+        $out = [];
+        foreach ($sorted as [, $k, $val]) {
+            $out[] = self::string($k) . ':' . $val;
+        }
+        return '{' . implode(',', $out) . '}';
     }
 
     /**
@@ -52,15 +184,12 @@ final class Canonical
         if (is_array($v) || is_object($v)) {
             $members = [];
             foreach ((is_object($v) ? get_object_vars($v) : $v) as $k => $val) {
-                $k = (string) $k;
-                $members[] = [self::utf16be($k), $k, $val];
+                if (is_object($v) && str_starts_with((string) $k, "\0")) {
+                    continue; // json_encode leaves such properties out of an object
+                }
+                $members[$k] = self::encode($val);
             }
-            usort($members, fn (array $a, array $b): int => strcmp($a[0], $b[0]));
-            $out = [];
-            foreach ($members as [, $k, $val]) {
-                $out[] = self::string($k) . ':' . self::encode($val);
-            }
-            return '{' . implode(',', $out) . '}';
+            return self::object($members);
         }
         throw new \InvalidArgumentException('cannot canonicalize a ' . get_debug_type($v));
     }

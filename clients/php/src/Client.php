@@ -7,20 +7,45 @@ namespace Idem;
 /**
  * A client of the idem HTTP API over curl. Jobs, results and problems are
  * associative arrays as in /v1/openapi.json; ids are strings.
+ *
+ * Every POST carries an Idempotency-Key (the caller's, or a random one per
+ * call), and requests that got no answer, a 5xx, a 429 or a 409 "key in
+ * progress" are retried with the same key and body, as the Go client
+ * does: a retried enqueue answers the job the first attempt created.
  */
 class Client
 {
+    /** Retries after the first attempt, by default. */
+    public const DEFAULT_MAX_RETRIES = 4;
+    /** Seconds that bound the backoff between retries, by default. */
+    public const DEFAULT_MIN_BACKOFF = 0.1;
+    public const DEFAULT_MAX_BACKOFF = 5.0;
+
     private string $baseUrl;
 
     /**
-     * @param string      $baseUrl such as "http://127.0.0.1:8080"
-     * @param string      $apiKey  an API key (idem_…)
-     * @param string|null $tenant  act in this tenant (admin keys only): Idem-Tenant
-     * @param float       $timeout seconds per request, beyond any long-poll wait
+     * @param string      $baseUrl    such as "http://127.0.0.1:8080"
+     * @param string      $apiKey     an API key (idem_…)
+     * @param string|null $tenant     act in this tenant (admin keys only): Idem-Tenant
+     * @param float       $timeout    seconds per request, beyond any long-poll wait
+     * @param int         $maxRetries retries after the first attempt (0: none)
+     * @param float       $minBackoff seconds: the exponential backoff with jitter
+     * @param float       $maxBackoff between retries stays within these; a
+     *                                Retry-After wins when longer, up to $maxBackoff
      */
-    public function __construct(string $baseUrl, private string $apiKey, private ?string $tenant = null, private float $timeout = 30.0)
-    {
+    public function __construct(
+        string $baseUrl,
+        private string $apiKey,
+        private ?string $tenant = null,
+        private float $timeout = 30.0,
+        private int $maxRetries = self::DEFAULT_MAX_RETRIES,
+        private float $minBackoff = self::DEFAULT_MIN_BACKOFF,
+        private float $maxBackoff = self::DEFAULT_MAX_BACKOFF,
+    ) {
         $this->baseUrl = rtrim($baseUrl, '/');
+        $this->maxRetries = max($this->maxRetries, 0);
+        $this->minBackoff = max($this->minBackoff, 0.001);
+        $this->maxBackoff = max($this->maxBackoff, $this->minBackoff);
     }
 
     /** A copy acting in another tenant (admin keys only). */
@@ -33,20 +58,56 @@ class Client
 
     /**
      * enqueue enqueues a job: ['kind' => …, 'queue' => …, 'args' => […], …].
-     * With an idempotency key, a retry answers the key's existing job.
+     * With an idempotency key (argument or 'idempotency_key'), a retry
+     * answers the key's existing job. Without one the client makes a random
+     * key for the call (the job's idempotency_key), so its own retries
+     * never enqueue twice.
      *
      * @param array<string,mixed> $job
      * @return array{job: array<string,mixed>, existing: bool}
      */
     public function enqueue(array $job, ?string $idempotencyKey = null): array
     {
+        if ($idempotencyKey === null || $idempotencyKey === '') {
+            $idempotencyKey = isset($job['idempotency_key']) ? (string) $job['idempotency_key'] : null;
+        }
         return $this->request('POST', '/v1/jobs', $job, self::keyHeader($idempotencyKey));
     }
 
-    /** The Idempotency-Key header of a key: none for null or "" (the server wants 1 or more characters); "0" is a key. */
+    /** newKey returns a random idempotency key (32 hex digits). */
+    public static function newKey(): string
+    {
+        return bin2hex(random_bytes(16));
+    }
+
+    /**
+     * The Idempotency-Key header of a call: the key, or a random one for
+     * null or "" (the server wants 1 or more characters; "0" is a key). A
+     * key that cannot travel as a header (characters outside printable
+     * ASCII, 0x20–0x7E) throws InvalidArgumentException: sent, a CR LF
+     * would end the header and send a different key.
+     *
+     * @return array{Idempotency-Key: string}
+     */
     private static function keyHeader(?string $key): array
     {
-        return $key !== null && $key !== '' ? ['Idempotency-Key' => $key] : [];
+        if ($key === null || $key === '') {
+            return ['Idempotency-Key' => self::newKey()];
+        }
+        if (!preg_match('/^[\x20-\x7e]+$/', $key)) {
+            throw new \InvalidArgumentException('an idempotency key is 1 or more printable ASCII characters (0x20-0x7E)');
+        }
+        return ['Idempotency-Key' => $key];
+    }
+
+    /** pathSegment escapes one path segment; "." and ".." are percent-encoded (sent bare, they would name another resource). */
+    private static function pathSegment(string $s): string
+    {
+        return match ($s) {
+            '.' => '%2E',
+            '..' => '%2E%2E',
+            default => rawurlencode($s),
+        };
     }
 
     /**
@@ -80,7 +141,8 @@ class Client
         if ($metadata !== null) {
             $body['metadata'] = $metadata;
         }
-        return $this->request('POST', '/v1/batches', $body);
+        // The body's key, repeated as the header, makes retries safe; "" gets the server's 400.
+        return $this->request('POST', '/v1/batches', $body, $key === '' ? [] : self::keyHeader($key));
     }
 
     /** @return array<string,mixed> the batch with its counts, jobs and on_finish job */
@@ -134,7 +196,7 @@ class Client
         if ($kinds) {
             $body['kinds'] = $kinds;
         }
-        return $this->request('POST', '/v1/claim', $body, [], self::seconds($wait))['jobs'];
+        return $this->request('POST', '/v1/claim', $body, self::keyHeader(null), self::seconds($wait))['jobs'];
     }
 
     /** heartbeat extends a claimed job's lease; it returns the new end (RFC 3339). */
@@ -144,7 +206,7 @@ class Client
         if ($lease !== null) {
             $body['lease'] = $lease;
         }
-        return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/heartbeat', $body)['lease_expires_at'];
+        return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/heartbeat', $body, self::keyHeader(null))['lease_expires_at'];
     }
 
     /** complete completes a claimed job with an optional JSON result. */
@@ -154,7 +216,7 @@ class Client
         if ($result !== null) {
             $body['result'] = $result;
         }
-        return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/complete', $body);
+        return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/complete', $body, self::keyHeader(null));
     }
 
     /** fail fails a claimed job: retried later unless $retry is false or attempts are used up. */
@@ -167,18 +229,61 @@ class Client
         if ($retryAfter !== null) {
             $body['retry_after'] = $retryAfter;
         }
-        return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/fail', $body);
+        return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/fail', $body, self::keyHeader(null));
     }
 
-    public function cancel(string $id): array
+    /** cancel cancels a job (409 wrong-state when it is finished). */
+    public function cancel(string $id, ?string $idempotencyKey = null): array
     {
-        return $this->request('POST', '/v1/jobs/' . rawurlencode($id) . '/cancel');
+        return $this->request('POST', '/v1/jobs/' . rawurlencode($id) . '/cancel', null, self::keyHeader($idempotencyKey));
+    }
+
+    /** retry makes a dead or cancelled job available again ($runAt in the future, RFC 3339: scheduled). */
+    public function retry(string $id, ?string $runAt = null, ?string $idempotencyKey = null): array
+    {
+        $body = $runAt === null ? null : ['run_at' => $runAt];
+        return $this->request('POST', '/v1/jobs/' . rawurlencode($id) . '/retry', $body, self::keyHeader($idempotencyKey));
+    }
+
+    /** @return list<array<string,mixed>> the attempts of a job, oldest first */
+    public function attempts(string $id): array
+    {
+        return $this->request('GET', '/v1/jobs/' . rawurlencode($id) . '/attempts')['attempts'];
     }
 
     /** requeue moves dead jobs back: ['ids' => […]] or ['filter' => […]]. */
     public function requeue(array $selection): int
     {
-        return $this->request('POST', '/v1/dlq/requeue', $selection)['requeued'];
+        return $this->request('POST', '/v1/dlq/requeue', $selection, self::keyHeader(null))['requeued'];
+    }
+
+    /**
+     * record returns the idempotency record of a key: status, job_id, and
+     * while a result is stored result_job_id (the job that produced it) and
+     * result_expires_at; $includeResult adds the result itself.
+     *
+     * @return array<string,mixed>
+     */
+    public function record(string $key, bool $includeResult = false): array
+    {
+        return $this->request('GET', '/v1/idempotency/' . self::pathSegment($key) . ($includeResult ? '?include=result' : ''));
+    }
+
+    /**
+     * deleteRecord deletes the idempotency record of a key: the key may be
+     * used again. It is sent once, never retried (as the Go client's
+     * DeleteRecord): a retry could delete a record another enqueue made
+     * with the key meanwhile.
+     */
+    public function deleteRecord(string $key): void
+    {
+        $this->request('DELETE', '/v1/idempotency/' . self::pathSegment($key));
+    }
+
+    /** @return array<string,mixed> entries, in_progress, expiring_24h, expired, size_bytes, hits, misses, hit_rate */
+    public function recordStats(): array
+    {
+        return $this->request('GET', '/v1/idempotency');
     }
 
     public function stats(): array
@@ -187,13 +292,52 @@ class Client
     }
 
     /**
-     * request sends one request and decodes the JSON answer; a problem
-     * throws IdemException.
+     * request sends a request and decodes the JSON answer; a problem throws
+     * IdemException. GET, HEAD and PUT, and requests with an
+     * Idempotency-Key, are retried after no answer, a 5xx, a 429 or a 409
+     * "key in progress" (up to $maxRetries times, the same key and body).
      *
      * @param array<string,string> $headers
      */
     public function request(string $method, string $path, ?array $body = null, array $headers = [], float $extraSeconds = 0.0): ?array
     {
+        $repeatable = in_array($method, ['GET', 'HEAD', 'PUT'], true) || isset($headers['Idempotency-Key']);
+        for ($attempt = 0; ; $attempt++) {
+            try {
+                return $this->once($method, $path, $body, $headers, $extraSeconds, $retryAfter);
+            } catch (IdemException $e) {
+                if (!$repeatable || $attempt >= $this->maxRetries || !self::retryable($e)) {
+                    throw $e;
+                }
+                usleep((int) ($this->backoff($attempt, $retryAfter) * 1e6));
+            }
+        }
+    }
+
+    /** retryable: no answer, a 5xx, a 429, or a key still in progress. */
+    private static function retryable(IdemException $e): bool
+    {
+        return $e->status === 0 || $e->status >= 500 || $e->status === 429
+            || ($e->status === 409 && $e->type() === 'idempotency-key-in-progress');
+    }
+
+    /** backoff is the Go client's: exponential with jitter, or Retry-After when longer, at most $maxBackoff. */
+    private function backoff(int $attempt, float $retryAfter): float
+    {
+        $d = min($this->minBackoff * 2 ** $attempt, $this->maxBackoff);
+        $d = $d / 2 + mt_rand() / mt_getrandmax() * $d / 2;
+        return max($d, min($retryAfter, $this->maxBackoff));
+    }
+
+    /**
+     * once sends one attempt; $retryAfter is set to the seconds of the
+     * answer's Retry-After (0 when absent).
+     *
+     * @param array<string,string> $headers
+     */
+    private function once(string $method, string $path, ?array $body, array $headers, float $extraSeconds, ?float &$retryAfter): ?array
+    {
+        $retryAfter = 0.0;
         $h = ['Authorization: Bearer ' . $this->apiKey, 'Accept: application/json'];
         if ($this->tenant !== null) {
             $h[] = 'Idem-Tenant: ' . $this->tenant;
@@ -206,6 +350,13 @@ class Client
             CURLOPT_CUSTOMREQUEST => $method,
             CURLOPT_RETURNTRANSFER => true,
             CURLOPT_TIMEOUT_MS => (int) (($this->timeout + $extraSeconds) * 1000),
+            CURLOPT_PATH_AS_IS => true, // "%2E" stays a key, not a dot segment
+            CURLOPT_HEADERFUNCTION => static function ($ch, string $line) use (&$retryAfter): int {
+                if (preg_match('/^retry-after:\s*([0-9]+)\s*$/i', $line, $m)) {
+                    $retryAfter = (float) $m[1];
+                }
+                return strlen($line);
+            },
         ];
         if ($body !== null) {
             $h[] = 'Content-Type: application/json';

@@ -124,3 +124,55 @@ final class TestServer
         exec('rm -rf ' . escapeshellarg($this->dir));
     }
 }
+
+/**
+ * A `php -S` proxy (tests/proxy.php) in front of $upstream that follows a
+ * plan of faults, one entry per request: "pass", "lost" (forwarded, then a
+ * 502), or [status, Retry-After, problem type] (answered by the proxy).
+ */
+final class FaultProxy
+{
+    public string $url;
+    /** @var resource */
+    private $proc;
+    private string $dir;
+
+    /** @param list<string|array{int, ?string, string}> $plan */
+    public function __construct(string $upstream, array $plan)
+    {
+        $this->dir = sys_get_temp_dir() . '/idem-php-proxy-' . bin2hex(random_bytes(6));
+        mkdir($this->dir);
+        file_put_contents($this->dir . '/plan.json', json_encode($plan));
+        touch($this->dir . '/seen');
+        $probe = stream_socket_server('tcp://127.0.0.1:0');
+        $addr = stream_socket_get_name($probe, false);
+        fclose($probe);
+        $env = ['IDEM_PROXY_DIR' => $this->dir, 'IDEM_PROXY_UPSTREAM' => $upstream] + getenv();
+        $this->proc = proc_open([PHP_BINARY, '-S', $addr, __DIR__ . '/proxy.php'], [1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes, null, $env);
+        $this->url = 'http://' . $addr;
+        $deadline = microtime(true) + 10;
+        while (microtime(true) < $deadline) {
+            $s = @stream_socket_client('tcp://' . $addr, $errno, $errstr, 0.2);
+            if ($s !== false) {
+                fclose($s);
+                return;
+            }
+            usleep(20_000);
+        }
+        throw new RuntimeException('the test proxy did not start');
+    }
+
+    /** @return list<array{string, string, string}> method, path and Idempotency-Key of each request */
+    public function seen(): array
+    {
+        $lines = file($this->dir . '/seen', FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINES) ?: [];
+        return array_map(static fn (string $l) => explode(' ', $l, 3), $lines);
+    }
+
+    public function stop(): void
+    {
+        proc_terminate($this->proc, SIGTERM);
+        proc_close($this->proc);
+        exec('rm -rf ' . escapeshellarg($this->dir));
+    }
+}

@@ -49,6 +49,37 @@ foreach ($vectors['formats'] as $f) {
     }
 }
 
+// Go's answers on the edges (key/testdata/canonical-edges.json, pinned by
+// package key's TestCanonicalEdges): refused inputs throw, kept ones match.
+$edges = json_decode((string) file_get_contents(dirname(__DIR__, 3) . '/key/testdata/canonical-edges.json'), true, 512, JSON_THROW_ON_ERROR);
+foreach ($edges['cases'] as $e) {
+    test('canonical edge: ' . $e['name'], function () use ($e) {
+        if (isset($e['nest'])) {
+            $in = $want = str_repeat('[', $e['nest']) . str_repeat(']', $e['nest']);
+        } else {
+            $in = isset($e['input_hex']) ? (string) hex2bin($e['input_hex']) : $e['input'];
+            $want = $e['canonical'] ?? null;
+        }
+        if (!empty($e['error'])) {
+            throws(InvalidArgumentException::class, fn () => Canonical::fromJson($in));
+            return;
+        }
+        same($want, Canonical::fromJson($in));
+    });
+}
+
+test('a PHP value canonicalizes as the JSON json_encode sends for it', function () {
+    $values = [
+        ["\0x" => 1, 'a' => [1.0, 'b' => null]],
+        (object) ['z' => new stdClass(), 'y' => [], 'x' => ['k' => (object) []]],
+        ['0' => 'a', '1' => 'b'],
+        [3 => 'x', 'é' => "caf\u{e9}", '€' => -0.0, 'long' => 0.1 + 0.2],
+    ];
+    foreach ($values as $v) {
+        same(Canonical::fromJson(json_encode($v, JSON_THROW_ON_ERROR | JSON_PRESERVE_ZERO_FRACTION)), Canonical::encode($v));
+    }
+});
+
 test('canonical PHP values: empty object vs list, key order, floats', function () {
     same('{"a":[],"b":{},"c":1.5,"d":100}', Canonical::encode(['d' => 100.0, 'c' => 1.5, 'b' => new stdClass(), 'a' => []]));
     same('{"1":"x","a":true}', Canonical::encode(['a' => true, 1 => 'x']));
@@ -263,6 +294,16 @@ test('dispatch with a payload whose keys are "0","1": key is Go key.Scoped of {"
     same(go_scoped('t1', 'u1', 'ping', '{"0":"a","1":"b"}'), (new PingJob('t1', 'u1', $payload))->idempotencyKey());
 });
 
+test('dispatch with a payload name starting with NUL: the args keep it and the key is Go key.Scoped of them', function () use ($server, &$srv) {
+    $c = $server();
+    $r = PingJob::dispatch($c, 't1', 'u1', ["\0a" => 1, 'b' => [2]]);
+    $ch = curl_init($srv->url . '/v1/jobs/' . $r['job']['id']);
+    curl_setopt_array($ch, [CURLOPT_RETURNTRANSFER => true, CURLOPT_HTTPHEADER => ['Authorization: Bearer ' . $srv->adminKey]]);
+    $args = json_encode(json_decode((string) curl_exec($ch), true)['args']);
+    same('{"\\u0000a":1,"b":[2]}', $args, 'args on the server');
+    same(go_scoped('t1', 'u1', 'ping', Canonical::fromJson($args)), $r['job']['idempotency_key']);
+});
+
 test('enqueue and enqueueBatch with Idempotency-Key "0" enqueue once', function () use ($server) {
     $c = $server()->withTenant('php-zero');
     $a = $c->enqueue(['kind' => 'k', 'queue' => 'php-zero'], '0');
@@ -327,6 +368,101 @@ test('a result that cannot be encoded fails the job and the handler runs once', 
     same(1, $runs, "handler runs (job {$j['state']}); loop errors " . implode('; ', $errors));
     same('dead', $j['state']);
     check(str_contains((string) ($j['last_error'] ?? ''), 'result is not JSON'), 'last_error: ' . ($j['last_error'] ?? ''));
+});
+
+// --- retries (a fault-injecting proxy in front of the server), keys, records ---
+
+/** with_proxy runs $fn with a client behind a FaultProxy that follows $plan. */
+function with_proxy(TestServer $srv, array $plan, callable $fn, array $opts = []): mixed
+{
+    $p = new FaultProxy($srv->url, $plan);
+    try {
+        return $fn(new Client($p->url, $srv->adminKey, null, 30.0, ...$opts), $p);
+    } finally {
+        $p->stop();
+    }
+}
+
+test('an enqueue whose reply is lost is retried with the same key: one job', function () use ($server, &$srv) {
+    $c = $server();
+    $r = with_proxy($srv, ['lost'], function (Client $pc, FaultProxy $p) {
+        $r = $pc->enqueue(['kind' => 'k', 'queue' => 'php-lost']);
+        $seen = $p->seen();
+        same(2, count($seen));
+        same($seen[0][2], $seen[1][2], 'one key for both attempts');
+        return $r;
+    }, ['minBackoff' => 0.01]);
+    same(true, $r['existing'], 'the retry answered the job the first attempt made');
+    same([$r['job']['id']], array_map(fn ($j) => $j['id'], iterator_to_array($c->listJobs(['queue' => 'php-lost']), false)));
+});
+
+test('a claim and a complete whose replies are lost are retried: one attempt, completed', function () use ($server, &$srv) {
+    $c = $server();
+    $id = $c->enqueue(['kind' => 'k', 'queue' => 'php-lost-claim'])['job']['id'];
+    with_proxy($srv, ['lost', 'pass', 'lost', 'pass'], function (Client $pc) use ($id) {
+        $jobs = $pc->claim(['php-lost-claim'], 'w', 1, '30s', '0s');
+        same([$id], array_map(fn ($j) => $j['id'], $jobs), 'the retried claim replays the first claim');
+        same('completed', $pc->complete($jobs[0], ['ok' => 1])['state']);
+    }, ['minBackoff' => 0.01]);
+    same(1, count($c->attempts($id)));
+});
+
+test('a 503 with Retry-After waits that long, at most maxBackoff; 4xx and maxRetries 0 are not retried', function () use ($server, &$srv) {
+    $server();
+    $unavailable = [[503, '1', '/problems/service-unavailable']];
+    $t0 = microtime(true);
+    with_proxy($srv, $unavailable, fn (Client $pc) => $pc->stats(), ['minBackoff' => 0.01]);
+    check(microtime(true) - $t0 >= 0.95, 'retried before the Retry-After');
+    $t0 = microtime(true);
+    with_proxy($srv, $unavailable, fn (Client $pc) => $pc->stats(), ['minBackoff' => 0.01, 'maxBackoff' => 0.2]);
+    check(microtime(true) - $t0 < 0.9, 'the cap is maxBackoff');
+    with_proxy($srv, $unavailable, function (Client $pc, FaultProxy $p) {
+        same(503, throws(IdemException::class, fn () => $pc->stats())->status);
+        same(1, count($p->seen()));
+    }, ['maxRetries' => 0]);
+    with_proxy($srv, [], function (Client $pc, FaultProxy $p) {
+        same(400, throws(IdemException::class, fn () => $pc->enqueue(['kind' => 'k', 'max_attempts' => 0]))->status);
+        same(1, count($p->seen()));
+    }, ['minBackoff' => 0.01]);
+    with_proxy($srv, [[409, '0', '/problems/idempotency-key-in-progress']], function (Client $pc, FaultProxy $p) {
+        same(false, $pc->enqueue(['kind' => 'k', 'queue' => 'php-in-progress'])['existing']);
+        same(2, count($p->seen()));
+    }, ['minBackoff' => 0.01]);
+});
+
+test('an idempotency key that cannot travel as a header is refused before sending', function () use ($server, &$srv) {
+    $server();
+    with_proxy($srv, [], function (Client $pc, FaultProxy $p) {
+        throws(InvalidArgumentException::class, fn () => $pc->enqueue(['kind' => 'k', 'queue' => 'php-crlf'], "a\r\nX-Other: 1"));
+        throws(InvalidArgumentException::class, fn () => $pc->cancel('1', "caf\u{e9}"));
+        same(0, count($p->seen()));
+    });
+});
+
+test('records show result_job_id and result_expires_at; include=result; delete; stats; keys "." and ".."', function () use ($server) {
+    $c = $server();
+    foreach (['php-record-1', '.', '..'] as $key) {
+        $job = $c->enqueue(['kind' => 'k', 'queue' => 'php-records'], $key)['job'];
+        $rec = $c->record($key);
+        same($key, $rec['key']);
+        same('in_progress', $rec['status']);
+        check(!isset($rec['result_job_id']), 'no result yet');
+        $claimed = $c->claim(['php-records'], 'w');
+        $c->complete($claimed[0], ['n' => 1]);
+        $rec = $c->record($key);
+        same('completed', $rec['status']);
+        same($job['id'], $rec['job_id']);
+        same($job['id'], $rec['result_job_id']);
+        check(strtotime($rec['result_expires_at']) > time(), 'result_expires_at ahead');
+        check(!array_key_exists('result', $rec), 'no result without include');
+        same(['n' => 1], $c->record($key, true)['result']);
+        $c->deleteRecord($key);
+        same(404, throws(IdemException::class, fn () => $c->record($key))->status);
+    }
+    check($c->recordStats()['entries'] >= 0, 'stats');
+    $dead = $c->enqueue(['kind' => 'k', 'queue' => 'php-retry-job'])['job']['id'];
+    $c->cancel($dead);
+    same('available', $c->retry($dead)['state']);
 });
 
 // exit() would skip a finally block: the server is stopped first, then the

@@ -7,6 +7,8 @@ import type { components, paths } from "./schema.js";
 export type { components, paths } from "./schema.js";
 export { verifyWebhook, WebhookVerificationError, type WebhookHeaders } from "./webhook.js";
 export { runWorker, PermanentError, type WorkerOptions, type JobContext } from "./worker.js";
+export { canonicalize, canonicalValue, CanonicalError, maxDepth } from "./canonical.js";
+export { keyHash, scopedKey, contentKey } from "./keys.js";
 
 type Schemas = components["schemas"];
 export type Job = Schemas["Job"];
@@ -26,6 +28,7 @@ export type Problem = Schemas["Problem"];
 export type Stats = Schemas["Stats"];
 export type Attempt = Schemas["Attempt"];
 export type IdempotencyRecord = Schemas["Record"];
+export type CacheStats = Schemas["CacheStats"];
 export type JobListQuery = NonNullable<paths["/v1/jobs"]["get"]["parameters"]["query"]>;
 export type DLQListQuery = NonNullable<paths["/v1/dlq"]["get"]["parameters"]["query"]>;
 /** A Go duration such as "30s" or "1m30s". */
@@ -56,6 +59,46 @@ export interface IdemOptions {
   tenant?: string;
   /** A fetch implementation; default globalThis.fetch. */
   fetch?: typeof globalThis.fetch;
+  /**
+   * Retries after the first attempt of a request that got no answer, a 5xx,
+   * a 429 or a 409 "idempotency key in progress"; default
+   * defaultMaxRetries, 0 for none. Only requests that are safe to repeat
+   * are retried: GET and PUT, and POSTs, which every helper sends with an
+   * Idempotency-Key (the caller's, or a random one per call), so a retry
+   * answers what the first attempt did.
+   */
+  maxRetries?: number;
+  /**
+   * Milliseconds that bound the exponential backoff with jitter between
+   * retries; defaults defaultMinBackoffMs and defaultMaxBackoffMs. A
+   * Retry-After header wins when longer, up to maxBackoffMs.
+   */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+/** Defaults of IdemOptions: as the Go client's (idemclient.DefaultMaxRetries, …). */
+export const defaultMaxRetries = 4;
+export const defaultMinBackoffMs = 100;
+export const defaultMaxBackoffMs = 5000;
+
+/** newKey returns a random idempotency key (32 hex digits). */
+export function newKey(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * checkKey refuses an Idempotency-Key that cannot travel as a header:
+ * characters outside printable ASCII (0x20–0x7E), or none.
+ */
+function checkKey(key: string): string {
+  if (!/^[\x20-\x7e]+$/.test(key)) throw new RangeError("idem: an idempotency key is 1 or more printable ASCII characters (0x20-0x7E)");
+  return key;
+}
+
+/** keyHeader is the Idempotency-Key header of a call: the caller's key, or a random one. */
+function keyHeader(key: string | undefined): { "Idempotency-Key": string } {
+  return { "Idempotency-Key": key === undefined || key === "" ? newKey() : checkKey(key) };
 }
 
 export interface RequestOptions {
@@ -74,23 +117,91 @@ function unwrap<T>(r: { data?: T; error?: unknown; response: Response }): T {
   return r.data;
 }
 
+/** The retry policy of a client (IdemOptions with defaults). */
+interface RetryPolicy {
+  maxRetries: number;
+  minMs: number;
+  maxMs: number;
+}
+
 /**
- * transportErrors wraps fetch so that a request that got no answer (network
- * error, refused connection) throws IdemError with status 0. Aborts and
- * timeouts are rethrown as they are (AbortError, TimeoutError).
+ * once sends one attempt; a request that got no answer (network error,
+ * refused connection) throws IdemError with status 0. Aborts and timeouts
+ * are rethrown as they are (AbortError, TimeoutError).
  */
-function transportErrors(f: typeof globalThis.fetch | undefined): typeof globalThis.fetch {
+async function once(f: typeof globalThis.fetch, req: Request): Promise<Response> {
+  try {
+    return await f(req);
+  } catch (err) {
+    const name = (err as { name?: unknown } | null)?.name;
+    if (req.signal.aborted || name === "AbortError" || name === "TimeoutError") throw err;
+    const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : "";
+    const e = new IdemError(0, undefined, `idem: transport: ${err instanceof Error ? err.message : String(err)}${cause}`);
+    (e as { cause?: unknown }).cause = err;
+    throw e;
+  }
+}
+
+/** retryable: a 5xx, a 429, or a 409 whose problem is a key still in progress. */
+async function retryable(res: Response): Promise<boolean> {
+  if (res.status >= 500 || res.status === 429) return true;
+  if (res.status !== 409) return false;
+  const p: unknown = await res.clone().json().catch(() => undefined);
+  return isProblem(p) && p.type.endsWith("/idempotency-key-in-progress");
+}
+
+/** backoff is the Go client's: exponential with jitter, or Retry-After when longer, at most maxMs. */
+function backoff(p: RetryPolicy, attempt: number, retryAfterMs: number): number {
+  let d = Math.min(p.minMs * 2 ** attempt, p.maxMs);
+  d = d / 2 + (Math.random() * d) / 2;
+  return Math.max(d, Math.min(retryAfterMs, p.maxMs));
+}
+
+/** retryAfterMs reads a Retry-After of whole seconds; 0 when absent. */
+function retryAfterMs(res: Response): number {
+  const v = res.headers.get("Retry-After") ?? "";
+  return /^[0-9]+$/.test(v) ? Number(v) * 1000 : 0;
+}
+
+/** pause waits ms, or rejects with the signal's reason when it aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * sender wraps fetch: transport failures become IdemError status 0, and
+ * requests that are safe to repeat (GET, HEAD, PUT, and any request with
+ * an Idempotency-Key) are retried as the Go client retries them.
+ */
+function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof globalThis.fetch {
   return async (input, init) => {
-    try {
-      return await (f ?? globalThis.fetch)(input, init);
-    } catch (err) {
-      const name = (err as { name?: unknown } | null)?.name;
-      const aborted = (input instanceof Request && input.signal.aborted) || init?.signal?.aborted === true;
-      if (aborted || name === "AbortError" || name === "TimeoutError") throw err;
-      const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : "";
-      const e = new IdemError(0, undefined, `idem: transport: ${err instanceof Error ? err.message : String(err)}${cause}`);
-      (e as { cause?: unknown }).cause = err;
-      throw e;
+    const fetchFn = f ?? globalThis.fetch;
+    const req = input instanceof Request && init === undefined ? input : new Request(input, init);
+    const repeatable = ["GET", "HEAD", "PUT"].includes(req.method) || req.headers.has("Idempotency-Key");
+    for (let attempt = 0; ; attempt++) {
+      const last = !repeatable || attempt >= p.maxRetries;
+      let res: Response;
+      try {
+        res = await once(fetchFn, last ? req : req.clone());
+      } catch (err) {
+        if (last || !(err instanceof IdemError)) throw err;
+        await pause(backoff(p, attempt, 0), req.signal);
+        continue;
+      }
+      if (last || !(await retryable(res))) return res;
+      await res.body?.cancel();
+      await pause(backoff(p, attempt, retryAfterMs(res)), req.signal);
     }
   };
 }
@@ -106,35 +217,34 @@ export class Idem {
     this.api = createClient<paths>({
       baseUrl: opts.baseUrl.replace(/\/+$/, ""),
       headers,
-      fetch: transportErrors(opts.fetch),
+      fetch: sender(opts.fetch, {
+        maxRetries: Math.max(opts.maxRetries ?? defaultMaxRetries, 0),
+        minMs: Math.max(opts.minBackoffMs ?? defaultMinBackoffMs, 1),
+        maxMs: Math.max(opts.maxBackoffMs ?? defaultMaxBackoffMs, opts.minBackoffMs ?? defaultMinBackoffMs, 1),
+      }),
     });
   }
 
   /**
    * enqueue enqueues a job. With an idempotency key (argument or
    * req.idempotency_key) a retry answers the key's existing job with
-   * existing: true instead of enqueuing twice.
+   * existing: true instead of enqueuing twice. Without one the client
+   * makes a random key for the call (the job's idempotency_key), so its
+   * own retries never enqueue twice.
    */
   async enqueue(req: EnqueueRequest, opts: RequestOptions & { idempotencyKey?: string } = {}): Promise<EnqueueReply> {
-    const r = await this.api.POST("/v1/jobs", {
-      body: req,
-      params: { header: opts.idempotencyKey ? { "Idempotency-Key": opts.idempotencyKey } : {} },
-      ...signal(opts),
-    });
+    const r = await this.api.POST("/v1/jobs", { body: req, ...post(opts.idempotencyKey || req.idempotency_key, opts) });
     return unwrap(r);
   }
 
   /**
    * enqueueBatch enqueues up to 1000 jobs; each result is a job or the
    * problem of its item. An idempotencyKey K keys each item without a key
-   * as "K:<index>", so retrying the whole batch enqueues nothing twice.
+   * as "K:<index>", so retrying the whole batch enqueues nothing twice
+   * (without idempotencyKey the client makes a random one for the call).
    */
   async enqueueBatch(jobs: EnqueueRequest[], opts: RequestOptions & { idempotencyKey?: string } = {}): Promise<BatchResult[]> {
-    const r = await this.api.POST("/v1/jobs/batch", {
-      body: { jobs },
-      params: { header: opts.idempotencyKey ? { "Idempotency-Key": opts.idempotencyKey } : {} },
-      ...signal(opts),
-    });
+    const r = await this.api.POST("/v1/jobs/batch", { body: { jobs }, ...post(opts.idempotencyKey, opts) });
     return unwrap(r).results;
   }
 
@@ -145,7 +255,10 @@ export class Idem {
    * the outcomes with getBatch (its metadata carries idem_batch_id).
    */
   async createBatch(req: BatchCreateRequest, opts: RequestOptions = {}): Promise<BatchCreateReply> {
-    return unwrap(await this.api.POST("/v1/batches", { body: req, ...signal(opts) }));
+    // The body's key, repeated as the header, makes retries safe; without
+    // one the server's 400 says a batch needs a key.
+    const init = req.key ? post(req.key, opts) : signal(opts);
+    return unwrap(await this.api.POST("/v1/batches", { body: req, ...init }));
   }
 
   /** getBatch returns a batch with its counts, its jobs and its on_finish job. */
@@ -157,18 +270,17 @@ export class Idem {
     return unwrap(await this.api.GET("/v1/jobs/{id}", { params: { path: { id } }, ...signal(opts) }));
   }
 
+  /** cancel cancels a job (409 wrong-state when it is finished). */
   async cancel(id: string, opts: RequestOptions & { idempotencyKey?: string } = {}): Promise<Job> {
-    return unwrap(await this.api.POST("/v1/jobs/{id}/cancel", {
-      params: { path: { id }, header: opts.idempotencyKey ? { "Idempotency-Key": opts.idempotencyKey } : {} },
-      ...signal(opts),
-    }));
+    return unwrap(await this.api.POST("/v1/jobs/{id}/cancel", { params: { path: { id } }, ...post(opts.idempotencyKey, opts) }));
   }
 
-  async retry(id: string, opts: RequestOptions & { runAt?: string } = {}): Promise<Job> {
+  /** retry makes a dead or cancelled job available again (scheduled with a future runAt). */
+  async retry(id: string, opts: RequestOptions & { runAt?: string; idempotencyKey?: string } = {}): Promise<Job> {
     return unwrap(await this.api.POST("/v1/jobs/{id}/retry", {
       params: { path: { id } },
       body: opts.runAt ? { run_at: opts.runAt } : {},
-      ...signal(opts),
+      ...post(opts.idempotencyKey, opts),
     }));
   }
 
@@ -200,12 +312,12 @@ export class Idem {
 
   /** requeue moves dead jobs back to available, by ids or by a filter. */
   async requeue(sel: { ids: string[] } | { filter: Filter }, opts: RequestOptions = {}): Promise<number> {
-    return unwrap(await this.api.POST("/v1/dlq/requeue", { body: sel, ...signal(opts) })).requeued;
+    return unwrap(await this.api.POST("/v1/dlq/requeue", { body: sel, ...post(undefined, opts) })).requeued;
   }
 
   /** claim claims up to req.limit jobs, waiting up to req.wait for one. */
   async claim(req: ClaimRequest, opts: RequestOptions = {}): Promise<ClaimedJob[]> {
-    return unwrap(await this.api.POST("/v1/claim", { body: req, ...signal(opts) })).jobs;
+    return unwrap(await this.api.POST("/v1/claim", { body: req, ...post(undefined, opts) })).jobs;
   }
 
   /** heartbeat extends the lease of a claimed job; it returns the new end. */
@@ -213,7 +325,7 @@ export class Idem {
     const r = await this.api.POST("/v1/jobs/{id}/heartbeat", {
       params: { path: { id: job.id } },
       body: { lease_token: job.lease_token, ...(lease ? { lease } : {}) },
-      ...signal(opts),
+      ...post(undefined, opts),
     });
     return unwrap(r).lease_expires_at;
   }
@@ -223,7 +335,7 @@ export class Idem {
     return unwrap(await this.api.POST("/v1/jobs/{id}/complete", {
       params: { path: { id: job.id } },
       body: { lease_token: job.lease_token, ...(result === undefined ? {} : { result }) },
-      ...signal(opts),
+      ...post(undefined, opts),
     }));
   }
 
@@ -240,7 +352,7 @@ export class Idem {
         ...(opts.retry === undefined ? {} : { retry: opts.retry }),
         ...(opts.retryAfter ? { retry_after: opts.retryAfter } : {}),
       },
-      ...signal(opts),
+      ...post(undefined, opts),
     }));
   }
 
@@ -248,11 +360,51 @@ export class Idem {
     return unwrap(await this.api.GET("/v1/stats", { ...signal(opts) }));
   }
 
-  async record(key: string, opts: RequestOptions = {}): Promise<IdempotencyRecord> {
-    return unwrap(await this.api.GET("/v1/idempotency/{key}", { params: { path: { key } }, ...signal(opts) }));
+  /**
+   * record returns the idempotency record of key: its status, job_id, and
+   * while a result is stored result_job_id (the job that produced it) and
+   * result_expires_at; includeResult adds the result itself.
+   */
+  async record(key: string, opts: RequestOptions & { includeResult?: boolean } = {}): Promise<IdempotencyRecord> {
+    const query = opts.includeResult ? { include: "result" as const } : {};
+    return unwrap(await this.api.GET("/v1/idempotency/{key}", { params: { path: { key: pathKey(key) }, query }, ...signal(opts) }));
+  }
+
+  /**
+   * deleteRecord deletes the idempotency record of key: the key may be
+   * used again. It is sent once, never retried (as the Go client's
+   * DeleteRecord): a retry could delete a record that another enqueue made
+   * with the key meanwhile.
+   */
+  async deleteRecord(key: string, opts: RequestOptions = {}): Promise<void> {
+    const r = await this.api.DELETE("/v1/idempotency/{key}", { params: { path: { key: pathKey(key) } }, ...signal(opts) });
+    if (!r.response.ok) throw new IdemError(r.response.status, isProblem(r.error) ? r.error : undefined);
+  }
+
+  /** recordStats summarises the idempotency records (entries, hits, misses, hit_rate, …). */
+  async recordStats(opts: RequestOptions = {}): Promise<CacheStats> {
+    return unwrap(await this.api.GET("/v1/idempotency", { ...signal(opts) }));
   }
 }
 
 function signal(opts: RequestOptions): { signal?: AbortSignal } {
   return opts.signal ? { signal: opts.signal } : {};
+}
+
+/**
+ * pathKey refuses the keys "." and ".." as a path segment: the URL parser
+ * of fetch removes them (even percent-encoded), so the request would name
+ * another resource.
+ */
+function pathKey(key: string): string {
+  if (key === "." || key === "..") throw new RangeError(`idem: the key "${key}" cannot be sent in a URL path by fetch`);
+  return key;
+}
+
+/**
+ * post is the init of a POST: its Idempotency-Key (key, or a random one)
+ * makes the client's retries of it safe.
+ */
+function post(key: string | undefined, opts: RequestOptions): { headers: { "Idempotency-Key": string }; signal?: AbortSignal } {
+  return { headers: keyHeader(key), ...signal(opts) };
 }

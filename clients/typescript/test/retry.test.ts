@@ -1,0 +1,146 @@
+// The client's retries against a real idem serve behind a fault-injecting
+// proxy: a lost reply is retried with the same Idempotency-Key (one job),
+// a Retry-After is honoured up to maxBackoffMs, and a key that cannot
+// travel as a header is refused before anything is sent.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Idem, IdemError } from "../src/index.js";
+import { startServer, type TestServer } from "./server.js";
+import { startProxy, type Fault, type Seen } from "./proxy.js";
+
+let srv: TestServer;
+let idem: Idem;
+
+before(async () => {
+  srv = await startServer();
+  idem = new Idem({ baseUrl: srv.url, apiKey: srv.adminKey });
+});
+after(async () => {
+  await srv.stop();
+});
+
+/** through runs fn with a client whose requests pass the proxy with the faults of fault. */
+async function through<T>(fault: (s: Seen, n: number) => Fault, opts: Partial<ConstructorParameters<typeof Idem>[0]>, fn: (c: Idem, seen: Seen[]) => Promise<T>): Promise<T> {
+  const proxy = await startProxy(srv.url, fault);
+  try {
+    return await fn(new Idem({ baseUrl: proxy.url, apiKey: srv.adminKey, ...opts }), proxy.seen);
+  } finally {
+    await proxy.close();
+  }
+}
+
+test("an enqueue whose reply is lost is retried with the same key: one job", async () => {
+  const r = await through((_, n) => (n === 0 ? "drop" : "pass"), { minBackoffMs: 10 }, (c) => c.enqueue({ kind: "k", queue: "lost-reply" }));
+  assert.equal(r.existing, true, "the retry answered the job the first attempt made");
+  const jobs = [];
+  for await (const j of idem.listJobs({ queue: "lost-reply" })) jobs.push(j);
+  assert.equal(jobs.length, 1);
+  assert.equal(jobs[0]?.id, r.job.id);
+  assert.ok(r.job.idempotency_key, "the call's random key is the job's");
+});
+
+test("a claim and a complete whose replies are lost are retried: the job is claimed and completed once", async () => {
+  const id = (await idem.enqueue({ kind: "k", queue: "lost-claim" })).job.id;
+  const keys = new Set<string | undefined>();
+  // The first attempt of each claim and complete reaches the server; its reply is lost.
+  const dropFirst = (s: Seen): Fault => {
+    if (!s.path.endsWith("/claim") && !s.path.endsWith("/complete")) return "pass";
+    if (keys.has(s.key)) return "pass";
+    keys.add(s.key);
+    return "drop";
+  };
+  await through(
+    dropFirst,
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      const jobs = await c.claim({ queues: ["lost-claim"], worker_id: "w", wait: "0s" });
+      assert.deepEqual(jobs.map((j) => j.id), [id], "the retried claim replays the first claim's jobs");
+      const job = jobs[0];
+      assert.ok(job);
+      assert.equal((await c.complete(job, { ok: 1 })).state, "completed");
+      const claims = seen.filter((s) => s.path.endsWith("/claim"));
+      assert.equal(claims.length, 2);
+      assert.equal(claims[0]?.key, claims[1]?.key, "one key for both attempts");
+    },
+  );
+  const attempts = await idem.attempts(id);
+  assert.equal(attempts.length, 1);
+});
+
+test("a 503 with Retry-After waits that long, at most maxBackoffMs", async () => {
+  const unavailable = (_: Seen, n: number): Fault => (n === 0 ? { status: 503, headers: { "Retry-After": "1" } } : "pass");
+  let t0 = Date.now();
+  const job = await through(unavailable, { minBackoffMs: 10 }, (c) => c.enqueue({ kind: "k", queue: "retry-after" }));
+  assert.equal(job.existing, false);
+  assert.ok(Date.now() - t0 >= 950, `retried after ${Date.now() - t0}ms, before the Retry-After`);
+  t0 = Date.now();
+  await through(unavailable, { minBackoffMs: 10, maxBackoffMs: 200 }, (c) => c.stats());
+  assert.ok(Date.now() - t0 < 900, `retried after ${Date.now() - t0}ms: the cap is maxBackoffMs`);
+});
+
+test("maxRetries 0 does not retry; a 4xx is never retried", async () => {
+  await through(
+    () => ({ status: 503 }),
+    { maxRetries: 0 },
+    async (c, seen) => {
+      await assert.rejects(c.stats(), (e: unknown) => e instanceof IdemError && e.status === 503);
+      assert.equal(seen.length, 1);
+    },
+  );
+  await through(
+    () => "pass",
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      await assert.rejects(c.enqueue({ kind: "k", max_attempts: 0 }), (e: unknown) => e instanceof IdemError && e.status === 400);
+      assert.equal(seen.length, 1);
+    },
+  );
+});
+
+test("a 409 key-in-progress is retried until the first answer is stored", async () => {
+  await through(
+    (_, n) => (n === 0 ? { status: 409, headers: { "Retry-After": "0" }, body: { type: "/problems/idempotency-key-in-progress", title: "Idempotency key in progress", status: 409, detail: "x" } } : "pass"),
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      assert.equal((await c.enqueue({ kind: "k", queue: "in-progress" })).existing, false);
+      assert.equal(seen.length, 2);
+    },
+  );
+});
+
+test("an idempotency key that cannot travel as a header is refused before sending", async () => {
+  await through(
+    () => "pass",
+    {},
+    async (c, seen) => {
+      await assert.rejects(c.enqueue({ kind: "k" }, { idempotencyKey: "a\r\nX-Other: 1" }), RangeError);
+      await assert.rejects(c.cancel("1", { idempotencyKey: "caf\u00e9" }), RangeError);
+      assert.equal(seen.length, 0);
+    },
+  );
+});
+
+test("records show result_job_id and result_expires_at; include=result; delete; stats", async () => {
+  const key = "ts-record-1";
+  const { job } = await idem.enqueue({ kind: "k", queue: "records" }, { idempotencyKey: key });
+  const inProgress = await idem.record(key);
+  assert.equal(inProgress.status, "in_progress");
+  assert.equal(inProgress.result_job_id, undefined);
+  const [claimed] = await idem.claim({ queues: ["records"], worker_id: "w" });
+  assert.ok(claimed);
+  await idem.complete(claimed, { n: 1 });
+  const rec = await idem.record(key);
+  assert.equal(rec.status, "completed");
+  assert.equal(rec.job_id, job.id);
+  assert.equal(rec.result_job_id, job.id);
+  assert.ok(rec.result_expires_at && Date.parse(rec.result_expires_at) > Date.now());
+  assert.equal(rec.result, undefined);
+  assert.deepEqual((await idem.record(key, { includeResult: true })).result, { n: 1 });
+  assert.ok((await idem.recordStats()).entries >= 1);
+  await idem.deleteRecord(key);
+  await assert.rejects(idem.record(key), (e: unknown) => e instanceof IdemError && e.status === 404);
+  await assert.rejects(idem.deleteRecord(key), (e: unknown) => e instanceof IdemError && e.status === 404);
+  await idem.enqueue({ kind: "k", queue: "records" }, { idempotencyKey: "." });
+  await assert.rejects(idem.record("."), RangeError, "fetch would ask for /v1/idempotency/");
+  await assert.rejects(idem.deleteRecord(".."), RangeError);
+});
