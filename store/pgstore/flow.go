@@ -118,12 +118,16 @@ var (
 //     beside it: the retry waits for the locks of that partition's later
 //     unfinished jobs (qRetryLockPartitions), so a claim of one of them
 //     under way commits first and a claim whose snapshot follows the
-//     retry sees it running. Not covered: a claim whose snapshot predates
-//     the retry's commit but that reaches the later job's row only after
-//     that commit (it still reads the retried job as finished) while
-//     another claim, with a snapshot after the retry, takes the retried
-//     job before the first commits. The window is one claim statement's
-//     own scan time.
+//     retry sees it running. A claim whose snapshot predates the retry's
+//     commit but that reaches a later job's row only after that commit
+//     still reads the retried job as finished; but the retry wrote a new
+//     version of every later job a claim could take, so locking the row
+//     re-checks its latest version (EvalPlanQual), which is not the one
+//     the snapshot shows, and the version check of the head rule
+//     (tenantClaimProbe) skips it. Re-checking the head rule itself would
+//     not do: the re-check runs its subqueries on the statement's
+//     snapshot, which still shows the retried job finished
+//     (TestRetriedHeadAgainstStaleClaim).
 //   - Lower ids committing late: inserts of one partition are serialised
 //     by an advisory lock taken before ids are allocated (qLockPartitions),
 //     so a job is never visible before a lower-id job of its partition.
@@ -201,6 +205,17 @@ func claimCTEs(now, leaseUntil, worker, token string) string {
 // x.n of tenant x.tenant's claimable jobs at now of kinds (SQL parameters),
 // in claim order, FIFO heads only, locked SKIP LOCKED. qClaimOne and
 // qClaimFair share it.
+//
+// The head rule of a partitioned job ends with a version check: the row
+// version being checked is the one the statement's snapshot shows (a TID
+// lookup of its ctid under that snapshot finds it). It always holds on the
+// scan; it fails only when the row changed after the snapshot and its lock
+// re-checks the latest version, whose head rule the snapshot can no longer
+// tell (a retry of an earlier job of its partition writes such versions:
+// qRetryLockPartitions), and such a row is skipped for this claim. It is
+// the rule's last term, read only for a job that passed the rest, and a
+// scalar subquery: an EXISTS was planned as a hashed subplan over a
+// sequential scan of jobs. Unpartitioned jobs never reach it.
 func tenantClaimProbe(now, kinds string) string {
 	return `(
         SELECT j.id FROM {schema}.jobs j
@@ -218,7 +233,8 @@ func tenantClaimProbe(now, kinds string) string {
               WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id > j.id
                 AND h.partition_key <> ''
                 AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
-                AND h.state = 'running')))
+                AND h.state = 'running')
+            AND (SELECT v.ctid FROM {schema}.jobs v WHERE v.ctid = j.ctid) IS NOT NULL))
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT x.n
         FOR UPDATE OF j SKIP LOCKED

@@ -536,17 +536,29 @@ ORDER BY j.id`
 
 	// qRetryLockPartitions locks, in id order and waiting for them, the
 	// unfinished jobs of the FIFO partitions of the jobs being retried
-	// that come after them. A claim of such a job that is under way (it
-	// holds the row FOR UPDATE until it commits) is waited for, so a claim
-	// whose snapshot follows the retry's commit sees that job running and
-	// leaves the retried one waiting (the head rule, tenantClaimProbe); a
-	// claim that reaches the row while it is locked skips it.
-	qRetryLockPartitions = `SELECT h.id FROM {schema}.jobs r
-JOIN {schema}.jobs h ON h.tenant = r.tenant AND h.queue = r.queue AND h.partition_key = r.partition_key
-    AND h.id > r.id AND h.partition_key <> ''
-    AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
-WHERE r.id = ANY($1::bigint[]) AND r.partition_key <> ''
-ORDER BY h.id FOR UPDATE OF h`
+	// that come after them, and writes a new version of those of them that
+	// a claim could take (available, scheduled, retryable: a no-op update).
+	// A claim of such a job that is under way (it holds the row FOR UPDATE
+	// until it commits) is waited for, so a claim whose snapshot follows
+	// the retry's commit sees that job running and leaves the retried one
+	// waiting (the head rule, tenantClaimProbe); a claim that reaches the
+	// row while it is locked skips it; and a claim whose snapshot predates
+	// the retry's commit but that reaches the row after it finds the row
+	// changed since its snapshot and skips it too (tenantClaimProbe's
+	// version check), although its snapshot still shows the retried job
+	// finished. The update finds the locked rows by primary key (= ANY), as
+	// the claim's does (qClaimOne: joined to its CTE, that one was planned
+	// as a hash join over a sequential scan of jobs).
+	qRetryLockPartitions = `WITH l AS (
+    SELECT h.id, h.state FROM {schema}.jobs r
+    JOIN {schema}.jobs h ON h.tenant = r.tenant AND h.queue = r.queue AND h.partition_key = r.partition_key
+        AND h.id > r.id AND h.partition_key <> ''
+        AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
+    WHERE r.id = ANY($1::bigint[]) AND r.partition_key <> ''
+    ORDER BY h.id FOR UPDATE OF h
+)
+UPDATE {schema}.jobs j SET partition_key = j.partition_key
+WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'available', 'retryable')))`
 
 	// qRetry reopens jobs $1 with run_at $2 at now $3, in the state an
 	// insert would give them now (store.Jobs.JobInsertMany, "Initial
