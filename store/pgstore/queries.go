@@ -592,12 +592,12 @@ RETURNING ` + jobColsRet
 	// job finishes, and its record has no expiry meanwhile, as after the
 	// job's insert. A completed record (a cached result the job's insert
 	// kept) is reopened only while that result is live at $2 (its own
-	// expiry).
+	// expiry; the record's for a result stored before migration 0023).
 	qRetryReopenRecords = `UPDATE {schema}.records r SET dedup_until = NULL, expires_at = NULL
 FROM {schema}.jobs j
 WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> '' AND j.dedup_window_us = 0 AND j.finished_at IS NULL
   AND r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id AND r.dedup_until IS NOT NULL
-  AND (r.status <> 'completed' OR r.result_expires_at > $2)`
+  AND (r.status <> 'completed' OR COALESCE(r.result_expires_at, r.expires_at) > $2)`
 
 	// qJobResolve marks dead job $1 resolved at $2 with note $3 unless it
 	// already is; qJobGet then reads it.
@@ -706,9 +706,12 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 	// TTL shorter than the window): the record keeps its status,
 	// completion time and hash and reads without a result (recordReadCols).
 	// It locks records only (SKIP LOCKED): it never waits, and never holds
-	// a record a finish is about to lock after its job.
+	// a record a finish is about to lock after its job. It reads
+	// records_result_expires_idx, which holds only the records that outlive
+	// their result (the others go whole, qDeleteExpiredRecords).
 	qDropExpiredResults = `UPDATE {schema}.records r SET result = NULL, size_bytes = 0, compressed = false
 FROM (SELECT c.tenant, c.key FROM {schema}.records c WHERE c.result_expires_at <= $1 AND c.result IS NOT NULL
+          AND (c.expires_at IS NULL OR c.result_expires_at < c.expires_at)
       LIMIT $2 FOR UPDATE SKIP LOCKED) c
 WHERE r.tenant = c.tenant AND r.key = c.key`
 

@@ -65,7 +65,8 @@ const (
 	// live too (runHeldRead). A stored result past its own expiry
 	// (result_expires_at, before the record's when the result TTL is
 	// shorter than the window) reads as gone — no result, no size — whether
-	// or not the expiry sweep has dropped its bytes yet; a derived result
+	// or not the expiry sweep has dropped its bytes yet; a derived result,
+	// and one stored before migration 0023 (result_expires_at NULL),
 	// expires with its record.
 	recordReadCols = `r.tenant, r.key, CASE WHEN d.d_id IS NOT NULL THEN 'completed'
         WHEN r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
@@ -84,7 +85,7 @@ const (
         (SELECT GREATEST($3::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
          FROM {schema}.jobs fj WHERE fj.id = r.job_id),
         GREATEST($3::timestamptz, r.lease_until)), COALESCE(d.d_dur, r.duration_ms),
-    COALESCE(d.d_exp, r.result_expires_at)`
+    COALESCE(d.d_exp, r.result_expires_at, CASE WHEN r.status = 'completed' THEN r.expires_at END)`
 
 	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records r ` + derivedJoin + `
 WHERE ($1 = '' OR r.tenant = $1) AND r.key = $2 AND (COALESCE(d.d_exp, r.expires_at) IS NULL OR COALESCE(d.d_exp, r.expires_at) > $3

@@ -38,7 +38,8 @@ expires_at, duration_ms, result_expires_at`
 // A cached result past its own expiry (result_expires_at, which may come
 // before the record's: a result TTL shorter than the dedup window) reads
 // as gone — no result, no size — whether or not the expiry sweep has
-// dropped its bytes yet.
+// dropped its bytes yet; one stored before migration 0023
+// (result_expires_at NULL) expires with its record.
 var recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
     WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
 fingerprint, job_id, result_job_id, CASE WHEN result_expires_at <= ?3 THEN NULL ELSE result END, result_hash,
@@ -48,7 +49,8 @@ COALESCE(CASE WHEN expires_at IS NULL OR expires_at > ?3 OR NOT ` + sqlRunHeld("
         THEN expires_at END,
     (SELECT max(?3, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
      WHERE fj.id = idem_keys.job_id),
-    max(?3, COALESCE(lease_until, 0))), duration_ms, result_expires_at`
+    max(?3, COALESCE(lease_until, 0))), duration_ms,
+COALESCE(result_expires_at, CASE WHEN status = 'completed' THEN expires_at END)`
 
 // leaseCols reads a record's lease_owner and lease_until with the lease its
 // job's row implies: a job acquires the record its own insert created
@@ -457,7 +459,7 @@ WHERE id = ?3 RETURNING ` + jobCols
 	// ?1 tenant, ?2 key, ?3 job id, ?4 now.
 	qKeyRetryReopen = `UPDATE idem_keys SET dedup_until = NULL, expires_at = NULL
 WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND dedup_until IS NOT NULL
-  AND (status <> 'completed' OR result_expires_at > ?4)
+  AND (status <> 'completed' OR COALESCE(result_expires_at, expires_at) > ?4)
   AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = ?3 AND j.dedup_window_us = 0 AND j.finished_at IS NULL)`
 
 	// qJobResolve marks dead job ?1 resolved at ?2 with note ?3 unless it
@@ -520,9 +522,12 @@ var qRecordDeleteExpired = `DELETE FROM idem_keys WHERE (tenant, key) IN
 // qRecordDropResults drops the bytes of up to ?2 cached results expired at
 // ?1 whose records live on for their dedup window (a result TTL shorter
 // than the window); the record keeps its status, completion time and
-// hash, and reads without a result (recordReadCols).
+// hash, and reads without a result (recordReadCols). It reads
+// idem_keys_result_expires, which holds only the records that outlive
+// their result (the others go whole, qRecordDeleteExpired).
 const qRecordDropResults = `UPDATE idem_keys SET result = NULL, size_bytes = 0, compressed = 0
-WHERE (tenant, key) IN (SELECT tenant, key FROM idem_keys WHERE result_expires_at <= ?1 AND result IS NOT NULL LIMIT ?2)`
+WHERE (tenant, key) IN (SELECT tenant, key FROM idem_keys WHERE result_expires_at <= ?1 AND result IS NOT NULL
+    AND (expires_at IS NULL OR result_expires_at < expires_at) LIMIT ?2)`
 
 // Record reads: a record is live unless it expired (sqlRecordExpired).
 var (

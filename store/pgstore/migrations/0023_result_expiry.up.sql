@@ -2,9 +2,12 @@
 -- result TTL), which may come before the record's expiry (the later of
 -- that and its dedup window's end): reads stop serving the result then,
 -- and the expiry sweep drops its bytes while the record stays for the
--- window. A result stored before this migration kept the record's expiry.
+-- window. A result stored before this migration keeps the record's expiry:
+-- a NULL result_expires_at reads as expires_at, so the records are not
+-- rewritten here (this runs under the ACCESS EXCLUSIVE lock of the ALTER
+-- TABLE, which every keyed write waits for: 10 s for a million completed
+-- records).
 ALTER TABLE {schema}.records ADD COLUMN result_expires_at timestamptz;
-UPDATE {schema}.records SET result_expires_at = expires_at WHERE status = 'completed';
 -- A completion left in its job row (docs/postgres.md, "The result at
 -- completion") is read from it only while its result outlives the window
 -- from now on; those whose result expires earlier are written into their
@@ -21,4 +24,7 @@ WHERE r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id = dj.id
   AND r.tenant = dj.tenant AND r.key = dj.idempotency_key AND r.created_at = dj.created_at
   AND dj.dedup_window_us > 0 AND r.expires_at = r.dedup_until
   AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' < r.dedup_until;
-CREATE INDEX records_result_expires_idx ON {schema}.records (result_expires_at) WHERE result IS NOT NULL;
+-- The sweep's index holds only the records that outlive their result (none
+-- with the defaults, window = result TTL, nor any before this migration).
+CREATE INDEX records_result_expires_idx ON {schema}.records (result_expires_at)
+    WHERE result IS NOT NULL AND (expires_at IS NULL OR result_expires_at < expires_at);
