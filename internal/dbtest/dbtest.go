@@ -90,10 +90,12 @@ func randomSuffix(t testing.TB) string {
 }
 
 // execAtCleanup runs sql on a connection of its own to url when the test
-// ends (what names it in the error, if it fails).
+// ends (what names it in the error, if it fails). It may take minutes on a
+// loaded machine: DROP DATABASE waits for an immediate checkpoint, which
+// took over 30 s under a parallel test run with other work beside it.
 func execAtCleanup(t testing.TB, url, sql, what string) {
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
