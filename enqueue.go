@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -143,12 +144,25 @@ func (c *Client) enqueueMany(ctx context.Context, items []EnqueueParams, insert 
 		switch {
 		case r.Err != nil:
 		case r.Existing:
+			c.logDuplicate(ctx, r.Job)
 			c.observe(EventDeduplicated, r.Job, nil)
 		default:
 			c.observe(EventEnqueued, r.Job, nil)
 		}
 	}
 	return out, nil
+}
+
+// logDuplicate logs at debug an enqueue answered by job, the existing job
+// of its key (seed 001's "returning existing job for idempotency key").
+func (c *Client) logDuplicate(ctx context.Context, job *JobRow) {
+	if !c.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	c.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "duplicate enqueue answered by the existing job",
+		slog.String("key", job.IdempotencyKey), slog.String("tenant", job.Tenant), slog.Int64("job", job.ID),
+		slog.String("state", string(job.State)), slog.String("kind", job.Kind), slog.String("queue", job.Queue),
+		slog.Time("created_at", job.CreatedAt))
 }
 
 // ValidateEnqueue checks one job's input as EnqueueMany would, without

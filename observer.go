@@ -61,6 +61,42 @@ type Observer interface {
 	ObserveJob(e *JobEvent)
 }
 
+// MaintenanceEvent is one run of a maintenance service on the leader.
+type MaintenanceEvent struct {
+	// Service is "rescuer", "promoter", "retention" (deletes finished jobs,
+	// expired idempotency records and old events: seed 000's cleanup) or
+	// "scheduler".
+	Service string
+	// Rows is how many rows the run touched (deleted, rescued, promoted,
+	// fired); a run that found nothing to do has 0.
+	Rows int
+	// Err is the run's error; nil when it succeeded.
+	Err error
+	// At is when the run ended, on the client's clock.
+	At time.Time
+}
+
+// MaintenanceObserver is an Observer that is also told of every run of
+// the maintenance services (which run on the elected leader only).
+// Config.Observer is checked for it; like ObserveJob, ObserveMaintenance
+// must be fast and must not block.
+type MaintenanceObserver interface {
+	Observer
+	ObserveMaintenance(e *MaintenanceEvent)
+}
+
+// maintenanceHook returns the maintenance services' OnRun for the
+// configured observer, or nil when it is no MaintenanceObserver.
+func (c *Client) maintenanceHook() func(service string, rows int, err error) {
+	mo, ok := c.cfg.Observer.(MaintenanceObserver)
+	if !ok {
+		return nil
+	}
+	return func(service string, rows int, err error) {
+		mo.ObserveMaintenance(&MaintenanceEvent{Service: service, Rows: rows, Err: err, At: c.now()})
+	}
+}
+
 // observe sends an event about row to the configured observer.
 func (c *Client) observe(t EventType, row *JobRow, fill func(e *JobEvent)) {
 	if c.cfg.Observer == nil || row == nil {

@@ -143,7 +143,8 @@ func (rt *runtime) startMaintenance(ctx context.Context, c *Client) {
 	_ = rt.elector.Start(ctx)
 	mc := &maintenance.Config{Logger: cfg.Logger, Now: cfg.Now, IsLeader: rt.elector.IsLeader,
 		CompletedRetention: cfg.CompletedRetention, CancelledRetention: cfg.CancelledRetention,
-		DeadRetention: cfg.DeadRetention, EventRetention: max(cfg.EventRetention, 0), OnPromote: c.notifier.WakeQueues}
+		DeadRetention: cfg.DeadRetention, EventRetention: max(cfg.EventRetention, 0), OnPromote: c.notifier.WakeQueues,
+		OnRun: c.maintenanceHook()}
 	rescue := *mc
 	rescue.Interval = cfg.RescueInterval
 	rescue.OnRescue = c.observeRescue

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -316,5 +317,70 @@ func TestResultLeaseTakeover(t *testing.T) {
 	again, err := b.client.ResultLeaseAcquire(ctx, "geo:7", nil)
 	if err != nil || again.Cached != nil {
 		t.Fatalf("after the TTL: %+v %v", again, err)
+	}
+}
+
+// BufferArgs is the args type of the job cache log test: seed 000's
+// buffer process.
+type BufferArgs struct {
+	Layer string `json:"layer"`
+}
+
+func (BufferArgs) Kind() string { return "buffer" }
+
+// TestJobCacheLogs is seed 000's log of a worker's keyed jobs (scenarios
+// 1-3) and seed 001's log of a duplicate: a miss, the result stored, a
+// hit naming the original job, a failure not cached, and an enqueue
+// answered by the existing job, each line with its key.
+func TestJobCacheLogs(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	workers := idem.NewWorkers()
+	idem.AddWorker(workers, idem.WorkFunc[BufferArgs](func(ctx context.Context, job *idem.Job[BufferArgs]) (any, error) {
+		if job.Args.Layer == "broken" {
+			return nil, idem.JobPermanent(errors.New("bad geometry"))
+		}
+		return map[string]int{"features_processed": 1200}, nil
+	}))
+	b := setup(t, &idem.Config{Workers: workers, Queues: queues(1),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	b.start(t)
+	ctx := context.Background()
+	zero := time.Duration(0)
+	enqueue := func(args BufferArgs, key string) *idem.EnqueueResult {
+		t.Helper()
+		res, err := b.client.Enqueue(ctx, args, &idem.EnqueueOpts{IdempotencyKey: key, DedupWindow: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := enqueue(BufferArgs{Layer: "parcels"}, "geo_3a7f4c2b")
+	waitState(t, b, first.Job.ID, idem.StateCompleted)
+	second := enqueue(BufferArgs{Layer: "parcels"}, "geo_3a7f4c2b")
+	if got := waitState(t, b, second.Job.ID, idem.StateCompleted); !got.WasCached || got.OriginalJobID != first.Job.ID {
+		t.Fatalf("second job: was_cached %v original %d, want the result of job %d", got.WasCached, got.OriginalJobID, first.Job.ID)
+	}
+	bad := enqueue(BufferArgs{Layer: "broken"}, "geo_broken")
+	waitState(t, b, bad.Job.ID, idem.StateDead)
+	// A duplicate within the default window: the existing job answers.
+	if _, err := b.client.Enqueue(ctx, BufferArgs{Layer: "x"}, &idem.EnqueueOpts{IdempotencyKey: "upload-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := b.client.Enqueue(ctx, BufferArgs{Layer: "x"}, &idem.EnqueueOpts{IdempotencyKey: "upload-1"}); err != nil || !dup.Existing {
+		t.Fatalf("duplicate: %+v %v", dup, err)
+	}
+	job := func(id int64) string { return fmt.Sprintf("job=%d", id) }
+	for _, want := range []string{
+		`msg="result cache miss" ` + job(first.Job.ID) + ` key=geo_3a7f4c2b`,
+		`msg="storing result in the cache" ` + job(first.Job.ID) + ` key=geo_3a7f4c2b`,
+		`msg="result cache hit" ` + job(second.Job.ID) + ` key=geo_3a7f4c2b`,
+		fmt.Sprintf("original_job=%d", first.Job.ID),
+		`msg="result failure not cached" ` + job(bad.Job.ID) + ` key=geo_broken`,
+		`msg="duplicate enqueue answered by the existing job" key=upload-1`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs.String())
+		}
 	}
 }

@@ -20,11 +20,18 @@ const otherLabel = "other"
 // idem_jobs_{enqueued,deduplicated,claimed,completed,failed,retried,dead,rescued}_total,
 // idem_cache_{hits,misses}_total and the idem_job_{wait,run}_seconds
 // histograms, labelled by queue and kind only (never tenant or job id).
+// It is also an idem.MaintenanceObserver: idem_maintenance_runs_total
+// (by service and outcome), idem_maintenance_rows_total and
+// idem_maintenance_last_run_timestamp_seconds (by service) count the runs
+// of the leader's maintenance services, retention (the cleanup) included.
 // Set it as idem.Config.Observer and register it on Server.Registry().
 type JobMetrics struct {
 	counters map[string]*prometheus.CounterVec
 	wait     *prometheus.HistogramVec
 	run      *prometheus.HistogramVec
+	// Maintenance runs, labelled by service (and outcome: ok or error).
+	maintRuns, maintRows *prometheus.CounterVec
+	maintLast            *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	max    int
@@ -59,7 +66,27 @@ func NewJobMetrics(maxLabels int) *JobMetrics {
 		Help: "Time from a job's run_at to its claim.", Buckets: buckets}, []string{"queue", "kind"})
 	m.run = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "idem", Name: "job_run_seconds",
 		Help: "Duration of finished attempts.", Buckets: buckets}, []string{"queue", "kind"})
+	m.maintRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idem", Name: "maintenance_runs_total",
+		Help: "Runs of the maintenance services on this node (while it leads), by outcome ok or error."},
+		[]string{"service", "outcome"})
+	m.maintRows = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "idem", Name: "maintenance_rows_total",
+		Help: "Rows the maintenance services touched: deleted by retention, rescued, promoted, fired."}, []string{"service"})
+	m.maintLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "idem", Name: "maintenance_last_run_timestamp_seconds",
+		Help: "Unix time of the service's last successful run on this node."}, []string{"service"})
 	return m
+}
+
+// ObserveMaintenance implements idem.MaintenanceObserver.
+func (m *JobMetrics) ObserveMaintenance(e *idem.MaintenanceEvent) {
+	outcome := "ok"
+	if e.Err != nil {
+		outcome = "error"
+	}
+	m.maintRuns.WithLabelValues(e.Service, outcome).Inc()
+	m.maintRows.WithLabelValues(e.Service).Add(float64(e.Rows)) // a failed run counts what it did first
+	if e.Err == nil {
+		m.maintLast.WithLabelValues(e.Service).Set(float64(e.At.UnixNano()) / 1e9)
+	}
 }
 
 // bound returns name, or "other" once max distinct names were seen.
@@ -130,6 +157,9 @@ func (m *JobMetrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	m.wait.Describe(ch)
 	m.run.Describe(ch)
+	m.maintRuns.Describe(ch)
+	m.maintRows.Describe(ch)
+	m.maintLast.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -139,4 +169,7 @@ func (m *JobMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.wait.Collect(ch)
 	m.run.Collect(ch)
+	m.maintRuns.Collect(ch)
+	m.maintRows.Collect(ch)
+	m.maintLast.Collect(ch)
 }

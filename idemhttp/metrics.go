@@ -89,6 +89,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 type storeCollector struct {
 	s                                                          *Server
 	descJobs, descOldest, descRecords, descRecordBytes, descUp *prometheus.Desc
+	// descExpired: records past their expiry awaiting retention (seed
+	// 000's "expired entries", whose growth means cleanup is not running).
+	descExpired *prometheus.Desc
 	// Flow control, labelled by the limit's scope ("" = any).
 	descLimitRunning, descLimitWindow, descLimitMax, descThrottled *prometheus.Desc
 
@@ -116,6 +119,8 @@ func newStoreCollector(s *Server) *storeCollector {
 		descRecords:     prometheus.NewDesc("idem_idempotency_records", "Live idempotency records.", nil, nil),
 		descRecordBytes: prometheus.NewDesc("idem_idempotency_size_bytes", "Stored result bytes of live records.", nil, nil),
 		descUp:          prometheus.NewDesc("idem_store_up", "1 when the store answered the last refresh.", nil, nil),
+		descExpired: prometheus.NewDesc("idem_idempotency_expired_records",
+			"Idempotency records (or their results) past their expiry, awaiting cleanup by retention.", nil, nil),
 		descLimitRunning: prometheus.NewDesc("idem_limit_running", "Jobs running in the scope of a limit.",
 			[]string{"tenant", "queue"}, nil),
 		descLimitWindow: prometheus.NewDesc("idem_limit_window_used", "Jobs started in the current rate window of a limit.",
@@ -129,7 +134,7 @@ func newStoreCollector(s *Server) *storeCollector {
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.descJobs, c.descOldest, c.descRecords, c.descRecordBytes, c.descUp,
+	for _, d := range []*prometheus.Desc{c.descJobs, c.descOldest, c.descRecords, c.descRecordBytes, c.descUp, c.descExpired,
 		c.descLimitRunning, c.descLimitWindow, c.descLimitMax, c.descThrottled} {
 		ch <- d
 	}
@@ -219,6 +224,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.descRecords, prometheus.GaugeValue, float64(snap.records.Entries))
 	ch <- prometheus.MustNewConstMetric(c.descRecordBytes, prometheus.GaugeValue, float64(snap.records.SizeBytes))
+	ch <- prometheus.MustNewConstMetric(c.descExpired, prometheus.GaugeValue, float64(snap.records.Expired))
 	c.collectLimits(ch, snap.limits)
 }
 

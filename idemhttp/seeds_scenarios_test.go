@@ -31,6 +31,7 @@ func runSeedScenarios(t *testing.T, open opener) {
 	tests := map[string]func(t *testing.T, open opener){
 		"000 duplicate job served from the cache": testSeed000CacheAcrossJobs,
 		"000 per-process TTL and cache stats":     testSeed000TTLAndStats,
+		"000 record shows the run's duration":     testSeed000RecordDuration,
 		"004 long-running job among many":         testSeed004LongRunningAmongMany,
 		"002 throttling per tenant and queue":     testSeed002Throttling,
 	}
@@ -173,6 +174,30 @@ func testSeed000TTLAndStats(t *testing.T, open opener) {
 		t.Fatalf("stats 25 h later: %v", st)
 	}
 	expect(t, e.req("GET", "/v1/idempotency/geo_buffer_1", e.keyA, nil), 404, "")
+}
+
+// testSeed000RecordDuration is seed 000's duration_ms column: the record
+// of a key whose job ran 2.5 s shows it; a key still in progress has none.
+func testSeed000RecordDuration(t *testing.T, open opener) {
+	clock := &shiftClock{}
+	e := setup(t, open, &setupOpts{clientCfg: clock.clientCfg(), serverCfg: clock.serverCfg(idemhttp.HealthConfig{})})
+	durationOf := func(key string) (float64, bool) {
+		t.Helper()
+		r := e.req("GET", "/v1/idempotency/"+key, e.keyA, nil)
+		expect(t, r, 200, "")
+		d, ok := r.json(t)["duration_ms"].(float64)
+		return d, ok
+	}
+	e.enqueue(e.keyA, map[string]any{"kind": "buffer", "queue": "geo", "idempotency_key": "geo_run"})
+	j := e.claim(e.keyA, "geo")
+	if d, ok := durationOf("geo_run"); ok {
+		t.Fatalf("duration_ms %v on a record in progress", d)
+	}
+	clock.shift(2500 * time.Millisecond) // the buffer operation takes 2.5 s
+	e.complete(e.keyA, j, map[string]any{"features_processed": 1200})
+	if d, ok := durationOf("geo_run"); !ok || d < 2500 || d > 60000 {
+		t.Fatalf("duration_ms %v (present %v), want the run's 2500 ms", d, ok)
+	}
 }
 
 // testSeed004LongRunningAmongMany is seed 004's alert "long-running jobs:

@@ -95,5 +95,9 @@ func renderRecord(r *idemtype.Record) *wire.Record {
 	if r.ResultJobID != 0 {
 		out.ResultJobID = formatID(r.ResultJobID)
 	}
+	if r.Status == idemtype.RecordCompleted {
+		d := r.DurationMS
+		out.DurationMS = &d
+	}
 	return out
 }

@@ -261,6 +261,9 @@ type Record struct {
 	// then stays until its window ends without a result (size_bytes 0).
 	ResultExpiresAt *time.Time `json:"result_expires_at,omitempty"`
 	SizeBytes       int64      `json:"size_bytes"`
+	// DurationMS is how long the run that stored the result took (seed
+	// 000's duration_ms); absent until the record is completed.
+	DurationMS *int64 `json:"duration_ms,omitempty"`
 	// Result is the stored result, with ?include=result only.
 	Result json.RawMessage `json:"result,omitempty"`
 }

@@ -46,8 +46,30 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// durationHook decodes strings and numbers into Duration.
-func durationHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+// Window is a dedup window: a Duration, or "forever" (idem.DedupForever:
+// seed 001 keeps its keys indefinitely), which it prints as such.
+type Window Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (w Window) MarshalText() ([]byte, error) {
+	if time.Duration(w) == idem.DedupForever {
+		return []byte(idem.DedupForeverName), nil
+	}
+	return Duration(w).MarshalText()
+}
+
+// durationHook decodes strings and numbers into Duration and Window.
+func durationHook(from reflect.Type, to reflect.Type, data any) (any, error) {
+	if to == reflect.TypeOf(Window(0)) {
+		if s, ok := data.(string); ok && strings.TrimSpace(s) == idem.DedupForeverName {
+			return Window(idem.DedupForever), nil
+		}
+		d, err := durationHook(from, reflect.TypeOf(Duration(0)), data)
+		if v, ok := d.(Duration); ok {
+			return Window(v), err
+		}
+		return d, err
+	}
 	if to != reflect.TypeOf(Duration(0)) {
 		return data, nil
 	}
@@ -142,7 +164,7 @@ type ServeConfig struct {
 	Jobs struct {
 		MaxAttempts       int                 `koanf:"max_attempts" toml:"max_attempts"`
 		Lease             Duration            `koanf:"lease" toml:"lease"`
-		DedupWindow       Duration            `koanf:"dedup_window" toml:"dedup_window"`
+		DedupWindow       Window              `koanf:"dedup_window" toml:"dedup_window"` // a duration or "forever"
 		ResultTTL         Duration            `koanf:"result_ttl" toml:"result_ttl"`
 		ResultTTLByKind   map[string]Duration `koanf:"result_ttl_by_kind" toml:"result_ttl_by_kind,omitempty"`
 		CompressThreshold int                 `koanf:"compress_threshold" toml:"compress_threshold"`
@@ -164,6 +186,7 @@ type ServeConfig struct {
 		RescueInterval Duration `koanf:"rescue_interval" toml:"rescue_interval"`
 		LeaderTTL      Duration `koanf:"leader_ttl" toml:"leader_ttl"`
 	} `koanf:"maintenance" toml:"maintenance"`
+	Limits LimitsConfig `koanf:"limits" toml:"limits"`
 	// jsonOut: --json was given (stdout lines as JSON); not a setting.
 	jsonOut bool
 	// logFormatSet: log.format was chosen by the file, the environment or
@@ -212,6 +235,7 @@ func configDefaults() map[string]any {
 		"retention.dead": "0s", "retention.events": idem.DefaultEventRetention.String(),
 		"maintenance.disabled": false, "maintenance.interval": idem.DefaultMaintenanceEvery.String(),
 		"maintenance.rescue_interval": idem.DefaultRescueInterval.String(), "maintenance.leader_ttl": idem.DefaultLeaderTTL.String(),
+		"limits.tenant_rate": "", "limits.tenant_concurrency": 0,
 		"http.max_body_bytes": idemhttp.DefaultMaxBodyBytes, "http.auth_cache_ttl": idemhttp.DefaultAuthCacheTTL.String(),
 		"http.cors_origins": []string{}, "http.metrics_max_labels": idemhttp.DefaultMetricsMaxLabels,
 		"health.dead_jobs": idemhttp.DefaultHealthDeadJobs, "health.available_jobs": idemhttp.DefaultHealthAvailableJobs,
@@ -321,6 +345,7 @@ func (c *ServeConfig) validate() error {
 		}
 	}
 	errs = append(errs, c.validateZero()...)
+	errs = append(errs, c.Limits.validate()...)
 	if err := c.serverConfig(nil).Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -359,6 +384,7 @@ func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.MaintenanceInterval = time.Duration(c.Maintenance.Interval)
 	cfg.RescueInterval = time.Duration(c.Maintenance.RescueInterval)
 	cfg.LeaderTTL = time.Duration(c.Maintenance.LeaderTTL)
+	cfg.Limits = c.Limits.limits()
 	return cfg
 }
 

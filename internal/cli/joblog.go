@@ -9,8 +9,9 @@ import (
 )
 
 // jobLogger is an idem.Observer that logs what an operator must see: failed
-// attempts at warn, dead jobs and panics at error, duplicates at debug,
-// each with job id, kind, queue and attempt.
+// attempts at warn, dead jobs and panics at error, each with job id, kind,
+// queue and attempt. Duplicate enqueues and result cache hits and misses
+// are logged at debug by the client itself, with their idempotency key.
 type jobLogger struct{ logger *slog.Logger }
 
 // ObserveJob implements idem.Observer.
@@ -19,8 +20,6 @@ func (l jobLogger) ObserveJob(e *idem.JobEvent) {
 		slog.Int("attempt", e.Attempt)}
 	ctx := context.Background()
 	switch {
-	case e.Type == idem.EventDeduplicated:
-		l.logger.LogAttrs(ctx, slog.LevelDebug, "duplicate enqueue answered by the existing job", attrs...)
 	case e.Type != idem.EventFinished:
 	case e.Panicked:
 		l.logger.LogAttrs(ctx, slog.LevelError, "job handler panicked", append(attrs, slog.String("state", string(e.State)),
@@ -32,12 +31,22 @@ func (l jobLogger) ObserveJob(e *idem.JobEvent) {
 	}
 }
 
-// observers fans job events out to several observers.
+// observers fans job events out to several observers, and maintenance
+// runs to those that are idem.MaintenanceObservers.
 type observers []idem.Observer
 
 // ObserveJob implements idem.Observer.
 func (o observers) ObserveJob(e *idem.JobEvent) {
 	for _, x := range o {
 		x.ObserveJob(e)
+	}
+}
+
+// ObserveMaintenance implements idem.MaintenanceObserver.
+func (o observers) ObserveMaintenance(e *idem.MaintenanceEvent) {
+	for _, x := range o {
+		if mo, ok := x.(idem.MaintenanceObserver); ok {
+			mo.ObserveMaintenance(e)
+		}
 	}
 }

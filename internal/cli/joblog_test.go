@@ -31,7 +31,6 @@ func TestJobLogger(t *testing.T) {
 		{"panic at error", func(e *idem.JobEvent) {
 			e.Type, e.State, e.Outcome, e.Panicked = idem.EventFinished, idemtype.StateRetryable, idemtype.OutcomeFailed, true
 		}, "ERROR", "job handler panicked"},
-		{"duplicate at debug", func(e *idem.JobEvent) { e.Type = idem.EventDeduplicated }, "DEBUG", "duplicate enqueue answered by the existing job"},
 	}
 	for _, c := range cases {
 		buf.Reset()
@@ -46,9 +45,39 @@ func TestJobLogger(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, line)
 		}
 	}
-	buf.Reset()
-	l.ObserveJob(&idem.JobEvent{Type: idem.EventFinished, State: idemtype.StateCompleted, Outcome: idemtype.OutcomeCompleted})
-	if strings.TrimSpace(buf.String()) != "" {
-		t.Fatalf("a completed job logged: %s", buf.String())
+	// A completed job is not logged here; nor is a duplicate enqueue: the
+	// client logs that itself, with its key (one line, not two).
+	for _, e := range []*idem.JobEvent{{Type: idem.EventFinished, State: idemtype.StateCompleted, Outcome: idemtype.OutcomeCompleted},
+		{Type: idem.EventDeduplicated}} {
+		buf.Reset()
+		l.ObserveJob(e)
+		if strings.TrimSpace(buf.String()) != "" {
+			t.Fatalf("%s logged: %s", e.Type, buf.String())
+		}
+	}
+}
+
+// maintSpy records the maintenance runs it is told of.
+type maintSpy struct{ runs []string }
+
+func (*maintSpy) ObserveJob(*idem.JobEvent) {}
+func (s *maintSpy) ObserveMaintenance(e *idem.MaintenanceEvent) {
+	s.runs = append(s.runs, e.Service)
+}
+
+// TestObserversFanOutMaintenance: idem serve's observers pass maintenance
+// runs on to those that take them (the Prometheus metrics), skipping the
+// others.
+func TestObserversFanOutMaintenance(t *testing.T) {
+	t.Parallel()
+	spy := &maintSpy{}
+	var obs idem.Observer = observers{jobLogger{slog.New(slog.DiscardHandler)}, spy}
+	mo, ok := obs.(idem.MaintenanceObserver)
+	if !ok {
+		t.Fatal("observers is not an idem.MaintenanceObserver")
+	}
+	mo.ObserveMaintenance(&idem.MaintenanceEvent{Service: "retention", Rows: 3})
+	if len(spy.runs) != 1 || spy.runs[0] != "retention" {
+		t.Fatalf("runs seen: %v", spy.runs)
 	}
 }

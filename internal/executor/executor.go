@@ -43,7 +43,9 @@ type Handler func(ctx context.Context, row *idemtype.JobRow) (json.RawMessage, e
 type Config struct {
 	// Store holds the idempotency records.
 	Store store.Store
-	// Logger receives warnings; default slog.Default().
+	// Logger receives warnings and, at debug, each keyed job's cache
+	// hit, miss, stored result and failure not cached; default
+	// slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; its times are used as given (pass UTC).
 	Now func() time.Time
@@ -155,6 +157,7 @@ func (e *Executor) Settle(ctx context.Context, row *idemtype.JobRow, key *store.
 	}
 	if run {
 		e.cfg.CacheMisses.Add(1)
+		e.debugKey("result cache miss", row)
 		if e.cfg.OnCacheMiss != nil {
 			e.cfg.OnCacheMiss(row)
 		}
@@ -240,6 +243,7 @@ func (e *Executor) acquireKey(ctx context.Context, row *idemtype.JobRow, res *st
 			return false, err
 		}
 		e.cfg.CacheHits.Add(1)
+		e.debugKey("result cache hit", row, slog.Int64("original_job", rec.ResultJobID))
 		if e.cfg.OnCacheHit != nil {
 			e.cfg.OnCacheHit(row)
 		}
@@ -359,10 +363,43 @@ func (e *Executor) complete(fin *store.JobFinishParams, row *idemtype.JobRow, re
 		e.cfg.Logger.Warn("encode result", "job", row.ID, "err", err)
 	}
 	fin.RecordResult, fin.RecordCompressed, fin.ResultHash = enc.Bytes, enc.Compressed, enc.Hash
+	if e.debugEnabled() {
+		var ms int64
+		if row.StartedAt != nil {
+			ms = e.cfg.Now().Sub(*row.StartedAt).Milliseconds()
+		}
+		e.debugKey("storing result in the cache", row, slog.Int("size_bytes", len(enc.Bytes)), slog.Int64("duration_ms", ms))
+	}
 }
 
-// fail fills fin for a failed attempt from the handler's error.
+// debugEnabled reports whether the logger takes debug records: the cache
+// log of keyed jobs builds its attributes only then (a hot path).
+func (e *Executor) debugEnabled() bool {
+	return e.cfg.Logger.Enabled(context.Background(), slog.LevelDebug)
+}
+
+// debugKey logs msg at debug about keyed job row: its job id, key, tenant
+// and kind, then extra.
+func (e *Executor) debugKey(msg string, row *idemtype.JobRow, extra ...slog.Attr) {
+	if !e.debugEnabled() {
+		return
+	}
+	attrs := append([]slog.Attr{slog.Int64("job", row.ID), slog.String("key", row.IdempotencyKey),
+		slog.String("tenant", row.Tenant), slog.String("kind", row.Kind)}, extra...)
+	e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, msg, attrs...)
+}
+
+// fail fills fin for a failed attempt from the handler's error; a keyed
+// job's failure is logged as not cached (a snooze is no failure).
 func (e *Executor) fail(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
+	e.setFailure(fin, row, err)
+	if row.IdempotencyKey != "" && !fin.Snooze {
+		e.debugKey("result failure not cached", row, slog.String("state", string(fin.State)), slog.String("err", fin.Error))
+	}
+}
+
+// setFailure is fail's outcome rule.
+func (e *Executor) setFailure(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
 	now := e.cfg.Now()
 	fin.Error, fin.ErrorCode = store.StorableText(err.Error()), store.StorableText(idemtype.ErrorCodeOf(err))
 	var ce *idemtype.ControlError

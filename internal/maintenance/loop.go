@@ -24,6 +24,8 @@ type loop struct {
 	logger   *slog.Logger
 	gate     func() bool
 	fn       func(ctx context.Context) (int, error)
+	// onRun is told of each run (Config.OnRun); nil = not told.
+	onRun func(service string, rows int, err error)
 
 	// TestSignals tell tests about runs; inert unless initialised.
 	TestSignals struct {
@@ -65,6 +67,9 @@ func (l *loop) run(ctx context.Context) {
 			l.logger.Warn("maintenance failed", "service", l.name, "err", err)
 		case n > 0:
 			l.logger.Debug("maintenance", "service", l.name, "rows", n)
+		}
+		if l.onRun != nil && ctx.Err() == nil {
+			l.onRun(l.name, n, err)
 		}
 		l.TestSignals.Ran.Signal(n)
 	}

@@ -55,7 +55,7 @@ type Scheduler struct {
 func NewScheduler(st store.Schedules, cfg *Config, plan PlanFunc, fire FireFunc) *Scheduler {
 	s := &Scheduler{store: st, cfg: cfg.withDefaults(DefaultScheduleInterval), fire: fire, plan: plan}
 	s.cfg.ScheduleGrace = orDefault(s.cfg.ScheduleGrace, DefaultScheduleGrace)
-	s.loop = loop{name: "scheduler", interval: s.cfg.Interval, logger: s.cfg.Logger, gate: s.cfg.IsLeader, fn: s.RunOnce}
+	s.loop = loop{name: "scheduler", interval: s.cfg.Interval, logger: s.cfg.Logger, gate: s.cfg.IsLeader, fn: s.RunOnce, onRun: s.cfg.OnRun}
 	return s
 }
 

@@ -41,6 +41,11 @@ type Config struct {
 	// ScheduleGrace: under the skip policy, a firing found due later than
 	// this after its time is missed, not run; default DefaultScheduleGrace.
 	ScheduleGrace time.Duration
+	// OnRun is told of each run on the leader: the service's name
+	// ("rescuer", "promoter", "retention", "scheduler"), the rows it
+	// touched and its error (nil on success); nil = not told. It runs on
+	// the service's goroutine and must not block.
+	OnRun func(service string, rows int, err error)
 }
 
 func (c *Config) withDefaults(interval time.Duration) Config {
@@ -68,7 +73,7 @@ type Rescuer struct {
 // NewRescuer returns a rescuer; cfg may be nil.
 func NewRescuer(st store.Maintenance, cfg *Config) *Rescuer {
 	r := &Rescuer{store: st, cfg: cfg.withDefaults(DefaultRescueInterval)}
-	r.loop = loop{name: "rescuer", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce}
+	r.loop = loop{name: "rescuer", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce, onRun: r.cfg.OnRun}
 	return r
 }
 
@@ -103,7 +108,7 @@ type Promoter struct {
 // NewPromoter returns a promoter; cfg may be nil.
 func NewPromoter(st store.Maintenance, cfg *Config) *Promoter {
 	p := &Promoter{store: st, cfg: cfg.withDefaults(DefaultPromoteInterval)}
-	p.loop = loop{name: "promoter", interval: p.cfg.Interval, logger: p.cfg.Logger, gate: p.cfg.IsLeader, fn: p.RunOnce}
+	p.loop = loop{name: "promoter", interval: p.cfg.Interval, logger: p.cfg.Logger, gate: p.cfg.IsLeader, fn: p.RunOnce, onRun: p.cfg.OnRun}
 	return p
 }
 
@@ -129,7 +134,7 @@ type Retention struct {
 // NewRetention returns a retention service; cfg may be nil.
 func NewRetention(st store.Maintenance, cfg *Config) *Retention {
 	r := &Retention{store: st, cfg: cfg.withDefaults(DefaultRetentionInterval)}
-	r.loop = loop{name: "retention", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce}
+	r.loop = loop{name: "retention", interval: r.cfg.Interval, logger: r.cfg.Logger, gate: r.cfg.IsLeader, fn: r.RunOnce, onRun: r.cfg.OnRun}
 	return r
 }
 
