@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -117,4 +118,48 @@ func ExampleRetryPolicy_Delay() {
 	// 2 5s
 	// 3 25s
 	// 4 1m0s
+}
+
+// TestDefaultRetryIsSeed003: with no retry settings a job follows seed
+// 003's policy: 5 attempts with waits of 5, 10, 20 and 40 s (±10 % jitter)
+// between them, then dead; the policy's fifth wait is 80 s.
+func TestDefaultRetryIsSeed003(t *testing.T) {
+	t.Parallel()
+	seed := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second}
+	for i, want := range seed {
+		if got := (idem.RetryPolicy{}).Delay(i+1, 0.5); got != want {
+			t.Errorf("default delay after attempt %d = %v, want %v", i+1, got, want)
+		}
+	}
+	ctx := context.Background()
+	clk := &fakeClock{now: time.Date(2025, 11, 14, 9, 0, 0, 0, time.UTC)}
+	b := setup(t, &idem.Config{Now: clk.Now, DisableMaintenance: true})
+	res, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "geo_event", Opts: &idem.EnqueueOpts{Queue: "geo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Job.MaxAttempts != 5 {
+		t.Fatalf("max attempts %d, want seed 003's 5", res.Job.MaxAttempts)
+	}
+	for attempt := 1; attempt <= 5; attempt++ {
+		jobs, err := b.client.Claim(ctx, idem.ClaimParams{Queues: []string{"geo"}, WorkerID: "w", Limit: 1})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("attempt %d: claimed %d jobs (%v)", attempt, len(jobs), err)
+		}
+		row, err := b.client.Fail(ctx, "", jobs[0].ID, jobs[0].LeaseToken, idem.FailParams{Error: "push target down"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attempt == 5 {
+			if row.State != idem.StateDead {
+				t.Fatalf("after attempt 5: %s, want dead", row.State)
+			}
+			return
+		}
+		wait, want := row.RunAt.Sub(clk.Now()), seed[attempt-1]
+		if row.State != idem.StateRetryable || wait < want*9/10 || wait > want*11/10 {
+			t.Fatalf("after attempt %d: %s, next try in %v, want retryable in %v ±10 %%", attempt, row.State, wait, want)
+		}
+		clk.Add(wait)
+	}
 }

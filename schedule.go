@@ -57,6 +57,10 @@ type Schedule struct {
 	DedupWindow *time.Duration // how long a firing key blocks; default Config.DedupWindow, at least MinScheduleDedupWindow
 	ResultTTL   *time.Duration // default the kind's result TTL
 	Timeout     time.Duration  // limits each attempt (EnqueueOpts.Timeout); 0 = the queue's or kind's
+	// Retry is the backoff policy of each firing's job (EnqueueOpts.Retry;
+	// seed 004's 1 s → 5 s → 25 s is {Base: time.Second, Factor: 5});
+	// nil = the queue's or kind's (Config.RetryByKind, RetryByQueue, Retry).
+	Retry *RetryPolicy
 }
 
 // MinScheduleDedupWindow is the shortest dedup window of a firing key: a
@@ -94,6 +98,7 @@ type scheduleSpec struct {
 	DedupWindow string          `json:"dedup_window,omitempty"`
 	ResultTTL   string          `json:"result_ttl,omitempty"`
 	Timeout     string          `json:"timeout,omitempty"`
+	Retry       *RetryPolicy    `json:"retry,omitempty"`
 }
 
 // timing returns the part of s the scheduler computes firings from.
@@ -145,7 +150,7 @@ func (c *Client) scheduleSpec(s *Schedule) ([]byte, string, error) {
 		return nil, "", idemtype.Invalid("result_ttl", "must be positive")
 	}
 	sp := scheduleSpec{Cron: s.Cron, Timezone: s.Timezone, Grain: s.Grain, Missed: plan.Missed(),
-		Kind: s.Kind, Args: s.Args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: s.MaxAttempts}
+		Kind: s.Kind, Args: s.Args, Queue: s.Queue, Priority: s.Priority, MaxAttempts: s.MaxAttempts, Retry: s.Retry}
 	if s.Every != 0 {
 		sp.Every = s.Every.String()
 	}
@@ -279,7 +284,8 @@ func decodeSchedule(row *store.Schedule) (*Schedule, *maintenance.Plan, error) {
 		return nil, nil, fmt.Errorf("schedule %q: decode: %w", row.Name, err)
 	}
 	s := &Schedule{Name: row.Name, Tenant: row.Tenant, Cron: sp.Cron, Timezone: sp.Timezone, Grain: sp.Grain,
-		Missed: sp.Missed, Kind: sp.Kind, Args: sp.Args, Queue: sp.Queue, Priority: sp.Priority, MaxAttempts: sp.MaxAttempts}
+		Missed: sp.Missed, Kind: sp.Kind, Args: sp.Args, Queue: sp.Queue, Priority: sp.Priority, MaxAttempts: sp.MaxAttempts,
+		Retry: sp.Retry}
 	var err error
 	if sp.Every != "" {
 		if s.Every, err = time.ParseDuration(sp.Every); err != nil {
@@ -359,7 +365,7 @@ func (c *Client) firingInsert(sp *scheduleSpec, name, tenant string, loc *time.L
 	}
 	meta, _ := json.Marshal(m)
 	o := &EnqueueOpts{Tenant: tenant, Queue: sp.Queue, Priority: sp.Priority, MaxAttempts: sp.MaxAttempts,
-		RunAt: at, Metadata: meta, IdempotencyKey: "schedule"}
+		RunAt: at, Metadata: meta, IdempotencyKey: "schedule", Retry: sp.Retry}
 	dw := max(c.cfg.DedupWindow, MinScheduleDedupWindow)
 	o.DedupWindow = &dw
 	var err error

@@ -486,3 +486,54 @@ func TestScheduleConfigAndLeader(t *testing.T) {
 		t.Fatal("the configured schedule never fired")
 	}
 }
+
+// TestScheduleRetryPolicy: seed 004's scheduled functions retry a failed
+// run after 1 s, 5 s and 25 s, then give up; a schedule's Retry is the
+// policy of every job it fires, kept with the schedule. A bad policy is
+// refused naming retry.
+func TestScheduleRetryPolicy(t *testing.T) {
+	t.Parallel()
+	for _, sk := range storeKinds() {
+		t.Run(sk.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			st, _ := sk.open(t)
+			clock := &fakeClock{now: schedDay.Add(2*time.Hour + 59*time.Minute)}
+			c := schedClient(t, st, clock)
+			seed := &idem.RetryPolicy{Base: time.Second, Factor: 5, Jitter: -1}
+			info := putSchedule(t, c, idem.Schedule{Name: "cdp-build", Cron: "0 3 * * *", Grain: key.GrainDay,
+				Kind: "cdp-build", Queue: "scheduled", MaxAttempts: 4, Retry: seed})
+			if info.Retry == nil || info.Retry.Base != time.Second || info.Retry.Factor != 5 || info.Retry.Jitter != -1 {
+				t.Fatalf("stored retry %+v, want %+v", info.Retry, seed)
+			}
+			clock.Add(time.Minute) // 03:00: the run of the day fires
+			runSchedulers(t, []*idem.Client{c})
+			for attempt, want := range []time.Duration{time.Second, 5 * time.Second, 25 * time.Second, 0} {
+				jobs, err := c.Claim(ctx, idem.ClaimParams{Queues: []string{"scheduled"}, WorkerID: "w", Limit: 2})
+				if err != nil || len(jobs) != 1 {
+					t.Fatalf("attempt %d: claimed %d jobs (%v), want the 03:00 run", attempt+1, len(jobs), err)
+				}
+				row, err := c.Fail(ctx, "", jobs[0].ID, jobs[0].LeaseToken, idem.FailParams{Error: "warehouse unreachable"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want == 0 {
+					if row.State != idem.StateDead {
+						t.Fatalf("after attempt 4: %s, want dead", row.State)
+					}
+					break
+				}
+				if wait := row.RunAt.Sub(clock.Now()); row.State != idem.StateRetryable || wait != want {
+					t.Fatalf("after attempt %d: %s, next try in %v, want retryable in %v", attempt+1, row.State, wait, want)
+				}
+				clock.Add(want)
+			}
+			_, err := c.SchedulePut(ctx, &idem.Schedule{Name: "bad", Every: time.Hour, Kind: "k",
+				Retry: &idem.RetryPolicy{Jitter: 2}})
+			var inv *idem.InvalidError
+			if !errors.As(err, &inv) || inv.Field != "retry" {
+				t.Fatalf("a jitter of 2: %v, want an InvalidError naming retry", err)
+			}
+		})
+	}
+}

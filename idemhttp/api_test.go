@@ -40,6 +40,7 @@ func runAPISuite(t *testing.T, open opener) {
 		"pause":               testPause,
 		"claim refill":        testClaimRefill,
 		"schedules":           testSchedules,
+		"schedule retry":      testScheduleRetry,
 		"job timeout":         testJobTimeout,
 	}
 	for name, fn := range tests {

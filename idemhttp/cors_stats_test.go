@@ -42,3 +42,27 @@ func TestAllTenantsStatsLatencies(t *testing.T) {
 		t.Fatalf("wait p50 of queue lat: tenant a's view %vms, admin all_tenants view %vms", own, all)
 	}
 }
+
+// TestCORSAnyOrigin: seed 004's functions answer every origin
+// (Access-Control-Allow-Origin: *) and its browser clients send
+// authorization and content-type; AllowedOrigins ["*"] lets any origin's
+// preflight and request through, without credentials.
+func TestCORSAnyOrigin(t *testing.T) {
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"*"}}}})
+	r := e.req("OPTIONS", "/v1/jobs", "", nil, "Origin", "https://dashboard.example",
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "https://dashboard.example" {
+		t.Fatalf("preflight from any origin: %d %v", r.status, r.header)
+	}
+	allowed := strings.ToLower(r.header.Get("Access-Control-Allow-Headers"))
+	for _, h := range []string{"authorization", "content-type", "idempotency-key"} {
+		if !strings.Contains(allowed, h) {
+			t.Errorf("preflight allows headers %q, not %s", allowed, h)
+		}
+	}
+	r = e.req("GET", "/v1/stats", e.keyA, nil, "Origin", "http://localhost:5173")
+	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != "http://localhost:5173" ||
+		r.header.Get("Access-Control-Allow-Credentials") != "" {
+		t.Fatalf("request from any origin: %d %v", r.status, r.header)
+	}
+}

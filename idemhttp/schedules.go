@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/idem-dev/idem"
@@ -47,6 +48,19 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.MaxAttempts < 0 {
 		return invalid("max_attempts", "must be between 1 and 1000")
+	}
+	if req.Retry != nil {
+		pol, attempts, err := parseRetry(req.Retry)
+		if err != nil {
+			return err
+		}
+		if attempts > 0 {
+			if req.MaxAttempts != 0 && req.MaxAttempts != attempts {
+				return invalid("retry.max_attempts", "differs from max_attempts")
+			}
+			sc.MaxAttempts = attempts
+		}
+		sc.Retry = pol
 	}
 	info, err := s.client.SchedulePut(r.Context(), &sc)
 	if err != nil {
@@ -152,6 +166,10 @@ func renderSchedule(info *idem.ScheduleInfo) *wire.Schedule {
 	}
 	if info.LastJobID != 0 {
 		out.LastJobID = formatID(info.LastJobID)
+	}
+	if info.Retry != nil {
+		raw, _ := json.Marshal(info.Retry) // durations and numbers always encode
+		out.Retry = renderRetry(raw)
 	}
 	return out
 }

@@ -55,6 +55,7 @@ var funcs = template.FuncMap{
 	"join":    strings.Join,
 	"pathesc": url.PathEscape,
 	"mulf":    func(f float64) float64 { return f * 100 },
+	"retry":   retryText,
 }
 
 func formatTime(t time.Time) string {

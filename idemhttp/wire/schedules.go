@@ -21,6 +21,9 @@ type ScheduleRequest struct {
 	DedupWindow *string         `json:"dedup_window,omitempty"`
 	ResultTTL   *string         `json:"result_ttl,omitempty"`
 	Timeout     *string         `json:"timeout,omitempty"`
+	// Retry is the retry policy of each firing's job (as for an enqueue);
+	// absent = the queue's or kind's.
+	Retry *RetrySpec `json:"retry,omitempty"`
 }
 
 // Schedule is a schedule as the API renders it, with its firings.
@@ -40,6 +43,7 @@ type Schedule struct {
 	DedupWindow  string          `json:"dedup_window,omitempty"`
 	ResultTTL    string          `json:"result_ttl,omitempty"`
 	Timeout      string          `json:"timeout,omitempty"`
+	Retry        *RetrySpec      `json:"retry,omitempty"` // the firings' own retry policy
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
 	LastFiredAt  *time.Time      `json:"last_fired_at,omitempty"`
