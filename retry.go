@@ -45,7 +45,13 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	return p
 }
 
+// validate refuses what Delay cannot compute or the stored form (JSON)
+// cannot hold: negative durations or factor, a jitter above 1, and a
+// factor or jitter that is NaN or infinite.
 func (p RetryPolicy) validate() error {
+	if !isFinite(p.Factor) || !isFinite(p.Jitter) {
+		return fmt.Errorf("retry factor and jitter must be finite numbers")
+	}
 	if p.Base < 0 || p.Max < 0 || p.Factor < 0 {
 		return fmt.Errorf("retry base, max and factor must not be negative")
 	}
@@ -59,6 +65,9 @@ func (p RetryPolicy) validate() error {
 	}
 	return nil
 }
+
+// isFinite reports whether f is neither NaN nor infinite.
+func isFinite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Delay returns the wait after the given failed attempt (1-based); rnd is a
 // uniform random number in [0,1) for the jitter.

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -161,5 +162,31 @@ func TestDefaultRetryIsSeed003(t *testing.T) {
 			t.Fatalf("after attempt %d: %s, next try in %v, want retryable in %v ±10 %%", attempt, row.State, wait, want)
 		}
 		clk.Add(wait)
+	}
+}
+
+// TestRetryPolicyNotFiniteRefused: a retry policy whose factor or jitter
+// is NaN or infinite cannot be stored (JSON has no such numbers) nor
+// computed: a job's, a schedule's and the configuration's are refused
+// naming retry, instead of the job silently getting the default policy
+// or the schedule failing to encode.
+func TestRetryPolicyNotFiniteRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &idem.Config{DisableMaintenance: true})
+	for _, p := range []idem.RetryPolicy{{Factor: math.NaN()}, {Factor: math.Inf(1)}, {Jitter: math.NaN()}, {Jitter: math.Inf(-1)}} {
+		t.Run(fmt.Sprintf("factor %v jitter %v", p.Factor, p.Jitter), func(t *testing.T) {
+			var inv *idem.InvalidError
+			_, err := b.client.EnqueueRaw(t.Context(), idem.EnqueueParams{Kind: "k", Opts: &idem.EnqueueOpts{Retry: &p}})
+			if !errors.As(err, &inv) || inv.Field != "retry" {
+				t.Errorf("enqueue: %v, want an InvalidError naming retry", err)
+			}
+			_, err = b.client.SchedulePut(t.Context(), &idem.Schedule{Name: "s", Every: time.Hour, Kind: "k", Retry: &p})
+			if !errors.As(err, &inv) || inv.Field != "retry" {
+				t.Errorf("schedule: %v, want an InvalidError naming retry", err)
+			}
+			if _, err := idem.NewClient(b.store, &idem.Config{Retry: p}); err == nil {
+				t.Error("NewClient took the policy as Config.Retry")
+			}
+		})
 	}
 }

@@ -24,19 +24,24 @@ type LimitsConfig struct {
 	Queues map[string]string `koanf:"queues" toml:"queues,omitempty"`
 }
 
-// validate checks the rates and the concurrency, naming their keys.
+// validate checks the rates and the concurrency, naming their keys:
+// each must parse and be a limit idem.NewClient takes (Limit.Validate:
+// counts fit the stores' 32-bit integers).
 func (l LimitsConfig) validate() []error {
 	var errs []error
 	if l.TenantRate != "" {
-		if _, _, err := idem.ParseRate(l.TenantRate); err != nil {
+		if err := checkRate(l.TenantRate); err != nil {
 			errs = append(errs, fmt.Errorf("limits.tenant_rate %q: %w", l.TenantRate, err))
 		}
 	}
-	if l.TenantConcurrency < 0 {
-		errs = append(errs, fmt.Errorf("limits.tenant_concurrency %d: want 0 (none) or more", l.TenantConcurrency))
+	if c := l.TenantConcurrency; c != 0 {
+		lim := idem.Limit{FlowScope: idem.FlowScope{Tenant: idem.EveryTenant}, Concurrency: c}
+		if err := lim.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("limits.tenant_concurrency %d (0 = none): %w", c, err))
+		}
 	}
 	for _, q := range sortedKeys(l.Queues) {
-		if _, _, err := idem.ParseRate(l.Queues[q]); err != nil {
+		if err := checkRate(l.Queues[q]); err != nil {
 			errs = append(errs, fmt.Errorf("limits.queues.%s %q: %w", q, l.Queues[q], err))
 			continue
 		}
@@ -45,6 +50,17 @@ func (l LimitsConfig) validate() []error {
 		}
 	}
 	return errs
+}
+
+// checkRate checks a rate ("100/1m") as a limit's: it parses, and its
+// count is one Limit.Validate takes.
+func checkRate(s string) error {
+	n, period, err := idem.ParseRate(s)
+	if err != nil {
+		return err
+	}
+	l := idem.Limit{FlowScope: idem.FlowScope{Queue: "q"}, Rate: n, Period: period}
+	return l.Validate()
 }
 
 // limits is the idem.Config.Limits of l (validated): the default limit of

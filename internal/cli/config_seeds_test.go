@@ -146,6 +146,9 @@ func TestConfigSeed002Limits(t *testing.T) {
 			{"", "IDEM_LIMITS_TENANT_CONCURRENCY=-1", "limits.tenant_concurrency"},
 			{"[limits.queues]\nemails = \"1000\"\n", "", "limits.queues.emails"},
 			{"[limits.queues]\n\"bad queue\" = \"1/1m\"\n", "", "limits.queues.bad queue"},
+			{"", "IDEM_LIMITS_TENANT_RATE=3000000000/1m", "limits.tenant_rate"},
+			{"", "IDEM_LIMITS_TENANT_CONCURRENCY=3000000000", "limits.tenant_concurrency"},
+			{"[limits.queues]\nemails = \"3000000000/1m\"\n", "", "limits.queues.emails"},
 		} {
 			var env []string
 			if tc.env != "" {
