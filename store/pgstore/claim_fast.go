@@ -25,13 +25,15 @@ import (
 // columns when none was claimed). When the guard fails it visits and
 // claims nothing, and the caller takes the general path.
 //
-// Solo: when the previous claim of the queue visited one tenant $9 only,
-// the statement first checks that no other tenant has claimable work (two
+// Solo: when the previous claim of the queue visited one tenant $9 only
+// (on any path; $9 is then the cursor $3, see rotationStart), the
+// statement first checks that no other tenant has claimable work (two
 // probes that start beside $9's index range and never enter it) and then
-// visits $9 without probing it: the same visit list as the rotation's, but
-// without walking $9's head of just-claimed, not yet vacuumed index
-// entries twice more (the rotation's probes did, and that was most of a
-// one-tenant claim's time).
+// visits $9 without probing it: the same visit list as the rotation's (or
+// $9 with nothing to claim where the rotation lists no one: the cursor
+// stays at $9 either way), but without walking $9's head of just-claimed,
+// not yet vacuumed index entries twice more (the rotation's probes did,
+// and that was most of a one-tenant claim's time).
 //
 // The tenant probes order by the whole key of jobs_claim_tenant_idx
 // (tenant, priority DESC, run_at, id), not by tenant alone: a tenant-leading
@@ -186,8 +188,7 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	if p.Kinds != nil {
 		kinds = p.Kinds
 	}
-	cursor := s.cursors.Get(queue)
-	solo := s.solo.Get(queue)
+	cursor, solo := s.rotationStart(queue)
 	// One round trip: the statement runs in its own transaction with JIT
 	// off. Once the table has statistics its estimated cost passes
 	// jit_above_cost, and compiling it took ~0.5 s per claim (4-5x less
@@ -253,6 +254,34 @@ func readClaimRows(br pgx.BatchResults, meta ...any) ([]*idemtype.JobRow, error)
 	return out, rows.Err()
 }
 
+// rotated records the tenants a claim of queue (all tenants) visited, on
+// every path: the cursor moves to the last of them (a claim that visited
+// none leaves it), and solo remembers the only one, if one only.
+func (s *Store) rotated(queue string, visited []string) {
+	if len(visited) > 0 {
+		s.cursors.Set(queue, visited[len(visited)-1])
+	}
+	if len(visited) == 1 {
+		s.solo.Set(queue, visited[0])
+	} else {
+		s.solo.Set(queue, "")
+	}
+}
+
+// rotationStart returns the cursor of queue and the solo tenant the
+// one-statement claims may visit without probing it ($9 of claimOneBody):
+// solo only while it is still the cursor, so that visiting it when it has
+// no claimable work left leaves the cursor where it is, as the rotation's
+// empty list does (a cursor moved since, by another claim, is not moved
+// back onto it).
+func (s *Store) rotationStart(queue string) (cursor, solo string) {
+	cursor = s.cursors.Get(queue)
+	if solo = s.solo.Get(queue); solo != cursor {
+		solo = ""
+	}
+	return cursor, solo
+}
+
 // afterFirstRound moves the queue's cursor after a one-statement claim
 // that visited tenants and returns the tenants that got all of their
 // first-round want (as the statement computed it), among which later
@@ -262,14 +291,7 @@ func (s *Store) afterFirstRound(p *store.JobClaimParams, now time.Time, out []*i
 	weights []*store.Limit) []string {
 	queue := p.Queues[0]
 	if p.Tenant == "" {
-		if len(visited) > 0 {
-			s.cursors.Set(queue, visited[len(visited)-1])
-		}
-		if len(visited) == 1 {
-			s.solo.Set(queue, visited[0])
-		} else {
-			s.solo.Set(queue, "")
-		}
+		s.rotated(queue, visited)
 	}
 	b := store.NewClaimBudget(now, nil, nil)
 	b.SetWeights(weights)

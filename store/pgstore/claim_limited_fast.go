@@ -272,7 +272,8 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	// PostgreSQL kept planning it anew for each claim (custom plans).
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
 	b.Queue(s.sql(qFlowLockShape), p.Queues)
-	b.Queue(s.sql(qClaimOneLimited), queue, now, s.cursors.Get(queue), kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, s.solo.Get(queue), p.LeaseToken)
+	cursor, solo := s.rotationStart(queue)
+	b.Queue(s.sql(qClaimOneLimited), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo, p.LeaseToken)
 	b.Queue("COMMIT")
 	var (
 		visited, counted []string

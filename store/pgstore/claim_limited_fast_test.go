@@ -21,8 +21,9 @@ import (
 // time moving across their windows, running jobs finishing, limits
 // changing and deleted, default limits of tenant '*' among them), one
 // store always trying the one-round-trip claim and the
-// other never; after every claim the claimed jobs, the claim's report and
-// every limit's usage (window, running, throttled) must be equal. It fails
+// other never; after every claim the claimed jobs, the claim's report, the
+// queue's rotation cursor (where the next claim starts) and every limit's
+// usage (window, running, throttled) must be equal. It fails
 // unless the one-round-trip claim both accepted and declined many claims
 // (over all seeds).
 func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
@@ -249,6 +250,12 @@ func compareLimited(t *testing.T, seed uint64, reserved, concOnly bool) pathCoun
 		if !slices.Equal(ids[0], ids[1]) || reports[0] != reports[1] {
 			t.Fatalf("step %d (limit %d, tenant %q, now %v): one round claimed %v, report %+v; general path %v, report %+v\nlimits after the one-round claim:\n%s\nafter the general path:\n%s",
 				step, p.Limit, p.Tenant, now, ids[0], reports[0], ids[1], reports[1], limitState(t, fast, now, tenants)+fast.dumpReserved(), limitState(t, general, now, tenants))
+		}
+		// The rotation's cursor too: a path that moves it differently
+		// claims other tenants' jobs only claims later.
+		if a, b := fast.cursors.Get("q"), general.cursors.Get("q"); a != b {
+			t.Fatalf("step %d (limit %d, tenant %q, now %v, claimed %v): rotation cursor after the one-round claim %q, after the general path %q; limits before the claim:\n%s",
+				step, p.Limit, p.Tenant, now, ids[0], a, b, before)
 		}
 		if a, b := limitState(t, fast, now, tenants), limitState(t, general, now, tenants); a != b {
 			t.Fatalf("step %d (limit %d, tenant %q, now %v, claimed %v): BEFORE\n%s\nlimits after the one-round claim:\n%s\nafter the general path:\n%s", step, p.Limit, p.Tenant, now, ids[0], before, a, b)

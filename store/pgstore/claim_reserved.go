@@ -686,8 +686,9 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	if capT == nil {
 		capT, capN = []string{}, []int32{}
 	}
-	args := []any{queue, now, s.cursors.Get(queue), kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
-		s.solo.Get(queue), qb.gen, skip, capT, capN, s.holder, dflt}
+	cursor, solo := s.rotationStart(queue)
+	args := []any{queue, now, cursor, kinds, limit, p.LeaseUntil, p.WorkerID, p.Tenant,
+		solo, qb.gen, skip, capT, capN, s.holder, dflt}
 	weighted := len(qb.weightT) > 0
 	if weighted {
 		args = append(args, qb.weightT, qb.weightN)

@@ -607,9 +607,7 @@ func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimPara
 				return nil, fmt.Errorf("list tenants: %w", err)
 			}
 		}
-		if len(tenants) > 0 {
-			s.cursors.Set(queue, tenants[len(tenants)-1])
-		}
+		s.rotated(queue, tenants)
 	}
 	return s.claimRounds(ctx, q, p, b, queue, now, limit, tenants)
 }

@@ -104,8 +104,9 @@ type Store struct {
 	shapes flowShapes
 	// excluded: per queue, the tenants its last claim found spent.
 	excluded excludedHints
-	// solo: per queue, the one tenant the last fast claim visited ("" =
-	// none or several); see qClaimOne.
+	// solo: per queue, the one tenant the last claim (of all tenants, on
+	// any path) visited ("" = none or several); see qClaimOne and
+	// rotationStart.
 	solo store.ClaimCursors
 	// skips: per set of queues, limited claims that skip the
 	// one-round-trip claim after it declined (see claimLimitedFirst).

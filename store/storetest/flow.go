@@ -20,6 +20,7 @@ func flowCases() []testCase {
 		{"Fairness/priority_order_within_a_tenant", testFairPriorityWithinTenant},
 		{"Fairness/weights_share_claims", testFairWeights},
 		{"Fairness/new_tenants_join_the_next_claim", testFairNewTenants},
+		{"Fairness/claim_without_work_keeps_the_rotation", testFairEmptyClaimKeepsRotation},
 		{"Limits/put_list_delete", testLimitCRUD},
 		{"Limits/invalid_scope_and_values", testLimitInvalid},
 		{"Limits/rate_holds_per_window_and_reports_refill", testLimitRateWindow},
@@ -607,5 +608,35 @@ func testFairNewTenants(t *testing.T, s store.Store) {
 	got := byTenant(claim(t, s, at(time.Second), 10))
 	if got["a"] == 0 || got["z"] == 0 || got["a"]+got["m"]+got["z"] != 10 {
 		t.Fatalf("claim after tenants a and z enqueued beside m: %v, want all three", got)
+	}
+}
+
+// testFairEmptyClaimKeepsRotation: a claim that finds no claimable work
+// visits no tenant, so the next claim still starts after the tenant where
+// the last claim that visited one stopped; also when a weight came and
+// went in between (a store may claim by other means while flow-control
+// rows apply: PostgreSQL's one-statement claim once visited the lone
+// tenant of an earlier claim here, and moved the rotation onto it).
+func testFairEmptyClaimKeepsRotation(t *testing.T, s store.Store) {
+	insertTenant(t, s, "t3", 1)
+	if got := byTenant(claim(t, s, at(time.Second), 2)); got["t3"] != 1 {
+		t.Fatalf("first claim: %v, want t3's job", got)
+	}
+	weight := store.Limit{FlowScope: store.FlowScope{Tenant: "t9"}, Weight: 2}
+	putLimit(t, s, weight)
+	insertTenant(t, s, "t2", 1)
+	if got := byTenant(claim(t, s, at(time.Second), 2)); got["t2"] != 1 {
+		t.Fatalf("claim under a weight: %v, want t2's job", got)
+	}
+	wantOK(t, "LimitDelete", s.LimitDelete(t.Context(), &store.LimitDeleteParams{Scope: weight.FlowScope}))
+	for i := range 3 {
+		if got := claim(t, s, at(time.Second), 2); len(got) != 0 {
+			t.Fatalf("claim %d without work took %d jobs", i, len(got))
+		}
+	}
+	insertTenant(t, s, "t1", 1)
+	insertTenant(t, s, "t3", 1)
+	if got := byTenant(claim(t, s, at(time.Second), 1)); got["t3"] != 1 {
+		t.Fatalf("claim of one after claims without work: %v, want t3's job (the first tenant after t2, where the rotation stopped)", got)
 	}
 }
