@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -147,6 +148,36 @@ func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 	if r.Retry == nil {
 		return out, nil
 	}
+	p, err := r.retryPolicy()
+	if err != nil {
+		return nil, err
+	}
+	out.Retry = p
+	return out, nil
+}
+
+// retryFlag decodes a --retry flag: a JSON object with the fields of an
+// enqueue's `retry` (max_attempts, base, factor, max, jitter, delays).
+func retryFlag(v string) (*idemclient.RetryPolicy, error) {
+	var r batchJobJSON
+	dec := json.NewDecoder(strings.NewReader(`{"retry":` + v + `}`))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil || r.Retry == nil || dec.More() {
+		if err == nil {
+			err = errors.New("want a JSON object")
+		}
+		return nil, usageErr(fmt.Errorf("--retry: %w", err))
+	}
+	p, err := r.retryPolicy()
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("--%w", err))
+	}
+	return p, nil
+}
+
+// retryPolicy is r.Retry (not nil) as a policy; a duration that does not
+// parse is an error naming its field.
+func (r *batchJobJSON) retryPolicy() (*idemclient.RetryPolicy, error) {
 	p := &idemclient.RetryPolicy{MaxAttempts: r.Retry.MaxAttempts, Factor: r.Retry.Factor, Jitter: r.Retry.Jitter}
 	parse := func(field, s string) (time.Duration, error) {
 		if s == "" {
@@ -172,8 +203,7 @@ func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 		}
 		p.Delays = append(p.Delays, d)
 	}
-	out.Retry = p
-	return out, nil
+	return p, nil
 }
 
 func printBatch(w io.Writer, b *idemclient.Batch, verb string) {

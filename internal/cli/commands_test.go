@@ -48,6 +48,20 @@ func TestAPIKeysAgainstTheServer(t *testing.T) {
 	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.Job.Tenant != "acme" {
 		t.Fatalf("enqueue with the new key: %d %q", code, out)
 	}
+	// A job's own retry policy (--retry) reaches the server.
+	out, _, code = run(t, "enqueue", "k", "--json", "--url", e.url, "--api-key", k.Key, "--retry", `{"max_attempts":3,"delays":["1m","2m","4m"]}`)
+	var withRetry struct {
+		Job struct {
+			MaxAttempts int `json:"max_attempts"`
+			Retry       *struct {
+				Delays []string `json:"delays"`
+			} `json:"retry"`
+		} `json:"job"`
+	}
+	if code != ExitOK || json.Unmarshal([]byte(out), &withRetry) != nil || withRetry.Job.Retry == nil ||
+		strings.Join(withRetry.Job.Retry.Delays, ",") != "1m0s,2m0s,4m0s" || withRetry.Job.MaxAttempts != 3 {
+		t.Fatalf("enqueue --retry: %d %q", code, out)
+	}
 	// A tenant key cannot act for another tenant.
 	if out, _, code = run(t, "enqueue", "k", "--json", "--tenant", "globex", "--url", e.url, "--api-key", k.Key); code == ExitOK {
 		var other struct{ Job struct{ Tenant string } }

@@ -11,9 +11,9 @@ import (
 )
 
 type enqueueFlags struct {
-	args, queue, key, runAt, partition, dedup, ttl, metadata string
-	priority, maxAttempts                                    int
-	dependsOn                                                []string
+	args, queue, key, runAt, partition, dedup, ttl, metadata, retry string
+	priority, maxAttempts                                           int
+	dependsOn                                                       []string
 }
 
 func newEnqueueCmd() *cobra.Command {
@@ -64,6 +64,7 @@ own retries never create two jobs.`,
 	fl.IntVar(&f.priority, "priority", 0, "priority (higher first)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts before the job is dead (default: the server's)")
 	fl.StringSliceVar(&f.dependsOn, "depends-on", nil, "ids of jobs that must complete first")
+	fl.StringVar(&f.retry, "retry", "", `retry policy as JSON, e.g. '{"delays":["1m","2m","4m"]}' (max_attempts, base, factor, max, jitter, delays)`)
 	return cmd
 }
 
@@ -81,6 +82,13 @@ func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) 
 			return nil, usageErr(fmt.Errorf("%s: not valid JSON", j.name))
 		}
 		*j.dst = json.RawMessage(j.v)
+	}
+	if f.retry != "" {
+		p, err := retryFlag(f.retry)
+		if err != nil {
+			return nil, err
+		}
+		req.Retry = p
 	}
 	if f.runAt != "" {
 		t, err := time.Parse(time.RFC3339, f.runAt)

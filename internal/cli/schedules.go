@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/idemhttp/wire"
 )
 
 // newSchedulesCmd is `idem schedules list|put|delete|trigger`, over the HTTP API.
@@ -51,7 +53,7 @@ func newSchedulesListCmd(af *apiFlags) *cobra.Command {
 
 func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 	var req idemclient.ScheduleRequest
-	var every, dedup, ttl, args string
+	var every, dedup, ttl, args, retry string
 	put := &cobra.Command{Use: "put NAME", Short: "Create or replace a schedule (--cron or --every, --kind)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			cl, err := af.client()
@@ -71,6 +73,13 @@ func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 					return usageErr(errors.New("--args: not valid JSON"))
 				}
 				req.Args = json.RawMessage(args)
+			}
+			if retry != "" {
+				spec, err := retrySpecFlag(retry)
+				if err != nil {
+					return err
+				}
+				req.Retry = spec
 			}
 			s, err := cl.PutSchedule(cmd.Context(), a[0], &req)
 			if err != nil {
@@ -95,7 +104,23 @@ func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "job max attempts")
 	f.StringVar(&dedup, "dedup-window", "", "how long a firing key blocks (at least 1h)")
 	f.StringVar(&ttl, "result-ttl", "", "how long a result is cached")
+	f.StringVar(&retry, "retry", "", `each firing's retry policy as JSON, e.g. '{"delays":["1s","5s","25s"]}' (max_attempts, base, factor, max, jitter, delays)`)
 	return put
+}
+
+// retrySpecFlag decodes a schedule's --retry flag: one JSON object with
+// the fields of `retry` and no others (the server checks their values).
+func retrySpecFlag(v string) (*wire.RetrySpec, error) {
+	var spec *wire.RetrySpec
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil || spec == nil || dec.More() {
+		if err == nil {
+			err = errors.New("want one JSON object")
+		}
+		return nil, usageErr(fmt.Errorf("--retry: %w", err))
+	}
+	return spec, nil
 }
 
 func newSchedulesDeleteCmd(af *apiFlags) *cobra.Command {
