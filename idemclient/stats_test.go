@@ -46,3 +46,27 @@ func TestStatsAgreeWithRecordStats(t *testing.T) {
 		t.Fatalf("/v1/stats idempotency %+v\n/v1/idempotency       %+v", *st.Idempotency, *rs)
 	}
 }
+
+// TestStatsKinds: the per-kind summary of /v1/stats (seed 004's job
+// health per function) reaches the Go client: the jobs of each kind
+// created in the last 24 hours and the failures among them.
+func TestStatsKinds(t *testing.T) {
+	t.Parallel()
+	e := newAPI(t, nil)
+	ctx := context.Background()
+	for _, kind := range []string{"report", "report", "sync"} {
+		e.enqueue(e.admin, &idemclient.EnqueueRequest{Kind: kind, Queue: "q", MaxAttempts: 1})
+	}
+	j := e.claimOne(e.admin, "q")
+	if _, err := e.admin.Fail(ctx, j.ID, j.LeaseToken, &idemclient.FailRequest{Error: "boom", NoRetry: true}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.admin.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, s := st.Kinds["report"], st.Kinds["sync"]
+	if r == nil || s == nil || r.Count != 2 || s.Count != 1 || r.Failed24h+s.Failed24h != 1 {
+		t.Fatalf("kinds %+v (report %+v, sync %+v), want report 2 and sync 1 with one failure between them", st.Kinds, r, s)
+	}
+}

@@ -12,22 +12,10 @@ import (
 
 // KindStats summarises the jobs of one kind created in the last 24 hours
 // (seed 004's job health summary), from the newest kindSample jobs.
-type KindStats struct {
-	Count         int64   `json:"count"`
-	AvgDurationMS float64 `json:"avg_duration_ms"`
-	MaxDurationMS float64 `json:"max_duration_ms"`
-	Retried       int64   `json:"retried"`
-	Failed24h     int64   `json:"failed_24h"`
-}
+type KindStats = wire.KindStats
 
 // kindSample is how many of the newest jobs the kind summary reads.
 const kindSample = 500
-
-// statsReply is /v1/stats: the wire stats plus the per-kind summary.
-type statsReply struct {
-	wire.Stats
-	Kinds map[string]*KindStats `json:"kinds"`
-}
 
 // statsTenant is the tenant /v1/stats reports: the request's, or every
 // tenant ("") for an admin key with ?all_tenants=true; ok is false (and a

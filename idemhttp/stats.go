@@ -106,8 +106,8 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, statsReply{Stats: wire.Stats{Queues: queues, Idempotency: cs, Targets: targets,
-		TargetsByTenant: byTenant, Limits: limits, Paused: paused}, Kinds: kinds})
+	writeJSON(w, http.StatusOK, wire.Stats{Queues: queues, Idempotency: cs, Targets: targets,
+		TargetsByTenant: byTenant, Limits: limits, Paused: paused, Kinds: kinds})
 	return nil
 }
 

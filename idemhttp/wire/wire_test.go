@@ -22,7 +22,7 @@ var every = []any{
 	wire.EnqueueReply{}, wire.BatchRequest{}, wire.BatchItem{}, wire.BatchReply{}, wire.Filter{}, wire.ReplayRequest{},
 	wire.ReplayReply{}, wire.RequeueRequest{}, wire.RequeueReply{}, wire.RetryRequest{}, wire.ClaimRequest{},
 	wire.HeartbeatRequest{}, wire.HeartbeatReply{}, wire.CompleteRequest{}, wire.FailRequest{}, wire.ResolveRequest{},
-	wire.Record{}, wire.CacheStats{}, wire.Percentiles{}, wire.QueueStats{}, wire.Stats{}, wire.TargetStats{},
+	wire.Record{}, wire.CacheStats{}, wire.Percentiles{}, wire.QueueStats{}, wire.Stats{}, wire.TargetStats{}, wire.KindStats{},
 	wire.TargetPut{}, wire.Target{}, wire.TargetList{}, wire.SubscriptionPut{}, wire.Subscription{},
 	wire.SubscriptionList{}, wire.PublishRequest{}, wire.PublishReply{}, wire.Event{}, wire.EventList{},
 	wire.EventReplayRequest{}, wire.EventReplayReply{}, wire.BatchCreateRequest{}, wire.Batch{},
