@@ -42,6 +42,10 @@ func TestConfigValidate(t *testing.T) {
 			RunningFor: idemhttp.HealthZero, SuccessRate: idemhttp.HealthZero}}, ""},
 		{"a CORS origin without a scheme", idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"example.com"}}}, "cors origin"},
 		{"CORS for any origin", idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"*"}}}, ""},
+		{"a CORS header with a space", idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedHeaders: []string{"x-client-info, apikey"}}}, "cors header"},
+		{"an empty CORS header", idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedHeaders: []string{"Authorization", ""}}}, "cors header"},
+		{"CORS headers of seed 004", idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"*"},
+			AllowedHeaders: []string{"authorization", "x-client-info", "apikey", "content-type"}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -16,8 +16,8 @@ type CORSConfig struct {
 	// AllowedOrigins lists the origins allowed ("https://app.example");
 	// "*" allows any origin (credentials are never allowed).
 	AllowedOrigins []string
-	// AllowedHeaders are the request headers a browser may send; default
-	// Authorization, Content-Type, Idempotency-Key, X-Idem-Tenant, X-Request-Id.
+	// AllowedHeaders are the request headers a browser may send (header
+	// names, or "*" for any); default DefaultCORSHeaders.
 	AllowedHeaders []string
 	// MaxAge is how long a browser caches a preflight; default 10 minutes.
 	MaxAge time.Duration
@@ -26,14 +26,27 @@ type CORSConfig struct {
 // DefaultCORSMaxAge is the default CORSConfig.MaxAge.
 const DefaultCORSMaxAge = 10 * time.Minute
 
+// DefaultCORSHeaders returns the default CORSConfig.AllowedHeaders: the
+// request headers of idem's API, and X-Client-Info and Apikey, which seed
+// 004's browser clients send with every call (its functions allow
+// "authorization, x-client-info, apikey, content-type").
+func DefaultCORSHeaders() []string {
+	return []string{"Authorization", "Content-Type", "Idempotency-Key", headerTenant, headerRequestID, "X-Client-Info", "Apikey"}
+}
+
 func (c *CORSConfig) validate() error {
 	for _, o := range c.AllowedOrigins {
 		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
 			return errors.New("cors origin " + strconv.Quote(o) + ": want * or scheme://host[:port]")
 		}
 	}
+	for _, h := range c.AllowedHeaders {
+		if !isToken(h) {
+			return errors.New("cors header " + strconv.Quote(h) + ": want a header name (one per entry) or *")
+		}
+	}
 	if len(c.AllowedHeaders) == 0 {
-		c.AllowedHeaders = []string{"Authorization", "Content-Type", "Idempotency-Key", headerTenant, headerRequestID}
+		c.AllowedHeaders = DefaultCORSHeaders()
 	}
 	if c.MaxAge == 0 {
 		c.MaxAge = DefaultCORSMaxAge
@@ -68,4 +81,19 @@ func (c *CORSConfig) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110 5.6.2), the form
+// of a header name; "*" is one.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,19 +45,20 @@ func TestAllTenantsStatsLatencies(t *testing.T) {
 }
 
 // TestCORSAnyOrigin: seed 004's functions answer every origin
-// (Access-Control-Allow-Origin: *) and its browser clients send
-// authorization and content-type; AllowedOrigins ["*"] lets any origin's
-// preflight and request through, without credentials.
+// (Access-Control-Allow-Origin: *) and allow the headers its browser
+// clients send (authorization, x-client-info, apikey, content-type);
+// AllowedOrigins ["*"] lets any origin's preflight and request through,
+// without credentials, and the default AllowedHeaders hold seed 004's.
 func TestCORSAnyOrigin(t *testing.T) {
 	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"*"}}}})
 	r := e.req("OPTIONS", "/v1/jobs", "", nil, "Origin", "https://dashboard.example",
-		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, x-client-info, apikey, content-type")
 	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "https://dashboard.example" {
 		t.Fatalf("preflight from any origin: %d %v", r.status, r.header)
 	}
 	allowed := strings.ToLower(r.header.Get("Access-Control-Allow-Headers"))
-	for _, h := range []string{"authorization", "content-type", "idempotency-key"} {
-		if !strings.Contains(allowed, h) {
+	for _, h := range []string{"authorization", "x-client-info", "apikey", "content-type", "idempotency-key"} {
+		if !slices.Contains(strings.Split(allowed, ", "), h) {
 			t.Errorf("preflight allows headers %q, not %s", allowed, h)
 		}
 	}

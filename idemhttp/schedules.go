@@ -1,7 +1,6 @@
 package idemhttp
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/idem-dev/idem"
@@ -168,8 +167,7 @@ func renderSchedule(info *idem.ScheduleInfo) *wire.Schedule {
 		out.LastJobID = formatID(info.LastJobID)
 	}
 	if info.Retry != nil {
-		raw, _ := json.Marshal(info.Retry) // durations and numbers always encode
-		out.Retry = renderRetry(raw)
+		out.Retry = retrySpec(info.Retry)
 	}
 	return out
 }

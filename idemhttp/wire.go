@@ -35,8 +35,8 @@ func renderJob(j *idemtype.JobRow, withLease bool) *wire.Job {
 	return out
 }
 
-// renderRetry converts a job's stored retry policy (nil = none); a
-// jitter turned off (negative) reads 0, as it is given over HTTP.
+// renderRetry converts a job's stored retry policy (nil = none, as is
+// one that does not decode).
 func renderRetry(raw json.RawMessage) *wire.RetrySpec {
 	if len(raw) == 0 {
 		return nil
@@ -45,6 +45,13 @@ func renderRetry(raw json.RawMessage) *wire.RetrySpec {
 	if json.Unmarshal(raw, &p) != nil {
 		return nil
 	}
+	return retrySpec(&p)
+}
+
+// retrySpec is the wire form of p: a field left zero (idem's default) is
+// not written, and a jitter turned off (negative) reads 0, as it is given
+// over HTTP.
+func retrySpec(p *idem.RetryPolicy) *wire.RetrySpec {
 	out := &wire.RetrySpec{}
 	dur := func(d time.Duration) *string {
 		if d == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/idemhttp/wire"
 )
 
 // newBatchCmd is `idem batch create|get|cancel` over the HTTP API.
@@ -132,14 +133,7 @@ type batchJobJSON struct {
 	MaxAttempts    int             `json:"max_attempts"`
 	PartitionKey   string          `json:"partition_key"`
 	Metadata       json.RawMessage `json:"metadata"`
-	Retry          *struct {
-		MaxAttempts int      `json:"max_attempts"`
-		Base        string   `json:"base"`
-		Factor      float64  `json:"factor"`
-		Max         string   `json:"max"`
-		Jitter      *float64 `json:"jitter"`
-		Delays      []string `json:"delays"`
-	} `json:"retry"`
+	Retry          *wire.RetrySpec `json:"retry"`
 }
 
 func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
@@ -148,7 +142,7 @@ func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 	if r.Retry == nil {
 		return out, nil
 	}
-	p, err := r.retryPolicy()
+	p, err := retryPolicy(r.Retry)
 	if err != nil {
 		return nil, err
 	}
@@ -156,48 +150,52 @@ func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 	return out, nil
 }
 
-// retryFlag decodes a --retry flag: a JSON object with the fields of an
-// enqueue's `retry` (max_attempts, base, factor, max, jitter, delays).
-func retryFlag(v string) (*idemclient.RetryPolicy, error) {
-	var r batchJobJSON
-	dec := json.NewDecoder(strings.NewReader(`{"retry":` + v + `}`))
+// retryFlag decodes a --retry flag (enqueue, schedules put): one JSON
+// object with the fields of `retry` (max_attempts, base, factor, max,
+// jitter, delays) and no others. Its values are checked by retryPolicy
+// for an enqueue, by the server for a schedule.
+func retryFlag(v string) (*wire.RetrySpec, error) {
+	var spec *wire.RetrySpec
+	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil || r.Retry == nil || dec.More() {
+	if err := dec.Decode(&spec); err != nil || spec == nil || dec.More() {
 		if err == nil {
-			err = errors.New("want a JSON object")
+			err = errors.New("want one JSON object")
 		}
 		return nil, usageErr(fmt.Errorf("--retry: %w", err))
 	}
-	p, err := r.retryPolicy()
-	if err != nil {
-		return nil, usageErr(fmt.Errorf("--%w", err))
-	}
-	return p, nil
+	return spec, nil
 }
 
-// retryPolicy is r.Retry (not nil) as a policy; a duration that does not
-// parse is an error naming its field.
-func (r *batchJobJSON) retryPolicy() (*idemclient.RetryPolicy, error) {
-	p := &idemclient.RetryPolicy{MaxAttempts: r.Retry.MaxAttempts, Factor: r.Retry.Factor, Jitter: r.Retry.Jitter}
-	parse := func(field, s string) (time.Duration, error) {
-		if s == "" {
+// retryPolicy is spec (not nil) as a client policy; a duration that does
+// not parse is an error naming its field ("retry.base").
+func retryPolicy(spec *wire.RetrySpec) (*idemclient.RetryPolicy, error) {
+	p := &idemclient.RetryPolicy{Jitter: spec.Jitter}
+	if spec.MaxAttempts != nil {
+		p.MaxAttempts = *spec.MaxAttempts
+	}
+	if spec.Factor != nil {
+		p.Factor = *spec.Factor
+	}
+	parse := func(field string, s *string) (time.Duration, error) {
+		if s == nil || *s == "" {
 			return 0, nil
 		}
-		d, err := time.ParseDuration(s)
+		d, err := time.ParseDuration(*s)
 		if err != nil {
 			return 0, fmt.Errorf("retry.%s: %w", field, err)
 		}
 		return d, nil
 	}
 	var err error
-	if p.Base, err = parse("base", r.Retry.Base); err != nil {
+	if p.Base, err = parse("base", spec.Base); err != nil {
 		return nil, err
 	}
-	if p.Max, err = parse("max", r.Retry.Max); err != nil {
+	if p.Max, err = parse("max", spec.Max); err != nil {
 		return nil, err
 	}
-	for _, s := range r.Retry.Delays {
-		d, err := parse("delays", s)
+	for _, s := range spec.Delays {
+		d, err := parse("delays", &s)
 		if err != nil {
 			return nil, err
 		}

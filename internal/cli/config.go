@@ -200,6 +200,9 @@ type ServeConfig struct {
 		MaxBodyBytes int64    `koanf:"max_body_bytes" toml:"max_body_bytes"`
 		AuthCacheTTL Duration `koanf:"auth_cache_ttl" toml:"auth_cache_ttl"`
 		CORSOrigins  []string `koanf:"cors_origins" toml:"cors_origins"`
+		// CORSHeaders are the request headers a browser may send (the
+		// preflight's Access-Control-Allow-Headers).
+		CORSHeaders []string `koanf:"cors_headers" toml:"cors_headers"`
 		// MetricsMaxLabels bounds the distinct queues and kinds of the job
 		// metrics; more are labelled "other".
 		MetricsMaxLabels int `koanf:"metrics_max_labels" toml:"metrics_max_labels"`
@@ -237,7 +240,7 @@ func configDefaults() map[string]any {
 		"maintenance.rescue_interval": idem.DefaultRescueInterval.String(), "maintenance.leader_ttl": idem.DefaultLeaderTTL.String(),
 		"limits.tenant_rate": "", "limits.tenant_concurrency": 0,
 		"http.max_body_bytes": idemhttp.DefaultMaxBodyBytes, "http.auth_cache_ttl": idemhttp.DefaultAuthCacheTTL.String(),
-		"http.cors_origins": []string{}, "http.metrics_max_labels": idemhttp.DefaultMetricsMaxLabels,
+		"http.cors_origins": []string{}, "http.cors_headers": idemhttp.DefaultCORSHeaders(), "http.metrics_max_labels": idemhttp.DefaultMetricsMaxLabels,
 		"health.dead_jobs": idemhttp.DefaultHealthDeadJobs, "health.available_jobs": idemhttp.DefaultHealthAvailableJobs,
 		"health.oldest_available": idemhttp.DefaultHealthOldestAvailable.String(), "health.success_rate": idemhttp.DefaultHealthSuccessRate,
 		"health.failed_per_kind_24h": idemhttp.DefaultHealthFailedPerKind24h, "health.running_for": idemhttp.DefaultHealthRunningFor.String(),
@@ -289,7 +292,11 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 		name, val, _ := strings.Cut(kv, "=")
 		if key, ok := byEnv[name]; ok && val != "" {
 			if _, isList := defs[key].([]string); isList {
-				env[key] = strings.Split(val, ",")
+				items := strings.Split(val, ",")
+				for i := range items {
+					items[i] = strings.TrimSpace(items[i]) // "a, b" as well as "a,b"
+				}
+				env[key] = items
 			} else {
 				env[key] = val
 			}
@@ -346,10 +353,32 @@ func (c *ServeConfig) validate() error {
 	}
 	errs = append(errs, c.validateZero()...)
 	errs = append(errs, c.Limits.validate()...)
-	if err := c.serverConfig(nil).Validate(); err != nil {
+	server := c.serverConfig(nil)
+	if herrs := c.validateCORSHeaders(); len(herrs) > 0 {
+		errs = append(errs, herrs...)
+		server.CORS.AllowedHeaders = nil // reported above, naming the key
+	}
+	if err := server.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateCORSHeaders checks http.cors_headers: at least one entry, each
+// one header name (idemhttp decides which are) or "*".
+func (c *ServeConfig) validateCORSHeaders() []error {
+	if len(c.HTTP.CORSHeaders) == 0 {
+		return []error{fmt.Errorf("http.cors_headers is empty: want the request headers browsers may send, e.g. %q",
+			idemhttp.DefaultCORSHeaders())}
+	}
+	var errs []error
+	for _, h := range c.HTTP.CORSHeaders {
+		one := idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedHeaders: []string{h}}}
+		if one.Validate() != nil {
+			errs = append(errs, fmt.Errorf("http.cors_headers %q: want a header name (one per list entry) or *", h))
+		}
+	}
+	return errs
 }
 
 // clientConfig is the idem.Config of c. Every setting of c holds the
@@ -407,6 +436,7 @@ func (c *ServeConfig) serverConfig(cfg *idemhttp.Config) *idemhttp.Config {
 	cfg.MaxBodyBytes = c.HTTP.MaxBodyBytes
 	cfg.AuthCacheTTL = zeroAsNegative(time.Duration(c.HTTP.AuthCacheTTL)) // negative: no cache
 	cfg.CORS.AllowedOrigins = c.HTTP.CORSOrigins
+	cfg.CORS.AllowedHeaders = c.HTTP.CORSHeaders
 	h := c.Health
 	cfg.Health = idemhttp.HealthConfig{DeadJobs: healthZero(h.DeadJobs), AvailableJobs: healthZero(h.AvailableJobs),
 		OldestAvailable: healthZero(time.Duration(h.OldestAvailable)), SuccessRate: healthZero(h.SuccessRate),

@@ -84,11 +84,13 @@ func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) 
 		*j.dst = json.RawMessage(j.v)
 	}
 	if f.retry != "" {
-		p, err := retryFlag(f.retry)
+		spec, err := retryFlag(f.retry)
 		if err != nil {
 			return nil, err
 		}
-		req.Retry = p
+		if req.Retry, err = retryPolicy(spec); err != nil {
+			return nil, usageErr(fmt.Errorf("--%w", err))
+		}
 	}
 	if f.runAt != "" {
 		t, err := time.Parse(time.RFC3339, f.runAt)

@@ -110,6 +110,9 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"enqueue", "k", "--retry", "[1]"}, "--retry"},
 		{[]string{"enqueue", "k", "--retry", `{"base":"soon"}`}, "--retry"},
 		{[]string{"enqueue", "k", "--retry", `{"bogus":1}`}, "--retry"},
+		// Text after the object was once read as more fields of the job.
+		{[]string{"enqueue", "k", "--retry", `{"max_attempts":2}, "kind":"other"`}, "--retry"},
+		{[]string{"enqueue", "k", "--retry", "null"}, "--retry"},
 		{[]string{"topics", "replay", "orders", "--metadata", "region"}, "--metadata"},
 		{[]string{"batch", "create", "--key", "b1"}, "--file"},
 		{[]string{"batch", "create", "--key", "b1", "--file", jobsFile, "--metadata", "{"}, "--metadata"},

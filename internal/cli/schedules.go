@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/idemclient"
-	"github.com/idem-dev/idem/idemhttp/wire"
 )
 
 // newSchedulesCmd is `idem schedules list|put|delete|trigger`, over the HTTP API.
@@ -75,7 +73,7 @@ func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 				req.Args = json.RawMessage(args)
 			}
 			if retry != "" {
-				spec, err := retrySpecFlag(retry)
+				spec, err := retryFlag(retry)
 				if err != nil {
 					return err
 				}
@@ -106,21 +104,6 @@ func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 	f.StringVar(&ttl, "result-ttl", "", "how long a result is cached")
 	f.StringVar(&retry, "retry", "", `each firing's retry policy as JSON, e.g. '{"delays":["1s","5s","25s"]}' (max_attempts, base, factor, max, jitter, delays)`)
 	return put
-}
-
-// retrySpecFlag decodes a schedule's --retry flag: one JSON object with
-// the fields of `retry` and no others (the server checks their values).
-func retrySpecFlag(v string) (*wire.RetrySpec, error) {
-	var spec *wire.RetrySpec
-	dec := json.NewDecoder(strings.NewReader(v))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil || spec == nil || dec.More() {
-		if err == nil {
-			err = errors.New("want one JSON object")
-		}
-		return nil, usageErr(fmt.Errorf("--retry: %w", err))
-	}
-	return spec, nil
 }
 
 func newSchedulesDeleteCmd(af *apiFlags) *cobra.Command {
