@@ -192,11 +192,36 @@ class Client
      */
     public function claim(array $queues, string $workerId, int $limit = 1, string $lease = '30s', string $wait = '0s', ?array $kinds = null): array
     {
+        return $this->claimDetail($queues, $workerId, $limit, $lease, $wait, $kinds)['jobs'];
+    }
+
+    /**
+     * claimDetail is claim that also reports throttling (the Go client's
+     * ClaimDetail): 'throttled' is true when a rate or concurrency limit
+     * held work back and nothing was claimed; for a spent rate limit
+     * 'next_available_at' (RFC 3339) and 'retry_after' (a Go duration, also
+     * as 'retry_after_seconds') say when its budget returns, else null and
+     * 0.0. A pull worker claims again with about that wait rather than
+     * polling.
+     *
+     * @param list<string> $queues
+     * @return array{jobs: list<array<string,mixed>>, throttled: bool, next_available_at: ?string, retry_after: ?string, retry_after_seconds: float}
+     */
+    public function claimDetail(array $queues, string $workerId, int $limit = 1, string $lease = '30s', string $wait = '0s', ?array $kinds = null): array
+    {
         $body = ['queues' => $queues, 'worker_id' => $workerId, 'limit' => $limit, 'lease' => $lease, 'wait' => $wait];
         if ($kinds) {
             $body['kinds'] = $kinds;
         }
-        return $this->request('POST', '/v1/claim', $body, self::keyHeader(null), self::seconds($wait))['jobs'];
+        $r = $this->request('POST', '/v1/claim', $body, self::keyHeader(null), self::seconds($wait));
+        $retryAfter = isset($r['retry_after']) && $r['retry_after'] !== '' ? (string) $r['retry_after'] : null;
+        return [
+            'jobs' => $r['jobs'] ?? [],
+            'throttled' => ($r['throttled'] ?? false) === true,
+            'next_available_at' => $r['next_available_at'] ?? null,
+            'retry_after' => $retryAfter,
+            'retry_after_seconds' => $retryAfter === null ? 0.0 : max(self::seconds($retryAfter), 0.0),
+        ];
     }
 
     /** heartbeat extends a claimed job's lease; it returns the new end (RFC 3339). */
@@ -219,8 +244,13 @@ class Client
         return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/complete', $body, self::keyHeader(null));
     }
 
-    /** fail fails a claimed job: retried later unless $retry is false or attempts are used up. */
-    public function fail(array $job, string $error, ?bool $retry = null, ?string $retryAfter = null): array
+    /**
+     * fail fails a claimed job: retried later unless $retry is false or
+     * attempts are used up. $retryAfter (a Go duration) overrides the
+     * backoff; $errorCode is the failure's code (seed 004's error_code,
+     * printable ASCII without spaces), which lists and requeues filter by.
+     */
+    public function fail(array $job, string $error, ?bool $retry = null, ?string $retryAfter = null, ?string $errorCode = null): array
     {
         $body = ['lease_token' => $job['lease_token'], 'error' => $error];
         if ($retry !== null) {
@@ -228,6 +258,9 @@ class Client
         }
         if ($retryAfter !== null) {
             $body['retry_after'] = $retryAfter;
+        }
+        if ($errorCode !== null && $errorCode !== '') {
+            $body['error_code'] = $errorCode;
         }
         return $this->request('POST', '/v1/jobs/' . rawurlencode($job['id']) . '/fail', $body, self::keyHeader(null));
     }
@@ -249,6 +282,148 @@ class Client
     public function attempts(string $id): array
     {
         return $this->request('GET', '/v1/jobs/' . rawurlencode($id) . '/attempts')['attempts'];
+    }
+
+    /**
+     * replay enqueues copies of the jobs $filter selects (at most 10000;
+     * into $queue when given) and returns how many. A copy has the
+     * original's kind, args and metadata plus metadata.replay_of, no
+     * idempotency key, and runs now. The call's Idempotency-Key makes its
+     * retries replay once.
+     *
+     * @param array<string,mixed> $filter state, queue, kind, partition_key, idempotency_key, since, until, error_code, resolved
+     */
+    public function replay(array $filter, ?string $queue = null, ?string $idempotencyKey = null): int
+    {
+        $body = ['filter' => (object) $filter];
+        if ($queue !== null && $queue !== '') {
+            $body['queue'] = $queue;
+        }
+        return $this->request('POST', '/v1/jobs/replay', $body, self::keyHeader($idempotencyKey))['enqueued'];
+    }
+
+    /**
+     * dlqDelete deletes a dead job with its attempts. As the Go client's
+     * DLQDelete, a retry (after no answer or a 5xx) that finds it gone
+     * returns: the earlier attempt may have deleted it. A 404 is thrown only
+     * when the first attempt answers it.
+     */
+    public function dlqDelete(string $id): void
+    {
+        $this->deleteGone('/v1/dlq/' . rawurlencode($id));
+    }
+
+    /**
+     * putSubscription creates or replaces a subscription of a topic:
+     * ['url' => …, 'secret' => …, 'kinds' => […], 'max_attempts' => …,
+     * 'timeout' => …]. Without 'secret' the server generates one and returns
+     * it once, when the PUT creates the subscription; a replacing PUT keeps
+     * the stored secrets; '' sends unsigned pushes. 'created' reports that
+     * this PUT created it.
+     *
+     * @param array<string,mixed> $subscription
+     * @return array{subscription: array<string,mixed>, created: bool}
+     */
+    public function putSubscription(string $topic, string $name, array $subscription): array
+    {
+        $s = $this->request('PUT', self::topicPath($topic, '/subscriptions/' . self::pathSegment($name)), $subscription);
+        return ['subscription' => $s, 'created' => $s['created_at'] === $s['updated_at']];
+    }
+
+    /** @return list<array<string,mixed>> the subscriptions of a topic (never their secrets) */
+    public function subscriptions(string $topic): array
+    {
+        return $this->request('GET', self::topicPath($topic, '/subscriptions'))['subscriptions'];
+    }
+
+    /** deleteSubscription deletes a subscription; as dlqDelete, a retry that finds it gone returns. */
+    public function deleteSubscription(string $topic, string $name): void
+    {
+        $this->deleteGone(self::topicPath($topic, '/subscriptions/' . self::pathSegment($name)));
+    }
+
+    /**
+     * publish publishes an event to a topic: ['payload' => …, 'key' => …,
+     * 'type' => …, 'partition_key' => …, 'metadata' => […]]; one delivery
+     * job per matching subscription. A repeated key answers the existing
+     * event with 'existing' => true. Without a key every call is a new
+     * event; the call's random Idempotency-Key, which the server takes as
+     * the event key when the body has none, makes its retries publish once.
+     *
+     * @param array<string,mixed> $event
+     * @return array{event_id: string, deliveries: int, existing: bool}
+     */
+    public function publish(string $topic, array $event): array
+    {
+        return $this->request('POST', self::topicPath($topic, '/events'), $event, self::keyHeader(null));
+    }
+
+    /**
+     * listEvents yields the event log of a topic, oldest first, page by page.
+     *
+     * @param array<string,mixed> $query partition_key, type (a string or a list), limit, cursor
+     * @return \Generator<int, array<string,mixed>>
+     */
+    public function listEvents(string $topic, array $query = []): \Generator
+    {
+        for (;;) {
+            $q = [];
+            foreach ($query as $k => $v) {
+                foreach ((array) $v as $one) {
+                    $q[] = rawurlencode((string) $k) . '=' . rawurlencode((string) $one);
+                }
+            }
+            $page = $this->request('GET', self::topicPath($topic, '/events') . ($q ? '?' . implode('&', $q) : ''));
+            foreach ($page['events'] as $event) {
+                yield $event;
+            }
+            if (empty($page['next_cursor'])) {
+                return;
+            }
+            $query['cursor'] = $page['next_cursor'];
+        }
+    }
+
+    /**
+     * replayEvents delivers the selected events of a topic again
+     * (['partition_key', 'types', 'metadata', 'from', 'to', 'subscription']),
+     * to every current matching subscription or to 'subscription' only, as
+     * new delivery jobs.
+     *
+     * @param array<string,mixed> $selection
+     * @return array{events: int, deliveries: int}
+     */
+    public function replayEvents(string $topic, array $selection = [], ?string $idempotencyKey = null): array
+    {
+        return $this->request('POST', self::topicPath($topic, '/replay'), (object) $selection, self::keyHeader($idempotencyKey));
+    }
+
+    private static function topicPath(string $topic, string $suffix): string
+    {
+        return '/v1/topics/' . self::pathSegment($topic) . $suffix;
+    }
+
+    /**
+     * deleteGone sends a DELETE with the retries of request; a retry
+     * answered 404 returns (an earlier attempt whose reply was lost
+     * deleted it), as the Go client does.
+     */
+    private function deleteGone(string $path): void
+    {
+        for ($attempt = 0; ; $attempt++) {
+            try {
+                $this->once('DELETE', $path, null, [], 0.0, $retryAfter);
+                return;
+            } catch (IdemException $e) {
+                if ($attempt > 0 && $e->status === 404) {
+                    return;
+                }
+                if ($attempt >= $this->maxRetries || !self::retryable($e)) {
+                    throw $e;
+                }
+                usleep((int) ($this->backoff($attempt, $retryAfter) * 1e6));
+            }
+        }
     }
 
     /** requeue moves dead jobs back: ['ids' => […]] or ['filter' => […]]. */
@@ -296,10 +471,11 @@ class Client
      * IdemException. GET, HEAD and PUT, and requests with an
      * Idempotency-Key, are retried after no answer, a 5xx, a 429 or a 409
      * "key in progress" (up to $maxRetries times, the same key and body).
+     * $body is an array, or an object (such as (object) [] for {}).
      *
      * @param array<string,string> $headers
      */
-    public function request(string $method, string $path, ?array $body = null, array $headers = [], float $extraSeconds = 0.0): ?array
+    public function request(string $method, string $path, array|object|null $body = null, array $headers = [], float $extraSeconds = 0.0): ?array
     {
         $repeatable = in_array($method, ['GET', 'HEAD', 'PUT'], true) || isset($headers['Idempotency-Key']);
         for ($attempt = 0; ; $attempt++) {
@@ -335,7 +511,7 @@ class Client
      *
      * @param array<string,string> $headers
      */
-    private function once(string $method, string $path, ?array $body, array $headers, float $extraSeconds, ?float &$retryAfter): ?array
+    private function once(string $method, string $path, array|object|null $body, array $headers, float $extraSeconds, ?float &$retryAfter): ?array
     {
         $retryAfter = 0.0;
         $h = ['Authorization: Bearer ' . $this->apiKey, 'Accept: application/json'];
@@ -382,7 +558,7 @@ class Client
     }
 
     /** JSON for the wire: empty PHP arrays under args/metadata/result stay as given. */
-    private static function json(array $body): string
+    private static function json(array|object $body): string
     {
         return json_encode($body, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION);
     }

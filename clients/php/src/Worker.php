@@ -12,9 +12,14 @@ namespace Idem;
  * a time, so a handler that may outlast the lease calls $ctx->heartbeat().
  * stop() (from a handler, a middleware or a signal handler) ends the loop
  * after the current job; SIGTERM and SIGINT call it when pcntl is loaded.
+ * After a claim that a spent rate limit held back, the next claim waits
+ * its retry_after (at most 60s) instead of $wait.
  */
 class Worker
 {
+    /** The server's cap on a claim's wait, in milliseconds. */
+    private const MAX_CLAIM_WAIT_MS = 60_000;
+
     /** The most bytes fail accepts as "error". */
     private const MAX_ERROR_BYTES = 64 << 10;
 
@@ -80,17 +85,25 @@ class Worker
         }
         $deadline = $maxSeconds === null ? null : microtime(true) + $maxSeconds;
         $ran = 0;
+        // After a claim that a spent rate limit held back, the next one
+        // long-polls until the budget returns (its retry_after, at most the
+        // server's 60s), as the Go client's ClaimWait.
+        $nextWait = $this->wait;
         while (!$this->stopping && ($maxJobs === null || $ran < $maxJobs)) {
-            $wait = $this->wait;
+            $wait = $nextWait;
             if ($deadline !== null) {
                 $left = $deadline - microtime(true);
                 if ($left <= 0) {
                     break;
                 }
-                $wait = min(Client::seconds($this->wait), $left) * 1000 . 'ms';
+                $wait = min(Client::seconds($nextWait), $left) * 1000 . 'ms';
             }
             try {
-                $jobs = $this->client->claim($this->queues, $this->workerId, 1, $this->lease, $wait, array_keys($this->handlers) ?: null);
+                $res = $this->client->claimDetail($this->queues, $this->workerId, 1, $this->lease, $wait, array_keys($this->handlers) ?: null);
+                $jobs = $res['jobs'];
+                $nextWait = $res['retry_after_seconds'] > 0
+                    ? (int) ceil(min($res['retry_after_seconds'] * 1000 + 10, self::MAX_CLAIM_WAIT_MS)) . 'ms'
+                    : $this->wait;
             } catch (\Throwable $e) {
                 ($this->onError)($e);
                 usleep(500_000);

@@ -24,6 +24,9 @@ $vectors = json_decode((string) file_get_contents($vectorsFile), true, 512, JSON
 test('key vectors are present', function () use ($vectors) {
     check(count($vectors['canonical']) >= 10, 'canonical vectors');
     check(count(array_filter($vectors['formats'], fn ($f) => array_key_exists('user', $f))) >= 4, 'scoped vectors');
+    check(count(array_filter($vectors['formats'], fn ($f) => array_key_exists('function', $f))) >= 5, 'lock key vectors');
+    $unchecked = array_filter($vectors['formats'], fn ($f) => !array_key_exists('user', $f) && !array_key_exists('prefix', $f) && !array_key_exists('function', $f));
+    same([], array_values($unchecked), 'every format vector is checked');
 });
 
 foreach ($vectors['canonical'] as $v) {
@@ -41,6 +44,18 @@ foreach ($vectors['formats'] as $f) {
             same($f['key'], Keys::scopedJson($f['tenant'], $f['user'], $f['action'], $f['payload']));
             // The same key from a PHP array, as an app dispatches it.
             same($f['key'], Keys::scoped($f['tenant'], $f['user'], $f['action'], json_decode($f['payload'], true)));
+        });
+    } elseif (array_key_exists('function', $f)) {
+        test('lock key: ' . $f['name'], function () use ($f) {
+            same($f['key'], Keys::lockJson($f['function'], $f['tenant'], $f['time'], $f['zone'], $f['grain'], $f['entities']));
+            // The same key from a DateTime in another zone and a PHP array, as an app computes it.
+            $t = (new DateTimeImmutable($f['time']))->setTimezone(new DateTimeZone('America/New_York'));
+            $entities = $f['entities'] === null ? null : json_decode($f['entities'], true);
+            same($f['key'], Keys::lock($f['function'], $f['tenant'], $t, new DateTimeZone($f['zone']), $f['grain'], $entities));
+            if ($f['entities'] !== null) {
+                same($f['entities_canonical'], Keys::entityCanonicalJson($f['entities']));
+                same(substr($f['key'], strrpos($f['key'], ':') + 1), Keys::entityHash($entities));
+            }
         });
     } elseif (array_key_exists('prefix', $f)) {
         test('content key: ' . $f['name'], function () use ($f) {
@@ -94,6 +109,25 @@ test('scoped parts are checked', function () {
     throws(InvalidArgumentException::class, fn () => Keys::scoped('t', "u\n", 'a', []));
     throws(InvalidArgumentException::class, fn () => Keys::scoped('t', 'u', '', []));
     same('t_u_send_email_' . substr(hash('sha256', '{"a":1}'), 0, 16), Keys::scoped('t', 'u', 'send_email', ['a' => 1]));
+});
+
+test('lock key parts are checked; entities must be an object', function () {
+    $t = '2026-02-06T14:05:09Z';
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('a:b', 't', $t, 'UTC', 'day', null));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't:1', $t, 'UTC', 'day', null));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', '', $t, 'UTC', 'day', null));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', 'not a time', 'UTC', 'day', null));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', $t, 'UTC', 'week', null));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', $t, 'Nowhere/City', 'day', null));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', $t, 'UTC', 'day', '[1]'));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', $t, 'UTC', 'day', '{"a":1,"a":2}'));
+    throws(InvalidArgumentException::class, fn () => Keys::lock('f', 't', new DateTimeImmutable($t), null, 'day', [1, 2]));
+    same('f:t:2026-02-06', Keys::lockJson('f', 't', $t, null, 'day', '  null '), 'JSON null and no zone (UTC)');
+    // Go's key.EntityCanonical of names PHP arrays would make integers, nesting and escapes.
+    $in = '{"b":{"y":[1,{"q":"\\\\"}],"x":null},"10":"a","2":"b","":0,"\\u00e9":1e21}';
+    same('[["",0],["10","a"],["2","b"],["b",{"x":null,"y":[1,{"q":"\\\\"}]}],["é",1e+21]]', Keys::entityCanonicalJson($in));
+    same('[]', Keys::entityCanonicalJson('{}'));
+    same(Keys::entityHash(new stdClass()), substr(hash('sha256', '[]'), 0, 12));
 });
 
 // --- against a real idem serve --------------------------------------------
@@ -463,6 +497,168 @@ test('records show result_job_id and result_expires_at; include=result; delete; 
     $dead = $c->enqueue(['kind' => 'k', 'queue' => 'php-retry-job'])['job']['id'];
     $c->cancel($dead);
     same('available', $c->retry($dead)['state']);
+});
+
+// --- parity with the Go client: throttled claims, error codes, replay, DLQ delete, topics ---
+
+/** put_limit sets a queue's flow limit. */
+function put_limit(Client $c, string $queue, array $limit): void
+{
+    $c->request('PUT', '/v1/limits/queue/' . rawurlencode($queue), $limit);
+}
+
+test('claimDetail reports a spent rate limit: throttled, retry_after and next_available_at', function () use ($server) {
+    $c = $server();
+    put_limit($c, 'php-rate', ['rate' => '1/1h']);
+    $c->enqueue(['kind' => 'k', 'queue' => 'php-rate']);
+    $c->enqueue(['kind' => 'k', 'queue' => 'php-rate']);
+    $first = $c->claimDetail(['php-rate'], 'w');
+    same(1, count($first['jobs']));
+    same(false, $first['throttled']);
+    same(null, $first['retry_after']);
+    $held = $c->claimDetail(['php-rate'], 'w');
+    same([], $held['jobs']);
+    same(true, $held['throttled']);
+    check(is_string($held['retry_after']) && Client::seconds($held['retry_after']) > 0 && Client::seconds($held['retry_after']) <= 3600, 'retry_after ' . var_export($held['retry_after'], true));
+    same(Client::seconds($held['retry_after']), $held['retry_after_seconds']);
+    check(strtotime((string) $held['next_available_at']) >= time(), 'next_available_at ahead');
+    same([], $c->claim(['php-rate'], 'w'), 'claim still answers the jobs alone');
+});
+
+test('claimDetail reports a concurrency limit: throttled without retry_after', function () use ($server) {
+    $c = $server();
+    put_limit($c, 'php-conc', ['concurrency' => 1]);
+    $c->enqueue(['kind' => 'k', 'queue' => 'php-conc']);
+    $c->enqueue(['kind' => 'k', 'queue' => 'php-conc']);
+    same(1, count($c->claim(['php-conc'], 'w')));
+    $held = $c->claimDetail(['php-conc'], 'w');
+    same(true, $held['throttled']);
+    same(null, $held['retry_after']);
+    same(0.0, $held['retry_after_seconds']);
+});
+
+test('fail sends error_code; dead jobs are listed by it, replayed and deleted', function () use ($server) {
+    $c = $server();
+    $id = $c->enqueue(['kind' => 'charge', 'queue' => 'php-codes', 'args' => ['n' => 1]])['job']['id'];
+    $claimed = $c->claim(['php-codes'], 'w')[0];
+    same($id, $claimed['id']);
+    $dead = $c->fail($claimed, 'card declined', false, null, 'E_DECLINED');
+    same('dead', $dead['state']);
+    same('E_DECLINED', $dead['error_code']);
+    same([$id], array_map(fn ($j) => $j['id'], iterator_to_array($c->listDLQ(['error_code' => 'E_DECLINED']), false)));
+    same(400, throws(IdemException::class, fn () => $c->fail($claimed, 'x', null, null, 'has space'))->status);
+
+    same(1, $c->replay(['queue' => 'php-codes', 'error_code' => 'E_DECLINED'], 'php-codes-replayed'));
+    $copies = iterator_to_array($c->listJobs(['queue' => 'php-codes-replayed']), false);
+    same(1, count($copies));
+    same($id, $copies[0]['metadata']['replay_of'] ?? null);
+    same(['n' => 1], $copies[0]['args']);
+    same(0, $c->replay(['queue' => 'php-codes', 'kind' => 'nothing-matches']));
+
+    $c->dlqDelete($id);
+    same(404, throws(IdemException::class, fn () => $c->getJob($id))->status);
+    same(404, throws(IdemException::class, fn () => $c->dlqDelete($id))->status, 'a first attempt\'s 404 is reported');
+});
+
+test('topics: subscriptions CRUD, publish once per key, the event log and replay', function () use ($server) {
+    $c = $server();
+    $topic = 'php-orders';
+    $made = $c->putSubscription($topic, 'billing', ['url' => 'http://127.0.0.1:9/b', 'kinds' => ['order.paid'], 'max_attempts' => 2]);
+    same(true, $made['created']);
+    check(str_starts_with((string) ($made['subscription']['secret'] ?? ''), 'whsec_'), 'a generated secret, shown once');
+    same(['order.paid'], $made['subscription']['kinds']);
+    same(2, $made['subscription']['max_attempts']);
+    $again = $c->putSubscription($topic, 'billing', ['url' => 'http://127.0.0.1:9/b2', 'kinds' => ['order.paid']]);
+    same(false, $again['created']);
+    check(!isset($again['subscription']['secret']), 'no secret when replaced');
+    same([['billing', 'http://127.0.0.1:9/b2']], array_map(fn ($s) => [$s['name'], $s['url']], $c->subscriptions($topic)));
+
+    $p1 = $c->publish($topic, ['key' => 'evt-1', 'type' => 'order.paid', 'partition_key' => 'o-1', 'payload' => ['n' => 1]]);
+    same(false, $p1['existing']);
+    same(1, $p1['deliveries']);
+    $p2 = $c->publish($topic, ['key' => 'evt-1', 'type' => 'order.paid', 'partition_key' => 'o-1', 'payload' => ['n' => 1]]);
+    same(true, $p2['existing']);
+    same($p1['event_id'], $p2['event_id']);
+    $other = $c->publish($topic, ['type' => 'order.created', 'payload' => ['n' => 2]]);
+    same(0, $other['deliveries'], 'kinds filter the event types');
+
+    same([$p1['event_id'], $other['event_id']], array_map(fn ($e) => $e['id'], iterator_to_array($c->listEvents($topic, ['limit' => 1]), false)), 'oldest first, page by page');
+    same([['evt-1', ['n' => 1]]], array_map(fn ($e) => [$e['key'], $e['payload']], iterator_to_array($c->listEvents($topic, ['type' => ['order.paid']]), false)));
+
+    same(['events' => 1, 'deliveries' => 1], $c->replayEvents($topic, ['partition_key' => 'o-1']));
+    same(['events' => 2, 'deliveries' => 1], $c->replayEvents($topic));
+
+    $c->deleteSubscription($topic, 'billing');
+    same([], $c->subscriptions($topic));
+    same(404, throws(IdemException::class, fn () => $c->deleteSubscription($topic, 'billing'))->status);
+});
+
+test('a dead-letter delete and a subscription delete whose replies are lost are retried; the retry\'s 404 means gone', function () use ($server, &$srv) {
+    $c = $server();
+    $id = $c->enqueue(['kind' => 'k', 'queue' => 'php-lost-delete'])['job']['id'];
+    $c->fail($c->claim(['php-lost-delete'], 'w')[0], 'boom', false);
+    $c->putSubscription('php-lost-topic', 's', ['url' => 'http://127.0.0.1:9/s']);
+    with_proxy($srv, ['lost', 'pass', 'lost', 'pass'], function (Client $pc, FaultProxy $p) use ($id) {
+        $pc->dlqDelete($id);
+        $pc->deleteSubscription('php-lost-topic', 's');
+        same(['DELETE', 'DELETE', 'DELETE', 'DELETE'], array_map(fn ($s) => $s[0], $p->seen()));
+    }, ['minBackoff' => 0.01]);
+    same(404, throws(IdemException::class, fn () => $c->getJob($id))->status);
+    same([], $c->subscriptions('php-lost-topic'));
+});
+
+test('a publish without a key whose reply is lost publishes once', function () use ($server, &$srv) {
+    $c = $server();
+    $r = with_proxy($srv, ['lost'], fn (Client $pc) => $pc->publish('php-lost-publish', ['type' => 't', 'payload' => ['n' => 1]]), ['minBackoff' => 0.01]);
+    same(true, $r['existing'], 'the retry answered the event the first attempt published');
+    same(1, count(iterator_to_array($c->listEvents('php-lost-publish'), false)));
+});
+
+/** A real client that records the wait and the answer of each claim; the third stops its worker, unsent. */
+final class RecordingClient extends Client
+{
+    /** @var list<array{string, ?array<string,mixed>}> */
+    public array $claims = [];
+    public ?Worker $worker = null;
+
+    public function claimDetail(array $queues, string $workerId, int $limit = 1, string $lease = '30s', string $wait = '0s', ?array $kinds = null): array
+    {
+        $i = count($this->claims);
+        $this->claims[] = [$wait, null];
+        if ($i === 2) {
+            $this->worker?->stop();
+            throw new RuntimeException('enough claims');
+        }
+        $r = parent::claimDetail($queues, $workerId, $limit, $lease, $wait, $kinds);
+        $this->claims[$i][1] = $r;
+        return $r;
+    }
+}
+
+test('after a claim a spent rate limit held back, the worker long-polls until the budget returns', function () use ($server, &$srv) {
+    $c = $server();
+    put_limit($c, 'php-worker-rate', ['rate' => '1/30s']);
+    $c->enqueue(['kind' => 'k', 'queue' => 'php-worker-rate']);
+    $c->enqueue(['kind' => 'k', 'queue' => 'php-worker-rate']);
+    $rc = new RecordingClient($srv->url, $srv->adminKey);
+    $w = new Worker($rc, ['php-worker-rate'], 'php-rate-worker', '30s', '1s', static function (Throwable $e) {
+    });
+    $rc->worker = $w;
+    $ran = 0;
+    $w->handle('k', function () use (&$ran) {
+        $ran++;
+        return null;
+    });
+    $w->run();
+    same(1, $ran);
+    same(3, count($rc->claims));
+    same('1s', $rc->claims[0][0]);
+    same('1s', $rc->claims[1][0], 'the claim after one that got a job waits as configured');
+    $held = $rc->claims[1][1];
+    check($held['throttled'] && $held['retry_after_seconds'] > 0, 'the second claim was throttled');
+    $third = Client::seconds($rc->claims[2][0]);
+    check($third >= $held['retry_after_seconds'] && $third <= $held['retry_after_seconds'] + 0.012 && $third <= 30.01,
+        "third claim waits {$rc->claims[2][0]}, retry_after {$held['retry_after']}");
 });
 
 // exit() would skip a finally block: the server is stopped first, then the

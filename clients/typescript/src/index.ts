@@ -3,12 +3,13 @@
 // requests go through openapi-fetch.
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./schema.js";
+import { durationMs } from "./worker.js";
 
 export type { components, paths } from "./schema.js";
 export { verifyWebhook, WebhookVerificationError, type WebhookHeaders } from "./webhook.js";
 export { runWorker, PermanentError, type WorkerOptions, type JobContext } from "./worker.js";
 export { canonicalize, canonicalValue, CanonicalError, maxDepth } from "./canonical.js";
-export { keyHash, scopedKey, contentKey } from "./keys.js";
+export { keyHash, scopedKey, contentKey, lockKey, entityHash, entityCanonical, type Grain } from "./keys.js";
 
 type Schemas = components["schemas"];
 export type Job = Schemas["Job"];
@@ -23,6 +24,31 @@ export type BatchCreateRequest = Schemas["BatchCreateRequest"];
 export type Batch = Schemas["Batch"];
 export type BatchCreateReply = Schemas["BatchCreateReply"];
 export type ClaimRequest = Schemas["ClaimRequest"];
+/**
+ * The full answer of a claim (claimDetail): the jobs, and when a rate or
+ * concurrency limit held work back and nothing was claimed, throttled and,
+ * for a spent rate limit, next_available_at and retry_after (a Go
+ * duration), also as retryAfterMs (0 when absent).
+ */
+export type ClaimResult = Schemas["ClaimReply"] & { throttled: boolean; retryAfterMs: number };
+/** The selection of replay: every field narrows. */
+export type ReplayFilter = Schemas["Filter"];
+/** The body of putSubscription: url, secret, kinds, max_attempts, timeout. */
+export type SubscriptionPut = Schemas["SubscriptionPutRequest"];
+/** A topic subscription as the API shows it (secret only in the reply that created it). */
+export type Subscription = Schemas["Subscription"];
+/** One event to publish: payload, and optional key, type, partition_key and metadata. */
+export type PublishRequest = Schemas["PublishRequest"];
+/** The outcome of publish: event_id, deliveries, existing. */
+export type PublishReply = Schemas["PublishReply"];
+/** One event of a topic's event log. */
+export type TopicEvent = Schemas["Event"];
+/** The query of listEvents: partition_key, type (several), limit, cursor. */
+export type EventListQuery = NonNullable<paths["/v1/topics/{topic}/events"]["get"]["parameters"]["query"]>;
+/** The selection of replayEvents: partition_key, types, one metadata value, from, to, subscription. */
+export type EventReplayRequest = Schemas["EventReplayRequest"];
+/** How many events and deliveries replayEvents made. */
+export type EventReplayReply = Schemas["EventReplayReply"];
 export type Filter = Schemas["Filter"];
 export type Problem = Schemas["Problem"];
 export type Stats = Schemas["Stats"];
@@ -181,14 +207,21 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 
 /**
  * sender wraps fetch: transport failures become IdemError status 0, and
- * requests that are safe to repeat (GET, HEAD, PUT, and any request with
- * an Idempotency-Key) are retried as the Go client retries them.
+ * requests that are safe to repeat (GET, HEAD, PUT, DELETE, and any
+ * request with an Idempotency-Key) are retried as the Go client retries
+ * them. As in the Go client, a DELETE of an idempotency record is sent
+ * once (a retry could delete a record made with the key meanwhile), and a
+ * retried DELETE answered 404 is a 204: an earlier attempt whose reply
+ * was lost deleted it.
  */
 function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof globalThis.fetch {
   return async (input, init) => {
     const fetchFn = f ?? globalThis.fetch;
     const req = input instanceof Request && init === undefined ? input : new Request(input, init);
-    const repeatable = ["GET", "HEAD", "PUT"].includes(req.method) || req.headers.has("Idempotency-Key");
+    const repeatable =
+      ["GET", "HEAD", "PUT"].includes(req.method) ||
+      req.headers.has("Idempotency-Key") ||
+      (req.method === "DELETE" && !new URL(req.url).pathname.includes("/v1/idempotency/"));
     for (let attempt = 0; ; attempt++) {
       const last = !repeatable || attempt >= p.maxRetries;
       let res: Response;
@@ -198,6 +231,10 @@ function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof 
         if (last || !(err instanceof IdemError)) throw err;
         await pause(backoff(p, attempt, 0), req.signal);
         continue;
+      }
+      if (attempt > 0 && req.method === "DELETE" && res.status === 404) {
+        await res.body?.cancel();
+        return new Response(null, { status: 204 });
       }
       if (last || !(await retryable(res))) return res;
       await res.body?.cancel();
@@ -315,9 +352,44 @@ export class Idem {
     return unwrap(await this.api.POST("/v1/dlq/requeue", { body: sel, ...post(undefined, opts) })).requeued;
   }
 
+  /**
+   * replay enqueues copies of the jobs the filter selects (at most 10000;
+   * into opts.queue when given) and returns how many. A copy has the
+   * original's kind, args and metadata plus metadata.replay_of, no
+   * idempotency key, and runs now. The call's Idempotency-Key
+   * (opts.idempotencyKey, or a random one) makes its retries replay once.
+   */
+  async replay(filter: ReplayFilter, opts: RequestOptions & { queue?: string; idempotencyKey?: string } = {}): Promise<number> {
+    const body = { filter, ...(opts.queue ? { queue: opts.queue } : {}) };
+    return unwrap(await this.api.POST("/v1/jobs/replay", { body, ...post(opts.idempotencyKey, opts) })).enqueued;
+  }
+
+  /**
+   * dlqDelete deletes a dead job with its attempts. As the Go client's
+   * DLQDelete, a retry (after no answer or a 5xx) that finds it gone
+   * resolves: the earlier attempt may have deleted it. A 404 is thrown only
+   * when the first attempt answers it.
+   */
+  async dlqDelete(id: string, opts: RequestOptions = {}): Promise<void> {
+    noContent(await this.api.DELETE("/v1/dlq/{id}", { params: { path: { id } }, ...signal(opts) }));
+  }
+
   /** claim claims up to req.limit jobs, waiting up to req.wait for one. */
   async claim(req: ClaimRequest, opts: RequestOptions = {}): Promise<ClaimedJob[]> {
-    return unwrap(await this.api.POST("/v1/claim", { body: req, ...post(undefined, opts) })).jobs;
+    return (await this.claimDetail(req, opts)).jobs;
+  }
+
+  /**
+   * claimDetail is claim that also reports throttling (Go's ClaimDetail):
+   * throttled when a flow limit held work back and nothing was claimed;
+   * for a spent rate limit, next_available_at and retry_after say when its
+   * budget returns. A pull worker claims again with a wait of about
+   * retryAfterMs rather than polling.
+   */
+  async claimDetail(req: ClaimRequest, opts: RequestOptions = {}): Promise<ClaimResult> {
+    const r = unwrap(await this.api.POST("/v1/claim", { body: req, ...post(undefined, opts) }));
+    const retryAfterMs = r.retry_after ? durationMs(r.retry_after) : 0;
+    return { ...r, jobs: r.jobs ?? [], throttled: r.throttled === true, retryAfterMs: retryAfterMs > 0 ? retryAfterMs : 0 };
   }
 
   /** heartbeat extends the lease of a claimed job; it returns the new end. */
@@ -341,9 +413,12 @@ export class Idem {
 
   /**
    * fail fails a claimed job: it is retried later unless retry is false or
-   * its attempts are used up (then dead).
+   * its attempts are used up (then dead). retryAfter overrides the backoff
+   * ("0s": claimable at once); errorCode is the failure's code (seed 004's
+   * error_code, printable ASCII without spaces), which lists and requeues
+   * filter by.
    */
-  async fail(job: ClaimedJob, error: string, opts: RequestOptions & { retry?: boolean; retryAfter?: Duration } = {}): Promise<Job> {
+  async fail(job: ClaimedJob, error: string, opts: RequestOptions & { retry?: boolean; retryAfter?: Duration; errorCode?: string } = {}): Promise<Job> {
     return unwrap(await this.api.POST("/v1/jobs/{id}/fail", {
       params: { path: { id: job.id } },
       body: {
@@ -351,6 +426,7 @@ export class Idem {
         error,
         ...(opts.retry === undefined ? {} : { retry: opts.retry }),
         ...(opts.retryAfter ? { retry_after: opts.retryAfter } : {}),
+        ...(opts.errorCode ? { error_code: opts.errorCode } : {}),
       },
       ...post(undefined, opts),
     }));
@@ -377,14 +453,78 @@ export class Idem {
    * with the key meanwhile.
    */
   async deleteRecord(key: string, opts: RequestOptions = {}): Promise<void> {
-    const r = await this.api.DELETE("/v1/idempotency/{key}", { params: { path: { key: pathKey(key) } }, ...signal(opts) });
-    if (!r.response.ok) throw new IdemError(r.response.status, isProblem(r.error) ? r.error : undefined);
+    noContent(await this.api.DELETE("/v1/idempotency/{key}", { params: { path: { key: pathKey(key) } }, ...signal(opts) }));
+  }
+
+  /**
+   * putSubscription creates or replaces a subscription of a topic; created
+   * reports that this PUT created it. Without secret the server generates
+   * one and returns it once, when the PUT creates the subscription
+   * (subscription.secret); a replacing PUT keeps the stored secrets; ""
+   * sends unsigned pushes.
+   */
+  async putSubscription(topic: string, name: string, sub: SubscriptionPut, opts: RequestOptions = {}): Promise<{ subscription: Subscription; created: boolean }> {
+    const r = await this.api.PUT("/v1/topics/{topic}/subscriptions/{name}", { params: { path: { topic: pathKey(topic), name: pathKey(name) } }, body: sub, ...signal(opts) });
+    const subscription = unwrap(r);
+    return { subscription, created: r.response.status === 201 || subscription.created_at === subscription.updated_at };
+  }
+
+  /** subscriptions lists the subscriptions of a topic (never their secrets). */
+  async subscriptions(topic: string, opts: RequestOptions = {}): Promise<Subscription[]> {
+    return unwrap(await this.api.GET("/v1/topics/{topic}/subscriptions", { params: { path: { topic: pathKey(topic) } }, ...signal(opts) })).subscriptions;
+  }
+
+  /**
+   * deleteSubscription deletes a subscription; as dlqDelete, a retry that
+   * finds it gone resolves, and a 404 is thrown only for the first attempt.
+   */
+  async deleteSubscription(topic: string, name: string, opts: RequestOptions = {}): Promise<void> {
+    noContent(await this.api.DELETE("/v1/topics/{topic}/subscriptions/{name}", { params: { path: { topic: pathKey(topic), name: pathKey(name) } }, ...signal(opts) }));
+  }
+
+  /**
+   * publish publishes an event to a topic: one delivery job per matching
+   * subscription. A repeated event key answers the existing event with
+   * existing: true. Without event.key every call is a new event; the
+   * call's random Idempotency-Key, which the server takes as the event
+   * key when the body has none, makes its own retries publish once.
+   */
+  async publish(topic: string, event: PublishRequest, opts: RequestOptions = {}): Promise<PublishReply> {
+    return unwrap(await this.api.POST("/v1/topics/{topic}/events", { params: { path: { topic: pathKey(topic) } }, body: event, ...post(undefined, opts) }));
+  }
+
+  /** listEvents yields the event log of a topic, oldest first, page by page (query: partition_key, type, limit). */
+  async *listEvents(topic: string, query: EventListQuery = {}, opts: RequestOptions = {}): AsyncGenerator<TopicEvent, void, undefined> {
+    let cursor = query.cursor;
+    for (;;) {
+      const page = unwrap(await this.api.GET("/v1/topics/{topic}/events", {
+        params: { path: { topic: pathKey(topic) }, query: { ...query, ...(cursor ? { cursor } : {}) } },
+        ...signal(opts),
+      }));
+      yield* page.events;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /**
+   * replayEvents delivers the selected events of a topic again, to every
+   * current matching subscription or to req.subscription only, as new
+   * delivery jobs; it returns how many events and deliveries.
+   */
+  async replayEvents(topic: string, req: EventReplayRequest = {}, opts: RequestOptions & { idempotencyKey?: string } = {}): Promise<EventReplayReply> {
+    return unwrap(await this.api.POST("/v1/topics/{topic}/replay", { params: { path: { topic: pathKey(topic) } }, body: req, ...post(opts.idempotencyKey, opts) }));
   }
 
   /** recordStats summarises the idempotency records (entries, hits, misses, hit_rate, …). */
   async recordStats(opts: RequestOptions = {}): Promise<CacheStats> {
     return unwrap(await this.api.GET("/v1/idempotency", { ...signal(opts) }));
   }
+}
+
+/** noContent checks the answer of a DELETE that answers 204 without a body. */
+function noContent(r: { error?: unknown; response: Response }): void {
+  if (!r.response.ok) throw new IdemError(r.response.status, isProblem(r.error) ? r.error : undefined);
 }
 
 function signal(opts: RequestOptions): { signal?: AbortSignal } {

@@ -27,7 +27,10 @@ export interface WorkerOptions {
   concurrency?: number;
   /** Lease per claim and heartbeat; default "30s". */
   lease?: Duration;
-  /** Long-poll wait of a claim; default "20s". */
+  /**
+   * Long-poll wait of a claim; default "20s". After a claim that a spent
+   * rate limit held back, the next waits its retry_after instead (at most 60s).
+   */
   wait?: Duration;
   /** Milliseconds between heartbeats; default a third of the lease. */
   heartbeatMs?: number;
@@ -62,6 +65,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     signal.addEventListener("abort", done, { once: true });
   });
 }
+
+/** The server's cap on a claim's wait, in milliseconds. */
+const maxClaimWaitMs = 60_000;
 
 /** The most bytes (UTF-8) fail accepts as "error". */
 const maxErrorBytes = 64 << 10;
@@ -131,6 +137,11 @@ export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void
     }
   };
 
+  // After a claim that a spent rate limit held back, the next one
+  // long-polls until the budget returns (its retry_after, at most the
+  // server's 60s), as the Go client's ClaimWait: no polling in a loop, and
+  // no waiting past the refill.
+  let nextWait: Duration = wait;
   while (!opts.signal.aborted) {
     const free = limit - running.size;
     if (free <= 0) {
@@ -139,10 +150,12 @@ export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void
     }
     let jobs: ClaimedJob[];
     try {
-      jobs = await client.claim(
-        { queues: opts.queues, worker_id: opts.workerId, limit: free, lease, wait, ...(opts.kinds ? { kinds: opts.kinds } : {}) },
+      const res = await client.claimDetail(
+        { queues: opts.queues, worker_id: opts.workerId, limit: free, lease, wait: nextWait, ...(opts.kinds ? { kinds: opts.kinds } : {}) },
         { signal: opts.signal },
       );
+      jobs = res.jobs;
+      nextWait = res.retryAfterMs > 0 ? `${Math.min(Math.ceil(res.retryAfterMs) + 10, maxClaimWaitMs)}ms` : wait;
     } catch (err) {
       if (opts.signal.aborted || isAbort(err)) break;
       onError(err);

@@ -144,3 +144,39 @@ test("records show result_job_id and result_expires_at; include=result; delete; 
   await assert.rejects(idem.record("."), RangeError, "fetch would ask for /v1/idempotency/");
   await assert.rejects(idem.deleteRecord(".."), RangeError);
 });
+
+test("a dead-letter delete whose reply is lost is retried, and the retry's 404 means gone", async () => {
+  const { job } = await idem.enqueue({ kind: "k", queue: "lost-delete" });
+  const [claimed] = await idem.claim({ queues: ["lost-delete"], worker_id: "w", wait: "0s" });
+  assert.ok(claimed);
+  await idem.fail(claimed, "boom", { retry: false });
+  await through(
+    (s, n) => (n === 0 && s.method === "DELETE" ? "drop" : "pass"),
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      await c.dlqDelete(job.id);
+      assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE"]);
+    },
+  );
+  await assert.rejects(idem.getJob(job.id), (e: unknown) => e instanceof IdemError && e.status === 404);
+});
+
+test("a subscription delete whose reply is lost is retried, and the retry's 404 means gone", async () => {
+  await idem.putSubscription("lost-topic", "s", { url: "http://127.0.0.1:9/s" });
+  await through(
+    (s, n) => (n === 0 && s.method === "DELETE" ? "drop" : "pass"),
+    { minBackoffMs: 10 },
+    (c) => c.deleteSubscription("lost-topic", "s"),
+  );
+  assert.deepEqual(await idem.subscriptions("lost-topic"), []);
+});
+
+test("a publish without a key whose reply is lost publishes once", async () => {
+  const r = await through((s, n) => (n === 0 && s.method === "POST" ? "drop" : "pass"), { minBackoffMs: 10 }, (c) =>
+    c.publish("lost-publish", { type: "t", payload: { n: 1 } }),
+  );
+  assert.equal(r.existing, true, "the retry answered the event the first attempt published");
+  const events = [];
+  for await (const e of idem.listEvents("lost-publish")) events.push(e);
+  assert.equal(events.length, 1);
+});

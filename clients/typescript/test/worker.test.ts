@@ -1,7 +1,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Idem, runWorker, PermanentError } from "../src/index.js";
-import { errorText } from "../src/worker.js";
+import { Idem, runWorker, PermanentError, type ClaimRequest, type ClaimResult, type RequestOptions } from "../src/index.js";
+import { durationMs, errorText } from "../src/worker.js";
 import { startServer, type TestServer } from "./server.js";
 
 let srv: TestServer;
@@ -163,4 +163,40 @@ test("error texts are made acceptable to fail", () => {
   assert.equal(errorText("bad \u0000x\ud800"), "bad x\ufffd");
   const s = errorText("\u20ac".repeat(40000)); // 3 bytes each: the cut falls inside one
   assert.equal(new TextEncoder().encode(s).length, 65535);
+});
+
+test("after a claim a spent rate limit held back, the worker long-polls until the budget returns", async () => {
+  const r = await idem.api.PUT("/v1/limits/{scope}/{name}", { params: { path: { scope: "queue", name: "ts-worker-rate" } }, body: { rate: "1/30s" } });
+  assert.equal(r.response.status, 200);
+  await idem.enqueue({ kind: "k", queue: "ts-worker-rate" });
+  await idem.enqueue({ kind: "k", queue: "ts-worker-rate" });
+  const stop = new AbortController();
+  const claims: { wait: string | undefined; reply?: ClaimResult }[] = [];
+  // The real client, recording the wait of each claim and its answer.
+  class Recording extends Idem {
+    override async claimDetail(req: ClaimRequest, opts: RequestOptions = {}): Promise<ClaimResult> {
+      const c: { wait: string | undefined; reply?: ClaimResult } = { wait: req.wait };
+      claims.push(c);
+      if (claims.length === 3) stop.abort();
+      c.reply = await super.claimDetail(req, opts);
+      return c.reply;
+    }
+  }
+  const ran: string[] = [];
+  await runWorker(new Recording({ baseUrl: srv.url, apiKey: srv.adminKey }), {
+    queues: ["ts-worker-rate"],
+    workerId: "ts-rate-worker",
+    wait: "1s",
+    signal: stop.signal,
+    onError: () => {},
+    handler: async (job) => void ran.push(job.id),
+  });
+  assert.equal(ran.length, 1);
+  assert.equal(claims.length, 3);
+  assert.equal(claims[0]?.wait, "1s");
+  assert.equal(claims[1]?.wait, "1s", "the claim after one that got a job waits as configured");
+  const held = claims[1]?.reply;
+  assert.ok(held?.throttled && held.retryAfterMs > 0, "the second claim was throttled");
+  const third = durationMs(claims[2]?.wait ?? "");
+  assert.ok(third >= held.retryAfterMs && third <= held.retryAfterMs + 11 && third <= 30_010, `third claim waits ${claims[2]?.wait}, retry_after ${held.retry_after}`);
 });
