@@ -309,11 +309,14 @@ func (cl *Client) DLQRequeue(ctx context.Context, ids []string, f *Filter) (int,
 
 // DLQDelete deletes a dead job with its attempts.
 //
-// A retry after a lost reply that finds it gone (404) reports success: the
-// earlier attempt may have deleted it. So nil means "it is gone", and
-// ErrNotFound is reported only when the first attempt answers 404.
+// A retry after a lost reply that answers 404 reports success only when
+// the job is gone (GET /v1/jobs/{id} answers 404 too): the earlier attempt
+// may have deleted it, but the server also answers 404 for a job that is
+// not dead (requeued meanwhile), which is then reported. ErrNotFound is
+// otherwise reported only when the first attempt answers 404.
 func (cl *Client) DLQDelete(ctx context.Context, id string) error {
-	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/dlq/" + pathSegment(id)})
+	_, err := cl.do(ctx, &call{method: http.MethodDelete, path: "/v1/dlq/" + pathSegment(id),
+		goneAt: "/v1/jobs/" + pathSegment(id)})
 	return err
 }
 

@@ -95,6 +95,12 @@ func New(baseURL string, cfg *Config) (*Client, error) {
 	return &Client{base: u, cfg: c, hc: hc}, nil
 }
 
+// gone reports whether GET path answers 404.
+func (cl *Client) gone(ctx context.Context, path string) bool {
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: path})
+	return errors.Is(err, idemtype.ErrNotFound)
+}
+
 // Error is a problem (RFC 9457) answered by the server: a wire.Problem
 // with the client's own Error and Is.
 type Error wire.Problem
@@ -152,6 +158,10 @@ type call struct {
 	// once: no retries (a probe reports the state of now; a delete whose
 	// retry could hit what another client re-created meanwhile).
 	once bool
+	// goneAt, for a DELETE whose 404 does not always mean gone (a
+	// dead-letter delete answers 404 for a job that is not dead): a
+	// retry's 404 counts as deleted only when this path answers 404 too.
+	goneAt string
 }
 
 // do sends c with retries and decodes the answer.
@@ -171,7 +181,10 @@ func (cl *Client) do(ctx context.Context, c *call) (int, error) {
 		if attempt > 0 && c.method == http.MethodDelete && status == http.StatusNotFound {
 			// The retry of a DELETE whose earlier attempt may have
 			// deleted (its reply was lost): the thing is gone, as asked.
-			return http.StatusNoContent, nil
+			if c.goneAt == "" || cl.gone(ctx, c.goneAt) {
+				return http.StatusNoContent, nil
+			}
+			return status, err
 		}
 		if err == nil || c.once || attempt >= cl.cfg.MaxRetries || !retryable(status, err) || ctx.Err() != nil {
 			return status, err

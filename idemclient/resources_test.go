@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,5 +410,55 @@ func TestReadyAndHealth(t *testing.T) {
 	}
 	if err := e2.Health(ctx); err == nil {
 		t.Fatal("health of a closed port")
+	}
+}
+
+// TestDLQDeleteRetryChecksGone: a dead-letter delete whose first attempt
+// failed answers 404 on its retry both when the first attempt deleted the
+// job (its reply lost) and when the job is not dead (requeued meanwhile);
+// only the first is success.
+func TestDLQDeleteRetryChecksGone(t *testing.T) {
+	t.Parallel()
+	// through: the first DELETE of /v1/dlq/ reaches the server (and may
+	// delete) and answers 503, as if its reply was lost; skip: it answers
+	// 503 without reaching the server.
+	var mode atomic.Value
+	mode.Store("")
+	var failed atomic.Bool
+	e := newAPI(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodDelete || !strings.HasPrefix(r.URL.Path, "/v1/dlq/") || failed.Swap(true) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if mode.Load() == "through" {
+				next.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+	})
+	ctx := context.Background()
+	cl := e.client("default", true, &idemclient.Config{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	e.enqueue(cl, &idemclient.EnqueueRequest{Kind: "k", Queue: "q"})
+	j := e.claimOne(cl, "q")
+	if _, err := cl.Fail(ctx, j.ID, j.LeaseToken, &idemclient.FailRequest{Error: "bad", NoRetry: true}); err != nil {
+		t.Fatal(err)
+	}
+	live := e.enqueue(cl, &idemclient.EnqueueRequest{Kind: "k", Queue: "live"})
+
+	mode.Store("skip")
+	if err := cl.DLQDelete(ctx, live.ID); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("retried delete of a job that is not dead: %v, want not found", err)
+	}
+	if _, err := cl.GetJob(ctx, live.ID); err != nil {
+		t.Fatalf("the live job after the delete: %v", err)
+	}
+	mode.Store("through")
+	failed.Store(false)
+	if err := cl.DLQDelete(ctx, j.ID); err != nil {
+		t.Fatalf("retried delete whose first attempt deleted: %v", err)
+	}
+	if _, err := cl.GetJob(ctx, j.ID); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("deleted job: %v", err)
 	}
 }

@@ -17,7 +17,9 @@ type CORSConfig struct {
 	// "*" allows any origin (credentials are never allowed).
 	AllowedOrigins []string
 	// AllowedHeaders are the request headers a browser may send (header
-	// names, or "*" for any); default DefaultCORSHeaders.
+	// names, or "*" for any: a preflight is then answered with the
+	// headers it asks for, as browsers never let a literal "*" cover
+	// Authorization); default DefaultCORSHeaders.
 	AllowedHeaders []string
 	// MaxAge is how long a browser caches a preflight; default 10 minutes.
 	MaxAge time.Duration
@@ -41,8 +43,8 @@ func (c *CORSConfig) validate() error {
 		}
 	}
 	for _, h := range c.AllowedHeaders {
-		if !isToken(h) {
-			return errors.New("cors header " + strconv.Quote(h) + ": want a header name (one per entry) or *")
+		if err := ValidCORSHeader(h); err != nil {
+			return err
 		}
 	}
 	if len(c.AllowedHeaders) == 0 {
@@ -54,12 +56,22 @@ func (c *CORSConfig) validate() error {
 	return nil
 }
 
+// ValidCORSHeader checks one entry of CORSConfig.AllowedHeaders: a header
+// name, or "*".
+func ValidCORSHeader(h string) error {
+	if !isToken(h) {
+		return errors.New("cors header " + strconv.Quote(h) + ": want a header name (one per entry) or *")
+	}
+	return nil
+}
+
 // cors wraps next with the CORS headers of c; a no-op when no origin is allowed.
 func (c *CORSConfig) wrap(next http.Handler) http.Handler {
 	if len(c.AllowedOrigins) == 0 {
 		return next
 	}
 	any := slices.Contains(c.AllowedOrigins, "*")
+	anyHeader := slices.Contains(c.AllowedHeaders, "*")
 	headers := strings.Join(c.AllowedHeaders, ", ")
 	maxAge := strconv.Itoa(int(c.MaxAge.Seconds()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +86,14 @@ func (c *CORSConfig) wrap(next http.Handler) http.Handler {
 		h.Set("Access-Control-Expose-Headers", "Location, Retry-After, Idempotent-Replayed, "+headerRequestID)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
-			h.Set("Access-Control-Allow-Headers", headers)
+			if asked := r.Header.Get("Access-Control-Request-Headers"); anyHeader && asked != "" {
+				// A literal "*" never covers Authorization, which every
+				// call with an API key sends: allow what is asked.
+				h.Add("Vary", "Access-Control-Request-Headers")
+				h.Set("Access-Control-Allow-Headers", asked)
+			} else {
+				h.Set("Access-Control-Allow-Headers", headers)
+			}
 			h.Set("Access-Control-Max-Age", maxAge)
 			w.WriteHeader(http.StatusNoContent)
 			return

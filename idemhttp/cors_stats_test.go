@@ -68,3 +68,19 @@ func TestCORSAnyOrigin(t *testing.T) {
 		t.Fatalf("request from any origin: %d %v", r.status, r.header)
 	}
 }
+
+// TestCORSAnyHeader: AllowedHeaders ["*"] answers a preflight with the
+// headers it asks for, Authorization among them: browsers never let a
+// literal "*" cover Authorization, which every call with an API key sends.
+func TestCORSAnyHeader(t *testing.T) {
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{CORS: idemhttp.CORSConfig{
+		AllowedOrigins: []string{"https://app.example"}, AllowedHeaders: []string{"*"}}}})
+	r := e.req("OPTIONS", "/v1/jobs", "", nil, "Origin", "https://app.example",
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, x-custom")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Headers") != "authorization, x-custom" {
+		t.Fatalf("preflight with headers *: %d allow-headers %q", r.status, r.header.Get("Access-Control-Allow-Headers"))
+	}
+	if !slices.Contains(r.header.Values("Vary"), "Access-Control-Request-Headers") {
+		t.Errorf("preflight answer varies by %v, want Access-Control-Request-Headers too", r.header.Values("Vary"))
+	}
+}

@@ -373,8 +373,7 @@ func (c *ServeConfig) validateCORSHeaders() []error {
 	}
 	var errs []error
 	for _, h := range c.HTTP.CORSHeaders {
-		one := idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedHeaders: []string{h}}}
-		if one.Validate() != nil {
+		if idemhttp.ValidCORSHeader(h) != nil {
 			errs = append(errs, fmt.Errorf("http.cors_headers %q: want a header name (one per list entry) or *", h))
 		}
 	}

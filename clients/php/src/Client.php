@@ -310,7 +310,7 @@ class Client
      */
     public function dlqDelete(string $id): void
     {
-        $this->deleteGone('/v1/dlq/' . rawurlencode($id));
+        $this->deleteGone('/v1/dlq/' . rawurlencode($id), '/v1/jobs/' . rawurlencode($id));
     }
 
     /**
@@ -355,7 +355,13 @@ class Client
      */
     public function publish(string $topic, array $event): array
     {
-        return $this->request('POST', self::topicPath($topic, '/events'), $event, self::keyHeader(null));
+        // A key the header can carry travels as the header too (the same
+        // key: a header and a body key that differ are refused).
+        $key = $event['key'] ?? null;
+        if (!is_string($key) || !preg_match('/^[\x20-\x7e]+$/', $key)) {
+            $key = null;
+        }
+        return $this->request('POST', self::topicPath($topic, '/events'), $event, self::keyHeader($key));
     }
 
     /**
@@ -406,16 +412,18 @@ class Client
     /**
      * deleteGone sends a DELETE with the retries of request; a retry
      * answered 404 returns (an earlier attempt whose reply was lost
-     * deleted it), as the Go client does.
+     * deleted it), as the Go client does, unless $gonePath is given and
+     * answers a GET with anything but 404 (a dead-letter delete answers
+     * 404 for a job that is not dead too).
      */
-    private function deleteGone(string $path): void
+    private function deleteGone(string $path, ?string $gonePath = null): void
     {
         for ($attempt = 0; ; $attempt++) {
             try {
                 $this->once('DELETE', $path, null, [], 0.0, $retryAfter);
                 return;
             } catch (IdemException $e) {
-                if ($attempt > 0 && $e->status === 404) {
+                if ($attempt > 0 && $e->status === 404 && $this->gone($gonePath)) {
                     return;
                 }
                 if ($attempt >= $this->maxRetries || !self::retryable($e)) {
@@ -424,6 +432,20 @@ class Client
                 usleep((int) ($this->backoff($attempt, $retryAfter) * 1e6));
             }
         }
+    }
+
+    /** gone reports whether GET $path answers 404 (true for no path). */
+    private function gone(?string $path): bool
+    {
+        if ($path === null) {
+            return true;
+        }
+        try {
+            $this->request('GET', $path);
+        } catch (IdemException $e) {
+            return $e->status === 404;
+        }
+        return false;
     }
 
     /** requeue moves dead jobs back: ['ids' => […]] or ['filter' => […]]. */

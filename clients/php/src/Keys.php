@@ -165,6 +165,11 @@ final class Keys
             'day' => 'Y-m-d',
             default => throw new \InvalidArgumentException("grain \"$grain\": want minute, hour or day"),
         };
+        // A string must name its offset: PHP would read it in its default
+        // zone, JavaScript in the host's or in UTC.
+        if (is_string($time) && !preg_match('/(Z|[+-]\d{2}:?\d{2})$/i', $time)) {
+            throw new \InvalidArgumentException("time \"$time\": want an offset (Z or +hh:mm)");
+        }
         try {
             $tz = $zone instanceof \DateTimeZone ? $zone : new \DateTimeZone($zone === null || $zone === '' ? 'UTC' : $zone);
             $t = is_string($time) ? new \DateTimeImmutable($time) : \DateTimeImmutable::createFromInterface($time);

@@ -117,6 +117,10 @@ test('lock key parts are checked; entities must be an object', function () {
     throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't:1', $t, 'UTC', 'day', null));
     throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', '', $t, 'UTC', 'day', null));
     throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', 'not a time', 'UTC', 'day', null));
+    // A time string without an offset would be read in PHP's default zone.
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', '2026-02-06T23:30:00', 'UTC', 'hour', null));
+    throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', '2026-02-06', 'UTC', 'day', null));
+    same('f:t:2026-02-06T22', Keys::lockJson('f', 't', '2026-02-06T23:30:00+01:00', 'UTC', 'hour', null));
     throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', $t, 'UTC', 'week', null));
     throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', $t, 'Nowhere/City', 'day', null));
     throws(InvalidArgumentException::class, fn () => Keys::lockJson('f', 't', $t, 'UTC', 'day', '[1]'));
@@ -598,13 +602,31 @@ test('a dead-letter delete and a subscription delete whose replies are lost are 
     $id = $c->enqueue(['kind' => 'k', 'queue' => 'php-lost-delete'])['job']['id'];
     $c->fail($c->claim(['php-lost-delete'], 'w')[0], 'boom', false);
     $c->putSubscription('php-lost-topic', 's', ['url' => 'http://127.0.0.1:9/s']);
-    with_proxy($srv, ['lost', 'pass', 'lost', 'pass'], function (Client $pc, FaultProxy $p) use ($id) {
+    // The dead-letter delete's retry answers 404 and checks the job is gone (GET).
+    with_proxy($srv, ['lost', 'pass', 'pass', 'lost', 'pass'], function (Client $pc, FaultProxy $p) use ($id) {
         $pc->dlqDelete($id);
         $pc->deleteSubscription('php-lost-topic', 's');
-        same(['DELETE', 'DELETE', 'DELETE', 'DELETE'], array_map(fn ($s) => $s[0], $p->seen()));
+        same(['DELETE', 'DELETE', 'GET', 'DELETE', 'DELETE'], array_map(fn ($s) => $s[0], $p->seen()));
     }, ['minBackoff' => 0.01]);
     same(404, throws(IdemException::class, fn () => $c->getJob($id))->status);
     same([], $c->subscriptions('php-lost-topic'));
+});
+
+test('a dead-letter delete whose retry answers 404 for a job that is not dead throws', function () use ($server, &$srv) {
+    $c = $server();
+    $id = $c->enqueue(['kind' => 'k', 'queue' => 'php-delete-live'])['job']['id'];
+    with_proxy($srv, [[503, null, '/problems/service-unavailable']], function (Client $pc, FaultProxy $p) use ($id) {
+        same(404, throws(IdemException::class, fn () => $pc->dlqDelete($id))->status);
+        same(['DELETE', 'DELETE', 'GET'], array_map(fn ($s) => $s[0], $p->seen()));
+    }, ['minBackoff' => 0.01]);
+    same('available', $c->getJob($id)['state']);
+});
+
+test('a keyed publish sends its key as the Idempotency-Key', function () use ($server, &$srv) {
+    with_proxy($srv, [], function (Client $pc, FaultProxy $p) {
+        $pc->publish('php-keyed-publish', ['key' => 'evt-1', 'type' => 't', 'payload' => ['n' => 1]]);
+        same(['evt-1'], array_map(fn ($s) => $s[2], $p->seen()));
+    });
 });
 
 test('a publish without a key whose reply is lost publishes once', function () use ($server, &$srv) {

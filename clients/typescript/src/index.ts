@@ -214,6 +214,23 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
  * retried DELETE answered 404 is a 204: an earlier attempt whose reply
  * was lost deleted it.
  */
+/**
+ * gone reports whether the thing a retried DELETE answered 404 for is
+ * gone: always, except for a dead-letter delete, which the server also
+ * answers 404 for a job that is not dead (requeued meanwhile): then only
+ * when GET /v1/jobs/{id} answers 404 too.
+ */
+async function gone(fetchFn: typeof globalThis.fetch, req: Request): Promise<boolean> {
+  const url = new URL(req.url);
+  const at = url.pathname.lastIndexOf("/v1/dlq/");
+  if (at < 0) return true;
+  url.pathname = url.pathname.slice(0, at) + "/v1/jobs/" + url.pathname.slice(at + "/v1/dlq/".length);
+  const headers = new Headers(req.headers);
+  const res = await fetchFn(new Request(url, { method: "GET", headers, signal: req.signal }));
+  await res.body?.cancel();
+  return res.status === 404;
+}
+
 function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof globalThis.fetch {
   return async (input, init) => {
     const fetchFn = f ?? globalThis.fetch;
@@ -232,7 +249,7 @@ function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof 
         await pause(backoff(p, attempt, 0), req.signal);
         continue;
       }
-      if (attempt > 0 && req.method === "DELETE" && res.status === 404) {
+      if (attempt > 0 && req.method === "DELETE" && res.status === 404 && (await gone(fetchFn, req))) {
         await res.body?.cancel();
         return new Response(null, { status: 204 });
       }
@@ -490,7 +507,10 @@ export class Idem {
    * key when the body has none, makes its own retries publish once.
    */
   async publish(topic: string, event: PublishRequest, opts: RequestOptions = {}): Promise<PublishReply> {
-    return unwrap(await this.api.POST("/v1/topics/{topic}/events", { params: { path: { topic: pathKey(topic) } }, body: event, ...post(undefined, opts) }));
+    // A key the header can carry travels as the header too (the same key:
+    // a header and a body key that differ are refused).
+    const key = event.key !== undefined && /^[\x20-\x7e]+$/.test(event.key) ? event.key : undefined;
+    return unwrap(await this.api.POST("/v1/topics/{topic}/events", { params: { path: { topic: pathKey(topic) } }, body: event, ...post(key, opts) }));
   }
 
   /** listEvents yields the event log of a topic, oldest first, page by page (query: partition_key, type, limit). */

@@ -111,6 +111,9 @@ function pair(member: string): string {
 
 /** grainDate formats time in zone as Go's Grain.Format does. */
 function grainDate(time: Date | string, zone: string, grain: Grain): string {
+  // A string must name its offset: JavaScript reads "2026-02-06T23:30"
+  // in the host's zone but "2026-02-06" in UTC, and PHP both in its own.
+  if (typeof time === "string" && !/(Z|[+-]\d{2}:?\d{2})$/i.test(time)) throw new RangeError(`time "${time}": want an offset (Z or ±hh:mm)`);
   const t = typeof time === "string" ? new Date(time) : time;
   if (!(t instanceof Date) || Number.isNaN(t.getTime())) throw new RangeError(`time ${String(time)} is not a valid time`);
   if (grain !== "minute" && grain !== "hour" && grain !== "day") throw new RangeError(`grain "${String(grain)}": want minute, hour or day`);

@@ -109,6 +109,10 @@ test("key parts are checked", () => {
 test("lock key parts are checked; entities must be an object", () => {
   const t = "2026-02-06T14:05:09Z";
   assert.throws(() => lockKey("a:b", "t", t, "UTC", "day", null), RangeError);
+  // A time string without an offset would be read in the host's zone.
+  assert.throws(() => lockKey("f", "t", "2026-02-06T23:30:00", "UTC", "hour", null), RangeError);
+  assert.throws(() => lockKey("f", "t", "2026-02-06", "UTC", "day", null), RangeError);
+  assert.equal(lockKey("f", "t", "2026-02-06T23:30:00+01:00", "UTC", "hour", null), "f:t:2026-02-06T22");
   assert.throws(() => lockKey("f", "t:1", t, "UTC", "day", null), RangeError);
   assert.throws(() => lockKey("f", "", t, "UTC", "day", null), RangeError);
   assert.throws(() => lockKey("f", "t", "not a time", "UTC", "day", null), RangeError);

@@ -155,7 +155,8 @@ test("a dead-letter delete whose reply is lost is retried, and the retry's 404 m
     { minBackoffMs: 10 },
     async (c, seen) => {
       await c.dlqDelete(job.id);
-      assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE"]);
+      // The retry's 404 is checked: the job is gone (GET answers 404 too).
+      assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE", "GET"]);
     },
   );
   await assert.rejects(idem.getJob(job.id), (e: unknown) => e instanceof IdemError && e.status === 404);
@@ -179,4 +180,41 @@ test("a publish without a key whose reply is lost publishes once", async () => {
   const events = [];
   for await (const e of idem.listEvents("lost-publish")) events.push(e);
   assert.equal(events.length, 1);
+});
+
+test("a dead-letter delete whose retry answers 404 for a job that is not dead fails", async () => {
+  const { job } = await idem.enqueue({ kind: "k", queue: "delete-live" });
+  await through(
+    (s, n) => (n === 0 && s.method === "DELETE" ? { status: 503 } : "pass"),
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      await assert.rejects(c.dlqDelete(job.id), (e: unknown) => e instanceof IdemError && e.status === 404);
+      assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE", "GET"]);
+    },
+  );
+  assert.equal((await idem.getJob(job.id)).state, "available");
+});
+
+test("an idempotency record delete is sent once: a lost reply is an error", async () => {
+  const key = `once-${Date.now()}`;
+  await idem.enqueue({ kind: "k", queue: "record-once", idempotency_key: key });
+  await through(
+    (s, n) => (n === 0 && s.method === "DELETE" ? "drop" : "pass"),
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      await assert.rejects(c.deleteRecord(key), (e: unknown) => e instanceof IdemError && e.status === 0);
+      assert.deepEqual(seen.map((s) => s.method), ["DELETE"]);
+    },
+  );
+});
+
+test("a keyed publish sends its key as the Idempotency-Key", async () => {
+  await through(
+    () => "pass",
+    {},
+    async (c, seen) => {
+      await c.publish("keyed-publish", { key: "evt-1", type: "t", payload: { n: 1 } });
+      assert.deepEqual(seen.map((s) => s.key), ["evt-1"]);
+    },
+  );
 });
