@@ -77,8 +77,8 @@ type MiddlewareRecords interface {
 
 // Store is what the Server needs of the store beside the client: API keys
 // for authentication, the records of its Idempotency-Key middleware, and
-// the statistics of records and queues for metrics, and the recent jobs of
-// every tenant that /v1/health and the per-kind statistics sample, and the
+// the statistics of records and queues for metrics, the per-kind summary
+// of /v1/stats and /v1/health, the running jobs /v1/health reads, and the
 // cheap round trip of /readyz. Every store.Store implements it.
 type Store interface {
 	store.APIKeys
@@ -87,6 +87,7 @@ type Store interface {
 	JobDurations(ctx context.Context, p *store.JobDurationsParams) ([]*store.JobDuration, error)
 	RecordStats(ctx context.Context, p *store.RecordStatsParams) (*store.RecordStats, error)
 	QueueStats(ctx context.Context, p *store.QueueStatsParams) ([]*store.QueueStat, error)
+	JobKindStats(ctx context.Context, p *store.JobKindStatsParams) ([]*store.JobKindStat, error)
 	JobList(ctx context.Context, p *store.JobListParams) ([]*idemtype.JobRow, int64, error)
 	Ping(ctx context.Context) error
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -43,8 +42,8 @@ const (
 	// DefaultHealthHitRateMinLookups: fewer lookups than this never grade
 	// the hit rate.
 	DefaultHealthHitRateMinLookups = 100
-	// healthSample is the most jobs a sampled check reads.
-	healthSample = 500
+	// runningPage is the page size longestRunning reads running jobs by.
+	runningPage = 500
 )
 
 // Health statuses.
@@ -194,25 +193,22 @@ func (s *Server) queueChecks(ctx context.Context, tenant string, checks map[stri
 }
 
 // jobChecks are seed 004's: failed per kind in 24 h, long-running jobs,
-// retry rate. They read at most healthSample jobs each (the newest).
+// retry rate. The 24 h checks count every job created in the last 24 hours
+// (store.JobKindStats, the figures of /v1/stats kinds).
 func (s *Server) jobChecks(ctx context.Context, tenant string, checks map[string]Check) error {
 	now, hc := s.now(), s.cfg.Health
-	since := now.Add(-24 * time.Hour)
-	failedJobs, err := s.sample(ctx, store.JobFilter{Tenant: tenant, Since: since,
-		States: []idemtype.JobState{idemtype.StateRetryable, idemtype.StateDead}})
+	kinds, err := s.kindStats24h(ctx, tenant)
 	if err != nil {
-		return err
-	}
-	perKind := map[string]int64{}
-	for _, j := range failedJobs {
-		perKind[j.Kind]++
+		return fmt.Errorf("health: %w", err)
 	}
 	var worstKind string
-	var most int64
-	for _, k := range sortedKeys(perKind) {
-		if perKind[k] > most {
-			worstKind, most = k, perKind[k]
+	var most, started, retried int64
+	for _, k := range kinds { // sorted by kind: the first of equals wins
+		if k.Failed > most {
+			worstKind, most = k.Kind, k.Failed
 		}
+		started += k.Started
+		retried += k.Retried
 	}
 	c := Check{Status: grade(most > hc.FailedPerKind24h, StatusDegraded), Value: float64(most), Threshold: float64(hc.FailedPerKind24h)}
 	if worstKind != "" {
@@ -227,25 +223,12 @@ func (s *Server) jobChecks(ctx context.Context, tenant string, checks map[string
 	checks["longest_running_s"] = Check{Status: grade(longest > hc.RunningFor, StatusDegraded),
 		Value: longest.Seconds(), Threshold: hc.RunningFor.Seconds()}
 
-	recent, err := s.sample(ctx, store.JobFilter{Tenant: tenant, Since: since})
-	if err != nil {
-		return err
-	}
-	var started, retried int64
-	for _, j := range recent {
-		if j.Attempt > 0 || j.State == idemtype.StateRetryable {
-			started++
-		}
-		if j.Attempt > 1 || j.State == idemtype.StateRetryable {
-			retried++
-		}
-	}
 	rate := 0.0
 	if started > 0 {
 		rate = float64(retried) / float64(started)
 	}
 	checks["retry_rate_24h"] = Check{Status: grade(rate > hc.RetryRate, StatusDegraded), Value: rate, Threshold: hc.RetryRate,
-		Detail: fmt.Sprintf("%d of %d started jobs needed a retry (newest %d jobs of the last 24 h)", retried, started, healthSample)}
+		Detail: fmt.Sprintf("%d of %d started jobs created in the last 24 h needed a retry", retried, started)}
 	return nil
 }
 
@@ -277,7 +260,7 @@ func (s *Server) cacheChecks(ctx context.Context, tenant string, checks map[stri
 func (s *Server) longestRunning(ctx context.Context, tenant string, now time.Time) (time.Duration, error) {
 	var longest time.Duration
 	p := &store.JobListParams{Filter: store.JobFilter{Tenant: tenant, States: []idemtype.JobState{idemtype.StateRunning}},
-		Limit: healthSample}
+		Limit: runningPage}
 	for {
 		jobs, next, err := s.store.JobList(ctx, p)
 		if err != nil {
@@ -293,24 +276,6 @@ func (s *Server) longestRunning(ctx context.Context, tenant string, now time.Tim
 		}
 		p.Cursor = next
 	}
-}
-
-// sample returns the newest healthSample jobs matching f.
-func (s *Server) sample(ctx context.Context, f store.JobFilter) ([]*idemtype.JobRow, error) {
-	jobs, _, err := s.store.JobList(ctx, &store.JobListParams{Filter: f, Limit: healthSample})
-	if err != nil {
-		return nil, fmt.Errorf("health: list jobs: %w", err)
-	}
-	return jobs, nil
-}
-
-func sortedKeys(m map[string]int64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // getHealth serves GET /v1/health: an admin key sees every tenant (or the

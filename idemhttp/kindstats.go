@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -11,11 +12,9 @@ import (
 )
 
 // KindStats summarises the jobs of one kind created in the last 24 hours
-// (seed 004's job health summary), from the newest kindSample jobs.
+// (seed 004's job health summary, seed 002's stats by action and status),
+// counted over every such job by one aggregate query (store.JobKindStats).
 type KindStats = wire.KindStats
-
-// kindSample is how many of the newest jobs the kind summary reads.
-const kindSample = 500
 
 // statsTenant is the tenant /v1/stats reports: the request's, or every
 // tenant ("") for an admin key with ?all_tenants=true; ok is false (and a
@@ -46,40 +45,30 @@ func (s *Server) cacheStatsOf(ctx context.Context, tenant string) (*wire.CacheSt
 		HitRate: cs.HitRate}, nil
 }
 
+// kindStats24h returns the store's summary of every job of tenant ("" =
+// every tenant) created in the last 24 hours, one entry per kind.
+func (s *Server) kindStats24h(ctx context.Context, tenant string) ([]*store.JobKindStat, error) {
+	ks, err := s.store.JobKindStats(ctx, &store.JobKindStatsParams{Tenant: tenant, Since: s.now().Add(-24 * time.Hour)})
+	if err != nil {
+		return nil, fmt.Errorf("kind stats: %w", err)
+	}
+	return ks, nil
+}
+
 // kindStats builds the per-kind summary of tenant ("" = every tenant).
 func (s *Server) kindStats(ctx context.Context, tenant string) (map[string]*KindStats, error) {
-	now := s.now()
-	jobs, _, err := s.store.JobList(ctx, &store.JobListParams{Limit: kindSample,
-		Filter: store.JobFilter{Tenant: tenant, Since: now.Add(-24 * time.Hour)}})
+	ks, err := s.kindStats24h(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*KindStats{}
-	runs := map[string]int64{}
-	for _, j := range jobs {
-		k := out[j.Kind]
-		if k == nil {
-			k = &KindStats{}
-			out[j.Kind] = k
+	out := make(map[string]*KindStats, len(ks))
+	for _, k := range ks {
+		states := make(map[string]int64, len(idemtype.AllStates))
+		for _, st := range idemtype.AllStates {
+			states[string(st)] = k.States[st]
 		}
-		k.Count++
-		if j.Attempt > 1 || j.State == idemtype.StateRetryable {
-			k.Retried++
-		}
-		if j.State == idemtype.StateRetryable || j.State == idemtype.StateDead {
-			k.Failed24h++
-		}
-		if j.State == idemtype.StateCompleted && !j.WasCached && j.StartedAt != nil && j.FinishedAt != nil {
-			ms := float64(j.FinishedAt.Sub(*j.StartedAt).Microseconds()) / 1000
-			k.AvgDurationMS += ms // a sum until divided below
-			k.MaxDurationMS = max(k.MaxDurationMS, ms)
-			runs[j.Kind]++
-		}
-	}
-	for kind, k := range out {
-		if n := runs[kind]; n > 0 {
-			k.AvgDurationMS /= float64(n)
-		}
+		out[k.Kind] = &KindStats{Count: k.Count, States: states, AvgDurationMS: k.AvgDurationMS,
+			MaxDurationMS: k.MaxDurationMS, Retried: k.Retried, Failed24h: k.Failed}
 	}
 	return out, nil
 }

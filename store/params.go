@@ -47,6 +47,33 @@ type JobDuration struct {
 	RunAt, StartedAt, FinishedAt time.Time
 }
 
+// JobKindStatsParams scopes JobKindStats.
+type JobKindStatsParams struct {
+	Tenant string    // "" = all tenants
+	Since  time.Time // jobs created at or after Since
+}
+
+// JobKindStat summarises the jobs of one kind (seed 004's job health
+// summary, seed 002's stats by action and status).
+type JobKindStat struct {
+	Kind  string
+	Count int64
+	// States counts the jobs per state; states without jobs are absent.
+	States map[idemtype.JobState]int64
+	// Started counts jobs claimed at least once or waiting to retry (the
+	// base of a retry rate); Retried those past their first attempt or
+	// waiting to retry.
+	Started, Retried int64
+	// Failed counts retryable and dead jobs.
+	Failed int64
+	// Runs counts the completed jobs that ran a handler (not completed from
+	// the cache, started and finished set); the durations are theirs, in
+	// milliseconds, 0 when Runs is 0.
+	Runs          int64
+	AvgDurationMS float64
+	MaxDurationMS float64
+}
+
 // RecordGetParams selects one idempotency record.
 type RecordGetParams struct {
 	Tenant string

@@ -320,17 +320,20 @@ type Stats struct {
 	// are per tenant; two tenants may each have one of a name).
 	TargetsByTenant map[string]map[string]*TargetStats `json:"targets_by_tenant,omitempty"`
 	// Kinds summarises the jobs of each kind created in the last 24 hours
-	// (seed 004's job health per function), from the newest 500 of them.
+	// (seed 004's job health per function), counting every one of them.
 	Kinds map[string]*KindStats `json:"kinds"`
 }
 
 // KindStats summarises the jobs of one kind created in the last 24 hours.
 type KindStats struct {
-	Count         int64   `json:"count"`
-	AvgDurationMS float64 `json:"avg_duration_ms"`
-	MaxDurationMS float64 `json:"max_duration_ms"`
-	Retried       int64   `json:"retried"`
-	Failed24h     int64   `json:"failed_24h"`
+	Count int64 `json:"count"`
+	// States counts the jobs per state (seed 002's stats by action and
+	// status), every state present, like QueueStats.Counts.
+	States        map[string]int64 `json:"states"`
+	AvgDurationMS float64          `json:"avg_duration_ms"`
+	MaxDurationMS float64          `json:"max_duration_ms"`
+	Retried       int64            `json:"retried"`
+	Failed24h     int64            `json:"failed_24h"`
 }
 
 // TargetStats are the recent delivery attempts of one target.

@@ -44,7 +44,7 @@ func TestMigrateDownResultExpiryLeavesNoEmptyCompletion(t *testing.T) {
 	if _, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: t0.Add(2 * time.Hour), Limit: 100}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MigrateDown(ctx, 1); err != nil {
+	if err := s.MigrateDown(ctx, stepsAbove(t, 22)); err != nil { // undo 0023 and every later one
 		t.Fatal(err)
 	}
 	type row struct {
@@ -94,7 +94,7 @@ func TestMigrateResultExpiryRewritesNoRecord(t *testing.T) {
 	s := newTestStore(t, 2)
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.MigrateDown(ctx, 1); err != nil {
+	if err := s.MigrateDown(ctx, stepsAbove(t, 22)); err != nil { // undo 0023 and every later one
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {schema}.records (tenant, key, status, result, result_hash, size_bytes,

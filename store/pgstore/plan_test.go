@@ -3,6 +3,7 @@ package pgstore
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
@@ -43,4 +44,60 @@ func (s *Store) explainJobList(t *testing.T, f store.JobFilter) (string, error) 
 		lines = append(lines, line)
 	}
 	return strings.Join(lines, "\n"), rows.Err()
+}
+
+// TestKindStatsPlanUsesIndexes: the per-kind summary (JobKindStats) reads
+// each branch through a partial index (finished jobs by finish time,
+// claimable, running and pending jobs by theirs) once most of the history
+// is finished, as on a server, never a sequential scan of the jobs, with or
+// without a tenant. A plan assert (EXPLAIN after ANALYZE), not a timing one.
+func TestKindStatsPlanUsesIndexes(t *testing.T) {
+	t.Parallel()
+	dbtest.PostgresURL(t)
+	s := newTestStore(t, 4)
+	storetest.SeedListPlans(t, s)
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {schema}.jobs SET created_at = timestamptz '2031-01-01 00:00:00+00' + id * interval '1 minute'`)); err != nil {
+		t.Fatal(err)
+	}
+	// Three days of history, one job a minute; one in a hundred unfinished.
+	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {schema}.jobs SET state = 'completed', attempt = 1,
+    started_at = created_at, finished_at = created_at + interval '1 second' WHERE id % 100 <> 0`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql("ANALYZE {schema}.jobs")); err != nil {
+		t.Fatal(err)
+	}
+	var newest time.Time
+	if err := s.pool.QueryRow(ctx, s.sql("SELECT max(created_at) FROM {schema}.jobs")).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"", "t1"} {
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(qJobKindStats), tenant, newest.Add(-10*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, line)
+		}
+		rows.Close()
+		plan := strings.Join(lines, "\n")
+		t.Logf("tenant %q:\n%s", tenant, plan)
+		for _, idx := range []string{"jobs_finished_idx", "jobs_claim_tenant_idx", "jobs_pending_idx"} {
+			if !strings.Contains(plan, idx) {
+				t.Errorf("tenant %q: the plan does not use %s", tenant, idx)
+			}
+		}
+		if !strings.Contains(plan, "jobs_lease_idx") && !strings.Contains(plan, "jobs_running_scope_idx") {
+			t.Errorf("tenant %q: the plan reads running jobs through no index", tenant)
+		}
+		if strings.Contains(plan, "Seq Scan") {
+			t.Errorf("tenant %q: the plan scans the jobs table", tenant)
+		}
+	}
 }

@@ -863,3 +863,34 @@ func qRetrySelectFilter(where string) string {
 	return `SELECT j.id FROM {schema}.jobs j WHERE j.state = ANY($1::text[]) AND ` + where +
 		` AND NOT ` + sqlRetryRefused + ` ORDER BY j.id LIMIT $2 FOR UPDATE`
 }
+
+// qJobKindStats aggregates the jobs created at or after $2 per kind and
+// state ($1 tenant, "" = all). Each branch reads one partial index, so the
+// query never walks the history: finished jobs through jobs_finished_idx
+// from an hour before $2 (a job finishes after it is created; the hour
+// absorbs clock skew between the nodes that created and finished it), the
+// claimable ones through jobs_claim_tenant_idx, running ones through
+// jobs_running_scope_idx and pending ones through jobs_pending_idx (0024).
+const qJobKindStats = `SELECT kind, state, count(*),
+    count(*) FILTER (WHERE attempt > 0 OR state = 'retryable'),
+    count(*) FILTER (WHERE attempt > 1 OR state = 'retryable'),
+    count(*) FILTER (WHERE ran),
+    coalesce(sum(ms) FILTER (WHERE ran), 0)::float8,
+    coalesce(max(ms) FILTER (WHERE ran), 0)::float8
+FROM (
+    SELECT kind, state, attempt,
+        state = 'completed' AND NOT was_cached AND started_at IS NOT NULL AND finished_at IS NOT NULL AS ran,
+        extract(epoch FROM finished_at - started_at)::float8 * 1000 AS ms
+    FROM {schema}.jobs
+    WHERE state IN ('completed', 'dead', 'cancelled') AND finished_at >= $2::timestamptz - interval '1 hour'
+        AND created_at >= $2 AND ($1 = '' OR tenant = $1)
+    UNION ALL
+    SELECT kind, state, attempt, false, 0 FROM {schema}.jobs
+    WHERE state IN ('available', 'scheduled', 'retryable') AND created_at >= $2 AND ($1 = '' OR tenant = $1)
+    UNION ALL
+    SELECT kind, state, attempt, false, 0 FROM {schema}.jobs
+    WHERE state = 'running' AND created_at >= $2 AND ($1 = '' OR tenant = $1)
+    UNION ALL
+    SELECT kind, state, attempt, false, 0 FROM {schema}.jobs
+    WHERE state = 'pending' AND created_at >= $2 AND ($1 = '' OR tenant = $1)
+) j GROUP BY kind, state`

@@ -173,3 +173,25 @@ func (s *Store) JobDurations(ctx context.Context, p *store.JobDurationsParams) (
 	}
 	return out, nil
 }
+
+// JobKindStats implements store.Jobs.
+func (s *Store) JobKindStats(ctx context.Context, p *store.JobKindStatsParams) ([]*store.JobKindStat, error) {
+	db, err := s.db()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, s.sql(qJobKindStats), p.Tenant, p.Since)
+	if err != nil {
+		return nil, fmt.Errorf("job kind stats: %w", err)
+	}
+	var groups []store.KindStatsRow
+	var r store.KindStatsRow
+	_, err = pgx.ForEachRow(rows, []any{&r.Kind, &r.State, &r.Count, &r.Started, &r.Retried, &r.Runs, &r.SumMS, &r.MaxMS}, func() error {
+		groups = append(groups, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("job kind stats: %w", err)
+	}
+	return store.FoldKindStats(groups), nil
+}

@@ -659,3 +659,31 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	qAPIKeyList   = `SELECT ` + apiKeyCols + ` FROM api_keys ORDER BY created_at, seq`
 	qAPIKeyRevoke = `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`
 )
+
+// qJobKindStats aggregates the jobs created at or after ?2 (µs) per kind
+// and state (?1 tenant, "" = all; ?3 = ?2 minus an hour). Each branch reads
+// one partial index, so the query never walks the history: finished jobs
+// through jobs_finished from an hour before ?2 (a job finishes after it is
+// created; the hour absorbs clock skew between the nodes that created and
+// finished it), the claimable ones through jobs_claim_tenant, running ones
+// through jobs_running_scope and pending ones through jobs_pending (0024).
+const qJobKindStats = `SELECT kind, state, count(*),
+    COALESCE(sum(attempt > 0 OR state = 'retryable'), 0), COALESCE(sum(attempt > 1 OR state = 'retryable'), 0),
+    COALESCE(sum(ran), 0), COALESCE(sum(CASE WHEN ran THEN ms END), 0.0), COALESCE(max(CASE WHEN ran THEN ms END), 0.0)
+FROM (
+    SELECT kind, state, attempt,
+        state = 'completed' AND was_cached = 0 AND started_at IS NOT NULL AND finished_at IS NOT NULL AS ran,
+        (finished_at - started_at) / 1000.0 AS ms
+    FROM jobs
+    WHERE state IN ('completed', 'dead', 'cancelled') AND finished_at >= ?3
+        AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    UNION ALL
+    SELECT kind, state, attempt, 0, 0.0 FROM jobs
+    WHERE state IN ('available', 'scheduled', 'retryable') AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    UNION ALL
+    SELECT kind, state, attempt, 0, 0.0 FROM jobs
+    WHERE state = 'running' AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    UNION ALL
+    SELECT kind, state, attempt, 0, 0.0 FROM jobs
+    WHERE state = 'pending' AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
+) GROUP BY kind, state`

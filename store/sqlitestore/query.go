@@ -289,3 +289,25 @@ func (s *Store) JobDurations(ctx context.Context, p *store.JobDurationsParams) (
 	}
 	return out, nil
 }
+
+// JobKindStats implements store.Jobs.
+func (s *Store) JobKindStats(ctx context.Context, p *store.JobKindStatsParams) ([]*store.JobKindStat, error) {
+	since := toUS(p.Since)
+	rows, err := s.rdb.QueryContext(ctx, qJobKindStats, p.Tenant, since, since-time.Hour.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("job kind stats: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var groups []store.KindStatsRow
+	for rows.Next() {
+		var r store.KindStatsRow
+		if err := rows.Scan(&r.Kind, &r.State, &r.Count, &r.Started, &r.Retried, &r.Runs, &r.SumMS, &r.MaxMS); err != nil {
+			return nil, fmt.Errorf("job kind stats: %w", err)
+		}
+		groups = append(groups, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("job kind stats: %w", err)
+	}
+	return store.FoldKindStats(groups), nil
+}

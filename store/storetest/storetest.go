@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, retryKeyCases()...)
 	all = append(all, boundCases()...)
 	all = append(all, queryCases()...)
+	all = append(all, kindStatsCases()...)
 	all = append(all, maintenanceCases()...)
 	all = append(all, leaderCases()...)
 	all = append(all, apiKeyCases()...)

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS {schema}.jobs_pending_idx;
