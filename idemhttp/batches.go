@@ -117,13 +117,10 @@ func prefixInvalid(prefix string, err error) error {
 
 func renderBatch(b *idem.Batch) *wire.Batch {
 	out := &wire.Batch{ID: formatID(b.ID), Tenant: b.Tenant, Key: b.Key, CreatedAt: b.CreatedAt,
-		Metadata: rawOrNil(b.Metadata), Counts: map[string]int64{}, Total: b.Total, Finished: b.Finished,
+		Metadata: rawOrNil(b.Metadata), Counts: stateCounts(b.Counts), Total: b.Total, Finished: b.Finished,
 		Jobs: renderJobs(b.Jobs, false)}
 	if b.OnFinish != nil {
 		out.OnFinish = renderJob(b.OnFinish, false)
-	}
-	for _, st := range idemtype.AllStates {
-		out.Counts[string(st)] = int64(b.Counts[st])
 	}
 	return out
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
-	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -63,11 +62,7 @@ func (s *Server) kindStats(ctx context.Context, tenant string) (map[string]*Kind
 	}
 	out := make(map[string]*KindStats, len(ks))
 	for _, k := range ks {
-		states := make(map[string]int64, len(idemtype.AllStates))
-		for _, st := range idemtype.AllStates {
-			states[string(st)] = k.States[st]
-		}
-		out[k.Kind] = &KindStats{Count: k.Count, States: states, AvgDurationMS: k.AvgDurationMS,
+		out[k.Kind] = &KindStats{Count: k.Count, States: stateCounts(k.States), AvgDurationMS: k.AvgDurationMS,
 			MaxDurationMS: k.MaxDurationMS, Retried: k.Retried, Failed24h: k.Failed}
 	}
 	return out, nil

@@ -18,13 +18,20 @@ import (
 // and run percentiles of /v1/stats.
 const latencySample = 200
 
+// stateCounts renders counts per state as the API shows them: every
+// state, 0 where counts has none.
+func stateCounts[N int | int64](counts map[idemtype.JobState]N) map[string]int64 {
+	out := make(map[string]int64, len(idemtype.AllStates))
+	for _, st := range idemtype.AllStates {
+		out[string(st)] = int64(counts[st])
+	}
+	return out
+}
+
 // queueStats renders the counts and rates of one queue (without latencies).
 func queueStats(st *store.QueueStat, now time.Time) *wire.QueueStats {
-	q := &wire.QueueStats{Counts: map[string]int64{}, Completed1m: st.Completed1m, Failed1m: st.Failed1m,
+	q := &wire.QueueStats{Counts: stateCounts(st.Counts), Completed1m: st.Completed1m, Failed1m: st.Failed1m,
 		DeadUnresolved: st.DeadUnresolved}
-	for _, state := range idemtype.AllStates {
-		q.Counts[string(state)] = st.Counts[state]
-	}
 	if st.OldestAvailable != nil {
 		q.OldestAvailableAgeS = math.Max(0, now.Sub(*st.OldestAvailable).Seconds())
 	}

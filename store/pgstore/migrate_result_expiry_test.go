@@ -7,6 +7,7 @@ import (
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/storetest"
 )
 
 // resultTTLRecord stores the result "R" of Do key key under owner at at,
@@ -139,14 +140,7 @@ VALUES ('default', 'done', 'completed', '"R"', 'h', 3, $1, $1, $1::timestamptz +
 
 	// The completed record serves its result until its expiry, as before.
 	now := t0.Add(36 * time.Hour)
-	r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "done", Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status != idemtype.RecordCompleted || string(r.Result) != `"R"` || r.ResultExpiresAt == nil ||
-		!r.ResultExpiresAt.Equal(t0.Add(48*time.Hour)) {
-		t.Errorf("completed record after the migration: %s %s, result expires %v; want its result until %v", r.Status, r.Result, r.ResultExpiresAt, t0.Add(48*time.Hour))
-	}
+	storetest.CheckCompletedBeforeResultExpiry(t, s, "done", now, `"R"`, t0.Add(48*time.Hour))
 	if st, err := s.RecordStats(ctx, &store.RecordStatsParams{Tenant: "default", Now: now}); err != nil || st.Completed != 1 || st.SizeBytes != 3 || st.Expired != 1 {
 		t.Errorf("RecordStats after the migration: %+v, %v; want 1 completed of 3 bytes and the open record expired", st, err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/storetest"
 )
 
 // TestMigrateResultExpiryKeepsRecords: migration 0023 adds the result's
@@ -50,16 +50,7 @@ func TestMigrateResultExpiryKeepsRecords(t *testing.T) {
 	if n := entries(); n != 0 {
 		t.Errorf("idem_keys_result_expires holds %d entries after the migration, want none", n)
 	}
-	now := t0.Add(36 * time.Hour)
-	r, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "done", Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status != idemtype.RecordCompleted || string(r.Result) != `"R"` || r.ResultExpiresAt == nil ||
-		!r.ResultExpiresAt.Equal(t0.Add(48*time.Hour)) {
-		t.Errorf("completed record after the migration: %s %s, result expires %v; want its result until %v",
-			r.Status, r.Result, r.ResultExpiresAt, t0.Add(48*time.Hour))
-	}
+	storetest.CheckCompletedBeforeResultExpiry(t, s, "done", t0.Add(36*time.Hour), `"R"`, t0.Add(48*time.Hour))
 
 	for _, c := range []struct {
 		key  string

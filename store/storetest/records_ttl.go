@@ -143,3 +143,21 @@ func testExpiredResultNotServed(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// CheckCompletedBeforeResultExpiry fails t unless the record of key (tenant
+// "default") reads completed at now with result want and a result expiry
+// of expires: what a record completed before migration 0023 reads as
+// afterwards (its result expires with the record). Both stores' migration
+// tests use it.
+func CheckCompletedBeforeResultExpiry(t *testing.T, s store.Store, key string, now time.Time, want string, expires time.Time) {
+	t.Helper()
+	r, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: key, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != idemtype.RecordCompleted || string(r.Result) != want || r.ResultExpiresAt == nil ||
+		!r.ResultExpiresAt.Equal(expires) {
+		t.Errorf("completed record after the migration: %s %s, result expires %v; want its result until %v",
+			r.Status, r.Result, r.ResultExpiresAt, expires)
+	}
+}
