@@ -2,6 +2,7 @@ package idem
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -29,6 +30,46 @@ type AutoKey struct {
 	// NoTenant leaves the tenant part empty (seed 002's null tenant)
 	// instead of the job's tenant.
 	NoTenant bool
+}
+
+// autoKeyFixedLength is the length of a derived key without its action
+// and with an empty tenant and user: three underscores and the 16 hex
+// digits of the hash.
+const autoKeyFixedLength = 3 + 16
+
+// Validate checks that a derives valid keys: an Action, when set, passes
+// the checks of key.Scoped and makes keys ValidateKey takes (printable
+// ASCII, at most MaxKeyLength bytes with an empty tenant and user). The
+// error is an *idemtype.InvalidError naming the field ("action").
+// NewClient validates every entry of AutoKeyByQueue and AutoKeyByKind.
+func (a AutoKey) Validate() error {
+	if a.Action == "" {
+		return nil
+	}
+	k, err := key.Scoped("", "", a.Action, []byte("{}"))
+	if err != nil {
+		return idemtype.Invalid("action", "%v", err)
+	}
+	if ValidateKey("action", k) != nil {
+		return idemtype.Invalid("action", "%q: want printable ASCII without control characters, at most %d bytes (the key holds it)",
+			a.Action, MaxKeyLength-autoKeyFixedLength)
+	}
+	return nil
+}
+
+// validateAutoKeys checks the AutoKey of every queue and kind.
+func (c *Config) validateAutoKeys() error {
+	for _, by := range []struct {
+		what string
+		m    map[string]AutoKey
+	}{{"queue", c.AutoKeyByQueue}, {"kind", c.AutoKeyByKind}} {
+		for name, a := range by.m {
+			if err := a.Validate(); err != nil {
+				return fmt.Errorf("auto key of %s %q: %w", by.what, name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // autoKeyFor returns the AutoKey of a job, if any.

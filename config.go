@@ -71,7 +71,8 @@ type Config struct {
 	ResultTTL       time.Duration
 	ResultTTLByKind map[string]time.Duration
 	// AutoKeyByQueue and AutoKeyByKind derive the idempotency key of jobs
-	// enqueued without one (seed 002); the kind's entry wins. See AutoKey.
+	// enqueued without one (seed 002); the kind's entry wins. See AutoKey;
+	// NewClient refuses an entry AutoKey.Validate refuses.
 	AutoKeyByQueue map[string]AutoKey
 	AutoKeyByKind  map[string]AutoKey
 	// CompressThreshold: results larger than this many bytes are stored
@@ -230,6 +231,9 @@ func (c *Config) withDefaults() (*Config, error) {
 		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("config: limits: %w", err)
 		}
+	}
+	if err := cfg.validateAutoKeys(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if cfg.Tenant == EveryTenant {
 		return nil, fmt.Errorf("config: tenant %q is reserved for default limits", EveryTenant)

@@ -187,6 +187,10 @@ type ServeConfig struct {
 		LeaderTTL      Duration `koanf:"leader_ttl" toml:"leader_ttl"`
 	} `koanf:"maintenance" toml:"maintenance"`
 	Limits LimitsConfig `koanf:"limits" toml:"limits"`
+	// AutoKeyByQueue and AutoKeyByKind derive the idempotency key of the
+	// jobs of a queue or kind enqueued without one (seed 002; file only).
+	AutoKeyByQueue map[string]AutoKeyConfig `koanf:"auto_key_by_queue" toml:"auto_key_by_queue,omitempty"`
+	AutoKeyByKind  map[string]AutoKeyConfig `koanf:"auto_key_by_kind" toml:"auto_key_by_kind,omitempty"`
 	// jsonOut: --json was given (stdout lines as JSON); not a setting.
 	jsonOut bool
 	// logFormatSet: log.format was chosen by the file, the environment or
@@ -353,6 +357,7 @@ func (c *ServeConfig) validate() error {
 	}
 	errs = append(errs, c.validateZero()...)
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.validateAutoKeys()...)
 	server := c.serverConfig(nil)
 	if herrs := c.validateCORSHeaders(); len(herrs) > 0 {
 		errs = append(errs, herrs...)
@@ -413,6 +418,8 @@ func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.RescueInterval = time.Duration(c.Maintenance.RescueInterval)
 	cfg.LeaderTTL = time.Duration(c.Maintenance.LeaderTTL)
 	cfg.Limits = c.Limits.limits()
+	cfg.AutoKeyByQueue = autoKeys(c.AutoKeyByQueue)
+	cfg.AutoKeyByKind = autoKeys(c.AutoKeyByKind)
 	return cfg
 }
 
