@@ -2,9 +2,19 @@ package store
 
 import (
 	"sort"
+	"time"
 
 	"github.com/idem-dev/idem/idemtype"
 )
+
+// KindStatsSkew is how long before JobKindStats' Since the stores look for
+// finished jobs: a job finishes after it is created, and the margin absorbs
+// clock skew between the nodes that created and finished it.
+const KindStatsSkew = time.Hour
+
+// FinishedSince is the bound on finished_at JobKindStats reads finished
+// jobs from: KindStatsSkew before p.Since.
+func (p *JobKindStatsParams) FinishedSince() time.Time { return p.Since.Add(-KindStatsSkew) }
 
 // KindStatsRow is one (kind, state) group of the JobKindStats aggregate, as
 // both stores' queries return it.

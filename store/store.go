@@ -268,8 +268,8 @@ type Jobs interface {
 	JobDurations(ctx context.Context, p *JobDurationsParams) ([]*JobDuration, error)
 	// JobKindStats summarises, per kind, every job of Tenant ("" = all
 	// tenants) created at or after Since, in one aggregate query, sorted by
-	// kind. It reads the jobs finished since Since (minus an hour of clock
-	// skew between the nodes that created and finished a job) and the
+	// kind. It reads the jobs finished since Since (minus KindStatsSkew of
+	// clock skew between the nodes that created and finished a job) and the
 	// unfinished jobs through their partial indexes, never the whole history.
 	JobKindStats(ctx context.Context, p *JobKindStatsParams) ([]*JobKindStat, error)
 }

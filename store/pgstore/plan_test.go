@@ -73,7 +73,7 @@ func TestKindStatsPlanUsesIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tenant := range []string{"", "t1"} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(qJobKindStats), tenant, newest.Add(-10*time.Minute))
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(qJobKindStats), tenant, newest.Add(-10*time.Minute), newest.Add(-10*time.Minute-store.KindStatsSkew))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -865,10 +865,9 @@ func qRetrySelectFilter(where string) string {
 }
 
 // qJobKindStats aggregates the jobs created at or after $2 per kind and
-// state ($1 tenant, "" = all). Each branch reads one partial index, so the
-// query never walks the history: finished jobs through jobs_finished_idx
-// from an hour before $2 (a job finishes after it is created; the hour
-// absorbs clock skew between the nodes that created and finished it), the
+// state ($1 tenant, "" = all; $3 = store.JobKindStatsParams.FinishedSince).
+// Each branch reads one partial index, so the query never walks the
+// history: finished jobs through jobs_finished_idx from $3, the
 // claimable ones through jobs_claim_tenant_idx, running ones through
 // jobs_running_scope_idx and pending ones through jobs_pending_idx (0024).
 const qJobKindStats = `SELECT kind, state, count(*),
@@ -882,7 +881,7 @@ FROM (
         state = 'completed' AND NOT was_cached AND started_at IS NOT NULL AND finished_at IS NOT NULL AS ran,
         extract(epoch FROM finished_at - started_at)::float8 * 1000 AS ms
     FROM {schema}.jobs
-    WHERE state IN ('completed', 'dead', 'cancelled') AND finished_at >= $2::timestamptz - interval '1 hour'
+    WHERE state IN ('completed', 'dead', 'cancelled') AND finished_at >= $3
         AND created_at >= $2 AND ($1 = '' OR tenant = $1)
     UNION ALL
     SELECT kind, state, attempt, false, 0 FROM {schema}.jobs

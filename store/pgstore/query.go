@@ -180,7 +180,7 @@ func (s *Store) JobKindStats(ctx context.Context, p *store.JobKindStatsParams) (
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, s.sql(qJobKindStats), p.Tenant, p.Since)
+	rows, err := db.Query(ctx, s.sql(qJobKindStats), p.Tenant, p.Since, p.FinishedSince())
 	if err != nil {
 		return nil, fmt.Errorf("job kind stats: %w", err)
 	}

@@ -661,12 +661,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 )
 
 // qJobKindStats aggregates the jobs created at or after ?2 (µs) per kind
-// and state (?1 tenant, "" = all; ?3 = ?2 minus an hour). Each branch reads
-// one partial index, so the query never walks the history: finished jobs
-// through jobs_finished from an hour before ?2 (a job finishes after it is
-// created; the hour absorbs clock skew between the nodes that created and
-// finished it), the claimable ones through jobs_claim_tenant, running ones
-// through jobs_running_scope and pending ones through jobs_pending (0024).
+// and state (?1 tenant, "" = all; ?3 = store.JobKindStatsParams.FinishedSince,
+// µs). Each branch reads one partial index, so the query never walks the
+// history: finished jobs through jobs_finished from ?3, the claimable
+// ones through jobs_claim_tenant, running ones through jobs_running_scope
+// and pending ones through jobs_pending (0024).
 const qJobKindStats = `SELECT kind, state, count(*),
     COALESCE(sum(attempt > 0 OR state = 'retryable'), 0), COALESCE(sum(attempt > 1 OR state = 'retryable'), 0),
     COALESCE(sum(ran), 0), COALESCE(sum(CASE WHEN ran THEN ms END), 0.0), COALESCE(max(CASE WHEN ran THEN ms END), 0.0)

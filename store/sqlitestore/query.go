@@ -293,7 +293,7 @@ func (s *Store) JobDurations(ctx context.Context, p *store.JobDurationsParams) (
 // JobKindStats implements store.Jobs.
 func (s *Store) JobKindStats(ctx context.Context, p *store.JobKindStatsParams) ([]*store.JobKindStat, error) {
 	since := toUS(p.Since)
-	rows, err := s.rdb.QueryContext(ctx, qJobKindStats, p.Tenant, since, since-time.Hour.Microseconds())
+	rows, err := s.rdb.QueryContext(ctx, qJobKindStats, p.Tenant, since, toUS(p.FinishedSince()))
 	if err != nil {
 		return nil, fmt.Errorf("job kind stats: %w", s.readErr(err))
 	}

@@ -124,12 +124,18 @@ func testKindStatsSince(t *testing.T, s store.Store) {
 	// Created exactly at Since and after it: counted.
 	kindJob(t, s, "a", "q", "new", at(0))
 	completeJob(t, s, kindJob(t, s, "a", "new1", "new", at(time.Minute)), at(2*time.Minute), `1`)
+	// Created after Since by one node's clock, finished before it by
+	// another's (within store.KindStatsSkew): counted.
+	p := newJob("new")
+	p.Tenant, p.Queue, p.RunAt = "a", "skewed", at(-40*time.Minute)
+	skewed := claimJob(t, s, insert1(t, s, at(time.Minute), p), at(-35*time.Minute))
+	finish1(t, s, completion(skewed, `1`, at(-30*time.Minute)))
 	got := kindStats(t, s, "a", at(0))
-	if _, ok := got["old"]; ok || got["new"] == nil || got["new"].Count != 2 {
-		t.Errorf("since at(0): %v, want only the 2 new jobs", got)
+	if _, ok := got["old"]; ok || got["new"] == nil || got["new"].Count != 3 || got["new"].States[idemtype.StateCompleted] != 2 {
+		t.Errorf("since at(0): %v, want only the 3 new jobs (2 completed)", got)
 	}
-	if all := kindStats(t, s, "a", at(-3*time.Hour)); all["old"] == nil || all["old"].Count != 4 || all["new"].Count != 2 {
-		t.Errorf("since at(-3h): %v, want 4 old and 2 new jobs", all)
+	if all := kindStats(t, s, "a", at(-3*time.Hour)); all["old"] == nil || all["old"].Count != 4 || all["new"].Count != 3 {
+		t.Errorf("since at(-3h): %v, want 4 old and 3 new jobs", all)
 	}
 }
 
