@@ -308,8 +308,17 @@ func TestTopics(t *testing.T) {
 	if subs, err := e.admin.Subscriptions(ctx, "audit"); err != nil || len(subs) != 1 || subs[0].MaxAttempts != 3 || len(subs[0].Kinds) != 1 {
 		t.Fatalf("audit subscriptions: %+v %v", subs, err)
 	}
+	if got, err := e.admin.Subscription(ctx, "audit", "log"); err != nil || got.Name != "log" || got.Topic != "audit" ||
+		got.URL != "http://127.0.0.1:9/a" || got.MaxAttempts != 3 || got.Secret != "" {
+		t.Fatalf("get subscription: %+v %v, want audit/log without its secret", got, err)
+	}
 	if err := e.admin.DeleteSubscription(ctx, "audit", "log"); err != nil {
 		t.Fatal(err)
+	}
+	for _, tn := range [][2]string{{"audit", "log"}, {"audit", "billing"}, {"nothing", "log"}} {
+		if got, err := e.admin.Subscription(ctx, tn[0], tn[1]); !errors.Is(err, idem.ErrNotFound) || got != nil {
+			t.Fatalf("get subscription %s/%s: %+v %v, want ErrNotFound", tn[0], tn[1], got, err)
+		}
 	}
 
 	var ids []string

@@ -60,6 +60,14 @@ func (cl *Client) Subscriptions(ctx context.Context, topic string) ([]*Subscript
 	return out.Subscriptions, err
 }
 
+// Subscription returns one subscription of a topic (its secret is never
+// shown); ErrNotFound when the topic has none of that name.
+func (cl *Client) Subscription(ctx context.Context, topic, name string) (*Subscription, error) {
+	var out Subscription
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: topicPath(topic, "/subscriptions/"+pathSegment(name)), out: &out})
+	return nilIfErr(&out, err)
+}
+
 // DeleteSubscription deletes a subscription.
 //
 // A retry after a lost reply that finds it gone (404) reports success: the

@@ -336,6 +336,17 @@ class Client
         return $this->request('GET', self::topicPath($topic, '/subscriptions'))['subscriptions'];
     }
 
+    /**
+     * getSubscription returns one subscription of a topic (never its
+     * secret); an unknown one throws an IdemException with status 404.
+     *
+     * @return array<string,mixed>
+     */
+    public function getSubscription(string $topic, string $name): array
+    {
+        return $this->request('GET', self::topicPath($topic, '/subscriptions/' . self::pathSegment($name)));
+    }
+
     /** deleteSubscription deletes a subscription; as dlqDelete, a retry that finds it gone returns. */
     public function deleteSubscription(string $topic, string $name): void
     {

@@ -491,6 +491,11 @@ export class Idem {
     return unwrap(await this.api.GET("/v1/topics/{topic}/subscriptions", { params: { path: { topic: pathKey(topic) } }, ...signal(opts) })).subscriptions;
   }
 
+  /** getSubscription returns one subscription of a topic (never its secret); an unknown one is a 404 IdemError. */
+  async getSubscription(topic: string, name: string, opts: RequestOptions = {}): Promise<Subscription> {
+    return unwrap(await this.api.GET("/v1/topics/{topic}/subscriptions/{name}", { params: { path: { topic: pathKey(topic), name: pathKey(name) } }, ...signal(opts) }));
+  }
+
   /**
    * deleteSubscription deletes a subscription; as dlqDelete, a retry that
    * finds it gone resolves, and a 404 is thrown only for the first attempt.

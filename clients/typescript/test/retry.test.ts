@@ -2,28 +2,19 @@
 // proxy: a lost reply is retried with the same Idempotency-Key (one job),
 // a Retry-After is honoured up to maxBackoffMs, and a key that cannot
 // travel as a header is refused before anything is sent.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Idem, IdemError } from "../src/index.js";
-import { startServer, type TestServer } from "./server.js";
+import { serverForFile } from "./server.js";
 import { startProxy, type Fault, type Seen } from "./proxy.js";
 
-let srv: TestServer;
-let idem: Idem;
-
-before(async () => {
-  srv = await startServer();
-  idem = new Idem({ baseUrl: srv.url, apiKey: srv.adminKey });
-});
-after(async () => {
-  await srv.stop();
-});
+const env = serverForFile();
 
 /** through runs fn with a client whose requests pass the proxy with the faults of fault. */
 async function through<T>(fault: (s: Seen, n: number) => Fault, opts: Partial<ConstructorParameters<typeof Idem>[0]>, fn: (c: Idem, seen: Seen[]) => Promise<T>): Promise<T> {
-  const proxy = await startProxy(srv.url, fault);
+  const proxy = await startProxy(env.srv.url, fault);
   try {
-    return await fn(new Idem({ baseUrl: proxy.url, apiKey: srv.adminKey, ...opts }), proxy.seen);
+    return await fn(new Idem({ baseUrl: proxy.url, apiKey: env.srv.adminKey, ...opts }), proxy.seen);
   } finally {
     await proxy.close();
   }
@@ -33,14 +24,14 @@ test("an enqueue whose reply is lost is retried with the same key: one job", asy
   const r = await through((_, n) => (n === 0 ? "drop" : "pass"), { minBackoffMs: 10 }, (c) => c.enqueue({ kind: "k", queue: "lost-reply" }));
   assert.equal(r.existing, true, "the retry answered the job the first attempt made");
   const jobs = [];
-  for await (const j of idem.listJobs({ queue: "lost-reply" })) jobs.push(j);
+  for await (const j of env.idem.listJobs({ queue: "lost-reply" })) jobs.push(j);
   assert.equal(jobs.length, 1);
   assert.equal(jobs[0]?.id, r.job.id);
   assert.ok(r.job.idempotency_key, "the call's random key is the job's");
 });
 
 test("a claim and a complete whose replies are lost are retried: the job is claimed and completed once", async () => {
-  const id = (await idem.enqueue({ kind: "k", queue: "lost-claim" })).job.id;
+  const id = (await env.idem.enqueue({ kind: "k", queue: "lost-claim" })).job.id;
   const keys = new Set<string | undefined>();
   // The first attempt of each claim and complete reaches the server; its reply is lost.
   const dropFirst = (s: Seen): Fault => {
@@ -63,7 +54,7 @@ test("a claim and a complete whose replies are lost are retried: the job is clai
       assert.equal(claims[0]?.key, claims[1]?.key, "one key for both attempts");
     },
   );
-  const attempts = await idem.attempts(id);
+  const attempts = await env.idem.attempts(id);
   assert.equal(attempts.length, 1);
 });
 
@@ -122,34 +113,34 @@ test("an idempotency key that cannot travel as a header is refused before sendin
 
 test("records show result_job_id and result_expires_at; include=result; delete; stats", async () => {
   const key = "ts-record-1";
-  const { job } = await idem.enqueue({ kind: "k", queue: "records" }, { idempotencyKey: key });
-  const inProgress = await idem.record(key);
+  const { job } = await env.idem.enqueue({ kind: "k", queue: "records" }, { idempotencyKey: key });
+  const inProgress = await env.idem.record(key);
   assert.equal(inProgress.status, "in_progress");
   assert.equal(inProgress.result_job_id, undefined);
-  const [claimed] = await idem.claim({ queues: ["records"], worker_id: "w" });
+  const [claimed] = await env.idem.claim({ queues: ["records"], worker_id: "w" });
   assert.ok(claimed);
-  await idem.complete(claimed, { n: 1 });
-  const rec = await idem.record(key);
+  await env.idem.complete(claimed, { n: 1 });
+  const rec = await env.idem.record(key);
   assert.equal(rec.status, "completed");
   assert.equal(rec.job_id, job.id);
   assert.equal(rec.result_job_id, job.id);
   assert.ok(rec.result_expires_at && Date.parse(rec.result_expires_at) > Date.now());
   assert.equal(rec.result, undefined);
-  assert.deepEqual((await idem.record(key, { includeResult: true })).result, { n: 1 });
-  assert.ok((await idem.recordStats()).entries >= 1);
-  await idem.deleteRecord(key);
-  await assert.rejects(idem.record(key), (e: unknown) => e instanceof IdemError && e.status === 404);
-  await assert.rejects(idem.deleteRecord(key), (e: unknown) => e instanceof IdemError && e.status === 404);
-  await idem.enqueue({ kind: "k", queue: "records" }, { idempotencyKey: "." });
-  await assert.rejects(idem.record("."), RangeError, "fetch would ask for /v1/idempotency/");
-  await assert.rejects(idem.deleteRecord(".."), RangeError);
+  assert.deepEqual((await env.idem.record(key, { includeResult: true })).result, { n: 1 });
+  assert.ok((await env.idem.recordStats()).entries >= 1);
+  await env.idem.deleteRecord(key);
+  await assert.rejects(env.idem.record(key), (e: unknown) => e instanceof IdemError && e.status === 404);
+  await assert.rejects(env.idem.deleteRecord(key), (e: unknown) => e instanceof IdemError && e.status === 404);
+  await env.idem.enqueue({ kind: "k", queue: "records" }, { idempotencyKey: "." });
+  await assert.rejects(env.idem.record("."), RangeError, "fetch would ask for /v1/idempotency/");
+  await assert.rejects(env.idem.deleteRecord(".."), RangeError);
 });
 
 test("a dead-letter delete whose reply is lost is retried, and the retry's 404 means gone", async () => {
-  const { job } = await idem.enqueue({ kind: "k", queue: "lost-delete" });
-  const [claimed] = await idem.claim({ queues: ["lost-delete"], worker_id: "w", wait: "0s" });
+  const { job } = await env.idem.enqueue({ kind: "k", queue: "lost-delete" });
+  const [claimed] = await env.idem.claim({ queues: ["lost-delete"], worker_id: "w", wait: "0s" });
   assert.ok(claimed);
-  await idem.fail(claimed, "boom", { retry: false });
+  await env.idem.fail(claimed, "boom", { retry: false });
   await through(
     (s, n) => (n === 0 && s.method === "DELETE" ? "drop" : "pass"),
     { minBackoffMs: 10 },
@@ -159,17 +150,17 @@ test("a dead-letter delete whose reply is lost is retried, and the retry's 404 m
       assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE", "GET"]);
     },
   );
-  await assert.rejects(idem.getJob(job.id), (e: unknown) => e instanceof IdemError && e.status === 404);
+  await assert.rejects(env.idem.getJob(job.id), (e: unknown) => e instanceof IdemError && e.status === 404);
 });
 
 test("a subscription delete whose reply is lost is retried, and the retry's 404 means gone", async () => {
-  await idem.putSubscription("lost-topic", "s", { url: "http://127.0.0.1:9/s" });
+  await env.idem.putSubscription("lost-topic", "s", { url: "http://127.0.0.1:9/s" });
   await through(
     (s, n) => (n === 0 && s.method === "DELETE" ? "drop" : "pass"),
     { minBackoffMs: 10 },
     (c) => c.deleteSubscription("lost-topic", "s"),
   );
-  assert.deepEqual(await idem.subscriptions("lost-topic"), []);
+  assert.deepEqual(await env.idem.subscriptions("lost-topic"), []);
 });
 
 test("a publish without a key whose reply is lost publishes once", async () => {
@@ -178,12 +169,12 @@ test("a publish without a key whose reply is lost publishes once", async () => {
   );
   assert.equal(r.existing, true, "the retry answered the event the first attempt published");
   const events = [];
-  for await (const e of idem.listEvents("lost-publish")) events.push(e);
+  for await (const e of env.idem.listEvents("lost-publish")) events.push(e);
   assert.equal(events.length, 1);
 });
 
 test("a dead-letter delete whose retry answers 404 for a job that is not dead fails", async () => {
-  const { job } = await idem.enqueue({ kind: "k", queue: "delete-live" });
+  const { job } = await env.idem.enqueue({ kind: "k", queue: "delete-live" });
   await through(
     (s, n) => (n === 0 && s.method === "DELETE" ? { status: 503 } : "pass"),
     { minBackoffMs: 10 },
@@ -192,12 +183,12 @@ test("a dead-letter delete whose retry answers 404 for a job that is not dead fa
       assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE", "GET"]);
     },
   );
-  assert.equal((await idem.getJob(job.id)).state, "available");
+  assert.equal((await env.idem.getJob(job.id)).state, "available");
 });
 
 test("an idempotency record delete is sent once: a lost reply is an error", async () => {
   const key = `once-${Date.now()}`;
-  await idem.enqueue({ kind: "k", queue: "record-once", idempotency_key: key });
+  await env.idem.enqueue({ kind: "k", queue: "record-once", idempotency_key: key });
   await through(
     (s, n) => (n === 0 && s.method === "DELETE" ? "drop" : "pass"),
     { minBackoffMs: 10 },

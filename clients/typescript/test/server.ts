@@ -1,9 +1,11 @@
 // Starts a real `idem serve` on a temp SQLite file and a free port.
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { before, after } from "node:test";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Idem } from "../src/index.js";
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
 
@@ -60,5 +62,42 @@ export async function startServer(): Promise<TestServer> {
         });
         child.kill("SIGTERM");
       }),
+  };
+}
+
+/** The server of a test file and an admin client of it (FileServer). */
+export interface FileServer {
+  /** The running server; set by the file's before(). */
+  readonly srv: TestServer;
+  /** A client of srv with its admin key; set by the file's before(). */
+  readonly idem: Idem;
+}
+
+/**
+ * serverForFile registers the file's before() and after(): a real server
+ * (startServer) and an admin client of it before the first test, the
+ * server stopped after the last. Call it once at the top of a test file;
+ * srv and idem throw when read outside a test.
+ */
+export function serverForFile(): FileServer {
+  let srv: TestServer | undefined;
+  let idem: Idem | undefined;
+  before(async () => {
+    srv = await startServer();
+    idem = new Idem({ baseUrl: srv.url, apiKey: srv.adminKey });
+  });
+  after(async () => {
+    await srv?.stop();
+  });
+  const unset = (): never => {
+    throw new Error("serverForFile: the server is started by before(), read it inside a test");
+  };
+  return {
+    get srv() {
+      return srv ?? unset();
+    },
+    get idem() {
+      return idem ?? unset();
+    },
   };
 }
