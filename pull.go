@@ -140,8 +140,9 @@ func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.Cla
 		// The claim may have committed with its answer lost, or a later
 		// step (settling cached jobs, capping leases) failed: nobody
 		// would run what it took. Give back what runs under its token,
-		// trying for at most a few seconds within the lease.
-		gctx, gcancel := context.WithTimeout(cctx, min(p.Lease, 5*time.Second))
+		// trying for at most a few seconds, on a context of its own: a
+		// claim cut off by its timeout left cctx none.
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), min(p.Lease, 5*time.Second))
 		defer gcancel()
 		if n, gerr := producer.GiveBack(gctx, nil, c.store, token, c.now); gerr != nil {
 			c.logger.Warn("could not give back the jobs of a failed claim; they wait for the rescuer",

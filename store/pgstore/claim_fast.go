@@ -192,11 +192,13 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	// One round trip: the statement runs in its own transaction with JIT
 	// off. Once the table has statistics its estimated cost passes
 	// jit_above_cost, and compiling it took ~0.5 s per claim (4-5x less
-	// throughput) for a statement that runs in a millisecond; SET LOCAL
-	// keeps the setting to this transaction, whoever owns the pool.
+	// throughput) for a statement that runs in a millisecond; a local
+	// setting keeps it to this transaction, whoever owns the pool. The
+	// same first statement takes the claim token's lock
+	// (claim_token_lock.go).
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("SET LOCAL jit = off")
+	b.Queue(s.sql(qClaimSetup), s.claimLockClass(), p.LeaseToken)
 	b.Queue(s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo, p.LeaseToken)
 	b.Queue("COMMIT")
 	br := q.SendBatch(ctx, b)

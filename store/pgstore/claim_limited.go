@@ -125,7 +125,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass())
+	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass(), s.claimLockClass(), p.LeaseToken)
 	b.Queue(s.sql(qFlowLock), p.Queues)
 	b.Queue(s.sql(qFlowWeights), p.Queues)
 	if sh.concurrency {

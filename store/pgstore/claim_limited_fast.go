@@ -267,7 +267,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass())
+	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass(), s.claimLockClass(), p.LeaseToken)
 	// The lock statement's plan does not depend on its queues, but
 	// PostgreSQL kept planning it anew for each claim (custom plans).
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")

@@ -302,7 +302,8 @@ SELECT m.*, u.* FROM meta m LEFT JOIN upd u ON true`
 // qReservedSetup is the first statement of a reserved claim's
 // transaction: JIT off and generic plans for the claim statement (its plan
 // does not depend on its parameters, but PostgreSQL would plan it anew for
-// each claim), no bitmap scans, and the advisory locks (class $2) of the
+// each claim), no bitmap scans, the lock of claim token $4 (class $3,
+// claim_token_lock.go), and the advisory locks (class $2) of the
 // queue scopes $1 that hold concurrency limits, which every locking claim
 // of the queue takes too (qConcLock), so that the claim statement that
 // follows counts running jobs in a snapshot taken after every claim that
@@ -325,7 +326,7 @@ SELECT m.*, u.* FROM meta m LEFT JOIN upd u ON true`
 // claims skip them (20 µs). The statement's other scans read a few rows
 // each by index, where a bitmap gains nothing.
 var qReservedSetup = `SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true),
-    set_config('enable_bitmapscan', 'off', true), ` + concLocks(`SELECT unnest($1::text[])`)
+    set_config('enable_bitmapscan', 'off', true), ` + tokenLock("$3", "$4") + `, ` + concLocks(`SELECT unnest($1::text[])`)
 
 // runningOf is the SQL count of the running jobs of flow row alias a's
 // scope (jobs_running_scope_idx).
@@ -716,7 +717,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 	for {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		b.Queue(s.sql(qReservedSetup), qb.lockScopes, s.flowLockClass())
+		b.Queue(s.sql(qReservedSetup), qb.lockScopes, s.flowLockClass(), s.claimLockClass(), p.LeaseToken)
 		b.Queue(s.sql(stmtOf(counted)), args...)
 		b.Queue("COMMIT")
 		sent = true

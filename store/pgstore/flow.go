@@ -9,6 +9,7 @@ import (
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Flow control: the flow_controls table (limits, pauses, rate windows) and
@@ -90,8 +91,9 @@ var (
 	qConcLock = concLocks(`SELECT queue FROM {schema}.flow_controls
         WHERE (queue = '' OR queue = ANY($1::text[])) AND concurrency > 0`)
 	// qLockedSetup is the first statement of a locking claim's
-	// transaction: JIT off (see claimOne) and qConcLock.
-	qLockedSetup = `SELECT set_config('jit', 'off', true), ` + qConcLock
+	// transaction: JIT off (see claimOne), the lock of claim token $4
+	// (class $3, claim_token_lock.go) and qConcLock.
+	qLockedSetup = `SELECT set_config('jit', 'off', true), ` + tokenLock("$3", "$4") + `, ` + qConcLock
 )
 
 // qClaimFair claims, in queue $1, up to $3[i] jobs of tenant $2[i]:
@@ -187,6 +189,7 @@ func claimCTEs(now, leaseUntil, worker, token string) string {
         lease_expires_at = ` + leaseUntil + `,
         worker_id = ` + worker + `
     WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
+      AND NOT EXISTS (SELECT 1 FROM {schema}.claims_given_back g WHERE g.token = ` + token + `::text)
     RETURNING ` + jobCols + `
 ), kh AS (
     SELECT c.id FROM claimed c
@@ -621,6 +624,11 @@ func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimPar
 		kinds = p.Kinds
 	}
 	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+		if pool, ok := q.(*pgxpool.Pool); ok {
+			// Outside a transaction: one of its own, which takes the
+			// claim token's lock (claim_token_lock.go).
+			return s.claimFairLocked(ctx, pool, p.LeaseToken, queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID, p.LeaseToken)
+		}
 		rows, err := q.Query(ctx, s.sql(qClaimFair), queue, ts, ns, now, kinds, p.LeaseUntil, p.WorkerID, p.LeaseToken)
 		if err != nil {
 			return nil, err

@@ -58,6 +58,19 @@ func (s *Store) JobReleaseMany(ctx context.Context, params *store.JobReleaseMany
 	now = store.OrNow(now)
 	n := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if params.ClaimToken != "" {
+			// Wait for a claim transaction of the token still running
+			// (one whose call was cut off): the release's snapshot, taken
+			// after this, sees its commit; and mark the token given back,
+			// so that a claim transaction of it yet to start claims
+			// nothing (claim_token_lock.go).
+			if _, err := tx.Exec(ctx, s.sql(qClaimTokenWait), s.claimLockClass(), params.ClaimToken); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, s.sql(qClaimGivenBack), params.ClaimToken, now); err != nil {
+				return err
+			}
+		}
 		ids, tokens := splitLeases(leases)
 		rows, err := tx.Query(ctx, s.sql(qRelease), ids, tokens, now, params.ClaimToken)
 		if err != nil {

@@ -16,6 +16,7 @@ func claimTokenCases() []testCase {
 	return []testCase{
 		{"JobClaim/lease_token_given", testClaimTokenGiven},
 		{"JobReleaseMany/claim_token", testReleaseClaimToken},
+		{"Race/cut_off_claims_given_back", testRaceCutClaimsGivenBack},
 	}
 }
 
