@@ -344,6 +344,12 @@ func (c *Client) fireSchedule(ctx context.Context, f *maintenance.Firing) (int64
 	if err != nil {
 		return 0, err
 	}
+	if r := f.Plan.Repeat(f.At); !r.IsZero() {
+		// The repeat of this wall-clock time has the same key: the window
+		// runs from the repeat, not only from now (it may be 1 h, the
+		// length of the repeated hour).
+		p.DedupWindow = max(p.DedupWindow, r.Sub(c.now())+p.DedupWindow)
+	}
 	res, err := c.insertFiring(ctx, p)
 	var reused *idemtype.KeyReusedError
 	if errors.As(err, &reused) {

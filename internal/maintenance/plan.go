@@ -123,6 +123,24 @@ func (p *Plan) Key(name, tenant string, f time.Time) (string, error) {
 	return k, nil
 }
 
+// Repeat returns the later instant at which the wall-clock time of the
+// firing f comes again in the zone (the repeated hour of a daylight-saving
+// change), zero when it does not. Both instants have one firing key.
+func (p *Plan) Repeat(f time.Time) time.Time {
+	l := f.In(p.loc)
+	_, end := l.ZoneBounds()
+	if end.IsZero() {
+		return time.Time{}
+	}
+	_, before := l.Zone()
+	_, after := end.In(p.loc).Zone()
+	back := time.Duration(before-after) * time.Second
+	if back <= 0 || f.Add(back).Before(end) {
+		return time.Time{}
+	}
+	return f.Add(back).UTC()
+}
+
 // grainLength is the shortest span of one grain date.
 func grainLength(g key.Grain) time.Duration {
 	switch g {

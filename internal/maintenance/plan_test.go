@@ -145,6 +145,29 @@ func TestPlanKey(t *testing.T) {
 	}
 }
 
+func TestPlanRepeat(t *testing.T) {
+	t.Parallel()
+	utc := func(mo time.Month, d, h, m int) time.Time { return time.Date(2026, mo, d, h, m, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		zone    string
+		f, want time.Time // want zero: the wall-clock time of f comes once
+	}{
+		{"Europe/Berlin", utc(10, 25, 0, 30), utc(10, 25, 1, 30)}, // 02:30 CEST, again at 02:30 CET
+		{"Europe/Berlin", utc(10, 25, 0, 0), utc(10, 25, 1, 0)},   // 02:00
+		{"Europe/Berlin", utc(10, 24, 23, 30), time.Time{}},       // 01:30 CEST, before the repeated hour
+		{"Europe/Berlin", utc(10, 25, 1, 30), time.Time{}},        // the repeat itself
+		{"Europe/Berlin", utc(3, 29, 0, 30), time.Time{}},         // spring forward
+		{"America/New_York", utc(11, 1, 5, 30), utc(11, 1, 6, 30)},
+		{"Australia/Lord_Howe", utc(4, 4, 14, 45), utc(4, 4, 15, 15)}, // a 30-minute change: 01:45
+		{"", utc(10, 25, 0, 30), time.Time{}},
+	} {
+		got := compile(t, maintenance.Timing{Cron: "* * * * *", Timezone: tc.zone}).Repeat(tc.f)
+		if !got.Equal(tc.want) {
+			t.Errorf("%s: Repeat(%v) = %v, want %v", tc.zone, tc.f, got, tc.want)
+		}
+	}
+}
+
 func TestCheckGrain(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
