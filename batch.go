@@ -64,8 +64,9 @@ type Batch struct {
 	Finished bool
 	// Jobs are the batch's jobs, oldest first.
 	Jobs []*JobRow
-	// OnFinish is the batch's completion job (nil = none); it is not one
-	// of Jobs and not counted.
+	// OnFinish is the batch's completion job (nil = none, or deleted
+	// since it finished: retention, DLQ delete); it is not one of Jobs and
+	// not counted.
 	OnFinish *JobRow
 }
 
@@ -296,6 +297,11 @@ func (c *Client) batchWithJobs(ctx context.Context, b *idemtype.Batch) (*Batch, 
 	out.Total = len(out.Jobs)
 	if b.OnFinishJobID != 0 {
 		j, err := c.store.JobGet(ctx, &store.JobGetParams{Tenant: b.Tenant, ID: b.OnFinishJobID})
+		if errors.Is(err, idemtype.ErrNotFound) {
+			// Deleted once finished (retention, DLQ delete): the batch
+			// outlives it and shows none.
+			return out, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("batch %d completion job: %w", b.ID, err)
 		}

@@ -8,9 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
 )
 
 func uploadJobs(files ...string) []idem.EnqueueParams {
@@ -238,5 +240,50 @@ func TestBatchJobKeyFormat(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("BatchJobKey(%d bytes, %d bytes) = %q, %v; want %q", len(tc.batch), len(tc.job), got, err, tc.want)
 		}
+	}
+}
+
+// TestBatchReadableAfterCompletionJobDeleted: retention (or a DLQ delete)
+// may delete a batch's completion job once it finished; the batch itself is
+// never deleted, so reading it, cancelling it and repeating its key must
+// still work, with no completion job shown.
+func TestBatchReadableAfterCompletionJobDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	params := idem.BatchCreateParams{Key: "export-9", Jobs: uploadJobs("a.csv", "b.csv"),
+		OnFinish: &idem.EnqueueParams{Kind: "report"}}
+	bt, err := b.client.BatchCreate(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.BatchCancel(ctx, "", bt.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.JobCancel(ctx, "", bt.OnFinish.ID); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	n, err := b.store.JobDeleteFinished(ctx, &store.JobDeleteFinishedParams{CancelledBefore: later, Now: later})
+	// The children stay while their keys' dedup windows are open.
+	if err != nil || n != 1 {
+		t.Fatalf("retention deleted %d jobs, want the completion job: %v", n, err)
+	}
+	got, err := b.client.BatchGet(ctx, "", bt.ID)
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if got.OnFinish != nil || got.Total != 2 || !got.Finished {
+		t.Fatalf("get: completion job %+v, total %d, finished %v", got.OnFinish, got.Total, got.Finished)
+	}
+	if _, err := b.client.BatchCancel(ctx, "", bt.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	again, err := b.client.BatchCreate(ctx, params)
+	if err != nil {
+		t.Fatalf("repeat: %v", err)
+	}
+	if !again.Existing || again.ID != bt.ID {
+		t.Fatalf("repeat: %+v", again)
 	}
 }

@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,10 +20,15 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req wire.BatchCreateRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
+	body, err := readBody(r, s.cfg.MaxBodyBytes, false)
+	if err != nil {
 		return err
 	}
+	var req wire.BatchCreateRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	zeros := batchZeroAttempts(body)
 	switch {
 	case hk != "" && req.Key != "" && hk != req.Key:
 		return invalid("key", "differs from the Idempotency-Key header")
@@ -39,6 +45,9 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	p := idem.BatchCreateParams{Tenant: tenant, Key: req.Key, Metadata: rawOrNil(req.Metadata),
 		Jobs: make([]idem.EnqueueParams, len(req.Jobs))}
 	for i := range req.Jobs {
+		if zeros.jobs[i] {
+			return invalid(fmt.Sprintf("jobs[%d].max_attempts", i), "must be between 1 and 1000")
+		}
 		if p.Jobs[i], err = s.enqueueParams(tenant, &req.Jobs[i]); err != nil {
 			return prefixInvalid(fmt.Sprintf("jobs[%d].", i), err)
 		}
@@ -50,6 +59,9 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 		}
 		if len(of.DependsOn) > 0 {
 			return invalid("on_finish.depends_on", "not allowed: the completion job depends on the batch's jobs")
+		}
+		if zeros.onFinish {
+			return invalid("on_finish.max_attempts", "must be between 1 and 1000")
 		}
 		ep, err := s.enqueueParams(tenant, &of)
 		if err != nil {
@@ -69,6 +81,36 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", "/v1/batches/"+formatID(b.ID))
 	writeJSON(w, status, wire.BatchCreateReply{Batch: renderBatch(b), Existing: b.Existing})
 	return nil
+}
+
+// zeroAttempts says which jobs of a batch body set max_attempts to an
+// explicit 0, which the wire structs cannot tell from absent: out of range
+// (400), as for POST /v1/jobs, not the default.
+type zeroAttempts struct {
+	jobs     map[int]bool
+	onFinish bool
+}
+
+// batchZeroAttempts reads the explicit zeros of a POST /v1/batches body
+// that decoded as a wire.BatchCreateRequest.
+func batchZeroAttempts(body []byte) zeroAttempts {
+	var out zeroAttempts
+	if !mayName(body, "max_attempts") {
+		return out
+	}
+	var raw struct {
+		Jobs     []json.RawMessage `json:"jobs"`
+		OnFinish json.RawMessage   `json:"on_finish"`
+	}
+	if json.Unmarshal(body, &raw) != nil {
+		return out
+	}
+	out.jobs = map[int]bool{}
+	for i, j := range raw.Jobs {
+		out.jobs[i] = explicitZero(j, "max_attempts")
+	}
+	out.onFinish = len(raw.OnFinish) > 0 && explicitZero(raw.OnFinish, "max_attempts")
+	return out
 }
 
 // getBatch: GET /v1/batches/{id} → 200 batch; 404.

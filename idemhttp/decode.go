@@ -322,12 +322,14 @@ func rawOrNil(b json.RawMessage) json.RawMessage {
 // wire structs cannot tell 0 from absent, and an explicit 0 is out of range
 // for max_attempts and limit (absent means the default).
 func explicitZero(body []byte, field string) bool {
-	// A key can only decode to field if field's bytes are in the body, or
-	// if an escape (\u…) spells it: most bodies need no decoding at all.
-	if !bytes.Contains(body, []byte(field)) && bytes.IndexByte(body, '\\') < 0 {
-		return false
-	}
-	return decodedZero(body, field)
+	return mayName(body, field) && decodedZero(body, field)
+}
+
+// mayName reports whether a key of the JSON body may decode to field: only
+// if field's bytes are in it, or if an escape (\u…) spells it; most bodies
+// need no decoding at all.
+func mayName(body []byte, field string) bool {
+	return bytes.Contains(body, []byte(field)) || bytes.IndexByte(body, '\\') >= 0
 }
 
 // decodedZero is explicitZero by decoding body: whether field is present

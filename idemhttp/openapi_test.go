@@ -97,6 +97,18 @@ func TestZeroIsNotDefault(t *testing.T) {
 	if res[0].(map[string]any)["error"] == nil || res[1].(map[string]any)["job"] == nil {
 		t.Fatalf("batch: %s", r.body)
 	}
+	for field, body := range map[string]map[string]any{
+		"jobs[1].max_attempts": {"key": "b0", "jobs": []any{map[string]any{"kind": "k"},
+			map[string]any{"kind": "k", "args": map[string]any{"n": 2}, "max_attempts": 0}}},
+		"on_finish.max_attempts": {"key": "b1", "jobs": []any{map[string]any{"kind": "k"}},
+			"on_finish": map[string]any{"kind": "report", "max_attempts": 0}},
+	} {
+		r = e.req("POST", "/v1/batches", e.keyA, body)
+		expect(t, r, 400, "/problems/invalid-request")
+		if r.json(t)["errors"].(map[string]any)[field] == nil {
+			t.Fatalf("batch: no %s error: %s", field, r.body)
+		}
+	}
 	r = e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"default"}, "worker_id": "w", "limit": 0})
 	expect(t, r, 400, "/problems/invalid-request")
 	r = e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"default"}, "worker_id": "w"})

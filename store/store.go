@@ -209,7 +209,9 @@ type Jobs interface {
 	// state JobInsertMany would give it now ("Initial state"): pending
 	// while a dependency is unfinished; cancelled again (FinishedAt = Now,
 	// LastError naming the dependency) when one is dead or cancelled,
-	// unless it waits for any outcome (DependsOnFinished). A retried job of
+	// unless it waits for any outcome (DependsOnFinished); jobs retried
+	// together are reopened dependencies first, so a dependant retried
+	// with its dependency waits for it (pending). A retried job of
 	// a FIFO partition waits while a later job of it runs (JobClaim). A
 	// retried job left unfinished whose key has a dedup window of 0 and
 	// whose record still names it blocks its key again until it finishes

@@ -1,9 +1,11 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -104,8 +106,19 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 		if _, err := tx.Exec(ctx, s.sql(qRetryLockPartitions), ids); err != nil {
 			return err
 		}
-		if out, err = collectJobsQuery(ctx, tx, s.sql(qRetry), ids, runAt, now); err != nil {
+		levels, err := s.retryLevels(ctx, tx, ids)
+		if err != nil {
 			return err
+		}
+		for _, lv := range levels {
+			rows, err := collectJobsQuery(ctx, tx, s.sql(qRetry), lv, runAt, now)
+			if err != nil {
+				return err
+			}
+			out = append(out, rows...)
+		}
+		if len(levels) > 1 {
+			slices.SortFunc(out, func(a, b *idemtype.JobRow) int { return cmp.Compare(a.ID, b.ID) })
 		}
 		if _, err := tx.Exec(ctx, s.sql(qRetryReopenRecords), ids, now); err != nil {
 			return fmt.Errorf("reopen keys: %w", err)
@@ -120,6 +133,54 @@ func (s *Store) JobRetryMany(ctx context.Context, p *store.JobRetryManyParams) (
 	})
 	if err != nil {
 		return nil, fmt.Errorf("retry jobs: %w", err)
+	}
+	return out, nil
+}
+
+// retryLevels splits the jobs ids of a retry into levels that qRetry
+// reopens one after the other: a job comes after every dependency of it
+// that is retried too, so that its state is decided from the state that
+// dependency is retried into (pending on it, not cancelled again by its
+// dead state before the call), as SQLite, which reopens jobs one by one
+// in id order, decides it. Usually there is one level: ids.
+func (s *Store) retryLevels(ctx context.Context, tx pgx.Tx, ids []int64) ([][]int64, error) {
+	rows, err := tx.Query(ctx, s.sql(qRetryDepsInSet), ids)
+	if err != nil {
+		return nil, fmt.Errorf("read dependencies: %w", err)
+	}
+	deps := map[int64][]int64{}
+	var id int64
+	var on []int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &on}, func() error {
+		deps[id] = append([]int64(nil), on...)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read dependencies: %w", err)
+	}
+	if len(deps) == 0 {
+		return [][]int64{ids}, nil
+	}
+	level := make(map[int64]int, len(ids))
+	var levelOf func(id int64) int
+	levelOf = func(id int64) int {
+		if l, ok := level[id]; ok {
+			return l
+		}
+		level[id] = 0 // a dependency is older than its dependant: no cycle
+		l := 0
+		for _, d := range deps[id] {
+			l = max(l, levelOf(d)+1)
+		}
+		level[id] = l
+		return l
+	}
+	var out [][]int64
+	for _, id := range ids {
+		l := levelOf(id)
+		for len(out) <= l {
+			out = append(out, nil)
+		}
+		out[l] = append(out[l], id)
 	}
 	return out, nil
 }

@@ -577,6 +577,11 @@ WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'availa
 WHERE j.id = ANY($1::bigint[])
 RETURNING ` + jobColsRet
 
+	// qRetryDepsInSet lists the jobs of $1 that depend on other jobs of
+	// $1, with those dependencies (JobRetryMany: retryLevels).
+	qRetryDepsInSet = `SELECT j.id, ARRAY(SELECT d FROM unnest(j.depends_on) d WHERE d = ANY($1::bigint[]))
+FROM {schema}.jobs j WHERE j.id = ANY($1::bigint[]) AND j.depends_on && $1::bigint[]`
+
 	// sqlRetryDepState is what the dependencies of job j make of it
 	// (qRetry): 'cancelled' when one is dead or cancelled and j does not
 	// wait for any outcome, 'pending' when one is unfinished, NULL

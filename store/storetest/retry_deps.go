@@ -12,12 +12,14 @@ import (
 )
 
 // retryDepCases: a job whose dependency was deleted is retried only if it
-// started once (JobRetryMany, store.RetryRefusal).
+// started once (JobRetryMany, store.RetryRefusal); jobs retried together
+// are reopened dependencies first.
 func retryDepCases() []testCase {
 	return []testCase{
 		{"JobRetryMany/never_started_with_deleted_dependency_is_refused", testRetryRefusedDeletedDep},
 		{"JobRetryMany/by_filter_skips_never_started_with_deleted_dependency", testRetryFilterSkipsDeletedDep},
 		{"JobRetryMany/started_job_with_deleted_dependency_is_retried", testRetryStartedDeletedDep},
+		{"JobRetryMany/dependency_and_dependants_retried_together", testRetryDepsTogether},
 	}
 }
 
@@ -150,4 +152,58 @@ func testRetryStartedDeletedDep(t *testing.T, s store.Store) {
 	if rows[0].State != idemtype.StateAvailable {
 		t.Errorf("retried any-outcome dependant: state %s, want available", rows[0].State)
 	}
+}
+
+// testRetryDepsTogether: a job that died took its dependants (a chain)
+// with it; retrying all of them in one call gives each the state an insert
+// would give it once the jobs before it are retried: the dependency
+// available, its dependants pending on it — not cancelled again by the
+// state their dependency had before the call.
+func testRetryDepsTogether(t *testing.T, s store.Store) {
+	head := insert1(t, s, at(0), newJob("head"))
+	mid := newJob("mid")
+	mid.DependsOn = []int64{head.ID}
+	m := insert1(t, s, at(0), mid)
+	tail := newJob("tail")
+	tail.DependsOn = []int64{m.ID}
+	tl := insert1(t, s, at(0), tail)
+	killJob(t, s, head, at(time.Second))
+	wantState(t, s, m.ID, idemtype.StateCancelled)
+	wantState(t, s, tl.ID, idemtype.StateCancelled)
+
+	now := at(3 * time.Second)
+	rows := retryIDs(t, s, now, head.ID, m.ID, tl.ID)
+	got := map[int64]idemtype.JobState{}
+	for _, r := range rows {
+		got[r.ID] = r.State
+	}
+	want := map[int64]idemtype.JobState{head.ID: idemtype.StateAvailable,
+		m.ID: idemtype.StatePending, tl.ID: idemtype.StatePending}
+	for id, st := range want {
+		if got[id] != st {
+			t.Errorf("retried job %d: returned state %s, want %s", id, got[id], st)
+		}
+		wantState(t, s, id, st)
+	}
+	// The chain then runs in order.
+	completeJob(t, s, mustGet(t, s, head.ID), at(4*time.Second), `1`)
+	wantState(t, s, m.ID, idemtype.StateAvailable)
+	wantState(t, s, tl.ID, idemtype.StatePending)
+
+	// A job waiting for any outcome (a batch's completion job) ran after
+	// its dependency died and died too; requeued together from the DLQ,
+	// it waits for the dependency's new end instead of running beside it.
+	dep := insert1(t, s, at(0), newJob("child"))
+	report := newJob("report")
+	report.DependsOn, report.DependsOnFinished = []int64{dep.ID}, true
+	rp := insert1(t, s, at(0), report)
+	killJob(t, s, dep, at(5*time.Second))
+	killJob(t, s, mustGet(t, s, rp.ID), at(7*time.Second))
+	rows, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{dep.ID, rp.ID},
+		FromStates: []idemtype.JobState{idemtype.StateDead}, Now: at(9 * time.Second)})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("requeue: %d rows, %v", len(rows), err)
+	}
+	wantState(t, s, dep.ID, idemtype.StateAvailable)
+	wantState(t, s, rp.ID, idemtype.StatePending)
 }
