@@ -206,6 +206,7 @@ type targetSet struct {
 	readAt time.Time // zero: read again
 	built  map[string]*builtTarget
 	nats   map[string]*nats.Conn // by server address and credentials (natsDial), for nats:// targets
+	closes int                   // how many times close ran: a connection dialled across one is not kept
 }
 
 // builtTarget is a target ready to deliver, for one version of its row.
@@ -250,13 +251,32 @@ func (s *targetSet) invalidate() {
 }
 
 // lookup returns the target of row and its name; nil when none matches.
+// A target is built without s.mu held: connecting to a NATS server that
+// hangs holds that target's deliveries only, not every lookup.
 func (s *targetSet) lookup(ctx context.Context, row *JobRow) (deliver.Target, string, error) {
+	r, b, err := s.find(ctx, row)
+	if r == nil || b != nil || err != nil {
+		return targetOf(b), targetName(r), err
+	}
+	if b, err = s.build(r); err != nil {
+		return nil, r.Name, err
+	}
+	b.updatedAt = r.UpdatedAt
+	s.mu.Lock()
+	s.built[r.Tenant+"\x00"+r.Name] = b
+	s.mu.Unlock()
+	return b.target, r.Name, nil
+}
+
+// find returns the stored target of row (nil when none matches) and its
+// built target when one is current for its row.
+func (s *targetSet) find(ctx context.Context, row *JobRow) (*store.DeliveryTarget, *builtTarget, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now := s.now(); s.readAt.IsZero() || now.Sub(s.readAt) >= s.refresh {
 		rows, err := s.store.TargetList(ctx, &store.TargetListParams{})
 		if err != nil {
-			return nil, "", fmt.Errorf("read delivery targets: %w", err)
+			return nil, nil, fmt.Errorf("read delivery targets: %w", err)
 		}
 		s.rows, s.readAt = rows, now
 	}
@@ -264,23 +284,32 @@ func (s *targetSet) lookup(ctx context.Context, row *JobRow) (deliver.Target, st
 	if name := namedTarget(row.Metadata); name != "" {
 		r = findTarget(s.rows, row.Tenant, name)
 		if r == nil {
-			return nil, "", fmt.Errorf("%w: job names target %q", executor.ErrNoTarget, name)
+			return nil, nil, fmt.Errorf("%w: job names target %q", executor.ErrNoTarget, name)
 		}
 	}
 	if r == nil {
-		return nil, "", nil
+		return nil, nil, nil
 	}
-	key := r.Tenant + "\x00" + r.Name
-	if b := s.built[key]; !b.stale(r.UpdatedAt) {
-		return b.target, r.Name, nil
+	if b := s.built[r.Tenant+"\x00"+r.Name]; !b.stale(r.UpdatedAt) {
+		return r, b, nil
 	}
-	b, err := s.build(r)
-	if err != nil {
-		return nil, r.Name, err
+	return r, nil, nil
+}
+
+// targetOf is b's target; nil for none.
+func targetOf(b *builtTarget) deliver.Target {
+	if b == nil {
+		return nil
 	}
-	b.updatedAt = r.UpdatedAt
-	s.built[key] = b
-	return b.target, r.Name, nil
+	return b.target
+}
+
+// targetName is r's name; "" for none.
+func targetName(r *store.DeliveryTarget) string {
+	if r == nil {
+		return ""
+	}
+	return r.Name
 }
 
 // checkURL validates a target URL: http(s) against the sender's address
@@ -309,6 +338,7 @@ func (s *targetSet) close() {
 		delete(s.nats, addr)
 	}
 	s.built = map[string]*builtTarget{}
+	s.closes++
 }
 
 // buildNATS makes the JetStream target of a nats://host:port/subject row
@@ -316,21 +346,16 @@ func (s *targetSet) close() {
 // them), connecting to the server once per address and credentials (a
 // closed connection is replaced). The connection reconnects without limit: an outage of the
 // server delays deliveries (they retry) but never ends the connection.
-// s.mu is held.
+// s.mu is not held.
 func (s *targetSet) buildNATS(r *store.DeliveryTarget) (*builtTarget, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil {
 		// Not the error itself: it quotes the URL, credentials included.
 		return nil, fmt.Errorf("target %q: malformed nats URL", r.Name)
 	}
-	addr, key, opts := natsDial(u)
-	nc := s.nats[key]
-	if nc == nil || nc.IsClosed() {
-		opts = append(opts, nats.Name("idem"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
-		if nc, err = nats.Connect(addr, opts...); err != nil {
-			return nil, fmt.Errorf("target %q: connect to nats at %s: %w", r.Name, u.Host, err)
-		}
-		s.nats[key] = nc
+	nc, err := s.natsConn(u)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", r.Name, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -341,6 +366,38 @@ func (s *targetSet) buildNATS(r *store.DeliveryTarget) (*builtTarget, error) {
 		return nil, fmt.Errorf("target %q: %w", r.Name, err)
 	}
 	return &builtTarget{target: t, nc: nc}, nil
+}
+
+// natsConn returns the open connection to the NATS server of u, dialling
+// it when there is none. The dial (up to its 5 s timeout when the server
+// does not answer) runs without s.mu held; when two dials race, the first
+// kept wins and the other is closed, and one that a close overtook is not
+// kept.
+func (s *targetSet) natsConn(u *url.URL) (*nats.Conn, error) {
+	addr, key, opts := natsDial(u)
+	s.mu.Lock()
+	nc, closes := s.nats[key], s.closes
+	s.mu.Unlock()
+	if nc != nil && !nc.IsClosed() {
+		return nc, nil
+	}
+	opts = append(opts, nats.Name("idem"), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats at %s: %w", u.Host, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closes != closes {
+		nc.Close()
+		return nil, fmt.Errorf("connect to nats at %s: delivery stopped", u.Host)
+	}
+	if cur := s.nats[key]; cur != nil && !cur.IsClosed() {
+		nc.Close()
+		return cur, nil
+	}
+	s.nats[key] = nc
+	return nc, nil
 }
 
 // natsDial returns what buildNATS connects with for the target URL u: the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -289,19 +290,21 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 		}
 		ps = append(ps, EnqueueParams{Kind: kind, Args: args, Opts: opts})
 	}
-	if len(ps) == 0 {
-		return settled, nil
-	}
-	res, err := c.EnqueueMany(ctx, ps)
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range res {
-		// A delivery key reused with another request is a delivery made
-		// before the subscription changed (its max_attempts): it exists,
-		// which is all a repeated publish has to make sure of.
-		if r.Err != nil && !(!replay && errors.Is(r.Err, idemtype.ErrKeyReused)) {
-			return 0, r.Err
+	// At most MaxBatch jobs per EnqueueMany: a topic may have more
+	// subscriptions. A publish cut off between two chunks is completed by
+	// its repeat, as after a crash (its deliveries are keyed).
+	for chunk := range slices.Chunk(ps, MaxBatch) {
+		res, err := c.EnqueueMany(ctx, chunk)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range res {
+			// A delivery key reused with another request is a delivery made
+			// before the subscription changed (its max_attempts): it exists,
+			// which is all a repeated publish has to make sure of.
+			if r.Err != nil && !(!replay && errors.Is(r.Err, idemtype.ErrKeyReused)) {
+				return 0, r.Err
+			}
 		}
 	}
 	return settled + len(ps), nil

@@ -461,3 +461,45 @@ func TestFitKeyFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishToMoreSubscriptionsThanABatch: a topic with more subscriptions
+// than one EnqueueMany takes (MaxBatch) gets one delivery per subscription,
+// from a publish and from a replay. The fan-out used to enqueue them in one
+// call, refused as a whole ("jobs: batch of 1001 is over 1000") after the
+// event was stored: no event of the topic was ever delivered.
+func TestPublishToMoreSubscriptionsThanABatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, nil)
+	const n = idem.MaxBatch + 1
+	for i := range n {
+		if _, err := b.client.SubscriptionPut(ctx, &idem.Subscription{Topic: "orders", Name: fmt.Sprintf("s%04d", i),
+			URL: "http://127.0.0.1:9/hook"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "k1", Payload: json.RawMessage(`{}`)})
+	if err != nil || res.Deliveries != n {
+		t.Fatalf("publish: %+v %v, want %d deliveries", res, err, n)
+	}
+	rep, err := b.client.EventReplay(ctx, &idem.EventFilter{Topic: "orders"}, "")
+	if err != nil || rep.Events != 1 || rep.Deliveries != n {
+		t.Fatalf("replay: %+v %v, want 1 event and %d deliveries", rep, err, n)
+	}
+	jobs := 0
+	lp := &idem.JobListParams{Limit: 500}
+	for {
+		rows, next, err := b.client.JobList(ctx, lp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs += len(rows)
+		if next == 0 {
+			break
+		}
+		lp.Cursor = next
+	}
+	if jobs != 2*n {
+		t.Fatalf("%d delivery jobs, want %d (one per subscription, from the publish and from the replay)", jobs, 2*n)
+	}
+}
