@@ -42,11 +42,12 @@ const shutdownGrace = 5 * time.Second
 // dropped) and their handler contexts cancelled, Stop waits up to
 // shutdownGrace for them to return, and only then are their leases released
 // so another process can take them at once (released first, a job could
-// start elsewhere while its handler still ran here); 4. the heartbeater
-// stops (after the releases, so no lease expires meanwhile); 5. the
-// completer drains, until the Stop context ends (or for shutdownGrace when
-// step 2 used it all up), what is left being logged and left to the
-// rescuer; 6. maintenance stops and the leader resigns.
+// start elsewhere while its handler still ran here); 4. the completer
+// drains, until the Stop context ends (or for shutdownGrace when step 2
+// used it all up), what is left being logged and left to the rescuer;
+// 5. the heartbeater stops (after the drain: the leases of the finishes
+// being written are renewed until they are, as while the client runs);
+// 6. maintenance stops and the leader resigns.
 type runtime struct {
 	running     *producer.Running
 	producers   []*producer.Producer
@@ -211,14 +212,17 @@ func (c *Client) Stop(ctx context.Context) error {
 		grace.Stop()
 		err = c.releaseLeases(leases)
 	}
-	rt.heartbeater.Stop()
 	drain := ctx
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
 		drain, cancel = context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 		defer cancel()
 	}
+	// The heartbeater renews the leases of the finishes being drained
+	// (the released jobs are lost: no longer renewed); stopped before,
+	// a drain longer than a lease let the rescuer take a finished job.
 	rt.completer.Drain(drain)
+	rt.heartbeater.Stop()
 	c.targets.close() // no delivery runs any more: drop connections
 	for _, s := range rt.services {
 		s.Stop()

@@ -116,11 +116,17 @@ func (e *Executor) Now() time.Time { return e.cfg.Now() }
 // Execute runs one claimed job to its finish: from the result cache when its
 // key holds a completed result, else through its handler. key is the outcome
 // of a batched AcquireKeys for this job, or nil to acquire alone. The
-// returned finish has FinishedAt and DurationMS set.
+// returned finish has FinishedAt and DurationMS set. A handler whose
+// context ended before it would start (the job was cancelled, its lease
+// lost, the client stopping) does not start: the attempt fails with the
+// context's cause.
 func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) *store.JobFinishParams {
 	start := e.cfg.Now()
 	fin, run := e.Settle(ctx, row, key)
-	if run {
+	switch {
+	case run && ctx.Err() != nil:
+		e.SetOutcome(fin, row, nil, fmt.Errorf("not started: %w", context.Cause(ctx)))
+	case run:
 		e.run(ctx, row, fin)
 	}
 	now := e.cfg.Now()
