@@ -22,7 +22,7 @@ const (
 // jitter — or Delays[attempt-1] when Delays is set (the last entry repeats).
 type RetryPolicy struct {
 	Base   time.Duration   // first delay; default DefaultRetryBase
-	Factor float64         // growth per attempt; default DefaultRetryFactor
+	Factor float64         // growth per attempt, at least 1; 0 = DefaultRetryFactor
 	Max    time.Duration   // cap; default DefaultRetryMax
 	Jitter float64         // 0..1, fraction of the delay; default DefaultRetryJitter; negative = none
 	Delays []time.Duration // explicit schedule, overrides Base/Factor
@@ -46,14 +46,18 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 }
 
 // validate refuses what Delay cannot compute or the stored form (JSON)
-// cannot hold: negative durations or factor, a jitter above 1, and a
-// factor or jitter that is NaN or infinite.
+// cannot hold: negative durations or factor, a factor between 0 and 1
+// (which would shrink the delays; 0 is the default), a jitter above 1, and
+// a factor or jitter that is NaN or infinite.
 func (p RetryPolicy) validate() error {
 	if !isFinite(p.Factor) || !isFinite(p.Jitter) {
 		return fmt.Errorf("retry factor and jitter must be finite numbers")
 	}
 	if p.Base < 0 || p.Max < 0 || p.Factor < 0 {
 		return fmt.Errorf("retry base, max and factor must not be negative")
+	}
+	if p.Factor > 0 && p.Factor < 1 {
+		return fmt.Errorf("retry factor %v below 1 (0 = the default, %v)", p.Factor, DefaultRetryFactor)
 	}
 	if p.Jitter > 1 {
 		return fmt.Errorf("retry jitter %v above 1", p.Jitter)

@@ -169,11 +169,14 @@ func TestDefaultRetryIsSeed003(t *testing.T) {
 // is NaN or infinite cannot be stored (JSON has no such numbers) nor
 // computed: a job's, a schedule's and the configuration's are refused
 // naming retry, instead of the job silently getting the default policy
-// or the schedule failing to encode.
+// or the schedule failing to encode. So is a factor between 0 and 1
+// (0 is the default): it became the default factor 2 silently, where
+// HTTP refuses it.
 func TestRetryPolicyNotFiniteRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &idem.Config{DisableMaintenance: true})
-	for _, p := range []idem.RetryPolicy{{Factor: math.NaN()}, {Factor: math.Inf(1)}, {Jitter: math.NaN()}, {Jitter: math.Inf(-1)}} {
+	for _, p := range []idem.RetryPolicy{{Factor: math.NaN()}, {Factor: math.Inf(1)}, {Jitter: math.NaN()}, {Jitter: math.Inf(-1)},
+		{Factor: 0.5}, {Factor: math.SmallestNonzeroFloat64}} {
 		t.Run(fmt.Sprintf("factor %v jitter %v", p.Factor, p.Jitter), func(t *testing.T) {
 			var inv *idem.InvalidError
 			_, err := b.client.EnqueueRaw(t.Context(), idem.EnqueueParams{Kind: "k", Opts: &idem.EnqueueOpts{Retry: &p}})
