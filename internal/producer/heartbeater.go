@@ -25,7 +25,7 @@ type HeartbeaterConfig struct {
 
 // Heartbeater renews the leases of the running jobs every third of the
 // lease in one store call, and cancels the handlers of jobs whose lease was
-// lost (cancelled elsewhere, rescued).
+// lost (cancelled elsewhere, rescued) or ended while renewals failed.
 type Heartbeater struct {
 	startstop.BaseStartStop
 	store   store.Jobs
@@ -87,8 +87,16 @@ func (h *Heartbeater) RunOnce(ctx context.Context) int {
 		Leases: leases, Until: now.Add(h.cfg.LeaseDuration), Now: now})
 	if err != nil {
 		h.cfg.Logger.Warn("heartbeat failed", "jobs", len(leases), "err", err)
+		// A lease that ended with no renewal since is lost as far as this
+		// process can tell: the rescuer may run the job elsewhere, so its
+		// handler here is cancelled (its finish would be refused anyway).
+		for _, l := range h.running.Lapsed(h.cfg.Now()) {
+			h.cfg.Logger.Warn("lease ended while heartbeats failed; cancelling handler", "job", l.ID)
+			h.running.CancelLease(l, idemtype.ErrLeaseLost)
+		}
 		return len(leases)
 	}
+	h.running.Renewed(leases, errs, now.Add(h.cfg.LeaseDuration))
 	for i, e := range errs {
 		if errors.Is(e, idemtype.ErrLeaseLost) {
 			h.cfg.Logger.Debug("lease lost; cancelling handler", "job", leases[i].ID)

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
@@ -26,6 +27,10 @@ type runningJob struct {
 	// completer; the lease is still renewed, but not released at shutdown
 	// (the completer writes the finish). Guarded by Running.mu.
 	finishing bool
+	// leaseUntil is when the lease ends as last known here: the claim's
+	// lease end, then each renewal's (Renewed); zero when unknown.
+	// Guarded by Running.mu.
+	leaseUntil time.Time
 }
 
 // NewRunning returns an empty registry.
@@ -37,6 +42,9 @@ func NewRunning() *Running { return &Running{jobs: map[int64]*runningJob{}} }
 // and its finish dropped, so one process never runs a job twice at once.
 func (r *Running) add(row *idemtype.JobRow, cancel context.CancelCauseFunc) *runningJob {
 	j := &runningJob{row: row, cancel: cancel}
+	if row.LeaseExpiresAt != nil {
+		j.leaseUntil = *row.LeaseExpiresAt
+	}
 	r.wg.Add(1)
 	r.mu.Lock()
 	old := r.jobs[row.ID]
@@ -157,6 +165,34 @@ func (r *Running) Release() []store.Lease {
 	for id, j := range r.jobs {
 		if !j.lost && !j.finishing {
 			j.lost = true
+			leases = append(leases, store.Lease{ID: id, Token: j.row.LeaseToken})
+		}
+	}
+	return leases
+}
+
+// Renewed records that the leases renewed without an error (errs[i] nil,
+// one per lease) now end at until.
+func (r *Running) Renewed(leases []store.Lease, errs []error, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, l := range leases {
+		if j := r.jobs[l.ID]; j != nil && i < len(errs) && errs[i] == nil && j.row.LeaseToken == l.Token {
+			j.leaseUntil = until
+		}
+	}
+}
+
+// Lapsed returns the leases of the running jobs whose handlers still run
+// (not lost, not finishing) and whose lease, as last known here, ended at
+// or before now: no renewal reached the store since it ended, so the
+// rescuer may already have given the job to another process.
+func (r *Running) Lapsed(now time.Time) []store.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var leases []store.Lease
+	for id, j := range r.jobs {
+		if !j.lost && !j.finishing && !j.leaseUntil.IsZero() && !j.leaseUntil.After(now) {
 			leases = append(leases, store.Lease{ID: id, Token: j.row.LeaseToken})
 		}
 	}
