@@ -485,7 +485,11 @@ func (s *Store) QueueResume(ctx context.Context, p *store.QueuePauseParams) erro
 		if _, err := tx.Exec(ctx, s.sql(qResume), p.Scope.Tenant, p.Scope.Queue); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, s.sql(qFlowPrune), p.Scope.Tenant, p.Scope.Queue)
+		if _, err := tx.Exec(ctx, s.sql(qFlowPrune), p.Scope.Tenant, p.Scope.Queue); err != nil {
+			return err
+		}
+		// Sent at commit, when the resume is visible to the claims it wakes.
+		_, err := tx.Exec(ctx, qNotify, s.schema, []string{p.Scope.Queue})
 		return err
 	})
 	if err != nil {
