@@ -280,7 +280,9 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	}()
 	next.ServeHTTP(cw, r)
 	if cw.status == 0 {
-		cw.status = http.StatusOK
+		// No WriteHeader nor Write: net/http answers 200 with the headers
+		// set; capture them as it sends them.
+		cw.WriteHeader(http.StatusOK)
 	}
 	if !m.cfg.Keep(cw.status) || cw.overflow {
 		return
@@ -313,6 +315,11 @@ type captureWriter struct {
 // WriteHeader implements http.ResponseWriter.
 func (c *captureWriter) WriteHeader(status int) {
 	if c.status != 0 {
+		return
+	}
+	if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
+		// Informational (103 Early Hints): passed on, not the answer.
+		c.ResponseWriter.WriteHeader(status)
 		return
 	}
 	c.status = status

@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -169,5 +170,56 @@ func TestReplayCarriesThisRequestsHeaders(t *testing.T) {
 	}
 	if got := r2.header.Get("Content-Type"); got != "application/json" {
 		t.Errorf("replay Content-Type %q, want the stored application/json", got)
+	}
+}
+
+// TestMiddlewareReplaysHeadersOfAnEmptyAnswer: a handler that only sets
+// headers and returns (net/http then answers 200 with them, no body) is
+// replayed with those headers. They were lost: the capture read the
+// handler's headers only on a WriteHeader or Write call, so the replay was
+// a bare 200 without the X-Order-Id the client needs.
+func TestMiddlewareReplaysHeadersOfAnEmptyAnswer(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := mwServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Order-Id", fmt.Sprint(calls.Add(1)))
+	})
+	r1 := post(t, srv.URL+"/orders", "k", "{}")
+	r2 := post(t, srv.URL+"/orders", "k", "{}")
+	if r1.status != 200 || r1.header.Get("X-Order-Id") != "1" {
+		t.Fatalf("first answer: %d %v", r1.status, r1.header)
+	}
+	if r2.status != 200 || r2.header.Get("Idempotent-Replayed") != "true" || calls.Load() != 1 {
+		t.Fatalf("repeat: %d %v, %d calls; want a replay", r2.status, r2.header, calls.Load())
+	}
+	if got := r2.header.Get("X-Order-Id"); got != "1" {
+		t.Errorf("replayed X-Order-Id %q, want the stored 1", got)
+	}
+}
+
+// TestMiddlewarePassesInformationalAnswers: a handler that sends 103 Early
+// Hints before its 201 answers 201, first and on replay. The capture took
+// the 103 for the answer: it swallowed the 201 (the client got an implicit
+// 200) and stored 103 for the replay.
+func TestMiddlewarePassesInformationalAnswers(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := mwServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "made")
+	})
+	r1 := post(t, srv.URL+"/orders", "k", "{}")
+	r2 := post(t, srv.URL+"/orders", "k", "{}")
+	if r1.status != http.StatusCreated || string(r1.body) != "made" {
+		t.Errorf("first answer: %d %q, want 201 made", r1.status, r1.body)
+	}
+	if r2.status != http.StatusCreated || string(r2.body) != "made" || r2.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay: %d %q %v, want the stored 201 made", r2.status, r2.body, r2.header)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("%d calls, want 1", calls.Load())
 	}
 }

@@ -318,6 +318,10 @@ type Records interface {
 	//   - In progress and the lease is free, expired (LeaseUntil <= Now) or
 	//     already Owner's: the lease is taken: Acquired.
 	//   - Otherwise: not acquired; Record shows the holder and LeaseUntil.
+	// A lease taken without a job (JobID 0: Do, result leases, the
+	// middleware) keeps its record live until LeaseUntil at least: a
+	// stored ExpiresAt earlier than LeaseUntil becomes LeaseUntil, so a
+	// result TTL shorter than the work never frees a held key.
 	RecordAcquire(ctx context.Context, p *RecordAcquireParams) (*RecordAcquireResult, error)
 
 	// RecordAcquireMany is RecordAcquire for many keys in one transaction,
@@ -340,9 +344,11 @@ type Records interface {
 	// RecordRenew moves the end of the execution lease of (Tenant, Key) to
 	// LeaseUntil if Owner still holds it: the record is in progress, live
 	// at Now and stores Owner's lease (lapsed or not, as long as no other
-	// owner took it). A lease released, completed, taken over, or on an
-	// expired or missing record is ErrLeaseLost and nothing is written:
-	// unlike RecordAcquire, a renewal never takes a free key.
+	// owner took it); a stored ExpiresAt earlier than LeaseUntil becomes
+	// LeaseUntil (the record lives while its lease does). A lease
+	// released, completed, taken over, or on an expired or missing record
+	// is ErrLeaseLost and nothing is written: unlike RecordAcquire, a
+	// renewal never takes a free key.
 	RecordRenew(ctx context.Context, p *RecordRenewParams) error
 
 	// RecordStats summarises the records live and expired at Now (Tenant

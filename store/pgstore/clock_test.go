@@ -113,3 +113,38 @@ func TestDatabaseClockDecidesRecordLeases(t *testing.T) {
 		t.Fatal("a lapsed record lease was not taken over")
 	}
 }
+
+// TestDatabaseClockDecidesRecordLeasesPastTheirExpiry: a record lease whose
+// record expires with it (a result TTL no longer than the lease) is not
+// taken over by a node whose clock runs one hour ahead either: by that
+// node's clock the record had expired, and an expired record was taken
+// whatever its live lease said.
+func TestDatabaseClockDecidesRecordLeasesPastTheirExpiry(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	now := time.Now()
+	res, err := s.RecordAcquire(t.Context(), &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: "normal",
+		LeaseUntil: now.Add(time.Minute), DedupUntil: now, ExpiresAt: now.Add(time.Second), Now: now})
+	if err != nil || !res.Acquired {
+		t.Fatalf("normal node: %+v %v", res, err)
+	}
+	fast := time.Now().Add(time.Hour)
+	// Refused; the fast node's read of the holder then finds the record
+	// expired by its clock (an error for it, as for a record a running job
+	// holds): either way it must not run the work.
+	res, err = s.RecordAcquire(t.Context(), &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: "fast",
+		LeaseUntil: fast.Add(time.Minute), DedupUntil: fast, ExpiresAt: fast.Add(time.Second), Now: fast})
+	if err == nil && res.Acquired {
+		t.Fatal("a node one hour ahead took over a live record lease past its record's expiry by its clock")
+	}
+	// Nor does the expiry sweep of a leader one hour ahead delete it (a
+	// fresh record for the next caller).
+	if n, err := s.RecordDeleteExpired(t.Context(), &store.RecordDeleteExpiredParams{Now: fast, Limit: 10}); err != nil || n != 0 {
+		t.Fatalf("sweep one hour ahead: %d deleted, %v; want the held record kept", n, err)
+	}
+	res, err = s.RecordAcquire(t.Context(), &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: "other",
+		LeaseUntil: now.Add(time.Minute), DedupUntil: now, ExpiresAt: now.Add(time.Second), Now: time.Now()})
+	if err != nil || res.Acquired {
+		t.Fatalf("acquire by a normal node after the sweep: %+v %v; want the key held", res, err)
+	}
+}

@@ -154,7 +154,8 @@ ORDER BY r.tenant LIMIT 1`
 ), ins AS (
     INSERT INTO {schema}.records AS r
         (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
-    SELECT i.tenant, i.key, 'in_progress', NULLIF(i.job_id, 0), i.owner, i.lease_until, $6::timestamptz, i.dedup_until, i.expires_at
+    SELECT i.tenant, i.key, 'in_progress', NULLIF(i.job_id, 0), i.owner, i.lease_until, $6::timestamptz, i.dedup_until,
+        CASE WHEN i.job_id = 0 AND i.expires_at < i.lease_until THEN i.lease_until ELSE i.expires_at END
     FROM i
     WHERE NOT EXISTS (SELECT 1 FROM own WHERE own.tenant = i.tenant AND own.key = i.key)
       AND (SELECT count(*) FROM lk) >= 0
@@ -184,9 +185,12 @@ WHERE oj.state = 'running' AND oj.lease_expires_at > COALESCE($5::timestamptz, n
 	// expired (a fresh start), or in progress with no live lease or with
 	// this owner's, not held by its running job and not completed by it
 	// (lk, above; a completion derived from the job row, derivedJoin); $6
-	// is now, $9 the expiry clock. A record whose stored result expired
-	// while the record lives on for its window (acqDrop) is taken as one
-	// without a result, keeping its key's fingerprint, job and window.
+	// is now, $9 the expiry clock. A lease without a job (Do, result
+	// leases, the middleware) keeps its record live until the lease ends
+	// at least, whatever the TTL (as the insert above does). A record
+	// whose stored result expired while the record lives on for its window
+	// (acqDrop) is taken as one without a result, keeping its key's
+	// fingerprint, job and window.
 	recordAcquireConflict = `ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
@@ -202,7 +206,9 @@ WHERE oj.state = 'running' AND oj.lease_expires_at > COALESCE($5::timestamptz, n
     duration_ms   = CASE WHEN ` + acqDrop + ` THEN 0 ELSE r.duration_ms END,
     created_at    = CASE WHEN ` + acqDrop + ` THEN excluded.created_at ELSE r.created_at END,
     dedup_until   = CASE WHEN ` + acqExpired + ` THEN excluded.dedup_until ELSE r.dedup_until END,
-    expires_at    = CASE WHEN ` + acqExpired + ` THEN excluded.expires_at ELSE r.expires_at END,
+    expires_at    = CASE WHEN ` + acqExpired + ` THEN excluded.expires_at
+                         WHEN excluded.job_id IS NULL AND r.expires_at < excluded.lease_until THEN excluded.lease_until
+                         ELSE r.expires_at END,
     result_expires_at = CASE WHEN ` + acqDrop + ` THEN NULL ELSE r.result_expires_at END
 WHERE ` + acqDrop + `
    OR (r.status = 'in_progress'
@@ -234,7 +240,11 @@ WHERE ` + acqDrop + `
 	// (lk, at the expiry clock $9), whatever its stored expiry: its window
 	// ended while that job ran (the clause then refuses it). The
 	// acquirer's own job is no such holder: its record past the stored
-	// expiry is started afresh, with a stored lease, as before.
+	// expiry is started afresh, with a stored lease, as before. Nor is a
+	// lease record without a job (Do, result leases, the middleware) whose
+	// stored lease, another owner's, lives by the expiry clock: it expires
+	// no earlier than its lease, but by the caller's clock, which may run
+	// ahead (the clause then refuses it, as a live lease).
 	acqExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
              WHEN r.job_id IS DISTINCT FROM excluded.job_id
@@ -244,6 +254,8 @@ WHERE ` + acqDrop + `
              ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond')
                             FROM lk dj WHERE dj.id = r.job_id AND ` + derivedCond + `),
                            r.expires_at) END
+        WHEN r.job_id IS NULL AND r.lease_owner IS DISTINCT FROM excluded.lease_owner
+             AND r.lease_until > COALESCE($9::timestamptz, now()) THEN NULL
         ELSE r.expires_at END <= $6)`
 
 	qRecordComplete = `UPDATE {schema}.records SET
@@ -258,8 +270,10 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 
 	// qRecordRenew moves the lease end of a record whose lease owner $3
 	// still holds ($4 the new end, $5 now): in progress, live, and storing
-	// that owner's lease (store.Records.RecordRenew).
-	qRecordRenew = `UPDATE {schema}.records SET lease_until = $4
+	// that owner's lease (store.Records.RecordRenew); the record lives
+	// until the new end at least.
+	qRecordRenew = `UPDATE {schema}.records SET lease_until = $4,
+    expires_at = CASE WHEN expires_at < $4 THEN $4 ELSE expires_at END
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
   AND (expires_at IS NULL OR expires_at > $5)`
 

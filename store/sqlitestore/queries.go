@@ -414,8 +414,10 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3`
 
 	// qKeyLeaseRenew moves the lease end (?4) of a record whose lease owner
 	// ?3 still holds: in progress, live at ?5, storing that owner's lease
-	// (store.Records.RecordRenew).
-	qKeyLeaseRenew = `UPDATE idem_keys SET lease_until = ?4
+	// (store.Records.RecordRenew); the record lives until the new end at
+	// least.
+	qKeyLeaseRenew = `UPDATE idem_keys SET lease_until = ?4,
+    expires_at = CASE WHEN expires_at < ?4 THEN ?4 ELSE expires_at END
 WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
   AND (expires_at IS NULL OR expires_at > ?5)`
 
@@ -575,9 +577,11 @@ WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND status = 'in_progress' AND le
 	acquireDrop = `(` + acquireExpired + ` OR (status = 'completed' AND result_expires_at <= ?6))`
 
 	// qRecordAcquire: ?1 tenant, ?2 key, ?3 job id, ?4 owner, ?5 lease
-	// until, ?6 now, ?7 dedup_until, ?8 expires_at.
+	// until, ?6 now, ?7 dedup_until, ?8 expires_at. A lease without a job
+	// (?3 = 0: Do, result leases, the middleware) keeps its record live
+	// until the lease ends at least, whatever the TTL.
 	qRecordAcquire = `INSERT INTO idem_keys (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
-VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, ?8)
+VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, CASE WHEN ?3 = 0 AND ?8 < ?5 THEN ?5 ELSE ?8 END)
 ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
@@ -593,7 +597,9 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     created_at    = CASE WHEN ` + acquireDrop + ` THEN ?6 ELSE created_at END,
     completed_at  = CASE WHEN ` + acquireDrop + ` THEN NULL ELSE completed_at END,
     dedup_until   = CASE WHEN ` + acquireExpired + ` THEN excluded.dedup_until ELSE dedup_until END,
-    expires_at    = CASE WHEN ` + acquireExpired + ` THEN excluded.expires_at ELSE expires_at END,
+    expires_at    = CASE WHEN ` + acquireExpired + ` THEN excluded.expires_at
+                         WHEN excluded.job_id = 0 AND expires_at < excluded.lease_until THEN excluded.lease_until
+                         ELSE expires_at END,
     duration_ms   = CASE WHEN ` + acquireDrop + ` THEN 0 ELSE duration_ms END,
     result_expires_at = CASE WHEN ` + acquireDrop + ` THEN NULL ELSE result_expires_at END
 WHERE ` + acquireDrop + `

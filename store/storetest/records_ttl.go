@@ -18,6 +18,7 @@ func recordTTLCases() []testCase {
 	return []testCase{
 		{"Records/result_ttl_shorter_than_the_window_expires_the_result_not_the_key", testResultTTLShorterThanWindow},
 		{"Records/expired_result_is_not_served_to_a_later_job_of_the_key", testExpiredResultNotServed},
+		{"RecordLease/lease_outlives_a_shorter_ttl", testLeaseOutlivesTTL},
 	}
 }
 
@@ -159,5 +160,38 @@ func CheckCompletedBeforeResultExpiry(t *testing.T, s store.Store, key string, n
 		!r.ResultExpiresAt.Equal(expires) {
 		t.Errorf("completed record after the migration: %s %s, result expires %v; want its result until %v",
 			r.Status, r.Result, r.ResultExpiresAt, expires)
+	}
+}
+
+// testLeaseOutlivesTTL: a lease without a job whose record would expire
+// before the lease ends (a result TTL of 1 m for work leased 10 m) keeps
+// its record live while it is held: another owner is refused, the holder
+// renews and completes, and so after a takeover and a renewal past the
+// stored expiry. The record once expired at acquire + TTL under its live
+// lease: a second owner took the key and the holder's writes were lost.
+func testLeaseOutlivesTTL(t *testing.T, s store.Store) {
+	p := acq("K", "o1", at(0))
+	p.LeaseUntil, p.DedupUntil, p.ExpiresAt = at(10*time.Minute), at(0), at(time.Minute)
+	acquire(t, s, p)
+	if got := acquire(t, s, acq("K", "o2", at(2*time.Minute))); got.Acquired {
+		t.Fatal("another owner took a key held under a live lease past its TTL")
+	}
+	wantOK(t, "renew past the TTL", renew(t, s, "K", "o1", at(20*time.Minute), at(9*time.Minute)))
+	if got := acquire(t, s, acq("K", "o2", at(15*time.Minute))); got.Acquired {
+		t.Fatal("another owner took a key whose lease was renewed past its stored expiry")
+	}
+	wantOK(t, "release", s.RecordRelease(t.Context(), &store.RecordReleaseParams{Tenant: "default", Key: "K", Owner: "o1"}))
+	// A takeover (a free, unexpired record) whose lease outlives the stored expiry.
+	q := acq("K", "o2", at(16*time.Minute))
+	q.LeaseUntil = at(40 * time.Minute)
+	if got := acquire(t, s, q); !got.Acquired {
+		t.Fatalf("acquire after release: held by %q", got.Record.LeaseOwner)
+	}
+	if got := acquire(t, s, acq("K", "o3", at(30*time.Minute))); got.Acquired {
+		t.Fatal("another owner took a key taken over under a live lease past the stored expiry")
+	}
+	wantOK(t, "complete within the lease", complete(t, s, "K", "o2", `"r"`, at(35*time.Minute)))
+	if r := record(t, s, "default", "K", at(36*time.Minute)); r.Status != idemtype.RecordCompleted || string(r.Result) != `"r"` {
+		t.Errorf("after completion: status %s result %q", r.Status, r.Result)
 	}
 }

@@ -1,0 +1,92 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+// fakeClockClient returns a client without queues on a fresh store of kind,
+// its clock driven by the returned fakeClock.
+func fakeClockClient(t *testing.T, kind string) (*idem.Client, *fakeClock) {
+	t.Helper()
+	st, _ := openLeaseStore(t, kind)
+	clock := &fakeClock{now: time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c, err := idem.NewClient(st, &idem.Config{Logger: quietLogger(), Now: clock.Now})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return c, clock
+}
+
+// TestResultLeaseOutlivesTTL: a result TTL shorter than the work (cache for
+// a minute what takes ten) must not end the lease of the running holder.
+// The record of a held key once expired at acquire + TTL: at that instant a
+// second caller took the key while the holder still held a live lease (the
+// work ran twice), the holder's renewal was refused as a lost lease and its
+// result was refused too.
+func TestResultLeaseOutlivesTTL(t *testing.T) {
+	t.Parallel()
+	for _, kind := range leaseStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, clock := fakeClockClient(t, kind)
+			opts := &idem.ResultLeaseOpts{Lease: 10 * time.Minute, TTL: time.Minute}
+			first, err := c.ResultLeaseAcquire(ctx, "ttl:k", opts)
+			if err != nil || first.Token == "" {
+				t.Fatalf("acquire: %+v %v", first, err)
+			}
+			clock.Add(time.Minute) // the TTL from the acquire: the lease lives on
+			if second, err := c.ResultLeaseAcquire(ctx, "ttl:k", opts); !errors.Is(err, idem.ErrKeyInProgress) {
+				t.Errorf("acquire while the first lease lives: %+v %v; want ErrKeyInProgress", second, err)
+			}
+			if _, err := c.ResultLeaseRenew(ctx, "", "ttl:k", first.Token, 10*time.Minute); err != nil {
+				t.Errorf("renew of the live lease: %v", err)
+			}
+			clock.Add(5 * time.Minute)
+			if _, err := c.ResultLeaseComplete(ctx, "", "ttl:k", first.Token, json.RawMessage(`7`), time.Minute, 0); err != nil {
+				t.Fatalf("complete of the live lease: %v", err)
+			}
+			clock.Add(time.Minute - time.Microsecond) // the result lives TTL from its completion
+			got, err := c.ResultLeaseAcquire(ctx, "ttl:k", opts)
+			if err != nil || got.Cached == nil || string(got.Cached.Result) != "7" {
+				t.Errorf("acquire within the result's TTL: %+v %v; want the cached 7", got, err)
+			}
+		})
+	}
+}
+
+// TestDoOutlivesTTL: Do whose fn runs past the result TTL keeps its key
+// (another Do waits, fn runs once) and stores its result.
+func TestDoOutlivesTTL(t *testing.T) {
+	t.Parallel()
+	for _, kind := range leaseStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, clock := fakeClockClient(t, kind)
+			opts := &idem.DoOpts{TTL: time.Minute, Lease: time.Hour}
+			runs := 0
+			res, err := c.Do(ctx, "ttl:do", func(ctx context.Context) (any, error) {
+				runs++
+				clock.Add(2 * time.Minute) // fn outlives the TTL, not its lease
+				_, err := c.Do(ctx, "ttl:do", func(context.Context) (any, error) { runs++; return 2, nil }, opts)
+				if !errors.Is(err, idem.ErrKeyInProgress) {
+					t.Errorf("second Do while the first runs: %v; want ErrKeyInProgress", err)
+				}
+				return 1, nil
+			}, opts)
+			if err != nil || string(res.Result) != "1" {
+				t.Fatalf("Do: %+v %v; want 1", res, err)
+			}
+			if runs != 1 {
+				t.Errorf("fn ran %d times, want 1", runs)
+			}
+		})
+	}
+}
