@@ -2,6 +2,9 @@ package idemhttp_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +87,64 @@ func TestAuthorizationHeaderForms(t *testing.T) {
 				t.Fatalf("detail %q, want %q", d, c.detail)
 			}
 		})
+	}
+}
+
+// TestRevokeEndsTheKeysLongPoll: a long-polling claim made with a key that
+// is then revoked through this node hands out no job enqueued after the
+// revocation: the poll ends with 401 and the job stays available. The 401
+// answers the key, not the request: the claim retried with its
+// Idempotency-Key and another key of the tenant runs and gets the job.
+func TestRevokeEndsTheKeysLongPoll(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{AuthCacheTTL: time.Hour}})
+	idemhttp.InitClaimSignal(e.server)
+	secret, k := idemhttp.NewAPIKey("a", false, "worker", time.Now())
+	if err := e.st.APIKeyCreate(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	got := make(chan answer, 1)
+	const claim = `{"queues":["lp"],"worker_id":"w","wait":"30s"}`
+	go func() {
+		req, _ := http.NewRequest("POST", e.srv.URL+"/v1/claim", strings.NewReader(claim))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "poll-1")
+		req.Header.Set("Authorization", "Bearer "+secret)
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		got <- answer{status: res.StatusCode, body: b, err: err}
+	}()
+	idemhttp.WaitClaim(t, e.server)
+	expect(t, e.req("DELETE", "/v1/apikeys/"+k.ID, e.admin, nil), 204, "")
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "lp", "args": map[string]string{"card": "4111"}})
+
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.status != http.StatusUnauthorized {
+		t.Fatalf("the revoked key's long poll answered %d %s, want 401", a.status, a.body)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(a.body, &p); err != nil || p["type"] != "/problems/unauthorized" {
+		t.Fatalf("problem %s (%v), want /problems/unauthorized", a.body, err)
+	}
+	if st := e.req("GET", "/v1/jobs/"+id, e.keyA, nil).json(t)["state"]; st != "available" {
+		t.Fatalf("job %s is %v after the revoked key's poll, want available", id, st)
+	}
+	r := e.req("POST", "/v1/claim", e.keyA, claim, "Idempotency-Key", "poll-1")
+	expect(t, r, 200, "")
+	if jobs, _ := r.json(t)["jobs"].([]any); len(jobs) != 1 || jobs[0].(map[string]any)["id"] != id {
+		t.Fatalf("the claim retried with another key got %s, want job %s", r.body, id)
 	}
 }

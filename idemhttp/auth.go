@@ -47,6 +47,8 @@ func HashAPIKey(secret string) string {
 type principal struct {
 	tenant string // the tenant the request acts in
 	admin  bool   // the key is an admin key
+	keyID  string // the id of the key
+	hash   string // the hash of the key's secret
 }
 
 type principalKey struct{}
@@ -80,15 +82,21 @@ type authenticator struct {
 	// gen counts evictions: a lookup that read the store before an
 	// eviction does not cache what it read.
 	gen uint64
+	// watches cancel the long polls of a key (by id) when evict revokes it.
+	watches map[string]map[uint64]context.CancelCauseFunc
+	seq     uint64
 }
+
+// errKeyRevoked is the cause of the end of a long poll whose key was revoked.
+var errKeyRevoked = errors.New("api key revoked")
 
 type authEntry struct {
 	key     *store.APIKey
 	expires time.Time
 }
 
-func (a *authenticator) lookup(ctx context.Context, secret string) (*store.APIKey, error) {
-	hash := HashAPIKey(secret)
+// lookupHash returns the unrevoked key whose secret hashes to hash.
+func (a *authenticator) lookupHash(ctx context.Context, hash string) (*store.APIKey, error) {
 	now := a.now()
 	if a.ttl > 0 {
 		a.mu.Lock()
@@ -119,8 +127,8 @@ func (a *authenticator) lookup(ctx context.Context, secret string) (*store.APIKe
 	return k, nil
 }
 
-// evict drops the cached entries of the key id, so this node refuses a
-// revoked key at once.
+// evict drops the cached entries of the key id and ends its long polls,
+// so this node refuses a revoked key at once.
 func (a *authenticator) evict(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -130,6 +138,55 @@ func (a *authenticator) evict(id string) {
 			delete(a.cache, h)
 		}
 	}
+	for _, cancel := range a.watches[id] {
+		cancel(errKeyRevoked)
+	}
+}
+
+// watch returns ctx ended (cause errKeyRevoked) when evict revokes the key
+// of r, for a request that waits (a long poll). The key is checked again
+// once watched, so a revocation between the authentication and the watch
+// is not missed: errKeyRevoked then. stop ends the watch.
+func (a *authenticator) watch(ctx context.Context, r *http.Request) (_ context.Context, stop func(), err error) {
+	p, ok := r.Context().Value(principalKey{}).(*principal)
+	if !ok {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	a.mu.Lock()
+	a.seq++
+	n := a.seq
+	if a.watches == nil {
+		a.watches = map[string]map[uint64]context.CancelCauseFunc{}
+	}
+	if a.watches[p.keyID] == nil {
+		a.watches[p.keyID] = map[uint64]context.CancelCauseFunc{}
+	}
+	a.watches[p.keyID][n] = cancel
+	a.mu.Unlock()
+	stop = func() {
+		a.mu.Lock()
+		delete(a.watches[p.keyID], n)
+		if len(a.watches[p.keyID]) == 0 {
+			delete(a.watches, p.keyID)
+		}
+		a.mu.Unlock()
+		cancel(nil)
+	}
+	if _, err := a.lookupHash(ctx, p.hash); err != nil {
+		stop()
+		if errors.Is(err, idemtype.ErrNotFound) {
+			err = errKeyRevoked
+		}
+		return nil, nil, err
+	}
+	return ctx, stop, nil
+}
+
+// revokedKey is the answer to a request whose key is unknown or revoked.
+func revokedKey(w http.ResponseWriter) *Problem {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="idem", error="invalid_token"`)
+	return newProblem(http.StatusUnauthorized, ProblemUnauthorized, "Unauthorized", "unknown or revoked API key")
 }
 
 // revokeAPIKey serves DELETE /v1/apikeys/{id} (admin keys only): the key is
@@ -162,17 +219,17 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 				"send an API key as Authorization: Bearer <key>"))
 			return
 		}
-		k, err := a.lookup(r.Context(), secret)
+		hash := HashAPIKey(secret)
+		k, err := a.lookupHash(r.Context(), hash)
 		if errors.Is(err, idemtype.ErrNotFound) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="idem", error="invalid_token"`)
-			writeProblem(w, newProblem(http.StatusUnauthorized, ProblemUnauthorized, "Unauthorized", "unknown or revoked API key"))
+			writeProblem(w, revokedKey(w))
 			return
 		}
 		if err != nil {
 			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}
-		p := &principal{tenant: k.Tenant, admin: k.Admin}
+		p := &principal{tenant: k.Tenant, admin: k.Admin, keyID: k.ID, hash: hash}
 		if t := r.Header.Get(headerTenant); t != "" && t != k.Tenant {
 			if !k.Admin {
 				writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden",

@@ -90,7 +90,8 @@ type Config struct {
 	MaxConns                                                  int
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// Idempotency configures the Idempotency-Key middleware on the API's
-	// own non-enqueue POSTs. Its Tenant is always the authenticated tenant.
+	// own non-enqueue POSTs. Its Tenant is always the authenticated tenant,
+	// and a 401 (a key revoked during a long poll) is never stored.
 	Idempotency MiddlewareConfig
 }
 

@@ -1,6 +1,8 @@
 package idemhttp
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -51,9 +53,22 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.claimContext(r.Context())
 	defer cancel()
 	if p.Wait > 0 {
+		// A key revoked through this node ends its long polls at once.
+		var stop func()
+		ctx, stop, err = s.auth.watch(ctx, r)
+		if errors.Is(err, errKeyRevoked) {
+			return revokedKey(w)
+		}
+		if err != nil {
+			return err
+		}
+		defer stop()
 		s.claimWaiting.Signal(struct{}{})
 	}
 	jobs, err := s.client.Claim(ctx, p)
+	if len(jobs) == 0 && errors.Is(context.Cause(ctx), errKeyRevoked) {
+		return revokedKey(w)
+	}
 	if err != nil && s.draining.Err() != nil && r.Context().Err() == nil {
 		jobs, err = nil, nil // shutting down: an empty claim, not an error
 	}

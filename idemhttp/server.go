@@ -73,13 +73,17 @@ func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	s.auth = &authenticator{keys: st, ttl: c.AuthCacheTTL, now: c.Now, cache: map[string]authEntry{}}
 	mwc := c.Idempotency
 	mwc.Tenant = tenantOf
-	s.idemMW = Middleware(st, &mwc)
-	lmw := mwc
 	keep := mwc.Keep
 	if keep == nil {
 		keep = func(status int) bool { return status < 500 }
 	}
-	lmw.Keep = func(status int) bool { return status != http.StatusConflict && keep(status) }
+	// A 401 answers the key (revoked during a long poll), not the request:
+	// the request retried with another key runs.
+	kept := func(status int) bool { return status != http.StatusUnauthorized && keep(status) }
+	mwc.Keep = kept
+	s.idemMW = Middleware(st, &mwc)
+	lmw := mwc
+	lmw.Keep = func(status int) bool { return status != http.StatusConflict && kept(status) }
 	s.leaseMW = Middleware(st, &lmw)
 	s.metrics = newHTTPMetrics(s.reg, s)
 	s.routes = s.routeTable()
