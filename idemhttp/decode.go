@@ -188,7 +188,12 @@ func jsonProblem(err error) *Problem {
 		if field == "" {
 			field = "body"
 		}
-		return invalid(field, fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value))
+		kind := typ.Type.Kind().String()
+		if v, ok := strings.CutPrefix(typ.Value, "number "); ok && kind != "float64" && jsonKind(kind) == "a number" {
+			// A number that is not a whole one, or out of the field's range.
+			return invalid(field, fmt.Sprintf("must be a whole number within %s's range, not %s", typ.Type, v))
+		}
+		return invalid(field, fmt.Sprintf("must be %s, not %s", jsonKind(kind), typ.Value))
 	case errors.As(err, &syn):
 		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON",
 			fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn))

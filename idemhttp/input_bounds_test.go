@@ -162,3 +162,19 @@ func TestFieldNamesAreCaseSensitive(t *testing.T) {
 	// Upper case in values, and in the names inside args, is data.
 	expect(t, e.req("POST", "/v1/jobs", e.keyA, `{"kind":"K","queue":"Q","args":{"Name":"X","KIND":1}}`), 201, "")
 }
+
+// TestNumberOutOfRangeNamesTheProblem: a number an integer field cannot
+// hold (too large, or not whole) is a 400 naming the field that says so;
+// it read "must be a number, not number 1e30".
+func TestNumberOutOfRangeNamesTheProblem(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	for _, v := range []string{"1e30", "1.5", "99999999999999999999"} {
+		r := e.req("POST", "/v1/jobs", e.admin, `{"kind":"k","priority":`+v+`}`)
+		expect(t, r, 400, "/problems/invalid-request")
+		detail, _ := r.json(t)["detail"].(string)
+		if !strings.Contains(detail, "priority") || !strings.Contains(detail, "whole number") || strings.Contains(detail, "number "+v) {
+			t.Errorf("priority %s: detail %q, want it to name priority and ask for a whole number", v, detail)
+		}
+	}
+}
