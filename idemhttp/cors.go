@@ -75,13 +75,15 @@ func (c *CORSConfig) wrap(next http.Handler) http.Handler {
 	headers := strings.Join(c.AllowedHeaders, ", ")
 	maxAge := strconv.Itoa(int(c.MaxAge.Seconds()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every answer varies with Origin, the ones without CORS headers
+		// too: a shared cache must not give them to an allowed origin.
+		h := w.Header()
+		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
 		if origin == "" || (!any && !slices.Contains(c.AllowedOrigins, origin)) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h := w.Header()
-		h.Add("Vary", "Origin")
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Set("Access-Control-Expose-Headers", "Location, Retry-After, Idempotent-Replayed, "+headerRequestID)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {

@@ -84,3 +84,22 @@ func TestCORSAnyHeader(t *testing.T) {
 		t.Errorf("preflight answer varies by %v, want Access-Control-Request-Headers too", r.header.Values("Vary"))
 	}
 }
+
+// TestCORSVaryOnEveryAnswer: with CORS on, answers to requests without an
+// Origin or from an origin not allowed say Vary: Origin too, so that a
+// shared cache does not serve them (without CORS headers) to an allowed
+// origin; they had no Vary.
+func TestCORSVaryOnEveryAnswer(t *testing.T) {
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{"https://app.example"}}}})
+	for _, origin := range []string{"", "https://other.example", "https://app.example"} {
+		var r *resp
+		if origin == "" {
+			r = e.req("GET", "/v1/stats", e.keyA, nil)
+		} else {
+			r = e.req("GET", "/v1/stats", e.keyA, nil, "Origin", origin)
+		}
+		if r.status != 200 || !slices.Contains(r.header.Values("Vary"), "Origin") {
+			t.Errorf("origin %q: %d, Vary %q, want Origin among them", origin, r.status, r.header.Values("Vary"))
+		}
+	}
+}
