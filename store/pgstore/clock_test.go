@@ -148,3 +148,28 @@ func TestDatabaseClockDecidesRecordLeasesPastTheirExpiry(t *testing.T) {
 		t.Fatalf("acquire by a normal node after the sweep: %+v %v; want the key held", res, err)
 	}
 }
+
+// TestDatabaseClockDecidesStoredJobLeases: the same for a stored lease on
+// a record that names a job (a job's own stored lease, or a Do lease on
+// the record of a job whose result expired): the guard once covered only
+// records without a job, so a node one hour ahead took such a lease and
+// its sweep deleted the record.
+func TestDatabaseClockDecidesStoredJobLeases(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	now := time.Now()
+	res, err := s.RecordAcquire(t.Context(), &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: store.JobOwner(99), JobID: 99,
+		LeaseUntil: now.Add(time.Minute), DedupUntil: now, ExpiresAt: now.Add(time.Second), Now: now})
+	if err != nil || !res.Acquired {
+		t.Fatalf("job's lease: %+v %v", res, err)
+	}
+	fast := time.Now().Add(time.Hour)
+	res, err = s.RecordAcquire(t.Context(), &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: "fast",
+		LeaseUntil: fast.Add(time.Minute), DedupUntil: fast, ExpiresAt: fast.Add(time.Second), Now: fast})
+	if err == nil && res.Acquired {
+		t.Fatal("a node one hour ahead took over a job's live stored lease past its record's expiry by its clock")
+	}
+	if n, err := s.RecordDeleteExpired(t.Context(), &store.RecordDeleteExpiredParams{Now: fast, Limit: 10}); err != nil || n != 0 {
+		t.Fatalf("sweep one hour ahead: %d deleted, %v; want the held record kept", n, err)
+	}
+}

@@ -740,10 +740,11 @@ WHERE r.tenant = c.tenant AND r.key = c.key`
 	// under a live job lease (by the expiry clock $3) is not expired,
 	// whatever its stored expiry (its window ended while the job ran): cand
 	// passes over those running in the snapshot, and the delete keeps those
-	// lk shows running (a claim committed since). Nor is a lease record
-	// without a job (Do, result leases, the middleware) whose stored lease
-	// lives by the expiry clock: it expires no earlier than its lease
-	// (recordAcquireConflict), by the caller's clock, which may run ahead.
+	// lk shows running (a claim committed since). Nor is a record whose
+	// stored lease lives by the expiry clock (Do, result leases, the
+	// middleware, a job's stored lease): one without a job expires no
+	// earlier than its lease (recordAcquireConflict), by the caller's
+	// clock, which may run ahead.
 	// Nothing here waits for a lock, so the records locked before the jobs
 	// cannot deadlock with a finish (which locks the job, then the record).
 	qDeleteExpiredRecords = `WITH cand AS (
@@ -757,7 +758,7 @@ WHERE r.tenant = c.tenant AND r.key = c.key`
       AND NOT (r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
                AND EXISTS (SELECT 1 FROM {schema}.jobs rj WHERE rj.id = r.job_id AND rj.state = 'running'
                            AND rj.lease_expires_at > COALESCE($3::timestamptz, now())))
-      AND NOT (r.job_id IS NULL AND r.lease_owner IS NOT NULL AND r.lease_until > COALESCE($3::timestamptz, now()))
+      AND NOT (r.lease_owner IS NOT NULL AND r.lease_until > COALESCE($3::timestamptz, now()))
     LIMIT $2 FOR UPDATE OF r SKIP LOCKED
 ), sv AS (
     SELECT v.tenant, v.key, v.job_id FROM {schema}.records v

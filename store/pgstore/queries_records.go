@@ -241,10 +241,11 @@ WHERE ` + acqDrop + `
 	// ended while that job ran (the clause then refuses it). The
 	// acquirer's own job is no such holder: its record past the stored
 	// expiry is started afresh, with a stored lease, as before. Nor is a
-	// lease record without a job (Do, result leases, the middleware) whose
-	// stored lease, another owner's, lives by the expiry clock: it expires
-	// no earlier than its lease, but by the caller's clock, which may run
-	// ahead (the clause then refuses it, as a live lease).
+	// record whose stored lease, another owner's (Do, result leases, the
+	// middleware, or a job's stored lease), lives by the expiry clock: a
+	// lease record without a job expires no earlier than its lease, but by
+	// the caller's clock, which may run ahead (the clause then refuses it,
+	// as a live lease).
 	acqExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
              WHEN r.job_id IS DISTINCT FROM excluded.job_id
@@ -254,7 +255,7 @@ WHERE ` + acqDrop + `
              ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond')
                             FROM lk dj WHERE dj.id = r.job_id AND ` + derivedCond + `),
                            r.expires_at) END
-        WHEN r.job_id IS NULL AND r.lease_owner IS DISTINCT FROM excluded.lease_owner
+        WHEN r.lease_owner IS NOT NULL AND r.lease_owner IS DISTINCT FROM excluded.lease_owner
              AND r.lease_until > COALESCE($9::timestamptz, now()) THEN NULL
         ELSE r.expires_at END <= $6)`
 
