@@ -161,6 +161,11 @@ CREATE CONSTRAINT TRIGGER gate_claims AFTER UPDATE ON {schema}.jobs DEFERRABLE I
 			if _, err := gate.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", gateKey); err != nil {
 				t.Error(err)
 			}
+			// The held dials (pgx's cancel request among them) go only
+			// once the claim's transaction has ended: a cancel request
+			// reaching the gated COMMIT first would abort it, and the
+			// late commit this test is about would not happen.
+			waitNoGateWaiter(t, s, gateKey)
 		}
 		dials.release()
 	}
