@@ -42,7 +42,7 @@ func testRaceCutClaimsGivenBack(t *testing.T, s store.Store) {
 	timeouts := []time.Duration{500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond,
 		4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond, 32 * time.Millisecond, 250 * time.Millisecond}
 	err := parallel(claimers, func(g int) error {
-		for i := 0; i < 80; i++ {
+		for i := 0; i < 50; i++ {
 			token := fmt.Sprintf("tok-%d-%d", g, i)
 			ctx, cancel := context.WithTimeout(t.Context(), timeouts[(g+i)%len(timeouts)])
 			jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: fmt.Sprint("w", g),
