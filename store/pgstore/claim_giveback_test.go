@@ -226,46 +226,23 @@ CREATE CONSTRAINT TRIGGER gate_claims AFTER UPDATE ON {schema}.jobs DEFERRABLE I
 // reports on done (false, its result in r).
 func waitTokenWaiter[R any](t *testing.T, s *Store, token string, done <-chan R, r *R) bool {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	returned := func() bool {
 		select {
 		case *r = <-done:
-			return false
-		default:
-		}
-		var waiting bool
-		if err := s.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
-WHERE locktype = 'advisory' AND objsubid = 2 AND NOT granted
-  AND objid::bigint = (hashtext($1)::bigint + 4294967296) % 4294967296)`, token).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
 			return true
+		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the give-back neither returned nor waited for the claim's token lock")
-		}
-		time.Sleep(5 * time.Millisecond) // the poll's interval (no event to wait on)
 	}
+	return untilLocks(t, s, true, returned, "the give-back neither returned nor waited for the claim's token lock",
+		`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND NOT granted
+  AND objid::bigint = (hashtext($1)::bigint + 4294967296) % 4294967296)`, token)
 }
 
 // waitNoGateWaiter waits until nobody waits for or holds the gate key
 // (the claim's transaction ended, committed or not).
 func waitNoGateWaiter(t *testing.T, s *Store, key int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var busy bool
-		if err := s.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks
-WHERE locktype = 'advisory' AND objsubid = 1 AND objid = $1)`, key).Scan(&busy); err != nil {
-			t.Fatal(err)
-		}
-		if !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gated claim's transaction did not end")
-		}
-		time.Sleep(5 * time.Millisecond) // the poll's interval (no event to wait on)
-	}
+	untilLocks(t, s, false, nil, "the gated claim's transaction did not end", `SELECT EXISTS (SELECT 1 FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 1 AND objid = $1)`, key)
 }
