@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/internal/windowtest"
 )
 
 // claimWaits records the wait of every claim request through it, on its
@@ -116,7 +118,11 @@ func TestClaimDetailThrottled(t *testing.T) {
 	waits := newClaimWaits(4, 0)
 	cl, _ := setup(t, waits.wrap)
 	ctx := t.Context()
-	if _, err := cl.LimitPut(ctx, idemclient.LimitScope{Queue: "rl"}, idemclient.LimitRequest{Rate: ptr("1/1h")}); err != nil {
+	// A window of an hour or a little more that does not end in the next
+	// five minutes: one ending between the two claims would let the second
+	// job through.
+	period := windowtest.Period(time.Now(), time.Hour, 5*time.Minute)
+	if _, err := cl.LimitPut(ctx, idemclient.LimitScope{Queue: "rl"}, idemclient.LimitRequest{Rate: ptr(idem.FormatRate(1, period))}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -135,11 +141,11 @@ func TestClaimDetailThrottled(t *testing.T) {
 	if err != nil || len(second.Jobs) != 0 || !second.Throttled {
 		t.Fatalf("second claim: %+v %v, want throttled", second, err)
 	}
-	// Rate windows are aligned to their period: the budget returns at the
-	// next whole hour.
+	// Rate windows are aligned to their period since the epoch: the budget
+	// returns at the window's end.
 	at := second.NextAvailableAt
-	if want, alt := before.Truncate(time.Hour).Add(time.Hour), after.Truncate(time.Hour).Add(time.Hour); !at.Equal(want) && !at.Equal(alt) {
-		t.Fatalf("next available at %v, want the next whole hour %v", at, want)
+	if want := windowtest.End(before, period); !at.Equal(want) {
+		t.Fatalf("next available at %v, want the window's end %v", at, want)
 	}
 	if ra := second.RetryAfter; ra < at.Sub(after)-time.Second || ra > at.Sub(before)+time.Second {
 		t.Fatalf("retry after %v, want about %v", ra, at.Sub(before))
@@ -158,7 +164,7 @@ func TestClaimDetailThrottled(t *testing.T) {
 		t.Fatalf("waits %q, want the throttled poll followed by a longer one", w)
 	}
 	// The longer wait is the time left until the budget returns, capped at
-	// 60s: the cap unless the whole hour is less than a minute away.
+	// 60s (the window has five minutes left at least: the cap).
 	capped := func(d time.Duration) time.Duration { return min(d, time.Minute) }
 	got, err := time.ParseDuration(w[3])
 	if err != nil || got < capped(at.Sub(end))-time.Second || got > capped(at.Sub(after))+time.Second {

@@ -9,17 +9,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/internal/windowtest"
 )
+
+// roomyRate is n jobs per an hour or a little more, in a window that does
+// not end in the next five minutes: a test that spends a budget and then
+// reads it must not see a new window (a whole hour passing between its
+// requests failed it once in 3,600 runs).
+func roomyRate(n int) string {
+	return idem.FormatRate(n, windowtest.Period(time.Now(), time.Hour, 5*time.Minute))
+}
 
 // testLimits: admin keys set, read and delete limits; tenant keys see only
 // their own and cannot change them; bad input is a 400 naming the field
 // and stores nothing; stats show usage and throttling.
 func testLimits(t *testing.T, open opener) {
 	e := setup(t, open, nil)
-	r := e.req("PUT", "/v1/limits/tenant/a", e.admin, map[string]any{"rate": "2/1h", "concurrency": 5})
+	rate := roomyRate(2)
+	r := e.req("PUT", "/v1/limits/tenant/a", e.admin, map[string]any{"rate": rate, "concurrency": 5})
 	expect(t, r, 200, "")
-	if m := r.json(t); m["tenant"] != "a" || m["rate"] != "2/1h" || m["concurrency"] != float64(5) {
+	if m := r.json(t); m["tenant"] != "a" || m["rate"] != rate || m["concurrency"] != float64(5) {
 		t.Fatalf("put limit = %s", r.body)
 	}
 	expect(t, e.req("PUT", "/v1/limits/queue/mail", e.admin, map[string]any{"rate": "1000/1m"}), 200, "")
@@ -65,7 +76,7 @@ func testLimits(t *testing.T, open opener) {
 	r = e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"default"}, "worker_id": "w", "limit": 10})
 	expect(t, r, 200, "")
 	if n := len(r.json(t)["jobs"].([]any)); n != 2 {
-		t.Fatalf("claim under a 2/1h rate took %d jobs", n)
+		t.Fatalf("claim under a %s rate took %d jobs", rate, n)
 	}
 
 	r = e.req("GET", "/v1/limits", e.keyA, nil)
@@ -147,7 +158,8 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // idemclient.ClaimWait waits that long instead of polling.
 func testClaimRefill(t *testing.T, open opener) {
 	e := setup(t, open, nil)
-	expect(t, e.req("PUT", "/v1/limits/tenant/a", e.admin, map[string]any{"rate": "2/1h"}), 200, "")
+	period := windowtest.Period(time.Now(), time.Hour, 5*time.Minute)
+	expect(t, e.req("PUT", "/v1/limits/tenant/a", e.admin, map[string]any{"rate": idem.FormatRate(2, period)}), 200, "")
 	for range 3 {
 		e.enqueue(e.keyA, map[string]any{"kind": "k"})
 	}
@@ -155,7 +167,7 @@ func testClaimRefill(t *testing.T, open opener) {
 	r := e.req("POST", "/v1/claim", e.keyA, claim)
 	expect(t, r, 200, "")
 	if m := r.json(t); len(m["jobs"].([]any)) != 2 || m["throttled"] != nil || r.header.Get("Retry-After") != "" {
-		t.Fatalf("first claim under a 2/1h rate: %s %v", r.body, r.header)
+		t.Fatalf("first claim under a rate of 2: %s %v", r.body, r.header)
 	}
 	before := time.Now()
 	r = e.req("POST", "/v1/claim", e.keyA, claim)
@@ -168,16 +180,16 @@ func testClaimRefill(t *testing.T, open opener) {
 	if err != nil {
 		t.Fatalf("next_available_at: %v in %s", err, r.body)
 	}
-	// The window of a 1h rate ends at the next whole hour since the epoch.
-	if want := before.Truncate(time.Hour).Add(time.Hour); !at.Equal(want) && !at.Equal(want.Add(time.Hour)) {
-		t.Errorf("next_available_at = %s, want the end of the current hour %s", at, want)
+	// A rate's window is aligned to its period since the epoch.
+	if want := windowtest.End(before, period); !at.Equal(want) {
+		t.Errorf("next_available_at = %s, want the end of the window %s", at, want)
 	}
 	after, err := time.ParseDuration(fmt.Sprint(m["retry_after"]))
-	if err != nil || after <= 0 || after > time.Hour {
-		t.Errorf("retry_after = %v (%v), want within the hour", m["retry_after"], err)
+	if err != nil || after <= 0 || after > period {
+		t.Errorf("retry_after = %v (%v), want within the period", m["retry_after"], err)
 	}
 	secs, err := strconv.Atoi(r.header.Get("Retry-After"))
-	if err != nil || secs < 1 || secs > 3600 || time.Duration(secs)*time.Second < after {
+	if err != nil || secs < 1 || secs > int(period/time.Second) || time.Duration(secs)*time.Second < after {
 		t.Errorf("Retry-After = %q, want whole seconds covering retry_after %s", r.header.Get("Retry-After"), after)
 	}
 	// A tenant without a limit is not throttled.
@@ -220,9 +232,10 @@ func testClaimRefill(t *testing.T, open opener) {
 // usage; "*" is refused as the tenant an admin key acts for.
 func testDefaultLimits(t *testing.T, open opener) {
 	e := setup(t, open, nil)
-	r := e.req("PUT", "/v1/limits/tenant/*", e.admin, map[string]any{"rate": "2/1h"})
+	rate := roomyRate(2)
+	r := e.req("PUT", "/v1/limits/tenant/*", e.admin, map[string]any{"rate": rate})
 	expect(t, r, 200, "")
-	if m := r.json(t); m["tenant"] != "*" || m["rate"] != "2/1h" {
+	if m := r.json(t); m["tenant"] != "*" || m["rate"] != rate {
 		t.Fatalf("put default limit = %s", r.body)
 	}
 	expect(t, e.req("PUT", "/v1/limits/tenant/%2A?queue=mail", e.admin, map[string]any{"concurrency": 1}), 200, "")
@@ -236,7 +249,7 @@ func testDefaultLimits(t *testing.T, open opener) {
 		r := e.req("POST", "/v1/claim", key, claim)
 		expect(t, r, 200, "")
 		if n := len(r.json(t)["jobs"].([]any)); n != 2 {
-			t.Fatalf("claim under a default of 2/1h took %d jobs, want the tenant's own 2", n)
+			t.Fatalf("claim under a default of %s took %d jobs, want the tenant's own 2", rate, n)
 		}
 		r = e.req("POST", "/v1/claim", key, claim)
 		expect(t, r, 200, "")

@@ -101,3 +101,18 @@ export function serverForFile(): FileServer {
     },
   };
 }
+
+/**
+ * roomyRate is `n` jobs per an hour or a little more (whole minutes), in a
+ * window that does not end in the next five minutes. idem's rate windows are
+ * fixed and aligned to the Unix epoch: a test that spends a budget and then
+ * expects to be throttled fails when a window ends between its claims (a
+ * whole hour did, once in 3,600 runs). Returns the rate and its period.
+ */
+export function roomyRate(n: number): { rate: string; periodMs: number } {
+  const now = Date.now();
+  let minutes = 60;
+  while (minutes * 60_000 - (now % (minutes * 60_000)) < 5 * 60_000) minutes++;
+  const per = minutes % 60 === 0 ? `${minutes / 60}h` : `${minutes}m`;
+  return { rate: `${n}/${per}`, periodMs: minutes * 60_000 };
+}
