@@ -44,7 +44,7 @@ func limitScope(r *http.Request) (idem.FlowScope, error) {
 func renderLimit(l *idem.Limit) wire.Limit {
 	out := wire.Limit{Tenant: l.Tenant, Queue: l.Queue, Rate: idem.FormatRate(l.Rate, l.Period),
 		Concurrency: l.Concurrency, Weight: l.Weight, Usage: wire.Usage{Running: int64(l.Running), WindowUsed: int64(l.WindowUsed), Throttled: l.Throttled}}
-	if l.Rate > 0 {
+	if l.Rate > 0 && !l.WindowStart.IsZero() { // a default ("*") has no window of its own
 		out.Usage.WindowStart = l.WindowStart.UTC().Format(time.RFC3339Nano)
 	}
 	return out

@@ -237,6 +237,10 @@ func testDefaultLimits(t *testing.T, open opener) {
 	expect(t, r, 200, "")
 	if m := r.json(t); m["tenant"] != "*" || m["rate"] != rate {
 		t.Fatalf("put default limit = %s", r.body)
+	} else if ws, ok := m["usage"].(map[string]any)["window_start"]; ok {
+		// The default itself has no window (each tenant has its own): a
+		// time that does not exist is absent (API.md), not year 1.
+		t.Errorf("default limit's window_start = %v, want absent", ws)
 	}
 	expect(t, e.req("PUT", "/v1/limits/tenant/%2A?queue=mail", e.admin, map[string]any{"concurrency": 1}), 200, "")
 	expect(t, e.req("PUT", "/v1/limits/tenant/*", e.admin, map[string]any{"weight": 2}), 400, "/problems/invalid-request")
