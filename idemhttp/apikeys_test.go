@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,63 @@ func TestRevokeEndsTheKeysLongPoll(t *testing.T) {
 	expect(t, r, 200, "")
 	if jobs, _ := r.json(t)["jobs"].([]any); len(jobs) != 1 || jobs[0].(map[string]any)["id"] != id {
 		t.Fatalf("the claim retried with another key got %s, want job %s", r.body, id)
+	}
+}
+
+// TestRevokeOnAnotherNodeEndsTheKeysLongPoll: a key revoked through one
+// node ends its long polls waiting on another node (which is told nothing)
+// within that node's key cache, not at the end of their wait: a job
+// enqueued after that goes to no revoked key. Before, such a poll ran for
+// its whole wait (up to a minute) and took any job enqueued meanwhile.
+func TestRevokeOnAnotherNodeEndsTheKeysLongPoll(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	// Node B: another server over the same client and store, with a short
+	// key cache.
+	b, err := idemhttp.NewServer(e.client, e.st, &idemhttp.Config{AuthCacheTTL: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idemhttp.InitClaimSignal(b)
+	srvB := httptest.NewServer(b)
+	t.Cleanup(srvB.Close)
+	secret, k := idemhttp.NewAPIKey("a", false, "worker", time.Now())
+	if err := e.st.APIKeyCreate(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	got := make(chan answer, 1)
+	// The wait is far longer than B's cache: a poll that runs to its end
+	// (the bug) answers 200 with no job.
+	const claim = `{"queues":["lp"],"worker_id":"w","wait":"20s"}`
+	go func() {
+		req, _ := http.NewRequest("POST", srvB.URL+"/v1/claim", strings.NewReader(claim))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+secret)
+		res, err := srvB.Client().Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		got <- answer{status: res.StatusCode, body: body, err: err}
+	}()
+	idemhttp.WaitClaim(t, b)
+	expect(t, e.req("DELETE", "/v1/apikeys/"+k.ID, e.admin, nil), 204, "")
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.status != http.StatusUnauthorized {
+		t.Fatalf("the long poll on the other node answered %d %s, want 401", a.status, a.body)
+	}
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "lp"})
+	if st := e.req("GET", "/v1/jobs/"+id, e.keyA, nil).json(t)["state"]; st != "available" {
+		t.Fatalf("job %s is %v, want available", id, st)
 	}
 }

@@ -180,7 +180,34 @@ func (a *authenticator) watch(ctx context.Context, r *http.Request) (_ context.C
 		}
 		return nil, nil, err
 	}
+	go a.recheck(ctx, p.hash, cancel)
 	return ctx, stop, nil
+}
+
+// recheck looks the key of a waiting request up again every cache TTL
+// until ctx ends, and ends the request (cause errKeyRevoked) once the key
+// is gone: a key revoked through another node, which cannot evict it
+// here, ends this node's long polls within about two TTLs (the cached
+// entry's rest, then a read of the store) instead of at the end of their
+// wait. A failed read (the store unreachable) leaves the poll running.
+func (a *authenticator) recheck(ctx context.Context, hash string, cancel context.CancelCauseFunc) {
+	every := a.ttl
+	if every <= 0 {
+		every = DefaultAuthCacheTTL // no cache: each lookup reads the store
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := a.lookupHash(ctx, hash); errors.Is(err, idemtype.ErrNotFound) {
+			cancel(errKeyRevoked)
+			return
+		}
+	}
 }
 
 // revokedKey is the answer to a request whose key is unknown or revoked.
@@ -191,7 +218,8 @@ func revokedKey(w http.ResponseWriter) *Problem {
 
 // revokeAPIKey serves DELETE /v1/apikeys/{id} (admin keys only): the key is
 // revoked in the store and evicted from this node's cache, so this node
-// refuses it at once; other nodes refuse it within their AuthCacheTTL.
+// refuses it at once and ends its long polls; other nodes refuse it within
+// their AuthCacheTTL and end its long polls there within about twice it.
 func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if !isAdmin(r) {
 		return errAdminOnly
