@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -87,6 +88,137 @@ func TestCancelBeforeTheHandlerStartsRunsNothing(t *testing.T) {
 			}
 			if n := starts.Load(); n != 0 || row.State != idem.StateCancelled {
 				t.Fatalf("the handler of a job cancelled before it started ran %d times; the job is %s", n, row.State)
+			}
+		})
+	}
+}
+
+// claimGate is a store whose claims, once committed, wait until open is
+// closed before they return their jobs to the producer; claimed hears of
+// each such claim (its jobs are running in the store, but the producer has
+// not registered them yet). Everything else is the real store's.
+type claimGate struct {
+	store.Store
+	claimed chan []*idem.JobRow
+	open    chan struct{}
+}
+
+func (s *claimGate) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idem.JobRow, error) {
+	jobs, err := s.Store.JobClaim(ctx, p)
+	if err == nil && len(jobs) > 0 {
+		s.claimed <- jobs
+		<-s.open
+	}
+	return jobs, err
+}
+
+// TestCancelBetweenClaimAndRegistrationRunsNothing: a job cancelled in
+// this process after its claim committed but before the producer
+// registered it (the claim's answer on its way back) must not start its
+// handler: JobCancel promises a running job's handler is cancelled at once
+// in this process. Before the fix Running.Cancel found nothing registered
+// and forgot the cancel, so the handler ran in full (only the next
+// heartbeat, a third of the lease later, could have stopped it).
+func TestCancelBetweenClaimAndRegistrationRunsNothing(t *testing.T) {
+	t.Parallel()
+	for _, kind := range leaseStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			raw, _ := openLeaseStore(t, kind)
+			st := &claimGate{Store: raw, claimed: make(chan []*idem.JobRow, 1), open: make(chan struct{})}
+			var open sync.Once
+			defer open.Do(func() { close(st.open) }) // on failure: let the claim through
+			var starts atomic.Int32
+			workers := idem.NewWorkers()
+			workers.Handle("cancel-me", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
+				starts.Add(1)
+				return json.RawMessage(`"sent"`), nil
+			})
+			c := startShutdownClient(t, st, workers, 30*time.Second)
+			res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "cancel-me"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case jobs := <-st.claimed:
+				if len(jobs) != 1 || jobs[0].ID != res.Job.ID {
+					t.Fatalf("claimed %d jobs, want job %d", len(jobs), res.Job.ID)
+				}
+			case <-time.After(leaseTimeout):
+				t.Fatal("the job was never claimed")
+			}
+			if _, err := c.JobCancel(ctx, "", res.Job.ID); err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+			open.Do(func() { close(st.open) })
+			if err := c.Stop(ctx); err != nil { // waits for the job's executor
+				t.Fatalf("stop: %v", err)
+			}
+			row, err := raw.JobGet(ctx, &store.JobGetParams{ID: res.Job.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := starts.Load(); n != 0 || row.State != idem.StateCancelled {
+				t.Fatalf("the handler of a job cancelled between its claim and its registration ran %d times; the job is %s",
+					n, row.State)
+			}
+			as, err := c.JobAttempts(ctx, "", res.Job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(as) != 1 || as[0].Outcome != idemtype.OutcomeCancelled {
+				t.Fatalf("attempts %+v, want one cancelled", as)
+			}
+		})
+	}
+}
+
+// TestCancelledThenRetriedJobRunsHere: a job cancelled while it ran
+// nowhere, then retried, runs when this process claims it again: what
+// JobCancel remembers of a job it could not reach concerns the claim it
+// voided only.
+func TestCancelledThenRetriedJobRunsHere(t *testing.T) {
+	t.Parallel()
+	for _, kind := range leaseStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st, _ := openLeaseStore(t, kind)
+			ran := make(chan int64, 1)
+			workers := idem.NewWorkers()
+			workers.Handle("later", func(_ context.Context, j *idem.JobRow) (json.RawMessage, error) {
+				ran <- j.ID
+				return json.RawMessage(`"ok"`), nil
+			})
+			c, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(1), Logger: quietLogger(),
+				LeaseDuration: 30 * time.Second, PollInterval: 20 * time.Millisecond, DisableMaintenance: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Scheduled far ahead: no claim can take it before the cancel.
+			res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "later",
+				Opts: &idem.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Stop(context.Background()) })
+			if _, err := c.JobCancel(ctx, "", res.Job.ID); err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+			if _, err := c.JobRetry(ctx, "", res.Job.ID, time.Time{}); err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			select {
+			case id := <-ran:
+				if id != res.Job.ID {
+					t.Fatalf("ran job %d, want %d", id, res.Job.ID)
+				}
+			case <-time.After(leaseTimeout):
+				t.Fatal("the retried job never ran")
 			}
 		})
 	}

@@ -124,8 +124,9 @@ func (c *Client) jobList(ctx context.Context, p *JobListParams) ([]*JobRow, int6
 // once in this process, at the next heartbeat in another). A finished job is
 // ErrWrongState.
 func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRow, error) {
+	var voided store.Lease
 	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{
-		Tenant: c.tenant(tenant), ID: id, Reason: "cancelled by request", Now: c.now()})
+		Tenant: c.tenant(tenant), ID: id, Reason: "cancelled by request", Now: c.now(), Voided: &voided})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,14 @@ func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRo
 	rt := c.runtime
 	c.mu.Unlock()
 	if rt != nil {
-		rt.running.Cancel(id, errors.New("job cancelled"))
+		cause := errors.New("job cancelled")
+		if voided.Token != "" {
+			// Also a claim of this process that committed but has not
+			// reached its producer yet: its handler must not start.
+			rt.running.CancelVoided(voided, c.now(), c.cfg.LeaseDuration, cause)
+		} else {
+			rt.running.Cancel(id, cause)
+		}
 	}
 	c.finished(id)
 	return row, nil
@@ -161,7 +169,9 @@ func (c *Client) JobRetry(ctx context.Context, tenant string, id int64, runAt ti
 }
 
 // DLQRequeue makes dead jobs available again, by ids or (ids empty) by
-// filter, and returns how many moved. The dead-letter queue holds dead
+// filter, and returns how many moved. By filter it moves at most
+// store.MaxBatch (1,000) jobs, the oldest, in one transaction; call it
+// again for the rest. The dead-letter queue holds dead
 // jobs only: a filter naming another state is ErrInvalid. Jobs JobRetryMany
 // refuses (store.RetryRefusal) fail a requeue by ids (*store.RetryRefusedError,
 // nothing moves) and are skipped by a requeue by filter.

@@ -199,7 +199,8 @@ type Jobs interface {
 
 	// JobCancel cancels a job that is not finished (running jobs included:
 	// their lease is voided, so the worker's next heartbeat or finish gets
-	// ErrLeaseLost). Side effects as for a cancelled finish. A finished job
+	// ErrLeaseLost; Voided receives that lease). Side effects as for a
+	// cancelled finish. A finished job
 	// is ErrWrongState; unknown (or other tenant) is ErrNotFound.
 	JobCancel(ctx context.Context, p *JobCancelParams) (*idemtype.JobRow, error)
 
@@ -643,6 +644,11 @@ type JobCancelParams struct {
 	ID     int64
 	Reason string // becomes LastError
 	Now    time.Time
+	// Voided, when not nil, receives the lease the cancel voided: the job's
+	// ID and the token of its claim when it was running, else it is left
+	// as it was. The runtime uses it to stop that claim's handler even
+	// when its claim has not reached the producer yet.
+	Voided *Lease
 }
 
 // JobRetryManyParams moves finished jobs back to available.

@@ -16,6 +16,19 @@ type Running struct {
 	mu   sync.Mutex
 	jobs map[int64]*runningJob
 	wg   sync.WaitGroup // one per registered job
+
+	// voided holds the claims cancelled here (CancelVoided) before their
+	// producer registered them: add cancels such a registration at once.
+	// Entries are forgotten at that registration or, pruned when now
+	// reaches prune, once their keep ran out. Guarded by mu.
+	voided map[store.Lease]voidedClaim
+	prune  time.Time
+}
+
+// voidedClaim is a claim cancelled before it was registered.
+type voidedClaim struct {
+	until time.Time // forgotten after this
+	cause error
 }
 
 // runningJob is a job this process is executing.
@@ -34,17 +47,23 @@ type runningJob struct {
 }
 
 // NewRunning returns an empty registry.
-func NewRunning() *Running { return &Running{jobs: map[int64]*runningJob{}} }
+func NewRunning() *Running {
+	return &Running{jobs: map[int64]*runningJob{}, voided: map[store.Lease]voidedClaim{}}
+}
 
 // add registers a job whose handler context cancel cancels. A run of the
 // same job still registered under another lease token lost its lease (the
 // store gave the job to this new claim): it is cancelled with ErrLeaseLost
 // and its finish dropped, so one process never runs a job twice at once.
+// A claim cancelled before its registration (CancelVoided) is registered
+// lost and cancelled at once: its handler never starts, its finish is
+// dropped.
 func (r *Running) add(row *idemtype.JobRow, cancel context.CancelCauseFunc) *runningJob {
 	j := &runningJob{row: row, cancel: cancel}
 	if row.LeaseExpiresAt != nil {
 		j.leaseUntil = *row.LeaseExpiresAt
 	}
+	lease := store.Lease{ID: row.ID, Token: row.LeaseToken}
 	r.wg.Add(1)
 	r.mu.Lock()
 	old := r.jobs[row.ID]
@@ -53,10 +72,18 @@ func (r *Running) add(row *idemtype.JobRow, cancel context.CancelCauseFunc) *run
 	} else {
 		old = nil
 	}
+	v, voided := r.voided[lease]
+	if voided {
+		delete(r.voided, lease)
+		j.lost = true
+	}
 	r.jobs[row.ID] = j
 	r.mu.Unlock()
 	if old != nil {
 		old.cancel(idemtype.ErrLeaseLost)
+	}
+	if voided {
+		cancel(v.cause)
 	}
 	return j
 }
@@ -109,6 +136,44 @@ func (r *Running) Cancel(id int64, cause error) {
 	if j != nil {
 		j.cancel(cause)
 	}
+}
+
+// CancelVoided is Cancel for a job whose cancel in the store voided lease
+// (store.JobCancelParams.Voided). When that claim is not registered here
+// (it may have committed and be on its way back to its producer), it is
+// remembered for keep after now, so that its registration is cancelled at
+// once and its handler never starts. keep must cover the time a claim
+// takes to come back (the producer bounds it by the lease); what is
+// remembered and never registered (a claim of another process) is
+// forgotten within two keeps.
+func (r *Running) CancelVoided(lease store.Lease, now time.Time, keep time.Duration, cause error) {
+	r.mu.Lock()
+	j := r.jobs[lease.ID]
+	if j != nil {
+		j.lost = true
+	}
+	if j == nil || j.row.LeaseToken != lease.Token {
+		if !now.Before(r.prune) {
+			for l, v := range r.voided {
+				if !v.until.After(now) {
+					delete(r.voided, l)
+				}
+			}
+			r.prune = now.Add(keep)
+		}
+		r.voided[lease] = voidedClaim{until: now.Add(keep), cause: cause}
+	}
+	r.mu.Unlock()
+	if j != nil {
+		j.cancel(cause)
+	}
+}
+
+// Voided returns how many cancelled claims are remembered (CancelVoided).
+func (r *Running) Voided() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.voided)
 }
 
 // CancelLease is Cancel for the registration holding lease (not a later

@@ -26,8 +26,8 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 	now := store.OrNow(p.Now)
 	var out *idemtype.JobRow
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var tenant, state string
-		err := tx.QueryRow(ctx, s.sql(qJobLock), p.ID).Scan(&tenant, &state)
+		var tenant, state, token string
+		err := tx.QueryRow(ctx, s.sql(qJobLock), p.ID).Scan(&tenant, &state, &token)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && p.Tenant != "" && tenant != p.Tenant) {
 			return fmt.Errorf("job %d: %w", p.ID, idemtype.ErrNotFound)
 		}
@@ -44,6 +44,9 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 		}
 		if out, err = scanJob(tx.QueryRow(ctx, s.sql(qJobCancel), p.ID, now, p.Reason)); err != nil {
 			return err
+		}
+		if state == string(idemtype.StateRunning) && p.Voided != nil {
+			*p.Voided = store.Lease{ID: p.ID, Token: token}
 		}
 		queues, err := s.afterFinal(ctx, tx, []int64{p.ID}, []int64{p.ID}, now)
 		if err != nil {

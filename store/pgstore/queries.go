@@ -487,7 +487,7 @@ RETURNING j.id`
 
 // Cancel, retry, delete.
 const (
-	qJobLock = `SELECT tenant, state FROM {schema}.jobs WHERE id = $1 FOR UPDATE`
+	qJobLock = `SELECT tenant, state, lease_token FROM {schema}.jobs WHERE id = $1 FOR UPDATE`
 
 	qJobCancel = `UPDATE {schema}.jobs SET state = 'cancelled', finished_at = $2, last_error = $3,
     lease_token = '', lease_expires_at = NULL

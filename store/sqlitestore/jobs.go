@@ -35,6 +35,9 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 		if out, err = scanJob(t.queryRow(qJobCancel, nowUS, p.Reason, p.ID)); err != nil {
 			return err
 		}
+		if j.State == idemtype.StateRunning && p.Voided != nil {
+			*p.Voided = store.Lease{ID: p.ID, Token: j.LeaseToken}
+		}
 		if err := cancelDependants(t, p.ID, idemtype.StateCancelled, nowUS); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ func cancelCases() []testCase {
 	return []testCase{
 		{"JobCancel/unfinished_states", testCancelUnfinished},
 		{"JobCancel/running_voids_lease", testCancelRunning},
+		{"JobCancel/reports_voided_lease", testCancelVoided},
 		{"JobCancel/finished_wrong_state", testCancelFinished},
 		{"JobCancel/other_tenant_not_found", testCancelTenant},
 		{"JobCancel/cancels_dependants", testCancelDependants},
@@ -71,6 +72,30 @@ func testCancelRunning(t *testing.T, s store.Store) {
 		t.Errorf("attempts %s, want one cancelled", fmtAttempts(as))
 	} else {
 		wantTimeP(t, "attempt FinishedAt", as[0].FinishedAt, at(time.Minute))
+	}
+}
+
+// testCancelVoided: the cancel of a running job reports the lease it
+// voided (the runtime stops that claim's handler by it, even before the
+// claim reached the producer); the cancel of a job that is not running
+// leaves Voided as it was.
+func testCancelVoided(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), newJob("running"), newJob("available"))
+	c := claimJob(t, s, js[0], at(0))
+	var voided store.Lease
+	if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: c.ID, Reason: "stop", Now: at(time.Second), Voided: &voided}); err != nil {
+		t.Fatalf("cancel running: %v", err)
+	}
+	if c.LeaseToken == "" || voided != leaseOf(c) {
+		t.Errorf("voided %+v, want the claim's lease %+v", voided, leaseOf(c))
+	}
+	untouched := store.Lease{ID: -1, Token: "before"}
+	voided = untouched
+	if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: js[1].ID, Reason: "stop", Now: at(time.Second), Voided: &voided}); err != nil {
+		t.Fatalf("cancel available: %v", err)
+	}
+	if voided != untouched {
+		t.Errorf("the cancel of an available job reported voiding %+v", voided)
 	}
 }
 
