@@ -25,9 +25,10 @@ type ReplayParams struct {
 // JobReplay enqueues a copy of every job the filter selects (up to Limit:
 // then the newest Limit of them), oldest first, and returns how many it
 // enqueued. A copy is a new job with
-// the original's kind, args, priority, max attempts, partition key and
-// metadata plus metadata.replay_of = the original's id (a string); it has no
-// idempotency key and no dependencies, and runs now.
+// the original's kind, args, priority, max attempts, partition key, own
+// timeout and retry policy, and metadata plus metadata.replay_of = the
+// original's id (a string); it has no idempotency key and no dependencies,
+// and runs now.
 func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -67,7 +68,8 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 				q = p.Queue
 			}
 			items[i] = EnqueueParams{Kind: o.Kind, Args: o.Args, Opts: &EnqueueOpts{Tenant: o.Tenant, Queue: q,
-				Priority: o.Priority, MaxAttempts: o.MaxAttempts, PartitionKey: o.PartitionKey, Metadata: meta}}
+				Priority: o.Priority, MaxAttempts: o.MaxAttempts, PartitionKey: o.PartitionKey, Metadata: meta,
+				Timeout: o.Timeout, Retry: replayRetry(o)}}
 		}
 		res, err := c.EnqueueMany(ctx, items)
 		if err != nil {
@@ -81,6 +83,20 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// replayRetry is the original's own retry policy (nil when it has none,
+// or one this version cannot read: the copy then takes the queue's or
+// kind's, as the original would have).
+func replayRetry(o *JobRow) *RetryPolicy {
+	if len(o.RetryPolicy) == 0 {
+		return nil
+	}
+	var p RetryPolicy
+	if err := json.Unmarshal(o.RetryPolicy, &p); err != nil {
+		return nil
+	}
+	return &p
 }
 
 // replayMetadata is the original's metadata with replay_of set.
