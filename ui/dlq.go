@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -170,7 +171,16 @@ func (h *Handler) dlqConfirm(w http.ResponseWriter, r *http.Request, s *session)
 	h.render(w, r, http.StatusOK, "dlqconfirm", s, d)
 }
 
-// dlqRequeueFilter requeues every dead job of a queue and kind.
+// requeueBatch is the most ids one POST /v1/dlq/requeue takes
+// (idemhttp.MaxBatch).
+const requeueBatch = 1000
+
+// dlqRequeueFilter requeues every dead job of a queue and kind that the
+// confirmation counts (up to dlqCountLimit). It lists them and requeues
+// them by ids, oldest first, in requests of requeueBatch: a requeue by
+// filter stops at the server's batch of 1,000, and a worker may claim
+// between two requests, so a FIFO partition requeued newest first would
+// run a newer job before its older ones came back.
 func (h *Handler) dlqRequeueFilter(w http.ResponseWriter, r *http.Request, s *session) {
 	jq, errs := h.dlqFilter(r.PostForm)
 	if jq.Queue == "" && jq.Kind == "" {
@@ -181,11 +191,31 @@ func (h *Handler) dlqRequeueFilter(w http.ResponseWriter, r *http.Request, s *se
 		http.Redirect(w, r, Prefix+"dlq", http.StatusSeeOther)
 		return
 	}
-	n, err := h.client(s).DLQRequeue(r.Context(), nil, &idemclient.Filter{Queue: jq.Queue, Kind: jq.Kind})
+	cl := h.client(s)
+	jobs, more, err := h.countDead(r, cl, jq)
 	if err != nil {
 		h.flash(w, r, "error", "Nothing requeued: "+problemText(err))
-	} else {
-		h.flash(w, r, "ok", fmt.Sprintf("Requeued %d dead jobs.", n))
+		http.Redirect(w, r, Prefix+"dlq", http.StatusSeeOther)
+		return
 	}
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[len(jobs)-1-i] = j.ID // listed newest first
+	}
+	n := 0
+	for chunk := range slices.Chunk(ids, requeueBatch) {
+		got, err := cl.DLQRequeue(r.Context(), chunk, nil)
+		if err != nil {
+			h.flash(w, r, "error", fmt.Sprintf("Requeued %d of %d dead jobs, then: %s", n, len(ids), problemText(err)))
+			http.Redirect(w, r, Prefix+"dlq", http.StatusSeeOther)
+			return
+		}
+		n += got
+	}
+	msg := fmt.Sprintf("Requeued %d dead jobs.", n)
+	if more {
+		msg += " More match: requeue again for the rest."
+	}
+	h.flash(w, r, "ok", msg)
 	http.Redirect(w, r, Prefix+"dlq", http.StatusSeeOther)
 }

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -30,8 +32,9 @@ func newDLQRequeueCmd(af *apiFlags) *cobra.Command {
 	var all, dryRun bool
 	requeue := &cobra.Command{Use: "requeue [ID...]", Short: "Make dead jobs available again (by ids, or by filter)",
 		Long: `By ids, or by a filter (--queue, --kind, --partition-key, --key) or --all.
-By filter, at most --limit jobs are requeued (newest first, from --cursor);
---dry-run lists the jobs that would be requeued and changes nothing.`,
+By filter, at most --limit jobs are requeued (the newest, from --cursor);
+--dry-run lists the jobs that would be requeued and changes nothing. Jobs
+are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := af.client()
 			if err != nil {
@@ -73,10 +76,13 @@ By filter, at most --limit jobs are requeued (newest first, from --cursor);
 }
 
 // requeueIDs requeues ids in requests of at most idemhttp.MaxBatch ids
-// (the most one POST /v1/dlq/requeue takes) and
+// (the most one POST /v1/dlq/requeue takes), oldest first, and
 // returns how many were requeued; on an error it says how many were
-// requeued before it.
+// requeued before it. Oldest first: a worker may claim between two
+// requests, and a FIFO partition whose newer dead jobs were requeued first
+// would run it before its older ones, still dead (finished), came back.
 func requeueIDs(ctx context.Context, cl *idemclient.Client, ids []string) (int, error) {
+	ids = oldestFirst(ids)
 	total := 0
 	for chunk := range slices.Chunk(ids, idemhttp.MaxBatch) {
 		n, err := cl.DLQRequeue(ctx, chunk, nil)
@@ -89,6 +95,30 @@ func requeueIDs(ctx context.Context, cl *idemclient.Client, ids []string) (int, 
 		total += n
 	}
 	return total, nil
+}
+
+// oldestFirst returns ids in increasing numeric order (job ids grow in
+// enqueue order), or as they are when one is not a number (the server
+// refuses it).
+func oldestFirst(ids []string) []string {
+	nums := make([]int64, len(ids))
+	for i, id := range ids {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return ids
+		}
+		nums[i] = n
+	}
+	out := slices.Clone(ids)
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(nums[a], nums[b]) })
+	for i, j := range idx {
+		out[i] = ids[j]
+	}
+	return out
 }
 
 // deadIDs pages through the dead jobs of p until p.Limit ids are found;

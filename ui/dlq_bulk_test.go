@@ -1,0 +1,57 @@
+package ui_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/idem-dev/idem/idemclient"
+)
+
+// TestDLQRequeueAllBeyondOneBatch: "Requeue all…" requeues every dead job
+// its confirmation counted. Before the fix it sent one requeue by filter,
+// which the server caps at 1,000 jobs: the confirmation said "This
+// requeues 1001", the button "Requeue 1001 job(s)", and one job stayed
+// dead.
+func TestDLQRequeueAllBeyondOneBatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.login(e.keyA)
+	ctx := context.Background()
+	cl := e.api(e.keyA)
+	const n = 1001
+	for left := n; left > 0; left -= 1000 {
+		reqs := make([]*idemclient.EnqueueRequest, min(left, 1000))
+		for i := range reqs {
+			reqs[i] = &idemclient.EnqueueRequest{Kind: "sync", Queue: "bulk", MaxAttempts: 1}
+		}
+		if _, err := cl.EnqueueBatch(ctx, reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for dead := 0; dead < n; {
+		jobs, err := cl.Claim(ctx, &idemclient.ClaimRequest{Queues: []string{"bulk"}, WorkerID: "w", Limit: 100})
+		if err != nil || len(jobs) == 0 {
+			t.Fatalf("claim: %d %v", len(jobs), err)
+		}
+		for _, j := range jobs {
+			if _, err := cl.Fail(ctx, j.ID, j.LeaseToken, &idemclient.FailRequest{Error: "boom", NoRetry: true}); err != nil {
+				t.Fatal(err)
+			}
+			dead++
+		}
+	}
+	if page := body(t, e.get("/ui/dlq/requeue?queue=bulk", a)); !strings.Contains(page, "This requeues <strong>1001</strong> dead job(s)") {
+		t.Fatalf("confirm:\n%s", page)
+	}
+	token := e.csrf("/ui/dlq", a)
+	page := e.submit(t, "/ui/dlq/requeue", url.Values{"csrf": {token}, "queue": {"bulk"}}, a)
+	left, err := cl.DLQList(ctx, &idemclient.ListParams{Filter: idemclient.Filter{Queue: "bulk"}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, "Requeued 1001 dead jobs.") || len(left.Jobs) != 0 {
+		t.Fatalf("requeue all: %d dead jobs left; page:\n%s", len(left.Jobs), page)
+	}
+}
