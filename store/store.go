@@ -319,10 +319,13 @@ type Records interface {
 	//   - In progress and the lease is free, expired (LeaseUntil <= Now) or
 	//     already Owner's: the lease is taken: Acquired.
 	//   - Otherwise: not acquired; Record shows the holder and LeaseUntil.
-	// A lease taken without a job (JobID 0: Do, result leases, the
-	// middleware) keeps its record live until LeaseUntil at least: a
+	// A lease taken keeps its record live until LeaseUntil at least: a
 	// stored ExpiresAt earlier than LeaseUntil becomes LeaseUntil, so a
-	// result TTL shorter than the work never frees a held key.
+	// result TTL shorter than the work never frees a held key — for a
+	// lease without a job (JobID 0: Do, result leases, the middleware) as
+	// for a job's stored lease (its heartbeats then move both: no new job
+	// of the key, acquirer or expiry sweep takes the key from a job that
+	// runs under a live lease).
 	RecordAcquire(ctx context.Context, p *RecordAcquireParams) (*RecordAcquireResult, error)
 
 	// RecordAcquireMany is RecordAcquire for many keys in one transaction,
@@ -332,7 +335,10 @@ type Records interface {
 	RecordAcquireMany(ctx context.Context, ps []*RecordAcquireParams) ([]*RecordAcquireResult, error)
 
 	// RecordComplete stores a result on a record whose lease Owner holds
-	// (ErrLeaseLost otherwise): status completed, the result fields,
+	// — in progress, live at Now and storing Owner's lease, as for
+	// RecordRenew — (ErrLeaseLost otherwise, writing nothing: a record
+	// that expired is not held even when nobody took it over): status
+	// completed, the result fields,
 	// CompletedAt = Now, ResultExpiresAt = Now + TTL, ExpiresAt =
 	// max(DedupUntil, Now + TTL), lease cleared.
 	RecordComplete(ctx context.Context, p *RecordCompleteParams) error

@@ -173,3 +173,60 @@ func TestDatabaseClockDecidesStoredJobLeases(t *testing.T) {
 		t.Fatalf("sweep one hour ahead: %d deleted, %v; want the held record kept", n, err)
 	}
 }
+
+// TestDatabaseClockKeepsStoredJobLeaseFromAFastInsert: job a runs holding
+// a stored lease on its key (its record was started afresh by its acquire)
+// until one minute from now by the database's clock. A node one hour ahead
+// inserts job b of the key (a new job: the window passed by its clock):
+// the record then names b but keeps a's lease, so b's claim does not
+// report its key held and b waits behind a instead of running beside it.
+func TestDatabaseClockKeepsStoredJobLeaseFromAFastInsert(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	keyed := func(kind string, now time.Time) *store.JobInsertParams {
+		p := job(kind)
+		p.RunAt, p.IdempotencyKey, p.Fingerprint = now, "k", "fp"
+		p.DedupWindow, p.ResultTTL = time.Second, time.Hour
+		return p
+	}
+	now := time.Now()
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{keyed("a", now)}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.JobClaim(ctx, claimParams(1))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim of a: %v %v", jobs, err)
+	}
+	a := jobs[0]
+	// a's record is started afresh by a's acquire: a stored lease.
+	if err := s.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: "default", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "k", Owner: store.JobOwner(a.ID),
+		JobID: a.ID, LeaseUntil: *a.LeaseExpiresAt, DedupUntil: now, ExpiresAt: now.Add(time.Second), Now: now})
+	if err != nil || !res.Acquired {
+		t.Fatalf("a's acquire: %+v %v", res, err)
+	}
+
+	fast := time.Now().Add(time.Hour)
+	r, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{keyed("b", time.Now())}, Now: fast})
+	if err != nil || r[0].Err != nil {
+		t.Fatalf("insert of b one hour ahead: %+v %v", r, err)
+	}
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "k", Now: time.Now()})
+	if err != nil {
+		t.Fatalf("record after b's insert: %v", err)
+	}
+	if rec.LeaseOwner != store.JobOwner(a.ID) {
+		t.Errorf("after an insert one hour ahead, the record's lease owner is %q, want %q (a runs until %v)",
+			rec.LeaseOwner, store.JobOwner(a.ID), *a.LeaseExpiresAt)
+	}
+	jobs, err = s.JobClaim(ctx, claimParams(1))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim of b: %v %v", jobs, err)
+	}
+	if jobs[0].KeyHeld {
+		t.Errorf("b's claim reports its key held while a runs holding it: two executions of one key at once")
+	}
+}

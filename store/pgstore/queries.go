@@ -174,7 +174,10 @@ RETURNING r.tenant, r.key, r.job_id`
 	// else the database's), whatever its stored expiry: its window ended
 	// while the job ran, and the job still holds it. A reopen after the
 	// window then writes that job's lease into the record (lease_owner,
-	// lease_until above), so the new job waits behind it.
+	// lease_until above), so the new job waits behind it. Nor is a record
+	// whose stored lease lives by the same clock (a job's own stored lease:
+	// the caller's clock may run ahead of the expiry it wrote,
+	// docs/postgres.md "Clocks"): a reopen keeps that lease.
 	upExpired = `(CASE WHEN r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
         THEN CASE WHEN NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = r.job_id) THEN NULL
              WHEN EXISTS (SELECT 1 FROM lk WHERE lk.id = r.job_id AND lk.state = 'running'
@@ -182,6 +185,8 @@ RETURNING r.tenant, r.key, r.job_id`
              THEN NULL
              ELSE COALESCE((SELECT GREATEST(r.dedup_until, dj.result_until) FROM dv dj
                             WHERE dj.id = r.job_id AND ` + derivedCond + `), r.expires_at) END
+        WHEN r.lease_owner IS NOT NULL
+             AND r.lease_until > CASE WHEN $8::boolean THEN excluded.created_at ELSE now() END THEN NULL
         ELSE r.expires_at END <= excluded.created_at)`
 
 	// upGone (qUpsertRecords) is true of a record that names a job which no

@@ -155,7 +155,7 @@ ORDER BY r.tenant LIMIT 1`
     INSERT INTO {schema}.records AS r
         (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
     SELECT i.tenant, i.key, 'in_progress', NULLIF(i.job_id, 0), i.owner, i.lease_until, $6::timestamptz, i.dedup_until,
-        CASE WHEN i.job_id = 0 AND i.expires_at < i.lease_until THEN i.lease_until ELSE i.expires_at END
+        CASE WHEN i.expires_at < i.lease_until THEN i.lease_until ELSE i.expires_at END
     FROM i
     WHERE NOT EXISTS (SELECT 1 FROM own WHERE own.tenant = i.tenant AND own.key = i.key)
       AND (SELECT count(*) FROM lk) >= 0
@@ -185,9 +185,12 @@ WHERE oj.state = 'running' AND oj.lease_expires_at > COALESCE($5::timestamptz, n
 	// expired (a fresh start), or in progress with no live lease or with
 	// this owner's, not held by its running job and not completed by it
 	// (lk, above; a completion derived from the job row, derivedJoin); $6
-	// is now, $9 the expiry clock. A lease without a job (Do, result
-	// leases, the middleware) keeps its record live until the lease ends
-	// at least, whatever the TTL (as the insert above does). A record
+	// is now, $9 the expiry clock. A stored lease keeps its record live
+	// until the lease ends at least, whatever the TTL (as the insert above
+	// does): a lease without a job (Do, result leases, the middleware), and
+	// a job's (its key's record had expired, and the executor asks for an
+	// expiry of now + the result TTL, which may come before the job's first
+	// heartbeat; heartbeats then move both: qHeartbeat). A record
 	// whose stored result expired while the record lives on for its window
 	// (acqDrop) is taken as one without a result, keeping its key's
 	// fingerprint, job and window.
@@ -207,7 +210,7 @@ WHERE oj.state = 'running' AND oj.lease_expires_at > COALESCE($5::timestamptz, n
     created_at    = CASE WHEN ` + acqDrop + ` THEN excluded.created_at ELSE r.created_at END,
     dedup_until   = CASE WHEN ` + acqExpired + ` THEN excluded.dedup_until ELSE r.dedup_until END,
     expires_at    = CASE WHEN ` + acqExpired + ` THEN excluded.expires_at
-                         WHEN excluded.job_id IS NULL AND r.expires_at < excluded.lease_until THEN excluded.lease_until
+                         WHEN r.expires_at < excluded.lease_until THEN excluded.lease_until
                          ELSE r.expires_at END,
     result_expires_at = CASE WHEN ` + acqDrop + ` THEN NULL ELSE r.result_expires_at END
 WHERE ` + acqDrop + `
@@ -259,12 +262,17 @@ WHERE ` + acqDrop + `
              AND r.lease_until > COALESCE($9::timestamptz, now()) THEN NULL
         ELSE r.expires_at END <= $6)`
 
+	// qRecordComplete stores the result of a record whose lease owner $3
+	// still holds: in progress, live at $8 and storing that owner's lease
+	// (store.Records.RecordComplete, as qRecordRenew); a record that
+	// expired while nobody took it over is no longer held.
 	qRecordComplete = `UPDATE {schema}.records SET
     status = 'completed', result = $4, compressed = $5, result_hash = $6, size_bytes = length($4::bytea),
     completed_at = $8, expires_at = GREATEST(dedup_until, $8::timestamptz + $7::bigint * interval '1 microsecond'),
     result_expires_at = $8::timestamptz + $7::bigint * interval '1 microsecond',
     lease_owner = NULL, lease_until = NULL, duration_ms = $9
-WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
+WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
+  AND (expires_at IS NULL OR expires_at > $8)`
 
 	qRecordRelease = `UPDATE {schema}.records SET lease_owner = NULL, lease_until = NULL
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3`

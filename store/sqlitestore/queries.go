@@ -577,11 +577,14 @@ WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND status = 'in_progress' AND le
 	acquireDrop = `(` + acquireExpired + ` OR (status = 'completed' AND result_expires_at <= ?6))`
 
 	// qRecordAcquire: ?1 tenant, ?2 key, ?3 job id, ?4 owner, ?5 lease
-	// until, ?6 now, ?7 dedup_until, ?8 expires_at. A lease without a job
-	// (?3 = 0: Do, result leases, the middleware) keeps its record live
-	// until the lease ends at least, whatever the TTL.
+	// until, ?6 now, ?7 dedup_until, ?8 expires_at. A stored lease keeps
+	// its record live until the lease ends at least, whatever the TTL: a
+	// lease without a job (?3 = 0: Do, result leases, the middleware) and
+	// a job's (its key's record had expired, and the executor asks for an
+	// expiry of now + the result TTL, which may come before the job's
+	// first heartbeat; heartbeats then move both: qKeyLeaseExtend).
 	qRecordAcquire = `INSERT INTO idem_keys (tenant, key, status, job_id, lease_owner, lease_until, created_at, dedup_until, expires_at)
-VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, CASE WHEN ?3 = 0 AND ?8 < ?5 THEN ?5 ELSE ?8 END)
+VALUES (?1, ?2, 'in_progress', ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 < ?5 THEN ?5 ELSE ?8 END)
 ON CONFLICT (tenant, key) DO UPDATE SET
     lease_owner   = excluded.lease_owner,
     lease_until   = excluded.lease_until,
@@ -598,7 +601,7 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     completed_at  = CASE WHEN ` + acquireDrop + ` THEN NULL ELSE completed_at END,
     dedup_until   = CASE WHEN ` + acquireExpired + ` THEN excluded.dedup_until ELSE dedup_until END,
     expires_at    = CASE WHEN ` + acquireExpired + ` THEN excluded.expires_at
-                         WHEN excluded.job_id = 0 AND expires_at < excluded.lease_until THEN excluded.lease_until
+                         WHEN expires_at < excluded.lease_until THEN excluded.lease_until
                          ELSE expires_at END,
     duration_ms   = CASE WHEN ` + acquireDrop + ` THEN 0 ELSE duration_ms END,
     result_expires_at = CASE WHEN ` + acquireDrop + ` THEN NULL ELSE result_expires_at END

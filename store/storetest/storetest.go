@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, recordLeaseCases()...)
 	all = append(all, recordWindowCases()...)
 	all = append(all, recordTTLCases()...)
+	all = append(all, recordJobLeaseCases()...)
 	all = append(all, seedCases()...)
 	all = append(all, batchFinishCases()...)
 	all = append(all, cancelCases()...)
