@@ -116,13 +116,32 @@ func (c *Config) setAutoKey(p *store.JobInsertParams) error {
 		args = json.RawMessage("{}")
 	}
 	k, err := key.Scoped(tenant, user, action, args)
+	if err == nil {
+		err = ValidateKey("idempotency_key", k)
+	}
 	if err != nil {
-		bad := "idempotency_key"
-		if strings.Contains(user, "_") {
-			bad = "metadata." + field
-		}
-		return idemtype.Invalid(bad, "cannot derive the key: %v", err)
+		return autoKeyError(err, tenant, user, field)
 	}
 	p.IdempotencyKey = k
 	return nil
+}
+
+// autoKeyError is the error of a derived key that cannot be made (err),
+// naming the part at fault rather than idempotency_key, which the caller
+// did not send: the user (metadata.<field>) when it holds a '_' or is not
+// a part a key can hold (printable ASCII, short enough), else the tenant
+// when it holds a '_' (seed 002's format cannot; AutoKey.NoTenant leaves it
+// out). Action and kind were checked at start-up (AutoKey.Validate).
+func autoKeyError(err error, tenant, user, field string) error {
+	switch {
+	case user != "" && (strings.Contains(user, "_") || ValidateKey("user", user) != nil ||
+		len(user) > MaxKeyLength-autoKeyFixedLength):
+		return idemtype.Invalid("metadata."+field, "cannot derive the idempotency key from the user: %v", err)
+	case strings.Contains(tenant, "_"):
+		return idemtype.Invalid("tenant", "cannot derive the idempotency key: tenant %q holds '_', which the key's "+
+			"format {tenant}_{user}_{action}_{hash} cannot (set no_tenant to leave it out)", tenant)
+	case user != "":
+		return idemtype.Invalid("metadata."+field, "cannot derive the idempotency key: %v", err)
+	}
+	return idemtype.Invalid("idempotency_key", "cannot derive the key: %v", err)
 }

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -38,5 +39,37 @@ func TestAutoKeyValidate(t *testing.T) {
 				t.Fatalf("NewClient: %v, want ok %v or an error naming the kind", err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestAutoKeyErrorNamesThePart: a job whose derived key cannot be made is
+// refused naming the part at fault — the metadata's user (not ASCII, or so
+// long the key would not fit), or the tenant (a '_', which seed 002's
+// format cannot hold) — never idempotency_key, a field the caller did not
+// send; and nothing is written.
+func TestAutoKeyErrorNamesThePart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &idem.Config{AutoKeyByQueue: map[string]idem.AutoKey{"mail": {}}})
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name, tenant, user, field string
+	}{
+		{"user not ASCII", "default", "José", "metadata.user"},
+		{"user too long for a key", "default", strings.Repeat("u", idem.MaxKeyLength), "metadata.user"},
+		{"user with '_'", "default", "a_b", "metadata.user"},
+		{"tenant with '_'", "acme_corp", "u1", "tenant"},
+	} {
+		meta, err := json.Marshal(map[string]string{"user": tc.user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "send", Args: json.RawMessage(`{"n":1}`),
+			Opts: &idem.EnqueueOpts{Queue: "mail", Tenant: tc.tenant, Metadata: meta}})
+		if got := invalidField(err); got != tc.field {
+			t.Errorf("%s: error %v names %q, want %q", tc.name, err, got, tc.field)
+		}
+	}
+	if jobs, _, err := b.client.JobList(ctx, &idem.JobListParams{}); err != nil || len(jobs) != 0 {
+		t.Fatalf("refused enqueues wrote %d jobs (%v)", len(jobs), err)
 	}
 }

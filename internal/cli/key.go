@@ -48,7 +48,9 @@ func newKeyCmd() *cobra.Command {
 	fl.StringVar(&f.grain, "grain", "day", "time grain of the lock key: minute, hour or day")
 	fl.StringVar(&f.zone, "zone", "UTC", "time zone of the lock key's grain")
 	fl.StringVar(&f.at, "time", "", "time of the lock key (RFC 3339; default now)")
-	fl.StringSliceVar(&f.sets, "set", nil, "JSON pointer of an array to sort as a set (repeatable)")
+	// StringArray, not StringSlice: a pointer is taken whole (a member name
+	// may hold a comma or a quote, which a comma-separated flag would split).
+	fl.StringArrayVar(&f.sets, "set", nil, "JSON pointer of an array to sort as a set (repeatable, one pointer each)")
 	return cmd
 }
 

@@ -59,3 +59,14 @@ func TestMigrateAndBenchOnSQLite(t *testing.T) {
 		}
 	}
 }
+
+// TestKeySetPointerWithComma: --set takes each JSON Pointer whole, as RFC
+// 6901 spells it: a member name may hold a comma (or a quote), which a
+// comma-separated flag would split into two pointers (one refused).
+func TestKeySetPointerWithComma(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := runCLI(t, `{"a,b":[2,1],"c\"d":[4,3]}`, "key", "--set", "/a,b", "--set", `/c"d`)
+	if code != 0 || !strings.Contains(out, `canonical  {"a,b":[1,2],"c\"d":[3,4]}`+"\n") {
+		t.Fatalf("code %d out %q err %q", code, out, errOut)
+	}
+}
