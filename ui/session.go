@@ -44,17 +44,21 @@ func (h *Handler) session(r *http.Request) (*session, bool) {
 		return nil, false
 	}
 	s := &session{nonce: parts[0], admin: parts[1] == "a", key: parts[2]}
-	s.csrf = h.csrfToken(s.nonce)
+	s.csrf = csrfToken(s.key, s.nonce)
 	if t, err := r.Cookie(tenantCookie); err == nil && s.admin {
 		s.tenant = t.Value
 	}
 	return s, true
 }
 
-// csrfToken is the per-session token every POST form carries.
-func (h *Handler) csrfToken(nonce string) string {
-	m := hmac.New(sha256.New, h.secret)
-	m.Write([]byte("csrf:" + nonce))
+// csrfToken is the per-session token every POST form carries: an HMAC of
+// the session's nonce keyed by its API key. It needs no secret of this
+// process, so every node behind a load balancer (and a restarted one)
+// accepts the forms another rendered; a cross-site page knows neither the
+// key nor the nonce (both only in the HttpOnly cookie), so it cannot make it.
+func csrfToken(key, nonce string) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte("idem-ui-csrf:" + nonce))
 	return hex.EncodeToString(m.Sum(nil))
 }
 

@@ -13,7 +13,6 @@
 package ui
 
 import (
-	"crypto/rand"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -66,7 +65,6 @@ type Config struct {
 type Handler struct {
 	api    http.Handler
 	cfg    Config
-	secret []byte // signs the CSRF tokens of this process's sessions
 	pages  map[string]*template.Template
 	static http.Handler
 	mux    *http.ServeMux
@@ -94,10 +92,7 @@ func New(api http.Handler, cfg *Config) (*Handler, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	h := &Handler{api: api, cfg: c, secret: make([]byte, 32)}
-	if _, err := rand.Read(h.secret); err != nil {
-		return nil, err
-	}
+	h := &Handler{api: api, cfg: c}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
