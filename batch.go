@@ -122,6 +122,10 @@ func (c *Client) BatchCreate(ctx context.Context, p BatchCreateParams) (*Batch, 
 	} else {
 		for _, r := range res.Jobs {
 			c.wake(r.Job.Queue)
+			c.observe(EventEnqueued, r.Job, nil)
+		}
+		if res.OnFinish != 0 && onFinish != nil {
+			c.observe(EventEnqueued, &JobRow{ID: res.OnFinish, Tenant: tenant, Queue: onFinish.Queue, Kind: onFinish.Kind}, nil)
 		}
 	}
 	b, err := c.batchWithJobs(ctx, res.Batch)

@@ -380,7 +380,9 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	if len(errs) > 0 && errs[0] != nil {
 		return nil, errs[0]
 	}
-	c.observeFinish(row, fin)
+	if !fin.Repeated { // a repeated completion (a client's retry) was counted once already
+		c.observeFinish(row, fin)
+	}
 	c.finished(row.ID)
 	return c.JobGet(ctx, tenant, row.ID)
 }

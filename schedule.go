@@ -412,8 +412,11 @@ func (c *Client) insertFiring(ctx context.Context, p *store.JobInsertParams) (*E
 	if r.Err != nil {
 		return nil, fmt.Errorf("insert firing: %w", r.Err)
 	}
-	if !r.Existing {
+	if r.Existing {
+		c.observe(EventDeduplicated, r.Job, nil)
+	} else {
 		c.wake(r.Job.Queue)
+		c.observe(EventEnqueued, r.Job, nil)
 	}
 	return &EnqueueResult{Job: r.Job, Existing: r.Existing}, nil
 }

@@ -53,7 +53,7 @@ func NewJobMetrics(maxLabels int) *JobMetrics {
 		"jobs_completed_total":    "Attempts that completed (run or from the cache).",
 		"jobs_failed_total":       "Attempts that failed (retried or dead).",
 		"jobs_retried_total":      "Failed attempts scheduled for a retry.",
-		"jobs_dead_total":         "Jobs moved to the dead-letter queue.",
+		"jobs_dead_total":         "Jobs moved to the dead-letter queue (by a failed attempt, or by the rescuer when the last attempt's lease expired).",
 		"cache_hits_total":        "Keyed jobs answered from a cached result.",
 		"cache_misses_total":      "Keyed jobs that ran because nothing was cached.",
 		"jobs_rescued_total":      "Jobs whose expired lease the rescuer took back.",
@@ -126,6 +126,9 @@ func (m *JobMetrics) ObserveJob(e *idem.JobEvent) {
 		inc("cache_misses_total")
 	case idem.EventRescued:
 		inc("jobs_rescued_total")
+		if e.State == idemtype.StateDead { // its last attempt was lost: it went to the dead-letter queue
+			inc("jobs_dead_total")
+		}
 	case idem.EventFinished:
 		m.finished(e, q, k)
 	}

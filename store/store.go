@@ -26,8 +26,8 @@
 //     <= 0 (see ListLimit, BatchLimit).
 //   - A repeated completion (same job, same lease token) succeeds without
 //     writing when its result is the same JSON value as the committed one
-//     (SameResult: key order and whitespace do not matter) and fails with
-//     ErrLeaseLost otherwise.
+//     (SameResult: key order and whitespace do not matter), setting the
+//     item's Repeated, and fails with ErrLeaseLost otherwise.
 //   - A rescued job's LastError is RescuedError.
 //
 // Optional capabilities are separate interfaces a Store may implement
@@ -572,6 +572,11 @@ type JobFinishParams struct {
 	RecordResult     []byte
 	RecordCompressed bool
 	ResultHash       string
+	// Repeated is set by JobFinishMany (not by the caller): true when the
+	// item was accepted as a repeat of a completion already committed
+	// (same token, same result), so it wrote nothing. Callers that count
+	// finished attempts (metrics, observers) skip such items.
+	Repeated bool
 }
 
 // BatchCreateParams creates a batch with its jobs.

@@ -387,6 +387,7 @@ func (s *Store) releaseDependants(ctx context.Context, q querier, locked []int64
 func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) error {
 	var missed []int64
 	for i, f := range p {
+		f.Repeated = false // a retried transaction decides again
 		if out[i] == nil {
 			if _, ok := finished[f.ID]; !ok {
 				missed = append(missed, f.ID)
@@ -428,6 +429,7 @@ func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFin
 		}
 		if ok && f.State == idemtype.StateCompleted && h.state == string(idemtype.StateCompleted) &&
 			h.token != "" && h.token == f.LeaseToken && store.SameResult(res, f.Result) {
+			f.Repeated = true
 			continue
 		}
 		out[i] = fmt.Errorf("finish job %d: %w", f.ID, idemtype.ErrLeaseLost)

@@ -38,6 +38,9 @@ func finishIDs(ps []*store.JobFinishParams) string {
 // putting each item's error in errs; its own error fails the whole
 // operation.
 func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error) error {
+	for _, p := range ps {
+		p.Repeated = false // repeatCompletion sets it; a retried write decides again
+	}
 	if accepted, index := store.FinishAccepted(ps, errs); index != nil {
 		// Some finishes are refused (store.FinishCheck): finish the others.
 		sub := make([]error, len(accepted))
@@ -202,6 +205,7 @@ func repeatCompletion(t *wtx, p *store.JobFinishParams) (error, error) {
 		return nil, err
 	}
 	if state == string(idemtype.StateCompleted) && token == p.LeaseToken && token != "" && store.SameResult(result, p.Result) {
+		p.Repeated = true
 		return nil, nil
 	}
 	return lost, nil

@@ -155,8 +155,17 @@ func testFinishWrongToken(t *testing.T, s store.Store) {
 func testFinishRepeat(t *testing.T, s store.Store) {
 	j := insert1(t, s, at(0), newJob("k"))
 	c := claimJob(t, s, j, at(0))
-	finish1(t, s, completion(c, `{"a":1}`, at(time.Second)))
-	wantOK(t, "repeat with the same token and result", finishAll(t, s, completion(c, `{"a":1}`, at(2*time.Second)))[0])
+	first := completion(c, `{"a":1}`, at(time.Second))
+	first.Repeated = true // the store decides it, whatever the caller set
+	finish1(t, s, first)
+	if first.Repeated {
+		t.Error("the first completion is marked Repeated")
+	}
+	repeat := completion(c, `{"a":1}`, at(2*time.Second))
+	wantOK(t, "repeat with the same token and result", finishAll(t, s, repeat)[0])
+	if !repeat.Repeated {
+		t.Error("a repeated completion is not marked Repeated: callers would count it twice")
+	}
 	// JSON-equal, not byte-equal: whitespace does not matter.
 	wantOK(t, "repeat with whitespace", finishAll(t, s, completion(c, " {\n  \"a\" : 1 }\n", at(2*time.Second)))[0])
 	wantErr(t, "repeat with another result", finishAll(t, s, completion(c, `{"a":2}`, at(2*time.Second)))[0], idemtype.ErrLeaseLost)
