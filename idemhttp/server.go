@@ -59,7 +59,12 @@ type route struct {
 }
 
 // NewServer returns the API server of client on st (the store the client
-// uses; its API keys and records serve auth and the middleware).
+// uses; its API keys and records serve auth and the middleware). When st
+// keeps counters (store.Counters: both stores do), the cache hits and
+// misses of /v1/stats, /v1/idempotency and the cache_hit_rate check are
+// the store's, shared by every node: give the client (and every other
+// node's) a CacheCounters in its idem.Config.Observer, as `idem serve`
+// does, or they stay 0.
 func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	if client == nil || st == nil {
 		return nil, errors.New("idemhttp: nil client or store")
