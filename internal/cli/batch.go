@@ -41,7 +41,7 @@ func newBatchCmd() *cobra.Command {
 			req := &idemclient.BatchCreateRequest{Key: key, Metadata: metadata, Jobs: jobs}
 			if onFinish != "" {
 				var of batchJobJSON
-				if err := json.Unmarshal([]byte(onFinish), &of); err != nil {
+				if err := decodeJobsJSON([]byte(onFinish), &of); err != nil {
 					return usageErr(fmt.Errorf("--on-finish: a JSON job: %w", err))
 				}
 				if req.OnFinish, err = of.request(); err != nil {
@@ -111,19 +111,34 @@ func readBatchJobs(cmd *cobra.Command, file string) ([]*idemclient.EnqueueReques
 		return nil, fmt.Errorf("read jobs: %w", err)
 	}
 	var raw []batchJobJSON
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("read jobs: a JSON array of jobs: %w", err)
+	if err := decodeJobsJSON(data, &raw); err != nil {
+		return nil, usageErr(fmt.Errorf("read jobs: a JSON array of jobs: %w", err))
 	}
 	out := make([]*idemclient.EnqueueRequest, len(raw))
 	for i := range raw {
 		if out[i], err = raw[i].request(); err != nil {
-			return nil, fmt.Errorf("read jobs: jobs[%d]: %w", i, err)
+			return nil, usageErr(fmt.Errorf("read jobs: jobs[%d]: %w", i, err))
 		}
 	}
 	return out, nil
 }
 
-// batchJobJSON is one job of a batch file, or the --on-finish job.
+// decodeJobsJSON decodes one JSON value into v, refusing fields a job does
+// not have (a misspelt field is an error naming it, not a default).
+func decodeJobsJSON(data []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("text after the JSON value")
+	}
+	return nil
+}
+
+// batchJobJSON is one job of a batch file, or the --on-finish job: the
+// fields of an enqueue (wire.EnqueueRequest).
 type batchJobJSON struct {
 	Kind           string          `json:"kind"`
 	Queue          string          `json:"queue"`
@@ -134,11 +149,40 @@ type batchJobJSON struct {
 	PartitionKey   string          `json:"partition_key"`
 	Metadata       json.RawMessage `json:"metadata"`
 	Retry          *wire.RetrySpec `json:"retry"`
+	RunAt          string          `json:"run_at"`
+	DependsOn      []wire.JobID    `json:"depends_on"`
+	DedupWindow    *string         `json:"dedup_window"`
+	ResultTTL      *string         `json:"result_ttl"`
+	Timeout        *string         `json:"timeout"`
 }
 
 func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 	out := &idemclient.EnqueueRequest{Kind: r.Kind, Queue: r.Queue, Args: r.Args, IdempotencyKey: r.IdempotencyKey,
 		Priority: r.Priority, MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey, Metadata: r.Metadata}
+	for _, id := range r.DependsOn {
+		out.DependsOn = append(out.DependsOn, string(id))
+	}
+	if r.RunAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, r.RunAt)
+		if err != nil {
+			return nil, fmt.Errorf("run_at: want an RFC 3339 time: %w", err)
+		}
+		out.RunAt = t
+	}
+	for _, d := range []struct {
+		name string
+		v    *string
+		dst  **time.Duration
+	}{{"dedup_window", r.DedupWindow, &out.DedupWindow}, {"result_ttl", r.ResultTTL, &out.ResultTTL}, {"timeout", r.Timeout, &out.Timeout}} {
+		if d.v == nil {
+			continue
+		}
+		v, err := time.ParseDuration(*d.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.name, err)
+		}
+		*d.dst = &v
+	}
 	if r.Retry == nil {
 		return out, nil
 	}

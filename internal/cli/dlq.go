@@ -31,7 +31,8 @@ func newDLQRequeueCmd(af *apiFlags) *cobra.Command {
 	var rf listFlags
 	var all, dryRun bool
 	requeue := &cobra.Command{Use: "requeue [ID...]", Short: "Make dead jobs available again (by ids, or by filter)",
-		Long: `By ids, or by a filter (--queue, --kind, --partition-key, --key) or --all.
+		Long: `By ids, or by a filter (--queue, --kind, --partition-key, --key, --error-code,
+--resolved) or --all.
 By filter, at most --limit jobs are requeued (the newest, from --cursor);
 --dry-run lists the jobs that would be requeued and changes nothing. Jobs
 are requeued oldest first, so a FIFO partition runs its oldest job first.`,
@@ -50,7 +51,8 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 				if err != nil {
 					return err
 				}
-				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" && f.ErrorCode == "" {
+				if f := p.Filter; !all && f.Queue == "" && f.Kind == "" && f.PartitionKey == "" && f.IdempotencyKey == "" && f.ErrorCode == "" &&
+					f.Resolved == nil {
 					return usageErr(errors.New("give ids, a filter (--queue, --kind, …) or --all"))
 				}
 				if ids, next, err = deadIDs(cmd.Context(), cl, p); err != nil {

@@ -57,3 +57,25 @@ func TestDLQRequeueBeyondOneBatch(t *testing.T) {
 		t.Fatalf("dead jobs left: %d %s", code, out)
 	}
 }
+
+// TestDLQRequeueByResolved: --resolved alone is a filter (it selects), as
+// --queue or --error-code are: `dlq requeue --resolved false` requeues the
+// unresolved dead jobs and leaves the resolved ones, instead of asking
+// for a filter.
+func TestDLQRequeueByResolved(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t)
+	makeManyDead(t, e.url, e.key, "flaky", 2)
+	var page struct{ Jobs []struct{ ID string } }
+	e.jsonOut(&page, "dlq", "list")
+	if len(page.Jobs) != 2 {
+		t.Fatalf("dead jobs: %+v", page.Jobs)
+	}
+	resolved := page.Jobs[0].ID
+	e.ok("", "dlq", "resolve", resolved, "--note", "handled")
+	e.ok("requeued 1 jobs", "dlq", "requeue", "--resolved", "false")
+	e.jsonOut(&page, "dlq", "list")
+	if len(page.Jobs) != 1 || page.Jobs[0].ID != resolved {
+		t.Fatalf("dead jobs left: %+v, want only the resolved %s", page.Jobs, resolved)
+	}
+}

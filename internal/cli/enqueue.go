@@ -11,9 +11,9 @@ import (
 )
 
 type enqueueFlags struct {
-	args, queue, key, runAt, partition, dedup, ttl, metadata, retry string
-	priority, maxAttempts                                           int
-	dependsOn                                                       []string
+	args, queue, key, runAt, partition, dedup, ttl, metadata, retry, timeout string
+	priority, maxAttempts                                                    int
+	dependsOn                                                                []string
 }
 
 func newEnqueueCmd() *cobra.Command {
@@ -27,6 +27,10 @@ returns the existing job. Without it the client still sends a random key, so its
 own retries never create two jobs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("max-attempts") && f.maxAttempts < 1 {
+				// 0 would be sent as no value: the server's default.
+				return usageErr(fmt.Errorf("--max-attempts %d: want 1 to 1000", f.maxAttempts))
+			}
 			req, err := f.request(args[0])
 			if err != nil {
 				return err
@@ -60,6 +64,7 @@ own retries never create two jobs.`,
 	fl.StringVar(&f.partition, "partition-key", "", "FIFO partition key")
 	fl.StringVar(&f.dedup, "dedup-window", "", "how long the key blocks new jobs (e.g. 168h; 0s = while unfinished)")
 	fl.StringVar(&f.ttl, "result-ttl", "", "how long the result is cached (e.g. 168h)")
+	fl.StringVar(&f.timeout, "timeout", "", "limit of one attempt (e.g. 30s; default the queue's or kind's)")
 	fl.StringVar(&f.metadata, "metadata", "", "metadata as a JSON object")
 	fl.IntVar(&f.priority, "priority", 0, "priority (higher first)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts before the job is dead (default: the server's)")
@@ -102,7 +107,7 @@ func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) 
 	for _, d := range []struct {
 		name, v string
 		dst     **time.Duration
-	}{{"--dedup-window", f.dedup, &req.DedupWindow}, {"--result-ttl", f.ttl, &req.ResultTTL}} {
+	}{{"--dedup-window", f.dedup, &req.DedupWindow}, {"--result-ttl", f.ttl, &req.ResultTTL}, {"--timeout", f.timeout, &req.Timeout}} {
 		if d.v == "" {
 			continue
 		}

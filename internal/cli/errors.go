@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/idem-dev/idem/idemclient"
@@ -72,7 +73,6 @@ func classify(err error) (code int, hint string) {
 	}
 	var ee *exitError
 	var ce *idemclient.Error
-	var ne net.Error
 	switch {
 	case errors.As(err, &ee):
 		code = ee.code
@@ -104,10 +104,21 @@ func classify(err error) (code int, hint string) {
 		hint = "check the id or key; `idem jobs list` and `idem dlq list` show what exists"
 	case code == ExitConflict:
 		hint = "the job or key changed state; inspect it with `idem jobs get ID`"
-	case errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused"):
+	case unreachable(err):
 		hint = "is `idem serve` running there? set --url or " + envURL
 	}
 	return code, hint
+}
+
+// unreachable reports whether err is a failure to reach the server: a
+// network error of a request (*url.Error, *net.OpError, *net.DNSError).
+// Not any net.Error: a syscall.Errno (a missing file) is one too.
+func unreachable(err error) bool {
+	var ue *url.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de) ||
+		strings.Contains(err.Error(), "connection refused")
 }
 
 // message renders err once-prefixed: the client's own "idem: " prefix

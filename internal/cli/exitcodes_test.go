@@ -99,6 +99,12 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"enqueue", "k", "--priority", "high"}, "--priority"},
 		{[]string{"jobs", "retry", id, "--run-at", "2026-13-01"}, "--run-at"},
 		{[]string{"jobs", "list", "--limit", "many"}, "--limit"},
+		// 0 or less was once taken for "no flag": 50 jobs, and the
+		// server's default number of attempts.
+		{[]string{"jobs", "list", "--limit", "0"}, "--limit"},
+		{[]string{"dlq", "list", "--limit", "-1"}, "--limit"},
+		{[]string{"enqueue", "k", "--max-attempts", "0"}, "--max-attempts"},
+		{[]string{"enqueue", "k", "--timeout", "soon"}, "--timeout"},
 		{[]string{"jobs", "list", "--bogus"}, "--bogus"},
 		{[]string{"dlq", "list", "--resolved", "maybe"}, "--resolved"},
 		{[]string{"dlq", "requeue"}, "--all"},

@@ -147,6 +147,10 @@ func (l *listFlags) register(cmd *cobra.Command, withState bool) {
 }
 
 func (l *listFlags) params() (*idemclient.ListParams, error) {
+	if l.limit < 1 {
+		// 0 would be sent as no value: the server's page size.
+		return nil, usageErr(fmt.Errorf("--limit %d: want a positive number", l.limit))
+	}
 	p := &idemclient.ListParams{Filter: idemclient.Filter{Queue: l.queue, Kind: l.kind, PartitionKey: l.partition,
 		IdempotencyKey: l.key}, Limit: l.limit, Cursor: l.cursor}
 	if l.states != "" {

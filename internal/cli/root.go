@@ -6,7 +6,8 @@ package cli
 import (
 	"context"
 	"io"
-	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -25,9 +26,29 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		asJSON, _ := root.PersistentFlags().GetBool("json")
-		return reportError(stderr, err, asJSON || slices.Contains(args, "--json"))
+		return reportError(stderr, err, asJSON || jsonArg(args))
 	}
 	return ExitOK
+}
+
+// jsonArg reports whether args ask for JSON (--json, or --json=V with V
+// true): an error met while parsing the flags, before --json was read, is
+// then still reported as JSON. Arguments after "--" are not flags.
+func jsonArg(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" {
+			return true
+		}
+		if v, ok := strings.CutPrefix(a, "--json="); ok {
+			if b, err := strconv.ParseBool(v); err == nil && b {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // wantJSON reports whether the command runs with --json.

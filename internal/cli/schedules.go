@@ -51,7 +51,7 @@ func newSchedulesListCmd(af *apiFlags) *cobra.Command {
 
 func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 	var req idemclient.ScheduleRequest
-	var every, dedup, ttl, args, retry string
+	var every, dedup, ttl, timeout, args, retry string
 	put := &cobra.Command{Use: "put NAME", Short: "Create or replace a schedule (--cron or --every, --kind)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			cl, err := af.client()
@@ -61,7 +61,7 @@ func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 			for _, d := range []struct {
 				v   string
 				dst **string
-			}{{every, &req.Every}, {dedup, &req.DedupWindow}, {ttl, &req.ResultTTL}} {
+			}{{every, &req.Every}, {dedup, &req.DedupWindow}, {ttl, &req.ResultTTL}, {timeout, &req.Timeout}} {
 				if d.v != "" {
 					*d.dst = &d.v
 				}
@@ -102,6 +102,7 @@ func newSchedulesPutCmd(af *apiFlags) *cobra.Command {
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "job max attempts")
 	f.StringVar(&dedup, "dedup-window", "", "how long a firing key blocks (at least 1h)")
 	f.StringVar(&ttl, "result-ttl", "", "how long a result is cached")
+	f.StringVar(&timeout, "timeout", "", "limit of one attempt of each firing's job (e.g. 30s)")
 	f.StringVar(&retry, "retry", "", `each firing's retry policy as JSON, e.g. '{"delays":["1s","5s","25s"]}' (max_attempts, base, factor, max, jitter, delays)`)
 	return put
 }

@@ -26,9 +26,11 @@ func TestSchedulesCommands(t *testing.T) {
 	}
 	mustRun("schedules", "put", "tick", "--every", "5m", "--kind", "tick")
 	// Seed 004's retry policy, 1 s then 5 s then 25 s, given to every firing.
-	mustRun("schedules", "put", "fn", "--every", "5m", "--kind", "fn", "--retry", `{"max_attempts":4,"delays":["1s","5s","25s"]}`)
+	mustRun("schedules", "put", "fn", "--every", "5m", "--kind", "fn", "--retry", `{"max_attempts":4,"delays":["1s","5s","25s"]}`,
+		"--timeout", "45s")
 	var fn struct {
-		MaxAttempts int `json:"max_attempts"`
+		Timeout     string `json:"timeout"`
+		MaxAttempts int    `json:"max_attempts"`
 		Retry       *struct {
 			Delays []string `json:"delays"`
 		} `json:"retry"`
@@ -44,6 +46,9 @@ func TestSchedulesCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	if fn.Timeout != "45s" {
+		t.Errorf("schedule fn: timeout %q, want 45s (--timeout)", fn.Timeout)
 	}
 	if fn.Retry == nil || strings.Join(fn.Retry.Delays, ",") != "1s,5s,25s" || fn.MaxAttempts != 4 {
 		t.Errorf("schedule fn: max_attempts %d, retry %+v; want 4 and delays 1s,5s,25s", fn.MaxAttempts, fn.Retry)

@@ -92,6 +92,9 @@ func newTargetsCmd() *cobra.Command {
 			if err := cl.DeleteTarget(cmd.Context(), args[0]); err != nil {
 				return err
 			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"deleted": args[0]})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted target %s\n", args[0])
 			return nil
 		}}

@@ -76,6 +76,9 @@ func newUnsubscribeCmd(af *apiFlags) *cobra.Command {
 			if err := cl.DeleteSubscription(cmd.Context(), args[0], args[1]); err != nil {
 				return err
 			}
+			if wantJSON(cmd) {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"deleted": true, "topic": args[0], "subscription": args[1]})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted subscription %s/%s\n", args[0], args[1])
 			return nil
 		}}
