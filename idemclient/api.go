@@ -31,6 +31,8 @@ type EnqueueRequest struct {
 	DedupWindow    *time.Duration // nil = server default; 0 = only while unfinished
 	ResultTTL      *time.Duration
 	Metadata       json.RawMessage
+	// Timeout limits each attempt; nil = the queue's or kind's.
+	Timeout *time.Duration
 	// Retry is the job's own retry policy; nil = the queue's or kind's.
 	Retry *RetryPolicy
 }
@@ -79,7 +81,7 @@ func (r *EnqueueRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(&wire.EnqueueRequest{Queue: r.Queue, Kind: r.Kind, Args: r.Args, Priority: r.Priority,
 		RunAt: timeText(r.RunAt.UTC()), MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey,
 		DependsOn: wire.JobIDs(r.DependsOn), IdempotencyKey: r.IdempotencyKey, DedupWindow: durationText(r.DedupWindow),
-		ResultTTL: durationText(r.ResultTTL), Metadata: r.Metadata, Retry: r.Retry.wire()})
+		ResultTTL: durationText(r.ResultTTL), Metadata: r.Metadata, Timeout: durationText(r.Timeout), Retry: r.Retry.wire()})
 }
 
 // EnqueueResult is the reply of an enqueue (the job, and Existing when it

@@ -50,7 +50,8 @@ type Config struct {
 	// negative disables retries.
 	MaxRetries int
 	// MinBackoff and MaxBackoff bound the exponential backoff with jitter
-	// between retries (a Retry-After header wins when longer).
+	// between retries (a Retry-After header wins when longer, up to
+	// MaxBackoff); a MaxBackoff below MinBackoff is MinBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// UserAgent; default "idemclient".
 	UserAgent string
@@ -82,8 +83,13 @@ func New(baseURL string, cfg *Config) (*Client, error) {
 	if c.MinBackoff <= 0 {
 		c.MinBackoff = DefaultMinBackoff
 	}
-	if c.MaxBackoff < c.MinBackoff {
+	switch {
+	case c.MaxBackoff <= 0:
 		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)
+	case c.MaxBackoff < c.MinBackoff:
+		// A cap below the floor: the floor (not the 5s default, which
+		// would wait longer than the caller allowed).
+		c.MaxBackoff = c.MinBackoff
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = "idemclient"
@@ -139,6 +145,18 @@ func NewKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// keyHeader is the Idempotency-Key header value that carries key. The
+// server reads a value in double quotes as a structured-field string and
+// drops the quotes, so a key that itself starts and ends with '"' (a
+// JSON-encoded id, `"order-1"`) is sent quoted once more; any other key is
+// sent as it is.
+func keyHeader(key string) string {
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		return `"` + key + `"`
+	}
+	return key
 }
 
 // call is one API call.
@@ -243,7 +261,7 @@ func (cl *Client) once(ctx context.Context, c *call, body []byte) (int, time.Dur
 		req.Header.Set("Idem-Tenant", cl.cfg.Tenant)
 	}
 	if c.key != "" {
-		req.Header.Set("Idempotency-Key", c.key)
+		req.Header.Set("Idempotency-Key", keyHeader(c.key))
 	}
 	resp, err := cl.hc.Do(req)
 	if err != nil {

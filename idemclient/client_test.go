@@ -368,3 +368,28 @@ func TestDeleteRecordIsNotRetried(t *testing.T) {
 		t.Fatalf("DeleteRecord sent %d times, want 1", n)
 	}
 }
+
+// TestBackoffBounds: a MaxBackoff below MinBackoff is raised to MinBackoff
+// (as the TypeScript and PHP clients do), not to the 5s default: a caller
+// who capped the backoff at 50ms does not wait up to 5s (a Retry-After
+// of seconds was honoured up to it).
+func TestBackoffBounds(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg              idemclient.Config
+		wantMin, wantMax time.Duration
+	}{
+		{idemclient.Config{}, idemclient.DefaultMinBackoff, idemclient.DefaultMaxBackoff},
+		{idemclient.Config{MaxBackoff: 50 * time.Millisecond}, idemclient.DefaultMinBackoff, idemclient.DefaultMinBackoff},
+		{idemclient.Config{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, 10 * time.Millisecond, 50 * time.Millisecond},
+		{idemclient.Config{MinBackoff: 10 * time.Second}, 10 * time.Second, 10 * time.Second},
+	} {
+		cl, err := idemclient.New("http://127.0.0.1:1", &c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lo, hi := idemclient.BackoffBounds(cl); lo != c.wantMin || hi != c.wantMax {
+			t.Errorf("Min %v Max %v: bounds %v..%v, want %v..%v", c.cfg.MinBackoff, c.cfg.MaxBackoff, lo, hi, c.wantMin, c.wantMax)
+		}
+	}
+}

@@ -46,3 +46,29 @@ func TestEnqueueWithoutKeyIsNewEachCall(t *testing.T) {
 		t.Fatalf("Enqueue changed the caller's request: key %q", req.IdempotencyKey)
 	}
 }
+
+// TestQuotedKeyIsKeptAsIs: a key that starts and ends with a double quote
+// (such as a JSON-encoded id, `"order-1"`) is that key, not the server's
+// unquoted structured-field reading of the header (order-1): the job
+// carries it, its record is found by it, and the key order-1 is another.
+func TestQuotedKeyIsKeptAsIs(t *testing.T) {
+	t.Parallel()
+	e := newAPI(t, nil)
+	ctx := context.Background()
+	for _, key := range []string{`"order-1"`, `""`} {
+		a, err := e.admin.Enqueue(ctx, &idemclient.EnqueueRequest{Kind: "ping", IdempotencyKey: key})
+		if err != nil {
+			t.Fatalf("key %s: %v", key, err)
+		}
+		if a.Job.IdempotencyKey != key {
+			t.Fatalf("key %q: the job's key is %q", key, a.Job.IdempotencyKey)
+		}
+		if rec, err := e.admin.GetRecord(ctx, key); err != nil || rec.JobID != a.Job.ID {
+			t.Fatalf("key %s: record %+v, %v", key, rec, err)
+		}
+	}
+	b, err := e.admin.Enqueue(ctx, &idemclient.EnqueueRequest{Kind: "ping", IdempotencyKey: "order-1"})
+	if err != nil || b.Existing {
+		t.Fatalf("the key order-1 answered %+v, %v: it is not the key \"order-1\"", b, err)
+	}
+}

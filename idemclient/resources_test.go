@@ -276,11 +276,18 @@ func TestTargets(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Name != "orders" || list[0].Secret != "" {
 		t.Fatalf("list: %+v %v", list, err)
 	}
+	one, err := e.admin.Target(ctx, "orders")
+	if err != nil || one.Name != "orders" || one.URL != "http://127.0.0.1:9/v2" || one.Secret != "" {
+		t.Fatalf("get: %+v %v", one, err)
+	}
 	if err := e.admin.DeleteTarget(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.admin.DeleteTarget(ctx, "orders"); !errors.Is(err, idem.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
+	}
+	if _, err := e.admin.Target(ctx, "orders"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("get a deleted target: %v", err)
 	}
 }
 

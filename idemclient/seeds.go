@@ -18,7 +18,8 @@ type BatchCreateResult = wire.BatchCreateReply
 
 // BatchCreate creates the batch key with jobs in one transaction, or returns
 // the existing batch (Existing) when the key was used before. Each job's
-// IdempotencyKey, when set, is its own part of the derived key.
+// IdempotencyKey, when set, is its own part of the derived key. A batch
+// needs a key: "" is refused (ErrInvalid).
 func (cl *Client) BatchCreate(ctx context.Context, key string, metadata json.RawMessage, jobs []*EnqueueRequest) (*BatchCreateResult, error) {
 	return cl.BatchCreateWith(ctx, &BatchCreateRequest{Key: key, Metadata: metadata, Jobs: jobs})
 }
@@ -45,7 +46,11 @@ func (cl *Client) BatchCreateWith(ctx context.Context, req *BatchCreateRequest) 
 	if req.OnFinish != nil {
 		body["on_finish"] = req.OnFinish
 	}
-	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/batches", body: body, key: req.Key, out: &out})
+	// The key travels in the body and, repeated, as the header. Without
+	// one no header is made up either: the server refuses a batch without
+	// a key (a random one would make a batch once per key no one knows).
+	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/batches", body: body, key: req.Key,
+		bodyKey: req.Key == "", out: &out})
 	return nilIfErr(&out, err)
 }
 

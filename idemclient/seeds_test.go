@@ -113,3 +113,18 @@ func TestBatchOnFinishAndRetry(t *testing.T) {
 		t.Fatalf("bad retry: %v", err)
 	}
 }
+
+// TestBatchCreateNeedsAKey: a batch without a key is refused (400 naming
+// "key"), as the server, the TypeScript and PHP clients and the CLI refuse
+// it, not created under the random header key the client makes for a
+// POST (a batch made once per key no caller knows).
+func TestBatchCreateNeedsAKey(t *testing.T) {
+	t.Parallel()
+	cl, _ := setup(t, nil)
+	ctx := context.Background()
+	res, err := cl.BatchCreate(ctx, "", nil, []*idemclient.EnqueueRequest{{Kind: "upload", Queue: "up"}})
+	var pe *idemclient.Error
+	if !errors.As(err, &pe) || pe.Status != 400 || pe.Errors["key"] == "" {
+		t.Fatalf("a batch without a key: %+v, %v", res, err)
+	}
+}

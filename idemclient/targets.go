@@ -35,6 +35,14 @@ func (cl *Client) Targets(ctx context.Context) ([]*Target, error) {
 	return out.Targets, err
 }
 
+// Target returns the target name (never its secrets); ErrNotFound when
+// there is none.
+func (cl *Client) Target(ctx context.Context, name string) (*Target, error) {
+	var out Target
+	_, err := cl.do(ctx, &call{method: http.MethodGet, path: targetPath(name), out: &out})
+	return nilIfErr(&out, err)
+}
+
 // DeleteTarget deletes the target name.
 //
 // A retry after a lost reply that finds it gone (404) reports success: the

@@ -85,7 +85,10 @@ class Client
      * null or "" (the server wants 1 or more characters; "0" is a key). A
      * key that cannot travel as a header (characters outside printable
      * ASCII, 0x20–0x7E) throws InvalidArgumentException: sent, a CR LF
-     * would end the header and send a different key.
+     * would end the header and send a different key. The server reads a
+     * value in double quotes as a structured-field string and drops the
+     * quotes, so a key that itself starts and ends with '"' (a JSON-encoded
+     * id) is sent quoted once more.
      *
      * @return array{Idempotency-Key: string}
      */
@@ -96,6 +99,9 @@ class Client
         }
         if (!preg_match('/^[\x20-\x7e]+$/', $key)) {
             throw new \InvalidArgumentException('an idempotency key is 1 or more printable ASCII characters (0x20-0x7E)');
+        }
+        if (strlen($key) >= 2 && $key[0] === '"' && $key[-1] === '"') {
+            return ['Idempotency-Key' => '"' . $key . '"'];
         }
         return ['Idempotency-Key' => $key];
     }
@@ -143,6 +149,18 @@ class Client
         }
         // The body's key, repeated as the header, makes retries safe; "" gets the server's 400.
         return $this->request('POST', '/v1/batches', $body, $key === '' ? [] : self::keyHeader($key));
+    }
+
+    /**
+     * cancelBatch cancels the jobs of a batch that have not started (as the
+     * Go client's BatchCancel); its on_finish job runs once the rest have
+     * finished.
+     *
+     * @return array<string,mixed> the batch
+     */
+    public function cancelBatch(string $id, ?string $idempotencyKey = null): array
+    {
+        return $this->request('POST', '/v1/batches/' . rawurlencode($id) . '/cancel', null, self::keyHeader($idempotencyKey));
     }
 
     /** @return array<string,mixed> the batch with its counts, jobs and on_finish job */
@@ -459,6 +477,46 @@ class Client
         return false;
     }
 
+    /**
+     * dlqResolve marks a dead job resolved with an optional note (as the Go
+     * client's DLQResolve): it stays dead, kept for audit, out of the
+     * unresolved count.
+     *
+     * @return array<string,mixed> the job
+     */
+    public function dlqResolve(string $id, ?string $note = null, ?string $idempotencyKey = null): array
+    {
+        $body = $note === null ? (object) [] : ['note' => $note];
+        return $this->request('POST', '/v1/dlq/' . rawurlencode($id) . '/resolve', $body, self::keyHeader($idempotencyKey));
+    }
+
+    /**
+     * pauseQueue pauses a queue on every node (as the Go client's
+     * QueuePause): the whole queue, or with $tenant (admin keys) that
+     * tenant's work in it; a tenant key pauses its own work.
+     *
+     * @return array{queue: string, tenant?: string, paused: bool}
+     */
+    public function pauseQueue(string $queue, ?string $tenant = null): array
+    {
+        return $this->request('POST', '/v1/queues/' . self::pathSegment($queue) . '/pause', self::pauseBody($tenant), self::keyHeader(null));
+    }
+
+    /**
+     * resumeQueue undoes pauseQueue (the same queue and tenant).
+     *
+     * @return array{queue: string, tenant?: string, paused: bool}
+     */
+    public function resumeQueue(string $queue, ?string $tenant = null): array
+    {
+        return $this->request('POST', '/v1/queues/' . self::pathSegment($queue) . '/resume', self::pauseBody($tenant), self::keyHeader(null));
+    }
+
+    private static function pauseBody(?string $tenant): array|object
+    {
+        return $tenant === null || $tenant === '' ? (object) [] : ['tenant' => $tenant];
+    }
+
     /** requeue moves dead jobs back: ['ids' => […]] or ['filter' => […]]. */
     public function requeue(array $selection): int
     {
@@ -488,6 +546,54 @@ class Client
         $this->request('DELETE', '/v1/idempotency/' . self::pathSegment($key));
     }
 
+    /**
+     * putSchedule creates or replaces a schedule (as the Go client's
+     * PutSchedule): ['cron' => …] or ['every' => …], 'timezone', 'grain',
+     * 'missed', and the job of each firing ('kind', 'queue', 'args', …);
+     * its firing history is kept.
+     *
+     * @param array<string,mixed> $schedule
+     * @return array<string,mixed> the schedule with its last and next firings
+     */
+    public function putSchedule(string $name, array $schedule): array
+    {
+        return $this->request('PUT', '/v1/schedules/' . self::pathSegment($name), $schedule);
+    }
+
+    /** @return array<string,mixed> the schedule; an unknown one throws an IdemException with status 404 */
+    public function getSchedule(string $name): array
+    {
+        return $this->request('GET', '/v1/schedules/' . self::pathSegment($name));
+    }
+
+    /** @return list<array<string,mixed>> the tenant's schedules, by name */
+    public function listSchedules(): array
+    {
+        return $this->request('GET', '/v1/schedules')['schedules'];
+    }
+
+    /** deleteSchedule deletes a schedule (never the jobs it made); as dlqDelete, a retry that finds it gone returns. */
+    public function deleteSchedule(string $name): void
+    {
+        $this->deleteGone('/v1/schedules/' . self::pathSegment($name));
+    }
+
+    /**
+     * triggerSchedule fires a schedule now (as the Go client's
+     * TriggerSchedule): triggers with the same $key make one job
+     * ('existing' => true for the later ones); the call's Idempotency-Key
+     * makes its own retries fire once.
+     *
+     * @return array{job: array<string,mixed>, existing: bool}
+     */
+    public function triggerSchedule(string $name, ?string $key = null, ?string $idempotencyKey = null): array
+    {
+        $body = $key === null || $key === '' ? (object) [] : ['key' => $key];
+        $r = $this->request('POST', '/v1/schedules/' . self::pathSegment($name) . '/trigger', $body, self::keyHeader($idempotencyKey), 0.0, $status);
+        $r['existing'] = ($r['existing'] ?? false) || $status === 200;
+        return $r;
+    }
+
     /** @return array<string,mixed> entries, in_progress, expiring_24h, expired, size_bytes, hits, misses, hit_rate */
     public function recordStats(): array
     {
@@ -504,16 +610,17 @@ class Client
      * IdemException. GET, HEAD and PUT, and requests with an
      * Idempotency-Key, are retried after no answer, a 5xx, a 429 or a 409
      * "key in progress" (up to $maxRetries times, the same key and body).
-     * $body is an array, or an object (such as (object) [] for {}).
+     * $body is an array, or an object (such as (object) [] for {});
+     * $status is set to the HTTP status of the answer.
      *
      * @param array<string,string> $headers
      */
-    public function request(string $method, string $path, array|object|null $body = null, array $headers = [], float $extraSeconds = 0.0): ?array
+    public function request(string $method, string $path, array|object|null $body = null, array $headers = [], float $extraSeconds = 0.0, ?int &$status = null): ?array
     {
         $repeatable = in_array($method, ['GET', 'HEAD', 'PUT'], true) || isset($headers['Idempotency-Key']);
         for ($attempt = 0; ; $attempt++) {
             try {
-                return $this->once($method, $path, $body, $headers, $extraSeconds, $retryAfter);
+                return $this->once($method, $path, $body, $headers, $extraSeconds, $retryAfter, $status);
             } catch (IdemException $e) {
                 if (!$repeatable || $attempt >= $this->maxRetries || !self::retryable($e)) {
                     throw $e;
@@ -544,9 +651,10 @@ class Client
      *
      * @param array<string,string> $headers
      */
-    private function once(string $method, string $path, array|object|null $body, array $headers, float $extraSeconds, ?float &$retryAfter): ?array
+    private function once(string $method, string $path, array|object|null $body, array $headers, float $extraSeconds, ?float &$retryAfter, ?int &$status = null): ?array
     {
         $retryAfter = 0.0;
+        $status = 0;
         $h = ['Authorization: Bearer ' . $this->apiKey, 'Accept: application/json'];
         if ($this->tenant !== null) {
             $h[] = 'Idem-Tenant: ' . $this->tenant;

@@ -51,7 +51,17 @@ function throws(string $class, callable $fn): Throwable
 function run_tests(): int
 {
     $pass = $fail = 0;
+    // --filter=TEXT runs only the tests whose name contains TEXT.
+    $filter = null;
+    foreach (array_slice($GLOBALS['argv'] ?? [], 1) as $arg) {
+        if (str_starts_with($arg, '--filter=')) {
+            $filter = substr($arg, strlen('--filter='));
+        }
+    }
     foreach ($GLOBALS['__tests'] as [$name, $fn]) {
+        if ($filter !== null && !str_contains($name, $filter)) {
+            continue;
+        }
         try {
             $fn();
             $pass++;

@@ -5,8 +5,9 @@ declare(strict_types=1);
 // The router of a `php -S` proxy in front of a real idem serve that injects
 // faults (see FaultProxy in lib.php). $dir/plan.json lists what to do with
 // the n-th request: "pass" (forward), "lost" (forward, then answer 502 as
-// if the reply were lost on the way), or [status, Retry-After, problem
-// type] (answer it here). Requests past the plan pass. Each request is
+// if the reply were lost on the way), "cut" (forward, then send the
+// status, the headers and half the body: the connection ends inside it),
+// or [status, Retry-After, problem type] (answer it here). Requests past the plan pass. Each request is
 // logged to $dir/seen as "METHOD PATH KEY".
 
 $dir = (string) getenv('IDEM_PROXY_DIR');
@@ -61,5 +62,10 @@ if ($what === 'lost') {
     return true;
 }
 http_response_code($status);
+if ($what === 'cut') {
+    header('Content-Length: ' . strlen($out));
+    echo substr($out, 0, intdiv(strlen($out), 2));
+    exit;
+}
 echo $out;
 return true;

@@ -354,6 +354,22 @@ test('enqueue and enqueueBatch with Idempotency-Key "0" enqueue once', function 
     same($a[0]['job']['id'], $b[0]['job']['id'], 'second batch with key "0" is a replay');
 });
 
+// A key that starts and ends with a double quote (a JSON-encoded id) is
+// that key: the server, which reads a quoted header as a structured-field
+// string, neither refuses it as differing from the body's key nor drops
+// its quotes.
+test('a key in double quotes is kept as it is', function () use ($server) {
+    $c = $server();
+    $key = json_encode('php-order-1');
+    $a = $c->enqueue(['kind' => 'k', 'queue' => 'php-quoted', 'idempotency_key' => $key]);
+    same($key, $a['job']['idempotency_key']);
+    $b = $c->enqueue(['kind' => 'k', 'queue' => 'php-quoted'], $key);
+    same(true, $b['existing']);
+    same($a['job']['id'], $b['job']['id']);
+    same($a['job']['id'], $c->record($key)['job_id']);
+    same(false, $c->enqueue(['kind' => 'k', 'queue' => 'php-quoted'], 'php-order-1')['existing'], 'the key php-order-1 is another key');
+});
+
 test('dispatch with custom key "0" sends it', function () use ($server) {
     $c = $server();
     $a = PingJob::dispatch($c, 't', 'u', ['x' => 1], '0');
@@ -432,6 +448,22 @@ test('an enqueue whose reply is lost is retried with the same key: one job', fun
     }, ['minBackoff' => 0.01]);
     same(true, $r['existing'], 'the retry answered the job the first attempt made');
     same([$r['job']['id']], array_map(fn ($j) => $j['id'], iterator_to_array($c->listJobs(['queue' => 'php-lost']), false)));
+});
+
+// A reply whose body is cut (the connection ends after the headers) got no
+// answer: it is retried with the same key, as the Go and TypeScript
+// clients retry it.
+test('an enqueue whose reply body is cut is retried with the same key: one job', function () use ($server, &$srv) {
+    $c = $server();
+    $r = with_proxy($srv, ['cut'], function (Client $pc, FaultProxy $p) {
+        $r = $pc->enqueue(['kind' => 'k', 'queue' => 'php-cut']);
+        $seen = $p->seen();
+        same(2, count($seen));
+        same($seen[0][2], $seen[1][2], 'one key for both attempts');
+        return $r;
+    }, ['minBackoff' => 0.01]);
+    same(true, $r['existing'], 'the retry answered the job the first attempt made');
+    same([$r['job']['id']], array_map(fn ($j) => $j['id'], iterator_to_array($c->listJobs(['queue' => 'php-cut']), false)));
 });
 
 test('a claim and a complete whose replies are lost are retried: one attempt, completed', function () use ($server, &$srv) {
@@ -729,6 +761,51 @@ test('after a claim a spent rate limit held back, the worker long-polls until th
     // capped at 60s.
     check($third >= min($held['retry_after_seconds'], 60.0) && $third <= min($held['retry_after_seconds'] + 0.012, 60.0),
         "third claim waits {$rc->claims[2][0]}, retry_after {$held['retry_after']}");
+});
+
+// The routes the Go client offers as BatchCancel, DLQResolve, QueuePause
+// and QueueResume, with the same meaning.
+test('cancelBatch, dlqResolve, pauseQueue and resumeQueue', function () use ($server) {
+    $c = $server();
+    $made = $c->createBatch('php-cancel-batch', [['kind' => 'k', 'queue' => 'php-batch-cancel', 'args' => ['n' => 1]], ['kind' => 'k', 'queue' => 'php-batch-cancel', 'args' => ['n' => 2]]]);
+    $cancelled = $c->cancelBatch($made['batch']['id']);
+    same($made['batch']['id'], $cancelled['id']);
+    same(true, $cancelled['finished']);
+    same(['cancelled', 'cancelled'], array_column($cancelled['jobs'], 'state'));
+
+    $job = $c->enqueue(['kind' => 'k', 'queue' => 'php-resolve'])['job'];
+    $claimed = $c->claim(['php-resolve'], 'w');
+    same($job['id'], $claimed[0]['id']);
+    $c->fail($claimed[0], 'boom', false);
+    same('dead', $c->dlqResolve($job['id'], 'refunded by hand')['state']);
+    same([], iterator_to_array($c->listDLQ(['queue' => 'php-resolve', 'resolved' => 'false']), false));
+
+    same(['queue' => 'php-paused', 'paused' => true], $c->pauseQueue('php-paused'));
+    $c->enqueue(['kind' => 'k', 'queue' => 'php-paused']);
+    same([], $c->claim(['php-paused'], 'w'), 'a paused queue hands out nothing');
+    same(['queue' => 'php-paused', 'paused' => false], $c->resumeQueue('php-paused'));
+    same(1, count($c->claim(['php-paused'], 'w')));
+});
+
+// The schedule routes the Go client offers (PutSchedule, GetSchedule,
+// ListSchedules, DeleteSchedule, TriggerSchedule), with the same meaning.
+test('schedules: put, get, list, trigger once per key, delete', function () use ($server) {
+    $c = $server()->withTenant('php-sched');
+    $s = $c->putSchedule('php-nightly', ['cron' => '0 3 * * *', 'timezone' => 'Europe/Berlin', 'kind' => 'report', 'queue' => 'php-sched', 'args' => ['full' => true]]);
+    same('php-nightly', $s['name']);
+    check(!empty($s['next_fire_at']), 'a next firing');
+    same('report', $c->getSchedule('php-nightly')['kind']);
+    same(['php-nightly'], array_column($c->listSchedules(), 'name'));
+    $first = $c->triggerSchedule('php-nightly', 'manual-1');
+    same(false, $first['existing']);
+    same(['full' => true], $first['job']['args']);
+    $again = $c->triggerSchedule('php-nightly', 'manual-1');
+    same(true, $again['existing']);
+    same($first['job']['id'], $again['job']['id']);
+    $c->deleteSchedule('php-nightly');
+    same(404, throws(IdemException::class, fn () => $c->getSchedule('php-nightly'))->status);
+    same(404, throws(IdemException::class, fn () => $c->deleteSchedule('php-nightly'))->status);
+    same($first['job']['id'], $c->getJob($first['job']['id'])['id'], 'the jobs it made are kept');
 });
 
 // exit() would skip a finally block: the server is stopped first, then the

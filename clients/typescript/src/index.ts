@@ -57,6 +57,12 @@ export type IdempotencyRecord = Schemas["Record"];
 export type CacheStats = Schemas["CacheStats"];
 export type JobListQuery = NonNullable<paths["/v1/jobs"]["get"]["parameters"]["query"]>;
 export type DLQListQuery = NonNullable<paths["/v1/dlq"]["get"]["parameters"]["query"]>;
+/** A schedule with its last and next firings. */
+export type Schedule = Schemas["Schedule"];
+/** The body of putSchedule: cron or every, timezone, grain, missed, and the job of each firing. */
+export type ScheduleRequest = Schemas["ScheduleRequest"];
+/** The answer of pauseQueue and resumeQueue: queue, tenant (absent: the whole queue), paused. */
+export type PauseReply = Schemas["PauseReply"];
 /** A Go duration such as "30s" or "1m30s". */
 export type Duration = Schemas["Duration"];
 
@@ -122,9 +128,16 @@ function checkKey(key: string): string {
   return key;
 }
 
-/** keyHeader is the Idempotency-Key header of a call: the caller's key, or a random one. */
+/**
+ * keyHeader is the Idempotency-Key header of a call: the caller's key, or a
+ * random one. The server reads a value in double quotes as a
+ * structured-field string and drops the quotes, so a key that itself
+ * starts and ends with '"' (a JSON-encoded id) is sent quoted once more.
+ */
 function keyHeader(key: string | undefined): { "Idempotency-Key": string } {
-  return { "Idempotency-Key": key === undefined || key === "" ? newKey() : checkKey(key) };
+  if (key === undefined || key === "") return { "Idempotency-Key": newKey() };
+  checkKey(key);
+  return { "Idempotency-Key": key.length >= 2 && key.startsWith('"') && key.endsWith('"') ? `"${key}"` : key };
 }
 
 export interface RequestOptions {
@@ -151,13 +164,19 @@ interface RetryPolicy {
 }
 
 /**
- * once sends one attempt; a request that got no answer (network error,
- * refused connection) throws IdemError with status 0. Aborts and timeouts
- * are rethrown as they are (AbortError, TimeoutError).
+ * once sends one attempt and reads its whole answer; a request that got
+ * no answer (network error, refused connection, or a connection that
+ * ended inside the body) throws IdemError with status 0. Aborts and
+ * timeouts are rethrown as they are (AbortError, TimeoutError).
  */
 async function once(f: typeof globalThis.fetch, req: Request): Promise<Response> {
   try {
-    return await f(req);
+    const res = await f(req);
+    // The body is read here, not by the caller: a reply cut after its
+    // headers is an attempt without an answer, retried as one.
+    const body = await res.arrayBuffer();
+    const empty = body.byteLength === 0 && [204, 205, 304].includes(res.status);
+    return new Response(empty ? null : body, { status: res.status, statusText: res.statusText, headers: res.headers });
   } catch (err) {
     const name = (err as { name?: unknown } | null)?.name;
     if (req.signal.aborted || name === "AbortError" || name === "TimeoutError") throw err;
@@ -315,6 +334,15 @@ export class Idem {
     return unwrap(await this.api.POST("/v1/batches", { body: req, ...init }));
   }
 
+  /**
+   * cancelBatch cancels the jobs of a batch that have not started (as the
+   * Go client's BatchCancel); its on_finish job runs once the rest have
+   * finished. It returns the batch.
+   */
+  async cancelBatch(id: string, opts: RequestOptions & { idempotencyKey?: string } = {}): Promise<Batch> {
+    return unwrap(await this.api.POST("/v1/batches/{id}/cancel", { params: { path: { id } }, ...post(opts.idempotencyKey, opts) }));
+  }
+
   /** getBatch returns a batch with its counts, its jobs and its on_finish job. */
   async getBatch(id: string, opts: RequestOptions = {}): Promise<Batch> {
     return unwrap(await this.api.GET("/v1/batches/{id}", { params: { path: { id } }, ...signal(opts) }));
@@ -389,6 +417,33 @@ export class Idem {
    */
   async dlqDelete(id: string, opts: RequestOptions = {}): Promise<void> {
     noContent(await this.api.DELETE("/v1/dlq/{id}", { params: { path: { id } }, ...signal(opts) }));
+  }
+
+  /**
+   * dlqResolve marks a dead job resolved with an optional note (as the Go
+   * client's DLQResolve): it stays dead, kept for audit, out of the
+   * unresolved count.
+   */
+  async dlqResolve(id: string, opts: RequestOptions & { note?: string; idempotencyKey?: string } = {}): Promise<Job> {
+    return unwrap(await this.api.POST("/v1/dlq/{id}/resolve", {
+      params: { path: { id } },
+      body: opts.note === undefined ? {} : { note: opts.note },
+      ...post(opts.idempotencyKey, opts),
+    }));
+  }
+
+  /**
+   * pauseQueue pauses a queue on every node (as the Go client's
+   * QueuePause): the whole queue, or with opts.tenant (admin keys) that
+   * tenant's work in it; a tenant key pauses its own work.
+   */
+  async pauseQueue(queue: string, opts: RequestOptions & { tenant?: string } = {}): Promise<PauseReply> {
+    return unwrap(await this.api.POST("/v1/queues/{queue}/pause", { params: { path: { queue: pathKey(queue) } }, body: pauseBody(opts), ...post(undefined, opts) }));
+  }
+
+  /** resumeQueue undoes pauseQueue (the same queue and tenant). */
+  async resumeQueue(queue: string, opts: RequestOptions & { tenant?: string } = {}): Promise<PauseReply> {
+    return unwrap(await this.api.POST("/v1/queues/{queue}/resume", { params: { path: { queue: pathKey(queue) } }, body: pauseBody(opts), ...post(undefined, opts) }));
   }
 
   /** claim claims up to req.limit jobs, waiting up to req.wait for one. */
@@ -541,10 +596,59 @@ export class Idem {
     return unwrap(await this.api.POST("/v1/topics/{topic}/replay", { params: { path: { topic: pathKey(topic) } }, body: req, ...post(opts.idempotencyKey, opts) }));
   }
 
+  /**
+   * putSchedule creates or replaces a schedule (as the Go client's
+   * PutSchedule): cron or every, and the job of each firing; its firing
+   * history is kept.
+   */
+  async putSchedule(name: string, req: ScheduleRequest, opts: RequestOptions = {}): Promise<Schedule> {
+    return unwrap(await this.api.PUT("/v1/schedules/{name}", { params: { path: { name: pathKey(name) } }, body: req, ...signal(opts) }));
+  }
+
+  /** getSchedule returns a schedule with its last and next firings; an unknown one is a 404 IdemError. */
+  async getSchedule(name: string, opts: RequestOptions = {}): Promise<Schedule> {
+    return unwrap(await this.api.GET("/v1/schedules/{name}", { params: { path: { name: pathKey(name) } }, ...signal(opts) }));
+  }
+
+  /** listSchedules returns the tenant's schedules, by name. */
+  async listSchedules(opts: RequestOptions = {}): Promise<Schedule[]> {
+    return unwrap(await this.api.GET("/v1/schedules", { ...signal(opts) })).schedules;
+  }
+
+  /**
+   * deleteSchedule deletes a schedule (never the jobs it made); as
+   * dlqDelete, a retry that finds it gone resolves, and a 404 is thrown
+   * only for the first attempt.
+   */
+  async deleteSchedule(name: string, opts: RequestOptions = {}): Promise<void> {
+    noContent(await this.api.DELETE("/v1/schedules/{name}", { params: { path: { name: pathKey(name) } }, ...signal(opts) }));
+  }
+
+  /**
+   * triggerSchedule fires a schedule now (as the Go client's
+   * TriggerSchedule): triggers with the same opts.key make one job
+   * (existing: true for the later ones); the call's Idempotency-Key
+   * makes its own retries fire once.
+   */
+  async triggerSchedule(name: string, opts: RequestOptions & { key?: string; idempotencyKey?: string } = {}): Promise<EnqueueReply> {
+    const r = await this.api.POST("/v1/schedules/{name}/trigger", {
+      params: { path: { name: pathKey(name) } },
+      body: opts.key ? { key: opts.key } : {},
+      ...post(opts.idempotencyKey, opts),
+    });
+    const reply = unwrap(r);
+    return { ...reply, existing: reply.existing || r.response.status === 200 };
+  }
+
   /** recordStats summarises the idempotency records (entries, hits, misses, hit_rate, …). */
   async recordStats(opts: RequestOptions = {}): Promise<CacheStats> {
     return unwrap(await this.api.GET("/v1/idempotency", { ...signal(opts) }));
   }
+}
+
+/** pauseBody is the body of pauseQueue and resumeQueue. */
+function pauseBody(opts: { tenant?: string }): Schemas["PauseRequest"] {
+  return opts.tenant ? { tenant: opts.tenant } : {};
 }
 
 /** noContent checks the answer of a DELETE that answers 204 without a body. */

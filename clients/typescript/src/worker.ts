@@ -98,7 +98,8 @@ function isAbort(err: unknown): boolean {
 /**
  * runWorker claims and runs jobs until opts.signal aborts; it resolves
  * after the jobs in flight are completed or failed. A handler that throws
- * fails its job (retried by the server's policy; PermanentError: dead now).
+ * fails its job (retried by the server's policy; PermanentError: dead now);
+ * a result JSON cannot encode (a BigInt, a cycle) fails it without retry.
  */
 export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void> {
   const lease = opts.lease ?? "30s";
@@ -129,6 +130,16 @@ export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void
         return;
       }
       clearInterval(timer);
+      try {
+        JSON.stringify(result);
+      } catch (err) {
+        // complete could not send it: fail the job (no retry: the handler
+        // would run again and return the same) rather than leave it
+        // running until its lease expires and run it again.
+        const msg = err instanceof Error ? err.message : String(err);
+        await client.fail(job, errorText(`result is not JSON: ${msg}`), { retry: false });
+        return;
+      }
       await client.complete(job, result);
     } catch (err) {
       onError(err);

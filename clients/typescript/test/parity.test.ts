@@ -126,3 +126,49 @@ test("getSubscription answers one subscription, never its secret; an unknown one
   await env.idem.deleteSubscription(topic, "billing");
   await assert.rejects(env.idem.getSubscription(topic, "billing"), notFound, "a deleted subscription");
 });
+
+// The routes the Go client offers as BatchCancel, DLQResolve, QueuePause
+// and QueueResume, with the same meaning.
+test("cancelBatch, dlqResolve, pauseQueue and resumeQueue", async () => {
+  const made = await env.idem.createBatch({ key: "ts-cancel-batch", jobs: [{ kind: "k", queue: "ts-batch-cancel", args: { n: 1 } }, { kind: "k", queue: "ts-batch-cancel", args: { n: 2 } }] });
+  const cancelled = await env.idem.cancelBatch(made.batch.id);
+  assert.equal(cancelled.id, made.batch.id);
+  assert.equal(cancelled.finished, true);
+  assert.deepEqual(cancelled.jobs.map((j) => j.state), ["cancelled", "cancelled"]);
+
+  const { job } = await env.idem.enqueue({ kind: "k", queue: "ts-resolve" });
+  const [claimed] = await env.idem.claim({ queues: ["ts-resolve"], worker_id: "w", wait: "0s" });
+  assert.ok(claimed);
+  await env.idem.fail(claimed, "boom", { retry: false });
+  const resolved = await env.idem.dlqResolve(job.id, { note: "refunded by hand" });
+  assert.equal(resolved.state, "dead");
+  const unresolved: string[] = [];
+  for await (const j of env.idem.listDLQ({ queue: "ts-resolve", resolved: "false" })) unresolved.push(j.id);
+  assert.deepEqual(unresolved, []);
+
+  assert.deepEqual(await env.idem.pauseQueue("ts-paused"), { queue: "ts-paused", paused: true });
+  await env.idem.enqueue({ kind: "k", queue: "ts-paused" });
+  assert.deepEqual(await env.idem.claim({ queues: ["ts-paused"], worker_id: "w", wait: "0s" }), [], "a paused queue hands out nothing");
+  assert.deepEqual(await env.idem.resumeQueue("ts-paused"), { queue: "ts-paused", paused: false });
+  assert.equal((await env.idem.claim({ queues: ["ts-paused"], worker_id: "w", wait: "0s" })).length, 1);
+});
+
+// The schedule routes the Go client offers (PutSchedule, GetSchedule,
+// ListSchedules, DeleteSchedule, TriggerSchedule), with the same meaning.
+test("schedules: put, get, list, trigger once per key, delete", async () => {
+  const s = await env.idem.putSchedule("ts-nightly", { cron: "0 3 * * *", timezone: "Europe/Berlin", kind: "report", queue: "ts-sched", args: { full: true } });
+  assert.equal(s.name, "ts-nightly");
+  assert.ok(s.next_fire_at, "a next firing");
+  assert.equal((await env.idem.getSchedule("ts-nightly")).kind, "report");
+  assert.deepEqual((await env.idem.listSchedules()).map((x) => x.name), ["ts-nightly"]);
+  const first = await env.idem.triggerSchedule("ts-nightly", { key: "manual-1" });
+  assert.equal(first.existing, false);
+  assert.deepEqual(first.job.args, { full: true });
+  const again = await env.idem.triggerSchedule("ts-nightly", { key: "manual-1" });
+  assert.equal(again.existing, true);
+  assert.equal(again.job.id, first.job.id);
+  await env.idem.deleteSchedule("ts-nightly");
+  await assert.rejects(env.idem.getSchedule("ts-nightly"), (e: unknown) => e instanceof IdemError && e.status === 404);
+  await assert.rejects(env.idem.deleteSchedule("ts-nightly"), (e: unknown) => e instanceof IdemError && e.status === 404);
+  assert.equal((await env.idem.getJob(first.job.id)).id, first.job.id, "the jobs it made are kept");
+});

@@ -1,11 +1,16 @@
 // A proxy in front of a real `idem serve` that injects faults: it answers
 // a request itself (a 503 with Retry-After), or forwards it and then drops
-// the connection, so the client sees no reply to a request the server did.
+// the connection, so the client sees no reply to a request the server did;
+// or forwards it and cuts its reply after the headers and half the body.
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 
-/** What the proxy does with one request: forward it, forward it and drop the reply, or answer it. */
-export type Fault = "pass" | "drop" | { status: number; headers?: Record<string, string>; body?: unknown };
+/**
+ * What the proxy does with one request: forward it, forward it and drop
+ * the reply, forward it and cut the reply's body in half ("cut"), or
+ * answer it.
+ */
+export type Fault = "pass" | "drop" | "cut" | { status: number; headers?: Record<string, string>; body?: unknown };
 
 export interface Seen {
   method: string;
@@ -54,6 +59,13 @@ export async function startProxy(target: string, fault: (s: Seen, n: number) => 
       up.headers.forEach((v, k) => {
         if (!["content-length", "content-encoding", "transfer-encoding", "connection"].includes(k)) h[k] = v;
       });
+      if (what === "cut") {
+        // The status and headers arrive, then half the body: the
+        // connection ends before Content-Length bytes.
+        res.writeHead(up.status, { ...h, "content-length": String(out.length) });
+        res.write(out.subarray(0, out.length >> 1), () => req.socket.destroy());
+        return;
+      }
       res.writeHead(up.status, h);
       res.end(out);
     })().catch(() => req.socket.destroy());

@@ -58,6 +58,29 @@ test("a claim and a complete whose replies are lost are retried: the job is clai
   assert.equal(attempts.length, 1);
 });
 
+// A reply whose body is cut (the connection ends after the headers) got no
+// answer, as a dropped one: it is retried with the same key, as the Go
+// and PHP clients retry it, and never surfaces as a bare TypeError.
+test("an enqueue and a claim whose reply bodies are cut are retried with the same key", async () => {
+  const cutFirst = (_: Seen, n: number): Fault => (n === 0 ? "cut" : "pass");
+  const r = await through(cutFirst, { minBackoffMs: 10 }, (c) => c.enqueue({ kind: "k", queue: "cut-reply" }));
+  assert.equal(r.existing, true, "the retry answered the job the first attempt made");
+  const jobs = [];
+  for await (const j of env.idem.listJobs({ queue: "cut-reply" })) jobs.push(j);
+  assert.deepEqual(jobs.map((j) => j.id), [r.job.id]);
+  const claimed = await through(cutFirst, { minBackoffMs: 10 }, async (c, seen) => {
+    const got = await c.claim({ queues: ["cut-reply"], worker_id: "w", wait: "0s" });
+    assert.equal(seen.length, 2);
+    assert.equal(seen[0]?.key, seen[1]?.key, "one key for both attempts");
+    return got;
+  });
+  assert.deepEqual(claimed.map((j) => j.id), [r.job.id], "the retried claim answered the first claim's job");
+  await assert.rejects(
+    through(() => "cut", { minBackoffMs: 10, maxRetries: 1 }, (c) => c.stats()),
+    (e: unknown) => e instanceof IdemError && e.status === 0,
+  );
+});
+
 test("a 503 with Retry-After waits that long, at most maxBackoffMs", async () => {
   const unavailable = (_: Seen, n: number): Fault => (n === 0 ? { status: 503, headers: { "Retry-After": "1" } } : "pass");
   let t0 = Date.now();
@@ -208,4 +231,20 @@ test("a keyed publish sends its key as the Idempotency-Key", async () => {
       assert.deepEqual(seen.map((s) => s.key), ["evt-1"]);
     },
   );
+});
+
+// A key that starts and ends with a double quote (a JSON-encoded id) is
+// that key: the server, which reads a quoted header as a structured-field
+// string, neither refuses it as differing from the body's key nor drops
+// its quotes.
+test("a key in double quotes is kept as it is", async () => {
+  const key = JSON.stringify("ts-order-1");
+  const a = await env.idem.enqueue({ kind: "k", queue: "quoted", idempotency_key: key });
+  assert.equal(a.job.idempotency_key, key);
+  const b = await env.idem.enqueue({ kind: "k", queue: "quoted" }, { idempotencyKey: key });
+  assert.equal(b.existing, true);
+  assert.equal(b.job.id, a.job.id);
+  assert.equal((await env.idem.record(key)).job_id, a.job.id);
+  const other = await env.idem.enqueue({ kind: "k", queue: "quoted" }, { idempotencyKey: "ts-order-1" });
+  assert.equal(other.existing, false, "the key ts-order-1 is another key");
 });

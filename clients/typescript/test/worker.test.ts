@@ -194,3 +194,40 @@ test("after a claim a spent rate limit held back, the worker long-polls until th
   // capped at 60s.
   assert.ok(third >= Math.min(held.retryAfterMs, 60_000) && third <= Math.min(held.retryAfterMs + 11, 60_000), `third claim waits ${claims[2]?.wait}, retry_after ${held.retry_after}`);
 });
+
+// A handler result that JSON cannot encode (a BigInt, a cycle) cannot be
+// sent by complete: the job is failed without retry (as the PHP worker
+// does), not left running until its lease expires and run again.
+test("a result that is not JSON fails the job once instead of running it again", async () => {
+  const idem = new Idem({ baseUrl: env.srv.url, apiKey: env.srv.adminKey });
+  const queue = "ts-bigint-result";
+  const id = (await idem.enqueue({ kind: "work", queue, max_attempts: 3 })).job.id;
+  const stop = new AbortController();
+  let runs = 0;
+  const loop = runWorker(idem, {
+    queues: [queue],
+    workerId: "ts-worker",
+    lease: "1s",
+    wait: "1s",
+    signal: stop.signal,
+    onError: () => {},
+    handler: async () => {
+      runs++;
+      return { n: 2n ** 64n };
+    },
+  });
+  // Poll until the job leaves available/running (deadline 8s: with the bug
+  // its lease expires every second and it runs again until attempts end).
+  const deadline = Date.now() + 8000;
+  for (;;) {
+    const j = await idem.getJob(id);
+    if ((j.state !== "available" && j.state !== "running") || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  stop.abort();
+  await loop;
+  const j = await idem.getJob(id);
+  assert.equal(j.state, "dead", `job ${j.state} after ${runs} runs`);
+  assert.equal(runs, 1);
+  assert.match(j.last_error ?? "", /result is not JSON/);
+});
