@@ -78,7 +78,9 @@ const maxRetryDelays = 100
 
 // parseRetry validates a job's own retry policy at the edge, naming the
 // field of any bad value (retry.base, retry.factor, …), and returns it
-// with its max_attempts (0 = not given).
+// with its max_attempts (0 = not given). A spec with no backoff field (only
+// max_attempts) is no policy (nil): the job backs off by its queue's or
+// kind's, as without "retry", not by idem's built-in defaults.
 func parseRetry(r *wire.RetrySpec) (*idem.RetryPolicy, int, error) {
 	attempts := 0
 	if r.MaxAttempts != nil {
@@ -86,6 +88,9 @@ func parseRetry(r *wire.RetrySpec) (*idem.RetryPolicy, int, error) {
 			return nil, 0, invalid("retry.max_attempts", fmt.Sprintf("must be between 1 and %d", idem.MaxMaxAttempts))
 		}
 		attempts = *r.MaxAttempts
+	}
+	if r.Base == nil && r.Factor == nil && r.Max == nil && r.Jitter == nil && len(r.Delays) == 0 {
+		return nil, attempts, nil
 	}
 	pol := &idem.RetryPolicy{}
 	base, err := parseDuration("retry.base", r.Base)
