@@ -53,7 +53,8 @@ type Config struct {
 	// Tenant used when EnqueueOpts.Tenant is empty; default DefaultTenant.
 	Tenant string
 
-	// MaxAttempts per job when EnqueueOpts leaves it 0; default DefaultMaxAttempts.
+	// MaxAttempts per job when EnqueueOpts leaves it 0; default
+	// DefaultMaxAttempts; at most MaxMaxAttempts.
 	MaxAttempts int
 	// Retry is the default backoff policy; RetryByQueue and RetryByKind
 	// override it (kind wins over queue).
@@ -216,6 +217,10 @@ func (c *Config) withDefaults() (*Config, error) {
 	cfg.Queues = queues
 	if cfg.MaxAttempts < 1 || cfg.LeaseDuration < time.Second || cfg.FetchLimit < 1 {
 		return nil, errors.New("config: MaxAttempts and FetchLimit must be positive, LeaseDuration at least 1s")
+	}
+	if cfg.MaxAttempts > MaxMaxAttempts {
+		// Every job left to the default would be refused at its enqueue.
+		return nil, fmt.Errorf("config: MaxAttempts %d is over a job's limit, %d", cfg.MaxAttempts, MaxMaxAttempts)
 	}
 	for _, d := range append([]time.Duration{cfg.Timeout}, mapValues(cfg.TimeoutByKind, cfg.TimeoutByQueue)...) {
 		if d < 0 {

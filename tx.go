@@ -23,7 +23,10 @@ var ErrNoTxSupport = errors.New("store does not support transactions of this typ
 // EnqueueTx inserts jobs inside the caller's transaction tx: they exist if and
 // only if tx commits. Validation, errors and results are EnqueueMany's. Local workers are woken after the call, so a worker may
 // look before the commit; polling (or LISTEN/NOTIFY) picks the jobs up once
-// committed.
+// committed. The Observer's EventEnqueued and EventDeduplicated are reported
+// at the call as well (idem cannot see the caller's commit): the jobs of a
+// transaction that then rolls back were reported although they never
+// existed; count committed jobs from the caller's side when that matters.
 func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueParams) ([]EnqueueResult, error) {
 	ts, ok := c.store.(TxStore[TTx])
 	if !ok {

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -33,17 +34,42 @@ type Duration time.Duration
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
+// maxSeconds is the largest number of seconds a time.Duration holds.
+const maxSeconds = math.MaxInt64 / int64(time.Second)
+
 // parseDuration reads Go syntax or integer seconds.
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.Duration(n) * time.Second, nil
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if err != nil {
+			n = math.MaxInt64
+		}
+		return secondsDuration(n)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a duration: want Go syntax (30s, 5m, 1h30m) or integer seconds", s)
 	}
 	return d, nil
+}
+
+// secondsDuration is n seconds, or an error when a duration cannot hold
+// them (the product would wrap around to another duration).
+func secondsDuration(n int64) (time.Duration, error) {
+	if n > maxSeconds || n < -maxSeconds {
+		return 0, fmt.Errorf("%d seconds is out of range: want at most %d (about 292 years)", n, maxSeconds)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// floatSecondsDuration is v seconds, or an error when v is not a number a
+// duration can hold.
+func floatSecondsDuration(v float64) (time.Duration, error) {
+	ns := v * float64(time.Second)
+	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
+		return 0, fmt.Errorf("%v seconds is out of range: want at most %d (about 292 years)", v, maxSeconds)
+	}
+	return time.Duration(ns), nil
 }
 
 // Window is a dedup window: a Duration, or "forever" (idem.DedupForever:
@@ -58,7 +84,8 @@ func (w Window) MarshalText() ([]byte, error) {
 	return Duration(w).MarshalText()
 }
 
-// durationHook decodes strings and numbers into Duration and Window.
+// durationHook decodes strings and numbers into Duration and Window, and
+// integers as numberHook does.
 func durationHook(from reflect.Type, to reflect.Type, data any) (any, error) {
 	if to == reflect.TypeOf(Window(0)) {
 		if s, ok := data.(string); ok && strings.TrimSpace(s) == idem.DedupForeverName {
@@ -71,18 +98,59 @@ func durationHook(from reflect.Type, to reflect.Type, data any) (any, error) {
 		return d, err
 	}
 	if to != reflect.TypeOf(Duration(0)) {
-		return data, nil
+		return numberHook(to, data)
 	}
 	switch v := data.(type) {
 	case string:
 		d, err := parseDuration(v)
 		return Duration(d), err
 	case int64:
-		return Duration(time.Duration(v) * time.Second), nil
+		d, err := secondsDuration(v)
+		return Duration(d), err
 	case int:
-		return Duration(time.Duration(v) * time.Second), nil
+		d, err := secondsDuration(int64(v))
+		return Duration(d), err
 	case float64:
-		return Duration(time.Duration(v * float64(time.Second))), nil
+		d, err := floatSecondsDuration(v)
+		return Duration(d), err
+	case bool:
+		return nil, fmt.Errorf("%v is not a duration: want Go syntax (30s, 5m, 1h30m) or integer seconds", v)
+	}
+	return data, nil
+}
+
+// numberHook keeps the decoder from bending a value into an integer or
+// text setting: a number or a boolean is not text, a string is read in base 10 (the decoder would read "010" as
+// octal 8 and "0x10" as 16), and a fraction or a boolean is refused (the
+// decoder would truncate 2.7 to 2 and read true as 1).
+func numberHook(to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case reflect.String:
+		// Text is written as text: the decoder would turn listen = 8080
+		// into "8080" and database = true into a file named "1".
+		switch data.(type) {
+		case int64, int, float64, bool:
+			return nil, fmt.Errorf("%v is not a string: want it quoted", data)
+		}
+		return data, nil
+	default:
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, to.Bits())
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", v)
+		}
+		return n, nil
+	case float64:
+		if v != math.Trunc(v) || v >= math.MaxInt64 || v < math.MinInt64 {
+			return nil, fmt.Errorf("%v is not a whole number", v)
+		}
+		return int64(v), nil
+	case bool:
+		return nil, fmt.Errorf("%v is not a whole number", v)
 	}
 	return data, nil
 }
@@ -106,18 +174,31 @@ func (r RetryConfig) validate(name string) []error {
 	if r.Base != nil && *r.Base <= 0 {
 		errs = append(errs, fmt.Errorf("%s.base %s: want a positive duration (delays = [0] retries at once)", name, time.Duration(*r.Base)))
 	}
-	if r.Factor != nil && *r.Factor < 1 {
-		errs = append(errs, fmt.Errorf("%s.factor %v: want 1 or more (1 = a constant delay)", name, *r.Factor))
+	if r.Factor != nil && (!(*r.Factor >= 1) || math.IsInf(*r.Factor, 0)) {
+		errs = append(errs, fmt.Errorf("%s.factor %v: want a finite number, 1 or more (1 = a constant delay)", name, *r.Factor))
 	}
 	if r.Max != nil && *r.Max <= 0 {
 		errs = append(errs, fmt.Errorf("%s.max %s: want a positive duration", name, time.Duration(*r.Max)))
 	}
-	if r.Jitter != nil && *r.Jitter > 1 {
+	if r.Jitter != nil && !(*r.Jitter >= 0 && *r.Jitter <= 1) {
 		errs = append(errs, fmt.Errorf("%s.jitter %v: want 0 (none) to 1", name, *r.Jitter))
 	}
 	for _, d := range r.Delays {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s.delays: %s: want no negative delay", name, time.Duration(d)))
+		}
+	}
+	if len(r.Delays) == 0 {
+		// The cap would hide the base: every delay would be max.
+		base, mx := idem.DefaultRetryBase, idem.DefaultRetryMax // a key not written: idem's default
+		if r.Base != nil {
+			base = time.Duration(*r.Base)
+		}
+		if r.Max != nil {
+			mx = time.Duration(*r.Max)
+		}
+		if base > 0 && mx > 0 && mx < base {
+			errs = append(errs, fmt.Errorf("%s.max %s is below %s.base %s: want a max of at least the base", name, mx, name, base))
 		}
 	}
 	return errs
@@ -237,7 +318,7 @@ func configDefaults() map[string]any {
 		"jobs.dedup_window": idem.DefaultDedupWindow.String(), "jobs.result_ttl": idem.DefaultResultTTL.String(),
 		"jobs.compress_threshold": idem.DefaultCompressThreshold,
 		"retry.base":              idem.DefaultRetryBase.String(), "retry.factor": idem.DefaultRetryFactor,
-		"retry.max": idem.DefaultRetryMax.String(), "retry.jitter": idem.DefaultRetryJitter,
+		"retry.max": idem.DefaultRetryMax.String(), "retry.jitter": idem.DefaultRetryJitter, "retry.delays": []string{},
 		"retention.completed": idem.DefaultCompletedRetention.String(), "retention.cancelled": idem.DefaultCancelledRetention.String(),
 		"retention.dead": "0s", "retention.events": idem.DefaultEventRetention.String(),
 		"maintenance.disabled": false, "maintenance.interval": idem.DefaultMaintenanceEvery.String(),
@@ -345,8 +426,11 @@ func (c *ServeConfig) validate() error {
 	if _, err := newLogger(os.Stderr, c.Log.Level, c.Log.Format); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Jobs.MaxAttempts < 1 {
-		errs = append(errs, fmt.Errorf("jobs.max_attempts %d: want 1 or more", c.Jobs.MaxAttempts))
+	if c.Jobs.Lease > 0 && time.Duration(c.Jobs.Lease) < time.Second {
+		errs = append(errs, fmt.Errorf("jobs.lease %s: want at least 1s", time.Duration(c.Jobs.Lease)))
+	}
+	if c.Jobs.MaxAttempts < 1 || c.Jobs.MaxAttempts > idem.MaxMaxAttempts {
+		errs = append(errs, fmt.Errorf("jobs.max_attempts %d: want 1 to %d", c.Jobs.MaxAttempts, idem.MaxMaxAttempts))
 	}
 	for key, d := range map[string]Duration{"jobs.lease": c.Jobs.Lease, "shutdown_timeout": c.ShutdownTimeout,
 		"maintenance.interval": c.Maintenance.Interval, "maintenance.rescue_interval": c.Maintenance.RescueInterval,

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
 )
 
@@ -26,7 +27,7 @@ import (
 //   - refused: retry.base, retry.factor (below 1), retry.max,
 //     jobs.result_ttl (and per kind), http.max_body_bytes,
 //     http.metrics_max_labels, an empty database or listen, a negative
-//     health threshold.
+//     health threshold, retention, dedup window or auth cache TTL.
 
 // zeroAsNegative is d, or -1 for 0: the "none" of idem's and idemhttp's
 // durations where 0 takes the default.
@@ -58,15 +59,36 @@ func (c *ServeConfig) validateZero() []error {
 		errs = append(errs, fmt.Errorf("jobs.result_ttl %s: want a positive duration", time.Duration(c.Jobs.ResultTTL)))
 	}
 	for _, kind := range sortedKeys(c.Jobs.ResultTTLByKind) {
+		if err := idem.ValidateName("kind", kind); err != nil {
+			errs = append(errs, fmt.Errorf("jobs.result_ttl_by_kind.%s: no job has this kind: %w", kind, err))
+		}
 		if d := c.Jobs.ResultTTLByKind[kind]; d <= 0 {
 			errs = append(errs, fmt.Errorf("jobs.result_ttl_by_kind.%s %s: want a positive duration", kind, time.Duration(d)))
 		}
 	}
+	// 0 has a meaning for these (keep, only while unfinished, no cache); a
+	// negative value has none.
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"jobs.dedup_window", Duration(c.Jobs.DedupWindow)}, {"retention.completed", c.Retention.Completed},
+		{"retention.cancelled", c.Retention.Cancelled}, {"retention.dead", c.Retention.Dead},
+		{"retention.events", c.Retention.Events}, {"http.auth_cache_ttl", c.HTTP.AuthCacheTTL}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %s is negative: want 0 or more", d.key, time.Duration(d.v)))
+		}
+	}
 	errs = append(errs, c.Retry.validate("retry")...)
 	for _, q := range sortedKeys(c.RetryByQueue) {
+		if err := idem.ValidateName("queue", q); err != nil {
+			errs = append(errs, fmt.Errorf("retry_by_queue.%s: no job has this queue: %w", q, err))
+		}
 		errs = append(errs, c.RetryByQueue[q].validate("retry_by_queue."+q)...)
 	}
 	for _, k := range sortedKeys(c.RetryByKind) {
+		if err := idem.ValidateName("kind", k); err != nil {
+			errs = append(errs, fmt.Errorf("retry_by_kind.%s: no job has this kind: %w", k, err))
+		}
 		errs = append(errs, c.RetryByKind[k].validate("retry_by_kind."+k)...)
 	}
 	if c.HTTP.MaxBodyBytes <= 0 {
