@@ -230,3 +230,114 @@ func TestDatabaseClockKeepsStoredJobLeaseFromAFastInsert(t *testing.T) {
 		t.Errorf("b's claim reports its key held while a runs holding it: two executions of one key at once")
 	}
 }
+
+// TestDatabaseClockKeepsASlowNodesLease: a node whose clock runs behind
+// the database's claims a job with a lease that, by its own clock, lasts
+// five minutes; by the database's clock, which decides expiry, that end
+// lies in the past. The lease still lasts its length by the database's
+// clock: the rescuer does not take the job back while the worker runs it
+// (it used to at its next run, and the job ran twice), and the slow
+// node's heartbeat extends it. Both claim paths: the fast one (a queue
+// without limits) and the general one (a queue under a limit).
+func TestDatabaseClockKeepsASlowNodesLease(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	slow := time.Now().Add(-time.Hour)
+	if _, err := s.LimitPut(ctx, &store.LimitPutParams{Limit: store.Limit{
+		FlowScope: store.FlowScope{Queue: "limited"}, Concurrency: 10}, Now: slow}); err != nil {
+		t.Fatal(err)
+	}
+	for _, queue := range []string{"default", "limited"} {
+		j := job("k-" + queue)
+		j.Queue, j.RunAt = queue, slow
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{j}, Now: slow}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{queue}, WorkerID: "slow", Limit: 1,
+			LeaseUntil: slow.Add(5 * time.Minute), Now: slow})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("%s: claim: %v %v", queue, jobs, err)
+		}
+		got, err := s.JobRescue(ctx, &store.JobRescueParams{Now: time.Now(), Limit: 10})
+		if err != nil || len(got) != 0 {
+			t.Fatalf("%s: the rescuer took %v (%v) a moment after a five-minute claim of a node an hour behind", queue, got, err)
+		}
+		errs, err := s.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
+			Leases: []store.Lease{{ID: jobs[0].ID, Token: jobs[0].LeaseToken}},
+			Until:  slow.Add(5 * time.Minute), Now: slow})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("%s: the slow node's heartbeat: %v %v", queue, errs, err)
+		}
+	}
+}
+
+// TestDatabaseClockKeepsASlowNodesRecordLease: a record lease (Do, the HTTP
+// middleware, result leases) taken, then renewed, by a node whose clock
+// runs an hour behind the database's lasts its length by the database's
+// clock: a node with a right clock does not take it over meanwhile (it
+// did at once, and ran the call a second time).
+func TestDatabaseClockKeepsASlowNodesRecordLease(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	acquire := func(owner string, now time.Time, lease time.Duration) bool {
+		t.Helper()
+		res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: owner,
+			LeaseUntil: now.Add(lease), DedupUntil: now, ExpiresAt: now.Add(24 * time.Hour), Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Acquired
+	}
+	slow := time.Now().Add(-time.Hour)
+	if !acquire("slow", slow, 5*time.Minute) {
+		t.Fatal("the slow node did not get the lease")
+	}
+	if acquire("normal", time.Now(), time.Minute) {
+		t.Fatal("a node with a right clock took over the live five-minute record lease of a node an hour behind")
+	}
+	if err := s.RecordRenew(ctx, &store.RecordRenewParams{Tenant: "t", Key: "k", Owner: "slow",
+		LeaseUntil: slow.Add(5 * time.Minute), Now: slow}); err != nil {
+		t.Fatalf("the slow node's renewal: %v", err)
+	}
+	if acquire("normal", time.Now(), time.Minute) {
+		t.Fatal("a node with a right clock took over the renewed record lease of a node an hour behind")
+	}
+}
+
+// TestDatabaseClockKeepsLiveRecordsFromAFastSweep: the expiry sweep of a
+// maintenance leader whose clock runs two hours ahead does not delete a
+// record whose dedup window and result still live for an hour by the
+// database's clock (and by every other node's): it deleted it, and the
+// next enqueue of the key on any node made a second job.
+func TestDatabaseClockKeepsLiveRecordsFromAFastSweep(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	now := time.Now()
+	j := job("k")
+	j.IdempotencyKey, j.Fingerprint, j.DedupWindow, j.ResultTTL, j.RunAt = "K", "fp", time.Hour, time.Hour, now
+	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{j}, Now: now})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("insert: %v %+v", err, res)
+	}
+	jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1,
+		LeaseUntil: now.Add(time.Minute), Now: now})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	fin := complete(jobs[0])
+	fin.FinishedAt, fin.RecordResult, fin.ResultHash = now, []byte(`{}`), "h"
+	if errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{fin}); err != nil || errs[0] != nil {
+		t.Fatalf("finish: %v %v", errs, err)
+	}
+	fast := now.Add(2 * time.Hour)
+	if _, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: fast, Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: now})
+	if err != nil || rec == nil || rec.JobID != jobs[0].ID || rec.Result == nil {
+		t.Fatalf("record after a sweep two hours ahead: %+v %v; want it live with its result", rec, err)
+	}
+}

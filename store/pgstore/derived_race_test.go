@@ -137,8 +137,8 @@ func gatedSweep(t *testing.T, s *Store, now time.Time) (release func() int64) {
 	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
 		t.Fatal(err)
 	}
-	sweep := strings.Replace(s.sql(qDeleteExpiredRecords), "expires_at <= $1",
-		fmt.Sprintf("expires_at <= $1 AND (SELECT 1 FROM pg_advisory_xact_lock_shared(%d::bigint)) = 1", lockKey), 1)
+	sweep := strings.Replace(s.sql(qDeleteExpiredRecords), "expires_at <= "+sweepNow,
+		fmt.Sprintf("expires_at <= %s AND (SELECT 1 FROM pg_advisory_xact_lock_shared(%d::bigint)) = 1", sweepNow, lockKey), 1)
 	if sweep == s.sql(qDeleteExpiredRecords) {
 		t.Fatal("gate not inserted")
 	}

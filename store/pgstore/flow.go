@@ -159,6 +159,12 @@ SELECT * FROM upd`
 // of them, upd, returning the claimed rows (jobCols and key_held).
 // qClaimOne and qClaimFair share them.
 //
+// The lease lasts leaseUntil - now by the expiry clock ({db_now}) at least:
+// a caller whose clock runs behind the database's gets its lease moved
+// forward by the difference, as its heartbeats set it (qHeartbeat), or the
+// rescuer, which reads the database's clock, would take the job back while
+// it runs; one whose clock runs ahead keeps its later leaseUntil.
+//
 // key_held is idemtype.JobRow.KeyHeld: the claimed job's key record names
 // it, is in progress, stores no lease and is live at now, and the job's
 // new lease outlasts the expiry clock ({db_now}: the database's, unless
@@ -186,7 +192,7 @@ func claimCTEs(now, leaseUntil, worker, token string) string {
         attempt = j.attempt + 1,
         started_at = ` + now + `,
         lease_token = coalesce(nullif(` + token + `::text, ''), replace(gen_random_uuid()::text, '-', '')),
-        lease_expires_at = ` + leaseUntil + `,
+        lease_expires_at = ` + leaseUntil + `::timestamptz + ` + leaseShift(now) + `,
         worker_id = ` + worker + `
     WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
       AND NOT EXISTS (SELECT 1 FROM {schema}.claims_given_back g WHERE g.token = ` + token + `::text)

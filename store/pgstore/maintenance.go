@@ -155,7 +155,7 @@ func (s *Store) RecordDeleteExpired(ctx context.Context, params *store.RecordDel
 	if err != nil {
 		return 0, fmt.Errorf("delete expired records: %w", err)
 	}
-	dropped, err := db.Exec(ctx, s.sql(qDropExpiredResults), store.OrNow(now), limit)
+	dropped, err := db.Exec(ctx, s.sql(qDropExpiredResults), store.OrNow(now), limit, s.expiryClock(now))
 	if err != nil {
 		return 0, fmt.Errorf("drop expired results: %w", err)
 	}

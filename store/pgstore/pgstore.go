@@ -368,6 +368,18 @@ func (s *Store) expiryClock(now time.Time) *time.Time {
 	return &now
 }
 
+// leaseShift is the SQL interval added to a lease end the caller computed
+// as its now (the SQL parameter now) plus the lease's length: how far the
+// expiry clock ({db_now}) is ahead of the caller's clock, 0 when it is not
+// (or under Config.CallerClock). A caller whose clock runs behind the
+// database's would otherwise store a lease that, by the clock that decides
+// expiry, ends early (or has ended): the rescuer or another acquirer would
+// take it over while it is used. One whose clock runs ahead keeps its later
+// end.
+func leaseShift(now string) string {
+	return `(greatest(` + now + `::timestamptz, {db_now}) - ` + now + `::timestamptz)`
+}
+
 // dbNow is what {db_now} stands for in the store's SQL: the database's
 // clock, which decides lease expiry (see expiryClock), or, when the
 // caller's clock decides (Config.CallerClock), a time before any other, so

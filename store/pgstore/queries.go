@@ -711,8 +711,16 @@ RETURNING j.queue`
 )
 DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 
+	// sweepNow is the time at which the expiry sweeps (qDropExpiredResults,
+	// qDeleteExpiredRecords) find records and results expired: the
+	// caller's now ($1), but never later than the expiry clock ($3, NULL
+	// for the database's now()), so a maintenance leader whose clock runs
+	// ahead does not delete records (dedup windows, cached results) that
+	// still live for every other node.
+	sweepNow = `LEAST($1::timestamptz, COALESCE($3::timestamptz, now()))`
+
 	// qDropExpiredResults drops the bytes of up to $2 stored results
-	// expired at $1 whose records live on for their dedup window (a result
+	// expired at sweepNow whose records live on for their dedup window (a result
 	// TTL shorter than the window): the record keeps its status,
 	// completion time and hash and reads without a result (recordReadCols).
 	// It locks records only (SKIP LOCKED): it never waits, and never holds
@@ -720,12 +728,12 @@ DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
 	// records_result_expires_idx, which holds only the records that outlive
 	// their result (the others go whole, qDeleteExpiredRecords).
 	qDropExpiredResults = `UPDATE {schema}.records r SET result = NULL, size_bytes = 0, compressed = false
-FROM (SELECT c.tenant, c.key FROM {schema}.records c WHERE c.result_expires_at <= $1 AND c.result IS NOT NULL
+FROM (SELECT c.tenant, c.key FROM {schema}.records c WHERE c.result_expires_at <= ` + sweepNow + ` AND c.result IS NOT NULL
           AND (c.expires_at IS NULL OR c.result_expires_at < c.expires_at)
       LIMIT $2 FOR UPDATE SKIP LOCKED) c
 WHERE r.tenant = c.tenant AND r.key = c.key`
 
-	// qDeleteExpiredRecords deletes up to $2 records expired at $1. The
+	// qDeleteExpiredRecords deletes up to $2 records expired at sweepNow. The
 	// stored expiry of a record whose completion is read from its job row
 	// is a lower bound, by at most an hour (derivedJoin, qCompleteRecords):
 	// such a record is passed over until its result expires too. cand locks
@@ -758,8 +766,8 @@ WHERE r.tenant = c.tenant AND r.key = c.key`
     FROM {schema}.records r
     LEFT JOIN LATERAL (SELECT 1 AS live FROM {schema}.jobs dj
         WHERE dj.id = r.job_id AND ` + derivedCond + `
-          AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1 LIMIT 1) d ON true
-    WHERE r.expires_at <= $1 AND d.live IS NULL
+          AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + sweepNow + ` LIMIT 1) d ON true
+    WHERE r.expires_at <= ` + sweepNow + ` AND d.live IS NULL
       AND NOT (r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
                AND EXISTS (SELECT 1 FROM {schema}.jobs rj WHERE rj.id = r.job_id AND rj.state = 'running'
                            AND rj.lease_expires_at > COALESCE($3::timestamptz, now())))
@@ -779,7 +787,7 @@ DELETE FROM {schema}.records r USING cand
 WHERE r.tenant = cand.tenant AND r.key = cand.key
   AND NOT (cand.bare AND CASE WHEN cand.job_id IN (SELECT ex.id FROM ex)
                               THEN COALESCE((SELECT COALESCE(` + derivedCond + `
-                                        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $1, false)
+                                        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + sweepNow + `, false)
                                         OR (dj.state = 'running'
                                             AND dj.lease_expires_at > COALESCE($3::timestamptz, now()))
                                              FROM lk dj WHERE dj.id = cand.job_id), true)

@@ -102,6 +102,12 @@ ORDER BY r.tenant LIMIT 1`
 
 	qRecordDelete = `DELETE FROM {schema}.records WHERE tenant = $1 AND key = $2`
 
+	// leaseShiftAcquire and leaseShiftRenew are leaseShift (pgstore.go) of
+	// qRecordAcquireMany's now ($6) and qRecordRenew's ($5): a record lease
+	// lasts its length by the expiry clock at least.
+	leaseShiftAcquire = `(greatest($6::timestamptz, {db_now}) - $6::timestamptz)`
+	leaseShiftRenew   = `(greatest($5::timestamptz, {db_now}) - $5::timestamptz)`
+
 	// qRecordAcquireMany takes the execution leases of distinct keys in one
 	// statement ($1 tenants, $2 keys, $3 job ids, $4 owners, $5 lease ends,
 	// $7 dedup ends, $8 expiries; $6 now and $9 the expiry clock shared);
@@ -130,7 +136,9 @@ ORDER BY r.tenant LIMIT 1`
 	// against a scan of the running jobs, whose partial indexes hold an
 	// entry for every job that ran since the last vacuum.
 	qRecordAcquireMany = `WITH i AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $7::timestamptz[], $8::timestamptz[])
+    SELECT i.tenant, i.key, i.job_id, i.owner, i.lease_until + ` + leaseShiftAcquire + ` AS lease_until,
+        i.dedup_until, i.expires_at
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $7::timestamptz[], $8::timestamptz[])
         AS i(tenant, key, job_id, owner, lease_until, dedup_until, expires_at)
 ), own AS (
     SELECT r.tenant, r.key, r.status, r.fingerprint, r.job_id, COALESCE(r.result_job_id, 0), r.result,
@@ -281,8 +289,9 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
 	// still holds ($4 the new end, $5 now): in progress, live, and storing
 	// that owner's lease (store.Records.RecordRenew); the record lives
 	// until the new end at least.
-	qRecordRenew = `UPDATE {schema}.records SET lease_until = $4,
-    expires_at = CASE WHEN expires_at < $4 THEN $4 ELSE expires_at END
+	qRecordRenew = `UPDATE {schema}.records SET lease_until = $4::timestamptz + ` + leaseShiftRenew + `,
+    expires_at = CASE WHEN expires_at < $4::timestamptz + ` + leaseShiftRenew + `
+                      THEN $4::timestamptz + ` + leaseShiftRenew + ` ELSE expires_at END
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
   AND (expires_at IS NULL OR expires_at > $5)`
 
