@@ -38,6 +38,10 @@ type Elector struct {
 	// false after it even if no attempt has ended since (a stalled
 	// renewal), because another node may lead by then.
 	termEnd atomic.Int64
+	// mayLead: the last attempt won a term, or failed, so that the store
+	// may hold a term of this owner that no attempt reported (a renewal
+	// whose answer a cancellation lost); Stop then resigns.
+	mayLead atomic.Bool
 
 	// TestSignals tell tests about campaigns; inert unless initialised.
 	TestSignals struct {
@@ -78,6 +82,7 @@ func (e *Elector) RunOnce(ctx context.Context) (bool, error) {
 	if err != nil {
 		ok = false
 	}
+	e.mayLead.Store(ok || err != nil)
 	if ok {
 		// The store's term runs from the attempt's Now; counting from the
 		// attempt's start never outlives it.
@@ -118,9 +123,14 @@ func (e *Elector) Start(ctx context.Context) error {
 }
 
 // Stop ends the campaign and resigns; idempotent, and safe without Start.
+// It resigns also when the last attempt failed, not only when it won a
+// term: an attempt cut off by the stop may have written one (resigning
+// without a term deletes nothing), which would otherwise hold the
+// leadership for a whole TTL.
 func (e *Elector) Stop() {
 	e.BaseStartStop.Stop()
-	if e.leader.Swap(false) {
+	e.leader.Store(false)
+	if e.mayLead.Swap(false) {
 		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
 		if err := e.store.LeaderResign(ctx, &store.LeaderResignParams{Name: e.cfg.Name, Owner: e.cfg.Owner}); err != nil {
