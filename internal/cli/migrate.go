@@ -107,31 +107,49 @@ func appliedMigrations(ctx context.Context, st *pgstore.Store) (int, error) {
 	return n, nil
 }
 
-// migrateUp applies the pending migrations and reports them.
+// upMigrator is a store that reports what its migration applied
+// (pgstore and sqlitestore).
+type upMigrator interface {
+	MigrateUp(ctx context.Context) (from int, applied []int, err error)
+}
+
+// migrateUp applies the pending migrations and reports the ones this run
+// applied: run from several hosts at once, the runs that waited for
+// another's migration report none.
 func migrateUp(ctx context.Context, cmd *cobra.Command, url string, create bool) error {
 	st, err := openStore(ctx, url, openOpts{create: create, noMigrate: true})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	before, _, _ := schemaVersion(ctx, st)
-	if err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	after, _, _ := schemaVersion(ctx, st)
-	res := migrateResult{From: before, To: after, Applied: []int{}}
-	for v := before + 1; v <= after; v++ {
-		res.Applied = append(res.Applied, v)
+	res := migrateResult{Applied: []int{}}
+	if um, ok := st.(upMigrator); ok {
+		from, applied, err := um.MigrateUp(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		res.From, res.Applied = from, append(res.Applied, applied...)
+		res.To, _, _ = schemaVersion(ctx, st)
+	} else {
+		before, _, _ := schemaVersion(ctx, st)
+		if err := st.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		after, _, _ := schemaVersion(ctx, st)
+		res.From, res.To = before, after
+		for v := before + 1; v <= after; v++ {
+			res.Applied = append(res.Applied, v)
+		}
 	}
 	out := cmd.OutOrStdout()
 	if wantJSON(cmd) {
 		return printJSON(out, res)
 	}
 	if len(res.Applied) == 0 {
-		fmt.Fprintf(out, "schema is up to date at version %d; nothing applied\n", after)
+		fmt.Fprintf(out, "schema is up to date at version %d; nothing applied\n", res.To)
 		return nil
 	}
-	fmt.Fprintf(out, "applied %d migration(s): version %d to %d; schema is now at version %d\n", len(res.Applied), before, after, after)
+	fmt.Fprintf(out, "applied %d migration(s): version %d to %d; schema is now at version %d\n", len(res.Applied), res.From, res.Applied[len(res.Applied)-1], res.To)
 	return nil
 }
 

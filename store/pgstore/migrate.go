@@ -112,17 +112,30 @@ func (s *Store) lockMigrations(ctx context.Context, tx pgx.Tx) (map[int]time.Tim
 // a transaction-level advisory lock: several processes migrating at once
 // wait for each other and the later ones find nothing to do.
 func (s *Store) Migrate(ctx context.Context) error {
+	_, _, err := s.MigrateUp(ctx)
+	return err
+}
+
+// MigrateUp is Migrate, reporting what this call did: from is the newest
+// version applied before it (0 on a new schema) and applied the versions
+// it applied itself, both read under the migration lock, so a process
+// that waited for another's migration reports none.
+func (s *Store) MigrateUp(ctx context.Context) (from int, applied []int, err error) {
 	ms, err := loadMigrations()
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		applied, err := s.lockMigrations(ctx, tx)
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		from, applied = 0, nil // a retried transaction starts over
+		done, err := s.lockMigrations(ctx, tx)
 		if err != nil {
 			return err
 		}
+		for v := range done {
+			from = max(from, v)
+		}
 		for _, m := range ms {
-			if _, ok := applied[m.Version]; ok {
+			if _, ok := done[m.Version]; ok {
 				continue
 			}
 			if _, err := tx.Exec(ctx, s.sql(m.Up)); err != nil {
@@ -131,9 +144,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, s.sql(qMigrationsInsert), m.Version, m.Name); err != nil {
 				return fmt.Errorf("migrate: record %d: %w", m.Version, err)
 			}
+			applied = append(applied, m.Version)
 		}
 		return nil
 	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return from, applied, nil
 }
 
 // MigrateDown undoes the newest steps applied migrations (all when steps

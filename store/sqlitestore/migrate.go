@@ -58,12 +58,22 @@ func migrations() ([]migration, error) {
 // begins with BEGIN IMMEDIATE: a second process migrating the same file
 // waits for the lock and then finds every version applied.
 func (s *Store) Migrate(ctx context.Context) error {
+	_, _, err := s.MigrateUp(ctx)
+	return err
+}
+
+// MigrateUp is Migrate, reporting what this call did: from is the newest
+// version applied before it (0 on a new file) and applied the versions it
+// applied itself, both read in its write transaction, so a process that
+// waited for another's migration reports none.
+func (s *Store) MigrateUp(ctx context.Context) (from int, applied []int, err error) {
 	ms, err := migrations()
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return 0, nil, fmt.Errorf("migrate: %w", err)
 	}
 	err = s.write(ctx, 1, func(t *wtx) error {
-		t.flow.invalidate() // a migration may change flow_controls
+		from, applied = 0, nil // a retried operation starts over
+		t.flow.invalidate()    // a migration may change flow_controls
 		if _, err := t.conn.ExecContext(context.Background(), qMigrationsTable); err != nil {
 			return err
 		}
@@ -73,6 +83,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 			if n > 0 {
+				from = max(from, m.version)
 				continue
 			}
 			if _, err := t.conn.ExecContext(context.Background(), m.sql); err != nil {
@@ -81,11 +92,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if _, err := t.conn.ExecContext(context.Background(), qMigrationInsert, m.version, m.name, time.Now().UnixMicro()); err != nil {
 				return err
 			}
+			applied = append(applied, m.version)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return 0, nil, fmt.Errorf("migrate: %w", err)
 	}
-	return nil
+	return from, applied, nil
 }
