@@ -94,7 +94,8 @@ type Config struct {
 	// Default DefaultLeaseDuration.
 	LeaseDuration time.Duration
 	// PollInterval is how often an idle queue looks for jobs it was not told
-	// about (other processes, due scheduled jobs); default DefaultPollInterval.
+	// about (other processes, due scheduled jobs); default DefaultPollInterval;
+	// negative is refused.
 	PollInterval time.Duration
 	// FetchLimit caps one claim; default DefaultFetchLimit.
 	FetchLimit int
@@ -102,9 +103,11 @@ type Config struct {
 	// DisableMaintenance turns off the rescuer, retention and promoter
 	// (they run on the elected leader only).
 	DisableMaintenance bool
-	// RescueInterval: how often expired leases are rescued; default DefaultRescueInterval.
+	// RescueInterval: how often expired leases are rescued; default
+	// DefaultRescueInterval; negative is refused.
 	RescueInterval time.Duration
-	// MaintenanceInterval: how often retention runs; default DefaultMaintenanceEvery.
+	// MaintenanceInterval: how often retention runs; default
+	// DefaultMaintenanceEvery; negative is refused.
 	MaintenanceInterval time.Duration
 	// CompletedRetention and CancelledRetention: finished jobs older than
 	// this are deleted; defaults 30 days; negative keeps them.
@@ -112,7 +115,8 @@ type Config struct {
 	CompletedRetention time.Duration
 	CancelledRetention time.Duration
 	DeadRetention      time.Duration
-	// LeaderTTL is the term of the maintenance leader; default DefaultLeaderTTL.
+	// LeaderTTL is the term of the maintenance leader; default
+	// DefaultLeaderTTL; under 1ms is refused.
 	LeaderTTL time.Duration
 	// Observer receives every job event (enqueued, deduplicated, claimed,
 	// cache hit and miss, finished) for metrics and logs; nil = none.
@@ -142,7 +146,7 @@ type Config struct {
 	// kept: Start never deletes one.
 	Schedules []Schedule
 	// ScheduleInterval: how often the scheduler looks for due firings;
-	// default DefaultScheduleInterval.
+	// default DefaultScheduleInterval; negative is refused.
 	ScheduleInterval time.Duration
 	// ScheduleGrace: under MissedSkip, a firing found due later than this
 	// after its time is missed; default DefaultScheduleGrace.
@@ -221,6 +225,21 @@ func (c *Config) withDefaults() (*Config, error) {
 	if cfg.MaxAttempts > MaxMaxAttempts {
 		// Every job left to the default would be refused at its enqueue.
 		return nil, fmt.Errorf("config: MaxAttempts %d is over a job's limit, %d", cfg.MaxAttempts, MaxMaxAttempts)
+	}
+	// The background services tick at these intervals (a non-positive
+	// one would panic in the service's goroutine at Start); the elector
+	// renews every third of LeaderTTL.
+	for _, iv := range []struct {
+		name string
+		d    time.Duration
+	}{{"PollInterval", cfg.PollInterval}, {"RescueInterval", cfg.RescueInterval},
+		{"MaintenanceInterval", cfg.MaintenanceInterval}, {"ScheduleInterval", cfg.ScheduleInterval}} {
+		if iv.d < 0 {
+			return nil, fmt.Errorf("config: negative %s %v", iv.name, iv.d)
+		}
+	}
+	if cfg.LeaderTTL < time.Millisecond {
+		return nil, fmt.Errorf("config: LeaderTTL %v: want at least 1ms", cfg.LeaderTTL)
 	}
 	for _, d := range append([]time.Duration{cfg.Timeout}, mapValues(cfg.TimeoutByKind, cfg.TimeoutByQueue)...) {
 		if d < 0 {
