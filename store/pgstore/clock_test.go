@@ -341,3 +341,45 @@ func TestDatabaseClockKeepsLiveRecordsFromAFastSweep(t *testing.T) {
 		t.Fatalf("record after a sweep two hours ahead: %+v %v; want it live with its result", rec, err)
 	}
 }
+
+// TestDatabaseClockKeepsJobsOfLiveRecordsFromAFastRetention: a keyed job
+// finished now, its record live for two hours (its dedup window). A
+// maintenance leader three hours ahead runs retention of one hour: by its
+// clock the record has expired, so it deleted the job its live record
+// names (the record was then gone with it for every other node). The
+// database's clock decides: the job stays.
+func TestDatabaseClockKeepsJobsOfLiveRecordsFromAFastRetention(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	now := time.Now()
+	j := job("k")
+	j.IdempotencyKey, j.Fingerprint, j.DedupWindow, j.ResultTTL, j.RunAt = "K", "fp", 2*time.Hour, 2*time.Hour, now
+	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{j}, Now: now})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("insert: %v %+v", err, res)
+	}
+	jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1,
+		LeaseUntil: now.Add(time.Minute), Now: now})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	fin := complete(jobs[0])
+	fin.FinishedAt, fin.RecordResult, fin.ResultHash = now, []byte(`{}`), "h"
+	if errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{fin}); err != nil || errs[0] != nil {
+		t.Fatalf("finish: %v %v", errs, err)
+	}
+	fast := now.Add(3 * time.Hour)
+	before := fast.Add(-time.Hour)
+	if _, err := s.JobDeleteFinished(ctx, &store.JobDeleteFinishedParams{CompletedBefore: before, CancelledBefore: before,
+		DeadBefore: before, Limit: 10, Now: fast}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobGet(ctx, &store.JobGetParams{ID: jobs[0].ID}); err != nil {
+		t.Fatalf("job after a retention run three hours ahead: %v; want it kept while its record lives", err)
+	}
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: now})
+	if err != nil || rec.JobID != jobs[0].ID {
+		t.Fatalf("record: %+v %v; want it naming job %d", rec, err, jobs[0].ID)
+	}
+}

@@ -136,7 +136,7 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 	}
 	limit := store.BatchLimit(p.Limit)
 	tag, err := db.Exec(ctx, s.sql(qDeleteFinished), nullTime(p.CompletedBefore), nullTime(p.CancelledBefore),
-		nullTime(p.DeadBefore), store.OrNow(p.Now), limit)
+		nullTime(p.DeadBefore), store.OrNow(p.Now), limit, s.expiryClock(store.OrNow(p.Now)))
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}

@@ -691,6 +691,12 @@ SELECT id, queue FROM upd`
 UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id
 RETURNING j.queue`
 
+	// retentionNow is when qDeleteFinished finds a job's record expired:
+	// the leader's now ($4), but never later than the expiry clock ($6,
+	// NULL for the database's now()), as sweepNow: a leader whose clock
+	// runs ahead does not delete a job its live record names.
+	retentionNow = `LEAST($4::timestamptz, COALESCE($6::timestamptz, now()))`
+
 	qDeleteFinished = `WITH cand AS (
     SELECT j.id FROM {schema}.jobs j
     WHERE ((j.state = 'completed' AND j.finished_at < $1)
@@ -698,12 +704,12 @@ RETURNING j.queue`
         OR (j.state = 'dead' AND j.finished_at < $3))
       AND (j.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM {schema}.records r
           WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id
-            AND (r.dedup_until IS NULL OR r.dedup_until > $4)
-            AND (r.expires_at IS NULL OR r.expires_at > $4)))
+            AND (r.dedup_until IS NULL OR r.dedup_until > ` + retentionNow + `)
+            AND (r.expires_at IS NULL OR r.expires_at > ` + retentionNow + `)))
       AND (j.state <> 'completed' OR j.was_cached OR j.idempotency_key = '' OR NOT EXISTS (
           SELECT 1 FROM {schema}.records r JOIN {schema}.jobs dj ON dj.id = j.id
           WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND ` + derivedCond + `
-            AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > $4))
+            AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + retentionNow + `))
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), a AS (
