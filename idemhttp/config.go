@@ -91,7 +91,11 @@ type Config struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// Idempotency configures the Idempotency-Key middleware on the API's
 	// own non-enqueue POSTs. Its Tenant is always the authenticated tenant,
-	// and a 401 (a key revoked during a long poll) is never stored.
+	// and a 401 (a key revoked during a long poll) is never stored. Claim
+	// replies are stored whatever their size (up to the largest claim of
+	// MaxClaimLimit jobs), above MaxResponseBytes too, so that the retry of
+	// a claim whose reply was lost gets the same jobs; so are the replies
+	// of one job (complete, fail, cancel, retry, resolve, trigger).
 	Idempotency MiddlewareConfig
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/testsignal"
 	"github.com/idem-dev/idem/store"
 )
@@ -30,6 +31,8 @@ type Server struct {
 	auth         *authenticator
 	idemMW       func(http.Handler) http.Handler
 	leaseMW      func(http.Handler) http.Handler // idemMW that keeps no 409
+	claimMW      func(http.Handler) http.Handler // idemMW that stores any claim reply
+	jobMW        func(http.Handler) http.Handler // idemMW that stores any one-job reply
 	reg          *prometheus.Registry
 	metrics      *httpMetrics
 	storeMetrics *storeCollector
@@ -54,9 +57,28 @@ type route struct {
 	// lease: wrapped in the Idempotency-Key middleware that stores no 409
 	// (a result lease held by another holder is not an answer to replay:
 	// the client retries it until the holder is done).
-	lease   bool
-	handler func(w http.ResponseWriter, r *http.Request) error
+	lease bool
+	// claim: idempotent, storing replies up to maxClaimReplyBytes;
+	// job: idempotent, its reply one job, stored up to maxJobReplyBytes.
+	claim, job bool
+	handler    func(w http.ResponseWriter, r *http.Request) error
 }
+
+// maxClaimReplyBytes bounds the reply of a claim: up to MaxClaimLimit
+// jobs, each with args and metadata of up to MaxArgsBytes, a last error
+// and its other fields. The Idempotency-Key middleware stores claim
+// replies up to it (and at least MiddlewareConfig.MaxResponseBytes): a
+// claim reply it did not store would let the retry of a claim whose reply
+// was lost take other jobs, leaving the first ones leased to nobody until
+// the rescuer takes them back, an attempt lost each.
+const maxClaimReplyBytes = idem.MaxClaimLimit * (2*idem.MaxArgsBytes + idem.MaxErrorBytes + 16<<10)
+
+// maxJobReplyBytes bounds a reply of one job: args, metadata and result
+// of up to MaxArgsBytes each, a last error and its other fields. The
+// routes that answer one job (complete, fail, cancel, retry, resolve,
+// trigger) store replies up to it: a retry (same key) of one whose reply
+// was not stored ran again and answered 409 for a call that had worked.
+const maxJobReplyBytes = 3*idem.MaxArgsBytes + idem.MaxErrorBytes + 16<<10
 
 // NewServer returns the API server of client on st (the store the client
 // uses; its API keys and records serve auth and the middleware). When st
@@ -90,6 +112,12 @@ func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	lmw := mwc
 	lmw.Keep = func(status int) bool { return status != http.StatusConflict && kept(status) }
 	s.leaseMW = Middleware(st, &lmw)
+	cmw := mwc
+	cmw.MaxResponseBytes = max(cmw.MaxResponseBytes, DefaultMaxResponseBytes, maxClaimReplyBytes)
+	s.claimMW = Middleware(st, &cmw)
+	jmw := mwc
+	jmw.MaxResponseBytes = max(jmw.MaxResponseBytes, DefaultMaxResponseBytes, maxJobReplyBytes)
+	s.jobMW = Middleware(st, &jmw)
 	s.metrics = newHTTPMetrics(s.reg, s)
 	s.routes = s.routeTable()
 	s.all = s.outer(s.mux(true, true))
@@ -105,21 +133,21 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/jobs/batch", handler: s.enqueueBatch},
 		{method: "GET", path: "/v1/jobs", handler: s.listJobs},
 		{method: "GET", path: "/v1/jobs/{id}", handler: s.getJob},
-		{method: "POST", path: "/v1/jobs/{id}/cancel", idempotent: true, handler: s.cancelJob},
-		{method: "POST", path: "/v1/jobs/{id}/retry", idempotent: true, handler: s.retryJob},
+		{method: "POST", path: "/v1/jobs/{id}/cancel", job: true, handler: s.cancelJob},
+		{method: "POST", path: "/v1/jobs/{id}/retry", job: true, handler: s.retryJob},
 		{method: "GET", path: "/v1/jobs/{id}/attempts", handler: s.attempts},
 		{method: "POST", path: "/v1/jobs/replay", idempotent: true, handler: s.replay},
 		{method: "GET", path: "/v1/dlq", handler: s.listDLQ},
 		{method: "POST", path: "/v1/dlq/requeue", idempotent: true, handler: s.requeue},
 		{method: "DELETE", path: "/v1/dlq/{id}", handler: s.deleteDead},
-		{method: "POST", path: "/v1/dlq/{id}/resolve", idempotent: true, handler: s.resolveDead},
+		{method: "POST", path: "/v1/dlq/{id}/resolve", job: true, handler: s.resolveDead},
 		{method: "POST", path: "/v1/batches", handler: s.createBatch},
 		{method: "GET", path: "/v1/batches/{id}", handler: s.getBatch},
 		{method: "POST", path: "/v1/batches/{id}/cancel", idempotent: true, handler: s.cancelBatch},
-		{method: "POST", path: "/v1/claim", idempotent: true, handler: s.claim},
+		{method: "POST", path: "/v1/claim", claim: true, handler: s.claim},
 		{method: "POST", path: "/v1/jobs/{id}/heartbeat", handler: s.heartbeat},
-		{method: "POST", path: "/v1/jobs/{id}/complete", idempotent: true, handler: s.complete},
-		{method: "POST", path: "/v1/jobs/{id}/fail", idempotent: true, handler: s.fail},
+		{method: "POST", path: "/v1/jobs/{id}/complete", job: true, handler: s.complete},
+		{method: "POST", path: "/v1/jobs/{id}/fail", job: true, handler: s.fail},
 		{method: "GET", path: "/v1/idempotency", handler: s.recordStats},
 		{method: "GET", path: "/v1/idempotency/{key}", handler: s.getRecord},
 		{method: "DELETE", path: "/v1/idempotency/{key}", handler: s.deleteRecord},
@@ -131,7 +159,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/schedules/{name}", handler: s.getSchedule},
 		{method: "PUT", path: "/v1/schedules/{name}", handler: s.putSchedule},
 		{method: "DELETE", path: "/v1/schedules/{name}", handler: s.deleteSchedule},
-		{method: "POST", path: "/v1/schedules/{name}/trigger", idempotent: true, handler: s.triggerSchedule},
+		{method: "POST", path: "/v1/schedules/{name}/trigger", job: true, handler: s.triggerSchedule},
 		{method: "GET", path: "/v1/stats", handler: s.stats},
 		{method: "GET", path: "/v1/health", handler: s.getHealth},
 		{method: "GET", path: "/v1/targets", handler: s.listTargets},
@@ -168,6 +196,10 @@ func (s *Server) mux(api, ops bool) http.Handler {
 		}
 		var h http.Handler = s.adapt(rt.handler)
 		switch {
+		case rt.claim:
+			h = s.claimMW(h)
+		case rt.job:
+			h = s.jobMW(h)
 		case rt.idempotent:
 			h = s.idemMW(h)
 		case rt.lease:
