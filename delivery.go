@@ -320,6 +320,13 @@ func (s *targetSet) checkURL(ctx context.Context, raw string) error {
 		if err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 			return idemtype.Invalid("url", "want nats://host:port/subject")
 		}
+		// One server: a server list (a ',' in the host, or a second
+		// user info) would be stored with its other servers and their
+		// credentials read as the subject, shown unmasked.
+		authority, _, _ := strings.Cut(strings.TrimPrefix(raw, "nats://"), "/")
+		if strings.Contains(u.Host, ",") || strings.Count(authority, "@") > 1 {
+			return idemtype.Invalid("url", "want nats://host:port/subject: one server, with '@' and ',' in credentials percent-encoded")
+		}
 		return nil
 	}
 	if err := s.sender.CheckURL(ctx, raw); err != nil {

@@ -83,6 +83,8 @@ var docLooserThanServer = []string{
 	"no longer exists; it did not complete", // a retry of a job that never ran, its dependency deleted
 	"key: must be printable ASCII",          // kin-openapi checks path values still escaped
 	"forbidden target address",              // a target URL's resolved address (SSRF policy)
+	"webhook: invalid target url",           // a URL's syntax (the document says string)
+	"want nats://host:port/subject",         // a NATS URL's syntax: one server, a subject
 	"want whsec_ followed by base64",        // a secret's base64 and its 16-byte minimum
 	"a batch needs a key",                   // the key may come in the body or the header
 	// Retry policies and completion jobs: cross-field rules, and a

@@ -112,3 +112,56 @@ func TestPutKeepsSecrets(t *testing.T) {
 func whsec(n byte) string {
 	return webhook.NewSecret(bytes.Repeat([]byte{n}, 32)).Reveal()
 }
+
+// TestBadTargetURLHidesPassword: a target or subscription URL that does
+// not parse is refused with a 400 that names the field, never the URL: the
+// url.Parse error quotes the whole URL, password included, and the problem
+// body reaches logs, CLI output and proxies.
+func TestBadTargetURLHidesPassword(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	for _, raw := range []string{
+		"https://u:s3cretpw@example.com:badport/x",
+		"http://u:s3cretpw@[::1/x",
+		"https://u:s3c%zzretpw@example.com/x",
+		"NATS://s3cretpw@example.com:4222/subject", // a token, in a scheme spelt in capitals
+		"ftp://u:s3cretpw@example.com/x",
+	} {
+		for _, tc := range []struct {
+			path string
+			body map[string]any
+		}{
+			{"/v1/targets/orders", map[string]any{"url": raw, "queue": "q"}},
+			{"/v1/topics/orders/subscriptions/billing", map[string]any{"url": raw, "event_types": []string{"paid"}}},
+		} {
+			r := e.req("PUT", tc.path, e.keyA, tc.body)
+			expect(t, r, 400, "")
+			if bytes.Contains(r.body, []byte("s3c")) || bytes.Contains(r.body, []byte("retpw")) {
+				t.Errorf("PUT %s with url %q: problem shows the password: %s", tc.path, raw, r.body)
+			}
+		}
+	}
+}
+
+// TestNATSServerListRefused: a nats:// URL names one server. A server
+// list (nats://u:p@a:4222,nats://u:p@b:4222/subject, as NATS clients take
+// it) was stored with the second server and its password read as the
+// subject, and every listing showed that password unmasked.
+func TestNATSServerListRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	for _, raw := range []string{
+		"nats://u:s3cretpw@127.0.0.1:4222,nats://u:s3cretpw@127.0.0.2:4222/orders",
+		"nats://s3cretpw@127.0.0.1:4222,s3cretpw@127.0.0.2:4222/orders",
+	} {
+		path := "/v1/topics/orders/subscriptions/billing"
+		r := e.req("PUT", path, e.keyA, map[string]any{"url": raw, "event_types": []string{"paid"}})
+		expect(t, r, 400, "")
+		if bytes.Contains(r.body, []byte("s3cretpw")) {
+			t.Errorf("PUT with url %q: problem shows the password: %s", raw, r.body)
+		}
+		if list := e.req("GET", "/v1/topics/orders/subscriptions", e.keyA, nil); bytes.Contains(list.body, []byte("s3cretpw")) {
+			t.Errorf("url %q stored, listed with its password: %s", raw, list.body)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/internal/redact"
 )
 
 // Defaults for [Config].
@@ -239,10 +241,14 @@ func (s *Sender) CheckURL(ctx context.Context, rawURL string) error {
 func parseTarget(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+		// Not err itself: url.Parse quotes the whole URL, password
+		// included, and this error reaches problem bodies and logs.
+		return nil, fmt.Errorf("%w: %s", ErrInvalidURL, redact.Unparsable)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: %q", ErrInvalidURL, u.Redacted())
+		// redact.URL, not u.Redacted: a user name alone may be a token
+		// (nats://token@host in a scheme spelt in capitals).
+		return nil, fmt.Errorf("%w: %q", ErrInvalidURL, redact.URL(raw))
 	}
 	return u, nil
 }

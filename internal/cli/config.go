@@ -547,7 +547,12 @@ const unparsableDatabase = redact.Unparsable
 // maskDatabase hides the password of a database URL: the user-info
 // password and a password query parameter (redact.URL). A URL that does
 // not parse gives unparsableDatabase, never the raw string.
-func maskDatabase(raw string) string { return redact.URL(raw) }
+func maskDatabase(raw string) string {
+	if !isPostgres(raw) && keywordDSN(raw) {
+		return unparsableDatabase // host=… password=…: not a URL
+	}
+	return redact.URL(raw)
+}
 
 // printConfig writes c as TOML with secrets masked.
 func printConfig(c *ServeConfig) (string, error) {

@@ -132,6 +132,8 @@ func TestMaskDatabase(t *testing.T) {
 		"sqlite:/var/lib/idem/idem.db":                        "sqlite:/var/lib/idem/idem.db",
 		"postgres://idem@db/idem?sslmode=require&password=s3cret&connect_timeout=5": "postgres://idem@db/idem?sslmode=require&password=xxxxx&connect_timeout=5",
 		"postgres://idem@db/idem?Pass%77ord=s3cret;sslmode=disable":                 "postgres://idem@db/idem?password=xxxxx;sslmode=disable",
+		"postgres://idem@db/idem?sslcert=c.pem&sslkey=k.pem&sslpassword=s3cret":     "postgres://idem@db/idem?sslcert=c.pem&sslkey=k.pem&sslpassword=xxxxx",
+		"postgres://idem@db/idem?SSLPassword=s3cret":                                "postgres://idem@db/idem?sslpassword=xxxxx",
 		"postgres://idem:s3cret%@db:5432/idem":                                      unparsableDatabase,
 		"postgres://idem@db/idem?%zz=s3cret":                                        unparsableDatabase,
 	} {

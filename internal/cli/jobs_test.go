@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -150,5 +151,23 @@ func TestGroupFirstStopInterruptsAll(t *testing.T) {
 	}
 	if strings.Join(order, ",") != "a,b" {
 		t.Fatalf("interrupt order %v", order)
+	}
+}
+
+// TestGroupReportsAShutdownFailure: after a signal (a clean stop, nil)
+// an actor that fails while it stops (the runtime that could not release
+// its jobs' leases, the cache counters not flushed) makes run fail too:
+// idem serve then logs it and exits non-zero instead of reporting a clean
+// stop.
+func TestGroupReportsAShutdownFailure(t *testing.T) {
+	t.Parallel()
+	var g group
+	stopSig, stopRT := make(chan struct{}), make(chan struct{})
+	failed := errors.New("release leases: store down")
+	g.add(func() error { <-stopSig; return nil }, func(error) {})
+	g.add(func() error { <-stopRT; return failed }, func(error) { close(stopRT) })
+	close(stopSig) // the signal
+	if err := g.run(); !errors.Is(err, failed) {
+		t.Fatalf("run: %v, want the shutdown failure %v", err, failed)
 	}
 }

@@ -53,7 +53,8 @@ take Go syntax (90s, 1h30m) or integer seconds. --print-config prints the
 effective configuration (database password masked) and exits.
 
 SIGTERM or SIGINT: stop accepting connections, finish in-flight requests (up
-to shutdown_timeout), then stop the runtime gracefully.`,
+to shutdown_timeout), then stop the runtime gracefully; exit code 0, or 1 when
+stopping failed (leases that could not be released, cache counts not flushed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := configPath
@@ -253,7 +254,10 @@ func (g *group) add(execute func() error, interrupt func(error)) {
 	g.actors = append(g.actors, actor{execute, interrupt})
 }
 
-// run returns the error of the first actor to return.
+// run returns the error of the first actor to return or, when that one
+// returned nil (a signal: a clean stop), the first error of the others as
+// they stop (the runtime could not release its jobs' leases, say), so that
+// a failed shutdown is not reported as a clean one.
 func (g *group) run() error {
 	if len(g.actors) == 0 {
 		return nil
@@ -267,7 +271,9 @@ func (g *group) run() error {
 		a.interrupt(err)
 	}
 	for range len(g.actors) - 1 {
-		<-errs
+		if e := <-errs; err == nil {
+			err = e
+		}
 	}
 	return err
 }

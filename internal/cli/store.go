@@ -30,6 +30,37 @@ func isPostgres(url string) bool {
 	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }
 
+// checkDatabase refuses a database setting that is neither a postgres://
+// URL nor a SQLite path or file: URI: a URL of another scheme (a misspelt
+// postgres://) or a keyword/value connection string ("host=…
+// password=…"). Read as a SQLite path, either was quoted whole, password
+// included, in errors and hints, or made a file of that name. The error
+// names the scheme at most.
+func checkDatabase(url string) error {
+	if isPostgres(url) {
+		return nil
+	}
+	if keywordDSN(url) {
+		return errors.New("database: a keyword/value connection string (host=… password=…) is not supported: want postgres://user:password@host:port/db")
+	}
+	scheme, _, ok := strings.Cut(url, "://")
+	if !ok || strings.EqualFold(scheme, "sqlite") || strings.EqualFold(scheme, "file") {
+		return nil
+	}
+	if len(scheme) > 20 || strings.ContainsFunc(scheme, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '+' || r == '-' || r == '.')
+	}) {
+		scheme = "(not shown)"
+	}
+	return fmt.Errorf("database: unknown URL scheme %q: want postgres://… or a SQLite path (sqlite:PATH or PATH)", scheme)
+}
+
+// keywordDSN reports whether v looks like a keyword/value connection
+// string: it sets a password.
+func keywordDSN(v string) bool {
+	return strings.Contains(strings.ToLower(v), "password=")
+}
+
 // sqlitePath returns the file of a SQLite URL.
 func sqlitePath(url string) string {
 	return strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
@@ -50,6 +81,9 @@ var errNoDatabase = errors.New("no database")
 // openStore opens the store named by url and migrates it unless
 // o.noMigrate; it creates a SQLite file only with o.create.
 func openStore(ctx context.Context, url string, o openOpts) (store.Store, error) {
+	if err := checkDatabase(url); err != nil {
+		return nil, usageErr(err)
+	}
 	if isPostgres(url) {
 		return openPostgresWith(ctx, url, o.noMigrate)
 	}

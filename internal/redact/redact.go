@@ -1,7 +1,8 @@
 // Package redact hides the secrets of the URLs idem shows (the database
 // URL of --print-config, the URLs of delivery targets and subscriptions):
 // a password in the user info, the token of a nats:// URL (a user name
-// without a password) and password query parameters.
+// without a password) and password and sslpassword (the PostgreSQL client
+// key's passphrase) query parameters.
 package redact
 
 import (
@@ -16,8 +17,8 @@ const Mask = "xxxxx"
 // password is cannot be told, so none of it is shown.
 const Unparsable = "(not a valid URL; hidden)"
 
-// URL returns raw with its password, NATS token and password query
-// parameters replaced by Mask. A URL that does not parse gives
+// URL returns raw with its password, NATS token and password and
+// sslpassword query parameters replaced by Mask. A URL that does not parse gives
 // Unparsable, never the raw string.
 func URL(raw string) string {
 	u, err := url.Parse(raw)
@@ -41,7 +42,7 @@ func URL(raw string) string {
 	return u.String()
 }
 
-// maskQuery masks every password parameter of the raw query q, keeping
+// maskQuery masks every password and sslpassword parameter of the raw query q, keeping
 // the order and the rest as written ("&" and ";" both count as
 // separators, to hide too much rather than too little); false when a name
 // does not unescape.
@@ -60,8 +61,8 @@ func maskQuery(q string) (string, bool) {
 		if err != nil {
 			return "", false
 		}
-		if strings.EqualFold(strings.TrimSpace(name), "password") {
-			part = "password=" + Mask
+		if n := strings.ToLower(strings.TrimSpace(name)); n == "password" || n == "sslpassword" {
+			part = n + "=" + Mask
 		}
 		b.WriteString(part)
 		b.WriteString(sep)
