@@ -2,6 +2,8 @@ package idem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -20,6 +22,20 @@ type ReplayParams struct {
 	Queue string
 	// Limit caps the copies; default DefaultReplayLimit.
 	Limit int
+	// Key, when not "", names this replay (idem serve passes the request's
+	// Idempotency-Key): every copy gets the idempotency key ReplayCopyKey(Key,
+	// original id), so a replay retried with the same Key after a failure
+	// between two batches does not copy a job twice: the copies the failed
+	// attempt made are counted, not made again (within the dedup window).
+	Key string
+}
+
+// ReplayCopyKey is the idempotency key of the copy of job original made
+// by the replay named key: "replay:", 32 hex digits of the SHA-256 of
+// key, ":" and the original's id.
+func ReplayCopyKey(key string, original int64) string {
+	sum := sha256.Sum256([]byte(key))
+	return "replay:" + hex.EncodeToString(sum[:16]) + ":" + strconv.FormatInt(original, 10)
 }
 
 // JobReplay enqueues a copy of every job the filter selects (up to Limit:
@@ -27,8 +43,16 @@ type ReplayParams struct {
 // enqueued. A copy is a new job with
 // the original's kind, args, priority, max attempts, partition key, own
 // timeout and retry policy, and metadata plus metadata.replay_of = the
-// original's id (a string); it has no idempotency key and no dependencies,
-// and runs now.
+// original's id (a string); it has no dependencies, runs now, and has no
+// idempotency key unless p.Key is set (see ReplayParams.Key).
+//
+// Every copy is validated before any is written: a copy that cannot be
+// made (metadata that replay_of pushes over MaxArgsBytes) fails the call
+// with an error wrapping ErrInvalid and nothing is copied. The copies are
+// then written in batches of MaxBatch, each in its own transaction: a
+// failure between two batches (the database gone) leaves the earlier
+// batches' copies; retry with the same p.Key to finish without copying a
+// job twice.
 func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -55,22 +79,28 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 		lp.Cursor = next
 	}
 	slices.Reverse(originals)
-	n := 0
-	for chunk := range slices.Chunk(originals, MaxBatch) {
-		items := make([]EnqueueParams, len(chunk))
-		for i, o := range chunk {
-			meta, err := replayMetadata(o)
-			if err != nil {
-				return n, err
-			}
-			q := o.Queue
-			if p.Queue != "" {
-				q = p.Queue
-			}
-			items[i] = EnqueueParams{Kind: o.Kind, Args: o.Args, Opts: &EnqueueOpts{Tenant: o.Tenant, Queue: q,
-				Priority: o.Priority, MaxAttempts: o.MaxAttempts, PartitionKey: o.PartitionKey, Metadata: meta,
-				Timeout: o.Timeout, Retry: replayRetry(o)}}
+	copies := make([]EnqueueParams, len(originals))
+	for i, o := range originals {
+		meta, err := replayMetadata(o)
+		if err != nil {
+			return 0, err
 		}
+		q := o.Queue
+		if p.Queue != "" {
+			q = p.Queue
+		}
+		copies[i] = EnqueueParams{Kind: o.Kind, Args: o.Args, Opts: &EnqueueOpts{Tenant: o.Tenant, Queue: q,
+			Priority: o.Priority, MaxAttempts: o.MaxAttempts, PartitionKey: o.PartitionKey, Metadata: meta,
+			Timeout: o.Timeout, Retry: replayRetry(o)}}
+		if p.Key != "" {
+			copies[i].Opts.IdempotencyKey = ReplayCopyKey(p.Key, o.ID)
+		}
+		if err := c.ValidateEnqueue(copies[i]); err != nil {
+			return 0, fmt.Errorf("replay: copy of job %d: %w", o.ID, err)
+		}
+	}
+	n := 0
+	for items := range slices.Chunk(copies, MaxBatch) {
 		res, err := c.EnqueueMany(ctx, items)
 		if err != nil {
 			return n, fmt.Errorf("replay: %w", err)

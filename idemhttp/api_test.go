@@ -3,11 +3,13 @@ package idemhttp_test
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -369,6 +371,20 @@ func testReplay(t *testing.T, open opener) {
 	}
 	expect(t, e.req("POST", "/v1/jobs/replay", e.keyA, `{"filter":{"state":"nope"}}`), 400, "/problems/invalid-request")
 	expect(t, e.req("POST", "/v1/jobs/replay", e.keyA, `{"filter":{"since":"x"}}`), 400, "/problems/invalid-request")
+	// A replay sent with an Idempotency-Key names its copies by it, so a
+	// retry after a 5xx (which the middleware does not store) finds the
+	// copies the failed attempt made instead of copying those jobs again.
+	r = e.req("POST", "/v1/jobs/replay", e.keyA, map[string]any{"filter": map[string]any{"kind": "rk", "queue": "r"}, "queue": "keyed"},
+		"Idempotency-Key", "rp-1")
+	expect(t, r, 200, "")
+	r = e.req("GET", "/v1/jobs?queue=keyed", e.keyA, nil)
+	for _, j := range r.json(t)["jobs"].([]any) {
+		job := j.(map[string]any)
+		orig, _ := strconv.ParseInt(job["metadata"].(map[string]any)["replay_of"].(string), 10, 64)
+		if want := idem.ReplayCopyKey("rp-1", orig); job["idempotency_key"] != want {
+			t.Fatalf("copy of %d has idempotency key %v, want %s", orig, job["idempotency_key"], want)
+		}
+	}
 }
 
 func testDLQ(t *testing.T, open opener) {

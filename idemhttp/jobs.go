@@ -434,7 +434,13 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	n, err := s.client.JobReplay(r.Context(), &idem.ReplayParams{Filter: f, Queue: req.Queue, Limit: MaxReplay})
+	// The request's key names the copies (idem.ReplayParams.Key): a retry
+	// after a 5xx (not stored by the middleware) copies no job twice.
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	n, err := s.client.JobReplay(r.Context(), &idem.ReplayParams{Filter: f, Queue: req.Queue, Limit: MaxReplay, Key: key})
 	if err != nil {
 		return err
 	}
