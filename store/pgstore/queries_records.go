@@ -89,8 +89,18 @@ const (
 
 	qRecordGet = `SELECT ` + recordReadCols + ` FROM {schema}.records r ` + derivedJoin + `
 WHERE ($1 = '' OR r.tenant = $1) AND r.key = $2 AND (COALESCE(d.d_exp, r.expires_at) IS NULL OR COALESCE(d.d_exp, r.expires_at) > $3
-    OR ` + runHeldRead + `)
+    OR ` + runHeldRead + ` OR ` + leaseHeldRead + `)
 ORDER BY r.tenant LIMIT 1`
+
+	// leaseHeldRead (qRecordGet) is true of a record in progress whose
+	// stored lease lives by the database's clock ({db_now}): the lease
+	// keeps it live whatever its stored expiry by a caller's clock that
+	// runs ahead, as qRecordAcquireMany's acqExpired does, so the read of
+	// the holder after a refused acquire finds it (it once found no row,
+	// and the acquire failed with "no rows in result set" instead of
+	// answering the key held). With the caller's clock ('-infinity') it
+	// is never true: the acquire then judges by the caller's clock too.
+	leaseHeldRead = `(r.status = 'in_progress' AND r.lease_owner IS NOT NULL AND r.lease_until > {db_now})`
 
 	// runHeldRead (recordReadCols, qRecordGet; $3 = now) is true of a record
 	// in progress with no stored lease whose job runs under a live job
