@@ -174,9 +174,15 @@ func (c *Client) JobRetry(ctx context.Context, tenant string, id int64, runAt ti
 // again for the rest. The dead-letter queue holds dead
 // jobs only: a filter naming another state is ErrInvalid. Jobs JobRetryMany
 // refuses (store.RetryRefusal) fail a requeue by ids (*store.RetryRefusedError,
-// nothing moves) and are skipped by a requeue by filter.
+// nothing moves) and are skipped by a requeue by filter. A requeue by
+// filter leaves the resolved dead jobs (DLQResolve: dealt with, kept for
+// audit) unless filter.Resolved is set; by ids it requeues what it names.
 func (c *Client) DLQRequeue(ctx context.Context, ids []int64, filter JobFilter) (int, error) {
 	filter.Tenant = c.tenant(filter.Tenant)
+	if len(ids) == 0 && filter.Resolved == nil {
+		unresolved := false
+		filter.Resolved = &unresolved
+	}
 	if err := ValidateFilter(&filter); err != nil {
 		return 0, err
 	}

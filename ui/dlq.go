@@ -141,9 +141,15 @@ type dlqConfirmData struct {
 	Errors      []string
 }
 
+// dlqFilter is the queue-and-kind filter of "Requeue all…": the
+// unresolved dead jobs only (a resolved one is dealt with and kept for
+// audit; the API's requeue by filter leaves it too).
 func (h *Handler) dlqFilter(v url.Values) (*jobQuery, []string) {
 	q := url.Values{"queue": {v.Get("queue")}, "kind": {v.Get("kind")}}
-	return parseJobQuery(q)
+	jq, errs := parseJobQuery(q)
+	unresolved := false
+	jq.list.Resolved = &unresolved
+	return jq, errs
 }
 
 // dlqConfirm counts the dead jobs of a queue and kind before requeueing.

@@ -55,3 +55,42 @@ func TestDLQRequeueAllBeyondOneBatch(t *testing.T) {
 		t.Fatalf("requeue all: %d dead jobs left; page:\n%s", len(left.Jobs), page)
 	}
 }
+
+// TestDLQRequeueAllLeavesResolved: "Requeue all…" counts and requeues the
+// unresolved dead jobs of its queue only: a resolved one is dealt with and
+// kept for audit. Before the fix it counted and requeued it too.
+func TestDLQRequeueAllLeavesResolved(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.login(e.keyA)
+	ctx := context.Background()
+	cl := e.api(e.keyA)
+	reqs := []*idemclient.EnqueueRequest{{Kind: "sync", Queue: "bulk", MaxAttempts: 1}, {Kind: "sync", Queue: "bulk", MaxAttempts: 1}}
+	if _, err := cl.EnqueueBatch(ctx, reqs); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := cl.Claim(ctx, &idemclient.ClaimRequest{Queues: []string{"bulk"}, WorkerID: "w", Limit: 2})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("claim: %d %v", len(jobs), err)
+	}
+	for _, j := range jobs {
+		if _, err := cl.Fail(ctx, j.ID, j.LeaseToken, &idemclient.FailRequest{Error: "boom", NoRetry: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.DLQResolve(ctx, jobs[0].ID, "handled"); err != nil {
+		t.Fatal(err)
+	}
+	if page := body(t, e.get("/ui/dlq/requeue?queue=bulk", a)); !strings.Contains(page, "This requeues <strong>1</strong> dead job(s)") {
+		t.Fatalf("confirm:\n%s", page)
+	}
+	token := e.csrf("/ui/dlq", a)
+	page := e.submit(t, "/ui/dlq/requeue", url.Values{"csrf": {token}, "queue": {"bulk"}}, a)
+	left, err := cl.DLQList(ctx, &idemclient.ListParams{Filter: idemclient.Filter{Queue: "bulk"}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, "Requeued 1 dead jobs.") || len(left.Jobs) != 1 || left.Jobs[0].ID != jobs[0].ID {
+		t.Fatalf("requeue all: dead jobs left %v, want the resolved %s; page:\n%s", left.Jobs, jobs[0].ID, page)
+	}
+}

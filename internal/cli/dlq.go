@@ -32,7 +32,8 @@ func newDLQRequeueCmd(af *apiFlags) *cobra.Command {
 	var all, dryRun bool
 	requeue := &cobra.Command{Use: "requeue [ID...]", Short: "Make dead jobs available again (by ids, or by filter)",
 		Long: `By ids, or by a filter (--queue, --kind, --partition-key, --key, --error-code,
---resolved) or --all.
+--resolved) or --all. By filter or --all, resolved dead jobs are left
+(dealt with, kept for audit) unless --resolved true selects them.
 By filter, at most --limit jobs are requeued (the newest, from --cursor);
 --dry-run lists the jobs that would be requeued and changes nothing. Jobs
 are requeued oldest first, so a FIFO partition runs its oldest job first.`,
@@ -55,6 +56,12 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 					f.Resolved == nil {
 					return usageErr(errors.New("give ids, a filter (--queue, --kind, …) or --all"))
 				}
+				if p.Filter.Resolved == nil {
+					// Resolved dead jobs are dealt with (kept for audit):
+					// requeued only when --resolved asks, as by the API.
+					unresolved := false
+					p.Filter.Resolved = &unresolved
+				}
 				if ids, next, err = deadIDs(cmd.Context(), cl, p); err != nil {
 					return err
 				}
@@ -72,7 +79,7 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 	rf.limit = defaultRequeueLimit
 	requeue.Flags().Lookup("limit").DefValue = fmt.Sprint(defaultRequeueLimit)
 	requeue.Flags().Lookup("limit").Usage = "requeue at most this many jobs by filter"
-	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead job (up to --limit)")
+	requeue.Flags().BoolVar(&all, "all", false, "requeue every unresolved dead job (up to --limit)")
 	requeue.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be requeued; change nothing")
 	return requeue
 }

@@ -79,3 +79,27 @@ func TestDLQRequeueByResolved(t *testing.T) {
 		t.Fatalf("dead jobs left: %+v, want only the resolved %s", page.Jobs, resolved)
 	}
 }
+
+// TestDLQRequeueByQueueLeavesResolved: `dlq requeue --queue` (and --all)
+// leaves the resolved dead jobs (dealt with, kept for audit) unless
+// --resolved is given, as POST /v1/dlq/requeue by filter does. Before the
+// fix it requeued them with the others.
+func TestDLQRequeueByQueueLeavesResolved(t *testing.T) {
+	t.Parallel()
+	e := newCLIEnv(t)
+	makeManyDead(t, e.url, e.key, "flaky", 3)
+	var page struct{ Jobs []struct{ ID string } }
+	e.jsonOut(&page, "dlq", "list")
+	if len(page.Jobs) != 3 {
+		t.Fatalf("dead jobs: %+v", page.Jobs)
+	}
+	resolved := page.Jobs[0].ID
+	e.ok("", "dlq", "resolve", resolved, "--note", "handled")
+	e.ok("requeued 1 jobs", "dlq", "requeue", "--queue", "dq", "--limit", "1")
+	e.ok("requeued 1 jobs", "dlq", "requeue", "--all")
+	e.jsonOut(&page, "dlq", "list")
+	if len(page.Jobs) != 1 || page.Jobs[0].ID != resolved {
+		t.Fatalf("dead jobs left: %+v, want only the resolved %s", page.Jobs, resolved)
+	}
+	e.ok("requeued 1 jobs", "dlq", "requeue", "--queue", "dq", "--resolved", "true")
+}
