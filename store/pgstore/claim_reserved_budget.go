@@ -433,7 +433,8 @@ func (s *Store) dropBudget(queue string, qb *queueBudget) {
 }
 
 // flow_known (migration 0020): qKnownClose forgets holder $1's tenants
-// (Close), qKnownStale day-old rows (Open), qKnownReset the tenants holder
+// (Close), qKnownStale day-old rows (Open, and the leader's retention run:
+// JobDeleteFinished), qKnownReset the tenants holder
 // $1 wrote for queue $2, and qKnownAdd writes tenants $3.
 const (
 	qKnownClose = `DELETE FROM {schema}.flow_known WHERE holder = $1`

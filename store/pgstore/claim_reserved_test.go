@@ -574,3 +574,41 @@ func TestQueueBudgetLow(t *testing.T) {
 		now = now.Add(time.Duration(rng.IntN(300)) * time.Millisecond)
 	}
 }
+
+// TestRetentionForgetsStaleKnownTenants: the flow_known rows of a store
+// that crashed (nothing closes them) were deleted only by the next Open
+// that migrates; nodes started with --no-migrate (the recommended
+// production set-up) never did, and the table only grew. The maintenance
+// leader's retention run forgets rows a day old; a live store's rows stay.
+func TestRetentionForgetsStaleKnownTenants(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 2, &Config{})
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO {schema}.flow_known (holder, queue, tenant, written)
+VALUES ('crashed', 'q', 'a', now() - interval '2 days'), ('live', 'q', 'a', now())`)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := s.JobDeleteFinished(ctx, &store.JobDeleteFinishedParams{CompletedBefore: now.Add(-time.Hour),
+		CancelledBefore: now.Add(-time.Hour), DeadBefore: now.Add(-time.Hour), Limit: 10, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	var holders []string
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT holder FROM {schema}.flow_known ORDER BY holder`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, h)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(holders) != 1 || holders[0] != "live" {
+		t.Fatalf("flow_known holders after retention: %v, want [live]", holders)
+	}
+}

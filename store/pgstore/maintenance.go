@@ -140,6 +140,12 @@ func (s *Store) JobDeleteFinished(ctx context.Context, p *store.JobDeleteFinishe
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
+	// The leader's retention run also forgets the flow_known rows of
+	// stores that crashed (a day old): Open does it only when it
+	// migrates, and nodes started without migrating never would.
+	if _, err := db.Exec(ctx, s.sql(qKnownStale)); err != nil {
+		return 0, fmt.Errorf("forget stale known tenants: %w", err)
+	}
 	return int(tag.RowsAffected()), nil
 }
 
