@@ -53,7 +53,8 @@ take Go syntax (90s, 1h30m) or integer seconds. --print-config prints the
 effective configuration (database password masked) and exits.
 
 SIGTERM or SIGINT: stop accepting connections, finish in-flight requests (up
-to shutdown_timeout), then stop the runtime gracefully; exit code 0, or 1 when
+to shutdown_timeout), then stop the runtime gracefully (up to shutdown_timeout
+again: allow twice it before a SIGKILL); exit code 0, or 1 when
 stopping failed (leases that could not be released, cache counts not flushed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
