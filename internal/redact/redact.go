@@ -1,7 +1,7 @@
 // Package redact hides the secrets of the URLs idem shows (the database
 // URL of --print-config, the URLs of delivery targets and subscriptions):
-// a password in the user info, the token of a nats:// URL (a user name
-// without a password) and password and sslpassword (the PostgreSQL client
+// a password in the user info, the token of a nats:// or http(s) URL (a
+// user name without a password) and password and sslpassword (the PostgreSQL client
 // key's passphrase) query parameters.
 package redact
 
@@ -17,7 +17,7 @@ const Mask = "xxxxx"
 // password is cannot be told, so none of it is shown.
 const Unparsable = "(not a valid URL; hidden)"
 
-// URL returns raw with its password, NATS token and password and
+// URL returns raw with its password, token (nats, http, https) and password and
 // sslpassword query parameters replaced by Mask. A URL that does not parse gives
 // Unparsable, never the raw string.
 func URL(raw string) string {
@@ -28,8 +28,10 @@ func URL(raw string) string {
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), Mask)
-		} else if strings.EqualFold(u.Scheme, "nats") && u.User.Username() != "" {
-			u.User = url.User(Mask) // nats://token@host: the user name is the token
+		} else if u.User.Username() != "" && tokenScheme(u.Scheme) {
+			// nats://token@host: the user name is the token; an http(s)
+			// URL sends it as basic auth, a credential too.
+			u.User = url.User(Mask)
 		}
 	}
 	if u.RawQuery != "" {
@@ -40,6 +42,17 @@ func URL(raw string) string {
 		u.RawQuery = q
 	}
 	return u.String()
+}
+
+// tokenScheme reports whether a user name without a password is a
+// credential in a URL of scheme (nats, http, https); a PostgreSQL user
+// name is not.
+func tokenScheme(scheme string) bool {
+	switch strings.ToLower(scheme) {
+	case "nats", "http", "https":
+		return true
+	}
+	return false
 }
 
 // maskQuery masks every password and sslpassword parameter of the raw query q, keeping
