@@ -177,6 +177,11 @@ func testBadInput(t *testing.T, open opener) {
 	if n := e.countJobs(); n != 0 {
 		t.Fatalf("bad input wrote %d jobs", n)
 	}
+	// A body over the cap says which cap, and how to raise it.
+	r := e.req("POST", "/v1/jobs", e.keyA, `{"kind":"a","args":"`+strings.Repeat("x", 1<<20)+`"}`)
+	if d, _ := r.json(t)["detail"].(string); !strings.Contains(d, "1048576") || !strings.Contains(d, "http.max_body_bytes") {
+		t.Errorf("413 detail %q does not name the cap (1048576 bytes, http.max_body_bytes)", d)
+	}
 	t.Run("list queries", func(t *testing.T) {
 		for q, typ := range map[string]string{
 			"state=sleeping": "/problems/invalid-request", "since=yesterday": "/problems/invalid-request",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -62,7 +63,8 @@ func problemFor(err error) *Problem {
 	case errors.As(err, &p):
 		return p
 	case errors.As(err, &tooBig):
-		return newProblem(http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge, "Payload too large", err.Error())
+		return newProblem(http.StatusRequestEntityTooLarge, ProblemPayloadTooLarge, "Payload too large",
+			fmt.Sprintf("the request body is over %d bytes (the body limit: http.max_body_bytes of idem serve)", tooBig.Limit))
 	case errors.As(err, &inv):
 		return invalid(inv.Field, inv.Reason)
 	case errors.Is(err, idemtype.ErrInvalid):
