@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"reflect"
 	"sort"
@@ -419,12 +420,31 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 	return &cfg, nil
 }
 
+// checkListen checks a listen address as net.Listen("tcp") reads it:
+// host:port, the port a number up to 65535 or a service name. A bad one
+// is a usage error at start-up, not a bind failure hinting at a busy port.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, e.g. 127.0.0.1:8080 or :8080")
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
+}
+
 // validate checks what decoding cannot: enumerations, ranges, and that
 // idem and idemhttp accept the result.
 func (c *ServeConfig) validate() error {
 	var errs []error
 	if _, err := newLogger(os.Stderr, c.Log.Level, c.Log.Format); err != nil {
 		errs = append(errs, err)
+	}
+	for key, addr := range map[string]string{"listen": c.Listen, "ops_listen": c.OpsListen} {
+		if err := checkListen(addr); err != nil && (key == "listen" || addr != "") {
+			errs = append(errs, fmt.Errorf("%s %q: %w", key, addr, err))
+		}
 	}
 	if c.Jobs.Lease > 0 && time.Duration(c.Jobs.Lease) < time.Second {
 		errs = append(errs, fmt.Errorf("jobs.lease %s: want at least 1s", time.Duration(c.Jobs.Lease)))
