@@ -28,7 +28,8 @@ abstract class BaseIdempotentJob
     protected static int $maxAttempts = 3;
     /**
      * @var array<string,mixed> the job's retry policy (POST /v1/jobs "retry"):
-     * seed 002's exponential backoff, 60 s → 120 s → 240 s, capped at 1 h, no jitter
+     * seed 002's exponential backoff, 60 s → 120 s → 240 s, capped at 1 h, no jitter;
+     * an empty array sends none (the server's policy for the queue or kind)
      */
     protected static array $retry = ['base' => '60s', 'factor' => 2, 'max' => '1h', 'jitter' => 0];
 
@@ -97,14 +98,17 @@ abstract class BaseIdempotentJob
     public static function dispatch(Client $client, ?string $tenantId, ?string $userId, array $payload = [], ?string $customKey = null): array
     {
         $job = new static($tenantId, $userId, $payload, $customKey);
-        return $client->enqueue([
+        $req = [
             'kind' => static::kind(),
             'queue' => static::$queue,
             'args' => self::args($payload),
             'max_attempts' => static::$maxAttempts,
-            'retry' => static::$retry,
             'metadata' => ['tenant_id' => $tenantId, 'user_id' => $userId, 'action' => static::action()],
-        ], $job->idempotencyKey());
+        ];
+        if (static::$retry !== []) { // [] would go out as a JSON array, which the server refuses
+            $req['retry'] = static::$retry;
+        }
+        return $client->enqueue($req, $job->idempotencyKey());
     }
 
     /** fromClaimed rebuilds the job from a claimed idem job. */

@@ -307,6 +307,26 @@ final class PingJob extends BaseIdempotentJob
     }
 }
 
+/** A job class that leaves the backoff to the server: an empty $retry. */
+final class ServerRetryJob extends BaseIdempotentJob
+{
+    protected static string $queue = 'php-server-retry';
+    protected static array $retry = [];
+
+    protected function execute(JobContext $ctx): mixed
+    {
+        return null;
+    }
+}
+
+test('a job class with an empty $retry dispatches, and its job has no policy of its own', function () use ($server) {
+    $c = $server();
+    $r = ServerRetryJob::dispatch($c, 't1', 'u1', ['n' => 1]);
+    same(false, $r['existing']);
+    same(3, $r['job']['max_attempts']);
+    same(null, $r['job']['retry'] ?? null, 'the job keeps the server\'s policy');
+});
+
 /** Go key.Scoped(tenant, user, action, canonical): {} for t1, u1, ping is t1_u1_ping_44136fa355b3678a. */
 function go_scoped(string $tenant, string $user, string $action, string $canonical): string
 {
