@@ -98,9 +98,11 @@ ORDER BY r.tenant LIMIT 1`
 	// runs ahead, as qRecordAcquireMany's acqExpired does, so the read of
 	// the holder after a refused acquire finds it (it once found no row,
 	// and the acquire failed with "no rows in result set" instead of
-	// answering the key held). With the caller's clock ('-infinity') it
-	// is never true: the acquire then judges by the caller's clock too.
-	leaseHeldRead = `(r.status = 'in_progress' AND r.lease_owner IS NOT NULL AND r.lease_until > {db_now})`
+	// answering the key held). With the caller's clock ({db_now} is
+	// '-infinity', which every lease end is after: hence the second test)
+	// it is never true: the acquire then judges by the caller's clock too.
+	leaseHeldRead = `(r.status = 'in_progress' AND r.lease_owner IS NOT NULL AND r.lease_until > {db_now}
+        AND {db_now} > '-infinity'::timestamptz)`
 
 	// runHeldRead (recordReadCols, qRecordGet; $3 = now) is true of a record
 	// in progress with no stored lease whose job runs under a live job
