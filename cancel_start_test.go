@@ -75,20 +75,7 @@ func TestCancelBeforeTheHandlerStartsRunsNothing(t *testing.T) {
 			case <-time.After(leaseTimeout):
 				t.Fatal("the claimed job never took its key")
 			}
-			if _, err := c.JobCancel(ctx, "", res.Job.ID); err != nil {
-				t.Fatalf("cancel: %v", err)
-			}
-			open.Do(func() { close(st.open) })
-			if err := c.Stop(ctx); err != nil { // waits for the job's executor
-				t.Fatalf("stop: %v", err)
-			}
-			row, err := raw.JobGet(ctx, &store.JobGetParams{ID: res.Job.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := starts.Load(); n != 0 || row.State != idem.StateCancelled {
-				t.Fatalf("the handler of a job cancelled before it started ran %d times; the job is %s", n, row.State)
-			}
+			cancelHeld(t, c, raw, res.Job.ID, func() { open.Do(func() { close(st.open) }) }, &starts, "before it started")
 		})
 	}
 }
@@ -148,21 +135,8 @@ func TestCancelBetweenClaimAndRegistrationRunsNothing(t *testing.T) {
 			case <-time.After(leaseTimeout):
 				t.Fatal("the job was never claimed")
 			}
-			if _, err := c.JobCancel(ctx, "", res.Job.ID); err != nil {
-				t.Fatalf("cancel: %v", err)
-			}
-			open.Do(func() { close(st.open) })
-			if err := c.Stop(ctx); err != nil { // waits for the job's executor
-				t.Fatalf("stop: %v", err)
-			}
-			row, err := raw.JobGet(ctx, &store.JobGetParams{ID: res.Job.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := starts.Load(); n != 0 || row.State != idem.StateCancelled {
-				t.Fatalf("the handler of a job cancelled between its claim and its registration ran %d times; the job is %s",
-					n, row.State)
-			}
+			cancelHeld(t, c, raw, res.Job.ID, func() { open.Do(func() { close(st.open) }) }, &starts,
+				"between its claim and its registration")
 			as, err := c.JobAttempts(ctx, "", res.Job.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -221,5 +195,28 @@ func TestCancelledThenRetriedJobRunsHere(t *testing.T) {
 				t.Fatal("the retried job never ran")
 			}
 		})
+	}
+}
+
+// cancelHeld cancels job id while a store wrapper holds its run back,
+// lets the wrapper go (release), stops the client (which waits for the
+// job's executor) and fails unless the job is cancelled and its handler
+// never started (starts); when names the moment of the cancel.
+func cancelHeld(t *testing.T, c *idem.Client, raw store.Store, id int64, release func(), starts *atomic.Int32, when string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.JobCancel(ctx, "", id); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	release()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	row, err := raw.JobGet(ctx, &store.JobGetParams{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := starts.Load(); n != 0 || row.State != idem.StateCancelled {
+		t.Fatalf("the handler of a job cancelled %s ran %d times; the job is %s", when, n, row.State)
 	}
 }

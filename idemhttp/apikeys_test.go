@@ -104,27 +104,8 @@ func TestRevokeEndsTheKeysLongPoll(t *testing.T) {
 	if err := e.st.APIKeyCreate(context.Background(), k); err != nil {
 		t.Fatal(err)
 	}
-	type answer struct {
-		status int
-		body   []byte
-		err    error
-	}
-	got := make(chan answer, 1)
 	const claim = `{"queues":["lp"],"worker_id":"w","wait":"30s"}`
-	go func() {
-		req, _ := http.NewRequest("POST", e.srv.URL+"/v1/claim", strings.NewReader(claim))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "poll-1")
-		req.Header.Set("Authorization", "Bearer "+secret)
-		res, err := e.srv.Client().Do(req)
-		if err != nil {
-			got <- answer{err: err}
-			return
-		}
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		got <- answer{status: res.StatusCode, body: b, err: err}
-	}()
+	got := longPoll(e.srv, secret, claim, "poll-1")
 	idemhttp.WaitClaim(t, e.server)
 	expect(t, e.req("DELETE", "/v1/apikeys/"+k.ID, e.admin, nil), 204, "")
 	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "lp", "args": map[string]string{"card": "4111"}})
@@ -171,28 +152,9 @@ func TestRevokeOnAnotherNodeEndsTheKeysLongPoll(t *testing.T) {
 	if err := e.st.APIKeyCreate(context.Background(), k); err != nil {
 		t.Fatal(err)
 	}
-	type answer struct {
-		status int
-		body   []byte
-		err    error
-	}
-	got := make(chan answer, 1)
 	// The wait is far longer than B's cache: a poll that runs to its end
 	// (the bug) answers 200 with no job.
-	const claim = `{"queues":["lp"],"worker_id":"w","wait":"20s"}`
-	go func() {
-		req, _ := http.NewRequest("POST", srvB.URL+"/v1/claim", strings.NewReader(claim))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+secret)
-		res, err := srvB.Client().Do(req)
-		if err != nil {
-			got <- answer{err: err}
-			return
-		}
-		defer res.Body.Close()
-		body, err := io.ReadAll(res.Body)
-		got <- answer{status: res.StatusCode, body: body, err: err}
-	}()
+	got := longPoll(srvB, secret, `{"queues":["lp"],"worker_id":"w","wait":"20s"}`, "")
 	idemhttp.WaitClaim(t, b)
 	expect(t, e.req("DELETE", "/v1/apikeys/"+k.ID, e.admin, nil), 204, "")
 	a := <-got
@@ -206,4 +168,35 @@ func TestRevokeOnAnotherNodeEndsTheKeysLongPoll(t *testing.T) {
 	if st := e.req("GET", "/v1/jobs/"+id, e.keyA, nil).json(t)["state"]; st != "available" {
 		t.Fatalf("job %s is %v, want available", id, st)
 	}
+}
+
+// pollAnswer is the answer of a long poll (longPoll).
+type pollAnswer struct {
+	status int
+	body   []byte
+	err    error
+}
+
+// longPoll sends the claim body to srv with the API key secret (and the
+// Idempotency-Key idemKey unless empty) in the background; its answer
+// arrives on the channel.
+func longPoll(srv *httptest.Server, secret, body, idemKey string) <-chan pollAnswer {
+	got := make(chan pollAnswer, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/claim", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if idemKey != "" {
+			req.Header.Set("Idempotency-Key", idemKey)
+		}
+		req.Header.Set("Authorization", "Bearer "+secret)
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			got <- pollAnswer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		got <- pollAnswer{status: res.StatusCode, body: b, err: err}
+	}()
+	return got
 }

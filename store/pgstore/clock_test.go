@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -325,28 +326,13 @@ func TestDatabaseClockKeepsLiveRecordsFromAFastSweep(t *testing.T) {
 	s := newTestStoreCfg(t, 4, &Config{})
 	ctx := t.Context()
 	now := time.Now()
-	j := job("k")
-	j.IdempotencyKey, j.Fingerprint, j.DedupWindow, j.ResultTTL, j.RunAt = "K", "fp", time.Hour, time.Hour, now
-	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{j}, Now: now})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("insert: %v %+v", err, res)
-	}
-	jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1,
-		LeaseUntil: now.Add(time.Minute), Now: now})
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("claim: %v %v", jobs, err)
-	}
-	fin := complete(jobs[0])
-	fin.FinishedAt, fin.RecordResult, fin.ResultHash = now, []byte(`{}`), "h"
-	if errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{fin}); err != nil || errs[0] != nil {
-		t.Fatalf("finish: %v %v", errs, err)
-	}
+	done := completedKeyed(t, s, now, time.Hour)
 	fast := now.Add(2 * time.Hour)
 	if _, err := s.RecordDeleteExpired(ctx, &store.RecordDeleteExpiredParams{Now: fast, Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: now})
-	if err != nil || rec == nil || rec.JobID != jobs[0].ID || rec.Result == nil {
+	if err != nil || rec == nil || rec.JobID != done.ID || rec.Result == nil {
 		t.Fatalf("record after a sweep two hours ahead: %+v %v; want it live with its result", rec, err)
 	}
 }
@@ -362,8 +348,29 @@ func TestDatabaseClockKeepsJobsOfLiveRecordsFromAFastRetention(t *testing.T) {
 	s := newTestStoreCfg(t, 4, &Config{})
 	ctx := t.Context()
 	now := time.Now()
+	done := completedKeyed(t, s, now, 2*time.Hour)
+	fast := now.Add(3 * time.Hour)
+	before := fast.Add(-time.Hour)
+	if _, err := s.JobDeleteFinished(ctx, &store.JobDeleteFinishedParams{CompletedBefore: before, CancelledBefore: before,
+		DeadBefore: before, Limit: 10, Now: fast}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobGet(ctx, &store.JobGetParams{ID: done.ID}); err != nil {
+		t.Fatalf("job after a retention run three hours ahead: %v; want it kept while its record lives", err)
+	}
+	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: now})
+	if err != nil || rec.JobID != done.ID {
+		t.Fatalf("record: %+v %v; want it naming job %d", rec, err, done.ID)
+	}
+}
+
+// completedKeyed inserts job "k" of key "K" at now with a dedup window and
+// result TTL of window, claims it and completes it with a result at now.
+func completedKeyed(t *testing.T, s *Store, now time.Time, window time.Duration) *idemtype.JobRow {
+	t.Helper()
+	ctx := t.Context()
 	j := job("k")
-	j.IdempotencyKey, j.Fingerprint, j.DedupWindow, j.ResultTTL, j.RunAt = "K", "fp", 2*time.Hour, 2*time.Hour, now
+	j.IdempotencyKey, j.Fingerprint, j.DedupWindow, j.ResultTTL, j.RunAt = "K", "fp", window, window, now
 	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{j}, Now: now})
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("insert: %v %+v", err, res)
@@ -378,17 +385,5 @@ func TestDatabaseClockKeepsJobsOfLiveRecordsFromAFastRetention(t *testing.T) {
 	if errs, err := s.JobFinishMany(ctx, []*store.JobFinishParams{fin}); err != nil || errs[0] != nil {
 		t.Fatalf("finish: %v %v", errs, err)
 	}
-	fast := now.Add(3 * time.Hour)
-	before := fast.Add(-time.Hour)
-	if _, err := s.JobDeleteFinished(ctx, &store.JobDeleteFinishedParams{CompletedBefore: before, CancelledBefore: before,
-		DeadBefore: before, Limit: 10, Now: fast}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.JobGet(ctx, &store.JobGetParams{ID: jobs[0].ID}); err != nil {
-		t.Fatalf("job after a retention run three hours ahead: %v; want it kept while its record lives", err)
-	}
-	rec, err := s.RecordGet(ctx, &store.RecordGetParams{Tenant: "default", Key: "K", Now: now})
-	if err != nil || rec.JobID != jobs[0].ID {
-		t.Fatalf("record: %+v %v; want it naming job %d", rec, err, jobs[0].ID)
-	}
+	return jobs[0]
 }
