@@ -116,7 +116,12 @@ export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void
         onError(err);
         // Only a refusal (lease lost, job gone) loses the lease; after a
         // transport error or a 5xx the next heartbeat tries again.
-        if (err instanceof IdemError && (err.status === 404 || err.status === 409)) lost.abort(err);
+        // A lost lease is not renewed again (every later heartbeat would be
+        // refused too, and reported to onError) while the handler winds down.
+        if (err instanceof IdemError && (err.status === 404 || err.status === 409)) {
+          clearInterval(timer);
+          lost.abort(err);
+        }
       });
     }, beat);
     try {

@@ -231,3 +231,37 @@ test("a result that is not JSON fails the job once instead of running it again",
   assert.equal(runs, 1);
   assert.match(j.last_error ?? "", /result is not JSON/);
 });
+
+test("after a heartbeat is refused (the job was cancelled) the worker sends no more heartbeats for it", async () => {
+  const queue = "ts-lost-beats";
+  const id = (await env.idem.enqueue({ kind: "k", queue })).job.id;
+  let beats = 0;
+  class Counting extends Idem {
+    override async heartbeat(...args: Parameters<Idem["heartbeat"]>): ReturnType<Idem["heartbeat"]> {
+      beats++;
+      return super.heartbeat(...args);
+    }
+  }
+  const stop = new AbortController();
+  let atAbort = -1;
+  await runWorker(new Counting({ baseUrl: env.srv.url, apiKey: env.srv.adminKey }), {
+    queues: [queue],
+    workerId: "ts-lost",
+    lease: "5s",
+    wait: "1s",
+    heartbeatMs: 50,
+    signal: stop.signal,
+    onError: () => {},
+    handler: async (_job, ctx) => {
+      await env.idem.cancel(id);
+      await new Promise<void>((r) => ctx.signal.addEventListener("abort", () => r(), { once: true }));
+      atAbort = beats;
+      // Ten more heartbeat intervals of work after the lease was lost.
+      await new Promise((r) => setTimeout(r, 500));
+      stop.abort();
+      return null;
+    },
+  });
+  assert.ok(atAbort >= 1, "the refused heartbeat aborted the handler");
+  assert.equal(beats, atAbort, `heartbeats after the lease was lost: ${beats - atAbort}`);
+});
