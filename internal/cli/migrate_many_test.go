@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -51,23 +50,9 @@ func TestMigrateUpFromSeveralHostsSaysWhoApplied(t *testing.T) {
 			}
 		}()
 	}
-	// Wait until both runs queue on the lock (no event to wait on: poll
-	// pg_locks until its deadline).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-  AND ((classid::bigint << 32) | objid::bigint) = $1`, key).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == runs {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d runs wait for the migration lock", waiting, runs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	dbtest.UntilLocks(t, conn, true, nil, "the runs do not both wait for the migration lock",
+		`SELECT count(*) = $2 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+  AND ((classid::bigint << 32) | objid::bigint) = $1`, key, runs)
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
 		t.Fatal(err)
 	}

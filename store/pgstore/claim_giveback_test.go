@@ -234,7 +234,7 @@ func waitTokenWaiter[R any](t *testing.T, s *Store, token string, done <-chan R,
 			return false
 		}
 	}
-	return untilLocks(t, s, true, returned, "the give-back neither returned nor waited for the claim's token lock",
+	return dbtest.UntilLocks(t, s.pool, true, returned, "the give-back neither returned nor waited for the claim's token lock",
 		`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND NOT granted
   AND objid::bigint = (hashtext($1)::bigint + 4294967296) % 4294967296)`, token)
 }
@@ -243,6 +243,6 @@ func waitTokenWaiter[R any](t *testing.T, s *Store, token string, done <-chan R,
 // (the claim's transaction ended, committed or not).
 func waitNoGateWaiter(t *testing.T, s *Store, key int64) {
 	t.Helper()
-	untilLocks(t, s, false, nil, "the gated claim's transaction did not end", `SELECT EXISTS (SELECT 1 FROM pg_locks
+	dbtest.UntilLocks(t, s.pool, false, nil, "the gated claim's transaction did not end", `SELECT EXISTS (SELECT 1 FROM pg_locks
 WHERE locktype = 'advisory' AND objsubid = 1 AND objid = $1)`, key)
 }

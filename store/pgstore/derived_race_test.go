@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -166,35 +167,8 @@ func gatedSweep(t *testing.T, s *Store, now time.Time) (release func() int64) {
 // within 30 s.
 func waitAdvisoryWaiter(t *testing.T, s *Store, key int) {
 	t.Helper()
-	untilLocks(t, s, true, nil, "nobody waited for the advisory lock", `SELECT EXISTS (SELECT 1 FROM pg_locks
+	dbtest.UntilLocks(t, s.pool, true, nil, "nobody waited for the advisory lock", `SELECT EXISTS (SELECT 1 FROM pg_locks
 WHERE locktype = 'advisory' AND objid = $1 AND NOT granted)`, key)
-}
-
-// untilLocks runs query, a boolean question on pg_locks, until it answers
-// want (true), or until stop (when not nil) says to stop (false), within
-// 30 s, failing the test with msg after that. PostgreSQL sends no event
-// when a session starts or stops waiting for a lock (LISTEN/NOTIFY is
-// delivered at commit, and the waiter has not committed), so pg_locks is
-// polled; the sleep is the poll's interval.
-func untilLocks(t *testing.T, s *Store, want bool, stop func() bool, msg, query string, args ...any) bool {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if stop != nil && stop() {
-			return false
-		}
-		var got bool
-		if err := s.pool.QueryRow(t.Context(), query, args...).Scan(&got); err != nil {
-			t.Fatal(err)
-		}
-		if got == want {
-			return true
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(5 * time.Millisecond) // the poll's interval (no event to wait on, above)
-	}
 }
 
 // TestExpiredRecordOfDeletedJob: a record in progress whose job row is gone
