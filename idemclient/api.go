@@ -1,11 +1,14 @@
 package idemclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -297,16 +300,73 @@ func (cl *Client) DLQList(ctx context.Context, p *ListParams) (*JobPage, error) 
 	return nilIfErr(&out, err)
 }
 
+// requeueBatch is the most ids one POST /v1/dlq/requeue takes.
+const requeueBatch = 1000
+
 // DLQRequeue makes dead jobs available again, by ids or (ids empty) by
 // filter, and returns how many moved.
+//
+// Any number of ids may be given: they are sent oldest (lowest id) first,
+// in requests of at most 1,000 ids (the most the server takes in one). A
+// worker may claim between two requests, and a FIFO partition whose newer
+// dead job came back before its older one would run them out of order.
+// When a request fails after earlier ones succeeded, the count of the
+// jobs already requeued is returned with the error. A requeue by filter
+// is one request, of up to 1,000 jobs.
 func (cl *Client) DLQRequeue(ctx context.Context, ids []string, f *Filter) (int, error) {
-	body := &wire.RequeueRequest{IDs: wire.JobIDs(ids)}
-	if len(ids) == 0 && f != nil {
-		body.Filter = f.wire()
+	if len(ids) == 0 {
+		body := &wire.RequeueRequest{}
+		if f != nil {
+			body.Filter = f.wire()
+		}
+		return cl.dlqRequeue(ctx, body)
 	}
+	ids = oldestFirst(ids)
+	total := 0
+	for start := 0; start < len(ids); start += requeueBatch {
+		chunk := ids[start:min(start+requeueBatch, len(ids))]
+		n, err := cl.dlqRequeue(ctx, &wire.RequeueRequest{IDs: wire.JobIDs(chunk)})
+		total += n
+		if err != nil {
+			if start > 0 {
+				return total, fmt.Errorf("requeued %d jobs of the first %d ids (of %d), then: %w", total, start, len(ids), err)
+			}
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// dlqRequeue sends one POST /v1/dlq/requeue.
+func (cl *Client) dlqRequeue(ctx context.Context, body *wire.RequeueRequest) (int, error) {
 	var out wire.RequeueReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/dlq/requeue", body: body, out: &out})
 	return out.Requeued, err
+}
+
+// oldestFirst returns ids sorted by their number (job ids grow in enqueue
+// order); ids that are not numbers keep their place at the end, for the
+// server to refuse.
+func oldestFirst(ids []string) []string {
+	out := slices.Clone(ids)
+	num := func(id string) (int64, bool) {
+		n, err := strconv.ParseInt(id, 10, 64)
+		return n, err == nil
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		na, oka := num(a)
+		nb, okb := num(b)
+		switch {
+		case oka && okb:
+			return cmp.Compare(na, nb)
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+	return out
 }
 
 // DLQDelete deletes a dead job with its attempts.

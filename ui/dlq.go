@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 
@@ -177,16 +176,11 @@ func (h *Handler) dlqConfirm(w http.ResponseWriter, r *http.Request, s *session)
 	h.render(w, r, http.StatusOK, "dlqconfirm", s, d)
 }
 
-// requeueBatch is the most ids one POST /v1/dlq/requeue takes
-// (idemhttp.MaxBatch).
-const requeueBatch = 1000
-
 // dlqRequeueFilter requeues every dead job of a queue and kind that the
 // confirmation counts (up to dlqCountLimit). It lists them and requeues
-// them by ids, oldest first, in requests of requeueBatch: a requeue by
-// filter stops at the server's batch of 1,000, and a worker may claim
-// between two requests, so a FIFO partition requeued newest first would
-// run a newer job before its older ones came back.
+// them by ids (a requeue by filter stops at the server's batch of 1,000);
+// idemclient.DLQRequeue sends them oldest first, so a FIFO partition's
+// older dead jobs come back before its newer ones.
 func (h *Handler) dlqRequeueFilter(w http.ResponseWriter, r *http.Request, s *session) {
 	jq, errs := h.dlqFilter(r.PostForm)
 	if jq.Queue == "" && jq.Kind == "" {
@@ -206,17 +200,16 @@ func (h *Handler) dlqRequeueFilter(w http.ResponseWriter, r *http.Request, s *se
 	}
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
-		ids[len(jobs)-1-i] = j.ID // listed newest first
+		ids[i] = j.ID
 	}
 	n := 0
-	for chunk := range slices.Chunk(ids, requeueBatch) {
-		got, err := cl.DLQRequeue(r.Context(), chunk, nil)
-		if err != nil {
-			h.flash(w, r, "error", fmt.Sprintf("Requeued %d of %d dead jobs, then: %s", n, len(ids), problemText(err)))
-			http.Redirect(w, r, Prefix+"dlq", http.StatusSeeOther)
-			return
-		}
-		n += got
+	if len(ids) > 0 {
+		n, err = cl.DLQRequeue(r.Context(), ids, nil)
+	}
+	if err != nil {
+		h.flash(w, r, "error", fmt.Sprintf("Requeued %d of %d dead jobs, then: %s", n, len(ids), problemText(err)))
+		http.Redirect(w, r, Prefix+"dlq", http.StatusSeeOther)
+		return
 	}
 	msg := fmt.Sprintf("Requeued %d dead jobs.", n)
 	if more {

@@ -1,17 +1,13 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/idemclient"
-	"github.com/idem-dev/idem/idemhttp"
 )
 
 // defaultRequeueLimit is how many dead jobs one `idem dlq requeue` by
@@ -67,8 +63,10 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 				}
 			}
 			n := 0
-			if !dryRun {
-				if n, err = requeueIDs(cmd.Context(), cl, ids); err != nil {
+			if !dryRun && len(ids) > 0 {
+				// Any number of ids, oldest first, in requests the server
+				// takes (idemclient.DLQRequeue).
+				if n, err = cl.DLQRequeue(cmd.Context(), ids, nil); err != nil {
 					return err
 				}
 			}
@@ -82,52 +80,6 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 	requeue.Flags().BoolVar(&all, "all", false, "requeue every unresolved dead job (up to --limit)")
 	requeue.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be requeued; change nothing")
 	return requeue
-}
-
-// requeueIDs requeues ids in requests of at most idemhttp.MaxBatch ids
-// (the most one POST /v1/dlq/requeue takes), oldest first, and
-// returns how many were requeued; on an error it says how many were
-// requeued before it. Oldest first: a worker may claim between two
-// requests, and a FIFO partition whose newer dead jobs were requeued first
-// would run it before its older ones, still dead (finished), came back.
-func requeueIDs(ctx context.Context, cl *idemclient.Client, ids []string) (int, error) {
-	ids = oldestFirst(ids)
-	total := 0
-	for chunk := range slices.Chunk(ids, idemhttp.MaxBatch) {
-		n, err := cl.DLQRequeue(ctx, chunk, nil)
-		if err != nil {
-			if total > 0 {
-				return total, fmt.Errorf("requeued %d of %d jobs, then: %w", total, len(ids), err)
-			}
-			return 0, err
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// oldestFirst returns ids in increasing numeric order (job ids grow in
-// enqueue order), or as they are when one is not a number (the server
-// refuses it).
-func oldestFirst(ids []string) []string {
-	nums := make([]int64, len(ids))
-	for i, id := range ids {
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil {
-			return ids
-		}
-		nums[i] = n
-	}
-	out := slices.Clone(ids)
-	idx := make([]int, len(ids))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(nums[a], nums[b]) })
-	for i, j := range idx {
-		out[i] = ids[j]
-	}
-	return out
 }
 
 // deadIDs pages through the dead jobs of p until p.Limit ids are found;
