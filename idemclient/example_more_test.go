@@ -110,3 +110,29 @@ func ExampleClient_PutSchedule() {
 	// nightly-report 0 3 * * * Europe/Paris true
 	// report reports same job: true
 }
+
+// AllJobs pages through a list for the loop: here 5 jobs come in pages of
+// 2, newest first.
+func ExampleClient_AllJobs() {
+	ctx := context.Background()
+	cl, stop := exampleServer()
+	defer stop()
+
+	for i := range 5 {
+		_, _ = cl.Enqueue(ctx, &idemclient.EnqueueRequest{Queue: "reports", Kind: "render",
+			Args: json.RawMessage(fmt.Sprintf(`{"page":%d}`, i))})
+	}
+	for job, err := range cl.AllJobs(ctx, &idemclient.ListParams{Filter: idemclient.Filter{Queue: "reports"}, Limit: 2}) {
+		if err != nil {
+			fmt.Println("list:", err)
+			break
+		}
+		fmt.Println(string(job.Args))
+	}
+	// Output:
+	// {"page":4}
+	// {"page":3}
+	// {"page":2}
+	// {"page":1}
+	// {"page":0}
+}
