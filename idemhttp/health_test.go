@@ -80,10 +80,10 @@ func TestHealth(t *testing.T) {
 		t.Parallel()
 		e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{Health: idemhttp.HealthConfig{DeadJobs: 1, FailedPerKind24h: 1}}})
 		e.dead(e.keyA, "q")
-		status, checks := e.healthOf(e.admin)
+		_, checks := e.healthOf(e.admin)
 		wantCheck(t, checks, "dead_jobs", "healthy")
 		e.dead(e.keyA, "q")
-		status, checks = e.healthOf(e.admin)
+		status, checks := e.healthOf(e.admin)
 		if status != "unhealthy" {
 			t.Fatalf("status %s", status)
 		}

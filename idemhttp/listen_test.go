@@ -120,14 +120,12 @@ func TestListenerCapsConnections(t *testing.T) {
 	}
 	capped := idemhttp.LimitListener(ln, 2)
 	defer capped.Close()
-	var clients []net.Conn
 	for range 3 {
 		c, err := net.Dial("tcp", ln.Addr().String()) // the kernel queues the third
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		clients = append(clients, c)
 	}
 	a, err := capped.Accept()
 	if err != nil {

@@ -556,9 +556,6 @@ func (c *ServeConfig) serverConfig(cfg *idemhttp.Config) *idemhttp.Config {
 	return cfg
 }
 
-// maskedPassword replaces a database password in --print-config.
-const maskedPassword = redact.Mask
-
 // unparsableDatabase is printed for a database setting that is not a URL
 // url.Parse reads: where its password is cannot be told, so none of it is
 // shown.

@@ -93,6 +93,9 @@ func TestExitCodes(t *testing.T) {
 		t.Fatalf("retry of an available job: %d %q", code, errs)
 	}
 	_, errs, code = run(t, append([]string{"jobs", "get", "999999", "--json"}, api...)...)
+	if code != ExitNotFound {
+		t.Fatalf("get of a job that does not exist: exit %d %q", code, errs)
+	}
 	var je struct {
 		Error struct {
 			Message  string `json:"message"`
