@@ -26,7 +26,11 @@ func TestRevokeAPIKey(t *testing.T) {
 	expect(t, e.req("GET", "/v1/jobs?queue=default", secret, nil), 200, "") // verified and cached
 
 	t.Run("a tenant key may not revoke", func(t *testing.T) {
-		expect(t, e.req("DELETE", "/v1/apikeys/"+k.ID, e.keyA, nil), 403, "/problems/forbidden")
+		r := e.req("DELETE", "/v1/apikeys/"+k.ID, e.keyA, nil)
+		expect(t, r, 403, "/problems/forbidden")
+		if d, _ := r.json(t)["detail"].(string); !strings.Contains(d, "API keys") {
+			t.Fatalf("the refusal says %q; want it to name API keys", d)
+		}
 		expect(t, e.req("GET", "/v1/jobs?queue=default", secret, nil), 200, "")
 	})
 	t.Run("an unknown key is not found", func(t *testing.T) {

@@ -222,7 +222,7 @@ func revokedKey(w http.ResponseWriter) *Problem {
 // their AuthCacheTTL and end its long polls there within about twice it.
 func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if !isAdmin(r) {
-		return errAdminOnly
+		return newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden", "API keys are revoked by admin keys")
 	}
 	id := r.PathValue("id")
 	if id == "" || len(id) > 200 || idem.ValidateKey("id", id) != nil {
