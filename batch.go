@@ -206,6 +206,9 @@ func (c *Client) onFinishParams(tenant string, it *EnqueueParams) (*store.JobIns
 // a completion job's handler reads to act on the children's outcomes.
 // A job that is no batch's completion job is ErrNotFound.
 func (c *Client) FinishedBatch(ctx context.Context, job *JobRow) (*Batch, error) {
+	if job == nil {
+		return nil, idemtype.Invalid("job", "required")
+	}
 	id, ok := BatchOf(job)
 	if !ok {
 		return nil, fmt.Errorf("job %d is no batch's completion job: %w", job.ID, idemtype.ErrNotFound)

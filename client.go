@@ -95,16 +95,23 @@ type JobFilter = store.JobFilter
 
 // JobList returns a page of jobs, newest first, and the cursor of the next
 // page (0 on the last one). Filter.Tenant "" means the default tenant; use
-// JobListAll for every tenant.
+// JobListAll for every tenant. A nil p lists the first page of every job
+// of the default tenant.
 func (c *Client) JobList(ctx context.Context, p *JobListParams) ([]*JobRow, int64, error) {
-	q := *p
+	var q JobListParams
+	if p != nil {
+		q = *p
+	}
 	q.Filter.Tenant = c.tenant(q.Filter.Tenant)
 	return c.jobList(ctx, &q)
 }
 
 // JobListAll is JobList across every tenant (for operators).
 func (c *Client) JobListAll(ctx context.Context, p *JobListParams) ([]*JobRow, int64, error) {
-	q := *p
+	var q JobListParams
+	if p != nil {
+		q = *p
+	}
 	q.Filter.Tenant = ""
 	return c.jobList(ctx, &q)
 }

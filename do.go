@@ -50,6 +50,9 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err := ValidateKey("key", key); err != nil {
 		return nil, err
 	}
+	if fn == nil {
+		return nil, idemtype.Invalid("fn", "required")
+	}
 	o := DoOpts{}
 	if opts != nil {
 		o = *opts

@@ -76,6 +76,9 @@ type EnqueueResult struct {
 
 // Enqueue inserts one typed job.
 func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+	if args == nil {
+		return nil, idemtype.Invalid("args", "required (a JobArgs value)")
+	}
 	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, idemtype.Invalid("args", "encode: %v", err)

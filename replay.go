@@ -54,6 +54,9 @@ func ReplayCopyKey(key string, original int64) string {
 // batches' copies; retry with the same p.Key to finish without copying a
 // job twice.
 func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
+	if p == nil {
+		return 0, &InvalidError{Field: "params", Reason: "required (a replay needs its filter)"}
+	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = DefaultReplayLimit

@@ -352,6 +352,9 @@ func (f *EventFilter) params(tenant string) *store.EventListParams {
 // EventList returns up to limit events of the log matching f after the
 // event afterID, oldest first.
 func (c *Client) EventList(ctx context.Context, f *EventFilter, afterID int64, limit int) ([]*Event, error) {
+	if f == nil {
+		f = &EventFilter{}
+	}
 	if err := ValidateName("topic", f.Topic); err != nil {
 		return nil, err
 	}
@@ -371,6 +374,9 @@ type ReplayResult struct {
 // "". Replays are new delivery jobs (new webhook-id) whose args carry
 // replay_of, the original event's id.
 func (c *Client) EventReplay(ctx context.Context, f *EventFilter, subscription string) (*ReplayResult, error) {
+	if f == nil {
+		f = &EventFilter{}
+	}
 	if err := ValidateName("topic", f.Topic); err != nil {
 		return nil, err
 	}

@@ -98,7 +98,10 @@ type EnqueueResult struct {
 
 // Enqueue creates a job, or returns the existing job of its key.
 func (cl *Client) Enqueue(ctx context.Context, req *EnqueueRequest) (*EnqueueResult, error) {
-	body := *req
+	var body EnqueueRequest // nil: the server names what is missing
+	if req != nil {
+		body = *req
+	}
 	key := body.IdempotencyKey
 	body.IdempotencyKey = ""
 	if key == "" {
@@ -416,6 +419,9 @@ type ClaimResult struct {
 
 // ClaimDetail is Claim that also reports throttling.
 func (cl *Client) ClaimDetail(ctx context.Context, req *ClaimRequest) (*ClaimResult, error) {
+	if req == nil {
+		req = &ClaimRequest{} // the server names what is missing
+	}
 	body := &wire.ClaimRequest{Queues: req.Queues, Kinds: req.Kinds, WorkerID: req.WorkerID,
 		Limit: max(req.Limit, 0), Lease: positiveDuration(req.Lease), Wait: positiveDuration(req.Wait)}
 	var out wire.ClaimReply
@@ -444,7 +450,10 @@ func (cl *Client) ClaimDetail(ctx context.Context, req *ClaimRequest) (*ClaimRes
 // retry_after; up to the server's 60s cap), so the worker neither polls in
 // a loop nor misses work that other tenants enqueue meanwhile.
 func (cl *Client) ClaimWait(ctx context.Context, req *ClaimRequest) ([]*Job, error) {
-	r := *req
+	var r ClaimRequest // nil: the server names what is missing
+	if req != nil {
+		r = *req
+	}
 	base := r.Wait
 	if base <= 0 {
 		base = 30 * time.Second
@@ -499,8 +508,12 @@ type FailRequest struct {
 	ErrorCode string
 }
 
-// Fail records a failed attempt of a claimed job.
+// Fail records a failed attempt of a claimed job; a nil req fails it
+// without a message (retried by the policy).
 func (cl *Client) Fail(ctx context.Context, id, token string, req *FailRequest) (*Job, error) {
+	if req == nil {
+		req = &FailRequest{} // a failure without a message, retried by the policy
+	}
 	body := &wire.FailRequest{LeaseToken: token, Error: req.Error, RetryAfter: durationText(req.RetryAfter),
 		ErrorCode: req.ErrorCode}
 	if req.NoRetry {

@@ -38,6 +38,9 @@ type BatchCreateRequest struct {
 // BatchCreateWith is BatchCreate with every option, a completion job
 // included.
 func (cl *Client) BatchCreateWith(ctx context.Context, req *BatchCreateRequest) (*BatchCreateResult, error) {
+	if req == nil {
+		req = &BatchCreateRequest{} // the server names what is missing
+	}
 	var out BatchCreateResult
 	body := map[string]any{"key": req.Key, "jobs": req.Jobs}
 	if req.Metadata != nil {

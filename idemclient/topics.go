@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // Subscription is a topic subscription as the API shows it (Secret: a
@@ -83,6 +84,9 @@ func (cl *Client) DeleteSubscription(ctx context.Context, topic, name string) er
 // Idempotency-Key, which the server takes as the event key, so they
 // publish it once. With e.Key the body key alone deduplicates.
 func (cl *Client) Publish(ctx context.Context, topic string, e *PublishRequest) (*PublishReply, error) {
+	if e == nil {
+		return nil, idemtype.Invalid("event", "required")
+	}
 	var out PublishReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "/events"), body: e, out: &out, bodyKey: e.Key != ""})
 	return nilIfErr(&out, err)

@@ -1,0 +1,52 @@
+package idemclient_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemclient"
+)
+
+// TestNilRequestsAreInvalid: a nil request is sent as an empty one, which
+// the server refuses naming the missing field (ErrInvalid), or refused
+// before sending (a nil event); it never panics.
+func TestNilRequestsAreInvalid(t *testing.T) {
+	t.Parallel()
+	e := newAPI(t, nil)
+	c := e.admin
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"Enqueue", func() error { _, err := c.Enqueue(ctx, nil); return err }},
+		{"BatchCreateWith", func() error { _, err := c.BatchCreateWith(ctx, nil); return err }},
+		{"Claim", func() error { _, err := c.Claim(ctx, nil); return err }},
+		{"ClaimWait", func() error { _, err := c.ClaimWait(ctx, nil); return err }},
+		{"Publish", func() error { _, err := c.Publish(ctx, "topic", nil); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panicked: %v", r)
+					}
+				}()
+				err = tc.call()
+			}()
+			if !errors.Is(err, idem.ErrInvalid) {
+				t.Fatalf("error %v; want a 400 (ErrInvalid)", err)
+			}
+		})
+	}
+	// Fail's request is optional: nil fails the attempt without a message,
+	// retried by the policy.
+	e.enqueue(c, &idemclient.EnqueueRequest{Kind: "k", Queue: "nilfail"})
+	j := e.claimOne(c, "nilfail")
+	if got, err := c.Fail(ctx, j.ID, j.LeaseToken, nil); err != nil || got.State != "retryable" {
+		t.Fatalf("Fail(nil): %+v %v; want the job retryable", got, err)
+	}
+}
