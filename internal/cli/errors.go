@@ -102,6 +102,15 @@ func classify(err error) (code int, hint string) {
 		hint = "this needs an admin key, or a key of the tenant you act in"
 	case code == ExitNotFound:
 		hint = "check the id or key; `idem jobs list` and `idem dlq list` show what exists"
+	case errors.Is(err, idemtype.ErrKeyReused) && errors.As(err, &ce) && ce.JobID != "":
+		hint = "the key belongs to job " + ce.JobID + ", made from other fields (`idem jobs get " + ce.JobID +
+			"`); send the same fields to get it back, or use another key"
+	case errors.Is(err, idemtype.ErrKeyReused):
+		hint = "the key was used with other fields; send the same ones, or use another key"
+	case errors.Is(err, idemtype.ErrKeyInProgress):
+		hint = "a request with this key is still running; retry when it has finished"
+	case code == ExitConflict && errors.As(err, &ce) && ce.JobID != "":
+		hint = "the job changed state; inspect it with `idem jobs get " + ce.JobID + "`"
 	case code == ExitConflict:
 		hint = "the job or key changed state; inspect it with `idem jobs get ID`"
 	case unreachable(err):

@@ -183,7 +183,8 @@ func TestExitCodesPerFailure(t *testing.T) {
 		{"missing job", []string{"jobs", "get", "424242"}, ExitNotFound, "idem jobs list"},
 		{"missing dead job", []string{"dlq", "delete", id}, ExitNotFound, "idem jobs list"},
 		{"cancel twice", []string{"jobs", "cancel", id}, ExitConflict, "idem jobs get ID"},
-		{"key reused", []string{"enqueue", "k", "--key", "once", "--args", `{"a":2}`}, ExitConflict, "idem jobs get ID"},
+		{"key reused", []string{"enqueue", "k", "--key", "once", "--args", `{"a":2}`}, ExitConflict,
+			"the key belongs to job " + id + ", made from other fields (`idem jobs get " + id + "`)"},
 		{"refused by the server", []string{"enqueue", "k", "--max-attempts", "-1"}, ExitUsage, "--help"},
 		{"invalid name", []string{"enqueue", "k", "--queue", "bad queue!"}, ExitUsage, "--help"},
 	} {
