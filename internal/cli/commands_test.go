@@ -2,9 +2,12 @@ package cli
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func TestVersion(t *testing.T) {
@@ -218,5 +221,36 @@ func TestTargetsStatsWithoutDeliveries(t *testing.T) {
 	}
 	if _, _, code := e.run("targets", "delete", "hooks"); code != ExitNotFound {
 		t.Fatalf("delete twice: exit %d, want %d", code, ExitNotFound)
+	}
+}
+
+// TestUnknownSubcommandIsAUsageError: a misspelt command of a group
+// (`idem jobs cancle 5`) is a usage error (exit 2) naming it, for every
+// group; it printed the group's help and exited 0, as if it had worked.
+// A group alone still prints its help.
+func TestUnknownSubcommandIsAUsageError(t *testing.T) {
+	t.Parallel()
+	groups := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if !sub.HasSubCommands() {
+				continue
+			}
+			groups++
+			path := strings.Fields(sub.CommandPath())[1:]
+			out, errs, code := run(t, append(path, "cancle", "5")...)
+			if code != ExitUsage || !strings.Contains(errs, `unknown command "cancle"`) {
+				t.Errorf("%s cancle 5: exit %d, stdout %q, stderr %q; want exit %d naming the command", sub.CommandPath(), code, out, errs, ExitUsage)
+			}
+			if out, _, code := run(t, path...); code != ExitOK || !strings.Contains(out, "Available Commands") {
+				t.Errorf("%s alone: exit %d %q; want its help", sub.CommandPath(), code, out)
+			}
+			walk(sub)
+		}
+	}
+	walk(newRoot(strings.NewReader(""), io.Discard, io.Discard))
+	if groups < 9 {
+		t.Fatalf("%d command groups found; want the CLI's groups (jobs, dlq, schedules, …)", groups)
 	}
 }

@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -77,7 +78,27 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newTargetsCmd(), newTopicsCmd())
 	root.AddCommand(newLimitsCmd(), newQueuesCmd())
 	root.AddCommand(newSchedulesCmd(), newBenchNodeCmd(), newBenchGrowthCmd())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group below root (jobs,
+// dlq, schedules, …) refuse an argument that names none of its commands
+// as a usage error (exit 2). Cobra checks that only for the root: a
+// misspelt `idem jobs cancle 5` printed the group's help and exited 0, as
+// if it had worked. A group given no argument still prints its help.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() && !c.Runnable() {
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usageErr(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
+				}
+				return cmd.Help()
+			}
+		}
+		refuseUnknownSubcommands(c)
+	}
 }
 
 // databaseFlag registers --database with its environment default.
