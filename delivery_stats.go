@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/quantile"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -94,23 +95,11 @@ func (c *Client) TargetStats(ctx context.Context, opts *TargetStatsOpts) ([]*Tar
 	out := make([]*TargetStat, 0, len(by))
 	for k, s := range by {
 		s.SuccessRate = float64(s.Completed) / float64(s.Attempts)
-		s.P50, s.P95, s.P99 = percentiles(lat[k])
+		s.P50, s.P95, s.P99 = quantile.P50P95P99(lat[k])
 		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b *TargetStat) int {
 		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), strings.Compare(a.Target, b.Target))
 	})
 	return out, nil
-}
-
-// percentiles returns the 50th, 95th and 99th percentiles (nearest rank).
-func percentiles(v []time.Duration) (p50, p95, p99 time.Duration) {
-	if len(v) == 0 {
-		return 0, 0, 0
-	}
-	slices.Sort(v)
-	// The ceil(pct·n/100)-th smallest value, in integer arithmetic so that
-	// no rounding of pct/100 moves the rank.
-	at := func(pct int) time.Duration { return v[max(0, (pct*len(v)+99)/100-1)] }
-	return at(50), at(95), at(99)
 }

@@ -19,13 +19,20 @@ const (
 	// EventDeduplicated: an enqueue met a live idempotency key; no job was made.
 	EventDeduplicated EventType = "deduplicated"
 	// EventClaimed: a worker (in-process or pull) took the job; Wait is set.
+	// A pull claim is reported once it stands (a claim that fails, or
+	// whose caller went away, gives its jobs back and is not reported).
 	EventClaimed EventType = "claimed"
 	// EventCacheHit: a keyed job (or a Do call: JobID 0, no queue or
-	// kind) was answered from a cached result.
+	// kind) was answered from a cached result; for a job, reported once
+	// its cached finish is written, just before its EventFinished.
 	EventCacheHit EventType = "cache_hit"
 	// EventCacheMiss: a keyed job (or a Do call) found no cached result and runs.
 	EventCacheMiss EventType = "cache_miss"
 	// EventFinished: an attempt ended; State, Outcome, Run and Err are set.
+	// Reported once the finish is written: a finish the store did not take
+	// (the job cancelled or rescued meanwhile, the store failing) is not
+	// reported, and a finish replaced by a dead one (refused by the store
+	// for its data) is reported as the dead one.
 	EventFinished EventType = "finished"
 	// EventRescued: the job's lease expired and the rescuer took it back
 	// (on the maintenance leader); State is its new state.
@@ -134,6 +141,18 @@ func (c *Client) observeRescue(ctx context.Context, ids []int64) {
 // observeClaim reports a claim at now.
 func (c *Client) observeClaim(row *JobRow, now time.Time) {
 	c.observe(EventClaimed, row, func(e *JobEvent) { e.Wait = max(0, now.Sub(row.RunAt)) })
+}
+
+// observeWritten reports a finish once it is written: a cache hit first
+// when the job was answered from the cache (counted here, not when the key
+// step found the result, so that a finish that is never written — its job
+// claimed and answered again — is not counted twice), then the finish.
+func (c *Client) observeWritten(row *JobRow, fin *store.JobFinishParams) {
+	if fin.WasCached {
+		c.stats.cacheHits.Add(1)
+		c.observe(EventCacheHit, row, nil)
+	}
+	c.observeFinish(row, fin)
 }
 
 // observeFinish reports the end of an attempt described by fin.

@@ -135,7 +135,7 @@ func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.Cla
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.Lease)
 	defer cancel()
 	token := store.NewToken()
-	jobs, err := c.claimOnce(cctx, p, token, report)
+	jobs, at, err := c.claimOnce(cctx, p, token, report)
 	if err != nil {
 		// The claim may have committed with its answer lost, or a later
 		// step (settling cached jobs, capping leases) failed: nobody
@@ -153,6 +153,7 @@ func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.Cla
 		return nil, err
 	}
 	if len(jobs) == 0 || ctx.Err() == nil {
+		c.observeHanded(jobs, at)
 		return jobs, nil
 	}
 	leases := make([]store.Lease, len(jobs))
@@ -163,47 +164,69 @@ func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.Cla
 	if err != nil {
 		c.logger.Warn("release of a claim whose caller went away failed; its jobs wait for the rescuer",
 			"worker_id", p.WorkerID, "jobs", len(jobs), "err", err)
+		c.observeHanded(jobs, at)
 		return jobs, nil
 	}
 	c.logger.Info("released a claim whose caller went away", "worker_id", p.WorkerID, "jobs", n)
 	return []*JobRow{}, nil
 }
 
-// claimOnce claims and settles keyed jobs that need no worker.
-func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, token string, report *store.ClaimReport) ([]*JobRow, error) {
+// claimOnce claims and settles keyed jobs that need no worker, and returns
+// the others with the claim's time. The observer is told of what committed
+// only: of a settled job (its claim, cache hit and finish) once its finish
+// is written; of the jobs handed out by claimCut (observeHanded), once the
+// claim stands. A claim that fails after JobClaim, or whose caller went
+// away, gives its jobs back (claimCut), and the next claim of them is the
+// one counted.
+func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, token string, report *store.ClaimReport) ([]*JobRow, time.Time, error) {
 	now := c.now()
 	jobs, err := c.store.JobClaim(ctx, &store.JobClaimParams{Tenant: c.tenant(p.Tenant), Queues: p.Queues,
 		Kinds: p.Kinds, WorkerID: p.WorkerID, Limit: p.Limit, LeaseUntil: now.Add(p.Lease), Now: now, Report: report,
 		LeaseToken: token})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", store.Classify(c.store, err))
+		return nil, now, fmt.Errorf("claim: %w", store.Classify(c.store, err))
 	}
 	out := make([]*JobRow, 0, len(jobs))
 	var settled []*store.JobFinishParams
+	var settledRows []*JobRow
 	keys := c.exec.AcquireKeys(ctx, jobs)
 	for _, j := range jobs {
-		c.observeClaim(j, now)
 		fin, run := c.exec.Settle(ctx, j, keys[j.ID])
 		if run {
 			out = append(out, j)
 			continue
 		}
 		fin.FinishedAt = c.now()
-		c.observeFinish(j, fin)
-		settled = append(settled, fin)
+		settled, settledRows = append(settled, fin), append(settledRows, j)
 	}
 	if len(settled) > 0 {
-		if _, err := c.store.JobFinishMany(ctx, settled); err != nil {
-			return nil, fmt.Errorf("claim: settle cached jobs: %w", err)
+		errs, err := c.store.JobFinishMany(ctx, settled)
+		if err != nil {
+			return nil, now, fmt.Errorf("claim: settle cached jobs: %w", err)
 		}
-		for _, fin := range settled {
+		for i, fin := range settled {
+			if i >= len(errs) || errs[i] == nil { // written (not refused: its lease lost meanwhile)
+				c.observeClaim(settledRows[i], now)
+				c.observeWritten(settledRows[i], fin)
+			}
 			c.finished(fin.ID)
 		}
 	}
 	if err := c.capLeases(ctx, out, now); err != nil {
-		return nil, err
+		return nil, now, err
 	}
-	return out, nil
+	return out, now, nil
+}
+
+// observeHanded reports the jobs a pull claim at hands out: their claim,
+// and a cache miss for each keyed one (its handler runs).
+func (c *Client) observeHanded(jobs []*JobRow, at time.Time) {
+	for _, j := range jobs {
+		c.observeClaim(j, at)
+		if j.IdempotencyKey != "" {
+			c.exec.CountMiss(j)
+		}
+	}
 }
 
 // capLeases shortens the leases of claimed jobs to their timeout: a pull
@@ -381,7 +404,7 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 		return nil, errs[0]
 	}
 	if !fin.Repeated { // a repeated completion (a client's retry) was counted once already
-		c.observeFinish(row, fin)
+		c.observeWritten(row, fin)
 	}
 	c.finished(row.ID)
 	return c.JobGet(ctx, tenant, row.ID)

@@ -78,9 +78,10 @@ func newExecutor(c *Client) (*executor.Executor, error) {
 			}
 			return targets.lookup(ctx, row)
 		},
-		Timeout:   cfg.timeout,
-		CacheHits: &stats.cacheHits, CacheMisses: &stats.cacheMisses,
-		OnCacheHit:  func(row *JobRow) { c.observe(EventCacheHit, row, nil) },
+		Timeout: cfg.timeout,
+		// Hits are counted once their cached finish is written
+		// (observeWritten), not when the key step finds the result.
+		CacheMisses: &stats.cacheMisses,
 		OnCacheMiss: func(row *JobRow) { c.observe(EventCacheMiss, row, nil) },
 	})
 }
@@ -114,7 +115,7 @@ func (c *Client) Start(ctx context.Context) error {
 			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
 			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
 			WorkerID: c.cfg.WorkerID, Kinds: queueKinds(kinds, q), Now: c.now, Logger: c.logger,
-			OnClaim: c.observeClaim, OnFinish: c.observeFinish})
+			OnClaim: c.observeClaim, OnFinish: c.observeWritten})
 		if err != nil {
 			rt.completer.Stop()
 			return fmt.Errorf("start: %w", err)

@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -62,37 +63,48 @@ func (c *CacheCounters) ObserveJob(e *idem.JobEvent) {
 	m[name]++
 }
 
-// Flush writes the pending counts; on error they are kept for the next try.
+// Flush writes the pending counts, one store call per tenant. It writes
+// each count at most once: a call that fails may have committed (a
+// PostgreSQL commit whose answer was lost, a write the caller's context
+// gave up on while the store went on), so its counts are dropped and
+// logged rather than written again, which could count the same hits twice.
+// The tenants not tried yet (after a failure, or once ctx is done) keep
+// their counts for the next flush. The hit rate is therefore low, never
+// high, by the counts of a failed write.
 func (c *CacheCounters) Flush(ctx context.Context) error {
 	c.mu.Lock()
 	batch := c.pending
 	c.pending = map[string]map[string]int64{}
 	c.mu.Unlock()
 	for tenant, deltas := range batch {
-		if err := c.store.CounterAdd(ctx, &store.CounterAddParams{Tenant: tenant, Deltas: deltas}); err != nil {
-			// Keep what is not written: this tenant's and the tenants not
-			// reached yet (the written ones were deleted from batch).
-			for t, d := range batch {
-				c.restore(t, d)
-			}
-			return err
+		if err := ctx.Err(); err != nil {
+			c.restore(batch) // not tried: surely not written
+			return fmt.Errorf("flush cache counters: %w", err)
 		}
 		delete(batch, tenant)
+		if err := c.store.CounterAdd(ctx, &store.CounterAddParams{Tenant: tenant, Deltas: deltas}); err != nil {
+			c.logger.Warn("cache counts dropped: their write failed and may have applied, so they are not written again",
+				"tenant", tenant, "hits", deltas[store.CounterCacheHits], "misses", deltas[store.CounterCacheMisses], "err", err)
+			c.restore(batch) // the tenants not tried yet
+			return err
+		}
 	}
 	return nil
 }
 
-// restore puts deltas back after a failed flush.
-func (c *CacheCounters) restore(tenant string, deltas map[string]int64) {
+// restore puts back the deltas of a flush that did not try them.
+func (c *CacheCounters) restore(batch map[string]map[string]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.pending[tenant]
-	if m == nil {
-		m = map[string]int64{}
-		c.pending[tenant] = m
-	}
-	for n, d := range deltas {
-		m[n] += d
+	for tenant, deltas := range batch {
+		m := c.pending[tenant]
+		if m == nil {
+			m = map[string]int64{}
+			c.pending[tenant] = m
+		}
+		for n, d := range deltas {
+			m[n] += d
+		}
 	}
 }
 
@@ -116,7 +128,15 @@ func (c *CacheCounters) Start(ctx context.Context) {
 	}()
 }
 
-// Stop ends the flush loop and flushes what is left.
+// StopFlushTimeout bounds the last flush of Stop when the context Stop was
+// given has less time left (a shutdown that used its grace stopping the
+// client): the last second's counts are written rather than lost with the
+// process.
+const StopFlushTimeout = 2 * time.Second
+
+// Stop ends the flush loop and flushes what is left, on ctx, or on a
+// context of its own of StopFlushTimeout when ctx is done or ends sooner.
+// Counts it could not write are logged and lost.
 func (c *CacheCounters) Stop(ctx context.Context) error {
 	if c.stop != nil {
 		select {
@@ -126,7 +146,25 @@ func (c *CacheCounters) Stop(ctx context.Context) error {
 			<-c.done
 		}
 	}
-	return c.Flush(ctx)
+	fctx := ctx
+	if dl, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(dl) < StopFlushTimeout {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), StopFlushTimeout)
+		defer cancel()
+	}
+	err := c.Flush(fctx)
+	if err != nil {
+		c.mu.Lock()
+		var hits, misses int64
+		for _, m := range c.pending {
+			hits, misses = hits+m[store.CounterCacheHits], misses+m[store.CounterCacheMisses]
+		}
+		c.mu.Unlock()
+		if hits+misses > 0 {
+			c.logger.Warn("cache counts not written at stop", "hits", hits, "misses", misses, "err", err)
+		}
+	}
+	return err
 }
 
 // persistedCache replaces the per-process hit and miss counts of cs by

@@ -28,8 +28,10 @@ func (f *failingCounters) CounterAdd(ctx context.Context, p *store.CounterAddPar
 }
 
 // TestCacheCountersKeepEveryTenantAfterAFailedFlush: a flush that fails
-// keeps every count it did not write, for every tenant, and the next
-// flush writes them all once.
+// keeps, for the next flush, the counts of every tenant it had not tried
+// yet, and drops those of the write that failed (it may have committed:
+// writing it again could count it twice), so every count is written at
+// most once.
 func TestCacheCountersKeepEveryTenantAfterAFailedFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -52,14 +54,21 @@ func TestCacheCountersKeepEveryTenantAfterAFailedFlush(t *testing.T) {
 	if err := counts.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	dropped := 0
 	for _, tn := range tenants {
 		got, err := st.CounterGet(ctx, &store.CounterGetParams{Tenant: tn})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got[store.CounterCacheHits] != 2 || got[store.CounterCacheMisses] != 1 {
+		switch {
+		case len(got) == 0:
+			dropped++ // the tenant whose write failed
+		case got[store.CounterCacheHits] != 2 || got[store.CounterCacheMisses] != 1:
 			t.Errorf("tenant %s: %v, want 2 hits and 1 miss", tn, got)
 		}
+	}
+	if dropped != 1 {
+		t.Errorf("%d tenants without counts, want 1 (the failed write's)", dropped)
 	}
 	// Nothing is left to write twice.
 	before := fc.calls.Load()
@@ -70,7 +79,7 @@ func TestCacheCountersKeepEveryTenantAfterAFailedFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, _ := st.CounterGet(ctx, &store.CounterGetParams{})
-	if all[store.CounterCacheHits] != 8 || all[store.CounterCacheMisses] != 4 {
+	if all[store.CounterCacheHits] != 6 || all[store.CounterCacheMisses] != 3 {
 		t.Fatalf("summed over tenants: %v", all)
 	}
 }

@@ -92,6 +92,9 @@ type storeCollector struct {
 	// descExpired: records past their expiry awaiting retention (seed
 	// 000's "expired entries", whose growth means cleanup is not running).
 	descExpired *prometheus.Desc
+	// descDLQ: dead jobs not marked resolved, per queue (idem_jobs'
+	// dead count includes the resolved ones, kept for audit).
+	descDLQ *prometheus.Desc
 	// Flow control, labelled by the limit's scope ("" = any).
 	descLimitRunning, descLimitWindow, descLimitMax, descThrottled *prometheus.Desc
 
@@ -121,6 +124,8 @@ func newStoreCollector(s *Server) *storeCollector {
 		descUp:          prometheus.NewDesc("idem_store_up", "1 when the store answered the last refresh.", nil, nil),
 		descExpired: prometheus.NewDesc("idem_idempotency_expired_records",
 			"Idempotency records (or their results) past their expiry, awaiting cleanup by retention.", nil, nil),
+		descDLQ: prometheus.NewDesc("idem_dlq_unresolved", "Dead jobs not marked resolved, by queue (every tenant).",
+			[]string{"queue"}, nil),
 		descLimitRunning: prometheus.NewDesc("idem_limit_running", "Jobs running in the scope of a limit.",
 			[]string{"tenant", "queue"}, nil),
 		descLimitWindow: prometheus.NewDesc("idem_limit_window_used", "Jobs started in the current rate window of a limit.",
@@ -135,7 +140,7 @@ func newStoreCollector(s *Server) *storeCollector {
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descJobs, c.descOldest, c.descRecords, c.descRecordBytes, c.descUp, c.descExpired,
-		c.descLimitRunning, c.descLimitWindow, c.descLimitMax, c.descThrottled} {
+		c.descDLQ, c.descLimitRunning, c.descLimitWindow, c.descLimitMax, c.descThrottled} {
 		ch <- d
 	}
 }
@@ -190,6 +195,7 @@ func capQueues(stats []*store.QueueStat, max int) []*store.QueueStat {
 		for st, n := range q.Counts {
 			other.Counts[st] += n
 		}
+		other.DeadUnresolved += q.DeadUnresolved
 		if q.OldestAvailable != nil && (other.OldestAvailable == nil || q.OldestAvailable.Before(*other.OldestAvailable)) {
 			other.OldestAvailable = q.OldestAvailable
 		}
@@ -221,6 +227,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			age = max(0, snap.at.Sub(*q.OldestAvailable).Seconds())
 		}
 		ch <- prometheus.MustNewConstMetric(c.descOldest, prometheus.GaugeValue, age, q.Queue)
+		ch <- prometheus.MustNewConstMetric(c.descDLQ, prometheus.GaugeValue, float64(q.DeadUnresolved), q.Queue)
 	}
 	ch <- prometheus.MustNewConstMetric(c.descRecords, prometheus.GaugeValue, float64(snap.records.Entries))
 	ch <- prometheus.MustNewConstMetric(c.descRecordBytes, prometheus.GaugeValue, float64(snap.records.SizeBytes))

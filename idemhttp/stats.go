@@ -4,13 +4,13 @@ import (
 	"context"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/quantile"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -67,13 +67,12 @@ func (s *Server) latencies(ctx context.Context, tenant string, now time.Time, qu
 	return nil
 }
 
+// pct returns the percentiles of v (sorted in place) by nearest rank, as
+// the delivery latencies of idem.Client.TargetStats (internal/quantile);
+// a negative value (clocks apart) counts as 0.
 func pct(v []float64) wire.Percentiles {
-	if len(v) == 0 {
-		return wire.Percentiles{}
-	}
-	slices.Sort(v)
-	at := func(p float64) float64 { return math.Max(0, v[min(len(v)-1, int(p*float64(len(v))))]) }
-	return wire.Percentiles{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
+	p50, p95, p99 := quantile.P50P95P99(v)
+	return wire.Percentiles{P50: math.Max(0, p50), P95: math.Max(0, p95), P99: math.Max(0, p99)}
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {

@@ -114,6 +114,8 @@ type jobData struct {
 	ReplayOf  string
 	Finished  bool
 	CanRetry  bool
+	// CanResolve: the job is dead and not marked resolved yet.
+	CanResolve bool
 }
 
 func (h *Handler) job(w http.ResponseWriter, r *http.Request, s *session) {
@@ -138,6 +140,7 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request, s *session) {
 	st := idemtype.JobState(job.State)
 	d.Finished = st == idemtype.StateCompleted || st == idemtype.StateDead || st == idemtype.StateCancelled
 	d.CanRetry = st != idemtype.StateRunning
+	d.CanResolve = st == idemtype.StateDead && job.ResolvedAt == nil
 	if d.Attempts, err = cl.Attempts(r.Context(), id); err != nil {
 		h.apiError(w, r, s, "Could not load the attempts of job "+id, err)
 		return
@@ -161,7 +164,8 @@ func replayOf(j *idemclient.Job) string {
 	return md.ReplayOf
 }
 
-// jobAction is a button on the job page: cancel, retry or replay.
+// jobAction is a button on the job page: cancel, retry, replay, or
+// resolve a dead job with the form's note.
 func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	back := Prefix + "jobs/" + url.PathEscape(id)
@@ -175,6 +179,9 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, s *session) 
 	case "retry":
 		_, err = cl.RetryJob(r.Context(), id, time.Time{})
 		msg = "Job " + id + " will run again."
+	case "resolve":
+		_, err = cl.DLQResolve(r.Context(), id, r.PostForm.Get("note"))
+		msg = "Job " + id + " resolved."
 	case "replay":
 		var job *idemclient.Job
 		if job, err = cl.GetJob(r.Context(), id); err == nil {

@@ -87,7 +87,7 @@ type Completer struct {
 	store    Finisher
 	logger   *slog.Logger
 	finished func(ids []int64)
-	runner   *batch.Runner[*store.JobFinishParams, struct{}]
+	runner   *batch.Runner[*submitted, struct{}]
 	slots    chan struct{} // one per finish submitted and not yet answered
 	pending  sync.WaitGroup
 	drained  chan struct{} // closed once Stop has written what was submitted
@@ -117,7 +117,7 @@ func New(st Finisher, cfg *Config) *Completer {
 		}
 		c.finished = cfg.Finished
 	}
-	c.runner = batch.New(&batch.Config[*store.JobFinishParams]{
+	c.runner = batch.New(&batch.Config[*submitted]{
 		MaxCount: MaxBatch, MaxWeight: MaxBatch, Runners: Loops, Spare: SpareAfter,
 	}, c.run)
 	return c
@@ -148,13 +148,25 @@ func (c *Completer) Start(ctx context.Context) error {
 // outcome. It blocks only while Pending finishes are waiting to be
 // written. A finish submitted after Stop is dropped (its lease was released
 // at shutdown).
-func (c *Completer) Submit(p *store.JobFinishParams) { c.SubmitThen(p, nil) }
+func (c *Completer) Submit(p *store.JobFinishParams) { c.SubmitThen(p, nil, nil) }
 
-// SubmitThen is Submit that calls then (when not nil) once the finish is
-// written, failed or dropped. The producer uses it to renew the job's lease
-// until then: the job is still leased to this process while its finish
-// waits to be written.
-func (c *Completer) SubmitThen(p *store.JobFinishParams, then func()) {
+// submitted is one finish handed to the runner, with the call to make
+// once it is written.
+type submitted struct {
+	p       *store.JobFinishParams
+	written func()
+}
+
+// SubmitThen is Submit that calls written (when not nil) once the finish
+// is written — only then, before Config.Finished is told, so that whoever
+// waits for the job sees what written did — and then (when not nil) once
+// the finish is written, failed or dropped. When the store refused the
+// finish and a dead one was written in its place, p holds the dead finish
+// by the time written runs. The producer uses then to renew the job's
+// lease until the end (the job is still leased to this process while its
+// finish waits to be written) and written to report the finish to the
+// Client's observer: only what committed is counted.
+func (c *Completer) SubmitThen(p *store.JobFinishParams, written, then func()) {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -170,7 +182,7 @@ func (c *Completer) SubmitThen(p *store.JobFinishParams, then func()) {
 	go func() {
 		defer c.pending.Done()
 		// The runner answers ErrStopped only when it never started.
-		_, err := c.runner.Submit(context.Background(), p, 1)
+		_, err := c.runner.Submit(context.Background(), &submitted{p: p, written: written}, 1)
 		<-c.slots
 		c.report(p, err)
 		if then != nil {
@@ -236,16 +248,19 @@ func (c *Completer) report(p *store.JobFinishParams, err error) {
 
 // run writes one batch gathered by the runner (the finishes queued at that
 // moment, up to MaxBatch) and answers each finish with its own outcome.
-func (c *Completer) run(calls []*batch.Call[*store.JobFinishParams, struct{}]) {
+func (c *Completer) run(calls []*batch.Call[*submitted, struct{}]) {
 	ps := make([]*store.JobFinishParams, len(calls))
 	for i, call := range calls {
-		ps[i] = call.Req
+		ps[i] = call.Req.p
 	}
 	errs := c.flush(ps)
 	var done []int64
 	for i, call := range calls {
+		if errs[i] == nil && call.Req.written != nil {
+			call.Req.written()
+		}
 		if errs[i] == nil && c.finished != nil {
-			done = append(done, call.Req.ID)
+			done = append(done, call.Req.p.ID)
 		}
 		call.Answer(struct{}{}, errs[i])
 	}
@@ -359,6 +374,7 @@ func (c *Completer) settleRefused(batch []*store.JobFinishParams, errs []error) 
 			errs[i] = fmt.Errorf("%w; its dead finish failed: %w", errs[i], es[k])
 		default:
 			errs[i] = nil
+			*batch[i] = *dead[k] // what was written, for SubmitThen's written
 		}
 	}
 }

@@ -112,4 +112,31 @@ func TestCompleterRefusedFinish(t *testing.T) {
 		wantCompleted(t, rs.Store, fins, bad.ID)
 		wantRefused(t, rs.Store, bad.ID, "injected")
 	})
+
+	t.Run("written is told what was written, and only that", func(t *testing.T) {
+		t.Parallel()
+		st := openStore(t)
+		c := completer.New(st, nil)
+		_ = c.Start(ctx)
+		fins := claimed(t, st, 3)
+		bad, lost := fins[0], fins[1]
+		bad.Result = []byte("\"caf\xe9\"")
+		lost.LeaseToken = "not-its-token" // refused: the lease is not this token's
+		var mu sync.Mutex
+		written := map[int64]idemtype.Outcome{}
+		for _, f := range fins {
+			c.SubmitThen(f, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				written[f.ID] = f.Outcome
+			}, nil)
+		}
+		c.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		want := map[int64]idemtype.Outcome{bad.ID: idemtype.OutcomeDead, fins[2].ID: idemtype.OutcomeCompleted}
+		if len(written) != len(want) || written[bad.ID] != want[bad.ID] || written[fins[2].ID] != want[fins[2].ID] {
+			t.Fatalf("written told %v, want %v (the refused finish as the dead one written, the lost lease's not at all)", written, want)
+		}
+	})
 }

@@ -62,7 +62,7 @@ func TestFinishBehindALockedRow(t *testing.T) {
 	c := completer.New(calls, nil)
 	_ = c.Start(ctx)
 	stuck := make(chan struct{})
-	c.SubmitThen(fins[0], func() { close(stuck) })
+	c.SubmitThen(fins[0], nil, func() { close(stuck) })
 	if n := <-calls.entered; n != 1 {
 		t.Fatalf("first batch of %d", n)
 	}
@@ -73,7 +73,7 @@ func TestFinishBehindALockedRow(t *testing.T) {
 	// which goes only after them.
 	written := make(chan struct{}, 2)
 	for _, f := range fins[1:] {
-		c.SubmitThen(f, func() { written <- struct{}{} })
+		c.SubmitThen(f, nil, func() { written <- struct{}{} })
 	}
 	deadline := time.After(30 * time.Second)
 	for range 2 {

@@ -73,9 +73,14 @@ type Config struct {
 	// executions that ran; nil = not counted.
 	CacheHits, CacheMisses *atomic.Int64
 	// OnCacheHit and OnCacheMiss are told of each keyed job answered from
-	// the cache and of each keyed job that runs because nothing was cached
-	// (Go and pull workers alike); nil = not told. They run on the
-	// executor's goroutines and must not block.
+	// the cache and of each keyed job that runs because nothing was cached;
+	// nil = not told. They run on the executor's goroutines and must not
+	// block. A hit is told (and counted) when the key step answers the job,
+	// before its finish is written; a miss by Execute when the handler is
+	// about to run, and never by Settle (its caller calls CountMiss once
+	// the job is handed out). A caller that counts only what was written
+	// leaves the hit hooks unset and counts the written finishes whose
+	// WasCached is set.
 	OnCacheHit, OnCacheMiss func(row *idemtype.JobRow)
 }
 
@@ -123,6 +128,9 @@ func (e *Executor) Now() time.Time { return e.cfg.Now() }
 func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) *store.JobFinishParams {
 	start := e.cfg.Now()
 	fin, run := e.Settle(ctx, row, key)
+	if run && row.IdempotencyKey != "" {
+		e.CountMiss(row)
+	}
 	switch {
 	case run && ctx.Err() != nil:
 		e.SetOutcome(fin, row, nil, fmt.Errorf("not started: %w", context.Cause(ctx)))
@@ -136,7 +144,11 @@ func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store
 
 // Settle does the key step of an attempt: it reports whether the handler
 // must run. When not, fin holds the finish: cached, snoozed behind another
-// holder of the key, or failed because the key could not be acquired.
+// holder of the key, or failed because the key could not be acquired. A
+// keyed job that must run is a cache miss that Settle does not count: the
+// caller calls CountMiss once the job is handed to its worker (a pull
+// claim that fails afterwards gives the job back, and the next claim's
+// miss is the one that counts).
 func (e *Executor) Settle(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) (fin *store.JobFinishParams, run bool) {
 	fin = &store.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken}
 	if row.IdempotencyKey == "" {
@@ -161,14 +173,17 @@ func (e *Executor) Settle(ctx context.Context, row *idemtype.JobRow, key *store.
 		e.SetOutcome(fin, row, nil, err)
 		return fin, false
 	}
-	if run {
-		e.cfg.CacheMisses.Add(1)
-		e.debugKey("result cache miss", row)
-		if e.cfg.OnCacheMiss != nil {
-			e.cfg.OnCacheMiss(row)
-		}
-	}
 	return fin, run
+}
+
+// CountMiss counts a cache miss of keyed job row, whose handler runs
+// (CacheMisses, OnCacheMiss).
+func (e *Executor) CountMiss(row *idemtype.JobRow) {
+	e.cfg.CacheMisses.Add(1)
+	e.debugKey("result cache miss", row)
+	if e.cfg.OnCacheMiss != nil {
+		e.cfg.OnCacheMiss(row)
+	}
 }
 
 // keyStoreError is a store call of the key step that failed: the job snoozes

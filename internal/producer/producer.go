@@ -38,9 +38,11 @@ type Config struct {
 	Now           func() time.Time
 	Logger        *slog.Logger
 	// OnClaim is told of each claimed job and the claim time; OnFinish of
-	// each finish handed to the completer (not of one whose lease was lost
-	// meanwhile). nil = not told. They run on the producer's and executors'
-	// goroutines and must not block.
+	// each finish once the completer wrote it (not of one it could not
+	// write: the lease lost meanwhile, the store failing, the client
+	// stopping), so that only what committed is counted. nil = not told.
+	// They run on the producer's, executors' and completer's goroutines
+	// and must not block.
 	OnClaim  func(row *idemtype.JobRow, now time.Time)
 	OnFinish func(row *idemtype.JobRow, fin *store.JobFinishParams)
 }
@@ -59,7 +61,7 @@ type Producer struct {
 	store    Store
 	exec     *executor.Executor
 	running  *Running
-	complete func(fin *store.JobFinishParams, written func())
+	complete func(fin *store.JobFinishParams, written, then func())
 	wakeCh   chan struct{}
 
 	mu     sync.Mutex
@@ -86,12 +88,13 @@ type Producer struct {
 
 // New returns a producer that runs its jobs with exec, registers them in
 // running and hands their finishes to complete (the completer's
-// SubmitThen), which calls written once the finish is written or dropped.
+// SubmitThen), which calls written once the finish is written and then
+// once it is written, failed or dropped.
 // A job stays in running, its lease renewed by the heartbeater, from its
 // claim until then: while it waits for its key leases, while its handler
 // runs, and while its finish waits to be written. It returns an error
 // naming an invalid field of cfg.
-func New(st Store, exec *executor.Executor, running *Running, complete func(fin *store.JobFinishParams, written func()), cfg *Config) (*Producer, error) {
+func New(st Store, exec *executor.Executor, running *Running, complete func(fin *store.JobFinishParams, written, then func()), cfg *Config) (*Producer, error) {
 	if st == nil || exec == nil || running == nil || complete == nil || cfg == nil {
 		return nil, errors.New("new producer: store, executor, running, complete and cfg are required")
 	}
@@ -258,10 +261,11 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 			if p.kept != nil {
 				p.kept(row)
 			}
+			var written func()
 			if p.cfg.OnFinish != nil {
-				p.cfg.OnFinish(row, fin)
+				written = func() { p.cfg.OnFinish(row, fin) }
 			}
-			p.complete(fin, func() { p.running.remove(j) })
+			p.complete(fin, written, func() { p.running.remove(j) })
 			p.done(j, cancel)
 		}()
 	}

@@ -42,8 +42,8 @@ func TestFinishSlowerThanLeaseKeepsTheLease(t *testing.T) {
 	slow := completer.New(b.store, nil)
 	t.Cleanup(slow.Stop)
 	settled := make(chan struct{}, 1) // the finish was written or refused
-	submit := func(fin *store.JobFinishParams, written func()) {
-		slow.SubmitThen(fin, func() { written(); settled <- struct{}{} })
+	submit := func(fin *store.JobFinishParams, written, then func()) {
+		slow.SubmitThen(fin, written, func() { then(); settled <- struct{}{} })
 	}
 	p, err := producer.New(b.store, b.exec, b.running, submit, &producer.Config{
 		Queue: "q", MaxWorkers: 1, FetchLimit: 1, PollInterval: time.Hour, LeaseDuration: lease,
