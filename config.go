@@ -85,7 +85,8 @@ type Config struct {
 	// handler's context is cancelled (cause ErrJobTimeout) and an error it
 	// returns fails the attempt as a timeout, retried like any failure.
 	// TimeoutByQueue and TimeoutByKind override it (kind wins over queue);
-	// 0 = no limit (the default).
+	// an entry of 0 is no entry (the next level decides, as a job's own
+	// timeout of 0 does); 0 everywhere = no limit (the default).
 	Timeout        time.Duration
 	TimeoutByQueue map[string]time.Duration
 	TimeoutByKind  map[string]time.Duration
@@ -246,9 +247,14 @@ func (c *Config) withDefaults() (*Config, error) {
 			return nil, errors.New("config: negative Timeout")
 		}
 	}
-	for _, p := range append([]RetryPolicy{cfg.Retry}, mapValues(cfg.RetryByKind, cfg.RetryByQueue)...) {
-		if err := p.validate(); err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+	if err := cfg.Retry.validate(); err != nil {
+		return nil, fmt.Errorf("config: Retry: %w", err)
+	}
+	for field, m := range map[string]map[string]RetryPolicy{"RetryByKind": cfg.RetryByKind, "RetryByQueue": cfg.RetryByQueue} {
+		for name, p := range m {
+			if err := p.validate(); err != nil {
+				return nil, fmt.Errorf("config: %s[%q]: %w", field, name, err)
+			}
 		}
 	}
 	for _, l := range cfg.Limits {
@@ -306,15 +312,16 @@ func (c *Config) queueRetryPolicy(queue, kind string) RetryPolicy {
 }
 
 // timeout returns how long one attempt of row may run: the job's own, else
-// by kind, else by queue, else Timeout; 0 = no limit.
+// by kind, else by queue, else Timeout; 0 at a level is no value there (the
+// next level decides), 0 everywhere = no limit.
 func (c *Config) timeout(row *JobRow) time.Duration {
 	if row.Timeout > 0 {
 		return row.Timeout
 	}
-	if d, ok := c.TimeoutByKind[row.Kind]; ok {
+	if d := c.TimeoutByKind[row.Kind]; d > 0 {
 		return d
 	}
-	if d, ok := c.TimeoutByQueue[row.Queue]; ok {
+	if d := c.TimeoutByQueue[row.Queue]; d > 0 {
 		return d
 	}
 	return c.Timeout

@@ -23,7 +23,7 @@ const (
 type RetryPolicy struct {
 	Base   time.Duration   // first delay; default DefaultRetryBase
 	Factor float64         // growth per attempt, at least 1; 0 = DefaultRetryFactor
-	Max    time.Duration   // cap; default DefaultRetryMax
+	Max    time.Duration   // cap; default DefaultRetryMax; not below Base (each set or its default) without Delays
 	Jitter float64         // 0..1, fraction of the delay; default DefaultRetryJitter; negative = none
 	Delays []time.Duration // explicit schedule, overrides Base/Factor
 }
@@ -47,8 +47,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 
 // validate refuses what Delay cannot compute or the stored form (JSON)
 // cannot hold: negative durations or factor, a factor between 0 and 1
-// (which would shrink the delays; 0 is the default), a jitter above 1, and
-// a factor or jitter that is NaN or infinite.
+// (which would shrink the delays; 0 is the default), a jitter above 1, a
+// factor or jitter that is NaN or infinite, and (without Delays) a Max
+// below the Base, each written or its default: the cap would hide the base.
 func (p RetryPolicy) validate() error {
 	if !isFinite(p.Factor) || !isFinite(p.Jitter) {
 		return fmt.Errorf("retry factor and jitter must be finite numbers")
@@ -67,7 +68,21 @@ func (p RetryPolicy) validate() error {
 			return fmt.Errorf("negative retry delay %s", d)
 		}
 	}
+	if base, mx, capped := p.capsBase(); capped {
+		return fmt.Errorf("retry max %s is below retry base %s (a field not set takes its default, base %s, max %s): set a max of at least the base",
+			mx, base, DefaultRetryBase, DefaultRetryMax)
+	}
 	return nil
+}
+
+// capsBase reports whether the policy's cap is below its base (each set
+// or its default), so every delay would be the cap; never with Delays.
+func (p RetryPolicy) capsBase() (base, mx time.Duration, capped bool) {
+	if len(p.Delays) > 0 {
+		return 0, 0, false
+	}
+	d := p.withDefaults()
+	return d.Base, d.Max, d.Max < d.Base
 }
 
 // isFinite reports whether f is neither NaN nor infinite.
@@ -122,7 +137,10 @@ func (p RetryPolicy) MarshalJSON() ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes the form MarshalJSON writes.
+// UnmarshalJSON decodes the form MarshalJSON writes. A policy stored before
+// a max below the base was refused (validate) decodes with its base lowered
+// to the cap: the same delays, all at the cap, so a stored schedule keeps
+// firing and a stored job can be replayed.
 func (p *RetryPolicy) UnmarshalJSON(b []byte) error {
 	var j retryPolicyJSON
 	if err := json.Unmarshal(b, &j); err != nil {
@@ -148,6 +166,9 @@ func (p *RetryPolicy) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("retry delay: %w", err)
 		}
 		out.Delays = append(out.Delays, d)
+	}
+	if _, mx, capped := out.capsBase(); capped {
+		out.Base = mx
 	}
 	*p = out
 	return nil

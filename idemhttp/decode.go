@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -17,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/retryspec"
 )
 
 // readBody reads the request body under the size limit. An empty body is
@@ -232,28 +233,19 @@ func (s *Server) decodeBody(r *http.Request, v any, optional bool) error {
 }
 
 // parseDuration parses an optional duration of field: Go syntax ("30s",
-// "1h30m") or integer seconds ("30").
+// "1h30m") or integer seconds ("30"), as the retry object's durations.
 func parseDuration(field string, s *string) (*time.Duration, error) {
-	if s == nil {
-		return nil, nil
+	d, err := retryspec.Duration(field, s)
+	return d, asProblem(err)
+}
+
+// asProblem is err with a validation error as its 400 problem.
+func asProblem(err error) error {
+	var inv *idemtype.InvalidError
+	if errors.As(err, &inv) {
+		return invalid(inv.Field, inv.Reason)
 	}
-	d, err := time.ParseDuration(*s)
-	if n, nerr := strconv.ParseInt(*s, 10, 64); nerr == nil {
-		if n < 0 {
-			// Before multiplying: a large negative count wraps around.
-			return nil, invalid(field, "must not be negative")
-		}
-		if n <= math.MaxInt64/int64(time.Second) {
-			d, err = time.Duration(n)*time.Second, nil
-		}
-	}
-	if err != nil {
-		return nil, invalid(field, fmt.Sprintf("%q is not a duration such as \"30s\", \"168h\" or \"30\" (seconds)", *s))
-	}
-	if d < 0 {
-		return nil, invalid(field, "must not be negative")
-	}
-	return &d, nil
+	return err
 }
 
 // parseTime parses an optional RFC 3339 time of field, in UTC.

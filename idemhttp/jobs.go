@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/retryspec"
 	"github.com/idem-dev/idem/key"
 )
 
@@ -73,81 +73,13 @@ func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.En
 	return p, nil
 }
 
-// maxRetryDelays is the longest explicit retry schedule accepted.
-const maxRetryDelays = 100
-
-// parseRetry validates a job's own retry policy at the edge, naming the
-// field of any bad value (retry.base, retry.factor, …), and returns it
-// with its max_attempts (0 = not given). A spec with no backoff field (only
-// max_attempts) is no policy (nil): the job backs off by its queue's or
-// kind's, as without "retry", not by idem's built-in defaults.
+// parseRetry validates a job's own retry policy at the edge with the one
+// parser of the retry object (internal/retryspec, which the CLI shares),
+// naming the field of any bad value (retry.base, retry.factor, …), and
+// returns it with its max_attempts (0 = not given).
 func parseRetry(r *wire.RetrySpec) (*idem.RetryPolicy, int, error) {
-	attempts := 0
-	if r.MaxAttempts != nil {
-		if *r.MaxAttempts < 1 || *r.MaxAttempts > idem.MaxMaxAttempts {
-			return nil, 0, invalid("retry.max_attempts", fmt.Sprintf("must be between 1 and %d", idem.MaxMaxAttempts))
-		}
-		attempts = *r.MaxAttempts
-	}
-	if r.Base == nil && r.Factor == nil && r.Max == nil && r.Jitter == nil && len(r.Delays) == 0 {
-		return nil, attempts, nil
-	}
-	pol := &idem.RetryPolicy{}
-	base, err := parseDuration("retry.base", r.Base)
-	if err != nil {
-		return nil, 0, err
-	}
-	if base != nil {
-		if *base == 0 {
-			return nil, 0, invalid("retry.base", "must be positive")
-		}
-		pol.Base = *base
-	}
-	mx, err := parseDuration("retry.max", r.Max)
-	if err != nil {
-		return nil, 0, err
-	}
-	if mx != nil {
-		if *mx == 0 {
-			return nil, 0, invalid("retry.max", "must be positive")
-		}
-		if base != nil && *mx < *base {
-			return nil, 0, invalid("retry.max", "must not be below retry.base")
-		}
-		pol.Max = *mx
-	}
-	if r.Factor != nil {
-		if f := *r.Factor; math.IsNaN(f) || f < 1 || f > 100 {
-			return nil, 0, invalid("retry.factor", "must be between 1 and 100")
-		}
-		pol.Factor = *r.Factor
-	}
-	if r.Jitter != nil {
-		j := *r.Jitter
-		if math.IsNaN(j) || j < 0 || j > 1 {
-			return nil, 0, invalid("retry.jitter", "must be between 0 and 1")
-		}
-		pol.Jitter = j
-		if j == 0 {
-			pol.Jitter = -1 // none
-		}
-	}
-	if len(r.Delays) > 0 {
-		if r.Base != nil || r.Factor != nil {
-			return nil, 0, invalid("retry.delays", "not with retry.base or retry.factor: an explicit schedule replaces them")
-		}
-		if len(r.Delays) > maxRetryDelays {
-			return nil, 0, invalid("retry.delays", fmt.Sprintf("at most %d delays", maxRetryDelays))
-		}
-		for i := range r.Delays {
-			d, err := parseDuration(fmt.Sprintf("retry.delays[%d]", i), &r.Delays[i])
-			if err != nil {
-				return nil, 0, err
-			}
-			pol.Delays = append(pol.Delays, *d)
-		}
-	}
-	return pol, attempts, nil
+	pol, attempts, err := retryspec.Parse(r)
+	return pol, attempts, asProblem(err)
 }
 
 // decodeEnqueue decodes and validates the body of POST /v1/jobs with the

@@ -164,17 +164,19 @@ func testEnqueueRetryBadInput(t *testing.T, open opener) {
 		extra map[string]any
 		field string
 	}{
-		"base not a duration": {map[string]any{"base": "soon"}, nil, "retry.base"},
-		"base zero":           {map[string]any{"base": "0s"}, nil, "retry.base"},
-		"base negative":       {map[string]any{"base": "-5s"}, nil, "retry.base"},
-		"factor below 1":      {map[string]any{"factor": 0.5}, nil, "retry.factor"},
-		"jitter above 1":      {map[string]any{"jitter": 1.5}, nil, "retry.jitter"},
-		"max below base":      {map[string]any{"base": "60s", "max": "10s"}, nil, "retry.max"},
-		"attempts zero":       {map[string]any{"max_attempts": 0}, nil, "retry.max_attempts"},
-		"attempts too many":   {map[string]any{"max_attempts": 1001}, nil, "retry.max_attempts"},
-		"attempts disagree":   {map[string]any{"max_attempts": 4}, map[string]any{"max_attempts": 3}, "retry.max_attempts"},
-		"bad delay":           {map[string]any{"delays": []string{"1s", "x"}}, nil, "retry.delays[1]"},
-		"delays and base":     {map[string]any{"delays": []string{"1s"}, "base": "1s"}, nil, "retry.delays"},
+		"base not a duration":      {map[string]any{"base": "soon"}, nil, "retry.base"},
+		"base zero":                {map[string]any{"base": "0s"}, nil, "retry.base"},
+		"base negative":            {map[string]any{"base": "-5s"}, nil, "retry.base"},
+		"factor below 1":           {map[string]any{"factor": 0.5}, nil, "retry.factor"},
+		"jitter above 1":           {map[string]any{"jitter": 1.5}, nil, "retry.jitter"},
+		"max below base":           {map[string]any{"base": "60s", "max": "10s"}, nil, "retry.max"},
+		"base above max's default": {map[string]any{"base": "2h"}, nil, "retry.max"},
+		"max below base's default": {map[string]any{"max": "1s"}, nil, "retry.max"},
+		"attempts zero":            {map[string]any{"max_attempts": 0}, nil, "retry.max_attempts"},
+		"attempts too many":        {map[string]any{"max_attempts": 1001}, nil, "retry.max_attempts"},
+		"attempts disagree":        {map[string]any{"max_attempts": 4}, map[string]any{"max_attempts": 3}, "retry.max_attempts"},
+		"bad delay":                {map[string]any{"delays": []string{"1s", "x"}}, nil, "retry.delays[1]"},
+		"delays and base":          {map[string]any{"delays": []string{"1s"}, "base": "1s"}, nil, "retry.delays"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			body := map[string]any{"kind": "k", "retry": c.retry}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idem-dev/idem/idemclient"
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/internal/retryspec"
 )
 
 // newBatchCmd is `idem batch create|get|cancel` over the HTTP API.
@@ -211,39 +212,18 @@ func retryFlag(v string) (*wire.RetrySpec, error) {
 	return spec, nil
 }
 
-// retryPolicy is spec (not nil) as a client policy; a duration that does
-// not parse is an error naming its field ("retry.base").
+// retryPolicy is spec (not nil) as a client policy, checked by the one
+// parser of the retry object the server uses (internal/retryspec), so the
+// CLI refuses what the API refuses, naming the same field
+// ("invalid retry.base: …"), and sends what it accepts.
 func retryPolicy(spec *wire.RetrySpec) (*idemclient.RetryPolicy, error) {
-	p := &idemclient.RetryPolicy{Jitter: spec.Jitter}
-	if spec.MaxAttempts != nil {
-		p.MaxAttempts = *spec.MaxAttempts
-	}
-	if spec.Factor != nil {
-		p.Factor = *spec.Factor
-	}
-	parse := func(field string, s *string) (time.Duration, error) {
-		if s == nil || *s == "" {
-			return 0, nil
-		}
-		d, err := time.ParseDuration(*s)
-		if err != nil {
-			return 0, fmt.Errorf("retry.%s: %w", field, err)
-		}
-		return d, nil
-	}
-	var err error
-	if p.Base, err = parse("base", spec.Base); err != nil {
+	pol, attempts, err := retryspec.Parse(spec)
+	if err != nil {
 		return nil, err
 	}
-	if p.Max, err = parse("max", spec.Max); err != nil {
-		return nil, err
-	}
-	for _, s := range spec.Delays {
-		d, err := parse("delays", &s)
-		if err != nil {
-			return nil, err
-		}
-		p.Delays = append(p.Delays, d)
+	p := &idemclient.RetryPolicy{MaxAttempts: attempts, Jitter: spec.Jitter}
+	if pol != nil {
+		p.Base, p.Factor, p.Max, p.Delays = pol.Base, pol.Factor, pol.Max, pol.Delays
 	}
 	return p, nil
 }

@@ -94,7 +94,7 @@ func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) 
 			return nil, err
 		}
 		if req.Retry, err = retryPolicy(spec); err != nil {
-			return nil, usageErr(fmt.Errorf("--%w", err))
+			return nil, usageErr(fmt.Errorf("--retry: %w", err))
 		}
 	}
 	if f.runAt != "" {

@@ -21,8 +21,9 @@ func newMigrateCmd() *cobra.Command {
 		Long: `up brings the schema to the newest version (safe from several nodes at once)
 and says which versions it applied; down N rolls back N versions and status
 lists versions (PostgreSQL only; the PostgreSQL schema name comes from
-IDEM_PG_SCHEMA, default "idem"). A missing SQLite file is created only with
---create.`,
+IDEM_PG_SCHEMA, default "idem"). status and down only read a schema that
+does not exist: they say so and create nothing. A missing SQLite file is
+created only with --create.`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			action := "up"
@@ -69,8 +70,24 @@ func runMigrate(cmd *cobra.Command, url, action string, args []string, create bo
 		return err
 	}
 	defer st.Close()
+	exists, err := st.SchemaExists(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", action, err)
+	}
+	if !exists {
+		// Only read: neither status nor down creates a schema (a
+		// misspelt IDEM_PG_SCHEMA would otherwise leave one behind).
+		fmt.Fprintf(cmd.ErrOrStderr(), "schema %q does not exist: no version applied (`idem migrate` creates it)\n", st.Schema())
+	}
 	if action == "status" {
-		return printMigrationStatus(cmd, out, st)
+		return printMigrationStatus(cmd, out, st, exists)
+	}
+	if !exists {
+		if wantJSON(cmd) {
+			return printJSON(out, map[string]int{"rolled_back": 0})
+		}
+		fmt.Fprintln(out, "rolled back 0 version(s)")
+		return nil
 	}
 	before, err := appliedMigrations(ctx, st)
 	if err != nil {
@@ -161,7 +178,9 @@ type migrationJSON struct {
 	AppliedAt string `json:"applied_at,omitempty"`
 }
 
-func printMigrationStatus(cmd *cobra.Command, out io.Writer, st *pgstore.Store) error {
+// printMigrationStatus prints every version, applied or pending; exists
+// says whether the schema exists (in --json, schema_exists).
+func printMigrationStatus(cmd *cobra.Command, out io.Writer, st *pgstore.Store, exists bool) error {
 	status, err := st.MigrationStatus(cmd.Context())
 	if err != nil {
 		return fmt.Errorf("migrate status: %w", err)
@@ -174,7 +193,7 @@ func printMigrationStatus(cmd *cobra.Command, out io.Writer, st *pgstore.Store) 
 				list[i].AppliedAt = m.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
 			}
 		}
-		return printJSON(out, map[string]any{"migrations": list})
+		return printJSON(out, map[string]any{"schema": st.Schema(), "schema_exists": exists, "migrations": list})
 	}
 	fmt.Fprintf(out, "%-8s %-28s %s\n", "VERSION", "NAME", "APPLIED")
 	for _, m := range status {

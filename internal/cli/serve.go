@@ -15,6 +15,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/ui"
 )
@@ -218,8 +219,34 @@ func storeKind(url string) string {
 	return "sqlite:" + sqlitePath(url)
 }
 
+// firstAdminKeyID is the id of the admin key a first start creates: one id
+// for every node, so that of several nodes starting together on an empty
+// database exactly one creates it (the others' create meets the id) and
+// prints its secret.
+const firstAdminKeyID = "key_first_start"
+
+// hasAPIKey reports whether st holds a key id (revoked or not).
+func hasAPIKey(ctx context.Context, st store.Store, id string) bool {
+	keys, err := st.APIKeyList(ctx)
+	if err != nil {
+		return false
+	}
+	for _, k := range keys {
+		if k.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // ensureAdminKey creates and prints an admin key when the database has none.
 func ensureAdminKey(ctx context.Context, st store.Store, w io.Writer, asJSON bool) error {
+	return mintFirstAdminKey(ctx, st, w, asJSON, nil)
+}
+
+// mintFirstAdminKey is ensureAdminKey; afterList, when not nil, runs
+// between its look at the keys and its create (a test's second node).
+func mintFirstAdminKey(ctx context.Context, st store.Store, w io.Writer, asJSON bool, afterList func()) error {
 	keys, err := st.APIKeyList(ctx)
 	if err != nil {
 		return fmt.Errorf("list api keys: %w", err)
@@ -227,8 +254,20 @@ func ensureAdminKey(ctx context.Context, st store.Store, w io.Writer, asJSON boo
 	if len(keys) > 0 {
 		return nil
 	}
+	if afterList != nil {
+		afterList()
+	}
 	secret, k := idemhttp.NewAPIKey(idem.DefaultTenant, true, "admin (first start)", time.Now())
+	k.ID = firstAdminKeyID
 	if err := st.APIKeyCreate(ctx, k); err != nil {
+		if errors.Is(err, idemtype.ErrInvalid) && hasAPIKey(ctx, st, firstAdminKeyID) {
+			// Another node starting at the same time minted it and printed
+			// its secret; this one has none to show.
+			if !asJSON {
+				fmt.Fprintln(w, "idem: another node created the first admin API key and printed it")
+			}
+			return nil
+		}
 		return fmt.Errorf("create admin key: %w", err)
 	}
 	if asJSON {

@@ -460,6 +460,7 @@ func (s *Store) syncKnown(ctx context.Context, qb *queueBudget, queue string) er
 	if len(add) == 0 && !fresh {
 		return nil
 	}
+	s.knownWritten.Store(true)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		if fresh {
 			if _, err := tx.Exec(ctx, s.sql(qKnownReset), s.holder, queue); err != nil {

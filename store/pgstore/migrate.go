@@ -184,19 +184,30 @@ func (s *Store) MigrateDown(ctx context.Context, steps int) error {
 	})
 }
 
-// MigrationStatus lists every known migration and whether it is applied.
+// MigrationStatus lists every migration this binary embeds, each applied
+// (with its time) or pending. It only reads: on a schema that does not
+// exist, or has no migrations table yet, every version is pending and
+// nothing is created (SchemaExists tells the two apart).
 func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationStatus, error) {
 	ms, err := loadMigrations()
 	if err != nil {
 		return nil, err
 	}
-	var applied map[int]time.Time
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		applied, err = s.lockMigrations(ctx, tx)
-		return err
-	})
-	if err != nil {
-		return nil, err
+	applied := map[int]time.Time{}
+	var table bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	if table {
+		rows, err := s.pool.Query(ctx, s.sql(qMigrationsApplied))
+		if err != nil {
+			return nil, fmt.Errorf("migrate: read versions: %w", err)
+		}
+		var v int
+		var at time.Time
+		if _, err := pgx.ForEachRow(rows, []any{&v, &at}, func() error { applied[v] = at.UTC(); return nil }); err != nil {
+			return nil, fmt.Errorf("migrate: read versions: %w", err)
+		}
 	}
 	out := make([]MigrationStatus, len(ms))
 	for i, m := range ms {
@@ -207,4 +218,14 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationStatus, error) 
 		}
 	}
 	return out, nil
+}
+
+// SchemaExists reports whether the store's schema exists (it may still
+// have no table: `idem migrate` creates them).
+func (s *Store) SchemaExists(ctx context.Context) (bool, error) {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)`, s.schema).Scan(&ok); err != nil {
+		return false, fmt.Errorf("schema exists: %w", err)
+	}
+	return ok, nil
 }

@@ -129,8 +129,12 @@ type Store struct {
 	reservedConc, reservedConcBound, reservedConcSkipped               atomic.Int64
 	noReserve                                                          bool
 	oneRoundMode                                                       oneRoundMode
-	// holder names the store in flow_known (claim_reserved_budget.go).
-	holder string
+	// holder names the store in flow_known (claim_reserved_budget.go);
+	// knownWritten says whether it may have rows there for Close to delete
+	// (a store that never claimed, such as `idem migrate status`'s on a
+	// schema with no tables, has none).
+	holder       string
+	knownWritten atomic.Bool
 	// acquireFullOnly: a test's or benchmark's choice to acquire keys with
 	// the full statement only, without reading the jobs' own keys first
 	// (see acquireSet).
@@ -231,11 +235,15 @@ const DefaultMaxConns = 32
 // connections unless the URL sets pool_max_conns, and READ COMMITTED
 // transactions whatever the database's or role's default (see New). A
 // caller that builds its own pool for New (to add a tracer, say) starts
-// from it.
+// from it. A URL whose password holds an unescaped '@' is refused (write
+// it as %40), and errors never quote the password.
 func PoolConfig(url string) (*pgxpool.Config, error) {
+	if err := checkUserinfo(url); err != nil {
+		return nil, err
+	}
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err
+		return nil, hidePassword(err, url)
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		pcfg.MaxConns = DefaultMaxConns
@@ -251,8 +259,16 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 }
 
 // Open connects to the database at url (a PostgreSQL URL or DSN) with a new
-// pool that the Store owns and closes in Close.
+// pool that the Store owns and closes in Close. Its errors never quote the
+// URL's password, nor any piece of it: a URL whose password holds an
+// unescaped '@' is refused before connecting (write it as %40).
 func Open(ctx context.Context, url string, cfg *Config) (*Store, error) {
+	s, err := open(ctx, url, cfg)
+	return s, hidePassword(err, url)
+}
+
+// open is Open before its error is masked.
+func open(ctx context.Context, url string, cfg *Config) (*Store, error) {
 	pcfg, err := PoolConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
@@ -292,8 +308,10 @@ func (s *Store) Close() error {
 	if err := s.unreserve(ctx, s.pool); err != nil {
 		s.logger.Warn("pgstore: give back reserved rate budget", "err", err)
 	}
-	if _, err := s.pool.Exec(ctx, s.sql(qKnownClose), s.holder); err != nil {
-		s.logger.Warn("pgstore: forget known tenants", "err", err)
+	if s.knownWritten.Load() {
+		if _, err := s.pool.Exec(ctx, s.sql(qKnownClose), s.holder); err != nil {
+			s.logger.Warn("pgstore: forget known tenants", "err", err)
+		}
 	}
 	cancel()
 	if s.ownsPool {

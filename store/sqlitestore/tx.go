@@ -128,7 +128,10 @@ func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) (*
 }
 
 // JobInsertManyTx is JobInsertMany inside the caller's transaction tx: the
-// jobs exist exactly when tx commits (idem.EnqueueTx).
+// jobs exist exactly when tx commits (idem.EnqueueTx). The batch is all or
+// nothing within tx: when it fails part-way, what it wrote is rolled back
+// (a savepoint of its own), so a caller that ignores the error and commits
+// keeps its own writes and none of the batch's.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx *Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
 	if err := tx.check(); err != nil {
 		return nil, err
@@ -139,7 +142,21 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *Tx, p *store.JobInsertM
 	if p == nil || len(p.Jobs) == 0 {
 		return nil, nil
 	}
+	if err := store.CheckInsertTenants(p.Jobs); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	if _, err := tx.t.exec("SAVEPOINT insert_tx"); err != nil {
+		return nil, fmt.Errorf("insert jobs: savepoint: %w", err)
+	}
 	res, err := insertJobs(tx.t, p.Jobs, truncUS(store.OrNow(p.Now)))
+	if err != nil {
+		if _, rerr := tx.t.exec("ROLLBACK TO insert_tx"); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+		}
+	}
+	if _, rerr := tx.t.exec("RELEASE insert_tx"); rerr != nil && err == nil {
+		err = fmt.Errorf("release savepoint: %w", rerr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
