@@ -235,8 +235,13 @@ func (c *Client) RecordGet(ctx context.Context, tenant, key string) (*Record, er
 }
 
 // RecordDelete deletes an idempotency record so its key may be used again.
+// A record whose key is held — a live lease (a Do, a result lease, an
+// Idempotency-Key request in flight) or its job running under a live job
+// lease — is not deleted: ErrKeyInProgress, since a new job or caller of
+// the key would otherwise run beside the holder. Delete it once the holder
+// finished (or its lease lapsed). ErrNotFound when there is no record.
 func (c *Client) RecordDelete(ctx context.Context, tenant, key string) error {
-	return c.store.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: c.tenant(tenant), Key: key})
+	return c.store.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: c.tenant(tenant), Key: key, Now: c.now()})
 }
 
 // CacheStats summarises the idempotency records and this process's cache

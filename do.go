@@ -164,7 +164,7 @@ func (c *Client) DoRecordGet(ctx context.Context, tenant, key string) (*Record, 
 }
 
 // DoRecordDelete deletes the record of a Do key, so the next Do with it
-// runs fn again.
+// runs fn again; ErrKeyInProgress while a Do of the key runs (RecordDelete).
 func (c *Client) DoRecordDelete(ctx context.Context, tenant, key string) error {
 	return c.RecordDelete(ctx, tenant, recordlease.Key(recordlease.PurposeDo, key))
 }

@@ -113,11 +113,17 @@ type insertFunc func(ctx context.Context, p *store.JobInsertManyParams) ([]store
 // enqueueMany is the one enqueue path of EnqueueMany and EnqueueTx:
 // validation, defaults, fingerprints, the insert, and the result mapping.
 func (c *Client) enqueueMany(ctx context.Context, items []EnqueueParams, insert insertFunc) ([]EnqueueResult, error) {
-	if len(items) == 0 {
-		return nil, nil
-	}
 	if len(items) > MaxBatch {
 		return nil, idemtype.Invalid("jobs", "batch of %d is over %d", len(items), MaxBatch)
+	}
+	return c.enqueueAll(ctx, items, insert)
+}
+
+// enqueueAll is enqueueMany without its MaxBatch cap: JobReplay writes all
+// its copies with one insert, in one transaction.
+func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert insertFunc) ([]EnqueueResult, error) {
+	if len(items) == 0 {
+		return nil, nil
 	}
 	now := c.now()
 	params := make([]*store.JobInsertParams, len(items))

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -24,9 +25,10 @@ type ReplayParams struct {
 	Limit int
 	// Key, when not "", names this replay (idem serve passes the request's
 	// Idempotency-Key): every copy gets the idempotency key ReplayCopyKey(Key,
-	// original id), so a replay retried with the same Key after a failure
-	// between two batches does not copy a job twice: the copies the failed
-	// attempt made are counted, not made again (within the dedup window).
+	// original id), so a replay repeated with the same Key — after its
+	// answer was lost, though its copies were committed — does not copy a
+	// job twice: the copies it made are counted, not made again (within the
+	// dedup window).
 	Key string
 }
 
@@ -49,10 +51,14 @@ func ReplayCopyKey(key string, original int64) string {
 // Every copy is validated before any is written: a copy that cannot be
 // made (metadata that replay_of pushes over MaxArgsBytes) fails the call
 // with an error wrapping ErrInvalid and nothing is copied. The copies are
-// then written in batches of MaxBatch, each in its own transaction: a
-// failure between two batches (the database gone) leaves the earlier
-// batches' copies; retry with the same p.Key to finish without copying a
-// job twice.
+// then written with one insert, in one transaction, whatever their number
+// (Limit bounds it; it may exceed MaxBatch): a failure of the database
+// leaves no copy, so a retry, with or without p.Key, copies each job once.
+// Only an answer lost after the commit leaves the caller unsure; a retry
+// with the same p.Key then counts the copies instead of making them again.
+// A copy the store refuses on its own (its key, p.Key's, reused with
+// another request) fails the call with that error and the count of the
+// copies made.
 func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 	if p == nil {
 		return 0, &InvalidError{Field: "params", Reason: "required (a replay needs its filter)"}
@@ -102,18 +108,21 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 			return 0, fmt.Errorf("replay: copy of job %d: %w", o.ID, err)
 		}
 	}
+	res, err := c.enqueueAll(ctx, copies, c.store.JobInsertMany)
+	if err != nil {
+		return 0, fmt.Errorf("replay: %w", err)
+	}
 	n := 0
-	for items := range slices.Chunk(copies, MaxBatch) {
-		res, err := c.EnqueueMany(ctx, items)
-		if err != nil {
-			return n, fmt.Errorf("replay: %w", err)
+	var refused error
+	for _, r := range res {
+		if r.Err != nil {
+			refused = cmp.Or(refused, r.Err)
+			continue
 		}
-		for _, r := range res {
-			if r.Err != nil {
-				return n, fmt.Errorf("replay: %w", r.Err)
-			}
-			n++
-		}
+		n++
+	}
+	if refused != nil {
+		return n, fmt.Errorf("replay: %w", refused)
 	}
 	return n, nil
 }

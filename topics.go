@@ -3,6 +3,8 @@ package idem
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,6 +184,13 @@ type EventEnvelope struct {
 	ReplayOf string `json:"replay_of,omitempty"`
 }
 
+// maxClockSkew is the most a node's clock is taken to run ahead of
+// another's (the hour idem assumes elsewhere, docs/indexes.md): Publish
+// moves an event's CreatedAt up to a subscription's created that far
+// ahead, no further — a clock further off is broken, and must not move
+// every later event's time.
+const maxClockSkew = time.Hour
+
 // Publish appends an event to the topic's event log and creates one
 // delivery job per subscription whose event types match. A repeated Key
 // returns the existing event (Existing) and creates only the deliveries it
@@ -193,7 +202,8 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 		return nil, idemtype.Invalid("event", "nil")
 	}
 	ev := *e
-	ev.Tenant, ev.CreatedAt = c.tenant(ev.Tenant), c.now()
+	now := c.now()
+	ev.Tenant, ev.CreatedAt = c.tenant(ev.Tenant), now
 	if len(ev.Payload) == 0 {
 		ev.Payload = json.RawMessage("null")
 	}
@@ -207,6 +217,13 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 	for _, s := range subs {
 		if typeMatches(s.EventTypes, ev.Type) {
 			ev.Deliveries++
+			// The event is created no earlier than the subscriptions it
+			// goes to: a repeat (below) takes those created at or before
+			// it, and one created on a node whose clock runs ahead, or
+			// since this node read its clock, must be among them.
+			if s.CreatedAt.After(ev.CreatedAt) && s.CreatedAt.Sub(now) <= maxClockSkew {
+				ev.CreatedAt = s.CreatedAt
+			}
 		}
 	}
 	stored, existing, err := c.store.EventInsert(ctx, &ev)
@@ -214,14 +231,15 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	// A repeat creates only the deliveries the event lacks among the
-	// subscriptions that existed when it was first published, completing a
-	// fan-out cut short by a crash; a subscription created since never gets
-	// the old event (Replay sends it on purpose).
+	// subscriptions that existed when it was first published (created at
+	// or before the event, whose CreatedAt is at least theirs), completing
+	// a fan-out cut short by a crash; a subscription created since never
+	// gets the old event (Replay sends it on purpose).
 	var before time.Time
 	if existing {
 		before = stored.CreatedAt
 	}
-	n, err := c.fanOut(ctx, stored, "", false, before)
+	n, err := c.fanOut(ctx, stored, "", false, "", before)
 	if err != nil {
 		return nil, fmt.Errorf("publish event %d: %w", stored.ID, err)
 	}
@@ -245,11 +263,12 @@ func validateEvent(e *Event) error {
 }
 
 // fanOut enqueues the deliveries of ev: to every matching subscription, or
-// to the one named only. A replay makes new deliveries (no idempotency key)
-// that reference the original; a publish makes keyed ones, one per event
-// and subscription. When before is not zero, only subscriptions created at
-// or before it take part.
-func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool, before time.Time) (int, error) {
+// to the one named only. A replay makes new deliveries that reference the
+// original, keyed by replayKey when it is not "" (eventReplayKey), else
+// without a key; a publish makes keyed ones, one per event and
+// subscription. When before is not zero, only subscriptions created at or
+// before it take part.
+func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool, replayKey string, before time.Time) (int, error) {
 	subs, err := c.subscriptions(ctx, ev.Tenant, ev.Topic)
 	if err != nil {
 		return 0, err
@@ -285,8 +304,11 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 		if ev.PartitionKey != "" {
 			opts.PartitionKey = fitKey(sub + "/" + ev.PartitionKey)
 		}
-		if !replay {
+		switch {
+		case !replay:
 			opts.IdempotencyKey = fitKey("event-" + env.EventID + "/" + sub)
+		case replayKey != "":
+			opts.IdempotencyKey = eventReplayKey(replayKey, ev.ID, sub)
 		}
 		ps = append(ps, EnqueueParams{Kind: kind, Args: args, Opts: opts})
 	}
@@ -302,12 +324,21 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 			// A delivery key reused with another request is a delivery made
 			// before the subscription changed (its max_attempts): it exists,
 			// which is all a repeated publish has to make sure of.
-			if r.Err != nil && !(!replay && errors.Is(r.Err, idemtype.ErrKeyReused)) {
+			if r.Err != nil && !((!replay || replayKey != "") && errors.Is(r.Err, idemtype.ErrKeyReused)) {
 				return 0, r.Err
 			}
 		}
 	}
 	return settled + len(ps), nil
+}
+
+// eventReplayKey is the idempotency key of the replay delivery of event id
+// to subscription sub made by the replay named key: "replay:", 32 hex
+// digits of the SHA-256 of key (as ReplayCopyKey), ":event-", the id, "/"
+// and sub (fitKey).
+func eventReplayKey(key string, id int64, sub string) string {
+	sum := sha256.Sum256([]byte(key))
+	return fitKey("replay:" + hex.EncodeToString(sum[:16]) + ":event-" + strconv.FormatInt(id, 10) + "/" + sub)
 }
 
 // fitKey returns k when it fits a job's key (MaxKeyLength bytes), else
@@ -372,8 +403,20 @@ type ReplayResult struct {
 // EventReplay delivers again the events f selects, oldest first, to every
 // current subscription whose types match, or only to subscription when not
 // "". Replays are new delivery jobs (new webhook-id) whose args carry
-// replay_of, the original event's id.
+// replay_of, the original event's id. Each event's deliveries are written
+// in their own transaction: a failure part-way leaves the earlier events'
+// deliveries, and a retry delivers them again; EventReplayKeyed does not.
 func (c *Client) EventReplay(ctx context.Context, f *EventFilter, subscription string) (*ReplayResult, error) {
+	return c.EventReplayKeyed(ctx, f, subscription, "")
+}
+
+// EventReplayKeyed is EventReplay named by key (idem serve passes the
+// request's Idempotency-Key; "" = EventReplay): every replay delivery gets
+// an idempotency key made of key, the event's id and the subscription, so a
+// replay retried with the same key after a failure part-way delivers no
+// event twice: the deliveries the failed attempt made are counted, not
+// made again (within the dedup window).
+func (c *Client) EventReplayKeyed(ctx context.Context, f *EventFilter, subscription, key string) (*ReplayResult, error) {
 	if f == nil {
 		f = &EventFilter{}
 	}
@@ -388,7 +431,7 @@ func (c *Client) EventReplay(ctx context.Context, f *EventFilter, subscription s
 			return &out, fmt.Errorf("replay: %w", err)
 		}
 		for _, ev := range evs {
-			n, err := c.fanOut(ctx, ev, subscription, true, time.Time{})
+			n, err := c.fanOut(ctx, ev, subscription, true, key, time.Time{})
 			if err != nil {
 				return &out, fmt.Errorf("replay event %d: %w", ev.ID, err)
 			}

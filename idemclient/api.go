@@ -536,6 +536,8 @@ func (cl *Client) GetRecord(ctx context.Context, key string) (*Record, error) {
 }
 
 // DeleteRecord deletes the idempotency record of key: the key may be used again.
+// While the key is held (a live lease, or its job running) the server
+// refuses with 409 idempotency-key-in-progress and keeps the record.
 //
 // It is sent once, never retried: once the first attempt has deleted the
 // record, any enqueue with the key may create a new one, and a retry would

@@ -39,7 +39,7 @@ type Client interface {
 	TargetStats(ctx context.Context, opts *idem.TargetStatsOpts) ([]*idem.TargetStat, error)
 	Publish(ctx context.Context, e *idem.Event) (*idem.PublishResult, error)
 	EventList(ctx context.Context, f *idem.EventFilter, afterID int64, limit int) ([]*idem.Event, error)
-	EventReplay(ctx context.Context, f *idem.EventFilter, subscription string) (*idem.ReplayResult, error)
+	EventReplayKeyed(ctx context.Context, f *idem.EventFilter, subscription, key string) (*idem.ReplayResult, error)
 	SubscriptionPut(ctx context.Context, s *idem.Subscription) (bool, error)
 	SubscriptionGet(ctx context.Context, tenant, topic, name string) (*idem.Subscription, error)
 	SubscriptionList(ctx context.Context, tenant, topic string) ([]*idem.Subscription, error)

@@ -366,8 +366,10 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	// The request's key names the copies (idem.ReplayParams.Key): a retry
-	// after a 5xx (not stored by the middleware) copies no job twice.
+	// The copies are written in one transaction (idem.JobReplay): a 5xx
+	// leaves none. The request's key names them (idem.ReplayParams.Key): a
+	// retry after an answer lost once they were committed copies no job
+	// twice.
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err

@@ -264,7 +264,14 @@ func (s *Server) replayEvents(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	res, err := s.client.EventReplay(r.Context(), f, req.Subscription)
+	// The request's key names the replay's deliveries
+	// (idem.Client.EventReplayKeyed): a retry after a failure part-way (a
+	// 5xx, not stored by the middleware) delivers no event twice.
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.client.EventReplayKeyed(r.Context(), f, req.Subscription, key)
 	if err != nil {
 		return err
 	}

@@ -170,12 +170,20 @@ func (g Grain) Format(t time.Time, loc *time.Location) (string, error) {
 // [name, value] pairs sorted by name ({"sku":"A","rule_id":"r"} hashes
 // [["rule_id","r"],["sku","A"]]), so idem and the seed's TypeScript agree on
 // lock keys. entities must be a JSON object. With entities empty
-// (nil, or only whitespace) or the JSON null, the hash part and its ':' are left out:
+// (nil, or only JSON whitespace: space, tab, line feed, carriage return) or
+// the JSON null, the hash part and its ':' are left out (other characters,
+// such as a vertical tab or a no-break space, are not JSON: ErrInvalidJSON):
 // "cdp-build:tenant-abc123:2026-02-06". A nil loc is UTC. function and
 // tenant must not contain ':'; t must not be the zero time.
 func Lock(function, tenant string, t time.Time, loc *time.Location, g Grain, entities []byte) (string, error) {
 	return LockWith(function, tenant, t, loc, g, entities, nil)
 }
+
+// JSONSpace is JSON's whitespace (RFC 8259): the only characters Lock trims
+// from entities, and the set every client's lockKey must trim, so that they
+// agree on which entities leave the hash out. (bytes.TrimSpace would also trim \v, \f, U+0085,
+// U+00A0 and the other Unicode spaces.)
+const JSONSpace = " \t\n\r"
 
 // LockWith is Lock with canonicalization options for the entities.
 func LockWith(function, tenant string, t time.Time, loc *time.Location, g Grain, entities []byte, o *Options) (string, error) {
@@ -193,7 +201,7 @@ func LockWith(function, tenant string, t time.Time, loc *time.Location, g Grain,
 		return "", err
 	}
 	k := function + ":" + tenant + ":" + date
-	if trimmed := bytes.TrimSpace(entities); len(trimmed) == 0 || string(trimmed) == "null" {
+	if trimmed := bytes.Trim(entities, JSONSpace); len(trimmed) == 0 || string(trimmed) == "null" {
 		return k, nil
 	}
 	h, err := EntityHash(entities, o)

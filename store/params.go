@@ -85,6 +85,7 @@ type RecordGetParams struct {
 type RecordDeleteParams struct {
 	Tenant string
 	Key    string
+	Now    time.Time // a lease live at Now refuses the delete; zero = time.Now()
 }
 
 // RecordReleaseParams selects the lease RecordRelease clears.

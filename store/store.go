@@ -297,7 +297,13 @@ type Records interface {
 	RecordGet(ctx context.Context, p *RecordGetParams) (*idemtype.Record, error)
 
 	// RecordDelete deletes the record (Tenant, Key) so the key may be used
-	// again; ErrNotFound when there is none.
+	// again; ErrNotFound when there is none. A record whose lease is live at
+	// Now, as an acquirer of another owner reads it — a stored lease that
+	// has not ended, or, for a record in progress that stores none, the live
+	// job lease of the running job it names — is not deleted:
+	// ErrKeyInProgress (a new job or acquirer of the key would otherwise run
+	// beside the holder). The record of an unfinished job that does not run
+	// is deleted: that job, when claimed, acquires the key like any other.
 	RecordDelete(ctx context.Context, p *RecordDeleteParams) error
 
 	// RecordAcquire tries to take the execution lease of a key.

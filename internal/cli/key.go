@@ -66,9 +66,10 @@ type keyResult struct {
 
 func computeKeys(in []byte, f *keyFlags) (*keyResult, error) {
 	opts := &key.Options{Sets: f.sets}
-	if strings.TrimSpace(string(in)) == "" {
+	if strings.Trim(string(in), key.JSONSpace) == "" {
 		// No input is JSON null: a lock key without entities (seed 004's
 		// "cdp-build:tenant:2026-02-06") needs nothing on standard input.
+		// Only JSON's whitespace counts, as in key.Lock: "\v" is not JSON.
 		in = []byte("null")
 	}
 	canon, err := key.CanonicalizeWith(in, opts)
@@ -137,7 +138,7 @@ func lockKey(in []byte, f *keyFlags, opts *key.Options) (string, error) {
 		}
 	}
 	var entities []byte
-	if s := strings.TrimSpace(string(in)); s != "" && s != "null" {
+	if s := strings.Trim(string(in), key.JSONSpace); s != "" && s != "null" {
 		entities = in
 	}
 	return key.LockWith(f.function, f.tenant, at, loc, g, entities, opts)

@@ -56,3 +56,19 @@ func TestKeyLockWithoutEntities(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyLockEntitiesNotJSONSpace: only JSON's whitespace (space, tab, line
+// feed, carriage return) makes an empty input, as in key.Lock; an input of
+// other spaces (a vertical tab, a no-break space) is not JSON and is a
+// usage error, not a lock key without entities that the clients would
+// compute differently.
+func TestKeyLockEntitiesNotJSONSpace(t *testing.T) {
+	t.Parallel()
+	for _, stdin := range []string{"\v", "\u00a0\n", "\f"} {
+		out, errOut, code := runCLI(t, stdin, "key", "--function", "cdp-build", "--tenant", "tenant-abc123",
+			"--grain", "day", "--time", "2026-02-06T09:00:00Z")
+		if code != 2 {
+			t.Errorf("stdin %q: code %d out %q err %q; want the usage error 2", stdin, code, out, errOut)
+		}
+	}
+}

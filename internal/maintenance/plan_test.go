@@ -145,6 +145,50 @@ func TestPlanKey(t *testing.T) {
 	}
 }
 
+// TestPlanSpringForwardGap pins what docs/schedules.md says of a time a
+// spring-forward skips (robfig/cron's rule): it does not fire that day, not
+// at the first instant after the gap either, whether the change is an hour
+// or 30 minutes (Lord Howe) and even when it skips midnight (Santiago,
+// Havana: a daily 00:00 does not fire that day); the firings outside the
+// gap keep their wall-clock times, and an interval (every) is unaffected.
+func TestPlanSpringForwardGap(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cron, zone string
+		from       time.Time // UTC
+		want       []string  // the next firings, local "01-02 15:04"
+	}{
+		// Lord Howe, 2026-10-04: 02:00 +10:30 becomes 02:30 +11.
+		{"15 2 * * *", "Australia/Lord_Howe", time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC), []string{"10-05 02:15", "10-06 02:15"}},
+		{"0 2 * * *", "Australia/Lord_Howe", time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC), []string{"10-05 02:00", "10-06 02:00"}},
+		{"45 2 * * *", "Australia/Lord_Howe", time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC), []string{"10-04 02:45", "10-05 02:45"}},
+		{"*/15 * * * *", "Australia/Lord_Howe", time.Date(2026, 10, 3, 15, 0, 0, 0, time.UTC), []string{"10-04 01:45", "10-04 02:30", "10-04 02:45"}},
+		// Santiago, 2026-09-06, and Havana, 2026-03-08: 00:00 becomes 01:00.
+		{"0 0 * * *", "America/Santiago", time.Date(2026, 9, 4, 12, 0, 0, 0, time.UTC), []string{"09-05 00:00", "09-07 00:00"}},
+		{"30 0 * * *", "America/Santiago", time.Date(2026, 9, 4, 12, 0, 0, 0, time.UTC), []string{"09-05 00:30", "09-07 00:30"}},
+		{"0 0 * * *", "America/Havana", time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC), []string{"03-09 00:00", "03-10 00:00"}},
+		// Berlin, 2026-03-29: 02:00 becomes 03:00.
+		{"30 2 * * *", "Europe/Berlin", time.Date(2026, 3, 28, 12, 0, 0, 0, time.UTC), []string{"03-30 02:30"}},
+	} {
+		p := compile(t, maintenance.Timing{Cron: tc.cron, Timezone: tc.zone})
+		f := tc.from
+		var got []string
+		for range tc.want {
+			f = p.Next(f)
+			got = append(got, f.In(p.Location()).Format("01-02 15:04"))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%q in %s from %v: %v, want %v", tc.cron, tc.zone, tc.from, got, tc.want)
+		}
+	}
+	// An interval keeps its UTC firings across the gap: 15:00 and 15:30 UTC
+	// are 01:30 +10:30 and 02:30 +11 (02:00 local does not exist).
+	every := compile(t, maintenance.Timing{Every: 30 * time.Minute, Timezone: "Australia/Lord_Howe"})
+	if got := every.Next(time.Date(2026, 10, 3, 15, 0, 0, 0, time.UTC)); !got.Equal(time.Date(2026, 10, 3, 15, 30, 0, 0, time.UTC)) {
+		t.Errorf("every 30m across the Lord Howe gap: %v", got)
+	}
+}
+
 func TestPlanRepeat(t *testing.T) {
 	t.Parallel()
 	utc := func(mo time.Month, d, h, m int) time.Time { return time.Date(2026, mo, d, h, m, 0, 0, time.UTC) }

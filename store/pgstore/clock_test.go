@@ -204,15 +204,16 @@ func TestDatabaseClockKeepsStoredJobLeaseFromAFastInsert(t *testing.T) {
 	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{keyed("a", now)}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
+	// a's record is deleted before a runs (a running job's is not), so a's
+	// acquire starts it afresh: a stored lease.
+	if err := s.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: "default", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
 	jobs, err := s.JobClaim(ctx, claimParams(1))
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim of a: %v %v", jobs, err)
 	}
 	a := jobs[0]
-	// a's record is started afresh by a's acquire: a stored lease.
-	if err := s.RecordDelete(ctx, &store.RecordDeleteParams{Tenant: "default", Key: "k"}); err != nil {
-		t.Fatal(err)
-	}
 	res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "default", Key: "k", Owner: store.JobOwner(a.ID),
 		JobID: a.ID, LeaseUntil: *a.LeaseExpiresAt, DedupUntil: now, ExpiresAt: now.Add(time.Second), Now: now})
 	if err != nil || !res.Acquired {

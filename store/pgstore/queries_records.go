@@ -112,7 +112,37 @@ ORDER BY r.tenant LIMIT 1`
 	runHeldRead = `(r.status = 'in_progress' AND r.lease_owner IS NULL AND EXISTS (SELECT 1 FROM {schema}.jobs rj
         WHERE rj.id = r.job_id AND rj.state = 'running' AND rj.lease_expires_at > GREATEST($3::timestamptz, {db_now})))`
 
-	qRecordDelete = `DELETE FROM {schema}.records WHERE tenant = $1 AND key = $2`
+	// qRecordDelete deletes the record ($1, $2) unless its lease is live by
+	// the expiry clock ($3: the caller's now under Config.CallerClock, else
+	// NULL, the database's), as an acquirer of another owner would judge
+	// it (recordAcquireConflict): a stored lease that has not ended, or, for
+	// a record in progress that stores none, the live job lease of the
+	// running job it names. That job is locked FOR SHARE first (held, lk,
+	// as in qRecordAcquireMany): its latest version decides, and a claim of
+	// it (SKIP LOCKED) waits for this statement. It returns whether it
+	// deleted and, when not, whether the record (its latest version, locked)
+	// exists: a refused delete (ErrKeyInProgress) or a missing record.
+	qRecordDelete = `WITH held AS (
+    SELECT r.job_id FROM {schema}.records r WHERE r.tenant = $1 AND r.key = $2
+        AND r.lease_owner IS NULL AND r.status = 'in_progress' AND r.job_id IS NOT NULL
+), lk AS (
+    SELECT hj.id, hj.state, hj.lease_expires_at FROM {schema}.jobs hj
+    WHERE hj.id = ANY (ARRAY(SELECT held.job_id FROM held)) ORDER BY hj.id FOR SHARE
+), lr AS (
+    SELECT r.tenant, r.key,
+        (r.status = 'in_progress' AND r.lease_owner IS NOT NULL AND r.lease_until > COALESCE($3::timestamptz, now()))
+        OR (r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
+            AND (r.job_id NOT IN (SELECT held.job_id FROM held)
+                 OR EXISTS (SELECT 1 FROM lk WHERE lk.id = r.job_id AND lk.state = 'running'
+                            AND lk.lease_expires_at > COALESCE($3::timestamptz, now())))) AS leased
+    FROM {schema}.records r WHERE r.tenant = $1 AND r.key = $2 AND (SELECT count(*) FROM lk) >= 0
+    FOR UPDATE
+), d AS (
+    DELETE FROM {schema}.records r USING lr
+    WHERE r.tenant = lr.tenant AND r.key = lr.key AND NOT lr.leased
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM d), EXISTS (SELECT 1 FROM lr)`
 
 	// leaseShiftAcquire and leaseShiftRenew are leaseShift (pgstore.go) of
 	// qRecordAcquireMany's now ($6) and qRecordRenew's ($5): a record lease

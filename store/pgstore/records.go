@@ -30,21 +30,25 @@ func (s *Store) RecordGet(ctx context.Context, params *store.RecordGetParams) (*
 	return r, nil
 }
 
-// RecordDelete implements store.Records.
+// RecordDelete implements store.Records: one statement, refused while the
+// record's lease is live (qRecordDelete).
 func (s *Store) RecordDelete(ctx context.Context, params *store.RecordDeleteParams) error {
 	tenant, key := params.Tenant, params.Key
 	db, err := s.db()
 	if err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, s.sql(qRecordDelete), tenant, key)
-	if err != nil {
+	var deleted, exists bool
+	err = db.QueryRow(ctx, s.sql(qRecordDelete), tenant, key, s.expiryClock(store.OrNow(params.Now))).Scan(&deleted, &exists)
+	switch {
+	case err != nil:
 		return fmt.Errorf("delete record %q: %w", key, err)
+	case deleted:
+		return nil
+	case exists:
+		return fmt.Errorf("delete record %q: held by a live lease: %w", key, idemtype.ErrKeyInProgress)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete record %q: %w", key, idemtype.ErrNotFound)
-	}
-	return nil
+	return fmt.Errorf("delete record %q: %w", key, idemtype.ErrNotFound)
 }
 
 // RecordAcquire implements store.Records with one statement

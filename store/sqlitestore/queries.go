@@ -551,7 +551,7 @@ const (
 WHERE tenant = ?1 AND key = ?2 AND job_id = ?3 AND status = 'in_progress' AND lease_owner = ''
   AND (expires_at IS NULL OR expires_at > ?4)
   AND EXISTS (SELECT 1 FROM jobs oj WHERE oj.id = ?3 AND oj.state = 'running' AND oj.lease_expires_at > ?4)`
-	qRecordDelete = `DELETE FROM idem_keys WHERE tenant = ? AND key = ?`
+	qRecordExists = `SELECT 1 FROM idem_keys WHERE tenant = ? AND key = ?`
 
 	// qKeyHeld is a claim's last column (?2 = now): whether the claimed job
 	// holds its key by its job lease (idemtype.JobRow.KeyHeld), as
@@ -627,6 +627,15 @@ RETURNING ` + recordCols
 WHERE tenant = ?7 AND key = ?8 AND lease_owner = ?9 AND status = 'in_progress'
   AND (expires_at IS NULL OR expires_at > ?4)`
 )
+
+// qRecordDelete deletes the record (?1, ?2) unless its lease is live at
+// ?3 (store.Records.RecordDelete): a stored lease that has not ended, or,
+// for a record in progress that stores none, the live job lease of the
+// running job it names (sqlRunHeld). qRecordExists then tells a refused
+// delete (ErrKeyInProgress) from a missing record.
+var qRecordDelete = `DELETE FROM idem_keys WHERE tenant = ?1 AND key = ?2
+  AND NOT (status = 'in_progress' AND lease_owner <> '' AND lease_until > ?3)
+  AND NOT ` + sqlRunHeld("idem_keys", "?3")
 
 // qRecordStats counts records as RecordGet reads them: one held by the
 // running job it names past its stored expiry is live, with the projected

@@ -29,18 +29,26 @@ func (s *Store) RecordGet(ctx context.Context, params *store.RecordGetParams) (*
 	return r, nil
 }
 
-// RecordDelete implements store.Records.
+// RecordDelete implements store.Records: one write, refused while the
+// record's lease is live (qRecordDelete).
 func (s *Store) RecordDelete(ctx context.Context, params *store.RecordDeleteParams) error {
-	tenant, key := params.Tenant, params.Key
+	tenant, key, now := params.Tenant, params.Key, toUS(store.OrNow(params.Now))
 	err := s.write(ctx, 1, func(t *wtx) error {
-		res, err := t.exec(qRecordDelete, tenant, key)
+		res, err := t.exec(qRecordDelete, tenant, key, now)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("record %q: %w", key, idemtype.ErrNotFound)
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
 		}
-		return nil
+		var one int
+		switch err := t.queryRow(qRecordExists, tenant, key).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("record %q: %w", key, idemtype.ErrNotFound)
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("record %q is held by a live lease: %w", key, idemtype.ErrKeyInProgress)
 	})
 	if err != nil {
 		return fmt.Errorf("delete record: %w", err)

@@ -494,7 +494,9 @@ func testRecordDelete(t *testing.T, s store.Store) {
 	acquire(t, s, acq("K", "o1", at(0)))
 	wantErr(t, "delete in another tenant", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "other", Key: "K"}), idemtype.ErrNotFound)
 	wantErr(t, "delete of a missing key", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "missing"}), idemtype.ErrNotFound)
-	wantOK(t, "delete", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "K"}))
+	// At the end of o1's lease (at(1m)): a live lease refuses the delete
+	// (testRecordDeleteStoredLease).
+	wantOK(t, "delete", s.RecordDelete(t.Context(), &store.RecordDeleteParams{Tenant: "default", Key: "K", Now: at(time.Minute)}))
 	_, err := s.RecordGet(t.Context(), &store.RecordGetParams{Tenant: "default", Key: "K", Now: at(0)})
 	wantErr(t, "get after delete", err, idemtype.ErrNotFound)
 	if res := acquire(t, s, acq("K", "o2", at(time.Second))); !res.Acquired {
