@@ -15,6 +15,8 @@ namespace Idem;
  */
 class Client
 {
+    use ClientResources;
+
     /** Retries after the first attempt, by default. */
     public const DEFAULT_MAX_RETRIES = 4;
     /** Seconds that bound the backoff between retries, by default. */
@@ -22,6 +24,12 @@ class Client
     public const DEFAULT_MAX_BACKOFF = 5.0;
 
     private string $baseUrl;
+
+    /** @var (callable(): bool)|null the check of interruptClaims */
+    private $claimInterrupt = null;
+
+    /** @var (callable(): bool)|null the check the request in flight polls (a claim's, while it runs) */
+    private $abortCheck = null;
 
     /**
      * @param string      $baseUrl    such as "http://127.0.0.1:8080"
@@ -231,7 +239,17 @@ class Client
         if ($kinds) {
             $body['kinds'] = $kinds;
         }
-        $r = $this->request('POST', '/v1/claim', $body, self::keyHeader(null), self::seconds($wait));
+        $this->abortCheck = $this->claimInterrupt;
+        try {
+            $r = $this->request('POST', '/v1/claim', $body, self::keyHeader(null), self::seconds($wait));
+        } catch (IdemException $e) {
+            if ($e->status === 0 && $this->abortCheck !== null && ($this->abortCheck)()) {
+                return ['jobs' => [], 'throttled' => false, 'next_available_at' => null, 'retry_after' => null, 'retry_after_seconds' => 0.0];
+            }
+            throw $e;
+        } finally {
+            $this->abortCheck = null;
+        }
         $retryAfter = isset($r['retry_after']) && $r['retry_after'] !== '' ? (string) $r['retry_after'] : null;
         return [
             'jobs' => $r['jobs'] ?? [],
@@ -240,6 +258,24 @@ class Client
             'retry_after' => $retryAfter,
             'retry_after_seconds' => $retryAfter === null ? 0.0 : max(self::seconds($retryAfter), 0.0),
         ];
+    }
+
+    /**
+     * interruptClaims sets a check that a claim's long poll (claim,
+     * claimDetail) calls while it waits, about once a second: once it
+     * returns true the claim ends at once, answers no jobs, and is not
+     * retried. null removes it; the check it replaces is returned. Worker
+     * sets one for its run, so that a SIGTERM ends a long poll promptly
+     * instead of after its whole wait.
+     *
+     * @param (callable(): bool)|null $check
+     * @return (callable(): bool)|null
+     */
+    public function interruptClaims(?callable $check): ?callable
+    {
+        $prev = $this->claimInterrupt;
+        $this->claimInterrupt = $check;
+        return $prev;
     }
 
     /** heartbeat extends a claimed job's lease; it returns the new end (RFC 3339). */
@@ -622,7 +658,8 @@ class Client
             try {
                 return $this->once($method, $path, $body, $headers, $extraSeconds, $retryAfter, $status);
             } catch (IdemException $e) {
-                if (!$repeatable || $attempt >= $this->maxRetries || !self::retryable($e)) {
+                if (!$repeatable || $attempt >= $this->maxRetries || !self::retryable($e)
+                    || ($this->abortCheck !== null && ($this->abortCheck)())) {
                     throw $e;
                 }
                 usleep((int) ($this->backoff($attempt, $retryAfter) * 1e6));
@@ -675,6 +712,13 @@ class Client
                 return strlen($line);
             },
         ];
+        if ($this->abortCheck !== null) {
+            // libcurl calls this about once a second while the reply is
+            // awaited; a non-zero return ends the transfer at once.
+            $check = $this->abortCheck;
+            $opts[CURLOPT_NOPROGRESS] = false;
+            $opts[CURLOPT_XFERINFOFUNCTION] = static fn ($ch, int $dlTotal, int $dl, int $ulTotal, int $ul): int => $check() ? 1 : 0;
+        }
         if ($body !== null) {
             $h[] = 'Content-Type: application/json';
             $opts[CURLOPT_POSTFIELDS] = self::json($body);

@@ -11,7 +11,8 @@ namespace Idem;
  * fails with its exception (PermanentError: no retry). PHP runs one job at
  * a time, so a handler that may outlast the lease calls $ctx->heartbeat().
  * stop() (from a handler, a middleware or a signal handler) ends the loop
- * after the current job; SIGTERM and SIGINT call it when pcntl is loaded.
+ * after the current job, and ends a claim's long poll at once (within about
+ * a second); SIGTERM and SIGINT call it when pcntl is loaded.
  * After a claim that a spent rate limit held back, the next claim waits
  * its retry_after (at most 60s) instead of $wait.
  */
@@ -83,6 +84,30 @@ class Worker
             pcntl_signal(SIGTERM, fn () => $this->stop());
             pcntl_signal(SIGINT, fn () => $this->stop());
         }
+        // A stop (SIGTERM) ends a claim's long poll too, not only the loop.
+        $prevInterrupt = $this->client->interruptClaims($this->stopRequested(...));
+        try {
+            return $this->loop($maxJobs, $maxSeconds);
+        } finally {
+            $this->client->interruptClaims($prevInterrupt);
+        }
+    }
+
+    /**
+     * stopRequested runs the handlers of pending signals (pcntl) and
+     * reports whether stop() was called: the check of a claim's long poll.
+     */
+    private function stopRequested(): bool
+    {
+        if (function_exists('pcntl_signal_dispatch')) {
+            pcntl_signal_dispatch();
+        }
+        return $this->stopping;
+    }
+
+    /** loop is run's loop of claims and jobs. */
+    private function loop(?int $maxJobs, ?float $maxSeconds): int
+    {
         $deadline = $maxSeconds === null ? null : microtime(true) + $maxSeconds;
         $ran = 0;
         // After a claim that a spent rate limit held back, the next one

@@ -84,13 +84,14 @@ final class TestServer
     private $proc;
     private string $dir;
 
-    public function __construct()
+    /** @param array<string,string> $env variables added to the server's environment (IDEM_HEALTH_DEAD_JOBS, …) */
+    public function __construct(array $env = [])
     {
         $bin = getenv('IDEM_BIN') ?: self::build();
         $this->dir = sys_get_temp_dir() . '/idem-php-' . bin2hex(random_bytes(6));
         mkdir($this->dir);
         $cmd = [$bin, 'serve', '--database', $this->dir . '/idem.db', '--listen', '127.0.0.1:0', '--log-level', 'warn'];
-        $this->proc = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['file', $this->dir . '/stderr', 'w']], $pipes);
+        $this->proc = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['file', $this->dir . '/stderr', 'w']], $pipes, null, $env + getenv());
         if (!is_resource($this->proc)) {
             throw new RuntimeException('cannot start idem serve');
         }
@@ -110,6 +111,28 @@ final class TestServer
             usleep(20_000);
         }
         throw new RuntimeException("idem serve did not start: $out " . @file_get_contents($this->dir . '/stderr'));
+    }
+
+    /**
+     * createKey makes an API key in the server's database (`idem apikey
+     * create`).
+     *
+     * @return array{id: string, key: string}
+     */
+    public function createKey(string $tenant, bool $admin = false): array
+    {
+        $cmd = [getenv('IDEM_BIN') ?: self::build(), 'apikey', 'create', '--database', $this->dir . '/idem.db', '--tenant', $tenant, '--json'];
+        if ($admin) {
+            $cmd[] = '--admin';
+        }
+        $p = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
+        $out = (string) stream_get_contents($pipes[1]);
+        $err = (string) stream_get_contents($pipes[2]);
+        if (proc_close($p) !== 0) {
+            throw new RuntimeException("idem apikey create: $out $err");
+        }
+        $k = json_decode($out, true, 512, JSON_THROW_ON_ERROR);
+        return ['id' => $k['id'], 'key' => $k['key']];
     }
 
     private static function build(): string

@@ -828,6 +828,9 @@ test('schedules: put, get, list, trigger once per key, delete', function () use 
     same($first['job']['id'], $c->getJob($first['job']['id'])['id'], 'the jobs it made are kept');
 });
 
+require __DIR__ . '/signals.php';
+require __DIR__ . '/resources.php';
+
 // exit() would skip a finally block: the server is stopped first, then the
 // code is returned (a server left running outlived every CI run).
 $code = 1;

@@ -65,6 +65,31 @@ export type ScheduleRequest = Schemas["ScheduleRequest"];
 export type PauseReply = Schemas["PauseReply"];
 /** A Go duration such as "30s" or "1m30s". */
 export type Duration = Schemas["Duration"];
+/**
+ * The answer of leaseAcquire and leaseComplete: cached (the result stored
+ * before, in result: do not run the work) or acquired (run it, then
+ * leaseComplete or leaseRelease with lease_token).
+ */
+export type Lease = Schemas["LeaseReply"];
+/** A delivery target as the API shows it (never its secrets; secret holds a generated one in the reply that created it). */
+export type Target = Schemas["Target"];
+/** The body of putTarget: url, queue and/or kind, secrets, timeout. */
+export type TargetPut = Schemas["TargetPutRequest"];
+/** A rate or concurrency limit with its usage. */
+export type Limit = Schemas["Limit"];
+/** The body of putLimit: rate ("100/1m"), concurrency, weight (tenant scopes). */
+export type LimitRequest = Schemas["LimitRequest"];
+/**
+ * What a limit applies to (the Go client's LimitScope): tenant alone (its
+ * work in every queue; "*" is the default of every tenant), queue alone
+ * (every tenant's work in it), or both (one tenant's work in one queue).
+ */
+export interface LimitScope {
+  tenant?: string;
+  queue?: string;
+}
+/** The job health checks of GET /v1/health: status healthy, degraded or unhealthy, and each check. */
+export type HealthReport = Schemas["HealthReport"];
 
 /** IdemError is a problem answered by the server (or a transport failure, status 0). */
 export class IdemError extends Error {
@@ -225,6 +250,25 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
+ * gone reports whether the thing a retried DELETE answered 404 for is
+ * gone: always, except for a dead-letter delete, which the server also
+ * answers 404 for a job that is not dead (requeued meanwhile): then only
+ * when GET /v1/jobs/{id} answers 404 too. That GET is sent by send, the
+ * client's own sender: retried as any GET, and a transport failure is an
+ * IdemError of status 0 (never a bare TypeError of fetch).
+ */
+async function gone(send: typeof globalThis.fetch, req: Request): Promise<boolean> {
+  const url = new URL(req.url);
+  const at = url.pathname.lastIndexOf("/v1/dlq/");
+  if (at < 0) return true;
+  url.pathname = url.pathname.slice(0, at) + "/v1/jobs/" + url.pathname.slice(at + "/v1/dlq/".length);
+  const headers = new Headers(req.headers);
+  const res = await send(new Request(url, { method: "GET", headers, signal: req.signal }));
+  await res.body?.cancel();
+  return res.status === 404;
+}
+
+/**
  * sender wraps fetch: transport failures become IdemError status 0, and
  * requests that are safe to repeat (GET, HEAD, PUT, DELETE, and any
  * request with an Idempotency-Key) are retried as the Go client retries
@@ -233,25 +277,8 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
  * retried DELETE answered 404 is a 204: an earlier attempt whose reply
  * was lost deleted it.
  */
-/**
- * gone reports whether the thing a retried DELETE answered 404 for is
- * gone: always, except for a dead-letter delete, which the server also
- * answers 404 for a job that is not dead (requeued meanwhile): then only
- * when GET /v1/jobs/{id} answers 404 too.
- */
-async function gone(fetchFn: typeof globalThis.fetch, req: Request): Promise<boolean> {
-  const url = new URL(req.url);
-  const at = url.pathname.lastIndexOf("/v1/dlq/");
-  if (at < 0) return true;
-  url.pathname = url.pathname.slice(0, at) + "/v1/jobs/" + url.pathname.slice(at + "/v1/dlq/".length);
-  const headers = new Headers(req.headers);
-  const res = await fetchFn(new Request(url, { method: "GET", headers, signal: req.signal }));
-  await res.body?.cancel();
-  return res.status === 404;
-}
-
 function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof globalThis.fetch {
-  return async (input, init) => {
+  const send: typeof globalThis.fetch = async (input, init) => {
     const fetchFn = f ?? globalThis.fetch;
     const req = input instanceof Request && init === undefined ? input : new Request(input, init);
     const repeatable =
@@ -268,7 +295,7 @@ function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof 
         await pause(backoff(p, attempt, 0), req.signal);
         continue;
       }
-      if (attempt > 0 && req.method === "DELETE" && res.status === 404 && (await gone(fetchFn, req))) {
+      if (attempt > 0 && req.method === "DELETE" && res.status === 404 && (await gone(send, req))) {
         await res.body?.cancel();
         return new Response(null, { status: 204 });
       }
@@ -277,6 +304,7 @@ function sender(f: typeof globalThis.fetch | undefined, p: RetryPolicy): typeof 
       await pause(backoff(p, attempt, retryAfterMs(res)), req.signal);
     }
   };
+  return send;
 }
 
 /** Idem is a client of one server with one API key. */
@@ -284,18 +312,19 @@ export class Idem {
   /** The typed openapi-fetch client, for anything the helpers do not cover. */
   readonly api: Client<paths>;
 
+  /** The client's fetch without retries, for probes that report the state of now (healthChecks). */
+  private readonly sendOnce: typeof globalThis.fetch;
+
   constructor(opts: IdemOptions) {
     const headers: Record<string, string> = { Authorization: `Bearer ${opts.apiKey}` };
     if (opts.tenant) headers["Idem-Tenant"] = opts.tenant;
-    this.api = createClient<paths>({
-      baseUrl: opts.baseUrl.replace(/\/+$/, ""),
-      headers,
-      fetch: sender(opts.fetch, {
-        maxRetries: Math.max(opts.maxRetries ?? defaultMaxRetries, 0),
-        minMs: Math.max(opts.minBackoffMs ?? defaultMinBackoffMs, 1),
-        maxMs: Math.max(opts.maxBackoffMs ?? defaultMaxBackoffMs, opts.minBackoffMs ?? defaultMinBackoffMs, 1),
-      }),
-    });
+    const policy: RetryPolicy = {
+      maxRetries: Math.max(opts.maxRetries ?? defaultMaxRetries, 0),
+      minMs: Math.max(opts.minBackoffMs ?? defaultMinBackoffMs, 1),
+      maxMs: Math.max(opts.maxBackoffMs ?? defaultMaxBackoffMs, opts.minBackoffMs ?? defaultMinBackoffMs, 1),
+    };
+    this.sendOnce = sender(opts.fetch, { ...policy, maxRetries: 0 });
+    this.api = createClient<paths>({ baseUrl: opts.baseUrl.replace(/\/+$/, ""), headers, fetch: sender(opts.fetch, policy) });
   }
 
   /**
@@ -644,6 +673,142 @@ export class Idem {
   async recordStats(opts: RequestOptions = {}): Promise<CacheStats> {
     return unwrap(await this.api.GET("/v1/idempotency", { ...signal(opts) }));
   }
+
+  /**
+   * leaseAcquire takes the execution lease of key (a result lease, as the
+   * Go client's LeaseAcquire), or answers its cached result: cached true
+   * with result (do not run the work), or acquired true with lease_token
+   * (run it, then leaseComplete or leaseRelease). While another holder
+   * runs it the server answers 409 idempotency-key-in-progress, which is
+   * retried (maxRetries) and then thrown. lease and resultTtl are Go
+   * durations; absent, the server's defaults. The call's Idempotency-Key
+   * makes a retry after a lost reply answer the same lease.
+   */
+  async leaseAcquire(key: string, opts: RequestOptions & { lease?: Duration; resultTtl?: Duration; idempotencyKey?: string } = {}): Promise<Lease> {
+    const body = { ...(opts.lease ? { lease: opts.lease } : {}), ...(opts.resultTtl ? { result_ttl: opts.resultTtl } : {}) };
+    return unwrap(await this.api.POST("/v1/idempotency/{key}/lease", { params: { path: { key: pathKey(key) } }, body, ...post(opts.idempotencyKey, opts) }));
+  }
+
+  /** leaseRenew extends a result lease (by lease, or the server's default) and returns its new end; a lost lease is a 409 IdemError. */
+  async leaseRenew(key: string, token: string, opts: RequestOptions & { lease?: Duration } = {}): Promise<string> {
+    const body = { lease_token: token, ...(opts.lease ? { lease: opts.lease } : {}) };
+    return unwrap(await this.api.POST("/v1/idempotency/{key}/lease/renew", { params: { path: { key: pathKey(key) } }, body, ...post(undefined, opts) })).lease_expires_at;
+  }
+
+  /**
+   * leaseComplete stores the result of the work (JSON; undefined: null)
+   * and ends the lease; later leaseAcquire calls of key answer it cached.
+   * durationMs is how long the work took, resultTtl how long the result
+   * is kept (a Go duration; absent, the lease's).
+   */
+  async leaseComplete(key: string, token: string, result?: unknown, opts: RequestOptions & { durationMs?: number; resultTtl?: Duration } = {}): Promise<Lease> {
+    const body = {
+      lease_token: token,
+      ...(result === undefined ? {} : { result }),
+      ...(opts.durationMs !== undefined && opts.durationMs >= 0 ? { duration_ms: Math.round(opts.durationMs) } : {}),
+      ...(opts.resultTtl ? { result_ttl: opts.resultTtl } : {}),
+    };
+    return unwrap(await this.api.POST("/v1/idempotency/{key}/lease/complete", { params: { path: { key: pathKey(key) } }, body, ...post(undefined, opts) }));
+  }
+
+  /** leaseRelease gives key up after failed work: nothing is cached, the next leaseAcquire gets the lease. */
+  async leaseRelease(key: string, token: string, opts: RequestOptions = {}): Promise<void> {
+    noContent(await this.api.POST("/v1/idempotency/{key}/lease/release", { params: { path: { key: pathKey(key) } }, body: { lease_token: token }, ...post(undefined, opts) }));
+  }
+
+  /**
+   * putTarget creates or replaces the delivery target name (as the Go
+   * client's PutTarget); created reports a 201. Without secrets the server
+   * generates one and returns it once, in target.secret, when the PUT
+   * creates the target, and keeps the stored ones when it replaces it (a
+   * retried or repeated putTarget never rotates them); given secrets
+   * replace them; [] sends unsigned pushes.
+   */
+  async putTarget(name: string, target: TargetPut, opts: RequestOptions = {}): Promise<{ target: Target; created: boolean }> {
+    const r = await this.api.PUT("/v1/targets/{name}", { params: { path: { name: pathKey(name) } }, body: target, ...signal(opts) });
+    return { target: unwrap(r), created: r.response.status === 201 };
+  }
+
+  /** listTargets lists the delivery targets of the tenant (never their secrets). */
+  async listTargets(opts: RequestOptions = {}): Promise<Target[]> {
+    return unwrap(await this.api.GET("/v1/targets", { ...signal(opts) })).targets;
+  }
+
+  /** getTarget returns the target name (never its secrets); an unknown one is a 404 IdemError. */
+  async getTarget(name: string, opts: RequestOptions = {}): Promise<Target> {
+    return unwrap(await this.api.GET("/v1/targets/{name}", { params: { path: { name: pathKey(name) } }, ...signal(opts) }));
+  }
+
+  /**
+   * deleteTarget deletes the target name; as dlqDelete, a retry that finds
+   * it gone resolves, and a 404 is thrown only for the first attempt.
+   */
+  async deleteTarget(name: string, opts: RequestOptions = {}): Promise<void> {
+    noContent(await this.api.DELETE("/v1/targets/{name}", { params: { path: { name: pathKey(name) } }, ...signal(opts) }));
+  }
+
+  /** putLimit sets the limit of a scope (admin keys only) and returns it with its usage. */
+  async putLimit(scope: LimitScope, req: LimitRequest, opts: RequestOptions = {}): Promise<Limit> {
+    return unwrap(await this.api.PUT("/v1/limits/{scope}/{name}", { params: limitParams(scope), body: req, ...signal(opts) }));
+  }
+
+  /** getLimit returns the limit of a scope with its usage; none is a 404 IdemError. */
+  async getLimit(scope: LimitScope, opts: RequestOptions = {}): Promise<Limit> {
+    return unwrap(await this.api.GET("/v1/limits/{scope}/{name}", { params: limitParams(scope), ...signal(opts) }));
+  }
+
+  /** listLimits returns the limits the key may see, with their usage. */
+  async listLimits(opts: RequestOptions = {}): Promise<Limit[]> {
+    return unwrap(await this.api.GET("/v1/limits", { ...signal(opts) })).limits;
+  }
+
+  /**
+   * deleteLimit removes the limit of a scope (admin keys only); as
+   * dlqDelete, a retry that finds it gone resolves, and a 404 is thrown
+   * only for the first attempt.
+   */
+  async deleteLimit(scope: LimitScope, opts: RequestOptions = {}): Promise<void> {
+    noContent(await this.api.DELETE("/v1/limits/{scope}/{name}", { params: limitParams(scope), ...signal(opts) }));
+  }
+
+  /**
+   * healthChecks returns the job health checks of GET /v1/health (dead and
+   * waiting jobs, success and retry rates, the result cache) of the
+   * client's tenant, or of every tenant for an admin key without one. An
+   * unhealthy grade, which the server answers 503, is returned as the
+   * report (status "unhealthy"); any other failure (a 503 problem when the
+   * storage cannot be reached) throws IdemError. It asks once, without
+   * retries: a probe reports the state of now (the Go client's HealthChecks).
+   */
+  async healthChecks(opts: RequestOptions = {}): Promise<HealthReport> {
+    const r = await this.api.GET("/v1/health", { fetch: this.sendOnce, ...signal(opts) });
+    const err: unknown = r.error;
+    if (r.response.status === 503 && typeof err === "object" && err !== null && (err as { status?: unknown }).status === "unhealthy" && "checks" in err) {
+      return err as HealthReport;
+    }
+    return unwrap(r);
+  }
+
+  /**
+   * revokeApiKey revokes the API key id (admin keys only; the key_… id of
+   * `idem apikey list`): requests with it are refused from then on. As
+   * dlqDelete, a retry that finds it gone resolves, and a 404 is thrown
+   * only when the first attempt answers it.
+   */
+  async revokeApiKey(id: string, opts: RequestOptions = {}): Promise<void> {
+    noContent(await this.api.DELETE("/v1/apikeys/{id}", { params: { path: { id: pathKey(id) } }, ...signal(opts) }));
+  }
+}
+
+/**
+ * limitParams are the path and query of a limit's scope: /limits/queue/Q
+ * for a queue alone, /limits/tenant/T (?queue=Q) otherwise. A scope with
+ * neither throws RangeError.
+ */
+function limitParams(scope: LimitScope): { path: { scope: "tenant" | "queue"; name: string }; query?: { queue: string } } {
+  if (scope.tenant) return { path: { scope: "tenant", name: pathKey(scope.tenant) }, ...(scope.queue ? { query: { queue: scope.queue } } : {}) };
+  if (scope.queue) return { path: { scope: "queue", name: pathKey(scope.queue) } };
+  throw new RangeError("idem: a limit scope names a tenant, a queue or both");
 }
 
 /** pauseBody is the body of pauseQueue and resumeQueue. */

@@ -248,3 +248,35 @@ test("a key in double quotes is kept as it is", async () => {
   const other = await env.idem.enqueue({ kind: "k", queue: "quoted" }, { idempotencyKey: "ts-order-1" });
   assert.equal(other.existing, false, "the key ts-order-1 is another key");
 });
+
+// The check a retried dead-letter delete makes (GET /v1/jobs/{id}) is a
+// request of the client like any other: a transport failure of it is an
+// IdemError of status 0 (never a bare TypeError of fetch), and it is
+// retried as a GET, as the Go client's check is.
+test("a dead-letter delete whose follow-up check gets no answer throws IdemError status 0", async () => {
+  const dead = async (queue: string): Promise<string> => {
+    const { job } = await env.idem.enqueue({ kind: "k", queue });
+    const [claimed] = await env.idem.claim({ queues: [queue], worker_id: "w", wait: "0s" });
+    assert.ok(claimed);
+    await env.idem.fail(claimed, "boom", { retry: false });
+    return job.id;
+  };
+  const lost = await dead("lost-check");
+  await through(
+    (s, n) => (n === 0 || s.method === "GET" ? "drop" : "pass"),
+    { minBackoffMs: 10, maxRetries: 2 },
+    async (c, seen) => {
+      await assert.rejects(c.dlqDelete(lost), (e: unknown) => e instanceof IdemError && e.status === 0 && e.name === "IdemError");
+      assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE", "GET", "GET", "GET"], "the check is retried as a GET");
+    },
+  );
+  const once = await dead("lost-check-once");
+  await through(
+    (s, n) => (n === 0 || (s.method === "GET" && n === 2) ? "drop" : "pass"),
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      await c.dlqDelete(once);
+      assert.deepEqual(seen.map((s) => s.method), ["DELETE", "DELETE", "GET", "GET"]);
+    },
+  );
+});

@@ -12,7 +12,15 @@ export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../
 export interface TestServer {
   url: string;
   adminKey: string;
+  /** createKey makes an API key in the server's database (`idem apikey create`): its id (key_…) and secret. */
+  createKey(tenant: string, admin?: boolean): { id: string; key: string };
   stop(): Promise<void>;
+}
+
+/** Options of startServer. */
+export interface ServerOptions {
+  /** Variables added to the server's environment (IDEM_HEALTH_DEAD_JOBS, …). */
+  env?: Record<string, string>;
 }
 
 let built: string | undefined;
@@ -29,10 +37,12 @@ export function idemBinary(): string {
   return bin;
 }
 
-export async function startServer(): Promise<TestServer> {
+export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "idem-ts-"));
-  const child: ChildProcess = spawn(idemBinary(), ["serve", "--database", join(dir, "idem.db"), "--listen", "127.0.0.1:0", "--log-level", "warn"], {
+  const db = join(dir, "idem.db");
+  const child: ChildProcess = spawn(idemBinary(), ["serve", "--database", db, "--listen", "127.0.0.1:0", "--log-level", "warn"], {
     stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...opts.env },
   });
   let out = "";
   let errOut = "";
@@ -53,6 +63,11 @@ export async function startServer(): Promise<TestServer> {
   return {
     url,
     adminKey,
+    createKey: (tenant, admin = false) => {
+      const args = ["apikey", "create", "--database", db, "--tenant", tenant, "--json", ...(admin ? ["--admin"] : [])];
+      const made = JSON.parse(execFileSync(idemBinary(), args, { encoding: "utf8" })) as { id: string; key: string };
+      return { id: made.id, key: made.key };
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         child.removeAllListeners("exit");
@@ -79,11 +94,11 @@ export interface FileServer {
  * server stopped after the last. Call it once at the top of a test file;
  * srv and idem throw when read outside a test.
  */
-export function serverForFile(): FileServer {
+export function serverForFile(opts: ServerOptions = {}): FileServer {
   let srv: TestServer | undefined;
   let idem: Idem | undefined;
   before(async () => {
-    srv = await startServer();
+    srv = await startServer(opts);
     idem = new Idem({ baseUrl: srv.url, apiKey: srv.adminKey });
   });
   after(async () => {
