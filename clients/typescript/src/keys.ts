@@ -55,8 +55,12 @@ export function lockKey(fn: string, tenant: string, time: Date | string, zone: s
   checkPart("function", fn, ":");
   checkPart("tenant", tenant, ":");
   const k = `${fn}:${tenant}:${grainDate(time, zone || "UTC", grain)}`;
-  const text = typeof entities === "string" || entities === null ? entities : new TextDecoder().decode(entities);
-  if (text === null || text.trim() === "" || text.trim() === "null") return k;
+  // The BOM is kept (ignoreBOM): it is not JSON, as in Go and PHP.
+  const text = typeof entities === "string" || entities === null ? entities : new TextDecoder("utf-8", { ignoreBOM: true }).decode(entities);
+  // Only JSON's whitespace is trimmed (Go's key.JSONSpace): String.trim would
+  // also drop \v, \f, U+00A0, U+2028 and the other spaces, which are not JSON.
+  const bare = text === null ? null : text.replace(/^[ \t\n\r]+|[ \t\n\r]+$/g, "");
+  if (bare === null || bare === "" || bare === "null") return k;
   return `${k}:${entityHash(entities ?? "")}`;
 }
 

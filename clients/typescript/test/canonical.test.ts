@@ -121,6 +121,13 @@ test("lock key parts are checked; entities must be an object", () => {
   assert.throws(() => lockKey("f", "t", t, "UTC", "day", "[1]"), RangeError);
   assert.throws(() => lockKey("f", "t", t, "UTC", "day", '{"a":1,"a":2}'), CanonicalError);
   assert.equal(lockKey("f", "t", t, undefined, "day", "  null "), "f:t:2026-02-06", "JSON null and no zone (UTC)");
+  // Only JSON's whitespace (space, tab, LF, CR) is trimmed, as Go's
+  // key.JSONSpace and PHP: other spaces and a BOM are not JSON.
+  assert.equal(lockKey("f", "t", t, "UTC", "day", " \t\r\n"), "f:t:2026-02-06", "JSON whitespace only");
+  for (const s of ["\v", "\f", "\u00a0", "\u0085", "\u2028", "\u3000", "\ufeff", "\u00a0null"]) {
+    assert.throws(() => lockKey("f", "t", t, "UTC", "day", s), CanonicalError, JSON.stringify(s));
+    assert.throws(() => lockKey("f", "t", t, "UTC", "day", new TextEncoder().encode(s)), CanonicalError, JSON.stringify(s) + " as bytes");
+  }
   // Names that JavaScript objects would reorder, nesting and escapes: the
   // pairs keep the canonical (UTF-16) order, as Go's EntityCanonical does.
   const input = String.raw`{"b":{"y":[1,{"q":"\\"}],"x":null},"10":"a","2":"b","":0,"\u00e9":1e21}`;
