@@ -139,7 +139,7 @@ func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert i
 	}
 	res, err := insert(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
 	if err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", store.Classify(c.store, err))
+		return nil, fmt.Errorf("enqueue: %w", store.Classify(c.store, err))
 	}
 	out := make([]EnqueueResult, len(res))
 	for i, r := range res {

@@ -221,7 +221,7 @@ func insertPlainRows(t *wtx, rows []*idemtype.JobRow) error {
 	}
 	q := qJobInsertPlainHead + strings.Repeat(jobInsertPlainRow+",", len(rows)-1) + jobInsertPlainRow
 	if _, err := t.exec(q, args...); err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
+		return fmt.Errorf("insert job rows: %w", err)
 	}
 	return nil
 }
@@ -263,7 +263,7 @@ func insertSharedRows(t *wtx, rows []*idemtype.JobRow) error {
 	}
 	q := qJobInsertSharedHead + strings.Repeat(jobInsertSharedRow+",", len(rows)-1) + jobInsertSharedRow
 	if _, err := t.exec(q, args...); err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
+		return fmt.Errorf("insert job rows: %w", err)
 	}
 	return nil
 }
