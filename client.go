@@ -127,8 +127,14 @@ func (c *Client) jobList(ctx context.Context, p *JobListParams) ([]*JobRow, int6
 	return c.store.JobList(ctx, p)
 }
 
-// JobCancel cancels a job. A running job's handler context is cancelled (at
-// once in this process, at the next heartbeat in another). A finished job is
+// JobCancel cancels a job. A running job's handler context is cancelled
+// (cause ErrJobCancelled): at once in this process; in another, at once on
+// PostgreSQL (the store announces the cancel with NOTIFY; one lost with a
+// dropped LISTEN connection is found by a renewal at the reconnect) and at
+// its next heartbeat (a third of the lease, cause ErrLeaseLost) on SQLite.
+// The job is cancelled when JobCancel returns: a FIFO partition's next job
+// may start then, while a cancelled head's handler (in another process, or
+// one that does not heed its context) still winds down. A finished job is
 // ErrWrongState.
 func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRow, error) {
 	var voided store.Lease
@@ -141,13 +147,12 @@ func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRo
 	rt := c.runtime
 	c.mu.Unlock()
 	if rt != nil {
-		cause := errors.New("job cancelled")
 		if voided.Token != "" {
 			// Also a claim of this process that committed but has not
 			// reached its producer yet: its handler must not start.
-			rt.running.CancelVoided(voided, c.now(), c.cfg.LeaseDuration, cause)
+			rt.running.CancelVoided(voided, c.now(), c.cfg.LeaseDuration, ErrJobCancelled)
 		} else {
-			rt.running.Cancel(id, cause)
+			rt.running.Cancel(id, ErrJobCancelled)
 		}
 	}
 	c.finished(id)

@@ -60,4 +60,9 @@ var (
 	// ErrJobTimeout is the cause of a handler context cancelled at the job's
 	// timeout (context.Cause), and wrapped by the attempt's error.
 	ErrJobTimeout = idemtype.ErrJobTimeout
+	// ErrJobCancelled is the cause of a handler context cancelled because
+	// its job was cancelled (Client.JobCancel or the API's cancel) in this
+	// process or, on PostgreSQL, announced by another; a cancel found by a
+	// lease renewal instead (SQLite across processes) reads ErrLeaseLost.
+	ErrJobCancelled = idemtype.ErrJobCancelled
 )

@@ -129,6 +129,17 @@ func (c *Client) Start(ctx context.Context) error {
 	rt.heartbeater = producer.NewHeartbeater(c.store, rt.running, &producer.HeartbeaterConfig{
 		LeaseDuration: c.cfg.LeaseDuration, Now: c.now, Logger: c.logger})
 	_ = rt.heartbeater.Start(base)
+	// A running job cancelled by another process (announced by a Listener
+	// store) is cancelled here at once, as JobCancel does in this process:
+	// also a claim of this process not yet registered. When announcements
+	// may have been lost (a reconnect), a renewal right away finds the
+	// cancels instead. Only the producers run handlers here (a client
+	// without queues listens to nothing).
+	if len(rt.producers) > 0 {
+		c.notifier.SubscribeCancels(func(l store.Lease) {
+			rt.running.CancelVoided(l, c.now(), c.cfg.LeaseDuration, ErrJobCancelled)
+		}, rt.heartbeater.Kick)
+	}
 	_ = c.notifier.Start(base)
 	if !c.cfg.DisableMaintenance {
 		rt.startMaintenance(base, c)

@@ -25,6 +25,10 @@ var (
 	// ErrJobTimeout: an attempt ran past its timeout; its handler's context
 	// was cancelled and the attempt failed (retryable like any failure).
 	ErrJobTimeout = errors.New("job timed out")
+	// ErrJobCancelled: the job was cancelled (JobCancel, the API's cancel)
+	// while it ran; the cause of its handler's context when the cancel
+	// reached it directly (not through a refused lease renewal).
+	ErrJobCancelled = errors.New("job cancelled")
 	// ErrUnavailable: the storage could not be reached or written (database
 	// unreachable, disk full, read-only file system); the request was not
 	// carried out and may be retried later. HTTP answers 503 with

@@ -108,7 +108,7 @@ func TestCodedError(t *testing.T) {
 func TestSentinelsAreDistinct(t *testing.T) {
 	t.Parallel()
 	all := []error{idemtype.ErrNotFound, idemtype.ErrKeyReused, idemtype.ErrLeaseLost, idemtype.ErrWrongState,
-		idemtype.ErrInvalid, idemtype.ErrKeyInProgress, idemtype.ErrJobTimeout, idemtype.ErrUnavailable, idemtype.ErrClosed}
+		idemtype.ErrInvalid, idemtype.ErrKeyInProgress, idemtype.ErrJobTimeout, idemtype.ErrJobCancelled, idemtype.ErrUnavailable, idemtype.ErrClosed}
 	texts := map[string]bool{}
 	for i, a := range all {
 		if texts[a.Error()] {

@@ -81,7 +81,11 @@ type Listener interface {
 	// available by an insert (or a retry, promotion, release) committed
 	// after Listen returned, and "" when notifications may have been lost
 	// (after a reconnect), meaning "any queue may have jobs". Values may
-	// be merged within one transaction. The channel closes when ctx ends.
+	// be merged within one transaction. It also receives, for each running
+	// job cancelled by JobCancel (in any process), CancelNotice of the
+	// lease the cancel voided, sent before the queue values of the same
+	// transaction (ParseCancelNotice tells the two apart); a reconnect may
+	// lose those too. The channel closes when ctx ends.
 	Listen(ctx context.Context) (<-chan string, error)
 }
 

@@ -137,6 +137,9 @@ func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store
 	case run:
 		e.run(ctx, row, fin)
 	}
+	if run {
+		e.releaseCancelledKey(ctx, row)
+	}
 	now := e.cfg.Now()
 	fin.FinishedAt, fin.DurationMS = now, now.Sub(start).Milliseconds()
 	return fin
@@ -183,6 +186,30 @@ func (e *Executor) CountMiss(row *idemtype.JobRow) {
 	e.debugKey("result cache miss", row)
 	if e.cfg.OnCacheMiss != nil {
 		e.cfg.OnCacheMiss(row)
+	}
+}
+
+// releaseCancelledKey gives back the key lease of a job whose attempt was
+// cancelled (its context's cause idemtype.ErrJobCancelled), before or
+// while its handler ran: its cancel settled the key's record, but a lease
+// taken after that commit (the claim's acquire racing the cancel) is stored
+// under the job's owner and nobody would release it — the finish is
+// refused — so the key's next job would wait until it ended. A lease taken
+// before the cancel was released by it: this changes nothing then. Only
+// for a cancel: the job is final, whereas a run that lost its lease may be
+// running elsewhere under the same owner. A key held by the job row
+// (KeyHeld) stores no lease: nothing to give back.
+func (e *Executor) releaseCancelledKey(ctx context.Context, row *idemtype.JobRow) {
+	if row.IdempotencyKey == "" || row.KeyHeld || !errors.Is(context.Cause(ctx), idemtype.ErrJobCancelled) {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseDuration/3)
+	defer cancel()
+	err := e.cfg.Store.RecordRelease(rctx, &store.RecordReleaseParams{
+		Tenant: row.Tenant, Key: row.IdempotencyKey, Owner: store.JobOwner(row.ID)})
+	if err != nil {
+		e.cfg.Logger.Warn("giving back the key of a cancelled job failed; the key waits for its lease to end",
+			"job", row.ID, "err", err)
 	}
 }
 

@@ -3,8 +3,10 @@
 // a finished job wakes those waiting for it (idem.Client.JobWait). Stores
 // that announce inserts from other processes (pgstore: LISTEN/NOTIFY)
 // implement Listener; the notifier then relays their announcements as local
-// wake-ups. Polling stays the fallback for everything the notifier cannot
-// hear (SQLite writes by other processes, jobs finished elsewhere).
+// wake-ups, and their announcements of cancelled running jobs
+// (store.CancelNotice) to the cancel hook (SubscribeCancels). Polling stays
+// the fallback for everything the notifier cannot hear (SQLite writes by
+// other processes, jobs finished elsewhere); heartbeats, for cancels.
 package notifier
 
 import (
@@ -13,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/idem-dev/idem/internal/startstop"
+	"github.com/idem-dev/idem/store"
 )
 
 // Listener is implemented by stores that announce new jobs from other
@@ -31,6 +34,8 @@ type Notifier struct {
 
 	mu       sync.Mutex
 	queues   map[string]func()              // the wake-up of each queue's producer
+	cancels  func(store.Lease)              // the cancel hook (nil: none)
+	resync   func()                         // told when announcements may have been lost
 	finished map[int64]map[*waiter]struct{} // JobWait waiters by job id
 }
 
@@ -52,11 +57,21 @@ func (n *Notifier) Subscribe(queue string, wake func()) {
 	n.queues[queue] = wake
 }
 
-// Start relays the listener's announcements until Stop; without a listener
-// or subscribed queues it does nothing.
+// SubscribeCancels makes cancel the hook told of each running job cancelled
+// in any process (store.CancelNotice), and resync the one told when such
+// announcements may have been lost (the listener connected, first or
+// again). Neither may block: the next announcements wait for them.
+func (n *Notifier) SubscribeCancels(cancel func(store.Lease), resync func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cancels, n.resync = cancel, resync
+}
+
+// Start relays the listener's announcements until Stop; without a listener,
+// or without subscribed queues and cancel hook, it does nothing.
 func (n *Notifier) Start(ctx context.Context) error {
 	n.mu.Lock()
-	idle := n.listener == nil || len(n.queues) == 0
+	idle := n.listener == nil || (len(n.queues) == 0 && n.cancels == nil)
 	n.mu.Unlock()
 	if idle {
 		return nil
@@ -73,15 +88,45 @@ func (n *Notifier) Start(ctx context.Context) error {
 	return nil
 }
 
-// listen wakes the producer of every queue the store announces.
+// listen wakes the producer of every queue the store announces and tells
+// the cancel hook of every cancelled running job, in the order announced: a
+// cancel comes before the queue its transaction made work available in, so
+// the cancelled handler is told before that queue's producer wakes.
 func (n *Notifier) listen(ctx context.Context) {
 	ch, err := n.listener.Listen(ctx)
 	if err != nil {
 		n.logger.Warn("listen for new jobs failed; polling only", "err", err)
 		return
 	}
-	for queue := range ch {
-		n.WakeQueues([]string{queue})
+	// Cancels committed before the LISTEN was in place (the producers start
+	// first) were announced to nobody.
+	n.resynced()
+	for v := range ch {
+		if lease, ok := store.ParseCancelNotice(v); ok {
+			n.mu.Lock()
+			cancel := n.cancels
+			n.mu.Unlock()
+			if cancel != nil {
+				cancel(lease)
+			}
+			continue
+		}
+		if v == "" { // reconnected: announcements may have been lost
+			n.WakeQueues(nil)
+			n.resynced()
+			continue
+		}
+		n.WakeQueues([]string{v})
+	}
+}
+
+// resynced tells the resync hook that announcements may have been lost.
+func (n *Notifier) resynced() {
+	n.mu.Lock()
+	resync := n.resync
+	n.mu.Unlock()
+	if resync != nil {
+		resync()
 	}
 }
 

@@ -31,6 +31,7 @@ type Heartbeater struct {
 	store   store.Jobs
 	running *Running
 	cfg     HeartbeaterConfig
+	kick    chan struct{} // Kick: renew now
 
 	// TestSignals tell tests about renewals; inert unless initialised.
 	TestSignals struct {
@@ -47,7 +48,17 @@ func NewHeartbeater(st store.Jobs, running *Running, cfg *HeartbeaterConfig) *He
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return &Heartbeater{store: st, running: running, cfg: c}
+	return &Heartbeater{store: st, running: running, cfg: c, kick: make(chan struct{}, 1)}
+}
+
+// Kick makes the heartbeater renew now rather than at its next tick (when
+// announcements of cancels may have been lost: a renewal finds them); it
+// never blocks.
+func (h *Heartbeater) Kick() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Start renews in the background until Stop.
@@ -66,6 +77,7 @@ func (h *Heartbeater) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-h.kick:
 			}
 			h.RunOnce(context.WithoutCancel(ctx))
 		}

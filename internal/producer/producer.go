@@ -241,6 +241,7 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 		registered[i] = p.running.add(row, cancels[i])
 	}
 	keys := p.exec.AcquireKeys(cctx, jobs)
+	p.renewShort(cctx, jobs)
 	for i, row := range jobs {
 		if p.cfg.OnClaim != nil {
 			p.cfg.OnClaim(row, now)
@@ -271,6 +272,64 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 	}
 	p.TestSignals.Claimed.Signal(len(jobs))
 	return len(jobs), report.NextRefill, nil
+}
+
+// renewShort renews, before their handlers start, the leases of the jobs
+// that have less than two thirds of a lease left (the claim's answer or
+// its key step was slow): the heartbeater renews every third of a lease on
+// its own schedule, and might come only after such a lease ended, when the
+// rescuer may give the job to another process while its handler runs here.
+// A lease the store no longer renews (it ended, or the job was cancelled)
+// is cancelled here, so its handler does not start, and given back when it
+// still runs under the claim's token (ended, not yet rescued): available
+// at once, its attempt not counted. When the renewal fails, the leases that
+// have ended are cancelled the same way (the heartbeater's rule); the
+// others start and the heartbeater goes on trying.
+func (p *Producer) renewShort(ctx context.Context, jobs []*idemtype.JobRow) {
+	now := p.cfg.Now()
+	var leases []store.Lease
+	var ends []time.Time
+	for _, j := range jobs {
+		if j.LeaseExpiresAt != nil && j.LeaseExpiresAt.Sub(now) < 2*p.cfg.LeaseDuration/3 {
+			leases = append(leases, store.Lease{ID: j.ID, Token: j.LeaseToken})
+			ends = append(ends, *j.LeaseExpiresAt)
+		}
+	}
+	if len(leases) == 0 {
+		return
+	}
+	until := now.Add(p.cfg.LeaseDuration)
+	errs, err := p.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: until, Now: now})
+	if err != nil {
+		p.cfg.Logger.Warn("renewing the short leases of a slow claim failed", "queue", p.cfg.Queue, "jobs", len(leases), "err", err)
+		for i, l := range leases {
+			if !ends[i].After(p.cfg.Now()) {
+				p.running.CancelLease(l, idemtype.ErrLeaseLost)
+			}
+		}
+		return
+	}
+	p.running.Renewed(leases, errs, until)
+	var lost []store.Lease
+	for i, e := range errs {
+		if errors.Is(e, idemtype.ErrLeaseLost) {
+			p.running.CancelLease(leases[i], idemtype.ErrLeaseLost)
+			lost = append(lost, leases[i])
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	n, err := p.store.JobReleaseMany(ctx, &store.JobReleaseManyParams{Leases: lost, Now: p.cfg.Now()})
+	if err != nil {
+		p.cfg.Logger.Warn("could not give back the jobs of a slow claim whose lease ended; they wait for the rescuer",
+			"queue", p.cfg.Queue, "jobs", len(lost), "err", err)
+		return
+	}
+	if n > 0 {
+		p.cfg.Logger.Warn("gave back the jobs of a claim that came back after their lease ended", "queue", p.cfg.Queue, "jobs", n)
+		p.Wake()
+	}
 }
 
 // Releaser gives running jobs back (store.Maintenance's JobReleaseMany).

@@ -45,8 +45,17 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 		if out, err = scanJob(tx.QueryRow(ctx, s.sql(qJobCancel), p.ID, now, p.Reason)); err != nil {
 			return err
 		}
-		if state == string(idemtype.StateRunning) && p.Voided != nil {
-			*p.Voided = store.Lease{ID: p.ID, Token: token}
+		if state == string(idemtype.StateRunning) && token != "" {
+			if p.Voided != nil {
+				*p.Voided = store.Lease{ID: p.ID, Token: token}
+			}
+			// Tells the process running the handler (any process) at
+			// once, before the queues: a listener cancels the handler
+			// before it wakes a producer (store.Listener).
+			notice := store.CancelNotice(store.Lease{ID: p.ID, Token: token})
+			if _, err := tx.Exec(ctx, qNotifyOne, s.schema, notice); err != nil {
+				return fmt.Errorf("notify cancel: %w", err)
+			}
 		}
 		queues, err := s.afterFinal(ctx, tx, []int64{p.ID}, []int64{p.ID}, now)
 		if err != nil {

@@ -277,6 +277,9 @@ SELECT ids.id, ids.id IN (SELECT ins.id FROM ins) FROM ids ORDER BY ids.ord`
 
 	// qNotify wakes the listeners of the schema's channel for each queue.
 	qNotify = `SELECT pg_notify($1, q) FROM (SELECT DISTINCT unnest($2::text[]) AS q) AS qs`
+
+	// qNotifyOne sends one notification on the schema's channel.
+	qNotifyOne = `SELECT pg_notify($1, $2)`
 )
 
 // jobColsRet is jobCols for RETURNING clauses of statements on {schema}.jobs

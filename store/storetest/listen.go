@@ -14,6 +14,7 @@ func listenCases() []testCase {
 	return []testCase{
 		{"Listener/insert_notifies_its_queue", testListenInsert},
 		{"Listener/finish_releasing_a_dependant_notifies_its_queue", testListenReleasedDependant},
+		{"Listener/cancel_of_a_running_job_announces_its_lease", testListenCancelRunning},
 	}
 }
 
@@ -80,5 +81,63 @@ func testListenReleasedDependant(t *testing.T, s store.Store) {
 		case <-deadline:
 			t.Fatal("no notification for the released dependant's queue within 10s")
 		}
+	}
+}
+
+// testListenCancelRunning: the cancel of a running job announces the lease
+// it voided (store.CancelNotice), so the process running its handler —
+// whichever it is — cancels it at once instead of at its next heartbeat;
+// the notice comes before the queue the cancel made work available in (a
+// listener stops the handler before it wakes a producer: the partition's
+// next job). The cancel of a job that is not running announces nothing.
+func testListenCancelRunning(t *testing.T, s store.Store) {
+	l := listener(t, s)
+	idle := newJob("idle")
+	idle.Queue = "idle"
+	js := insertNew(t, s, base, newJob("run"), idle)
+	child := newJob("child")
+	child.Queue = "after"
+	child.DependsOn = []int64{js[0].ID}
+	child.DependsOnFinished = true
+	insertNew(t, s, base, child)
+	running := claimJob(t, s, js[0], at(time.Second))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := l.Listen(ctx)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: js[1].ID, Reason: "stop", Now: at(2 * time.Second)}); err != nil {
+		t.Fatalf("cancel idle: %v", err)
+	}
+	if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: running.ID, Reason: "stop", Now: at(2 * time.Second)}); err != nil {
+		t.Fatalf("cancel running: %v", err)
+	}
+	var got []string
+	deadline := time.After(10 * time.Second) // a store that never notifies fails instead of hanging
+	for {
+		select {
+		case v := <-ch:
+			got = append(got, v)
+		case <-deadline:
+			t.Fatalf("got %q within 10s, want the cancel notice of %+v then queue after", got, leaseOf(running))
+		}
+		if v := got[len(got)-1]; v != "after" && v != "" {
+			continue
+		}
+		break
+	}
+	var notices []store.Lease
+	for _, v := range got {
+		if l, ok := store.ParseCancelNotice(v); ok {
+			notices = append(notices, l)
+		}
+	}
+	if len(notices) != 1 || notices[0] != leaseOf(running) {
+		t.Fatalf("notifications %q: want exactly one cancel notice, of the running job's lease %+v, before its dependant's queue",
+			got, leaseOf(running))
+	}
+	if _, ok := store.ParseCancelNotice(got[len(got)-1]); ok || got[len(got)-1] != "after" {
+		t.Fatalf("notifications %q, want the dependant's queue after the notice", got)
 	}
 }
