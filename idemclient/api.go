@@ -31,7 +31,7 @@ type EnqueueRequest struct {
 	PartitionKey   string
 	DependsOn      []string
 	IdempotencyKey string
-	DedupWindow    *time.Duration // nil = server default; 0 = only while unfinished
+	DedupWindow    *time.Duration // nil = server default; 0 = only while unfinished; DedupForever = never reopens
 	ResultTTL      *time.Duration
 	Metadata       json.RawMessage
 	// Timeout limits each attempt; nil = the queue's or kind's.
@@ -83,7 +83,7 @@ func (p *RetryPolicy) wire() *wire.RetrySpec {
 func (r *EnqueueRequest) MarshalJSON() ([]byte, error) {
 	return json.Marshal(&wire.EnqueueRequest{Queue: r.Queue, Kind: r.Kind, Args: r.Args, Priority: r.Priority,
 		RunAt: timeText(r.RunAt.UTC()), MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey,
-		DependsOn: wire.JobIDs(r.DependsOn), IdempotencyKey: r.IdempotencyKey, DedupWindow: durationText(r.DedupWindow),
+		DependsOn: wire.JobIDs(r.DependsOn), IdempotencyKey: r.IdempotencyKey, DedupWindow: dedupWindowText(r.DedupWindow),
 		ResultTTL: durationText(r.ResultTTL), Metadata: r.Metadata, Timeout: durationText(r.Timeout), Retry: r.Retry.wire()})
 }
 
@@ -193,6 +193,24 @@ func durationText(d *time.Duration) *string {
 	}
 	s := d.String()
 	return &s
+}
+
+// DedupForever is a dedup window that never reopens: seed 001 keeps its
+// keys indefinitely. It equals idem.DedupForever (100 years); as an
+// EnqueueRequest's DedupWindow it is sent as the API's "forever".
+const DedupForever = 100 * 365 * 24 * time.Hour
+
+// dedupForeverName is DedupForever's spelling in the API.
+const dedupForeverName = "forever"
+
+// dedupWindowText renders a dedup window as durationText does, and
+// DedupForever as "forever".
+func dedupWindowText(d *time.Duration) *string {
+	if d != nil && *d == DedupForever {
+		s := dedupForeverName
+		return &s
+	}
+	return durationText(d)
 }
 
 // positiveDuration renders d as a Go duration string; nil unless positive.

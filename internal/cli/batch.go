@@ -12,8 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/retryspec"
 )
 
@@ -146,7 +148,7 @@ type batchJobJSON struct {
 	Args           json.RawMessage `json:"args"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Priority       int             `json:"priority"`
-	MaxAttempts    int             `json:"max_attempts"`
+	MaxAttempts    *int            `json:"max_attempts"` // an explicit 0 is refused, as the API does
 	PartitionKey   string          `json:"partition_key"`
 	Metadata       json.RawMessage `json:"metadata"`
 	Retry          *wire.RetrySpec `json:"retry"`
@@ -159,7 +161,14 @@ type batchJobJSON struct {
 
 func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 	out := &idemclient.EnqueueRequest{Kind: r.Kind, Queue: r.Queue, Args: r.Args, IdempotencyKey: r.IdempotencyKey,
-		Priority: r.Priority, MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey, Metadata: r.Metadata}
+		Priority: r.Priority, PartitionKey: r.PartitionKey, Metadata: r.Metadata}
+	if r.MaxAttempts != nil {
+		if *r.MaxAttempts == 0 {
+			// 0 would be sent as no value: the server's default.
+			return nil, idemtype.Invalid("max_attempts", "must be between 1 and %d", idem.MaxMaxAttempts)
+		}
+		out.MaxAttempts = *r.MaxAttempts
+	}
 	for _, id := range r.DependsOn {
 		out.DependsOn = append(out.DependsOn, string(id))
 	}
@@ -178,11 +187,11 @@ func (r *batchJobJSON) request() (*idemclient.EnqueueRequest, error) {
 		if d.v == nil {
 			continue
 		}
-		v, err := time.ParseDuration(*d.v)
+		v, err := jobDuration(d.name, *d.v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.name, err)
+			return nil, err
 		}
-		*d.dst = &v
+		*d.dst = v
 	}
 	if r.Retry == nil {
 		return out, nil

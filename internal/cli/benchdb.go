@@ -70,10 +70,11 @@ func benchSchema(url, flag string) (string, error) {
 // urlSearchPath returns the first schema of the search_path a PostgreSQL
 // URL sets, or "".
 func urlSearchPath(url string) (string, error) {
-	cfg, err := pgx.ParseConfig(url)
+	pcfg, err := pgstore.PoolConfig(url) // errors never quote the password
 	if err != nil {
 		return "", usageErr(fmt.Errorf("database url: %w", err))
 	}
+	cfg := pcfg.ConnConfig
 	sp := cfg.RuntimeParams["search_path"]
 	if sp == "" {
 		// options=-c search_path=a,b (or -csearch_path=…)
@@ -168,7 +169,7 @@ func refuseUsed(ctx context.Context, c *idem.Client, d *benchDB, url string) err
 
 // schemaExists reports whether the schema exists.
 func schemaExists(ctx context.Context, url, schema string) (bool, error) {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgstore.Connect(ctx, url)
 	if err != nil {
 		return false, fmt.Errorf("connect: %w", err)
 	}
@@ -184,7 +185,7 @@ func schemaExists(ctx context.Context, url, schema string) (bool, error) {
 func dropSchema(ctx context.Context, url, schema string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgstore.Connect(ctx, url)
 	if err != nil {
 		return fmt.Errorf("drop schema %s: %w", schema, err)
 	}

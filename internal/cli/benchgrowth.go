@@ -21,6 +21,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/pgstore"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
@@ -316,7 +317,7 @@ const settleMax = 2_000_000
 // enqueues took (not the checks between them); an error if settleMax jobs
 // did not settle the table.
 func settle(ctx context.Context, db *benchDB, url string, c *idem.Client) (int, time.Duration, error) {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgstore.Connect(ctx, url)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -412,7 +413,7 @@ func prefill(ctx context.Context, db *benchDB, url string, waiting, finished int
 		waitID = res.Job.ID
 	}
 	if db.schema != "" {
-		conn, err := pgx.Connect(ctx, url)
+		conn, err := pgstore.Connect(ctx, url)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // claimTracer records the statements the store runs while armed, so that
@@ -74,7 +75,7 @@ func explainClaim(ctx context.Context, db *benchDB, url string, tr *claimTracer,
 	if err != nil {
 		return "", fmt.Errorf("claim: %w", err)
 	}
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgstore.Connect(ctx, url)
 	if err != nil {
 		return "", err
 	}

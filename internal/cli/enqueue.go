@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/internal/retryspec"
 )
 
 type enqueueFlags struct {
@@ -62,9 +64,9 @@ own retries never create two jobs.`,
 	fl.StringVar(&f.key, "key", "", "idempotency key")
 	fl.StringVar(&f.runAt, "run-at", "", "not before this RFC 3339 time")
 	fl.StringVar(&f.partition, "partition-key", "", "FIFO partition key")
-	fl.StringVar(&f.dedup, "dedup-window", "", "how long the key blocks new jobs (e.g. 168h; 0s = while unfinished)")
-	fl.StringVar(&f.ttl, "result-ttl", "", "how long the result is cached (e.g. 168h)")
-	fl.StringVar(&f.timeout, "timeout", "", "limit of one attempt (e.g. 30s; default the queue's or kind's)")
+	fl.StringVar(&f.dedup, "dedup-window", "", "how long the key blocks new jobs (e.g. 168h or 3600 seconds; 0s = while unfinished; forever = never reopens)")
+	fl.StringVar(&f.ttl, "result-ttl", "", "how long the result is cached (e.g. 168h or 3600 seconds)")
+	fl.StringVar(&f.timeout, "timeout", "", "limit of one attempt (e.g. 30s or 30 seconds; default the queue's or kind's)")
 	fl.StringVar(&f.metadata, "metadata", "", "metadata as a JSON object")
 	fl.IntVar(&f.priority, "priority", 0, "priority (higher first)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "attempts before the job is dead (default: the server's)")
@@ -105,17 +107,32 @@ func (f *enqueueFlags) request(kind string) (*idemclient.EnqueueRequest, error) 
 		req.RunAt = t
 	}
 	for _, d := range []struct {
-		name, v string
-		dst     **time.Duration
-	}{{"--dedup-window", f.dedup, &req.DedupWindow}, {"--result-ttl", f.ttl, &req.ResultTTL}, {"--timeout", f.timeout, &req.Timeout}} {
+		flag, field, v string
+		dst            **time.Duration
+	}{{"--dedup-window", "dedup_window", f.dedup, &req.DedupWindow}, {"--result-ttl", "result_ttl", f.ttl, &req.ResultTTL},
+		{"--timeout", "timeout", f.timeout, &req.Timeout}} {
 		if d.v == "" {
 			continue
 		}
-		v, err := time.ParseDuration(d.v)
+		v, err := jobDuration(d.field, d.v)
 		if err != nil {
-			return nil, usageErr(fmt.Errorf("%s: %w", d.name, err))
+			return nil, usageErr(fmt.Errorf("%s: %w", d.flag, err))
 		}
-		*d.dst = &v
+		*d.dst = v
 	}
 	return req, nil
+}
+
+// jobDuration parses the value of a job's duration field (dedup_window,
+// result_ttl, timeout) as POST /v1/jobs does, with the server's own parser
+// (internal/retryspec.Duration): Go syntax or integer seconds, not
+// negative; dedup_window also "forever" (idemclient.DedupForever, sent as
+// "forever"). A refusal is an *idemtype.InvalidError naming field; the
+// server's further checks (a positive result_ttl) answer for themselves.
+func jobDuration(field, v string) (*time.Duration, error) {
+	if field == "dedup_window" && v == idem.DedupForeverName {
+		d := idemclient.DedupForever
+		return &d, nil
+	}
+	return retryspec.Duration(field, &v)
 }

@@ -20,13 +20,13 @@ const (
 	ExitOK       = 0 // success
 	ExitError    = 1 // any other failure
 	ExitUsage    = 2 // bad flags, arguments or configuration
-	ExitNotFound = 3 // the job, key or database does not exist
+	ExitNotFound = 3 // the job, key, database or its schema does not exist
 	ExitConflict = 4 // the state forbids it: wrong state, lease lost, key reused or in progress
 )
 
 // exitCodesHelp documents the exit codes in the root help.
 const exitCodesHelp = `Exit codes: 0 ok, 1 error, 2 usage (bad flag, argument or configuration),
-3 not found (job, key or database), 4 conflict (wrong state, lease lost,
+3 not found (job, key, database or schema), 4 conflict (wrong state, lease lost,
 idempotency key reused or in progress).`
 
 // exitError carries a specific exit code.
@@ -78,7 +78,7 @@ func classify(err error) (code int, hint string) {
 		code = ee.code
 	case cobraUsage(err):
 		code = ExitUsage
-	case errors.Is(err, errNoDatabase), errors.Is(err, idemtype.ErrNotFound):
+	case errors.Is(err, errNoDatabase), errors.Is(err, errNoSchema), errors.Is(err, idemtype.ErrNotFound):
 		code = ExitNotFound
 	case errors.Is(err, idemtype.ErrWrongState), errors.Is(err, idemtype.ErrLeaseLost),
 		errors.Is(err, idemtype.ErrKeyReused), errors.Is(err, idemtype.ErrKeyInProgress):

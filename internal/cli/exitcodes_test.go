@@ -95,7 +95,7 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"enqueue", "k", "--metadata", "[1"}, "--metadata"},
 		{[]string{"enqueue", "k", "--run-at", "tomorrow"}, "--run-at"},
 		{[]string{"enqueue", "k", "--dedup-window", "a week"}, "--dedup-window"},
-		{[]string{"enqueue", "k", "--result-ttl", "7"}, "--result-ttl"},
+		{[]string{"enqueue", "k", "--result-ttl", "7 days"}, "--result-ttl"}, // "7" is 7 seconds, as in the API
 		{[]string{"enqueue", "k", "--priority", "high"}, "--priority"},
 		{[]string{"jobs", "retry", id, "--run-at", "2026-13-01"}, "--run-at"},
 		{[]string{"jobs", "list", "--limit", "many"}, "--limit"},

@@ -190,10 +190,13 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 		defer ops.ln.Close()
 		listeners = append(listeners, ops)
 	}
-	applied, expected, _ := schemaVersion(ctx, st)
+	applied, expected, versioned := schemaVersion(ctx, st)
 	logger.Info("idem serve starting", "version", versionString(), "store", storeKind(url),
 		"schema_version", applied, "schema_expected", expected, "no_migrate", cfg.NoMigrate)
 	if err := ensureAdminKey(ctx, st, stdout, cfg.jsonOut); err != nil {
+		if cfg.NoMigrate && versioned && applied == 0 {
+			return noSchemaError(err)
+		}
 		return err
 	}
 	var g group
@@ -208,6 +211,17 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	err = g.run()
 	logger.Info("idem serve stopped", "err", err)
 	return err
+}
+
+// errNoSchema is returned when `idem serve --no-migrate` finds a database
+// without idem's schema: nothing has migrated it yet (exit code 3).
+var errNoSchema = errors.New("the database has no idem schema")
+
+// noSchemaError is err, the failure of a store with no schema version
+// applied under --no-migrate, as errNoSchema with the hint to migrate.
+func noSchemaError(err error) error {
+	return withHint(fmt.Errorf("%w: it was never migrated and --no-migrate does not migrate it (%w)", errNoSchema, err),
+		"run `idem migrate` with the same --database (and "+envSchema+") first, or start without --no-migrate")
 }
 
 // storeKind names the backend of url for the startup line (never the URL:
@@ -249,7 +263,7 @@ func ensureAdminKey(ctx context.Context, st store.Store, w io.Writer, asJSON boo
 func mintFirstAdminKey(ctx context.Context, st store.Store, w io.Writer, asJSON bool, afterList func()) error {
 	keys, err := st.APIKeyList(ctx)
 	if err != nil {
-		return fmt.Errorf("list api keys: %w", err)
+		return fmt.Errorf("look for an API key: %w", err) // the store's error says "list api keys"
 	}
 	if len(keys) > 0 {
 		return nil

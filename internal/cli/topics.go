@@ -9,8 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
 )
+
+// maxEventsLimit is the largest page of GET /v1/topics/{topic}/events.
+const maxEventsLimit = 500
 
 // newTopicsCmd publishes events and manages subscriptions, the event log
 // and replays over the HTTP API.
@@ -30,6 +34,10 @@ func newSubscribeCmd(af *apiFlags) *cobra.Command {
 	c := &cobra.Command{Use: "subscribe TOPIC NAME", Short: "Create or replace a subscription (a generated secret is printed once)",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("max-attempts") && req.MaxAttempts < 1 {
+				// 0 would be sent as no value: the server's default.
+				return usageErr(fmt.Errorf("--max-attempts %d: invalid max_attempts: want 1 to %d", req.MaxAttempts, idem.MaxMaxAttempts))
+			}
 			cl, err := af.client()
 			if err != nil {
 				return err
@@ -152,6 +160,10 @@ func newEventsCmd(af *apiFlags) *cobra.Command {
 	var limit int
 	c := &cobra.Command{Use: "events TOPIC", Short: "List the event log of a topic, oldest first", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > maxEventsLimit {
+				// 0 or less would be sent as no value: the server's page size.
+				return usageErr(fmt.Errorf("--limit %d: invalid limit: want 1 to %d", limit, maxEventsLimit))
+			}
 			cl, err := af.client()
 			if err != nil {
 				return err
@@ -179,7 +191,7 @@ func newEventsCmd(af *apiFlags) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&partition, "partition-key", "", "only this entity")
 	fl.StringSliceVar(&types, "type", nil, "only these types")
-	fl.IntVar(&limit, "limit", 50, "page size (max 500)")
+	fl.IntVar(&limit, "limit", 50, "page size, 1 to 500")
 	fl.StringVar(&cursor, "cursor", "", "next page")
 	return c
 }
