@@ -29,7 +29,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) error {
 	if every != nil {
 		sc.Every = *every
 	}
-	if sc.DedupWindow, err = parseDuration("dedup_window", req.DedupWindow); err != nil {
+	if sc.DedupWindow, err = parseDedupWindow(req.DedupWindow); err != nil {
 		return err
 	}
 	if sc.ResultTTL, err = parseDuration("result_ttl", req.ResultTTL); err != nil {
@@ -156,6 +156,9 @@ func renderSchedule(info *idem.ScheduleInfo) *wire.Schedule {
 	}
 	if info.DedupWindow != nil {
 		out.DedupWindow = info.DedupWindow.String()
+		if *info.DedupWindow == idem.DedupForever {
+			out.DedupWindow = idem.DedupForeverName
+		}
 	}
 	if info.ResultTTL != nil {
 		out.ResultTTL = info.ResultTTL.String()
