@@ -61,17 +61,19 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
 	poll := time.NewTicker(c.cfg.PollInterval)
 	defer poll.Stop()
 	for {
-		signal := c.notifier.InsertedC()
+		signal, stopWaiting := c.notifier.WaitInserted(p.Queues)
 		var report store.ClaimReport
 		jobs, err := c.claimCut(ctx, &p, &report)
 		if p.Throttle != nil {
 			*p.Throttle = ClaimThrottle{Throttled: report.Throttled, NextAvailableAt: report.NextRefill}
 		}
 		if err != nil || len(jobs) > 0 {
+			stopWaiting()
 			return jobs, err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			stopWaiting()
 			return []*JobRow{}, nil
 		}
 		if report.Throttled && !report.NextRefill.IsZero() {
@@ -83,12 +85,14 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
+			stopWaiting()
 			return []*JobRow{}, nil
 		case <-signal:
 		case <-poll.C:
 		case <-timer.C:
 		}
 		timer.Stop()
+		stopWaiting()
 	}
 }
 

@@ -30,10 +30,9 @@ type Notifier struct {
 	listener Listener // nil: local wake-ups only
 	logger   *slog.Logger
 
-	inserted Broadcaster // long-polling claims
-
 	mu       sync.Mutex
 	queues   map[string]func()              // the wake-up of each queue's producer
+	polls    map[string]map[*poll]struct{}  // long-polling claims by queue
 	cancels  func(store.Lease)              // the cancel hook (nil: none)
 	resync   func()                         // told when announcements may have been lost
 	finished map[int64]map[*waiter]struct{} // JobWait waiters by job id
@@ -41,13 +40,19 @@ type Notifier struct {
 
 type waiter struct{ ch chan struct{} }
 
+// poll is a long-polling claim waiting for a job in one of its queues.
+type poll struct {
+	ch     chan struct{} // closed at the wake-up
+	queues []string
+}
+
 // New returns a notifier; l may be nil (no remote announcements).
 func New(l Listener, logger *slog.Logger) *Notifier {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	return &Notifier{listener: l, logger: logger, queues: map[string]func(){},
-		finished: map[int64]map[*waiter]struct{}{}}
+		polls: map[string]map[*poll]struct{}{}, finished: map[int64]map[*waiter]struct{}{}}
 }
 
 // Subscribe makes wake the wake-up of queue (one per queue).
@@ -67,13 +72,12 @@ func (n *Notifier) SubscribeCancels(cancel func(store.Lease), resync func()) {
 	n.cancels, n.resync = cancel, resync
 }
 
-// Start relays the listener's announcements until Stop; without a listener,
-// or without subscribed queues and cancel hook, it does nothing.
+// Start relays the listener's announcements until Stop; without a listener
+// it does nothing. It listens also without subscribed queues or cancel
+// hook: long-polling claims (a server's pull workers) wait for other
+// processes' jobs too.
 func (n *Notifier) Start(ctx context.Context) error {
-	n.mu.Lock()
-	idle := n.listener == nil || (len(n.queues) == 0 && n.cancels == nil)
-	n.mu.Unlock()
-	if idle {
+	if n.listener == nil {
 		return nil
 	}
 	ctx, shouldStart, started, stopped := n.StartInit(ctx)
@@ -88,7 +92,8 @@ func (n *Notifier) Start(ctx context.Context) error {
 	return nil
 }
 
-// listen wakes the producer of every queue the store announces and tells
+// listen wakes the producer and the long polls of every queue the store
+// announces and tells
 // the cancel hook of every cancelled running job, in the order announced: a
 // cancel comes before the queue its transaction made work available in, so
 // the cancelled handler is told before that queue's producer wakes.
@@ -130,22 +135,54 @@ func (n *Notifier) resynced() {
 	}
 }
 
-// Inserted tells long-polling claims and the producer of queue that a job
-// may be available.
-func (n *Notifier) Inserted(queue string) {
-	n.inserted.Broadcast()
+// Inserted tells the long-polling claims and the producer of queue that a
+// job may be available there.
+func (n *Notifier) Inserted(queue string) { n.WakeQueues([]string{queue}) }
+
+// WaitInserted returns a channel closed at the next job announced in one
+// of queues (inserted, promoted, released; by this process or, through the
+// listener, another), and the function that stops waiting (call it when
+// done either way). Take it before looking for jobs, so that one made
+// between the look and the wait is not missed.
+func (n *Notifier) WaitInserted(queues []string) (<-chan struct{}, func()) {
+	p := &poll{ch: make(chan struct{}), queues: queues}
 	n.mu.Lock()
-	wake := n.queues[queue]
+	for _, q := range queues {
+		ps := n.polls[q]
+		if ps == nil {
+			ps = map[*poll]struct{}{}
+			n.polls[q] = ps
+		}
+		ps[p] = struct{}{}
+	}
 	n.mu.Unlock()
-	if wake != nil {
-		wake()
+	return p.ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.dropPoll(p)
 	}
 }
 
-// InsertedC returns a channel closed at the next insert (for long polls).
-func (n *Notifier) InsertedC() <-chan struct{} { return n.inserted.C() }
+// dropPoll forgets p in every queue it waits on; n.mu is held.
+func (n *Notifier) dropPoll(p *poll) {
+	for _, q := range p.queues {
+		if ps := n.polls[q]; ps != nil {
+			delete(ps, p)
+			if len(ps) == 0 {
+				delete(n.polls, q)
+			}
+		}
+	}
+}
 
-// WakeQueues wakes the named producers, or all of them for nil.
+// wakePoll closes p's channel (once: it is then forgotten); n.mu is held.
+func (n *Notifier) wakePoll(p *poll) {
+	close(p.ch)
+	n.dropPoll(p)
+}
+
+// WakeQueues wakes the producers and long polls of the named queues, or of
+// every queue for nil.
 func (n *Notifier) WakeQueues(queues []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -153,11 +190,19 @@ func (n *Notifier) WakeQueues(queues []string) {
 		for _, wake := range n.queues {
 			wake()
 		}
+		for _, ps := range n.polls {
+			for p := range ps {
+				n.wakePoll(p)
+			}
+		}
 		return
 	}
 	for _, q := range queues {
 		if wake := n.queues[q]; wake != nil {
 			wake()
+		}
+		for p := range n.polls[q] {
+			n.wakePoll(p)
 		}
 	}
 }
@@ -198,31 +243,5 @@ func (n *Notifier) Finished(ids []int64) {
 			close(w.ch)
 		}
 		delete(n.finished, id)
-	}
-}
-
-// Broadcaster wakes every waiter at once. The zero value is ready to use.
-type Broadcaster struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// C returns a channel closed at the next Broadcast.
-func (b *Broadcaster) C() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch == nil {
-		b.ch = make(chan struct{})
-	}
-	return b.ch
-}
-
-// Broadcast wakes the current waiters.
-func (b *Broadcaster) Broadcast() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch != nil {
-		close(b.ch)
-		b.ch = nil
 	}
 }

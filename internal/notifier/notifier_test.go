@@ -56,22 +56,39 @@ func TestNotifier(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	t.Run("inserted wakes its queue and long polls", func(t *testing.T) {
+	t.Run("inserted wakes its queue's producer and long polls only", func(t *testing.T) {
 		t.Parallel()
 		n := notifier.New(nil, nil)
 		var a, b atomic.Int32
 		n.Subscribe("a", func() { a.Add(1) })
 		n.Subscribe("b", func() { b.Add(1) })
-		poll := n.InsertedC()
+		pollA, stopA := n.WaitInserted([]string{"a"})
+		defer stopA()
+		pollAB, stopAB := n.WaitInserted([]string{"a", "b"})
+		defer stopAB()
+		pollB, stopB := n.WaitInserted([]string{"b"})
 		n.Inserted("a")
 		n.Inserted("unknown")
-		if a.Load() != 1 || b.Load() != 0 || !closed(poll) || closed(n.InsertedC()) {
-			t.Fatalf("a=%d b=%d", a.Load(), b.Load())
+		if a.Load() != 1 || b.Load() != 0 || !closed(pollA) || !closed(pollAB) || closed(pollB) {
+			t.Fatalf("a=%d b=%d; polls a %v, a+b %v, b %v", a.Load(), b.Load(), closed(pollA), closed(pollAB), closed(pollB))
 		}
+		n.Inserted("b") // pollAB was woken and forgotten: not closed twice
+		if !closed(pollB) {
+			t.Fatal("the poll of b was not woken")
+		}
+		stopB() // after the wake-up: harmless
+		next, stopNext := n.WaitInserted([]string{"b"})
+		stopNext() // stopped before any insert: never closed
+		n.WakeQueues(nil)
+		if closed(next) {
+			t.Fatal("a stopped poll was woken")
+		}
+		all, stopAll := n.WaitInserted([]string{"c"})
+		defer stopAll()
 		n.WakeQueues(nil)
 		n.WakeQueues([]string{"b"})
-		if a.Load() != 2 || b.Load() != 2 {
-			t.Fatalf("a=%d b=%d", a.Load(), b.Load())
+		if a.Load() != 3 || b.Load() != 4 || !closed(all) {
+			t.Fatalf("a=%d b=%d, poll of c woken %v", a.Load(), b.Load(), closed(all))
 		}
 	})
 
@@ -102,6 +119,8 @@ func TestNotifier(t *testing.T) {
 		n := notifier.New(l, nil)
 		woken := make(chan string, 1)
 		n.Subscribe("q", func() { woken <- "q" })
+		poll, stopPoll := n.WaitInserted([]string{"q"})
+		defer stopPoll()
 		if err := n.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -112,6 +131,11 @@ func TestNotifier(t *testing.T) {
 		case <-woken:
 		case <-time.After(10 * time.Second):
 			t.Fatal("announcement not relayed")
+		}
+		select {
+		case <-poll:
+		case <-time.After(10 * time.Second):
+			t.Fatal("announcement not relayed to the long poll")
 		}
 		n.Stop()
 		n.Stop()
@@ -126,13 +150,29 @@ func TestNotifier(t *testing.T) {
 		n.Stop()
 	})
 
-	t.Run("without a listener or queues start does nothing", func(t *testing.T) {
+	t.Run("without a listener start does nothing", func(t *testing.T) {
 		t.Parallel()
 		n := notifier.New(nil, nil)
 		_ = n.Start(ctx)
 		n.Stop()
-		m := notifier.New(&chanListener{ch: make(chan string)}, nil)
-		_ = m.Start(ctx) // no subscribed queue
-		m.Stop()
+	})
+
+	t.Run("without queues it listens for long polls", func(t *testing.T) {
+		t.Parallel()
+		l := &chanListener{ch: make(chan string)}
+		n := notifier.New(l, nil) // no subscribed queue, no cancel hook
+		poll, stopPoll := n.WaitInserted([]string{"pull"})
+		defer stopPoll()
+		if err := n.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer n.Stop()
+		<-n.Started()
+		l.ch <- "pull"
+		select {
+		case <-poll:
+		case <-time.After(10 * time.Second):
+			t.Fatal("announcement not relayed to the long poll of a notifier without queues")
+		}
 	})
 }
