@@ -42,6 +42,14 @@ func EnqueueTx[TTx any](ctx context.Context, c *Client, tx TTx, items []EnqueueP
 // a handler's own writes and its completion commit together (exactly-once
 // effects). The handler should return the same result afterwards; the
 // runtime's own completion then finds the job completed and does nothing.
+// Once tx has committed the completion stands whatever the handler does
+// next: an error, another result or a panic is logged, and the job stays
+// completed with the result that committed, reported to the Observer once
+// as completed. When tx rolls back, what the handler returns is the
+// attempt's outcome, as if JobCompleteTx had not been called. After the
+// commit the job no longer runs under the handler's lease: a heartbeat
+// before the handler returns cancels its context (cause ErrLeaseLost), so
+// work after the commit should not depend on that context.
 func JobCompleteTx[TTx any](ctx context.Context, tx TTx, result any) error {
 	ex, row, ok := executor.JobFromContext(ctx)
 	if !ok {
@@ -69,5 +77,6 @@ func JobCompleteTx[TTx any](ctx context.Context, tx TTx, result any) error {
 	if len(errs) > 0 && errs[0] != nil {
 		return fmt.Errorf("job complete tx: %w", errs[0])
 	}
+	executor.NoteTxCompletion(ctx, fin)
 	return nil
 }

@@ -62,6 +62,10 @@ type txEnv[TTx any] struct {
 	count func(ctx context.Context, q string) (int, error)
 	// orders is the application's orders table.
 	orders string
+	// enqueue and complete are EnqueueTx and JobCompleteTx, set by anyEnv
+	// (whose transactions are of type any).
+	enqueue  func(ctx context.Context, c *idem.Client, tx any, items []idem.EnqueueParams) ([]idem.EnqueueResult, error)
+	complete func(ctx context.Context, tx any, result any) error
 }
 
 // sqliteTxEnv runs the application's transactions with sqlitestore.WriteTx,

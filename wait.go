@@ -18,9 +18,10 @@ const JobWaitMaxPoll = time.Second
 // A job finished by this client (its workers, a pull Complete or Fail, a
 // cancel) wakes the waiter at once through the notifier. A job finished by
 // another process is seen by polling: the job is re-read after
-// Config.PollInterval, the interval doubling up to JobWaitMaxPoll.
+// Config.PollInterval (at most JobWaitMaxPoll), the interval doubling up
+// to JobWaitMaxPoll.
 func (c *Client) JobWait(ctx context.Context, id int64) (*JobRow, error) {
-	poll := c.cfg.PollInterval
+	poll := min(c.cfg.PollInterval, JobWaitMaxPoll)
 	for {
 		// Register before reading, so a finish between the read and the
 		// wait is not missed.

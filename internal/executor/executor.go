@@ -126,6 +126,18 @@ func (e *Executor) Now() time.Time { return e.cfg.Now() }
 // lost, the client stopping) does not start: the attempt fails with the
 // context's cause.
 func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) *store.JobFinishParams {
+	fin, _ := e.Attempt(ctx, row, key)
+	return fin
+}
+
+// Attempt is Execute that also reports whether fin is the completion the
+// handler wrote in a transaction of its own (idem.JobCompleteTx; see
+// settleTx). Such a finish is written even when the job's lease was lost
+// meanwhile: that transaction's commit ended the lease (the heartbeat then
+// finds the job no longer running), and the store accepts the finish as
+// a repeat of this lease's completion, or refuses it (ErrLeaseLost) when
+// the transaction rolled back and the lease was lost indeed.
+func (e *Executor) Attempt(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) (fin *store.JobFinishParams, inTx bool) {
 	start := e.cfg.Now()
 	fin, run := e.Settle(ctx, row, key)
 	if run && row.IdempotencyKey != "" {
@@ -135,14 +147,14 @@ func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store
 	case run && ctx.Err() != nil:
 		e.SetOutcome(fin, row, nil, fmt.Errorf("not started: %w", context.Cause(ctx)))
 	case run:
-		e.run(ctx, row, fin)
+		inTx = e.run(ctx, row, fin)
 	}
 	if run {
 		e.releaseCancelledKey(ctx, row)
 	}
 	now := e.cfg.Now()
 	fin.FinishedAt, fin.DurationMS = now, now.Sub(start).Milliseconds()
-	return fin
+	return fin, inTx
 }
 
 // Settle does the key step of an attempt: it reports whether the handler
@@ -335,15 +347,68 @@ func (e *Executor) callHandler(ctx context.Context, row *idemtype.JobRow) (res [
 }
 
 // run makes the attempt: the kind's handler, else a delivery to the job's
-// target.
-func (e *Executor) run(ctx context.Context, row *idemtype.JobRow, fin *store.JobFinishParams) {
+// target. It reports whether fin is the completion the handler wrote in a
+// transaction of its own (settleTx).
+func (e *Executor) run(ctx context.Context, row *idemtype.JobRow, fin *store.JobFinishParams) (inTx bool) {
 	if e.cfg.Handler(row.Kind) == nil && e.cfg.Target != nil {
 		e.deliver(ctx, row, fin)
-		return
+		return false
 	}
-	ctx = WithJob(ctx, e, row)
+	r := &running{exec: e, row: row}
+	ctx = context.WithValue(ctx, runningKey{}, r)
 	res, err := e.callWithTimeout(ctx, row)
 	e.SetOutcome(fin, row, res, err)
+	if tf := r.tx.Load(); tf != nil {
+		return e.settleTx(ctx, row, fin, tf, err)
+	}
+	return false
+}
+
+// TxReadTimeout bounds the read with which an attempt whose handler
+// completed its job in a transaction (JobCompleteTx) and then returned
+// something else learns whether that transaction committed.
+const TxReadTimeout = 10 * time.Second
+
+// settleTx decides the finish of an attempt whose handler wrote tf, its
+// job's completion, in a transaction of its own (NoteTxCompletion) and then
+// returned the outcome fin holds (handlerErr being its error). When that
+// outcome is the same completion there is nothing to decide. Otherwise
+// the transaction's completion stands if it committed (the job reads
+// completed, at this attempt): fin becomes tf, which the store accepts as a
+// repeat of this lease's completion (and refuses were it not this
+// lease's), so the job is reported once, completed with the result that
+// committed, whatever the handler did afterwards. A transaction that rolled
+// back leaves the job running: fin stays the handler's outcome. It reports
+// whether fin is then tf's completion.
+func (e *Executor) settleTx(ctx context.Context, row *idemtype.JobRow, fin, tf *store.JobFinishParams, handlerErr error) bool {
+	if fin.State == idemtype.StateCompleted && store.SameResult(fin.Result, tf.Result) {
+		return true
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TxReadTimeout)
+	defer cancel()
+	cur, err := e.cfg.Store.JobGet(rctx, &store.JobGetParams{ID: row.ID})
+	if err != nil {
+		e.cfg.Logger.Warn("read job completed in a transaction", "job", row.ID, "err", err)
+		return false
+	}
+	if cur.State != idemtype.StateCompleted || cur.Attempt != row.Attempt {
+		return false // rolled back (or not committed yet): the handler's outcome
+	}
+	e.cfg.Logger.Warn("handler returned something else after its JobCompleteTx committed; the job stays completed with the committed result",
+		"job", row.ID, "kind", row.Kind, "handler_err", handlerErr)
+	*fin = *tf
+	return true
+}
+
+// NoteTxCompletion records that the handler of ctx's job wrote fin, the
+// job's completion, in a transaction of its own (idem.JobCompleteTx):
+// whether that transaction committed is known only once the handler has
+// returned (settleTx). It does nothing outside a handler's context.
+func NoteTxCompletion(ctx context.Context, fin *store.JobFinishParams) {
+	if r, ok := ctx.Value(runningKey{}).(*running); ok {
+		cp := *fin
+		r.tx.Store(&cp)
+	}
 }
 
 // callWithTimeout is callHandler under the job's timeout: the handler's
@@ -486,11 +551,9 @@ type runningKey struct{}
 type running struct {
 	exec *Executor
 	row  *idemtype.JobRow
-}
-
-// WithJob returns ctx carrying the job it runs, for JobFromContext.
-func WithJob(ctx context.Context, e *Executor, row *idemtype.JobRow) context.Context {
-	return context.WithValue(ctx, runningKey{}, &running{exec: e, row: row})
+	// tx is the completion the handler wrote in its own transaction
+	// (NoteTxCompletion), if any.
+	tx atomic.Pointer[store.JobFinishParams]
 }
 
 // JobFromContext returns the executor and job of a handler's context; ok is

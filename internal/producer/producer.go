@@ -250,11 +250,15 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 		key := keys[row.ID]
 		go func() {
 			defer p.running.done()
-			fin := p.exec.Execute(jctx, row, key)
+			fin, inTx := p.exec.Attempt(jctx, row, key)
 			// The lease is renewed until the finish is written (a completer
 			// slower than the lease must not let the rescuer run the job
-			// again), and a kept finish is no longer released by Stop.
-			if !p.running.keep(j) {
+			// again), and a kept finish is no longer released by Stop. The
+			// finish of a lost lease is dropped, unless it is the completion
+			// the handler wrote in its own transaction (JobCompleteTx),
+			// whose commit is what ended the lease: the store accepts it as
+			// a repeat (so it is reported once) or refuses it as lease-lost.
+			if !p.running.keep(j) && !inTx {
 				p.done(j, cancel)
 				p.running.remove(j)
 				return

@@ -123,8 +123,12 @@ type insertItem struct {
 
 // JobInsertManyTx is JobInsertMany inside the caller's transaction tx
 // (which must be on this store's database): the jobs exist exactly when tx
-// commits. Notifications are sent at commit.
+// commits. Notifications are sent at commit. A nil or empty batch is a
+// no-op.
 func (s *Store) JobInsertManyTx(ctx context.Context, tx pgx.Tx, p *store.JobInsertManyParams) ([]store.JobInsertResult, error) {
+	if p == nil || len(p.Jobs) == 0 {
+		return []store.JobInsertResult{}, nil
+	}
 	if err := store.CheckInsertTenants(p.Jobs); err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}

@@ -116,7 +116,8 @@ const (
 const (
 	// qJobSeq is the last job id ever allocated.
 	qJobSeq = `SELECT max(COALESCE((SELECT max(id) FROM jobs), 0), (SELECT seq FROM job_seq WHERE id = 1))`
-	// qJobSeqRaise records a deleted job's id as the high-water mark.
+	// qJobSeqRaise records a deleted job's id (or the last id handed to a
+	// WriteTx function that rolled back) as the high-water mark.
 	qJobSeqRaise = `UPDATE job_seq SET seq = max(seq, ?) WHERE id = 1`
 
 	qJobInsert = `INSERT INTO jobs (id, tenant, queue, kind, args, state, priority, max_attempts,

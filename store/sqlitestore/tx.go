@@ -47,6 +47,13 @@ type inWriteTx struct{}
 // goroutines that write to the store. Store writes inside fn must go
 // through tx; one made with the context fn receives returns an error
 // instead of waiting for ever. Close every *sql.Rows before fn returns.
+// Heartbeats and the rescuer are writes too: a fn that runs longer than
+// the client's lease (idem.Config.LeaseDuration) can cost running jobs
+// their leases. fn must not end the transaction itself (COMMIT, ROLLBACK,
+// END, or RELEASE / ROLLBACK TO of a savepoint it did not create; its own
+// savepoints are fine): that ends the group commit it runs in, and WriteTx
+// and the writes grouped with it then report an error although what ran
+// before may have committed. Return an error to roll fn's writes back.
 //
 // A panic in fn rolls its writes back and is raised again in the goroutine
 // that called WriteTx (fn itself runs on the writer's goroutine, where it
@@ -67,6 +74,13 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 		if fnErr != nil || panicked != nil {
 			if _, err := t.exec("ROLLBACK TO caller_tx"); err != nil {
 				return fmt.Errorf("rollback to savepoint: %w", err)
+			}
+			// The ids of jobs fn inserted were handed to it (and to the
+			// Observer): like a deleted job's, they are never given again.
+			if t.nextID > 0 {
+				if _, err := t.exec(qJobSeqRaise, t.nextID); err != nil {
+					return fmt.Errorf("raise job sequence: %w", err)
+				}
 			}
 		}
 		if _, err := t.exec("RELEASE caller_tx"); err != nil {
@@ -165,7 +179,10 @@ func (s *Store) JobInsertManyTx(ctx context.Context, tx *Tx, p *store.JobInsertM
 
 // JobFinishManyTx is JobFinishMany inside the caller's transaction tx, so a
 // handler's own writes and its job's completion commit together
-// (idem.JobCompleteTx).
+// (idem.JobCompleteTx). The finishes are all or nothing within tx: when
+// they fail part-way, what they wrote is rolled back (a savepoint of their
+// own), so a caller that ignores the error and commits keeps its own writes
+// and none of the finishes' (the jobs still run under their leases).
 func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFinishParams) ([]error, error) {
 	if err := tx.check(); err != nil {
 		return nil, err
@@ -176,8 +193,20 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFini
 	if len(ps) == 0 {
 		return nil, nil
 	}
+	if _, err := tx.t.exec("SAVEPOINT finish_tx"); err != nil {
+		return nil, fmt.Errorf("finish jobs: savepoint: %w", err)
+	}
 	errs := make([]error, len(ps))
-	if err := finishMany(tx.t, ps, finishIDs(ps), errs); err != nil {
+	err := finishMany(tx.t, ps, finishIDs(ps), errs)
+	if err != nil {
+		if _, rerr := tx.t.exec("ROLLBACK TO finish_tx"); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+		}
+	}
+	if _, rerr := tx.t.exec("RELEASE finish_tx"); rerr != nil && err == nil {
+		err = fmt.Errorf("release savepoint: %w", rerr)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	return errs, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
@@ -25,6 +26,12 @@ const FailKind = "storetest_refused"
 func InsertTxAtomic(t *testing.T, s store.Store, insertThenCommit func(ctx context.Context, p *store.JobInsertManyParams) (insertErr, commitErr error)) {
 	t.Helper()
 	ctx := t.Context()
+	// A nil or empty batch is a no-op, as for JobInsertMany.
+	for _, p := range []*store.JobInsertManyParams{nil, {Now: base}} {
+		if insertErr, commitErr := insertThenCommit(ctx, p); insertErr != nil || commitErr != nil {
+			t.Errorf("JobInsertManyTx of %+v: insert %v, commit %v; want a no-op", p, insertErr, commitErr)
+		}
+	}
 	batch := []*store.JobInsertParams{newJob("tx_plain"), keyed("tx_keyed", "tx-key", "a"), newJob(FailKind)}
 	insertErr, _ := insertThenCommit(ctx, &store.JobInsertManyParams{Jobs: batch, Now: base})
 	if insertErr == nil {
@@ -67,4 +74,49 @@ func InsertTxAtomic(t *testing.T, s store.Store, insertThenCommit func(ctx conte
 	if kinds["tx_plain"] != 1 || kinds["tx_before"] != 0 || kinds["tx_every"] != 0 {
 		t.Errorf("jobs by kind %v, want one tx_plain of the good batch and none of the refused ones", kinds)
 	}
+}
+
+// FinishFailKind is the kind of job the backend's test makes the database
+// refuse to release from pending (a trigger of its own), for
+// FinishTxAtomic.
+const FinishFailKind = "storetest_refused_release"
+
+// FinishTxAtomic checks that a JobFinishManyTx failing part-way (the
+// completion of a job whose dependant, of FinishFailKind, the database
+// refuses to release after the job's own row was written) leaves nothing
+// of the finish in the caller's transaction, even when the caller ignores
+// the error and commits: the job still runs under its lease, without a
+// result, and its dependant is still pending. finishThenCommit runs one
+// finish in a fresh caller's transaction, then commits it whatever the
+// finish returned, and reports both errors (a backend whose failed
+// statement aborts the transaction refuses the commit). The backend's test
+// installs the refusal of FinishFailKind on s before calling it.
+func FinishTxAtomic(t *testing.T, s store.Store, finishThenCommit func(ctx context.Context, p []*store.JobFinishParams) (finishErr, commitErr error)) {
+	t.Helper()
+	ctx := t.Context()
+	if finishErr, commitErr := finishThenCommit(ctx, nil); finishErr != nil || commitErr != nil {
+		t.Errorf("JobFinishManyTx of no finishes: finish %v, commit %v; want a no-op", finishErr, commitErr)
+	}
+	parent := insert1(t, s, base, newJob("tx_parent"))
+	dep := newJob(FinishFailKind)
+	dep.DependsOn = []int64{parent.ID}
+	child := insert1(t, s, base, dep)
+	running := claimJob(t, s, parent, base)
+	finishErr, _ := finishThenCommit(ctx, []*store.JobFinishParams{completion(running, `"done"`, at(time.Second))})
+	if finishErr == nil {
+		t.Fatal("JobFinishManyTx of a completion whose dependant the database refuses to release: no error")
+	}
+	if got := mustGet(t, s, parent.ID); got.State != idemtype.StateRunning || got.Result != nil {
+		t.Errorf("job after its failed completion was committed by the caller: %s with result %s, want running without one",
+			got.State, got.Result)
+	}
+	wantState(t, s, child.ID, idemtype.StatePending)
+	// The lease still holds: a finish that succeeds commits whole.
+	fail := failure(running, idemtype.StateRetryable, idemtype.OutcomeFailed, "boom", at(time.Minute), at(time.Second))
+	finishErr, commitErr := finishThenCommit(ctx, []*store.JobFinishParams{fail})
+	if finishErr != nil || commitErr != nil {
+		t.Fatalf("a good finish: finish %v, commit %v", finishErr, commitErr)
+	}
+	wantState(t, s, parent.ID, idemtype.StateRetryable)
+	wantState(t, s, child.ID, idemtype.StatePending)
 }
