@@ -42,7 +42,9 @@ type EnqueueRequest struct {
 
 // RetryPolicy is a job's own retry policy: the delay before retry n is
 // Base·Factor^(n-1) capped at Max with ±Jitter, or Delays[n-1] (the last
-// repeats). Zero fields take the server's defaults (5s, 2, 1h, 0.1).
+// repeats). Zero fields take the server's defaults (5s, 2, 1h, 0.1). A Max
+// below Base — each as written or defaulted, so a Base above 1h needs a
+// Max — is refused by the server (ErrInvalid naming retry.max).
 type RetryPolicy struct {
 	MaxAttempts int // attempts in all; 0 = the job's MaxAttempts
 	Base        time.Duration
