@@ -67,8 +67,14 @@ func (c *Client) ResultLeaseAcquire(ctx context.Context, key string, opts *Resul
 		o = *opts
 	}
 	// The token carries the time the lease was taken (hex unix ms), so
-	// Complete can report how long the work took without a column.
+	// Complete can report how long the work took without a column, and
+	// the result TTL and lease asked for here (hex ms, 0 for none), so
+	// Complete and Renew use them when they name none.
 	token := strconv.FormatInt(c.now().UnixMilli(), 16) + "." + store.NewToken()
+	if o.TTL > 0 || o.Lease > 0 {
+		token += "." + strconv.FormatInt(max(o.TTL.Milliseconds(), 0), 16) +
+			"." + strconv.FormatInt(max(o.Lease.Milliseconds(), 0), 16)
+	}
 	p := c.resultLeaseParams(o.Tenant, key, token, o.Lease, o.TTL)
 	lease, rec, err := recordlease.Acquire(ctx, c.store, p)
 	if err != nil {
@@ -91,12 +97,16 @@ func (c *Client) ResultLeaseAcquire(ctx context.Context, key string, opts *Resul
 	return &ResultLease{Key: key, Cached: cached}, nil
 }
 
-// ResultLeaseRenew extends the lease of token to now + lease (default
-// Config.LeaseDuration) and returns its new end. A lease taken over by
+// ResultLeaseRenew extends the lease of token to now + lease (0 = the lease
+// given to ResultLeaseAcquire, else Config.LeaseDuration) and returns its
+// new end. A lease taken over by
 // another holder is ErrLeaseLost.
 func (c *Client) ResultLeaseRenew(ctx context.Context, tenant, key, token string, lease time.Duration) (time.Time, error) {
 	if err := validateLease(key, token); err != nil {
 		return time.Time{}, err
+	}
+	if lease <= 0 {
+		_, lease = tokenDurations(token)
 	}
 	until, err := recordlease.Resume(c.store, c.resultLeaseParams(tenant, key, token, lease, 0)).Renew(ctx)
 	if err != nil {
@@ -106,7 +116,8 @@ func (c *Client) ResultLeaseRenew(ctx context.Context, tenant, key, token string
 }
 
 // ResultLeaseComplete stores result (JSON; nil = null) as the key's result
-// for ttl (default Config.ResultTTL) and ends the lease. duration is how long
+// for ttl (0 = the TTL given to ResultLeaseAcquire, else Config.ResultTTL)
+// and ends the lease. duration is how long
 // the work took (0 = since the lease was taken). A lease lost to another
 // holder is ErrLeaseLost and stores nothing.
 func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token string, result json.RawMessage, ttl, duration time.Duration) (*DoResult, error) {
@@ -118,6 +129,9 @@ func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token str
 	}
 	if duration <= 0 {
 		duration = leaseAge(token, c.now())
+	}
+	if ttl <= 0 {
+		ttl, _ = tokenDurations(token)
 	}
 	lease := recordlease.Resume(c.store, c.resultLeaseParams(tenant, key, token, 0, ttl))
 	return c.doStore(ctx, key, lease, result, c.now().Add(-duration))
@@ -172,4 +186,23 @@ func leaseAge(token string, now time.Time) time.Duration {
 		return 0
 	}
 	return max(now.Sub(time.UnixMilli(at)), 0)
+}
+
+// tokenDurations are the result TTL and the lease the acquire of token
+// asked for; 0 for what it did not ask (or a token that does not carry them).
+func tokenDurations(token string) (ttl, lease time.Duration) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 4 {
+		return 0, 0
+	}
+	return hexMillis(parts[2]), hexMillis(parts[3])
+}
+
+// hexMillis parses a positive duration in hex milliseconds; 0 otherwise.
+func hexMillis(s string) time.Duration {
+	ms, err := strconv.ParseInt(s, 16, 64)
+	if err != nil || ms <= 0 || ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }

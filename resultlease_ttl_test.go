@@ -90,3 +90,69 @@ func TestDoOutlivesTTL(t *testing.T) {
 		})
 	}
 }
+
+// TestResultLeaseKeepsTheAcquiresTTL: the result TTL given at acquire
+// (ResultLeaseOpts.TTL, the acquire's result_ttl over HTTP, the Go
+// client's LeaseAcquire ttl) is how long the result is kept when the
+// complete names none, as the idemclient LeaseComplete cannot. The
+// complete used Config.ResultTTL instead: a result asked to be kept an
+// hour was kept a day (or a day's asked for was dropped after an hour).
+func TestResultLeaseKeepsTheAcquiresTTL(t *testing.T) {
+	t.Parallel()
+	for _, kind := range leaseStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, clock := fakeClockClient(t, kind)
+			for _, ttl := range []time.Duration{time.Hour, 72 * time.Hour} {
+				key := "acq-ttl:" + ttl.String()
+				l, err := c.ResultLeaseAcquire(ctx, key, &idem.ResultLeaseOpts{Lease: time.Minute, TTL: ttl})
+				if err != nil || l.Token == "" {
+					t.Fatalf("acquire: %+v %v", l, err)
+				}
+				clock.Add(time.Second)
+				if _, err := c.ResultLeaseComplete(ctx, "", key, l.Token, json.RawMessage(`1`), 0, 0); err != nil {
+					t.Fatalf("complete: %v", err)
+				}
+				rec, err := c.DoRecordGet(ctx, "", key)
+				if err != nil || rec.CompletedAt == nil || rec.ResultExpiresAt == nil {
+					t.Fatalf("record: %+v %v", rec, err)
+				}
+				if got := rec.ResultExpiresAt.Sub(*rec.CompletedAt); got != ttl {
+					t.Errorf("result kept %v after its completion, want the acquire's %v", got, ttl)
+				}
+			}
+		})
+	}
+}
+
+// TestResultLeaseRenewKeepsTheAcquiresLease: a renewal without a lease
+// (the Go client's LeaseRenew with 0, renew over HTTP without "lease")
+// extends the lease by the duration it was acquired with. It renewed to
+// Config.LeaseDuration, shortening a 10-minute lease to the default: a
+// holder renewing every third of its 10 minutes lost the key to another
+// caller in between, and the work ran twice.
+func TestResultLeaseRenewKeepsTheAcquiresLease(t *testing.T) {
+	t.Parallel()
+	for _, kind := range leaseStoreKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, clock := fakeClockClient(t, kind)
+			const lease = 10 * time.Hour // longer than any default
+			l, err := c.ResultLeaseAcquire(ctx, "renew:k", &idem.ResultLeaseOpts{Lease: lease})
+			if err != nil || l.Token == "" {
+				t.Fatalf("acquire: %+v %v", l, err)
+			}
+			clock.Add(time.Hour)
+			until, err := c.ResultLeaseRenew(ctx, "", "renew:k", l.Token, 0)
+			if err != nil || !until.Equal(clock.Now().Add(lease)) {
+				t.Fatalf("renew: until %v %v, want now + the acquire's %v = %v", until, err, lease, clock.Now().Add(lease))
+			}
+			clock.Add(3 * time.Hour) // past any default lease, within the acquire's
+			if got, err := c.ResultLeaseAcquire(ctx, "renew:k", nil); !errors.Is(err, idem.ErrKeyInProgress) {
+				t.Fatalf("acquire while the renewed lease lives: %+v %v; want ErrKeyInProgress", got, err)
+			}
+		})
+	}
+}

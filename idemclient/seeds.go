@@ -102,7 +102,8 @@ func (cl *Client) LeaseAcquire(ctx context.Context, key string, lease, ttl time.
 	return nilIfErr(&out, err)
 }
 
-// LeaseRenew extends a lease and returns its new end.
+// LeaseRenew extends a lease and returns its new end; lease 0 means the
+// lease it was acquired with (else the server's default).
 func (cl *Client) LeaseRenew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error) {
 	var out wire.LeaseRenewReply
 	body := &wire.LeaseTokenRequest{LeaseToken: token, Lease: positiveDuration(lease)}

@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -127,12 +129,17 @@ type storedResponse struct {
 //     request id, CORS) are the replaying request's own;
 //   - a repeat gets the stored response again, with Idempotent-Replayed: true;
 //   - a repeat while the first is still running gets 409 (Retry-After: 1);
-//   - the key with another request (fingerprint: SHA-256 of method, path and
-//     body) gets 422;
+//   - the key with another request (fingerprint: SHA-256 of method, path as
+//     sent with its query, and body, byte for byte: headers are not part of
+//     it) gets 422;
 //   - a missing key gets 400 when cfg.Required; a malformed key (not 1–255
 //     printable ASCII) always 400;
-//   - a response the policy refuses (default: 5xx) or a panic releases the
-//     key: a retry with it runs the handler again.
+//   - a response the policy refuses (default: 5xx), a panic, a final 1xx
+//     (101) or a hijacked connection releases the key: a retry with it runs
+//     the handler again;
+//   - the writer is an http.Flusher (a flush before any write sends and
+//     stores the 200 with the headers set so far) and an http.Hijacker;
+//     trailers the handler sets are stored and replayed.
 //
 // Records are scoped by cfg.Tenant and expire after cfg.TTL.
 func Middleware(st MiddlewareRecords, cfg *MiddlewareConfig) func(http.Handler) http.Handler {
@@ -219,12 +226,18 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	m.run(w, r, next, lease, fp)
 }
 
-// requestFingerprint is the hex SHA-256 of method, path and body.
+// requestFingerprint is the hex SHA-256 of method, target (the path as
+// sent, escaped, and the query when there is one) and body. A target
+// without a query or escapes hashes as the decoded path did, so the
+// records stored before the query counted still match their retries.
 func requestFingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
 	h.Write([]byte(r.Method))
 	h.Write([]byte{0})
-	h.Write([]byte(r.URL.Path))
+	h.Write([]byte(r.URL.EscapedPath()))
+	if r.URL.RawQuery != "" {
+		h.Write([]byte("?" + r.URL.RawQuery))
+	}
 	h.Write([]byte{0})
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
@@ -279,14 +292,21 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		}
 	}()
 	next.ServeHTTP(cw, r)
+	if cw.hijacked {
+		// The handler answered on the connection itself: there is no
+		// answer to store, and the key is released.
+		return
+	}
 	if cw.status == 0 {
 		// No WriteHeader nor Write: net/http answers 200 with the headers
 		// set; capture them as it sends them.
 		cw.WriteHeader(http.StatusOK)
 	}
-	if !m.cfg.Keep(cw.status) || cw.overflow {
+	if cw.status < 200 || !m.cfg.Keep(cw.status) || cw.overflow {
+		// A final 1xx (101 Switching Protocols) is no answer to replay.
 		return
 	}
+	cw.captureTrailers()
 	env, err := json.Marshal(storedResponse{Fingerprint: fp, Status: cw.status, Header: cw.header, Body: cw.body.Bytes()})
 	if err != nil {
 		return
@@ -310,6 +330,7 @@ type captureWriter struct {
 	body     bytes.Buffer
 	max      int
 	overflow bool
+	hijacked bool
 }
 
 // WriteHeader implements http.ResponseWriter.
@@ -351,6 +372,49 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return c.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher for streaming handlers (the type
+// assertion as well as http.ResponseController).
+func (c *captureWriter) Flush() { _ = c.FlushError() }
+
+// FlushError flushes the underlying writer; a flush before any write sends
+// the 200 with the headers set so far, and so is it captured.
+func (c *captureWriter) FlushError() error {
+	if c.status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(c.ResponseWriter).Flush()
+}
+
+// Hijack implements http.Hijacker; a hijacked request stores no answer.
+func (c *captureWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, buf, err := http.NewResponseController(c.ResponseWriter).Hijack()
+	if err == nil {
+		c.hijacked = true
+	}
+	return conn, buf, err
+}
+
+// captureTrailers adds the trailers the handler set once it returned (the
+// values of the keys its Trailer header declared, and the keys prefixed
+// with http.TrailerPrefix) to the stored headers, under
+// http.TrailerPrefix, so that the replay sends them as trailers.
+func (c *captureWriter) captureTrailers() {
+	h := c.ResponseWriter.Header()
+	for _, v := range c.header["Trailer"] {
+		for _, k := range strings.Split(v, ",") {
+			k = http.CanonicalHeaderKey(strings.TrimSpace(k))
+			if vv, ok := h[k]; ok && k != "" {
+				c.header[http.TrailerPrefix+k] = slices.Clone(vv)
+			}
+		}
+	}
+	for k, vv := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			c.header[k] = slices.Clone(vv)
+		}
+	}
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

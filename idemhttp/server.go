@@ -80,6 +80,16 @@ const maxClaimReplyBytes = idem.MaxClaimLimit * (2*idem.MaxArgsBytes + idem.MaxE
 // was not stored ran again and answered 409 for a call that had worked.
 const maxJobReplyBytes = 3*idem.MaxArgsBytes + idem.MaxErrorBytes + 16<<10
 
+// leaseReplyBytes bounds the reply of a result-lease complete, which the
+// Idempotency-Key middleware stores up to it: the result (at most a request
+// body of maxBody, each byte of which JSON may write as a six-byte \u
+// escape), the key and the other fields. A complete whose reply was not
+// stored answered its retry (the same key, after a lost reply) 409 lease
+// lost, for a result that was stored.
+func leaseReplyBytes(maxBody int64) int {
+	return int(min(maxBody, 1<<40))*6 + 16<<10
+}
+
 // NewServer returns the API server of client on st (the store the client
 // uses; its API keys and records serve auth and the middleware). When st
 // keeps counters (store.Counters: both stores do), the cache hits and
@@ -111,6 +121,7 @@ func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	s.idemMW = Middleware(st, &mwc)
 	lmw := mwc
 	lmw.Keep = func(status int) bool { return status != http.StatusConflict && kept(status) }
+	lmw.MaxResponseBytes = max(lmw.MaxResponseBytes, DefaultMaxResponseBytes, leaseReplyBytes(c.MaxBodyBytes))
 	s.leaseMW = Middleware(st, &lmw)
 	cmw := mwc
 	cmw.MaxResponseBytes = max(cmw.MaxResponseBytes, DefaultMaxResponseBytes, maxClaimReplyBytes)

@@ -28,14 +28,14 @@ type LeaseReply struct {
 // LeaseTokenRequest is the body of the lease's renew and release calls.
 type LeaseTokenRequest struct {
 	LeaseToken string  `json:"lease_token"`
-	Lease      *string `json:"lease,omitempty"` // renew only
+	Lease      *string `json:"lease,omitempty"` // renew only; default: the acquire's lease, else the server's
 }
 
 // LeaseCompleteRequest is the body of POST /v1/idempotency/{key}/lease/complete.
 type LeaseCompleteRequest struct {
 	LeaseToken string          `json:"lease_token"`
 	Result     json.RawMessage `json:"result,omitempty"`
-	TTL        *string         `json:"result_ttl,omitempty"`
+	TTL        *string         `json:"result_ttl,omitempty"` // default: the acquire's result_ttl, else the server's
 	DurationMS *int64          `json:"duration_ms,omitempty"`
 }
 
