@@ -31,3 +31,19 @@ func CloseNATSConns(c *Client) {
 
 // FitKey is fitKey: the delivery job's partition or idempotency key.
 func FitKey(k string) string { return fitKey(k) }
+
+// ProducersStopped returns a channel closed once every producer of c (a
+// started client) has stopped: Stop then waits for the running handlers.
+func ProducersStopped(c *Client) <-chan struct{} {
+	c.mu.Lock()
+	rt := c.runtime
+	c.mu.Unlock()
+	out := make(chan struct{})
+	go func() {
+		for _, p := range rt.producers {
+			<-p.Stopped()
+		}
+		close(out)
+	}()
+	return out
+}

@@ -20,13 +20,16 @@ const (
 	EventDeduplicated EventType = "deduplicated"
 	// EventClaimed: a worker (in-process or pull) took the job; Wait is set.
 	// A pull claim is reported once it stands (a claim that fails, or
-	// whose caller went away, gives its jobs back and is not reported).
+	// whose caller went away, gives its jobs back and is not reported);
+	// likewise a Go worker's claim whose lease was over when it came back
+	// (given back before its handler started) is not reported.
 	EventClaimed EventType = "claimed"
 	// EventCacheHit: a keyed job (or a Do call: JobID 0, no queue or
 	// kind) was answered from a cached result; for a job, reported once
 	// its cached finish is written, just before its EventFinished.
 	EventCacheHit EventType = "cache_hit"
-	// EventCacheMiss: a keyed job (or a Do call) found no cached result and runs.
+	// EventCacheMiss: a keyed job (or a Do call) found no cached result and
+	// runs: reported as its handler starts (a pull job's, as it is handed out).
 	EventCacheMiss EventType = "cache_miss"
 	// EventFinished: an attempt ended; State, Outcome, Run and Err are set.
 	// Reported once the finish is written: a finish the store did not take

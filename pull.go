@@ -216,6 +216,7 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, token string, re
 			c.finished(fin.ID)
 		}
 	}
+	out = c.dropVoided(ctx, out, now.Add(p.Lease))
 	if err := c.capLeases(ctx, out, now); err != nil {
 		return nil, now, err
 	}

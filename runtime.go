@@ -201,7 +201,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Unlock()
 
 	c.stopProducers(ctx, rt) // no executor starts after this
-	c.notifier.Stop()
+	// The notifier listens until the handlers have returned and their
+	// finishes are written: a cancel announced by another process while
+	// they wind down still cancels its handler at once.
 	done := make(chan struct{})
 	go func() { rt.running.Wait(); close(done) }()
 	var err error
@@ -234,6 +236,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	// (the released jobs are lost: no longer renewed); stopped before,
 	// a drain longer than a lease let the rescuer take a finished job.
 	rt.completer.Drain(drain)
+	c.notifier.Stop()
 	rt.heartbeater.Stop()
 	c.targets.close() // no delivery runs any more: drop connections
 	for _, s := range rt.services {

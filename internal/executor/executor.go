@@ -140,13 +140,15 @@ func (e *Executor) Execute(ctx context.Context, row *idemtype.JobRow, key *store
 func (e *Executor) Attempt(ctx context.Context, row *idemtype.JobRow, key *store.RecordAcquireResult) (fin *store.JobFinishParams, inTx bool) {
 	start := e.cfg.Now()
 	fin, run := e.Settle(ctx, row, key)
-	if run && row.IdempotencyKey != "" {
-		e.CountMiss(row)
-	}
 	switch {
 	case run && ctx.Err() != nil:
+		// Not a miss: nothing runs (a job given back runs, and counts its
+		// miss, at a later claim).
 		e.SetOutcome(fin, row, nil, fmt.Errorf("not started: %w", context.Cause(ctx)))
 	case run:
+		if row.IdempotencyKey != "" {
+			e.CountMiss(row)
+		}
 		inTx = e.run(ctx, row, fin)
 	}
 	if run {

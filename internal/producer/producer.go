@@ -241,9 +241,12 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 		registered[i] = p.running.add(row, cancels[i])
 	}
 	keys := p.exec.AcquireKeys(cctx, jobs)
-	p.renewShort(cctx, jobs)
+	stale := p.renewShort(cctx, jobs)
 	for i, row := range jobs {
-		if p.cfg.OnClaim != nil {
+		// A claim whose lease renewShort found over is not reported: its
+		// handler does not start and the job, given back, is reported at
+		// the claim that runs it (as a pull claim given back).
+		if p.cfg.OnClaim != nil && !stale[row.ID] {
 			p.cfg.OnClaim(row, now)
 		}
 		jctx, cancel, j := ctxs[i], cancels[i], registered[i]
@@ -283,25 +286,43 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 // its key step was slow): the heartbeater renews every third of a lease on
 // its own schedule, and might come only after such a lease ended, when the
 // rescuer may give the job to another process while its handler runs here.
+// It checks so too the jobs whose key the claim's key step took (not held
+// by the claim itself): one cancelled before that step (in a process whose
+// cancel is not announced here) would otherwise start its handler, and
+// keep the key lease taken after the cancel until it ended.
 // A lease the store no longer renews (it ended, or the job was cancelled)
-// is cancelled here, so its handler does not start, and given back when it
-// still runs under the claim's token (ended, not yet rescued): available
-// at once, its attempt not counted. When the renewal fails, the leases that
-// have ended are cancelled the same way (the heartbeater's rule); the
-// others start and the heartbeater goes on trying.
-func (p *Producer) renewShort(ctx context.Context, jobs []*idemtype.JobRow) {
+// is cancelled here (cause ErrJobCancelled for a cancelled job, so that
+// the executor gives its key back; else ErrLeaseLost), so its handler does
+// not start, and given back when it still runs under the claim's token
+// (ended, not yet rescued): available at once, its attempt not counted.
+// When the renewal fails, the leases that have ended are cancelled the
+// same way (the heartbeater's rule); the others start and the heartbeater
+// goes on trying. A lease's end is the latest known here (the heartbeater
+// renews the jobs from their registration, also during a slow key step),
+// and the renewal has a context of its own: the claim's may be over by
+// now. It returns the ids of the jobs whose leases it cancelled.
+func (p *Producer) renewShort(ctx context.Context, jobs []*idemtype.JobRow) (stale map[int64]bool) {
 	now := p.cfg.Now()
 	var leases []store.Lease
 	var ends []time.Time
 	for _, j := range jobs {
-		if j.LeaseExpiresAt != nil && j.LeaseExpiresAt.Sub(now) < 2*p.cfg.LeaseDuration/3 {
-			leases = append(leases, store.Lease{ID: j.ID, Token: j.LeaseToken})
-			ends = append(ends, *j.LeaseExpiresAt)
+		l := store.Lease{ID: j.ID, Token: j.LeaseToken}
+		end := p.running.leaseEnd(l)
+		// A key taken by the claim's key step (not held by the claim
+		// itself) may have been taken after a cancel: checked too.
+		keyStep := j.IdempotencyKey != "" && !j.KeyHeld
+		if !end.IsZero() && (keyStep || end.Sub(now) < 2*p.cfg.LeaseDuration/3) {
+			leases = append(leases, l)
+			ends = append(ends, end)
 		}
 	}
 	if len(leases) == 0 {
-		return
+		return nil
 	}
+	stale = map[int64]bool{}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseDuration/3)
+	defer cancel()
+	defer context.AfterFunc(p.abort, cancel)() // AbortClaim cuts it off too
 	until := now.Add(p.cfg.LeaseDuration)
 	errs, err := p.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: until, Now: now})
 	if err != nil {
@@ -309,31 +330,46 @@ func (p *Producer) renewShort(ctx context.Context, jobs []*idemtype.JobRow) {
 		for i, l := range leases {
 			if !ends[i].After(p.cfg.Now()) {
 				p.running.CancelLease(l, idemtype.ErrLeaseLost)
+				stale[l.ID] = true
 			}
 		}
-		return
+		return stale
 	}
 	p.running.Renewed(leases, errs, until)
 	var lost []store.Lease
 	for i, e := range errs {
 		if errors.Is(e, idemtype.ErrLeaseLost) {
-			p.running.CancelLease(leases[i], idemtype.ErrLeaseLost)
+			p.running.CancelLease(leases[i], p.lostCause(ctx, leases[i].ID))
 			lost = append(lost, leases[i])
+			stale[leases[i].ID] = true
 		}
 	}
 	if len(lost) == 0 {
-		return
+		return stale
 	}
 	n, err := p.store.JobReleaseMany(ctx, &store.JobReleaseManyParams{Leases: lost, Now: p.cfg.Now()})
 	if err != nil {
 		p.cfg.Logger.Warn("could not give back the jobs of a slow claim whose lease ended; they wait for the rescuer",
 			"queue", p.cfg.Queue, "jobs", len(lost), "err", err)
-		return
+		return stale
 	}
 	if n > 0 {
 		p.cfg.Logger.Warn("gave back the jobs of a claim that came back after their lease ended", "queue", p.cfg.Queue, "jobs", n)
 		p.Wake()
 	}
+	return stale
+}
+
+// lostCause is the cause to cancel job id's handler with when the store
+// refused to renew its lease: ErrJobCancelled when the job was cancelled
+// (in any process: the executor then gives back a key lease its claim
+// took after the cancel), else ErrLeaseLost.
+func (p *Producer) lostCause(ctx context.Context, id int64) error {
+	row, err := p.store.JobGet(ctx, &store.JobGetParams{ID: id})
+	if err == nil && row.State == idemtype.StateCancelled {
+		return idemtype.ErrJobCancelled
+	}
+	return idemtype.ErrLeaseLost
 }
 
 // Releaser gives running jobs back (store.Maintenance's JobReleaseMany).

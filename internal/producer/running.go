@@ -248,6 +248,17 @@ func (r *Running) Renewed(leases []store.Lease, errs []error, until time.Time) {
 	}
 }
 
+// leaseEnd returns when lease ends as last known here (the claim's end,
+// then each renewal's), or the zero time when it is not registered here.
+func (r *Running) leaseEnd(lease store.Lease) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[lease.ID]; j != nil && j.row.LeaseToken == lease.Token {
+		return j.leaseUntil
+	}
+	return time.Time{}
+}
+
 // Lapsed returns the leases of the running jobs whose handlers still run
 // (not lost, not finishing) and whose lease, as last known here, ended at
 // or before now: no renewal reached the store since it ended, so the
