@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // schedChildEnv makes the test binary a scheduler process (see TestMain):
@@ -22,12 +25,24 @@ const schedChildEnv = "IDEM_SCHED_CHILD"
 
 func schedChild() int {
 	ctx := context.Background()
-	pool, st := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
-	if st == nil {
-		return 2
+	var st store.Store
+	if path := os.Getenv("IDEM_SCHED_SQLITE"); path != "" {
+		s, err := sqlitestore.Open(ctx, path, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "open:", err)
+			return 2
+		}
+		defer s.Close()
+		st = s
+	} else {
+		pool, s := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
+		if s == nil {
+			return 2
+		}
+		defer pool.Close()
+		defer s.Close()
+		st = s
 	}
-	defer pool.Close()
-	defer st.Close()
 	clock := &fakeClock{}
 	c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger()})
 	if err != nil {
@@ -60,9 +75,11 @@ type schedProc struct {
 	out *bufio.Scanner
 }
 
-func startSchedProc(t *testing.T, url, schema string, n int) *schedProc {
+// startSchedProc starts scheduler process n; env names its database
+// (IDEM_MP_URL and IDEM_MP_SCHEMA, or IDEM_SCHED_SQLITE).
+func startSchedProc(t *testing.T, n int, env ...string) *schedProc {
 	t.Helper()
-	cmd, in, out := dbtest.StartChild(t, fmt.Sprintf("%s=%d", schedChildEnv, n), "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+schema)
+	cmd, in, out := dbtest.StartChild(t, append([]string{fmt.Sprintf("%s=%d", schedChildEnv, n)}, env...)...)
 	p := &schedProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	t.Cleanup(func() { p.stop() })
 	return p
@@ -96,7 +113,25 @@ func (p *schedProc) stop() {
 func TestScheduleThreeProcessesPostgres(t *testing.T) {
 	t.Parallel()
 	url, schema := dbtest.NewSchema(t)
-	st := parentPG(t, url, schema)
+	scheduleThreeProcesses(t, parentPG(t, url, schema), "IDEM_MP_URL="+url, "IDEM_MP_SCHEMA="+schema)
+}
+
+// TestScheduleThreeProcessesSQLite is TestScheduleThreeProcessesPostgres
+// with three processes sharing one SQLite file.
+func TestScheduleThreeProcessesSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sched.db")
+	st, err := sqlitestore.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	scheduleThreeProcesses(t, st, "IDEM_SCHED_SQLITE="+path)
+}
+
+// scheduleThreeProcesses runs the day of TestScheduleThreeProcessesPostgres
+// on st, with scheduler processes started with env.
+func scheduleThreeProcesses(t *testing.T, st store.Store, env ...string) {
 	clock := &fakeClock{now: schedDay}
 	admin := schedClient(t, st, clock)
 	for _, s := range daySchedules() {
@@ -105,7 +140,7 @@ func TestScheduleThreeProcessesPostgres(t *testing.T) {
 	start := func() []*schedProc {
 		ps := make([]*schedProc, 3)
 		for i := range ps {
-			ps[i] = startSchedProc(t, url, schema, i)
+			ps[i] = startSchedProc(t, i, env...)
 		}
 		return ps
 	}

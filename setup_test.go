@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(rateChildEnv) != "" {
 		os.Exit(rateChild())
 	}
+	if os.Getenv(sqlMPChildEnv) != "" {
+		os.Exit(sqlMPChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

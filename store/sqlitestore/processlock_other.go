@@ -22,3 +22,12 @@ func lockOpenFiles(context.Context, string, bool, time.Duration) (*os.File, bool
 
 // shareOpenFiles is never called here (lockOpenFiles never locks).
 func shareOpenFiles(*os.File) error { return nil }
+
+// writeGate is not available here: SQLite's busy handler alone decides
+// which writer goes next.
+type writeGate struct{}
+
+func openWriteGate(string) *writeGate         { return nil }
+func (g *writeGate) enter(time.Duration) bool { return false }
+func (g *writeGate) leave()                   {}
+func (g *writeGate) close()                   {}

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,19 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
+// realPath returns path with its symbolic links resolved, as SQLite
+// resolves them before it names the WAL and shared-memory files; path
+// itself when it cannot be resolved, for ":memory:" and for URIs.
+func realPath(path string) string {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return path
+	}
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
+}
+
 // Open opens (creating, mode 0600) the SQLite database at path, starts the
 // writer and, unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
@@ -250,11 +264,18 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	rdb.SetMaxIdleConns(c.ReadConns)
 
 	s := &Store{cfg: c, wdb: wdb, rdb: rdb}
+	// SQLite names the WAL after the file a symbolic link points to; so do
+	// the fsync and the lock files, or a Store opened through a link would
+	// fsync no WAL and miss the Stores that opened the real name.
+	resolved := realPath(path)
 	walPath := ""
 	if c.Synchronous == "FULL" {
-		walPath = path + "-wal"
+		walPath = resolved + "-wal"
 	}
 	s.w = newWriter(conn, c.MaxBatchOps, c.MaxBatchItems, c.Logger, walPath)
+	if resolved != "" && resolved != ":memory:" && !strings.HasPrefix(resolved, "file:") {
+		s.w.gate, s.w.gateWait = openWriteGate(resolved), c.BusyTimeout
+	}
 	s.w.start()
 	if !c.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -262,7 +283,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	if err := s.lockFile(ctx, path); err != nil {
+	if err := s.lockFile(ctx, resolved); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -403,6 +424,7 @@ func (s *Store) Close() error {
 		s.w.stop()
 		s.rstmts.Range(func(_, st any) bool { st.(*sql.Stmt).Close(); return true })
 		err = errors.Join(s.w.close(), s.wdb.Close(), s.rdb.Close())
+		s.w.gate.close()
 		if s.lock != nil {
 			err = errors.Join(err, s.lock.Close()) // releases the process lock
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/batch"
@@ -59,6 +60,10 @@ type writer struct {
 	failed atomic.Pointer[error]
 	// durability numbers the group commits and knows which are durable.
 	durability *durability
+	// gate makes the writers of every Store on the file take turns (nil:
+	// none); gateWait is how long a group waits for it.
+	gate     *writeGate
+	gateWait time.Duration
 }
 
 // syncers is how many WAL fsyncs may be in flight at once. A group
@@ -273,9 +278,13 @@ func (w *writer) runBatch(batch []*writeOp) {
 	w.batches.Add(1)
 	w.opsRun.Add(int64(len(batch)))
 	once := slices.ContainsFunc(batch, func(op *writeOp) bool { return op.Req.once })
+	gated := w.gate.enter(w.gateWait)
 	errs, retry, fatal, seq := w.runOnce(batch, once)
 	if fatal == nil && retry {
 		errs, _, fatal, seq = w.runOnce(batch, true)
+	}
+	if gated {
+		w.gate.leave() // committed or rolled back: the next writer may begin
 	}
 	switch {
 	case fatal == nil && w.walPath != "":
