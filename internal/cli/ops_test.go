@@ -276,3 +276,24 @@ func TestBenchJSON(t *testing.T) {
 		t.Fatalf("bench-http --json: %d %q %q", code, out, errs)
 	}
 }
+
+// TestFileURIDatabase: a database given as a file: URI (docs/operations.md)
+// is the file it names; one with SQLite URI parameters is a usage error
+// naming the query. Before, every file: URI failed with SQLite's "unable
+// to open database file", or "no database" for a file that existed.
+func TestFileURIDatabase(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "uri.db")
+	if _, errs, code := run(t, "migrate", "--create", "--database", "file:"+path); code != ExitOK {
+		t.Fatalf("migrate --create of a file: URI: exit %d %q", code, errs)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the database is not at %s: %v", path, err)
+	}
+	if _, errs, code := run(t, "migrate", "--database", "file://"+path); code != ExitOK {
+		t.Fatalf("migrate of an existing file:// URI: exit %d %q", code, errs)
+	}
+	if _, errs, code := run(t, "migrate", "--database", "file:"+path+"?mode=ro"); code != ExitUsage || !strings.Contains(errs, "query") {
+		t.Fatalf("a file: URI with a query: exit %d %q; want a usage error naming the query", code, errs)
+	}
+}

@@ -87,7 +87,10 @@ func openStore(ctx context.Context, url string, o openOpts) (store.Store, error)
 	if isPostgres(url) {
 		return openPostgresWith(ctx, url, o.noMigrate)
 	}
-	path := sqlitePath(url)
+	path, err := sqlitestore.FilePath(sqlitePath(url))
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("database: %w", err))
+	}
 	if !o.create && path != ":memory:" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, withHint(fmt.Errorf("%w at %s", errNoDatabase, path),

@@ -38,6 +38,7 @@ import (
 	"modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -175,6 +176,40 @@ type Store struct {
 	keys *keyFilter
 }
 
+// FilePath returns the file a "file:" URI names ("file:rel.db",
+// "file:/abs.db", "file:///abs.db", escapes decoded), so that it is opened
+// as a plain path with all that goes with one (lock files, the WAL fsync);
+// other paths are returned as they are (Open takes either). A query or
+// fragment is refused (ErrInvalid):
+// idem sets the connections' pragmas itself, and SQLite's own URI
+// parameters (mode=ro, cache=shared, vfs=…) would break what the store
+// relies on.
+func FilePath(path string) (string, error) {
+	if !strings.HasPrefix(path, "file:") {
+		return path, nil
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return "", idemtype.Invalid("path", "a file: URI that does not parse: %v", err)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", idemtype.Invalid("path", "a file: URI with a query or fragment (%q): idem sets the connection's parameters itself; give the file alone", path)
+	}
+	if u.Host != "" && u.Host != "localhost" {
+		return "", idemtype.Invalid("path", "a file: URI naming host %q: only a local file", u.Host)
+	}
+	p := u.Path
+	if u.Opaque != "" { // file:rel.db
+		if p, err = url.PathUnescape(u.Opaque); err != nil {
+			return "", idemtype.Invalid("path", "a file: URI with a bad escape: %v", err)
+		}
+	}
+	if p == "" {
+		return "", idemtype.Invalid("path", "a file: URI without a file")
+	}
+	return p, nil
+}
+
 // uriPath escapes the characters of a file path that end or escape the
 // path part of a "file:" URI, so a path holding '#' or '?' (t.TempDir of a
 // fuzz seed, "seed#3") opens that file and not a truncated name.
@@ -219,6 +254,9 @@ func realPath(path string) string {
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	if path, err = FilePath(path); err != nil {
 		return nil, err
 	}
 	common := func(v url.Values) {
