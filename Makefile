@@ -27,8 +27,14 @@ bench-e2e:
 	$(GO) run ./cmd/idem bench
 
 ## fuzz: a short run of each fuzz target
+## The HTTP targets start a server per input: with the default minimization
+## (60 s per new input) they spend their time minimizing, not fuzzing.
+HTTP_FUZZ_TARGETS = FuzzDecodeEnqueue FuzzListQuery FuzzClaim FuzzWriteBodies FuzzPathSegment FuzzOtherQueries FuzzHeaders FuzzTokenBodies
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCanonicalize -fuzztime 30s ./key/
+	for t in $(HTTP_FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime 30s -fuzzminimizetime 1x ./idemhttp/ || exit 1; \
+	done
 
 ## mutate: mutation testing with go-gremlins (pinned), one package at a time, each
 ## bounded by MUTATE_BUDGET (docs/testing.md: packages, budget, last scores).

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -226,7 +225,7 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	if id == "" || len(id) > 200 || idem.ValidateKey("id", id) != nil {
-		return fmt.Errorf("%w: api key id: want 1 to 200 printable ASCII characters", idemtype.ErrInvalid)
+		return invalid("id", "want 1 to 200 printable ASCII characters")
 	}
 	err := s.store.APIKeyRevoke(r.Context(), &store.APIKeyRevokeParams{ID: id, Now: s.now()})
 	s.auth.evict(id) // also when the store failed: the next request asks it again

@@ -38,8 +38,8 @@ func deadLetterQuery(q url.Values, f *idem.JobFilter) error {
 		}
 		f.ErrorCode = v
 	}
-	if v := q.Get("resolved"); v != "" {
-		b, err := strconv.ParseBool(v)
+	if q.Has("resolved") { // resolved= (empty) is neither true nor false
+		b, err := strconv.ParseBool(q.Get("resolved"))
 		if err != nil {
 			return invalid("resolved", "must be true or false")
 		}

@@ -58,7 +58,7 @@ func checkQuery(r *http.Request) error {
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return newProblem(http.StatusBadRequest, ProblemInvalid, "Invalid request", "malformed query string: "+err.Error())
+		return invalid("query", "malformed query string: "+err.Error())
 	}
 	for name, vs := range q {
 		for _, v := range vs {

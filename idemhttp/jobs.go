@@ -217,6 +217,9 @@ func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
 	p := &idem.JobListParams{Limit: DefaultListLimit}
 	f := &p.Filter
 	f.Tenant = tenant
+	if q.Has("state") && len(wire.SplitList(q["state"])) == 0 {
+		return nil, invalid("state", "must name at least one state") // state= is not "any state"
+	}
 	for _, s := range wire.SplitList(q["state"]) {
 		st := idemtype.JobState(s)
 		if !st.Valid() {
@@ -234,14 +237,18 @@ func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
 		name string
 		dst  *time.Time
 	}{{"since", &f.Since}, {"until", &f.Until}, {"finished_since", &f.FinishedSince}} {
-		if v := q.Get(t.name); v != "" {
+		if q.Has(t.name) { // since= (empty) is no time, not "any time"
+			v := q.Get(t.name)
+			if v == "" {
+				return nil, invalid(t.name, `"" is not an RFC 3339 time with a zone`)
+			}
 			if *t.dst, err = parseTime(t.name, &v); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
+	if q.Has("limit") { // limit= (empty) is no number, not the default
+		n, err := strconv.Atoi(q.Get("limit"))
 		if err != nil || n < 1 {
 			return nil, invalid("limit", "must be a positive integer")
 		}
@@ -384,6 +391,9 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	if q.Has("state") && len(wire.SplitList(q["state"])) == 0 {
+		return invalid("state", "must name at least one state") // state= is not "any state"
+	}
 	for _, st := range wire.SplitList(q["state"]) {
 		if st != string(idemtype.StateDead) {
 			return invalid("state", "the dead-letter queue holds dead jobs only")

@@ -23,7 +23,10 @@ func limitScope(r *http.Request) (idem.FlowScope, error) {
 			return sc, err
 		}
 		sc.Tenant = name
-		if q := r.URL.Query().Get("queue"); q != "" {
+		// ?queue= present but empty is no queue name, not the whole
+		// tenant: taken for none, a PUT replaced the tenant-wide limit.
+		if qs := r.URL.Query(); qs.Has("queue") {
+			q := qs.Get("queue")
 			if err := idem.ValidateName("queue", q); err != nil {
 				return sc, err
 			}

@@ -110,7 +110,15 @@ func (s *Server) leaseComplete(w http.ResponseWriter, r *http.Request, key strin
 		}
 		dur = time.Duration(*req.DurationMS) * time.Millisecond
 	}
-	res, err := s.client.ResultLeaseComplete(r.Context(), tenantOf(r), key, req.LeaseToken, rawOrNil(req.Result), ttl, dur)
+	result := rawOrNil(req.Result)
+	if result != nil {
+		// The rule of a job's result (strict JSON, double range, depth):
+		// a cached result is read back by every later caller.
+		if err := idem.ValidateJSON("result", result); err != nil {
+			return err
+		}
+	}
+	res, err := s.client.ResultLeaseComplete(r.Context(), tenantOf(r), key, req.LeaseToken, result, ttl, dur)
 	if err != nil {
 		return err
 	}

@@ -266,12 +266,53 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 type problemMux struct{ mux *http.ServeMux }
 
 func (p problemMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodConnect && strings.HasPrefix(r.URL.Path, "/v1/") && !cleanSegments(r.URL.EscapedPath()) {
+		// The mux would redirect (307, an HTML body) to the cleaned path,
+		// another operation (POST …/lease/renew/.. is the acquire), or
+		// answer "no such endpoint" for a name left out (PUT /v1/targets/).
+		if p.routesLiterally(r) {
+			writeProblem(w, invalid("path", `a path segment must not be empty, "." or ".." (escape a name "." as %2E)`))
+		} else {
+			writeProblem(w, newProblem(http.StatusNotFound, ProblemNotFound, "Not found", "no such endpoint"))
+		}
+		return
+	}
 	if _, pattern := p.mux.Handler(r); pattern == "" {
 		pw := &plainErrorWriter{ResponseWriter: w}
 		p.mux.ServeHTTP(pw, r)
 		return
 	}
 	p.mux.ServeHTTP(w, r)
+}
+
+// routesLiterally reports whether r's path names an endpoint when its
+// empty, "." and ".." segments are taken as names.
+func (p problemMux) routesLiterally(r *http.Request) bool {
+	segs := strings.Split(r.URL.EscapedPath(), "/")
+	for i, seg := range segs[1:] {
+		if seg == "" || seg == "." || seg == ".." {
+			segs[i+1] = "x"
+		}
+	}
+	u := *r.URL
+	u.RawPath = ""
+	u.Path = strings.Join(segs, "/")
+	lit := r.Clone(r.Context())
+	lit.URL = &u
+	_, pattern := p.mux.Handler(lit)
+	return pattern != ""
+}
+
+// cleanSegments reports whether the escaped path has no empty, "." or
+// ".." segment (no trailing slash either): the paths the mux routes as
+// they are, without redirecting them or answering 404 for a name left out.
+func cleanSegments(escaped string) bool {
+	for _, seg := range strings.Split(escaped, "/")[1:] {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // plainErrorWriter replaces a text/plain error from the mux by a problem.

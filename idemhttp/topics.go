@@ -200,8 +200,8 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := &idem.EventFilter{Tenant: tenantOf(r), Topic: topic, PartitionKey: q.Get("partition_key"), Types: q["type"]}
 	limit := 50
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
+	if q.Has("limit") { // limit= (empty) is no number, not the default
+		n, err := strconv.Atoi(q.Get("limit"))
 		if err != nil || n < 1 || n > 500 {
 			return invalid("limit", "must be an integer from 1 to 500")
 		}
