@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,10 +26,8 @@ func TestRemoteCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			raw, second := openLeaseStore(t, kind)
-			st := &keyGate{Store: raw, entered: make(chan struct{}, 1), open: make(chan struct{})}
-			var open sync.Once
-			release := func() { open.Do(func() { close(st.open) }) }
-			defer release()
+			st, release := newKeyGate(raw)
+			defer release() // on failure: let the acquire through
 			ran := make(chan int64, 2)
 			workers := idem.NewWorkers()
 			workers.Handle("keyed", func(_ context.Context, j *idem.JobRow) (json.RawMessage, error) {

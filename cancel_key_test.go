@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,9 +25,7 @@ func TestCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			raw, _ := openLeaseStore(t, kind)
-			st := &keyGate{Store: raw, entered: make(chan struct{}, 1), open: make(chan struct{})}
-			var open sync.Once
-			release := func() { open.Do(func() { close(st.open) }) }
+			st, release := newKeyGate(raw)
 			defer release() // on failure: let the acquire through
 			ran := make(chan int64, 2)
 			workers := idem.NewWorkers()

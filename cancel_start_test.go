@@ -23,6 +23,15 @@ type keyGate struct {
 	open    chan struct{}
 }
 
+// newKeyGate wraps raw in a keyGate and returns it with release, which lets
+// the held RecordAcquireMany through (once: call it again, deferred, so
+// that a failing test does not leave the acquire blocked).
+func newKeyGate(raw store.Store) (st *keyGate, release func()) {
+	st = &keyGate{Store: raw, entered: make(chan struct{}, 1), open: make(chan struct{})}
+	var once sync.Once
+	return st, func() { once.Do(func() { close(st.open) }) }
+}
+
 func (s *keyGate) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idem.JobRow, error) {
 	jobs, err := s.Store.JobClaim(ctx, p)
 	for _, j := range jobs {
@@ -55,9 +64,8 @@ func TestCancelBeforeTheHandlerStartsRunsNothing(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			raw, _ := openLeaseStore(t, kind)
-			st := &keyGate{Store: raw, entered: make(chan struct{}, 1), open: make(chan struct{})}
-			var open sync.Once
-			defer open.Do(func() { close(st.open) }) // on failure: let the acquire through
+			st, release := newKeyGate(raw)
+			defer release() // on failure: let the acquire through
 			var starts atomic.Int32
 			workers := idem.NewWorkers()
 			workers.Handle("cancel-me", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
@@ -75,7 +83,7 @@ func TestCancelBeforeTheHandlerStartsRunsNothing(t *testing.T) {
 			case <-time.After(leaseTimeout):
 				t.Fatal("the claimed job never took its key")
 			}
-			cancelHeld(t, c, raw, res.Job.ID, func() { open.Do(func() { close(st.open) }) }, &starts, "before it started")
+			cancelHeld(t, c, raw, res.Job.ID, release, &starts, "before it started")
 		})
 	}
 }
@@ -115,7 +123,8 @@ func TestCancelBetweenClaimAndRegistrationRunsNothing(t *testing.T) {
 			raw, _ := openLeaseStore(t, kind)
 			st := &claimGate{Store: raw, claimed: make(chan []*idem.JobRow, 1), open: make(chan struct{})}
 			var open sync.Once
-			defer open.Do(func() { close(st.open) }) // on failure: let the claim through
+			release := func() { open.Do(func() { close(st.open) }) }
+			defer release() // on failure: let the claim through
 			var starts atomic.Int32
 			workers := idem.NewWorkers()
 			workers.Handle("cancel-me", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
@@ -135,7 +144,7 @@ func TestCancelBetweenClaimAndRegistrationRunsNothing(t *testing.T) {
 			case <-time.After(leaseTimeout):
 				t.Fatal("the job was never claimed")
 			}
-			cancelHeld(t, c, raw, res.Job.ID, func() { open.Do(func() { close(st.open) }) }, &starts,
+			cancelHeld(t, c, raw, res.Job.ID, release, &starts,
 				"between its claim and its registration")
 			as, err := c.JobAttempts(ctx, "", res.Job.ID)
 			if err != nil {

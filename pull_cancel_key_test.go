@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +24,8 @@ func TestPullCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			raw, _ := openLeaseStore(t, kind)
-			st := &keyGate{Store: raw, entered: make(chan struct{}, 1), open: make(chan struct{})}
-			var open sync.Once
-			release := func() { open.Do(func() { close(st.open) }) }
-			defer release()
+			st, release := newKeyGate(raw)
+			defer release() // on failure: let the acquire through
 			c, err := idem.NewClient(st, &idem.Config{Logger: quietLogger(), LeaseDuration: 10 * time.Minute, DisableMaintenance: true})
 			if err != nil {
 				t.Fatal(err)
