@@ -1,11 +1,14 @@
 package idemhttp
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // The result-cache lease over HTTP (idem.Client.ResultLease*): Do for
@@ -90,7 +93,7 @@ func (s *Server) leaseRenew(w http.ResponseWriter, r *http.Request, key string, 
 	}
 	until, err := s.client.ResultLeaseRenew(r.Context(), tenantOf(r), key, req.LeaseToken, lease)
 	if err != nil {
-		return err
+		return leaseLost(key, err)
 	}
 	writeJSON(w, http.StatusOK, &wire.LeaseRenewReply{LeaseExpiresAt: until})
 	return nil
@@ -120,10 +123,22 @@ func (s *Server) leaseComplete(w http.ResponseWriter, r *http.Request, key strin
 	}
 	res, err := s.client.ResultLeaseComplete(r.Context(), tenantOf(r), key, req.LeaseToken, result, ttl, dur)
 	if err != nil {
-		return err
+		return leaseLost(key, err)
 	}
 	writeJSON(w, http.StatusOK, renderDoResult(res))
 	return nil
+}
+
+// leaseLost answers a lost result lease with a detail that names the
+// caller's key: the store's error names the stored key (an internal
+// namespace prefix with a control byte) and the chain of internal steps.
+// Other errors pass unchanged.
+func leaseLost(key string, err error) error {
+	if !errors.Is(err, idemtype.ErrLeaseLost) {
+		return err
+	}
+	return newProblem(http.StatusConflict, ProblemLeaseLost, "Lease lost",
+		fmt.Sprintf("the lease of key %q is not held with this token: it ended, was released or completed, or another holder took the key", key))
 }
 
 // leaseRelease: POST /v1/idempotency/{key}/lease/release → 204; the

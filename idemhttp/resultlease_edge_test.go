@@ -58,8 +58,17 @@ func testResultLeaseEdges(t *testing.T, open opener) {
 		t.Fatal("no acquire got the lease")
 	}
 	wrong := map[string]any{"lease_token": "1." + strings.Repeat("0", 32)}
-	expect(t, e.req("POST", base+"/lease/renew", e.keyA, wrong), 409, "/problems/lease-lost")
-	expect(t, e.req("POST", base+"/lease/complete", e.keyA, map[string]any{"lease_token": wrong["lease_token"], "result": 1}), 409, "/problems/lease-lost")
+	for _, r := range []*resp{e.req("POST", base+"/lease/renew", e.keyA, wrong),
+		e.req("POST", base+"/lease/complete", e.keyA, map[string]any{"lease_token": wrong["lease_token"], "result": 1})} {
+		expect(t, r, 409, "/problems/lease-lost")
+		// The detail names the caller's key, never the stored one (an
+		// internal namespace: a control byte, "do", the key) or the
+		// chain of internal steps.
+		if d, _ := r.json(t)["detail"].(string); strings.Contains(d, "\x1f") || strings.Contains(d, "\x1f") ||
+			strings.Contains(d, "\u001f") || strings.Contains(d, "record") || !strings.Contains(d, strings.Repeat("k", 255)) {
+			t.Fatalf("lease-lost detail %q: want the caller's key and no internal record key", d)
+		}
+	}
 	expect(t, e.req("POST", base+"/lease/release", e.keyA, wrong), 204, "")
 	expect(t, e.req("POST", base+"/lease", e.keyA, body), 409, "/problems/idempotency-key-in-progress")
 	// Another tenant's lease on the key is its own.
