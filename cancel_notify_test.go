@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,19 +130,6 @@ func waitListening(t *testing.T, schema string, n int) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	deadline := time.Now().Add(leaseTimeout)
-	for {
-		var got int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
-			`LISTEN "`+schema+`"`).Scan(&got); err != nil {
-			t.Fatal(err)
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than %d clients listen on the schema's channel", n)
-		}
-		time.Sleep(10 * time.Millisecond) // polls pg_stat_activity
-	}
+	dbtest.Until(t, conn, true, nil, fmt.Sprintf("fewer than %d clients listen on the schema's channel", n),
+		`SELECT count(*) >= $2 FROM pg_stat_activity WHERE query = $1`, `LISTEN "`+schema+`"`, n)
 }

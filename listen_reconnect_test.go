@@ -57,21 +57,8 @@ func TestListenReconnectWakesEveryQueue(t *testing.T) {
 	t.Cleanup(func() { _ = c.Stop(ctx) })
 	clock.Add(2 * time.Minute) // due now; nothing announces it
 	listening := `LISTEN "` + schema + `"`
-	deadline := time.Now().Add(leaseTimeout)
-	for {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE query = $1 AND pid <> pg_backend_pid()`, listening).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the client's LISTEN connection never showed up")
-		}
-		time.Sleep(10 * time.Millisecond) // polls pg_stat_activity for the connection
-	}
+	dbtest.Until(t, pool, true, nil, "the client's LISTEN connection never showed up",
+		`SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity WHERE query = $1 AND pid <> pg_backend_pid()`, listening)
 	select {
 	case id := <-ran:
 		if id != res.Job.ID {
