@@ -65,8 +65,14 @@ func TestSlowClaimGivenBackCountedOnce(t *testing.T) {
 			if row.State != idem.StateCompleted || row.Attempt != 1 {
 				t.Fatalf("job %s at attempt %d, want completed at attempt 1", row.State, row.Attempt)
 			}
-			// JobWait returns once the finish was written, after the
-			// observer was told of it (the completer's written callback).
+			// JobWait may see the committed finish by polling a moment
+			// before the completer's written callback tells the observer:
+			// Stop waits for every finish to be answered.
+			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+			defer scancel()
+			if err := c.Stop(sctx); err != nil {
+				t.Fatal(err)
+			}
 			n, outcomes := obs.of(res.Job.ID)
 			if n[idem.EventClaimed] != 1 || n[idem.EventCacheMiss] != 1 || n[idem.EventFinished] != 1 {
 				t.Fatalf("observed %v (finishes %v), want one claim, one cache miss and one finish for one run", n, outcomes)
