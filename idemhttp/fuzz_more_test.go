@@ -291,7 +291,7 @@ func FuzzOtherQueries(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, query string) {
 		if !sendable(query) {
-			t.Skip("not a request line a client can send")
+			return // not a request line a client can send: nothing to test
 		}
 		e := fuzzEnv(t)
 		for _, c := range []struct {
@@ -359,7 +359,7 @@ func FuzzHeaders(f *testing.F) {
 			}
 			res, err := e.srv.Client().Do(req)
 			if err != nil {
-				t.Skip("a header a client cannot send")
+				return // a header a client cannot send: nothing to test
 			}
 			data, err := io.ReadAll(res.Body)
 			res.Body.Close()
