@@ -483,22 +483,9 @@ func nextTenants(t *wtx, kinds []string, queue string, now int64, after, upTo st
 	if k <= 0 {
 		return nil, nil
 	}
-	probe := `SELECT j.tenant FROM jobs j WHERE j.queue = ?1 AND j.` + sqlClaimable + ` AND j.run_at <= ?2 AND j.tenant > %s` +
-		kindFilter(kinds, 6) + ` ORDER BY j.tenant LIMIT 1`
-	q := `WITH RECURSIVE t(tenant) AS (
-    SELECT (` + fmt.Sprintf(probe, "?3") + `)
-    UNION ALL
-    SELECT (` + fmt.Sprintf(probe, "t.tenant") + `) FROM t WHERE t.tenant IS NOT NULL AND (?4 = '' OR t.tenant < ?4)
-)
-SELECT tenant FROM t WHERE tenant IS NOT NULL AND (?4 = '' OR tenant <= ?4)
-    AND tenant NOT IN (SELECT value FROM json_each(?5))`
-	ex, err := json.Marshal(append([]string{}, excluded...))
+	q, args, err := nextTenantsSQL(kinds, queue, now, after, upTo, excluded)
 	if err != nil {
 		return nil, err
-	}
-	args := []any{queue, now, after, upTo, string(ex)}
-	for _, kind := range kinds {
-		args = append(args, kind)
 	}
 	rows, err := t.query(q, args...)
 	if err != nil {
@@ -514,6 +501,28 @@ SELECT tenant FROM t WHERE tenant IS NOT NULL AND (?4 = '' OR tenant <= ?4)
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// nextTenantsSQL is nextTenants' statement and its arguments.
+func nextTenantsSQL(kinds []string, queue string, now int64, after, upTo string, excluded []string) (string, []any, error) {
+	probe := `SELECT j.tenant FROM jobs j WHERE j.queue = ?1 AND ` + sqlClaimable("j") + ` AND j.run_at <= ?2 AND j.tenant > %s` +
+		kindFilter(kinds, 6) + ` ORDER BY j.tenant LIMIT 1`
+	q := `WITH RECURSIVE t(tenant) AS (
+    SELECT (` + fmt.Sprintf(probe, "?3") + `)
+    UNION ALL
+    SELECT (` + fmt.Sprintf(probe, "t.tenant") + `) FROM t WHERE t.tenant IS NOT NULL AND (?4 = '' OR t.tenant < ?4)
+)
+SELECT tenant FROM t WHERE tenant IS NOT NULL AND (?4 = '' OR tenant <= ?4)
+    AND tenant NOT IN (SELECT value FROM json_each(?5))`
+	ex, err := json.Marshal(append([]string{}, excluded...))
+	if err != nil {
+		return "", nil, err
+	}
+	args := []any{queue, now, after, upTo, string(ex)}
+	for _, kind := range kinds {
+		args = append(args, kind)
+	}
+	return q, args, nil
 }
 
 // kindFilter is the kind condition of a claim, its values bound from
@@ -537,6 +546,25 @@ func kindFilter(kinds []string, first int) string {
 // claimTenants claims up to ns[i] jobs of tenants[i] in queue, in claim
 // order, with one UPDATE: one ordered probe of jobs_claim_tenant per tenant.
 func claimTenants(t *wtx, p *store.JobClaimParams, queue string, tenants []string, ns []int, now int64) ([]*idemtype.JobRow, error) {
+	q, args := claimTenantsSQL(p, queue, tenants, ns, now)
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*idemtype.JobRow
+	for rows.Next() {
+		j, err := scanClaimed(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// claimTenantsSQL is claimTenants' statement and its arguments.
+func claimTenantsSQL(p *store.JobClaimParams, queue string, tenants []string, ns []int, now int64) (string, []any) {
 	// ?1 queue, ?2 now, ?3 lease, ?4 worker, ?5 the claim's lease token
 	// ("": one random token per job), then the tenants, then the kinds. The limits are part of the text, not parameters: SQLite plans
 	// with a bound LIMIT's value, so rebinding another limit would expire
@@ -553,7 +581,7 @@ WHERE id IN (`)
 			sb.WriteString("\n    UNION ALL ")
 		}
 		ti, li := strconv.Itoa(6+i), strconv.Itoa(ns[i])
-		sb.WriteString(`SELECT id FROM (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?` + ti + ` AND j.` + sqlClaimable +
+		sb.WriteString(`SELECT id FROM (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?` + ti + ` AND ` + sqlClaimable("j") +
 			` AND j.run_at <= ?2` + kinds + qClaimHead + ` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + li + `)`)
 		args = append(args, tenant)
 	}
@@ -561,18 +589,5 @@ WHERE id IN (`)
 	for _, kind := range p.Kinds {
 		args = append(args, kind)
 	}
-	rows, err := t.query(sb.String(), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*idemtype.JobRow
-	for rows.Next() {
-		j, err := scanClaimed(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return sb.String(), args
 }

@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -74,5 +75,111 @@ func TestKindStatsPlanUsesIndexes(t *testing.T) {
 		if strings.Contains(plan, "SCAN jobs\n") || strings.HasSuffix(plan, "SCAN jobs") {
 			t.Errorf("tenant %q: the plan scans the jobs table:\n%s", tenant, plan)
 		}
+	}
+}
+
+// explain returns the plan of q with args, one line per step.
+func (s *Store) explain(t *testing.T, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.rdb.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, q)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestRuntimePlansUsePartialIndexes: the statements of the runtime that
+// spell job states (sqlClaimable, sqlUnfinished, sqlFinished) are served
+// by the partial indexes whose predicates they repeat: a claim probes
+// jobs_claim_tenant and its FIFO head rule jobs_partition_head, the
+// tenants' skip scan jobs_claim_tenant, retention jobs_finished. A
+// predicate spelt differently from its index's makes the planner scan.
+func TestRuntimePlansUsePartialIndexes(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	storetest.SeedListPlans(t, s)
+	for _, kinds := range [][]string{nil, {"k1", "k2"}} {
+		p := &store.JobClaimParams{Kinds: kinds, WorkerID: "w"}
+		for _, tenants := range [][]string{{"t1"}, {"t1", "t2"}} {
+			q, args := claimTenantsSQL(p, "default", tenants, []int{10, 5}[:len(tenants)], 1)
+			plan := s.explain(t, q, args...)
+			for _, idx := range []string{"jobs_claim_tenant", "jobs_partition_head"} {
+				if !strings.Contains(plan, "INDEX "+idx) {
+					t.Errorf("claim of %v, kinds %v: the plan does not use %s:\n%s", tenants, kinds, idx, plan)
+				}
+			}
+			if strings.Contains(plan, "SCAN j") || strings.Contains(plan, "SCAN h") {
+				t.Errorf("claim of %v, kinds %v: the plan scans:\n%s", tenants, kinds, plan)
+			}
+		}
+		q, args, err := nextTenantsSQL(kinds, "default", 1, "", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan := s.explain(t, q, args...); !strings.Contains(plan, "INDEX jobs_claim_tenant") {
+			t.Errorf("tenants' skip scan, kinds %v: the plan does not use jobs_claim_tenant:\n%s", kinds, plan)
+		}
+	}
+	for name, c := range map[string]struct {
+		q     string
+		index string
+		args  []any
+	}{
+		"retention":    {qRetentionSelect, "jobs_finished", []any{1, 1, 1, 1, 100}},
+		"stats oldest": {qStatsOldest, "jobs_claim_tenant", []any{"", 1}},
+	} {
+		if plan := s.explain(t, c.q, c.args...); !strings.Contains(plan, "INDEX "+c.index) {
+			t.Errorf("%s: the plan does not use %s:\n%s", name, c.index, plan)
+		}
+	}
+}
+
+// TestIndexPredicatesSpellStatesWithoutLists: no partial index's predicate
+// holds an IN list of more than two values. SQLite evaluates the predicate
+// of every partial index for each row it inserts, and for the old and new
+// row of each update, and an IN list of three or more constants outside a
+// WHERE clause builds a temporary B-tree each time (OpenEphemeral): three
+// of them per job inserted, more per claim and finish, a third of a
+// single insert's CPU. A list of two compares directly.
+func TestIndexPredicatesSpellStatesWithoutLists(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	rows, err := s.rdb.QueryContext(t.Context(), `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	inList := regexp.MustCompile(`(?i)\bIN\s*\(([^()]*)\)`)
+	n := 0
+	for rows.Next() {
+		var name, sql string
+		if err := rows.Scan(&name, &sql); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, m := range inList.FindAllStringSubmatch(sql, -1) {
+			if strings.Count(m[1], ",") >= 2 {
+				t.Errorf("index %s: predicate holds an IN list of %d values (%s): spell it with stateIn's OR form", name, strings.Count(m[1], ",")+1, m[0])
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("read %d indexes: the schema was not read", n)
 	}
 }

@@ -4,6 +4,8 @@ package sqlitestore
 // file. Times are unix microseconds; ?N parameters are numbered where a value
 // is used more than once.
 
+import "strings"
+
 const jobCols = `id, tenant, queue, kind, args, state, priority, attempt, max_attempts, run_at,
 created_at, started_at, finished_at, partition_key, idempotency_key, depends_on, result,
 was_cached, original_job_id, last_error, metadata, lease_token, lease_expires_at, worker_id,
@@ -94,12 +96,33 @@ func sqlRecordExpired(t, now string) string {
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
 
-// Unfinished and claimable states, spelled exactly as in the partial indexes
-// so that the planner can use them.
-const (
-	sqlClaimable  = `state IN ('available', 'scheduled', 'retryable')`
-	sqlUnfinished = `state IN ('pending', 'scheduled', 'available', 'running', 'retryable')`
-)
+// sqlClaimable, sqlUnfinished and sqlFinished are the claimable,
+// unfinished and finished states of the jobs of table alias t ("" for
+// none), spelled exactly as in the partial indexes so that the planner can
+// use them.
+func sqlClaimable(t string) string { return stateIn(t, "available", "scheduled", "retryable") }
+
+func sqlUnfinished(t string) string {
+	return stateIn(t, "pending", "scheduled", "available", "running", "retryable")
+}
+
+func sqlFinished(t string) string { return stateIn(t, "completed", "dead", "cancelled") }
+
+// stateIn is the condition "the state of table alias t is one of states",
+// spelt as a chain of ORs, not as an IN list: SQLite evaluates a partial
+// index's predicate for every row written, and an IN list of three or more
+// constants there builds a temporary B-tree each time (0025).
+func stateIn(t string, states ...string) string {
+	col := "state"
+	if t != "" {
+		col = t + ".state"
+	}
+	terms := make([]string, len(states))
+	for i, st := range states {
+		terms[i] = col + " = '" + st + "'"
+	}
+	return "(" + strings.Join(terms, " OR ") + ")"
+}
 
 // Migrations.
 const (
@@ -252,8 +275,6 @@ ORDER BY k, o`
 
 	qStatsCounts = `SELECT queue, state, count(*), COALESCE(sum(resolved_at IS NULL), 0) FROM jobs
 WHERE (?1 = '' OR tenant = ?1) GROUP BY queue, state`
-	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
-WHERE ` + sqlClaimable + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue`
 	// qStats1m counts the last minute's completions from the completed
 	// job rows (a completion is not an attempt row) and its failures from
 	// the attempt rows.
@@ -270,22 +291,6 @@ GROUP BY queue`
 
 // Claims, heartbeats and finishes.
 const (
-	// qClaimHead is the FIFO head rule, appended to the claim's candidate
-	// selection (table alias j).
-	// A job is the head of its partition when no job of the partition with
-	// a lower id is unfinished and no other job of it is running: a dead
-	// or cancelled head that is retried (JobRetryMany) while its successor
-	// runs waits for that successor to finish, then goes first among the
-	// waiting jobs (lowest id). Both probes read jobs_partition_head (the
-	// second repeats its state list so that the partial index applies;
-	// state = 'running' then filters the partition's unfinished rows).
-	qClaimHead = ` AND (j.partition_key = '' OR (NOT EXISTS (
-    SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
-        AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `)
-    AND NOT EXISTS (
-    SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
-        AND h.tenant = j.tenant AND h.id > j.id AND h.partition_key <> '' AND h.` + sqlUnfinished + `
-        AND h.state = 'running')))`
 
 	// sqlRetryDepState is what the dependencies of job jobs.id make of it
 	// (qJobRetry): 'cancelled' when one is dead or cancelled and the job
@@ -501,19 +506,6 @@ RETURNING tenant, idempotency_key`
 	qPromote = `UPDATE jobs SET state = 'available'
 WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable') AND run_at <= ?1 ORDER BY run_at LIMIT ?2)
 RETURNING queue`
-
-	// qRetentionSelect: ?1 completed before, ?2 cancelled before, ?3 dead
-	// before (0 = keep), ?4 now, ?5 limit.
-	qRetentionSelect = `SELECT id FROM jobs j
-WHERE j.state IN ('completed', 'dead', 'cancelled')
-  AND ((j.state = 'completed' AND ?1 > 0 AND j.finished_at < ?1)
-    OR (j.state = 'cancelled' AND ?2 > 0 AND j.finished_at < ?2)
-    OR (j.state = 'dead' AND ?3 > 0 AND j.finished_at < ?3))
-  AND NOT EXISTS (SELECT 1 FROM idem_keys k
-      WHERE j.idempotency_key <> '' AND k.tenant = j.tenant AND k.key = j.idempotency_key
-        AND k.job_id = j.id AND (k.dedup_until IS NULL OR k.dedup_until > ?4)
-        AND (k.expires_at IS NULL OR k.expires_at > ?4))
-LIMIT ?5`
 )
 
 // qRecordDeleteExpired deletes up to ?2 records expired at ?1, not those
@@ -679,13 +671,49 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	qAPIKeyRevoke = `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`
 )
 
-// qJobKindStats aggregates the jobs created at or after ?2 (µs) per kind
-// and state (?1 tenant, "" = all; ?3 = store.JobKindStatsParams.FinishedSince,
-// µs). Each branch reads one partial index, so the query never walks the
-// history: finished jobs through jobs_finished from ?3, the claimable
-// ones through jobs_claim_tenant, running ones through jobs_running_scope
-// and pending ones through jobs_pending (0024).
-const qJobKindStats = `SELECT kind, state, count(*),
+// Statements that spell job states through sqlClaimable, sqlUnfinished
+// and sqlFinished.
+var (
+	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
+WHERE ` + sqlClaimable("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue`
+
+	// qClaimHead is the FIFO head rule, appended to the claim's candidate
+	// selection (table alias j).
+	// A job is the head of its partition when no job of the partition with
+	// a lower id is unfinished and no other job of it is running: a dead
+	// or cancelled head that is retried (JobRetryMany) while its successor
+	// runs waits for that successor to finish, then goes first among the
+	// waiting jobs (lowest id). Both probes read jobs_partition_head (the
+	// second repeats its state list so that the partial index applies;
+	// state = 'running' then filters the partition's unfinished rows).
+	qClaimHead = ` AND (j.partition_key = '' OR (NOT EXISTS (
+    SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
+        AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND ` + sqlUnfinished("h") + `)
+    AND NOT EXISTS (
+    SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
+        AND h.tenant = j.tenant AND h.id > j.id AND h.partition_key <> '' AND ` + sqlUnfinished("h") + `
+        AND h.state = 'running')))`
+
+	// qRetentionSelect: ?1 completed before, ?2 cancelled before, ?3 dead
+	// before (0 = keep), ?4 now, ?5 limit.
+	qRetentionSelect = `SELECT id FROM jobs j
+WHERE ` + sqlFinished("j") + `
+  AND ((j.state = 'completed' AND ?1 > 0 AND j.finished_at < ?1)
+    OR (j.state = 'cancelled' AND ?2 > 0 AND j.finished_at < ?2)
+    OR (j.state = 'dead' AND ?3 > 0 AND j.finished_at < ?3))
+  AND NOT EXISTS (SELECT 1 FROM idem_keys k
+      WHERE j.idempotency_key <> '' AND k.tenant = j.tenant AND k.key = j.idempotency_key
+        AND k.job_id = j.id AND (k.dedup_until IS NULL OR k.dedup_until > ?4)
+        AND (k.expires_at IS NULL OR k.expires_at > ?4))
+LIMIT ?5`
+
+	// qJobKindStats aggregates the jobs created at or after ?2 (µs) per kind
+	// and state (?1 tenant, "" = all; ?3 = store.JobKindStatsParams.FinishedSince,
+	// µs). Each branch reads one partial index, so the query never walks the
+	// history: finished jobs through jobs_finished from ?3, the claimable
+	// ones through jobs_claim_tenant, running ones through jobs_running_scope
+	// and pending ones through jobs_pending (0024).
+	qJobKindStats = `SELECT kind, state, count(*),
     COALESCE(sum(attempt > 0 OR state = 'retryable'), 0), COALESCE(sum(attempt > 1 OR state = 'retryable'), 0),
     COALESCE(sum(ran), 0), COALESCE(sum(CASE WHEN ran THEN ms END), 0.0), COALESCE(max(CASE WHEN ran THEN ms END), 0.0)
 FROM (
@@ -693,11 +721,11 @@ FROM (
         state = 'completed' AND was_cached = 0 AND started_at IS NOT NULL AND finished_at IS NOT NULL AS ran,
         (finished_at - started_at) / 1000.0 AS ms
     FROM jobs
-    WHERE state IN ('completed', 'dead', 'cancelled') AND finished_at >= ?3
+    WHERE ` + sqlFinished("") + ` AND finished_at >= ?3
         AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
     UNION ALL
     SELECT kind, state, attempt, 0, 0.0 FROM jobs
-    WHERE state IN ('available', 'scheduled', 'retryable') AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    WHERE ` + sqlClaimable("") + ` AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
     UNION ALL
     SELECT kind, state, attempt, 0, 0.0 FROM jobs
     WHERE state = 'running' AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
@@ -705,3 +733,4 @@ FROM (
     SELECT kind, state, attempt, 0, 0.0 FROM jobs
     WHERE state = 'pending' AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
 ) GROUP BY kind, state`
+)
