@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/jsonrule"
 	"github.com/idem-dev/idem/key"
 	"github.com/idem-dev/idem/store"
 )
 
 // Limits on what may be enqueued.
 const (
-	MaxKeyLength   = 255     // idempotency and partition keys, kinds, queues, tenants
-	MaxArgsBytes   = 1 << 20 // args and metadata JSON
-	MaxBatch       = 1000    // jobs in one EnqueueMany
+	MaxKeyLength   = 255               // idempotency and partition keys, kinds, queues, tenants
+	MaxArgsBytes   = jsonrule.MaxBytes // args, metadata and result JSON (1 MiB)
+	MaxBatch       = 1000              // jobs in one EnqueueMany
 	MaxMaxAttempts = 1000
 	MaxDependsOn   = 100
 	MaxTimeout     = 7 * 24 * time.Hour // a job's own timeout

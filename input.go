@@ -1,13 +1,12 @@
 package idem
 
 import (
-	"errors"
 	"math"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/idem-dev/idem/idemtype"
-	"github.com/idem-dev/idem/key"
+	"github.com/idem-dev/idem/internal/jsonrule"
 )
 
 // Limits on input every store shares: the rules live here once, so the
@@ -21,7 +20,7 @@ const (
 	MaxPriority = math.MaxInt32
 	// MaxJSONDepth is the deepest nesting of arrays and objects accepted in
 	// args, metadata and results.
-	MaxJSONDepth = 64
+	MaxJSONDepth = jsonrule.MaxDepth
 	// MaxErrorBytes bounds the error text of a failed attempt.
 	MaxErrorBytes = 64 << 10
 )
@@ -31,19 +30,10 @@ const (
 // escapes, numbers within the double range, nesting at most MaxJSONDepth
 // deep and at most MaxArgsBytes long. The same rule applies whether or not
 // the job carries an idempotency key (whose fingerprint needs the canonical
-// form of exactly such JSON).
+// form of exactly such JSON). It is internal/jsonrule's, which the Go HTTP
+// client applies too.
 func ValidateJSON(field string, b []byte) error {
-	if len(b) > MaxArgsBytes {
-		return idemtype.Invalid(field, "must be JSON of at most %d bytes", MaxArgsBytes)
-	}
-	if err := key.Check(b, MaxJSONDepth); err != nil {
-		reason := err.Error()
-		if errors.Is(err, key.ErrInvalidJSON) {
-			reason = strings.TrimPrefix(reason, key.ErrInvalidJSON.Error()+": ")
-		}
-		return idemtype.Invalid(field, "must be valid JSON (at most %d levels deep): %s", MaxJSONDepth, reason)
-	}
-	return nil
+	return jsonrule.Validate(field, b)
 }
 
 // ValidateText checks free text of field (an error message): valid UTF-8,

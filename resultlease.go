@@ -124,8 +124,12 @@ func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token str
 	if err := validateLease(key, token); err != nil {
 		return nil, err
 	}
-	if result != nil && !json.Valid(result) {
-		return nil, idemtype.Invalid("result", "must be JSON")
+	if result != nil {
+		// The rule of a job's result: a cached result is served back to
+		// every later caller of the key.
+		if err := ValidateJSON("result", result); err != nil {
+			return nil, err
+		}
 	}
 	if duration <= 0 {
 		duration = leaseAge(token, c.now())

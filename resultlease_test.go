@@ -2,7 +2,9 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +57,34 @@ func TestDoLeaseValidated(t *testing.T) {
 	}
 	if _, err := b.client.Do(t.Context(), "do:tiny", fn, &idem.DoOpts{Lease: 30 * time.Millisecond}); err != nil || !ran {
 		t.Errorf("Do with a 30ms lease: ran %v, %v", ran, err)
+	}
+}
+
+// TestResultLeaseCompleteResultRule: ResultLeaseComplete refuses, with
+// ErrInvalid naming result, a result that a job's completion refuses (a
+// number beyond the double range, nesting over MaxJSONDepth, over
+// MaxArgsBytes): it checked only json.Valid, stored such a result and
+// served it to every later caller of the key. The lease stays held, and
+// a valid result completes it.
+func TestResultLeaseCompleteResultRule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, nil)
+	l, err := b.client.ResultLeaseAcquire(ctx, "rule:k", nil)
+	if err != nil || l.Token == "" {
+		t.Fatalf("acquire: %+v %v", l, err)
+	}
+	deep := strings.Repeat("[", idem.MaxJSONDepth+1) + strings.Repeat("]", idem.MaxJSONDepth+1)
+	big := `"` + strings.Repeat("x", idem.MaxArgsBytes) + `"`
+	for name, res := range map[string]string{"1e400": `1e400`, "too deep": deep, "too big": big, "duplicate names": `{"a":1,"a":2}`} {
+		_, err := b.client.ResultLeaseComplete(ctx, "", "rule:k", l.Token, json.RawMessage(res), 0, 0)
+		var inv *idem.InvalidError
+		if !errors.Is(err, idem.ErrInvalid) || !errors.As(err, &inv) || inv.Field != "result" {
+			t.Errorf("%s: %v, want ErrInvalid naming result", name, err)
+		}
+	}
+	res, err := b.client.ResultLeaseComplete(ctx, "", "rule:k", l.Token, json.RawMessage(`{"ok":1}`), 0, 0)
+	if err != nil || string(res.Result) != `{"ok":1}` {
+		t.Fatalf("complete with a valid result after the refusals: %+v %v", res, err)
 	}
 }

@@ -3,11 +3,13 @@ package idemclient
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/internal/jsonrule"
 )
 
 // Batch is a batch with its jobs and their counts.
@@ -111,8 +113,17 @@ func (cl *Client) LeaseRenew(ctx context.Context, key, token string, lease time.
 	return out.LeaseExpiresAt, err
 }
 
-// LeaseComplete stores the result of the work and ends the lease.
+// LeaseComplete stores the result of the work and ends the lease. A
+// result the server would refuse (the rule of idem.ValidateJSON: strict
+// JSON, numbers within the double range, at most idem.MaxJSONDepth deep
+// and idem.MaxArgsBytes long) is refused before sending, with an
+// *idemtype.InvalidError naming result (errors.Is ErrInvalid).
 func (cl *Client) LeaseComplete(ctx context.Context, key, token string, result json.RawMessage, duration time.Duration) (*Lease, error) {
+	if len(result) > 0 {
+		if err := jsonrule.Validate("result", result); err != nil {
+			return nil, fmt.Errorf("idemclient: lease complete %q: %w", key, err)
+		}
+	}
 	var out Lease
 	body := &wire.LeaseCompleteRequest{LeaseToken: token, Result: result}
 	if duration > 0 {

@@ -128,10 +128,14 @@ func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cancelBatch: POST /v1/batches/{id}/cancel → 200 batch with its unfinished
-// jobs cancelled; 404.
+// jobs cancelled; 404. A body is optional and, as a job's cancel, an empty
+// object.
 func (s *Server) cancelBatch(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
+		return err
+	}
+	if err := s.decodeBody(r, &struct{}{}, true); err != nil {
 		return err
 	}
 	b, err := s.client.BatchCancel(r.Context(), tenantOf(r), id)

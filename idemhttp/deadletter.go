@@ -32,11 +32,18 @@ func (s *Server) resolveDead(w http.ResponseWriter, r *http.Request) error {
 // deadLetterQuery reads the list parameters error_code and resolved
 // (true or false) into f.
 func deadLetterQuery(q url.Values, f *idem.JobFilter) error {
-	if v := q.Get("error_code"); v != "" {
+	v, ok, err := queryValue(q, "error_code")
+	if err != nil {
+		return err
+	}
+	if ok {
 		if err := idem.ValidateName("error_code", v); err != nil {
 			return err
 		}
 		f.ErrorCode = v
+	}
+	if err := queryOnce(q, "resolved"); err != nil {
+		return err
 	}
 	if q.Has("resolved") { // resolved= (empty) is neither true nor false
 		b, err := strconv.ParseBool(q.Get("resolved"))

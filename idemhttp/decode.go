@@ -86,8 +86,10 @@ func checkContentType(r *http.Request) error {
 }
 
 // decodeStrict decodes one JSON value into v: unknown fields, wrong types,
-// trailing data and a member name repeated in one object (anywhere in the
-// value, args and metadata included) are 400 problems naming the field.
+// trailing data, a member name repeated in one object (anywhere in the
+// value, args and metadata included) and null where an object is wanted
+// (the body itself, or a member that no pointer makes optional) are 400
+// problems naming the field.
 func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -96,6 +98,18 @@ func decodeStrict(body []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return newProblem(http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", "unexpected data after the JSON value")
+	}
+	if bytes.Contains(body, []byte("null")) {
+		t := reflect.TypeOf(v)
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if path, ok := nullObject(body, t, ""); ok {
+			if path == "" {
+				path = "body"
+			}
+			return invalid(path, "must be an object, not null")
+		}
 	}
 	path, dup, foldable := memberNames(body)
 	if dup {
@@ -159,6 +173,66 @@ func exactNames(body []byte, t reflect.Type) (string, bool) {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
+// nullObject finds a null in body, decoded into a t without error, where t
+// wants an object that no pointer makes optional: encoding/json leaves the
+// struct (or map) as it was, so null would be taken as {} — a replay whose
+// filter is null selects everything. It returns the path of that null
+// (path itself, "" for the body), as memberNames names members. A pointer
+// makes null mean absent.
+func nullObject(body []byte, t reflect.Type, path string) (string, bool) {
+	body = bytes.TrimSpace(body)
+	null := string(body) == "null"
+	switch t.Kind() {
+	case reflect.Pointer:
+		if !null {
+			return nullObject(body, t.Elem(), path)
+		}
+	case reflect.Map:
+		// A map member null is an empty map, which is what absent means;
+		// only the body itself must be an object.
+		return path, null && path == ""
+	case reflect.Struct:
+		if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+			return "", false
+		}
+		if null {
+			return path, true
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(body, &members) != nil {
+			return "", false
+		}
+		fields := jsonFields(t)
+		for name, raw := range members {
+			ft, ok := fields[name]
+			if !ok {
+				continue
+			}
+			member := name
+			if path != "" {
+				member = path + "." + name
+			}
+			if p, ok := nullObject(raw, ft, member); ok {
+				return p, true
+			}
+		}
+	case reflect.Slice:
+		if k := t.Elem().Kind(); k != reflect.Struct && k != reflect.Pointer && k != reflect.Slice {
+			return "", false
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(body, &items) != nil {
+			return "", false
+		}
+		for i, it := range items {
+			if p, ok := nullObject(it, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
 // jsonFields maps the JSON names of the fields of struct type t to their types.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	out := make(map[string]reflect.Type, t.NumField())
@@ -188,6 +262,9 @@ func jsonProblem(err error) *Problem {
 		field := typ.Field
 		if field == "" {
 			field = "body"
+		}
+		if typ.Value == wire.EmptyListItem {
+			return invalid(field, "an empty item in the list (leave the field out for no filter)")
 		}
 		kind := typ.Type.Kind().String()
 		if v, ok := strings.CutPrefix(typ.Value, "number "); ok && kind != "float64" && jsonKind(kind) == "a number" {

@@ -18,3 +18,23 @@ func WaitClaim(t testing.TB, s *Server) { s.claimWaiting.WaitOrTimeout(t) }
 
 // BatchItemKey is batchItemKey: the key of a batch item without its own.
 func BatchItemKey(k string, i int) string { return batchItemKey(k, i) }
+
+// RouteKinds maps each route ("METHOD /path") to how it is served: "ops"
+// (no key, OpsHandler), "public" (an API route without a key), "keyed"
+// (behind the Idempotency-Key middleware) or "api".
+func RouteKinds(s *Server) map[string]string {
+	out := make(map[string]string, len(s.routes))
+	for _, rt := range s.routes {
+		kind := "api"
+		switch {
+		case rt.ops:
+			kind = "ops"
+		case rt.public:
+			kind = "public"
+		case rt.idempotent || rt.lease || rt.claim || rt.job:
+			kind = "keyed"
+		}
+		out[rt.method+" "+rt.path] = kind
+	}
+	return out
+}

@@ -212,26 +212,39 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listQuery parses the query of job lists.
+// listQuery parses the query of job lists. Each parameter is given at
+// most once; a filter is not empty (queryValue) and state is a list
+// without empty items (queryList); an empty cursor is the first page.
 func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
 	p := &idem.JobListParams{Limit: DefaultListLimit}
 	f := &p.Filter
 	f.Tenant = tenant
-	if q.Has("state") && len(wire.SplitList(q["state"])) == 0 {
-		return nil, invalid("state", "must name at least one state") // state= is not "any state"
+	states, err := queryList(q, "state")
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range wire.SplitList(q["state"]) {
+	for _, s := range states {
 		st := idemtype.JobState(s)
 		if !st.Valid() {
 			return nil, invalid("state", fmt.Sprintf("unknown state %q", s))
 		}
 		f.States = append(f.States, st)
 	}
-	f.Queue, f.Kind = q.Get("queue"), q.Get("kind")
-	f.PartitionKey, f.IdempotencyKey = q.Get("partition_key"), q.Get("idempotency_key")
-	var err error
+	for _, t := range []struct {
+		name string
+		dst  *string
+	}{{"queue", &f.Queue}, {"kind", &f.Kind}, {"partition_key", &f.PartitionKey}, {"idempotency_key", &f.IdempotencyKey}} {
+		if *t.dst, _, err = queryValue(q, t.name); err != nil {
+			return nil, err
+		}
+	}
 	if err = deadLetterQuery(q, f); err != nil {
 		return nil, err
+	}
+	for _, name := range []string{"since", "until", "finished_since", "limit", "cursor"} {
+		if err := queryOnce(q, name); err != nil {
+			return nil, err
+		}
 	}
 	for _, t := range []struct {
 		name string
@@ -254,7 +267,7 @@ func listQuery(q url.Values, tenant string) (*idem.JobListParams, error) {
 		}
 		p.Limit = min(n, MaxListLimit)
 	}
-	if v := q.Get("cursor"); v != "" {
+	if v := q.Get("cursor"); v != "" { // cursor= (empty) is the first page
 		if p.Cursor, err = decodeCursor(v); err != nil {
 			return nil, err
 		}
@@ -391,10 +404,11 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if q.Has("state") && len(wire.SplitList(q["state"])) == 0 {
-		return invalid("state", "must name at least one state") // state= is not "any state"
+	states, err := queryList(q, "state")
+	if err != nil {
+		return err
 	}
-	for _, st := range wire.SplitList(q["state"]) {
+	for _, st := range states {
 		if st != string(idemtype.StateDead) {
 			return invalid("state", "the dead-letter queue holds dead jobs only")
 		}

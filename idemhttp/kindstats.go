@@ -17,9 +17,20 @@ type KindStats = wire.KindStats
 
 // statsTenant is the tenant /v1/stats reports: the request's, or every
 // tenant ("") for an admin key with ?all_tenants=true; ok is false (and a
-// 403 written) when a tenant key asks for every tenant.
+// problem written) when a tenant key asks for every tenant (403) or
+// all_tenants is other than one true or false (400: "yes" was taken for
+// false).
 func statsTenant(w http.ResponseWriter, r *http.Request) (tenant string, ok bool) {
-	if r.URL.Query().Get("all_tenants") != "true" {
+	q := r.URL.Query()
+	if err := queryOnce(q, "all_tenants"); err != nil {
+		writeProblem(w, problemFor(err))
+		return "", false
+	}
+	if v := q.Get("all_tenants"); q.Has("all_tenants") && v != "true" && v != "false" {
+		writeProblem(w, invalid("all_tenants", "must be true or false"))
+		return "", false
+	}
+	if q.Get("all_tenants") != "true" {
 		return tenantOf(r), true
 	}
 	if !isAdmin(r) {

@@ -25,7 +25,11 @@ func limitScope(r *http.Request) (idem.FlowScope, error) {
 		sc.Tenant = name
 		// ?queue= present but empty is no queue name, not the whole
 		// tenant: taken for none, a PUT replaced the tenant-wide limit.
-		if qs := r.URL.Query(); qs.Has("queue") {
+		qs := r.URL.Query()
+		if err := queryOnce(qs, "queue"); err != nil {
+			return sc, err
+		}
+		if qs.Has("queue") {
 			q := qs.Get("queue")
 			if err := idem.ValidateName("queue", q); err != nil {
 				return sc, err

@@ -14,12 +14,17 @@ import (
 // The result-cache lease over HTTP (idem.Client.ResultLease*): Do for
 // clients in any language.
 
-// includeResult reads ?include=result.
+// includeResult reads ?include=result, given at most once; include= (empty)
+// includes nothing and is refused as such.
 func includeResult(r *http.Request) (bool, error) {
-	switch v := r.URL.Query().Get("include"); v {
-	case "":
+	v, ok, err := queryValue(r.URL.Query(), "include")
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case !ok:
 		return false, nil
-	case "result":
+	case v == "result":
 		return true, nil
 	default:
 		return false, invalid("include", "only \"result\" can be included")

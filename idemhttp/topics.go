@@ -198,7 +198,22 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	f := &idem.EventFilter{Tenant: tenantOf(r), Topic: topic, PartitionKey: q.Get("partition_key"), Types: q["type"]}
+	// An empty partition_key or type is no value, not "any" (it selected
+	// the events without one); type is repeated for several types.
+	pk, _, err := queryValue(q, "partition_key")
+	if err != nil {
+		return err
+	}
+	types, err := queryItems(q, "type")
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"limit", "cursor"} {
+		if err := queryOnce(q, name); err != nil {
+			return err
+		}
+	}
+	f := &idem.EventFilter{Tenant: tenantOf(r), Topic: topic, PartitionKey: pk, Types: types}
 	limit := 50
 	if q.Has("limit") { // limit= (empty) is no number, not the default
 		n, err := strconv.Atoi(q.Get("limit"))

@@ -347,23 +347,44 @@ type TargetStats struct {
 	Statuses    map[string]int `json:"statuses"`
 }
 
-// StringList is a list that decodes from "a", "a,b" or ["a","b"] (blank
-// items dropped) and encodes as an array.
+// StringList is a list that decodes from "a", "a,b" or ["a","b"] (white
+// space around an item dropped) and encodes as an array. A list with an
+// empty item ("", "a,", ["a",""]) or none ([]) names nothing: decoding it
+// fails with an *json.UnmarshalTypeError whose Value is EmptyListItem
+// (dropping the items took "state": "" for every state). null is absent.
 type StringList []string
+
+// EmptyListItem is the Value of the *json.UnmarshalTypeError of a
+// StringList with an empty item or none.
+const EmptyListItem = "a list with an empty item"
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (l *StringList) UnmarshalJSON(b []byte) error {
-	var one string
-	if err := json.Unmarshal(b, &one); err == nil {
-		*l = SplitList([]string{one})
+	if string(b) == "null" {
 		return nil
 	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
+	var items []string
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		items = []string{one}
+	} else if err := json.Unmarshal(b, &items); err != nil {
 		return &json.UnmarshalTypeError{Value: "value", Type: stringType, Field: "state"}
 	}
-	*l = SplitList(many)
+	out := SplitList(items)
+	if len(out) == 0 || len(out) != countItems(items) {
+		return &json.UnmarshalTypeError{Value: EmptyListItem, Type: stringType}
+	}
+	*l = out
 	return nil
+}
+
+// countItems counts the comma-separated items of in, empty ones included.
+func countItems(in []string) int {
+	n := 0
+	for _, s := range in {
+		n += strings.Count(s, ",") + 1
+	}
+	return n
 }
 
 // SplitList splits comma-separated items and drops blank ones.

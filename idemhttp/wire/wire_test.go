@@ -280,11 +280,10 @@ func TestStringList(t *testing.T) {
 	}{
 		{`"dead"`, []string{"dead"}},
 		{`"dead,cancelled"`, []string{"dead", "cancelled"}},
-		{`" dead , ,cancelled "`, []string{"dead", "cancelled"}},
+		{`" dead , cancelled "`, []string{"dead", "cancelled"}},
 		{`["dead","cancelled"]`, []string{"dead", "cancelled"}},
-		{`["dead,retryable"," ","cancelled"]`, []string{"dead", "retryable", "cancelled"}},
-		{`""`, nil},
-		{`[]`, nil},
+		{`["dead,retryable","cancelled"]`, []string{"dead", "retryable", "cancelled"}},
+		{`null`, nil},
 	} {
 		var f wire.Filter
 		if err := json.Unmarshal([]byte(`{"state":`+tc.in+`}`), &f); err != nil {
@@ -293,6 +292,16 @@ func TestStringList(t *testing.T) {
 		}
 		if !reflect.DeepEqual([]string(f.State), tc.want) {
 			t.Errorf("%s: %q, want %q", tc.in, f.State, tc.want)
+		}
+	}
+	// An empty item names nothing: dropping it took "" and [] for every
+	// state.
+	for _, empty := range []string{`" dead , ,cancelled "`, `["dead,retryable"," ","cancelled"]`, `""`, `[]`, `"dead,"`, `[""]`} {
+		var f wire.Filter
+		err := json.Unmarshal([]byte(`{"state":`+empty+`}`), &f)
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || te.Value != wire.EmptyListItem || te.Field != "state" {
+			t.Errorf("state %s: %v, want a type error naming state with Value EmptyListItem", empty, err)
 		}
 	}
 	for _, bad := range []string{`1`, `{"a":1}`, `[1,2]`, `true`} {
