@@ -93,6 +93,12 @@ type RecordReleaseParams struct {
 	Tenant string
 	Key    string
 	Owner  string // the lease is cleared only if Owner holds it
+	// JobLease, when not nil, is the claim of the job run giving its key
+	// back (Owner is JobOwner(JobLease.ID)): the lease is then kept while
+	// that job runs under another lease token. A later run of the same job
+	// (retried and claimed again since) takes the key under the same owner
+	// name; the give-back of an earlier run must not free it.
+	JobLease *Lease
 }
 
 // RecordRenewParams extends a record lease its Owner holds (RecordRenew).

@@ -131,7 +131,8 @@ type Jobs interface {
 	// and — when the job has a PartitionKey — it is the head of its
 	// partition: no job with the same (Tenant, Queue, PartitionKey) and a
 	// lower id is unfinished (pending, scheduled, available, running or
-	// retryable), and no other job of the partition is running (a dead or
+	// retryable), and no other job of the partition is running or holds it
+	// (cancelled while it ran, until acknowledged: JobCancel) (a dead or
 	// cancelled job retried while a later job of its partition runs waits
 	// for that job to finish, then goes first: JobRetryMany). Partitions are scoped by tenant: two tenants using the
 	// same partition key never block each other.
@@ -164,7 +165,9 @@ type Jobs interface {
 
 	// JobFinishMany records the end of attempts, in one transaction. The
 	// result has one error per item: nil, ErrLeaseLost when the job is not
-	// running under LeaseToken. Repeating a completion with the same token
+	// running under LeaseToken. An item refused so whose job was cancelled
+	// while it ran under LeaseToken and still holds its FIFO partition
+	// acknowledges the cancel: the hold ends (JobCancel). Repeating a completion with the same token
 	// and the same Result (SameResult: JSON-equal, key order and
 	// whitespace do not matter) on a job that is already completed is not
 	// an error (nil) and writes nothing; with another result it is
@@ -206,6 +209,13 @@ type Jobs interface {
 	// ErrLeaseLost; Voided receives that lease). Side effects as for a
 	// cancelled finish. A finished job
 	// is ErrWrongState; unknown (or other tenant) is ErrNotFound.
+	//
+	// A running job with a PartitionKey keeps its partition (the hold):
+	// JobClaim treats it as running until a JobFinishMany item with the
+	// voided lease's token (refused: ErrLeaseLost) acknowledges that its
+	// handler returned, or until JobRescue finds its lease ended (the job
+	// stays cancelled). A JobRetryMany of a job that still holds gives it
+	// a RunAt no earlier than the lease's end.
 	JobCancel(ctx context.Context, p *JobCancelParams) (*idemtype.JobRow, error)
 
 	// JobRetryMany moves dead or cancelled jobs (only those in FromStates)
@@ -354,7 +364,9 @@ type Records interface {
 	RecordComplete(ctx context.Context, p *RecordCompleteParams) error
 
 	// RecordRelease clears the execution lease of (Tenant, Key) if Owner
-	// holds it (no error otherwise). Failures are never cached: the status
+	// holds it (no error otherwise) — with JobLease set, only while job
+	// JobLease.ID does not run under another lease token (the key is then
+	// that later run's). Failures are never cached: the status
 	// stays in_progress.
 	RecordRelease(ctx context.Context, p *RecordReleaseParams) error
 
@@ -382,7 +394,9 @@ type Maintenance interface {
 	// attempt record gets outcome lost; record leases they held are
 	// released; dead ones cancel their dependants. It returns the ids.
 	// "Expired before Now" is by the store's expiry clock: on PostgreSQL
-	// the database's now(), not Now (see LeaderAttempt).
+	// the database's now(), not Now (see LeaderAttempt). It also ends, up
+	// to Limit, the holds of cancelled jobs (JobCancel) whose lease expired
+	// by that clock; those are not returned and stay cancelled.
 	JobRescue(ctx context.Context, p *JobRescueParams) ([]int64, error)
 
 	// JobReleaseMany gives running jobs back (graceful shutdown): state

@@ -212,7 +212,9 @@ func (e *Executor) CountMiss(row *idemtype.JobRow) {
 // before the cancel was released by it: this changes nothing then. Only
 // for a cancel: the job is final, whereas a run that lost its lease may be
 // running elsewhere under the same owner. A key held by the job row
-// (KeyHeld) stores no lease: nothing to give back.
+// (KeyHeld) stores no lease: nothing to give back. The give-back names this
+// run's claim (JobLease): a retry of the job claimed again since takes the
+// key under the same owner name, and keeps it.
 func (e *Executor) releaseCancelledKey(ctx context.Context, row *idemtype.JobRow) {
 	if row.IdempotencyKey == "" || row.KeyHeld || !errors.Is(context.Cause(ctx), idemtype.ErrJobCancelled) {
 		return
@@ -220,7 +222,8 @@ func (e *Executor) releaseCancelledKey(ctx context.Context, row *idemtype.JobRow
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseDuration/3)
 	defer cancel()
 	err := e.cfg.Store.RecordRelease(rctx, &store.RecordReleaseParams{
-		Tenant: row.Tenant, Key: row.IdempotencyKey, Owner: store.JobOwner(row.ID)})
+		Tenant: row.Tenant, Key: row.IdempotencyKey, Owner: store.JobOwner(row.ID),
+		JobLease: &store.Lease{ID: row.ID, Token: row.LeaseToken}})
 	if err != nil {
 		e.cfg.Logger.Warn("giving back the key of a cancelled job failed; the key waits for its lease to end",
 			"job", row.ID, "err", err)

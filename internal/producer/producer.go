@@ -262,6 +262,7 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 			// whose commit is what ended the lease: the store accepts it as
 			// a repeat (so it is reported once) or refuses it as lease-lost.
 			if !p.running.keep(j) && !inTx {
+				p.ackCancel(ctx, row, fin, context.Cause(jctx))
 				p.done(j, cancel)
 				p.running.remove(j)
 				return
@@ -358,6 +359,32 @@ func (p *Producer) renewShort(ctx context.Context, jobs []*idemtype.JobRow) (sta
 		p.Wake()
 	}
 	return stale
+}
+
+// ackCancel acknowledges the cancel of a job of a FIFO partition whose
+// handler, cancelled while it ran (cause ErrJobCancelled; or ErrLeaseLost
+// from a refused renewal when the job reads cancelled: a cancel in another
+// process on SQLite), has now returned: its cancelled job holds the
+// partition until then (store.Jobs.JobCancel), so that the next job never
+// runs beside this handler. The finish is written as any other; the store
+// refuses it (ErrLeaseLost: the outcome is dropped) and releases the
+// partition. Written by the completer, which wakes the producer once done.
+// A lease lost otherwise (ended, given back) is left as it is.
+func (p *Producer) ackCancel(ctx context.Context, row *idemtype.JobRow, fin *store.JobFinishParams, cause error) {
+	if row.PartitionKey == "" || fin == nil {
+		return
+	}
+	if !errors.Is(cause, idemtype.ErrJobCancelled) {
+		if !errors.Is(cause, idemtype.ErrLeaseLost) {
+			return
+		}
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseDuration/3)
+		defer cancel()
+		if !errors.Is(p.lostCause(gctx, row.ID), idemtype.ErrJobCancelled) {
+			return
+		}
+	}
+	p.complete(fin, nil, p.Wake)
 }
 
 // lostCause is the cause to cancel job id's handler with when the store

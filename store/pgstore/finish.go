@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -113,7 +114,12 @@ func (s *Store) finishTx(ctx context.Context, q dbtx, p []*store.JobFinishParams
 	if err := s.finishRepeats(ctx, q, p, out, finished); err != nil {
 		return nil, err
 	}
+	acked, err := s.ackCancels(ctx, q, p, out)
+	if err != nil {
+		return nil, err
+	}
 	plan := planAfterFinish(p, out, finished)
+	plan.queues = append(plan.queues, acked...)
 	if len(locked) > 0 {
 		qs, err := s.releaseDependants(ctx, q, locked, plan.now)
 		if err != nil {
@@ -435,6 +441,32 @@ func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFin
 		out[i] = fmt.Errorf("finish job %d: %w", f.ID, idemtype.ErrLeaseLost)
 	}
 	return nil
+}
+
+// ackCancels ends the holds of the cancelled jobs whose finishes were
+// refused (ErrLeaseLost) under the lease they hold (qJobCancel): the
+// handler returned, so its FIFO partition moves on. The finish stays
+// refused. It returns the queues to wake.
+func (s *Store) ackCancels(ctx context.Context, q querier, p []*store.JobFinishParams, out []error) ([]string, error) {
+	var ids []int64
+	var tokens []string
+	for i, f := range p {
+		if errors.Is(out[i], idemtype.ErrLeaseLost) && f.LeaseToken != "" {
+			ids, tokens = append(ids, f.ID), append(tokens, f.LeaseToken)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, s.sql(qCancelAck), ids, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("acknowledge cancels: %w", err)
+	}
+	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("acknowledge cancels: %w", err)
+	}
+	return queues, nil
 }
 
 // afterFinal runs the side effects of jobs that reached a final state

@@ -130,6 +130,13 @@ var (
 //     not do: the re-check runs its subqueries on the statement's
 //     snapshot, which still shows the retried job finished
 //     (TestRetriedHeadAgainstStaleClaim).
+//   - Cancelled while running: a job cancelled while it ran holds its
+//     partition (qJobCancel) until its worker's refused finish
+//     acknowledges the cancel (qCancelAck) or the rescuer finds its lease
+//     ended (qCancelHoldEnd); sqlPartitionTaken counts it as running. A
+//     claim whose snapshot predates the cancel sees it running; one after
+//     the cancel's commit sees the hold; one after the acknowledgement's
+//     commit sees neither, as for a completion.
 //   - Lower ids committing late: inserts of one partition are serialised
 //     by an advisory lock taken before ids are allocated (qLockPartitions),
 //     so a job is never visible before a lower-id job of its partition.
@@ -139,10 +146,9 @@ var (
 // Each tenant of the queue is read by its own ordered scan of
 // jobs_claim_tenant_idx (available/scheduled/retryable only), which stops after $5 unlocked
 // rows; the head rule reads jobs_partition_idx (unfinished partition
-// members only) for lower ids and, for a running job of the partition,
-// jobs_running_scope_idx (the running jobs of the tenant's queue; or
-// jobs_partition_idx, as the planner prefers). Finished jobs are never
-// read. With several queues,
+// members, and cancelled ones still holding their partition: migration
+// 0026) for lower ids, index only, and for a later running or holding job
+// of the partition. Other finished jobs are never read. With several queues,
 // up to $5 rows per queue are locked for the duration of the statement
 // and only the best $5 are taken; the rest are skipped meanwhile by
 // other claimers, which is harmless (a claim returns "up to" Limit).
@@ -210,6 +216,14 @@ func claimCTEs(now, leaseUntil, worker, token string) string {
 )`
 }
 
+// sqlPartitionTaken is true for a job h that keeps its partition's later
+// jobs waiting: an unfinished one, or a cancelled one whose handler may
+// still run (its hold: qJobCancel). It is the predicate of
+// jobs_partition_idx (migration 0026), written the same way so that the
+// head rule's probes are proved to fit the index and read it alone.
+const sqlPartitionTaken = `(h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
+                  OR (h.state = 'cancelled' AND h.lease_expires_at IS NOT NULL))`
+
 // tenantClaimProbe is the claim of one tenant's jobs in queue $1: up to
 // x.n of tenant x.tenant's claimable jobs at now of kinds (SQL parameters),
 // in claim order, FIFO heads only, locked SKIP LOCKED. qClaimOne and
@@ -236,13 +250,13 @@ func tenantClaimProbe(now, kinds string) string {
               SELECT 1 FROM {schema}.jobs h
               WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id < j.id
                 AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable'))
+                AND ` + sqlPartitionTaken + `)
             AND NOT EXISTS (
               SELECT 1 FROM {schema}.jobs h
               WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id > j.id
                 AND h.partition_key <> ''
-                AND h.state IN ('pending', 'scheduled', 'available', 'running', 'retryable')
-                AND h.state = 'running')
+                AND ` + sqlPartitionTaken + `
+                AND h.state IN ('running', 'cancelled'))
             AND (SELECT v.ctid FROM {schema}.jobs v WHERE v.ctid = j.ctid) IS NOT NULL))
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT x.n

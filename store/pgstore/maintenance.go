@@ -37,14 +37,29 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			}
 			return nil
 		})
-		if err != nil || len(out) == 0 {
-			return err
-		}
-		released, err := s.afterFinal(ctx, tx, deadIDs, out, now)
 		if err != nil {
 			return err
 		}
-		return s.notify(ctx, tx, append(queues, released...))
+		// Cancelled jobs whose handlers never acknowledged the cancel hold
+		// their partitions until their leases end: ended now, as a running
+		// job's would be (qCancelHoldEnd); they stay cancelled.
+		held, err := tx.Query(ctx, s.sql(qCancelHoldEnd), s.expiryClock(now), limit)
+		if err != nil {
+			return fmt.Errorf("end cancel holds: %w", err)
+		}
+		freed, err := pgx.CollectRows(held, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("end cancel holds: %w", err)
+		}
+		queues = append(queues, freed...)
+		if len(out) > 0 {
+			released, err := s.afterFinal(ctx, tx, deadIDs, out, now)
+			if err != nil {
+				return err
+			}
+			queues = append(queues, released...)
+		}
+		return s.notify(ctx, tx, queues)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)

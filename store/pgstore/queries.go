@@ -497,9 +497,35 @@ RETURNING j.id`
 const (
 	qJobLock = `SELECT tenant, state, lease_token FROM {schema}.jobs WHERE id = $1 FOR UPDATE`
 
+	// qJobCancel cancels job $1. A running job of a FIFO partition keeps
+	// its lease token and end (the hold, migration 0026): its partition
+	// stays taken (sqlPartitionTaken) until its process acknowledges the
+	// cancel (qCancelAck) or the rescuer ends the hold once the lease ended
+	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat reads
+	// running jobs only), and a cancelled row's lease is not shown (scanJob).
 	qJobCancel = `UPDATE {schema}.jobs SET state = 'cancelled', finished_at = $2, last_error = $3,
-    lease_token = '', lease_expires_at = NULL
+    lease_token = CASE WHEN state = 'running' AND partition_key <> '' THEN lease_token ELSE '' END,
+    lease_expires_at = CASE WHEN state = 'running' AND partition_key <> '' THEN lease_expires_at END
 WHERE id = $1 RETURNING ` + jobColsRet
+
+	// qCancelAck ends the holds of cancelled jobs ($1 ids) whose lease
+	// tokens ($2) are the finishing ones: their handlers returned, their
+	// partitions move on. It returns the queues to wake.
+	qCancelAck = `UPDATE {schema}.jobs j SET lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
+WHERE j.id = u.id AND j.state = 'cancelled' AND j.lease_token = u.token AND j.lease_expires_at IS NOT NULL
+RETURNING j.queue`
+
+	// qCancelHoldEnd ends the holds whose lease ended by the expiry clock
+	// $1 (NULL: the database's now()), up to $2, as the rescuer takes
+	// running jobs back: the job stays cancelled. It returns the queues to
+	// wake.
+	qCancelHoldEnd = `UPDATE {schema}.jobs j SET lease_expires_at = NULL
+WHERE j.id IN (SELECT id FROM {schema}.jobs
+    WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL AND lease_expires_at < coalesce($1::timestamptz, now())
+    ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+  AND j.state = 'cancelled'
+RETURNING j.queue`
 
 	// qAttemptCancel inserts the cancelled attempt of a running job (run
 	// before qJobCancel, in the same transaction, with the job locked).
@@ -573,10 +599,15 @@ WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'availa
 	// state"): cancelled again when a dependency is dead or cancelled
 	// (unless it waits for any outcome: deps_any), pending while a
 	// dependency is unfinished, else scheduled or available by run_at.
+	//
+	// A cancelled job that still holds its partition (its handler may still
+	// run: qJobCancel) runs again no earlier than the end of that lease
+	// (sqlRetryRunAt): its new attempt never overlaps the old one, whose
+	// finish no longer matches once the token is cleared.
 	qRetry = `UPDATE {schema}.jobs j SET
     state = COALESCE(` + sqlRetryDepState + `,
-        CASE WHEN $2::timestamptz > $3::timestamptz THEN 'scheduled' ELSE 'available' END),
-    run_at = $2, attempt = 0, lease_token = '', lease_expires_at = NULL,
+        CASE WHEN ` + sqlRetryRunAt + ` > $3::timestamptz THEN 'scheduled' ELSE 'available' END),
+    run_at = ` + sqlRetryRunAt + `, attempt = 0, lease_token = '', lease_expires_at = NULL,
     finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN $3::timestamptz END,
     last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || d.id || ' is ' || d.state
         FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state IN ('dead', 'cancelled')
@@ -584,6 +615,11 @@ WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'availa
     resolved_at = NULL, resolution_note = ''
 WHERE j.id = ANY($1::bigint[])
 RETURNING ` + jobColsRet
+
+	// sqlRetryRunAt is the run_at qRetry gives job j: $2, or the end of
+	// the lease a cancelled j still holds when that is later.
+	sqlRetryRunAt = `(CASE WHEN j.state = 'cancelled' AND j.lease_expires_at IS NOT NULL
+        THEN greatest($2::timestamptz, j.lease_expires_at) ELSE $2::timestamptz END)`
 
 	// qRetryDepsInSet lists the jobs of $1 that depend on other jobs of
 	// $1, with those dependencies (JobRetryMany: retryLevels).

@@ -324,8 +324,19 @@ WHERE ` + acqDrop + `
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
   AND (expires_at IS NULL OR expires_at > $8)`
 
-	qRecordRelease = `UPDATE {schema}.records SET lease_owner = NULL, lease_until = NULL
-WHERE tenant = $1 AND key = $2 AND lease_owner = $3`
+	// qRecordRelease clears the lease of owner $3 on ($1, $2), unless job
+	// $4 (0: none) runs under a lease token other than $5: a later run of
+	// that job holds the key under the same owner name. The job row is
+	// locked FOR SHARE first (jobs before records, as everywhere): a claim
+	// of the job under way is waited for and seen, and one that has not
+	// started skips the job (SKIP LOCKED) until this release committed, so
+	// its key step comes after it.
+	qRecordRelease = `WITH run AS (
+    SELECT state, lease_token FROM {schema}.jobs WHERE id = $4 FOR SHARE
+)
+UPDATE {schema}.records SET lease_owner = NULL, lease_until = NULL
+WHERE tenant = $1 AND key = $2 AND lease_owner = $3
+  AND NOT EXISTS (SELECT 1 FROM run WHERE run.state = 'running' AND run.lease_token <> $5)`
 
 	// qRecordRenew moves the lease end of a record whose lease owner $3
 	// still holds ($4 the new end, $5 now): in progress, live, and storing

@@ -314,7 +314,12 @@ func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleasePa
 	if err != nil {
 		return err
 	}
-	if _, err := db.Exec(ctx, s.sql(qRecordRelease), tenant, key, owner); err != nil {
+	var jobID int64
+	var token string
+	if l := params.JobLease; l != nil {
+		jobID, token = l.ID, l.Token
+	}
+	if _, err := db.Exec(ctx, s.sql(qRecordRelease), tenant, key, owner, jobID, token); err != nil {
 		return fmt.Errorf("release record %q: %w", key, err)
 	}
 	return nil

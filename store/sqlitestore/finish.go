@@ -18,7 +18,12 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 	}
 	errs := make([]error, len(ps))
 	idList := finishIDs(ps) // outside the writer: it is the bottleneck
-	err := s.write(ctx, len(ps), func(t *wtx) error { return finishMany(t, ps, idList, errs) })
+	err := s.write(ctx, len(ps), func(t *wtx) error {
+		if err := finishMany(t, ps, idList, errs); err != nil {
+			return err
+		}
+		return ackCancels(t, ps, errs)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
@@ -72,6 +77,21 @@ func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error
 			return err
 		}
 		errs[i] = e
+	}
+	return nil
+}
+
+// ackCancels ends the holds of the cancelled jobs whose finishes were
+// refused (ErrLeaseLost) under the lease they hold (qJobCancel): the
+// handler returned, so its FIFO partition moves on. The finish stays
+// refused.
+func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) error {
+	for i, p := range ps {
+		if errors.Is(errs[i], idemtype.ErrLeaseLost) && p.LeaseToken != "" {
+			if _, err := t.exec(qCancelAck, p.ID, p.LeaseToken); err != nil {
+				return fmt.Errorf("acknowledge cancel of job %d: %w", p.ID, err)
+			}
+		}
 	}
 	return nil
 }

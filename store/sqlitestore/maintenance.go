@@ -53,6 +53,12 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			}
 			out = append(out, id)
 		}
+		// Cancelled jobs whose handlers never acknowledged the cancel hold
+		// their partitions until their leases end: ended now, as a running
+		// job's would be (qCancelHoldEnd); they stay cancelled.
+		if _, err := t.exec(qCancelHoldEnd, nowUS, limit); err != nil {
+			return fmt.Errorf("end cancel holds: %w", err)
+		}
 		return nil
 	})
 	if err != nil {

@@ -111,7 +111,7 @@ func sqlFinished(t string) string { return stateIn(t, "completed", "dead", "canc
 // stateIn is the condition "the state of table alias t is one of states",
 // spelt as a chain of ORs, not as an IN list: SQLite evaluates a partial
 // index's predicate for every row written, and an IN list of three or more
-// constants there builds a temporary B-tree each time (0025).
+// constants there builds a temporary B-tree each time (0027).
 func stateIn(t string, states ...string) string {
 	col := "state"
 	if t != "" {
@@ -417,6 +417,13 @@ WHERE tenant = ?8 AND key = ?9`
 
 	qKeyLeaseRelease = `UPDATE idem_keys SET lease_owner = '', lease_until = NULL
 WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3`
+	// qKeyLeaseReleaseRun is qKeyLeaseRelease for the give-back of job
+	// ?4's run under lease token ?5 (store.RecordReleaseParams.JobLease):
+	// nothing is released while the job runs under another token, a later
+	// run holding the key under the same owner name.
+	qKeyLeaseReleaseRun = `UPDATE idem_keys SET lease_owner = '', lease_until = NULL
+WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3
+  AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ?4 AND state = 'running' AND lease_token <> ?5)`
 
 	// qKeyLeaseRenew moves the lease end (?4) of a record whose lease owner
 	// ?3 still holds: in progress, live at ?5, storing that owner's lease
@@ -429,8 +436,26 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
 
 	qJobKeyTimes  = `SELECT dedup_window_us, result_ttl_us FROM jobs WHERE id = ?`
 	qJobCancelGet = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
-	qJobCancel    = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2, lease_expires_at = NULL
+	// qJobCancel cancels job ?3. A running job of a FIFO partition keeps
+	// its lease end (the hold, migration 0026): its partition stays taken
+	// (sqlPartitionTaken) until its process acknowledges the cancel
+	// (qCancelAck) or the rescuer ends the hold once the lease ended
+	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat
+	// reads running jobs only), and a cancelled row's lease is not shown
+	// (scanJob).
+	qJobCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2,
+    lease_expires_at = CASE WHEN state = 'running' AND partition_key <> '' THEN lease_expires_at END
 WHERE id = ?3 RETURNING ` + jobCols
+	// qCancelAck ends the hold of cancelled job ?1 when ?2 is the lease it
+	// holds: its handler returned, its partition moves on.
+	qCancelAck = `UPDATE jobs SET lease_expires_at = NULL
+WHERE id = ?1 AND state = 'cancelled' AND lease_token = ?2 AND lease_expires_at IS NOT NULL`
+	// qCancelHoldEnd ends the holds whose lease ended before ?1, up to ?2
+	// (JobRescue): the jobs stay cancelled.
+	qCancelHoldEnd = `UPDATE jobs SET lease_expires_at = NULL
+WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_cancel_hold
+    WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL AND lease_expires_at < ?1
+    ORDER BY lease_expires_at LIMIT ?2)`
 	// qAttemptEndNow writes the ended attempt of running job ?3 with
 	// finished_at ?1, outcome ?4 and error ?2 (cancel, rescue, release); it
 	// runs while the row still holds the attempt (state running, ?5 = its
@@ -448,15 +473,24 @@ WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 	// serialised (one writer), so the dependencies' states read here are
 	// those a later finish sees: a pending retried job is released (or
 	// cancelled) by its last dependency's finish, as an inserted one.
+	//
+	// A cancelled job that still holds its partition (its handler may
+	// still run: qJobCancel) runs again no earlier than the end of that
+	// lease (sqlRetryRunAt), so its new attempt never overlaps the old one.
 	qJobRetry = `UPDATE jobs SET state = COALESCE(` + sqlRetryDepState + `,
-        CASE WHEN ?1 > ?2 THEN 'scheduled' ELSE 'available' END),
-    run_at = ?1, attempt = 0, lease_expires_at = NULL,
+        CASE WHEN ` + sqlRetryRunAt + ` > ?2 THEN 'scheduled' ELSE 'available' END),
+    run_at = ` + sqlRetryRunAt + `, attempt = 0, lease_expires_at = NULL,
     finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN ?2 END,
     last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || p.id || ' is ' || p.state
         FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
         WHERE d.job_id = jobs.id AND p.state IN ('dead', 'cancelled') ORDER BY p.id LIMIT 1) ELSE last_error END,
     resolved_at = NULL, resolution_note = ''
 WHERE id = ?3 RETURNING ` + jobCols
+
+	// sqlRetryRunAt is the run_at qJobRetry gives the job: ?1, or the end
+	// of the lease a cancelled job still holds when that is later.
+	sqlRetryRunAt = `(CASE WHEN state = 'cancelled' AND lease_expires_at IS NOT NULL
+        THEN max(?1, lease_expires_at) ELSE ?1 END)`
 
 	// qKeyRetryReopen reopens the window of a window-0 key whose job
 	// qJobRetry made unfinished again (qKeyFinal closed it at the job's
@@ -684,15 +718,26 @@ WHERE ` + sqlClaimable("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GRO
 	// or cancelled head that is retried (JobRetryMany) while its successor
 	// runs waits for that successor to finish, then goes first among the
 	// waiting jobs (lowest id). Both probes read jobs_partition_head (the
-	// second repeats its state list so that the partial index applies;
-	// state = 'running' then filters the partition's unfinished rows).
+	// second repeats its predicate so that the partial index applies;
+	// the state test then filters the partition's running rows).
+	//
+	// A cancelled job whose handler may still run (its hold: qJobCancel)
+	// counts as running (sqlPartitionTaken, the predicate of
+	// jobs_partition_head since migration 0026).
 	qClaimHead = ` AND (j.partition_key = '' OR (NOT EXISTS (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
-        AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND ` + sqlUnfinished("h") + `)
+        AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND ` + sqlPartitionTaken + `)
     AND NOT EXISTS (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
-        AND h.tenant = j.tenant AND h.id > j.id AND h.partition_key <> '' AND ` + sqlUnfinished("h") + `
-        AND h.state = 'running')))`
+        AND h.tenant = j.tenant AND h.id > j.id AND h.partition_key <> '' AND ` + sqlPartitionTaken + `
+        AND h.state IN ('running', 'cancelled'))))`
+
+	// sqlPartitionTaken is true for a job h that keeps its partition's
+	// later jobs waiting: an unfinished one, or a cancelled one that holds
+	// it. It is written as jobs_partition_head's predicate (migration
+	// 0026), so that SQLite proves the index usable.
+	sqlPartitionTaken = `(` + sqlUnfinished("h") + `
+        OR (h.state = 'cancelled' AND h.lease_expires_at IS NOT NULL))`
 
 	// qRetentionSelect: ?1 completed before, ?2 cancelled before, ?3 dead
 	// before (0 = keep), ?4 now, ?5 limit.

@@ -147,6 +147,10 @@ func execHeld(t *wtx, key, q string, args ...any) error {
 func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleaseParams) error {
 	tenant, key, owner := params.Tenant, params.Key, params.Owner
 	err := s.write(ctx, 1, func(t *wtx) error {
+		if l := params.JobLease; l != nil {
+			_, err := t.exec(qKeyLeaseReleaseRun, tenant, key, owner, l.ID, l.Token)
+			return err
+		}
 		_, err := t.exec(qKeyLeaseRelease, tenant, key, owner)
 		return err
 	})

@@ -198,6 +198,9 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFini
 	}
 	errs := make([]error, len(ps))
 	err := finishMany(tx.t, ps, finishIDs(ps), errs)
+	if err == nil {
+		err = ackCancels(tx.t, ps, errs)
+	}
 	if err != nil {
 		if _, rerr := tx.t.exec("ROLLBACK TO finish_tx"); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))

@@ -289,6 +289,9 @@ func testPartitionDeadReleases(t *testing.T, s store.Store) {
 	c = claim(t, s, at(2*time.Second), 10, "q")
 	wantIDs(t, "after a dead head", ids(c), []int64{js[1].ID})
 	cancelJob(t, s, c[0], at(3*time.Second))
+	// Its handler returned: the refused finish acknowledges the cancel
+	// (until then the cancelled head holds its partition: cancel_hold.go).
+	finishAll(t, s, completion(c[0], `1`, at(3*time.Second)))
 	wantIDs(t, "after a cancelled head", ids(claim(t, s, at(4*time.Second), 10, "q")), []int64{js[2].ID})
 }
 

@@ -53,6 +53,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, seedCases()...)
 	all = append(all, batchFinishCases()...)
 	all = append(all, cancelCases()...)
+	all = append(all, cancelHoldCases()...)
+	all = append(all, recordReleaseRunCases()...)
 	all = append(all, retryCases()...)
 	all = append(all, retryOrderCases()...)
 	all = append(all, retryDepCases()...)

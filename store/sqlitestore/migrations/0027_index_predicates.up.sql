@@ -1,4 +1,4 @@
--- 0025: the partial indexes whose predicates listed three or more states
+-- 0027: the partial indexes whose predicates listed three or more states
 -- (state IN ('a', 'b', 'c')) spell them as chains of ORs. SQLite evaluates
 -- the predicate of every partial index for each row inserted and for the
 -- old and new row of each update, and outside a WHERE clause an IN list of
@@ -6,16 +6,12 @@
 -- job inserted, more per claim and finish. The statements that read these
 -- indexes repeat the predicates in the same form (queries.go, stateIn), as
 -- the planner uses a partial index only for a query whose WHERE implies its
--- predicate term for term. Rebuilding the three indexes reads the jobs
--- table once each (seconds for a million jobs), inside the migration's
--- transaction.
+-- predicate term for term. jobs_partition_head was rebuilt in this form by
+-- 0026. Rebuilding the two indexes reads the jobs table once each (seconds
+-- for a million jobs), inside the migration's transaction.
 DROP INDEX jobs_claim_tenant;
 CREATE INDEX jobs_claim_tenant ON jobs (queue, tenant, priority DESC, run_at, id)
     WHERE (state = 'available' OR state = 'scheduled' OR state = 'retryable');
-DROP INDEX jobs_partition_head;
-CREATE INDEX jobs_partition_head ON jobs (queue, partition_key, tenant, id)
-    WHERE partition_key <> '' AND (state = 'pending' OR state = 'scheduled' OR state = 'available'
-        OR state = 'running' OR state = 'retryable');
 DROP INDEX jobs_finished;
 CREATE INDEX jobs_finished ON jobs (state, finished_at)
     WHERE (state = 'completed' OR state = 'dead' OR state = 'cancelled');

@@ -1,0 +1,2 @@
+-- 0027 changed nothing on PostgreSQL.
+SELECT 1;
