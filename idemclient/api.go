@@ -83,7 +83,7 @@ func (p *RetryPolicy) wire() *wire.RetrySpec {
 
 // MarshalJSON renders the request in the API's form (durations as strings).
 func (r *EnqueueRequest) MarshalJSON() ([]byte, error) {
-	return json.Marshal(&wire.EnqueueRequest{Queue: r.Queue, Kind: r.Kind, Args: r.Args, Priority: r.Priority,
+	return marshal(&wire.EnqueueRequest{Queue: r.Queue, Kind: r.Kind, Args: r.Args, Priority: r.Priority,
 		RunAt: timeText(r.RunAt.UTC()), MaxAttempts: r.MaxAttempts, PartitionKey: r.PartitionKey,
 		DependsOn: wire.JobIDs(r.DependsOn), IdempotencyKey: r.IdempotencyKey, DedupWindow: dedupWindowText(r.DedupWindow),
 		ResultTTL: durationText(r.ResultTTL), Metadata: r.Metadata, Timeout: durationText(r.Timeout), Retry: r.Retry.wire()})
@@ -171,7 +171,7 @@ type Filter struct {
 }
 
 // MarshalJSON renders the filter in the API's form (times as RFC 3339).
-func (f Filter) MarshalJSON() ([]byte, error) { return json.Marshal(f.wire()) }
+func (f Filter) MarshalJSON() ([]byte, error) { return marshal(f.wire()) }
 
 func (f *Filter) wire() *wire.Filter {
 	return &wire.Filter{State: f.States, Queue: f.Queue, Kind: f.Kind, PartitionKey: f.PartitionKey,

@@ -148,15 +148,17 @@ func NewKey() string {
 }
 
 // keyHeader is the Idempotency-Key header value that carries key. The
-// server reads a value in double quotes as a structured-field string and
-// drops the quotes, so a key that itself starts and ends with '"' (a
-// JSON-encoded id, `"order-1"`) is sent quoted once more; any other key is
-// sent as it is.
+// server reads a value that starts with '"' as a Structured Field string
+// (RFC 8941: "a\"b" is the key a"b), and HTTP drops the spaces around a
+// header value; so a key that starts with '"' (a JSON-encoded id,
+// `"order-1"`) or with or before a space is sent as an sf-string, quoted
+// with '"' and '\' escaped. Any other key is sent as it is.
 func keyHeader(key string) string {
-	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
-		return `"` + key + `"`
+	if key == "" || (key[0] != '"' && key[0] != ' ' && key[len(key)-1] != ' ') {
+		return key
 	}
-	return key
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(key) + `"`
 }
 
 // call is one API call.
@@ -182,12 +184,26 @@ type call struct {
 	goneAt string
 }
 
+// marshal encodes v as a request body: as json.Marshal does, but without
+// HTML escaping, so that '<', '>' and '&' in args, metadata and results
+// travel as they are, not as six-byte \u003c escapes that count against
+// the server's body and args limits (and were stored so).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // do sends c with retries and decodes the answer.
 func (cl *Client) do(ctx context.Context, c *call) (int, error) {
 	var body []byte
 	if c.body != nil {
 		var err error
-		if body, err = json.Marshal(c.body); err != nil {
+		if body, err = marshal(c.body); err != nil {
 			return 0, fmt.Errorf("idemclient: encode request: %w", err)
 		}
 	}

@@ -393,3 +393,26 @@ func TestBackoffBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestsKeepHTMLCharacters: the client sends args as they are:
+// '<', '>' and '&' were HTML-escaped by encoding/json (six bytes for one),
+// so args of 200 KiB of '<', well within the server's 1 MiB limits, made
+// a request body over 1 MiB (413) and were stored escaped, six times as
+// long as given.
+func TestRequestsKeepHTMLCharacters(t *testing.T) {
+	t.Parallel()
+	cl, _ := setup(t, nil)
+	args := json.RawMessage(`{"h":"` + strings.Repeat("<&>", 200<<10/3) + `"}`)
+	res, err := cl.Enqueue(context.Background(), &idemclient.EnqueueRequest{Kind: "k", Args: args,
+		Metadata: json.RawMessage(`{"m":"<i>"}`)})
+	if err != nil {
+		t.Fatalf("enqueue of %d bytes of args: %v", len(args), err)
+	}
+	if string(res.Job.Args) != string(args) || string(res.Job.Metadata) != `{"m":"<i>"}` {
+		t.Errorf("args stored as %d bytes (%.40s…), metadata %s; want them as sent", len(res.Job.Args), res.Job.Args, res.Job.Metadata)
+	}
+	batch, err := cl.EnqueueBatch(context.Background(), []*idemclient.EnqueueRequest{{Kind: "k", Args: args}})
+	if err != nil || len(batch) != 1 || batch[0].Job == nil || string(batch[0].Job.Args) != string(args) {
+		t.Fatalf("batch enqueue: %v %+v", err, batch)
+	}
+}

@@ -47,15 +47,16 @@ func TestEnqueueWithoutKeyIsNewEachCall(t *testing.T) {
 	}
 }
 
-// TestQuotedKeyIsKeptAsIs: a key that starts and ends with a double quote
-// (such as a JSON-encoded id, `"order-1"`) is that key, not the server's
-// unquoted structured-field reading of the header (order-1): the job
-// carries it, its record is found by it, and the key order-1 is another.
+// TestQuotedKeyIsKeptAsIs: a key that starts with a double quote (such as
+// a JSON-encoded id, `"order-1"`) is that key, not the server's unquoted
+// structured-field reading of the header (order-1): the job carries it,
+// its record is found by it, and the key order-1 is another. So is a key
+// with spaces around it, which a bare header value loses.
 func TestQuotedKeyIsKeptAsIs(t *testing.T) {
 	t.Parallel()
 	e := newAPI(t, nil)
 	ctx := context.Background()
-	for _, key := range []string{`"order-1"`, `""`} {
+	for _, key := range []string{`"order-1"`, `""`, `"half`, `"a\"b"`, " padded ", "  "} {
 		a, err := e.admin.Enqueue(ctx, &idemclient.EnqueueRequest{Kind: "ping", IdempotencyKey: key})
 		if err != nil {
 			t.Fatalf("key %s: %v", key, err)

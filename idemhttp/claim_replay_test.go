@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -115,4 +117,82 @@ func TestLargeJobReplyReplayed(t *testing.T) {
 				again.status, again.header.Get("Idempotent-Replayed"), again.body[:min(len(again.body), 300)])
 		}
 	}
+}
+
+// maxObject is a JSON object of exactly idem.MaxArgsBytes bytes whose one
+// string is filler repeated.
+func maxObject(filler string) []byte {
+	const frame = len(`{"b":""}`)
+	n := (idem.MaxArgsBytes - frame) / len(filler)
+	s := strings.Repeat(filler, n) + strings.Repeat("x", idem.MaxArgsBytes-frame-n*len(filler))
+	return []byte(`{"b":"` + s + `"}`)
+}
+
+// completeReplayed claims the one job of queue "big" (failing it first
+// with failErr when not ""), completes it with result under an
+// Idempotency-Key and sends the same complete again: the retry must replay
+// the first answer byte for byte.
+func completeReplayed(t *testing.T, e *env, failErr string, result []byte) {
+	t.Helper()
+	claim := func() (id, token string) {
+		t.Helper()
+		j := e.claim(e.keyA, "big")
+		return j["id"].(string), j["lease_token"].(string)
+	}
+	id, token := claim()
+	if failErr != "" {
+		r := e.req("POST", "/v1/jobs/"+id+"/fail", e.keyA, map[string]any{"lease_token": token, "error": failErr, "retry_after": "0s"})
+		expect(t, r, 200, "")
+		if id, token = claim(); id == "" {
+			t.Fatal("no job to claim after the fail")
+		}
+	}
+	body := `{"lease_token":` + strconv.Quote(token) + `,"result":` + string(result) + `}`
+	first := e.req("POST", "/v1/jobs/"+id+"/complete", e.keyA, body, "Idempotency-Key", "done-"+id)
+	expect(t, first, 200, "")
+	again := e.req("POST", "/v1/jobs/"+id+"/complete", e.keyA, body, "Idempotency-Key", "done-"+id)
+	if again.status != 200 || again.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(again.body, first.body) {
+		t.Fatalf("retry of the complete (%d bytes answered) with its key: %d, replayed %q, %d bytes: %s", len(first.body),
+			again.status, again.header.Get("Idempotent-Replayed"), len(again.body), again.body[:min(len(again.body), 300)])
+	}
+}
+
+// enqueueBig enqueues a job of queue "big" in tenant "a" with args and
+// metadata through the library (the HTTP enqueue's body limit would refuse
+// both at their largest).
+func enqueueBig(t *testing.T, e *env, args, meta []byte) {
+	t.Helper()
+	_, err := e.client.EnqueueRaw(context.Background(), idem.EnqueueParams{Kind: "pull", Args: args,
+		Opts: &idem.EnqueueOpts{Tenant: "a", Queue: "big", Metadata: meta}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHTMLCharsJobReplyReplayed: a job whose args, metadata and result are
+// each as large as allowed and made of '<' completes under an
+// Idempotency-Key, and the retry after a lost reply replays that answer.
+// The API wrote '<' as \u003c (six bytes for one), so the reply was six
+// times the caps the middleware stores a one-job reply up to: it was not
+// stored, and the retry ran the complete again and answered 409.
+func TestHTMLCharsJobReplyReplayed(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{MaxBodyBytes: 2 << 20}})
+	html := maxObject("<")
+	enqueueBig(t, e, html, html)
+	completeReplayed(t, e, "", maxObject("<&>"))
+}
+
+// TestControlCharErrorJobReplyReplayed: the last error of a job (64 KiB,
+// as a fail allows, of control characters that JSON writes as six-byte
+// \u escapes) counts at its encoded size in the cap of a one-job reply: a
+// complete of a job with the largest args, metadata and result whose
+// previous attempt failed so was over the cap, not stored, and its retry
+// answered 409.
+func TestControlCharErrorJobReplyReplayed(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{MaxBodyBytes: 2 << 20}})
+	plain := maxObject("x")
+	enqueueBig(t, e, plain, plain)
+	completeReplayed(t, e, strings.Repeat("\x01", idem.MaxErrorBytes), plain)
 }

@@ -151,3 +151,38 @@ func BenchmarkMemberNamesEscapedValues(b *testing.B) {
 		}
 	}
 }
+
+// FuzzParseSFString: a quoted Idempotency-Key reads back the key that was
+// quoted (printable ASCII, '"' and '\' escaped), and any value either
+// parses to printable ASCII or is refused with a problem naming the
+// header, without panicking.
+func FuzzParseSFString(f *testing.F) {
+	for _, s := range []string{`"a\"b"`, `"c\\d"`, `"a\x"`, `"a"b"`, `"abc`, `"a"; p=1`, `""`, `"\"`, "\"a\tb\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		printable := true
+		for i := 0; i < len(s); i++ {
+			printable = printable && s[i] >= 0x20 && s[i] <= 0x7e
+		}
+		if printable {
+			quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+			if got, err := parseSFString(quoted); err != nil || got != s {
+				t.Fatalf("parseSFString(%q) = %q, %v; want %q", quoted, got, err, s)
+			}
+		}
+		in := `"` + s
+		got, err := parseSFString(in)
+		if err != nil {
+			if p, ok := err.(*Problem); !ok || p.Errors[headerIdempotencyKey] == "" {
+				t.Fatalf("parseSFString(%q): %v, not a problem naming the header", in, err)
+			}
+			return
+		}
+		for i := 0; i < len(got); i++ {
+			if got[i] < 0x20 || got[i] > 0x7e {
+				t.Fatalf("parseSFString(%q) = %q: not printable ASCII", in, got)
+			}
+		}
+	})
+}

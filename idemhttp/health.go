@@ -337,6 +337,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case err != nil:
 			checks["schema"] = Check{Status: StatusUnhealthy, Detail: "read schema version: " + err.Error()}
+		case applied > expected: // `idem migrate` with this binary would apply nothing
+			checks["schema"] = Check{Status: StatusUnhealthy, Value: float64(applied), Threshold: float64(expected),
+				Detail: fmt.Sprintf("schema version %d is newer than this binary's %d: run the newer idem that migrated it", applied, expected)}
 		case applied != expected:
 			checks["schema"] = Check{Status: StatusUnhealthy, Value: float64(applied), Threshold: float64(expected),
 				Detail: fmt.Sprintf("schema version %d, this binary expects %d: run `idem migrate`", applied, expected)}

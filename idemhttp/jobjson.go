@@ -13,10 +13,11 @@ import (
 
 // The reply of POST /v1/jobs is encoded by hand: encoding/json's reflection
 // over wire.Job was about 3 % of a new-key request's CPU. The output is
-// byte for byte what json.Marshal writes (TestAppendJobMatchesMarshal and
-// FuzzAppendJob hold it to that, every field of wire.Job filled); whatever
-// the hand encoder does not cover (a time json.Marshal refuses, a raw value
-// that needs compacting or is invalid) falls back to json.Marshal.
+// byte for byte what marshalJSON (encoding/json without HTML escaping)
+// writes (TestAppendJobMatchesMarshal and FuzzAppendJob hold it to that,
+// every field of wire.Job filled); whatever the hand encoder does not
+// cover (a time json.Marshal refuses, a raw value that needs compacting or
+// is invalid) falls back to writeJSON.
 
 // replyBuffers recycles the encoding buffers of replies.
 var replyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -44,8 +45,8 @@ func writeEnqueueReply(w http.ResponseWriter, status int, reply *wire.EnqueueRep
 	_, _ = w.Write(b)
 }
 
-// appendJob appends j as json.Marshal encodes it; false when it cannot
-// (the caller then uses json.Marshal, for its output or its error).
+// appendJob appends j as marshalJSON encodes it; false when it cannot
+// (the caller then uses writeJSON, for its output or its error).
 func appendJob(b []byte, j *wire.Job) ([]byte, bool) {
 	ok := true
 	b = appendField(b, `{"id":`, j.ID)
@@ -93,7 +94,7 @@ func appendJob(b []byte, j *wire.Job) ([]byte, bool) {
 	}
 	b = appendOptField(b, `,"worker_id":`, j.WorkerID)
 	if j.Retry != nil {
-		r, err := json.Marshal(j.Retry)
+		r, err := marshalJSON(j.Retry)
 		ok = ok && err == nil
 		b = append(append(b, `,"retry":`...), r...)
 	}
@@ -122,16 +123,17 @@ func appendTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
 	return append(b, '"'), ok && err == nil
 }
 
-// appendRaw appends a raw JSON value that json.Marshal would copy as it
-// is: valid, with no whitespace to compact and nothing to escape for HTML
-// (<, >, &, U+2028, U+2029); false for any other.
+// appendRaw appends a raw JSON value that marshalJSON would copy as it
+// is: valid, with no whitespace to compact (without HTML escaping,
+// encoding/json only compacts a raw value: '<' and U+2028 stay as they
+// are); false for any other.
 func appendRaw(b, raw []byte, ok bool) ([]byte, bool) {
 	if raw == nil {
 		return append(b, "null"...), ok // as json.RawMessage.MarshalJSON
 	}
 	for _, c := range raw {
 		switch c {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xe2: // 0xe2 starts U+2028 and U+2029
+		case ' ', '\t', '\n', '\r':
 			return b, false
 		}
 	}
@@ -140,16 +142,17 @@ func appendRaw(b, raw []byte, ok bool) ([]byte, bool) {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string the way encoding/json does with
-// HTML escaping (its default): <, > and & as \u003c…, invalid UTF-8 as
-// \ufffd, U+2028 and U+2029 escaped.
+// appendString appends s as a JSON string the way encoding/json does
+// without HTML escaping (marshalJSON): <, > and & as they are, control
+// characters escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped
+// (encoding/json always escapes those two).
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= ' ' && c != '"' && c != '\\' {
 				i++
 				continue
 			}

@@ -2,7 +2,6 @@ package idemhttp
 
 import (
 	"bufio"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 
@@ -41,7 +40,7 @@ page:
 			if written == limit {
 				break page // more jobs follow: cursor is the last job written
 			}
-			b, err := json.Marshal(renderJob(j, false))
+			b, err := marshalJSON(renderJob(j, false))
 			if err != nil {
 				// Stored bytes that do not encode (written before input was
 				// validated): the job is left out of the page, not the page.
@@ -76,7 +75,7 @@ page:
 	_ = bw.WriteByte(']')
 	if cursor != 0 {
 		_, _ = bw.WriteString(`,"next_cursor":`)
-		c, _ := json.Marshal(encodeCursor(cursor))
+		c, _ := marshalJSON(encodeCursor(cursor))
 		_, _ = bw.Write(c)
 	}
 	_, _ = bw.WriteString("}\n")

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemtype"
@@ -48,7 +49,11 @@ type MiddlewareConfig struct {
 	// pass through untouched.
 	Methods []string
 	// Tenant scopes the records of a request; default: the tenant of an
-	// authenticated idem API request, else "default".
+	// authenticated idem API request, else "default". A request with a key
+	// for which it returns "" is refused (400 problem, the handler does
+	// not run): such requests would share one scope and replay each
+	// other's answers. Return a tenant of your own (such as "default")
+	// for requests that may share one.
 	Tenant func(r *http.Request) string
 	// TTL is how long a stored response is kept and replayed; default DefaultRecordTTL.
 	TTL time.Duration
@@ -113,12 +118,47 @@ func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
 	return c
 }
 
-// storedResponse is the envelope kept in the idempotency record.
+// storedResponse is the envelope kept in the idempotency record. The
+// body is kept as bytes (base64 in JSON), and so are the header fields
+// that are not valid UTF-8, so that a replay sends the answer byte for
+// byte.
 type storedResponse struct {
 	Fingerprint string      `json:"fingerprint"`
 	Status      int         `json:"status"`
 	Header      http.Header `json:"header"`
-	Body        []byte      `json:"body"`
+	// RawHeader holds the header fields whose name or a value is not
+	// valid UTF-8 (obs-text, such as a Latin-1 file name): a JSON string
+	// would hold U+FFFD instead of those bytes.
+	RawHeader []rawHeaderField `json:"raw_header,omitempty"`
+	Body      []byte           `json:"body"`
+}
+
+// rawHeaderField is a header field kept as bytes.
+type rawHeaderField struct {
+	Name   []byte   `json:"name"`
+	Values [][]byte `json:"values"`
+}
+
+// splitHeader returns h without the fields that are not valid UTF-8, and
+// those fields as bytes.
+func splitHeader(h http.Header) (http.Header, []rawHeaderField) {
+	var raw []rawHeaderField
+	for k, vv := range h {
+		valid := utf8.ValidString(k)
+		for _, v := range vv {
+			valid = valid && utf8.ValidString(v)
+		}
+		if valid {
+			continue
+		}
+		f := rawHeaderField{Name: []byte(k)}
+		for _, v := range vv {
+			f.Values = append(f.Values, []byte(v))
+		}
+		raw = append(raw, f)
+		delete(h, k)
+	}
+	return h, raw
 }
 
 // Middleware returns the IETF Idempotency-Key semantics for any net/http
@@ -132,8 +172,10 @@ type storedResponse struct {
 //   - the key with another request (fingerprint: SHA-256 of method, path as
 //     sent with its query, and body, byte for byte: headers are not part of
 //     it) gets 422;
+//   - a request with a key that cfg.Tenant gives no tenant ("") gets 400;
 //   - a missing key gets 400 when cfg.Required; a malformed key (not 1–255
-//     printable ASCII) always 400;
+//     printable ASCII) always 400; a key sent in double quotes is an RFC
+//     8941 sf-string ("a\"b" is the key a"b; a malformed one is a 400);
 //   - a response the policy refuses (default: 5xx), a panic, a final 1xx
 //     (101) or a hijacked connection releases the key: a retry with it runs
 //     the handler again;
@@ -180,8 +222,11 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 	})
 }
 
-// idempotencyKey returns the validated header key ("" when absent); a
-// structured-field string ("…") is unquoted.
+// idempotencyKey returns the validated header key ("" when absent). A
+// value that starts with a double quote is a Structured Field string
+// (RFC 8941 sf-string, the form draft-ietf-httpapi-idempotency-key-header
+// gives the header): "a\"b" is the key a"b, and a malformed one is a 400.
+// Any other value is the key as sent (most clients send a bare UUID).
 func idempotencyKey(r *http.Request) (string, error) {
 	vals := r.Header.Values(headerIdempotencyKey)
 	if len(vals) == 0 {
@@ -191,13 +236,44 @@ func idempotencyKey(r *http.Request) (string, error) {
 		return "", invalid(headerIdempotencyKey, "send one Idempotency-Key header")
 	}
 	k := vals[0]
-	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-		k = k[1 : len(k)-1]
+	if strings.HasPrefix(k, `"`) {
+		var err error
+		if k, err = parseSFString(k); err != nil {
+			return "", err
+		}
 	}
 	if err := idem.ValidateKey(headerIdempotencyKey, k); err != nil {
 		return "", err
 	}
 	return k, nil
+}
+
+// parseSFString reads s, which starts with a double quote, as one RFC 8941
+// sf-string (section 4.2.5) with nothing after it: printable ASCII up to
+// the closing quote, \" and \\ its only escapes. The draft gives the
+// header no parameters, so none are taken.
+func parseSFString(s string) (string, error) {
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			i++
+			if i == len(s) || (s[i] != '"' && s[i] != '\\') {
+				return "", invalid(headerIdempotencyKey, `a quoted key escapes only '"' and '\' (as \" and \\)`)
+			}
+			b.WriteByte(s[i])
+		case c == '"':
+			if i != len(s)-1 {
+				return "", invalid(headerIdempotencyKey, "a quoted key must end at its closing quote (no parameters)")
+			}
+			return b.String(), nil
+		case c < 0x20 || c > 0x7e:
+			return "", invalid(headerIdempotencyKey, "must be printable ASCII (0x20-0x7E)")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", invalid(headerIdempotencyKey, "a quoted key needs its closing quote")
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, key string) {
@@ -211,8 +287,16 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	tenant := m.cfg.Tenant(r)
+	if tenant == "" {
+		// No scope: every such request would share one, and replay the
+		// answers of others with the same key.
+		writeProblem(w, newProblem(http.StatusBadRequest, ProblemInvalid, "Invalid request",
+			"the request has no tenant to scope its Idempotency-Key (the middleware's Tenant gave none)"))
+		return
+	}
 	fp := requestFingerprint(r, body)
-	p := &recordlease.Params{Tenant: m.cfg.Tenant(r), Purpose: recordlease.PurposeHTTP, Key: m.cfg.Namespace + key,
+	p := &recordlease.Params{Tenant: tenant, Purpose: recordlease.PurposeHTTP, Key: m.cfg.Namespace + key,
 		Owner: fp[:16] + "." + store.NewToken(), Lease: m.cfg.Lease, TTL: m.cfg.TTL, Now: m.cfg.Now}
 	lease, rec, err := recordlease.Acquire(r.Context(), m.st, p)
 	if err != nil {
@@ -256,6 +340,13 @@ func (m *middleware) answerHeld(w http.ResponseWriter, rec *idemtype.Record, fp 
 		h := w.Header()
 		for k, v := range sr.Header {
 			h[k] = slices.Clone(v)
+		}
+		for _, f := range sr.RawHeader {
+			vv := make([]string, 0, len(f.Values))
+			for _, v := range f.Values {
+				vv = append(vv, string(v))
+			}
+			h[string(f.Name)] = vv
 		}
 		h.Set(headerIdempotentReplayed, "true")
 		w.WriteHeader(sr.Status)
@@ -307,7 +398,8 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		return
 	}
 	cw.captureTrailers()
-	env, err := json.Marshal(storedResponse{Fingerprint: fp, Status: cw.status, Header: cw.header, Body: cw.body.Bytes()})
+	header, raw := splitHeader(cw.header)
+	env, err := json.Marshal(storedResponse{Fingerprint: fp, Status: cw.status, Header: header, RawHeader: raw, Body: cw.body.Bytes()})
 	if err != nil {
 		return
 	}

@@ -223,3 +223,112 @@ func TestMiddlewarePassesInformationalAnswers(t *testing.T) {
 		t.Errorf("%d calls, want 1", calls.Load())
 	}
 }
+
+// TestMiddlewareReplayIsByteIdentical: a replay sends the stored answer's
+// body and header values byte for byte, whatever bytes they hold: HTML
+// characters, U+2028, bytes that are not UTF-8 (obs-text such as a
+// Latin-1 file name, which net/http sends as it is). Header values went
+// through JSON in the stored envelope, which wrote invalid UTF-8 as
+// U+FFFD: the replay sent other bytes than the answer.
+func TestMiddlewareReplayIsByteIdentical(t *testing.T) {
+	t.Parallel()
+	const (
+		disposition = "attachment; filename=\"caf\xe9 <1>&\u2028.txt\""
+		body        = "<b>&amp;\u2028\xff\xfe\x00\"\\"
+	)
+	var calls atomic.Int64
+	srv := mwServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Disposition", disposition)
+		w.Header()["X-Raw\xe9"] = []string{"v"} // a name net/http refuses to send: not sent either time
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, body)
+	})
+	first := post(t, srv.URL+"/x", "k", "")
+	again := post(t, srv.URL+"/x", "k", "")
+	if again.header.Get("Idempotent-Replayed") != "true" || calls.Load() != 1 {
+		t.Fatalf("not replayed: %v, %d calls", again.header, calls.Load())
+	}
+	if first.status != 201 || again.status != 201 || string(first.body) != body || string(again.body) != body {
+		t.Fatalf("answer %d %q, replay %d %q, want 201 %q", first.status, first.body, again.status, again.body, body)
+	}
+	for _, k := range []string{"Content-Disposition", "Content-Type"} {
+		if a, b := first.header.Values(k), again.header.Values(k); fmt.Sprintf("%q", a) != fmt.Sprintf("%q", b) {
+			t.Errorf("%s: answered %q, replayed %q", k, a, b)
+		}
+	}
+	if got := again.header.Get("Content-Disposition"); got != disposition {
+		t.Errorf("replayed Content-Disposition %q, want %q", got, disposition)
+	}
+}
+
+// TestMiddlewareKeyIsAStructuredFieldString: a quoted Idempotency-Key is
+// an RFC 8941 sf-string (draft-ietf-httpapi-idempotency-key-header): its
+// escapes \" and \\ stand for " and \, so "a\"b" is the key a"b, the
+// key sent bare. The backslash was kept: "a\"b" was the key a\"b, and a
+// malformed quoted key (a stray quote or escape, an unterminated string,
+// a character outside printable ASCII) was taken as a key of its own. It
+// is a 400 problem now, and the handler does not run.
+func TestMiddlewareKeyIsAStructuredFieldString(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := mwServer(t, nil, counting(&calls, 201, "made"))
+	for i, c := range []struct{ quoted, bare string }{
+		{`"a\"b"`, `a"b`},
+		{`"c\\d"`, `c\d`},
+		{`" spaced "`, ""},
+		{`"\"e\""`, ""}, // the key "e", which only a quoted value can carry
+	} {
+		first := post(t, srv.URL+"/x", c.quoted, "")
+		if first.status != 201 || calls.Load() != int64(i+1) {
+			t.Fatalf("%s: %d %s, %d calls", c.quoted, first.status, first.body, calls.Load())
+		}
+		if c.bare == "" {
+			continue
+		}
+		if r := post(t, srv.URL+"/x", c.bare, ""); r.header.Get("Idempotent-Replayed") != "true" || calls.Load() != int64(i+1) {
+			t.Errorf("%s then %s: %d %v, %d calls; want one key", c.quoted, c.bare, r.status, r.header, calls.Load())
+		}
+	}
+	before := calls.Load()
+	for _, k := range []string{`"a\x"`, `"a"b"`, `"abc`, `"abc\"`, `"a"; p=1`, `"a" "b"`, "\"a\tb\"", "\"caf\xc3\xa9\""} {
+		r := post(t, srv.URL+"/x", k, "")
+		expect(t, r, 400, "/problems/invalid-request")
+		if m := r.json(t); !strings.Contains(fmt.Sprint(m["errors"]), "Idempotency-Key") {
+			t.Errorf("%s: the problem does not name the header: %s", k, r.body)
+		}
+	}
+	if calls.Load() != before {
+		t.Fatalf("a malformed key ran the handler: %d calls", calls.Load()-before)
+	}
+}
+
+// TestMiddlewareRefusesAnEmptyTenant: a Tenant func that returns "" (a
+// request without the header it scopes by) gives a request with a key no
+// scope: it is refused with a 400 problem and the handler does not run.
+// It was kept under the tenant "", one scope shared by every such
+// request, so a request of one caller replayed the stored answer of
+// another's request with the same key. Requests without a key still pass.
+func TestMiddlewareRefusesAnEmptyTenant(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	byHeader := func(r *http.Request) string { return r.Header.Get("X-Account") }
+	srv := mwServer(t, &idemhttp.MiddlewareConfig{Tenant: byHeader}, counting(&calls, 201, "made"))
+	for range 2 {
+		r := post(t, srv.URL+"/x", "k", "")
+		expect(t, r, 400, "/problems/invalid-request")
+		if m := r.json(t); !strings.Contains(fmt.Sprint(m["detail"]), "tenant") {
+			t.Errorf("the problem does not say what is missing: %s", r.body)
+		}
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("a request without a tenant ran the handler %d times", calls.Load())
+	}
+	if r := post(t, srv.URL+"/x", "", ""); r.status != 201 || calls.Load() != 1 {
+		t.Fatalf("a request without a key: %d, %d calls", r.status, calls.Load())
+	}
+	if r := post(t, srv.URL+"/x", "k", "", "X-Account", "acme"); r.status != 201 || calls.Load() != 2 {
+		t.Fatalf("a request with a tenant: %d, %d calls", r.status, calls.Load())
+	}
+}

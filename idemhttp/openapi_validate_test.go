@@ -96,6 +96,7 @@ var docLooserThanServer = []string{
 	// against the timetable are beyond JSON Schema.
 	"cron: ", "timezone: ", "every: must be", "grain: ", "dedup_window: must be at least",
 	"must be valid JSON (at most",               // strict JSON: UTF-8, no duplicate names, double range, depth
+	"must be JSON of at most",                   // a value's size in bytes (args, metadata, result)
 	"duplicate member name",                     // JSON Schema sees decoded objects (the last member wins)
 	"the body is not valid UTF-8",               // JSON Schema sees decoded strings
 	"must be valid UTF-8 without NUL",           // query values

@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,7 +105,13 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 		h.Set("Retry-After", retryAfterUnavailable)
 	}
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	b, err := encodeJSON(p)
+	if err != nil {
+		// A Problem holds strings, a number and a map of strings: it
+		// always encodes.
+		return
+	}
+	_, _ = w.Write(b)
 }
 
 // writeError maps err and writes it; 5xx errors are logged (never sent).
@@ -119,7 +126,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := encodeJSON(v)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -127,6 +134,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	b = append(b, '\n')
 	_, _ = w.Write(b)
+}
+
+// encodeJSON encodes v as the API writes JSON, followed by a newline: as
+// json.Marshal does, but without HTML escaping. '<', '>' and '&' are
+// written as they are, not as six-byte \u003c escapes, so that a reply is
+// as long as its content (the Idempotency-Key middleware stores replies up
+// to caps derived from the input limits; see maxJobReplyBytes). As ever,
+// encoding/json writes U+2028 and U+2029 in strings as \u2028 and \u2029
+// and invalid UTF-8 in strings as \ufffd; raw values (args, results) are
+// only compacted.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode reply: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// marshalJSON is encodeJSON without the newline.
+func marshalJSON(v any) ([]byte, error) {
+	b, err := encodeJSON(v)
+	if err != nil {
+		return nil, err
+	}
+	return b[:len(b)-1], nil
 }

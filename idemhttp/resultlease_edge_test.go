@@ -1,11 +1,14 @@
 package idemhttp_test
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/internal/dbtest"
 )
@@ -115,6 +118,36 @@ func testLargeLeaseCompleteReplays(t *testing.T, open opener) {
 	retry := e.req("POST", base+"/lease/complete", e.keyA, done, "Idempotency-Key", "done-big")
 	expect(t, retry, 200, "")
 	if retry.header.Get("Idempotent-Replayed") != "true" || string(retry.body) != string(first.body) {
+		t.Fatalf("retry of the complete: %v, %d bytes (first %d)", retry.header, len(retry.body), len(first.body))
+	}
+}
+
+// TestLeaseCompleteLargestResultReplays: the cap up to which a result
+// lease's replies are stored holds the largest result a complete takes
+// (MaxArgsBytes, whatever the body limit) written in the characters JSON
+// escaped most ('<', '&', U+2028), with the longest key: the
+// retry after a lost reply replays it byte for byte, and a result one
+// byte longer is refused. (The cap was six times the body limit while
+// replies were HTML-escaped.)
+func TestLeaseCompleteLargestResultReplays(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, &setupOpts{serverCfg: &idemhttp.Config{MaxBodyBytes: 4 << 20}})
+	base := "/v1/idempotency/" + strings.Repeat("k", idem.MaxKeyLength)
+	r := e.req("POST", base+"/lease", e.keyA, map[string]any{"lease": "1m"})
+	expect(t, r, 200, "")
+	token := r.json(t)["lease_token"].(string)
+	fill := strings.Repeat("<&\u2028", (idem.MaxArgsBytes-2)/5)
+	result := `"` + fill + strings.Repeat("<", idem.MaxArgsBytes-2-len(fill)) + `"`
+	complete := func(result string) string {
+		return `{"lease_token":` + strconv.Quote(token) + `,"result":` + result + `}`
+	}
+	over := e.req("POST", base+"/lease/complete", e.keyA, complete(`"<`+result[1:]), "Idempotency-Key", "done-over")
+	expect(t, over, 400, "/problems/invalid-request")
+	first := e.req("POST", base+"/lease/complete", e.keyA, complete(result), "Idempotency-Key", "done-max")
+	expect(t, first, 200, "")
+	retry := e.req("POST", base+"/lease/complete", e.keyA, complete(result), "Idempotency-Key", "done-max")
+	expect(t, retry, 200, "")
+	if retry.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(retry.body, first.body) {
 		t.Fatalf("retry of the complete: %v, %d bytes (first %d)", retry.header, len(retry.body), len(first.body))
 	}
 }

@@ -64,31 +64,52 @@ type route struct {
 	handler    func(w http.ResponseWriter, r *http.Request) error
 }
 
-// maxClaimReplyBytes bounds the reply of a claim: up to MaxClaimLimit
-// jobs, each with args and metadata of up to MaxArgsBytes, a last error
-// and its other fields. The Idempotency-Key middleware stores claim
-// replies up to it (and at least MiddlewareConfig.MaxResponseBytes): a
-// claim reply it did not store would let the retry of a claim whose reply
-// was lost take other jobs, leaving the first ones leased to nobody until
-// the rescuer takes them back, an attempt lost each.
-const maxClaimReplyBytes = idem.MaxClaimLimit * (2*idem.MaxArgsBytes + idem.MaxErrorBytes + 16<<10)
-
-// maxJobReplyBytes bounds a reply of one job: args, metadata and result
-// of up to MaxArgsBytes each, a last error and its other fields. The
-// routes that answer one job (complete, fail, cancel, retry, resolve,
-// trigger) store replies up to it: a retry (same key) of one whose reply
-// was not stored ran again and answered 409 for a call that had worked.
-const maxJobReplyBytes = 3*idem.MaxArgsBytes + idem.MaxErrorBytes + 16<<10
-
-// leaseReplyBytes bounds the reply of a result-lease complete, which the
-// Idempotency-Key middleware stores up to it: the result (at most a request
-// body of maxBody, each byte of which JSON may write as a six-byte \u
-// escape), the key and the other fields. A complete whose reply was not
-// stored answered its retry (the same key, after a lost reply) 409 lease
-// lost, for a result that was stored.
-func leaseReplyBytes(maxBody int64) int {
-	return int(min(maxBody, 1<<40))*6 + 16<<10
-}
+// The Idempotency-Key middleware stores a reply up to a cap; the routes
+// whose retry must not run twice (a claim, a one-job reply, a result-lease
+// reply) have caps derived from the input limits, so that every reply they
+// can give is stored. Replies are written without HTML escaping
+// (encodeJSON), so a raw JSON value (args, metadata, a result: up to
+// MaxArgsBytes each) is never longer in a reply than stored (encoding/json
+// only compacts it), while a byte of free text (an error, a note) may
+// become a six-byte \u escape (a control character); names and keys are
+// printable ASCII of up to MaxKeyLength bytes (at most two bytes each in
+// JSON). A last error written by a Go worker is not bounded by
+// MaxErrorBytes: a reply that carries a longer one may exceed the cap and
+// is then not stored (the retry runs again).
+const (
+	// maxEscapedByte is the most bytes JSON writes for one byte of text.
+	maxEscapedByte = len(`\u0001`)
+	// maxJobFieldsBytes bounds the fields of a job in a reply other than
+	// its raw values, last error and resolution note: ids, names, keys,
+	// times, up to MaxDependsOn dependencies and a retry policy of up to
+	// retryspec.MaxDelays delays (about 6 KiB at most).
+	maxJobFieldsBytes = 16 << 10
+	// maxClaimJobBytes bounds one job of a claim reply: args and metadata,
+	// a last error and its other fields (a claimed job has no result and
+	// no resolution note).
+	maxClaimJobBytes = 2*idem.MaxArgsBytes + maxEscapedByte*idem.MaxErrorBytes + maxJobFieldsBytes
+	// maxClaimReplyBytes bounds the reply of a claim: up to MaxClaimLimit
+	// jobs. A claim reply the middleware did not store would let the retry
+	// of a claim whose reply was lost take other jobs, leaving the first
+	// ones leased to nobody until the rescuer takes them back, an attempt
+	// lost each.
+	maxClaimReplyBytes = idem.MaxClaimLimit * maxClaimJobBytes
+	// maxJobReplyBytes bounds a reply of one job: args, metadata and
+	// result, a last error, a resolution note and its other fields. The
+	// routes that answer one job (complete, fail, cancel, retry, resolve,
+	// trigger) store replies up to it: a retry (same key) of one whose
+	// reply was not stored ran again and answered 409 for a call that had
+	// worked.
+	maxJobReplyBytes = 3*idem.MaxArgsBytes + maxEscapedByte*(idem.MaxErrorBytes+idem.MaxResolutionNote) + maxJobFieldsBytes
+	// maxLeaseReplyBytes bounds the reply of a result-lease complete: the
+	// result (refused over MaxArgsBytes whatever the body limit), the key
+	// and the other fields. A complete whose reply was not stored answered
+	// its retry (the same key, after a lost reply) 409 lease lost, for a
+	// result that was stored. (An acquire answering a result stored by a
+	// Go Do, which has no size limit, may exceed it; its retry answers the
+	// cached result again.)
+	maxLeaseReplyBytes = idem.MaxArgsBytes + maxJobFieldsBytes
+)
 
 // NewServer returns the API server of client on st (the store the client
 // uses; its API keys and records serve auth and the middleware). When st
@@ -121,7 +142,7 @@ func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 	s.idemMW = Middleware(st, &mwc)
 	lmw := mwc
 	lmw.Keep = func(status int) bool { return status != http.StatusConflict && kept(status) }
-	lmw.MaxResponseBytes = max(lmw.MaxResponseBytes, DefaultMaxResponseBytes, leaseReplyBytes(c.MaxBodyBytes))
+	lmw.MaxResponseBytes = max(lmw.MaxResponseBytes, DefaultMaxResponseBytes, maxLeaseReplyBytes)
 	s.leaseMW = Middleware(st, &lmw)
 	cmw := mwc
 	cmw.MaxResponseBytes = max(cmw.MaxResponseBytes, DefaultMaxResponseBytes, maxClaimReplyBytes)

@@ -39,7 +39,7 @@ func Example_geoprocessingCache() {
 	fmt.Println("process ran", runs, "time")
 
 	_, err := c.Do(ctx, "geo_failing", func(context.Context) (any, error) { return nil, errors.New("bad geometry") }, nil)
-	rec, lookup := c.RecordGet(ctx, "", "geo_failing")
+	rec, lookup := c.DoRecordGet(ctx, "", "geo_failing") // Do's keys, apart from jobs' (RecordGet)
 	fmt.Println("failure:", err, "- cached:", lookup == nil && rec.Status == idemtype.RecordCompleted)
 
 	clk.Add(25 * time.Hour) // past the 24 h TTL the process runs again

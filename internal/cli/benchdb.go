@@ -18,7 +18,7 @@ import (
 )
 
 // benchSchemaRE is the schema names pgstore accepts.
-var benchSchemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+var benchSchemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // benchDB is the database `idem bench` measures: its store and what to
 // clean up afterwards.
@@ -134,7 +134,7 @@ func openBenchDBTraced(ctx context.Context, url, schemaFlag string, keep bool, t
 	}
 	existed, err := schemaExists(ctx, url, schema)
 	if err != nil {
-		return nil, "", withHint(err, "check the URL, that PostgreSQL runs and accepts this user")
+		return nil, "", pgOpenErr(err, url)
 	}
 	d.schema, d.drop = schema, !existed && !keep
 	st, err := openTracedPG(ctx, d, url, schema, tracer)
@@ -142,7 +142,7 @@ func openBenchDBTraced(ctx context.Context, url, schemaFlag string, keep bool, t
 		if d.drop {
 			_ = dropSchema(ctx, url, schema)
 		}
-		return nil, "", withHint(fmt.Errorf("open postgres: %w", err), "check the URL, that PostgreSQL runs and accepts this user")
+		return nil, "", pgOpenErr(fmt.Errorf("open postgres: %w", err), url)
 	}
 	d.st = st
 	return d, url, nil

@@ -362,20 +362,36 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 	if path != "" {
 		kf := koanf.New(".")
 		if err := kf.Load(file.Provider(path), toml.Parser()); err != nil {
-			return nil, usageErr(fmt.Errorf("config file %s: %w", path, err))
+			return nil, configErr(fmt.Errorf("config file %s: %w", path, err))
 		}
 		formatSet = kf.Exists("log.format")
 		if err := k.Merge(kf); err != nil {
-			return nil, usageErr(fmt.Errorf("config file %s: %w", path, err))
+			return nil, configErr(fmt.Errorf("config file %s: %w", path, err))
 		}
 	}
 	env := map[string]any{}
+	sources := map[string]string{} // key → the variable or flag that set it
 	byEnv := map[string]string{}
 	for key := range defs {
 		byEnv[envKey(key)] = key
 	}
+	sections := map[string]bool{} // IDEM_JOBS_, IDEM_HEALTH_, …: only keys live there
+	for key := range defs {
+		if section, _, ok := strings.Cut(key, "."); ok {
+			sections[envKey(section)+"_"] = true
+		}
+	}
+	var unknown []string
 	for _, kv := range environ {
 		name, val, _ := strings.Cut(kv, "=")
+		if _, ok := byEnv[name]; !ok && val != "" {
+			for prefix := range sections {
+				if strings.HasPrefix(name, prefix) {
+					unknown = append(unknown, name)
+					break
+				}
+			}
+		}
 		if key, ok := byEnv[name]; ok && val != "" {
 			if _, isList := defs[key].([]string); isList {
 				items := strings.Split(val, ",")
@@ -386,7 +402,14 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 			} else {
 				env[key] = val
 			}
+			sources[key] = name
 		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, configErr(fmt.Errorf("config: environment %s: no such key "+
+			"(IDEM_<KEY> of a key of the file; per-queue and per-kind tables come from the file only)",
+			strings.Join(unknown, ", ")))
 	}
 	if _, ok := env["log.format"]; ok {
 		formatSet = true
@@ -399,6 +422,7 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 		flags.Visit(func(f *pflag.Flag) {
 			if key, ok := flagKeys[f.Name]; ok {
 				fl[key] = f.Value.String()
+				sources[key] = "--" + f.Name
 			}
 		})
 		if _, ok := fl["log.format"]; ok {
@@ -412,10 +436,10 @@ func loadConfig(path string, environ []string, flags *pflag.FlagSet) (*ServeConf
 	err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: durationHook, ErrorUnused: true, WeaklyTypedInput: true, TagName: "koanf"}})
 	if err != nil {
-		return nil, usageErr(fmt.Errorf("config: %w", err))
+		return nil, configErr(fmt.Errorf("config: %s", configMessage(err, path, sources)))
 	}
 	if err := cfg.validate(); err != nil {
-		return nil, usageErr(fmt.Errorf("config: %w", err))
+		return nil, configErr(fmt.Errorf("config: %s", configMessage(err, path, sources)))
 	}
 	return &cfg, nil
 }
@@ -467,8 +491,16 @@ func (c *ServeConfig) validate() error {
 		errs = append(errs, herrs...)
 		server.CORS.AllowedHeaders = nil // reported above, naming the key
 	}
-	if err := server.Validate(); err != nil {
-		errs = append(errs, err)
+	for _, o := range c.HTTP.CORSOrigins {
+		one := idemhttp.Config{CORS: idemhttp.CORSConfig{AllowedOrigins: []string{o}}}
+		if one.Validate() != nil {
+			errs = append(errs, fmt.Errorf("http.cors_origins %q: want * or scheme://host[:port]", o))
+		}
+	}
+	if len(errs) == 0 { // idemhttp's own checks, for what the keys above did not cover
+		if err := server.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

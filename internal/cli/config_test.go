@@ -97,7 +97,7 @@ func TestConfigRejectsUnknownKeysAndBadValues(t *testing.T) {
 		{"unknown nested key", "[health]\ndead_job = 3\n", "", "dead_job"},
 		{"bad duration", "[jobs]\nlease = \"soon\"\n", "", "soon"},
 		{"bad log level", "[log]\nlevel = \"loud\"\n", "", "loud"},
-		{"bad rate", "[health]\nretry_rate = 2.0\n", "", "RetryRate"},
+		{"bad rate", "[health]\nretry_rate = 2.0\n", "", "health.retry_rate"},
 		{"bad env value", "", "IDEM_JOBS_MAX_ATTEMPTS=many", "max_attempts"},
 		{"zero lease", "[jobs]\nlease = 0\n", "", "jobs.lease"},
 	}

@@ -110,6 +110,14 @@ func (c *ServeConfig) validateZero() []error {
 			errs = append(errs, fmt.Errorf("health.%s is negative: want 0 or more", f.key))
 		}
 	}
+	for _, r := range []struct {
+		key string
+		v   float64
+	}{{"success_rate", h.SuccessRate}, {"retry_rate", h.RetryRate}, {"hit_rate", h.HitRate}} {
+		if r.v > 1 {
+			errs = append(errs, fmt.Errorf("health.%s %v: want a share between 0 and 1", r.key, r.v))
+		}
+	}
 	return errs
 }
 

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/idem-dev/idem/idemclient"
 	"github.com/idem-dev/idem/idemtype"
 )
@@ -141,8 +143,9 @@ func reportError(w io.Writer, err error, asJSON bool) int {
 	code, hint := classify(err)
 	if asJSON {
 		body := map[string]any{"error": map[string]any{"message": message(err), "exit_code": code, "hint": hint}}
-		data, _ := json.Marshal(body)
-		fmt.Fprintln(w, string(data))
+		enc := json.NewEncoder(w) // one line, '<' and '&' as they are
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(body)
 		return code
 	}
 	fmt.Fprintln(w, "idem:", cell(message(err), 0))
@@ -150,4 +153,41 @@ func reportError(w io.Writer, err error, asJSON bool) int {
 		fmt.Fprintln(w, "hint:", hint)
 	}
 	return code
+}
+
+// notFoundLists name, per command group, where a user sees what exists.
+var notFoundLists = map[string]string{
+	"jobs": "`idem jobs list` shows the jobs", "enqueue": "`idem jobs list` shows the jobs",
+	"dlq": "`idem dlq list` shows the dead jobs and `idem jobs list` every job", "targets": "`idem targets list` shows the targets",
+	"schedules": "`idem schedules list` shows the schedules", "limits": "`idem limits list` shows the limits",
+	"topics": "`idem topics subscriptions TOPIC` shows a topic's subscriptions",
+	"batch":  "a batch's id is the one `idem batch create` printed",
+}
+
+// withNotFoundHint gives a 404 of the server, met by cmd, a hint naming
+// the list of cmd's resource and the tenant the key acts in (an id that
+// exists in another tenant answers 404 too), and an unknown key id of
+// `idem apikey` one naming `idem apikey list`. Other errors are returned
+// unchanged, as is one that carries a hint already.
+func withNotFoundHint(err error, cmd *cobra.Command) error {
+	var he *hintError
+	if code, _ := classify(err); code != ExitNotFound || errors.As(err, &he) {
+		return err
+	}
+	for cmd.HasParent() && cmd.Parent().HasParent() {
+		cmd = cmd.Parent()
+	}
+	if cmd.Name() == "apikey" { // the database, not the API: no tenant
+		return withHint(err, "check the id; `idem apikey list` shows the keys of this database")
+	}
+	var ce *idemclient.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		return err
+	}
+	list, ok := notFoundLists[cmd.Name()]
+	if !ok {
+		return err
+	}
+	return withHint(err, "check the id or name; "+list+" of your key's tenant "+
+		"(an admin key acts in `default`: add --tenant T for another tenant's)")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
 )
 
@@ -36,20 +37,30 @@ func (f *apiFlags) register(cmd *cobra.Command) {
 }
 
 // client returns the client of the flags; a malformed --url (or IDEM_URL)
-// is a usage error.
+// or a --tenant (or IDEM_TENANT) no tenant can have is a usage error.
 func (f *apiFlags) client() (*idemclient.Client, error) {
+	tenant := orEnv(f.tenant, envTenant, "")
+	if tenant != "" && idem.ValidateName("tenant", tenant) != nil {
+		return nil, usageErr(fmt.Errorf("--tenant (or %s) %q: want 1 to 255 bytes of printable ASCII without spaces", envTenant, tenant))
+	}
 	cl, err := idemclient.New(orEnv(f.url, envURL, defaultURL), &idemclient.Config{
-		APIKey: orEnv(f.apiKey, envAPIKey, ""), Tenant: orEnv(f.tenant, envTenant, ""), UserAgent: "idem-cli"})
+		APIKey: orEnv(f.apiKey, envAPIKey, ""), Tenant: tenant, UserAgent: "idem-cli"})
 	if err != nil {
 		return nil, usageErr(fmt.Errorf("--url (or %s): %w", envURL, err))
 	}
 	return cl, nil
 }
 
+// printJSON prints v as indented JSON, '<', '>' and '&' as they are (as
+// the API writes them), not HTML-escaped.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("print json: %w", err)
+	}
+	return nil
 }
 
 func fmtTime(t *time.Time) string {

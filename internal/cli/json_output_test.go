@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -56,5 +57,25 @@ func TestJSONErrorOnFlagErrors(t *testing.T) {
 		if got := json.Valid([]byte(errs)); got != c.json {
 			t.Errorf("%v: stderr is JSON: %v, want %v: %q", c.args, got, c.json, errs)
 		}
+	}
+}
+
+// TestJSONOutputKeepsHTMLCharacters: --json prints the API's values as the
+// API writes them, '<', '>' and '&' as they are: the CLI re-encoded them
+// as \u003c, \u003e and \u0026 (encoding/json's HTML escaping), so the
+// args printed differed byte for byte from those sent and answered.
+func TestJSONOutputKeepsHTMLCharacters(t *testing.T) {
+	t.Parallel()
+	url, key, _ := cliServer(t)
+	out, errs, code := run(t, "enqueue", "k", "--args", `{"h":"<b>&amp;</b>"}`, "--url", url, "--api-key", key, "--json")
+	if code != 0 || !json.Valid([]byte(out)) {
+		t.Fatalf("enqueue --json: exit %d, %q %q", code, out, errs)
+	}
+	if !strings.Contains(out, `"<b>&amp;</b>"`) {
+		t.Errorf("enqueue --json printed the args escaped: %s", out)
+	}
+	_, errs, _ = run(t, "jobs", "get", "<&>", "--url", url, "--api-key", key, "--json")
+	if !json.Valid([]byte(errs)) || strings.Contains(errs, `\u003c`) {
+		t.Errorf("an error --json: %s", errs)
 	}
 }

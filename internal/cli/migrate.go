@@ -158,6 +158,13 @@ func migrateUp(ctx context.Context, cmd *cobra.Command, url string, create bool)
 			res.Applied = append(res.Applied, v)
 		}
 	}
+	if to, expected, ok := schemaVersion(ctx, st); ok && to > expected {
+		// This binary knows no migration past expected: it applied
+		// nothing, and its nodes stay unready on this schema.
+		return withHint(&exitError{code: ExitConflict, err: fmt.Errorf(
+			"schema is at version %d, newer than this binary's %d (a newer idem migrated it): nothing applied", to, expected)},
+			fmt.Sprintf("run the newer idem; to go back to this binary, `idem migrate down %d` with the newer one first", to-expected))
+	}
 	out := cmd.OutOrStdout()
 	if wantJSON(cmd) {
 		return printJSON(out, res)

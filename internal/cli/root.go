@@ -26,6 +26,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
+		if cmd, _, ferr := root.Find(args); ferr == nil {
+			err = withNotFoundHint(err, cmd)
+		}
 		asJSON, _ := root.PersistentFlags().GetBool("json")
 		return reportError(stderr, err, asJSON || jsonArg(args))
 	}

@@ -37,9 +37,10 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the HTTP API server",
-		Long: `Serves the HTTP API v1 (/v1/...), /healthz, /readyz, /metrics and the
-authenticated /v1/health, and runs the maintenance services (lease rescuer,
-promoter, retention) on the elected leader.
+		Long: `Serves the HTTP API v1 (/v1/...), /healthz, /readyz, /metrics, the
+authenticated /v1/health and the dashboard at /ui/ (docs/dashboard.md), and
+runs the maintenance services (lease rescuer, promoter, retention, schedules)
+on the elected leader.
 
 With no flags: SQLite at ./idem.db, listening on 127.0.0.1:8080. On the first
 start (no API key in the database) an admin API key is created and printed

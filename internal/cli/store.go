@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
@@ -91,6 +95,18 @@ func openStore(ctx context.Context, url string, o openOpts) (store.Store, error)
 	if err != nil {
 		return nil, usageErr(fmt.Errorf("database: %w", err))
 	}
+	if path != ":memory:" {
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return nil, withHint(usageErr(fmt.Errorf("database %s is a directory: want the path of a SQLite file", path)),
+				"name a file in it, e.g. --database "+filepath.Join(path, "idem.db"))
+		}
+		if dir := filepath.Dir(path); dir != "" {
+			if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+				return nil, withHint(fmt.Errorf("%w: the directory %s does not exist", errNoDatabase, dir),
+					"create it first (mkdir -p "+dir+"), or pass another --database")
+			}
+		}
+	}
 	if !o.create && path != ":memory:" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, withHint(fmt.Errorf("%w at %s", errNoDatabase, path),
@@ -124,9 +140,30 @@ func schemaVersion(ctx context.Context, st store.Store) (applied, expected int, 
 const envSchema = "IDEM_PG_SCHEMA"
 
 func openPostgresWith(ctx context.Context, url string, skipMigrate bool) (*pgstore.Store, error) {
-	st, err := pgstore.Open(ctx, url, &pgstore.Config{Schema: os.Getenv(envSchema), SkipMigrate: skipMigrate})
+	schema := os.Getenv(envSchema)
+	if schema != "" && !benchSchemaRE.MatchString(schema) { // before connecting: a setting, not the server
+		return nil, usageErr(fmt.Errorf("%s %q: want a schema name: [a-z_][a-z0-9_]*, at most 63 characters", envSchema, schema))
+	}
+	st, err := pgstore.Open(ctx, url, &pgstore.Config{Schema: schema, SkipMigrate: skipMigrate})
 	if err != nil {
-		return nil, withHint(fmt.Errorf("open postgres: %w", err), "check the URL, that PostgreSQL runs and accepts this user")
+		return nil, pgOpenErr(fmt.Errorf("open postgres: %w", err), url)
 	}
 	return st, nil
+}
+
+// pgOpenErr gives a failure to open the PostgreSQL database of url its
+// exit code and hint: a database that does not exist (SQLSTATE 3D000) is
+// not found (exit code 3) and the hint says how to create it; anything
+// else is an error whose hint is to check the URL and the server.
+func pgOpenErr(err error, url string) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "3D000" {
+		name := "the database"
+		if cfg, perr := pgconn.ParseConfig(url); perr == nil && cfg.Database != "" {
+			name = pgx.Identifier{cfg.Database}.Sanitize()
+		}
+		return withHint(&exitError{code: ExitNotFound, err: err},
+			"create it (CREATE DATABASE "+name+"; in psql, or createdb) or fix the database name at the end of the URL")
+	}
+	return withHint(err, "check the URL, that PostgreSQL runs and accepts this user")
 }

@@ -93,10 +93,9 @@ class Client
      * null or "" (the server wants 1 or more characters; "0" is a key). A
      * key that cannot travel as a header (characters outside printable
      * ASCII, 0x20–0x7E) throws InvalidArgumentException: sent, a CR LF
-     * would end the header and send a different key. The server reads a
-     * value in double quotes as a structured-field string and drops the
-     * quotes, so a key that itself starts and ends with '"' (a JSON-encoded
-     * id) is sent quoted once more.
+     * would end the header and send a different key. A key that starts
+     * with '"' (a JSON-encoded id) or with or before a space is sent as a
+     * Structured Field string, quoted with '"' and '\' escaped.
      *
      * @return array{Idempotency-Key: string}
      */
@@ -108,8 +107,11 @@ class Client
         if (!preg_match('/^[\x20-\x7e]+$/', $key)) {
             throw new \InvalidArgumentException('an idempotency key is 1 or more printable ASCII characters (0x20-0x7E)');
         }
-        if (strlen($key) >= 2 && $key[0] === '"' && $key[-1] === '"') {
-            return ['Idempotency-Key' => '"' . $key . '"'];
+        // The server reads a value that starts with '"' as a Structured
+        // Field string (RFC 8941: "a\"b" is the key a"b), and HTTP drops
+        // the spaces around a header value: such keys go as sf-strings.
+        if ($key[0] === '"' || $key[0] === ' ' || $key[-1] === ' ') {
+            return ['Idempotency-Key' => '"' . addcslashes($key, '"\\') . '"'];
         }
         return ['Idempotency-Key' => $key];
     }

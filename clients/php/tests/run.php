@@ -390,6 +390,21 @@ test('a key in double quotes is kept as it is', function () use ($server) {
     same(false, $c->enqueue(['kind' => 'k', 'queue' => 'php-quoted'], 'php-order-1')['existing'], 'the key php-order-1 is another key');
 });
 
+// A key that starts with a double quote but does not end with one, or
+// with spaces around it, is that key too: it travels as a structured-field
+// string (a bare value that starts with '"' is refused, and HTTP drops the
+// spaces around a bare one).
+test('keys with a leading quote or spaces around are kept as they are', function () use ($server) {
+    $c = $server();
+    foreach (['"php-half', ' php padded ', '"php\\"esc"'] as $key) {
+        $a = $c->enqueue(['kind' => 'k', 'queue' => 'php-quoted'], $key);
+        same($key, $a['job']['idempotency_key']);
+        $b = $c->enqueue(['kind' => 'k', 'queue' => 'php-quoted'], $key);
+        same(true, $b['existing'], 'the key ' . $key . ' again');
+        same($a['job']['id'], $b['job']['id']);
+    }
+});
+
 test('dispatch with custom key "0" sends it', function () use ($server) {
     $c = $server();
     $a = PingJob::dispatch($c, 't', 'u', ['x' => 1], '0');

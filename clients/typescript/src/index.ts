@@ -155,14 +155,17 @@ function checkKey(key: string): string {
 
 /**
  * keyHeader is the Idempotency-Key header of a call: the caller's key, or a
- * random one. The server reads a value in double quotes as a
- * structured-field string and drops the quotes, so a key that itself
- * starts and ends with '"' (a JSON-encoded id) is sent quoted once more.
+ * random one. The server reads a value that starts with '"' as a
+ * Structured Field string (RFC 8941: "a\"b" is the key a"b), and HTTP
+ * drops the spaces around a header value; so a key that starts with '"'
+ * (a JSON-encoded id) or with or before a space is sent as an sf-string,
+ * quoted with '"' and '\' escaped.
  */
 function keyHeader(key: string | undefined): { "Idempotency-Key": string } {
   if (key === undefined || key === "") return { "Idempotency-Key": newKey() };
   checkKey(key);
-  return { "Idempotency-Key": key.length >= 2 && key.startsWith('"') && key.endsWith('"') ? `"${key}"` : key };
+  const quote = key.startsWith('"') || key.startsWith(" ") || key.endsWith(" ");
+  return { "Idempotency-Key": quote ? `"${key.replace(/["\\]/g, (c) => "\\" + c)}"` : key };
 }
 
 export interface RequestOptions {

@@ -249,6 +249,20 @@ test("a key in double quotes is kept as it is", async () => {
   assert.equal(other.existing, false, "the key ts-order-1 is another key");
 });
 
+// A key that starts with a double quote but does not end with one, or
+// with spaces around it, is that key too: it travels as a structured-field
+// string (a bare value that starts with '"' is refused, and HTTP drops the
+// spaces around a bare one).
+test("keys with a leading quote or spaces around are kept as they are", async () => {
+  for (const key of ['"ts-half', " ts padded ", '"ts\\"esc"']) {
+    const a = await env.idem.enqueue({ kind: "k", queue: "quoted" }, { idempotencyKey: key });
+    assert.equal(a.job.idempotency_key, key);
+    const b = await env.idem.enqueue({ kind: "k", queue: "quoted" }, { idempotencyKey: key });
+    assert.equal(b.existing, true, `the key ${key} again`);
+    assert.equal(b.job.id, a.job.id);
+  }
+});
+
 // The check a retried dead-letter delete makes (GET /v1/jobs/{id}) is a
 // request of the client like any other: a transport failure of it is an
 // IdemError of status 0 (never a bare TypeError of fetch), and it is
