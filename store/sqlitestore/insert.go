@@ -28,16 +28,28 @@ func (s *Store) JobInsertMany(ctx context.Context, p *store.JobInsertManyParams)
 		}
 	}
 	var results []store.JobInsertResult
-	err := s.write(ctx, len(p.Jobs), func(t *wtx) error {
+	err := s.w.submit(ctx, len(p.Jobs), writeReq{plain: allPlain(p.Jobs), fn: func(t *wtx) error {
 		var err error
 		results, err = insertJobs(t, p.Jobs, now)
 		return err
-	})
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	s.noteKeys(p.Jobs)
 	return results, nil
+}
+
+// allPlain reports whether every job is plain: no key, no dependencies
+// (insertJobs writes their rows with multi-row INSERTs, which the writer
+// may defer: writeReq.plain).
+func allPlain(jobs []*store.JobInsertParams) bool {
+	for _, j := range jobs {
+		if j == nil || j.IdempotencyKey != "" || len(j.DependsOn) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // noteKeys adds the keys of jobs to the key filter.
@@ -136,6 +148,15 @@ func insertJobs(t *wtx, jobs []*store.JobInsertParams, now time.Time) ([]store.J
 	// because ids are allocated here, not by the INSERT.
 	var pending []*idemtype.JobRow
 	flush := func() error {
+		if t.deferOn {
+			// The writer writes them with the next ops' (flushDeferred).
+			if len(pending) > 0 {
+				t.deferred = append(t.deferred, pending...)
+				t.deferredOps++
+				pending = nil
+			}
+			return nil
+		}
 		for len(pending) > 0 {
 			n := len(pending)
 			if n > plainBatch {

@@ -30,6 +30,10 @@ const gatherYields = 2
 type writeReq struct {
 	fn   func(w *wtx) error
 	once bool
+	// plain marks an insert of jobs without key or dependencies only: its
+	// rows may wait in wtx.deferred and go in with those of the ops next to
+	// it in one multi-row INSERT (see wtx.deferred).
+	plain bool
 }
 
 // writeOp is one write operation inside a group commit.
@@ -313,6 +317,7 @@ func (w *writer) runBatch(batch []*writeOp) {
 func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry bool, fatal error, seq uint64) {
 	t := w.tx
 	t.nextID = 0
+	t.deferred, t.deferOn, t.deferredOps = t.deferred[:0], false, 0
 	if _, err := t.exec("BEGIN IMMEDIATE"); err != nil {
 		return nil, false, fmt.Errorf("begin: %w", err), 0
 	}
@@ -323,7 +328,16 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 			continue
 		}
 		if !savepoints {
+			if !op.Req.plain {
+				// Every other op sees the rows deferred before it.
+				if err := t.flushDeferred(); err != nil {
+					w.rollback()
+					return nil, true, nil, 0
+				}
+			}
+			t.deferOn = op.Req.plain
 			err := op.Req.fn(t)
+			t.deferOn = false
 			if err != nil && !isLogical(err) {
 				w.rollback()
 				return nil, true, nil, 0
@@ -347,6 +361,12 @@ func (w *writer) runOnce(batch []*writeOp, savepoints bool) (errs []error, retry
 			w.rollback()
 			return nil, false, fmt.Errorf("release savepoint: %w", err), 0
 		}
+	}
+	if err := t.flushDeferred(); err != nil {
+		// Which op's rows failed is not known here: again, one savepoint
+		// (and one INSERT) per op.
+		w.rollback()
+		return nil, true, nil, 0
 	}
 	seq = w.durability.begin()
 	if _, err := t.exec("COMMIT"); err != nil {
@@ -385,6 +405,37 @@ type wtx struct {
 	nextID int64
 	// flow caches the flow-control rows between claims (see flowCache).
 	flow flowCache
+	// deferred holds the rows of plain inserts (writeReq.plain) not yet
+	// written; deferOn is set while such an op runs: the group's
+	// consecutive single-job enqueues go in as one multi-row INSERT
+	// (flushDeferred) before the next other op runs and before COMMIT,
+	// rather than one INSERT each — the statement, not the row, is most of
+	// a one-job insert's cost. Never when the group runs with a savepoint
+	// per op (a failing op must roll back only its own rows).
+	deferred []*idemtype.JobRow
+	deferOn  bool
+	// deferredOps counts the ops whose rows wait in deferred; merged and
+	// mergeFailed count the flushes that wrote the rows of several ops in
+	// one go, and those that failed (diagnostics and tests).
+	deferredOps         int
+	merged, mergeFailed atomic.Int64
+}
+
+// flushDeferred writes the deferred rows.
+func (t *wtx) flushDeferred() error {
+	if t.deferredOps > 1 {
+		t.merged.Add(1)
+	}
+	t.deferredOps = 0
+	for len(t.deferred) > 0 {
+		n := min(len(t.deferred), plainBatch)
+		if err := insertPlainRows(t, t.deferred[:n]); err != nil {
+			t.mergeFailed.Add(1)
+			return err
+		}
+		t.deferred = t.deferred[n:]
+	}
+	return nil
 }
 
 // maxCachedStmts bounds the statement cache (dynamic IN lists vary).
