@@ -14,7 +14,9 @@
 //     after each group commit and only then answers the group's callers, so
 //     the writer executes the next group while the previous one is synced.
 //   - Job ids are allocated by the writer (no AUTOINCREMENT), so a batch of
-//     plain jobs goes in as multi-row INSERTs.
+//     plain jobs goes in as multi-row INSERTs, and so do the one-job
+//     enqueues of one group commit: their rows wait in the writer until
+//     the next other operation or the COMMIT (wtx.deferred).
 //   - Reads use a separate pool of query_only connections; in WAL mode they
 //     never wait for the writer.
 //   - Times are INTEGER unix microseconds (UTC); JSON is stored as BLOB.
