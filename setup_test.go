@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(sqlMPChildEnv) != "" {
 		os.Exit(sqlMPChild())
 	}
+	if os.Getenv(flowChildEnv) != "" {
+		os.Exit(flowChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 

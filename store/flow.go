@@ -602,8 +602,24 @@ func SortScopes(s []FlowScope) {
 // loop around their own claim statement.
 func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
 	claim func(ts []string, ns []int) ([]*idemtype.JobRow, error)) ([]*idemtype.JobRow, error) {
-	var out []*idemtype.JobRow
-	for len(tenants) > 0 && len(out) < limit {
+	out, _, err := ClaimRoundsTurns(b, queue, limit, tenants, claim)
+	return out, err
+}
+
+// ClaimRoundsTurns is ClaimRounds that also returns the tenants whose turn
+// the claim took: the visit list up to the first tenant whose first-round
+// share the budget cut to nothing (a queue-wide limit spent by the tenants
+// before it), excluded. The rotation's cursor moves to the last of them
+// (nil: it stays), so that a tenant the budget left out is visited first
+// by the next claim: moving past it let the tenants listed before it take
+// every freed slot of a queue at its concurrency, and the tenant listed
+// last never ran. Without such a cut (always, when no limit binds the
+// claim) it is the whole visit list, as the one-statement claims move the
+// cursor.
+func ClaimRoundsTurns(b *ClaimBudget, queue string, limit int, tenants []string,
+	claim func(ts []string, ns []int) ([]*idemtype.JobRow, error)) (out []*idemtype.JobRow, turns []string, err error) {
+	turns = tenants
+	for first := true; len(tenants) > 0 && len(out) < limit; first = false {
 		shares := b.Shares(queue, tenants, limit-len(out))
 		var ts []string
 		var ns, wants []int
@@ -616,6 +632,8 @@ func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
 			if n := b.Quota(tenant, queue, want); n > 0 {
 				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
 				left -= n
+			} else if first && len(turns) == len(tenants) {
+				turns = tenants[:i:i]
 			}
 		}
 		if len(ts) == 0 {
@@ -623,7 +641,7 @@ func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
 		}
 		jobs, err := claim(ts, ns)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		got := map[string]int{}
 		for _, j := range jobs {
@@ -640,5 +658,8 @@ func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
 		out = append(out, jobs...)
 		tenants = full
 	}
-	return out, nil
+	if len(turns) == 0 {
+		turns = nil
+	}
+	return out, turns, nil
 }

@@ -653,3 +653,42 @@ func TestSortScopes(t *testing.T) {
 		t.Errorf("sorted %v, want %v", s, want)
 	}
 }
+
+// ClaimRoundsTurns: the claim's turns end before the first tenant whose
+// first-round share a queue-wide limit cut to nothing (the rotation's
+// cursor must not pass it); without a cut they are the whole visit list.
+func TestClaimRoundsTurns(t *testing.T) {
+	claim := func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+		var out []*idemtype.JobRow
+		for i, tenant := range ts {
+			for range ns[i] {
+				out = append(out, &idemtype.JobRow{Tenant: tenant})
+			}
+		}
+		return out, nil
+	}
+	for _, tc := range []struct {
+		name    string
+		running int // of the queue's concurrency of 3
+		limit   int
+		want    []string
+		claimed int
+	}{
+		{"room for all", 0, 3, []string{"a", "b", "c"}, 3},
+		{"room for one", 2, 8, []string{"a"}, 1},
+		{"room for two, the first share takes both", 1, 8, []string{"a"}, 2},
+		{"room for two, shares of one", 1, 2, []string{"a", "b", "c"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Concurrency: 3, Running: tc.running}
+			b := store.NewClaimBudget(t0, []*store.Limit{q}, nil)
+			out, turns, err := store.ClaimRoundsTurns(b, "q", tc.limit, []string{"a", "b", "c"}, claim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) != tc.claimed || !reflect.DeepEqual(turns, tc.want) {
+				t.Fatalf("claimed %d, turns %v; want %d, %v", len(out), turns, tc.claimed, tc.want)
+			}
+		})
+	}
+}

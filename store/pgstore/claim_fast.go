@@ -223,7 +223,7 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 		return nil, false, nil
 	}
 	full := s.afterFirstRound(p, now, out, visited, nil)
-	more, err := s.claimRounds(ctx, q, p, store.NewClaimBudget(now, nil, nil), queue, now, p.Limit-len(out), full)
+	more, _, err := s.claimRounds(ctx, q, p, store.NewClaimBudget(now, nil, nil), queue, now, p.Limit-len(out), full)
 	if err != nil {
 		return nil, false, err
 	}

@@ -608,7 +608,8 @@ func (s *Store) claimFair(ctx context.Context, q querier, p *store.JobClaimParam
 // fair share, then what is left among the tenants that filled theirs.
 func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int, pre *rotation) ([]*idemtype.JobRow, error) {
 	if pre != nil && pre.fixed {
-		return s.claimRounds(ctx, q, p, b, queue, now, limit, pre.tenants)
+		out, _, err := s.claimRounds(ctx, q, p, b, queue, now, limit, pre.tenants)
+		return out, err
 	}
 	excluded := b.Excluded(queue, p.Tenant)
 	if p.Tenant == "" {
@@ -634,20 +635,29 @@ func (s *Store) claimQueue(ctx context.Context, q querier, p *store.JobClaimPara
 				return nil, fmt.Errorf("list tenants: %w", err)
 			}
 		}
-		s.rotated(queue, tenants)
 	}
-	return s.claimRounds(ctx, q, p, b, queue, now, limit, tenants)
+	out, turns, err := s.claimRounds(ctx, q, p, b, queue, now, limit, tenants)
+	if err != nil {
+		return nil, err
+	}
+	if p.Tenant == "" {
+		// Past the tenants whose turn the claim took, not past one the
+		// budget left out (store.ClaimRoundsTurns).
+		s.rotated(queue, turns)
+	}
+	return out, nil
 }
 
 // claimRounds claims up to limit jobs of queue among tenants: each
 // tenant's fair share within budget b, then what is left among the tenants
 // that filled theirs, until the claim is full or no tenant filled its share.
-func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int, tenants []string) ([]*idemtype.JobRow, error) {
+// turns are the tenants whose turn it took (store.ClaimRoundsTurns).
+func (s *Store) claimRounds(ctx context.Context, q querier, p *store.JobClaimParams, b *store.ClaimBudget, queue string, now time.Time, limit int, tenants []string) (out []*idemtype.JobRow, turns []string, err error) {
 	var kinds []string
 	if p.Kinds != nil {
 		kinds = p.Kinds
 	}
-	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+	return store.ClaimRoundsTurns(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
 		if pool, ok := q.(*pgxpool.Pool); ok {
 			// Outside a transaction: one of its own, which takes the
 			// claim token's lock (claim_token_lock.go).

@@ -462,13 +462,19 @@ func (s *Store) claimQueue(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget
 		if err != nil {
 			return nil, err
 		}
-		if len(tenants) > 0 {
-			s.cursors.Set(queue, tenants[len(tenants)-1])
-		}
 	}
-	return store.ClaimRounds(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+	out, turns, err := store.ClaimRoundsTurns(b, queue, limit, tenants, func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
 		return claimTenants(t, p, queue, ts, ns, now)
 	})
+	if err != nil {
+		return nil, err
+	}
+	// The cursor moves past the tenants whose turn the claim took, not
+	// past one the budget left out (store.ClaimRoundsTurns).
+	if p.Tenant == "" && len(turns) > 0 {
+		s.cursors.Set(queue, turns[len(turns)-1])
+	}
+	return out, nil
 }
 
 // nextTenants is the skip scan of ClaimTenants: at most k tenants with

@@ -1,0 +1,139 @@
+package idem_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/sqlitestore"
+)
+
+// TestRateLoweredThreeProcesses: the three worker processes of
+// TestRateLimitThreeProcesses run acme's jobs under its rate of 5 per
+// minute; once 5 have run in the first window, the test lowers the rate to
+// 2 per minute and moves every clock on a window each time it has seen 2
+// more runs. Every window after the first starts at most 2 of acme's jobs,
+// and the first at most 5 + 2: 5 before the change and 2 after it (a
+// changed rate starts its window again, docs/flow-control.md; the
+// processes' clocks may still be in the first window when they read the
+// new rate).
+func TestRateLoweredThreeProcesses(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres", "postgres-reserved"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			const jobs, procs, lowered = 15, 3, 2
+			ctx := context.Background()
+			var (
+				st  store.Store
+				env []string
+			)
+			switch backend {
+			case "sqlite":
+				path := filepath.Join(t.TempDir(), "idem.db")
+				s, err := sqlitestore.Open(ctx, path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				st, env = s, []string{"IDEM_RATE_DB=" + path}
+			default:
+				url, schema := dbtest.NewSchema(t)
+				st, env = parentPG(t, url, schema), []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
+				if backend == "postgres-reserved" {
+					env = append(env, "IDEM_RATE_OWN=1")
+				}
+			}
+			now := time.Date(2031, 1, 1, 0, 0, 1, 0, time.UTC)
+			clock := &fakeClock{now: now}
+			c, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: quietLogger(), Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := make(chan string, 4*jobs)
+			var ps []*rateProc
+			for i := range procs {
+				p := startRateProc(t, env, i, lines)
+				p.setTime(t, now)
+				ps = append(ps, p)
+			}
+			deadline := time.After(waitTimeout)
+			for ready := 0; ready < procs; {
+				select {
+				case l := <-lines:
+					if l != "ready" {
+						t.Fatalf("worker process said %q before ready", l)
+					}
+					ready++
+				case <-deadline:
+					t.Fatalf("%d of %d worker processes ready", ready, procs)
+				}
+			}
+			ids := enqueueTenant(t, c, "acme", jobs)
+			seen := map[int64]int{}
+			var changedAt time.Time // the clocks' time of the lowering, in the first window
+			next := rateLimit.Rate
+			for len(seen) < jobs {
+				select {
+				case l := <-lines:
+					id, err := strconv.ParseInt(strings.TrimPrefix(l, "ran "), 10, 64)
+					if err != nil {
+						t.Fatalf("worker process said %q", l)
+					}
+					seen[id]++
+					if len(seen) < next || len(seen) == jobs {
+						continue
+					}
+					if changedAt.IsZero() {
+						// The first window is spent: lower the rate there.
+						clock.mu.Lock()
+						clock.now = now.Add(time.Second)
+						clock.mu.Unlock()
+						for _, p := range ps {
+							p.setTime(t, now.Add(time.Second))
+						}
+						if _, err := c.LimitPut(ctx, idem.Limit{FlowScope: rateLimit.FlowScope, Rate: lowered, Period: time.Minute}); err != nil {
+							t.Fatal(err)
+						}
+						changedAt = now.Add(time.Second)
+					}
+					now = now.Add(time.Minute)
+					clock.mu.Lock()
+					clock.now = now
+					clock.mu.Unlock()
+					for _, p := range ps {
+						p.setTime(t, now)
+					}
+					next = len(seen) + lowered
+				case <-deadline:
+					t.Fatalf("%d of %d jobs ran", len(seen), jobs)
+				}
+			}
+			rows := waitAll(t, c, ids, waitTimeout)
+			perWindow := map[time.Time]int{}
+			for _, r := range rows {
+				perWindow[r.StartedAt.Truncate(time.Minute)]++
+			}
+			first := changedAt.Truncate(time.Minute)
+			for w, n := range perWindow {
+				switch {
+				case w.Equal(first) && n > rateLimit.Rate+lowered:
+					t.Errorf("first window: %d started, rate %d then %d", n, rateLimit.Rate, lowered)
+				case !w.Equal(first) && n > lowered:
+					t.Errorf("window %v started %d jobs, lowered rate %d", w, n, lowered)
+				}
+			}
+			t.Logf("%s: %d windows, starts per window %v", backend, len(perWindow), perWindow)
+			for id, n := range seen {
+				if n != 1 {
+					t.Errorf("job %d ran %d times", id, n)
+				}
+			}
+		})
+	}
+}
