@@ -7,6 +7,7 @@ import (
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/jsonrule"
+	"github.com/idem-dev/idem/store"
 )
 
 // Limits on input every store shares: the rules live here once, so the
@@ -21,8 +22,11 @@ const (
 	// MaxJSONDepth is the deepest nesting of arrays and objects accepted in
 	// args, metadata and results.
 	MaxJSONDepth = jsonrule.MaxDepth
-	// MaxErrorBytes bounds the error text of a failed attempt.
-	MaxErrorBytes = 64 << 10
+	// MaxErrorBytes bounds the error text of a failed attempt: a pull
+	// worker's longer fail text is refused (ErrInvalid naming error), a Go
+	// handler's (or a webhook delivery's) is stored cut to it, ending with
+	// " …[cut: N bytes in all]" (store.StorableError).
+	MaxErrorBytes = store.MaxErrorBytes
 )
 
 // ValidateJSON checks a JSON document of field (args, metadata, result):

@@ -370,7 +370,7 @@ func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string
 		cause = JobRetryAfter(*p.RetryAfter, cause)
 	}
 	c.exec.SetOutcome(fin, row, nil, cause)
-	fin.Error = p.Error
+	fin.Error = store.StorableError(p.Error) // validated: within MaxErrorBytes, so whole
 	return c.finishRemote(ctx, tenant, row, fin)
 }
 

@@ -98,8 +98,13 @@ type EnqueueResult struct {
 	Replayed bool `json:"-"`
 }
 
-// Enqueue creates a job, or returns the existing job of its key.
+// Enqueue creates a job, or returns the existing job of its key. Args or
+// metadata the server would refuse by its JSON rule (see Complete) are
+// refused before sending (ErrInvalid naming args or metadata).
 func (cl *Client) Enqueue(ctx context.Context, req *EnqueueRequest) (*EnqueueResult, error) {
+	if err := req.checkDocuments(""); err != nil {
+		return nil, fmt.Errorf("idemclient: enqueue: %w", err)
+	}
 	var body EnqueueRequest // nil: the server names what is missing
 	if req != nil {
 		body = *req
@@ -509,8 +514,16 @@ func (cl *Client) Heartbeat(ctx context.Context, id, token string, lease time.Du
 	return out.LeaseExpiresAt, err
 }
 
-// Complete records the success of a claimed job with its result (nil = none).
+// Complete records the success of a claimed job with its result (nil =
+// none). A result the server would refuse (the rule of idem.ValidateJSON:
+// strict JSON, no repeated member name, numbers within the double range,
+// at most idem.MaxJSONDepth deep and idem.MaxArgsBytes long) is refused
+// before sending, with an *idemtype.InvalidError naming result (errors.Is
+// ErrInvalid).
 func (cl *Client) Complete(ctx context.Context, id, token string, result json.RawMessage) (*Job, error) {
+	if err := checkDocument("result", result); err != nil {
+		return nil, fmt.Errorf("idemclient: complete job %s: %w", id, err)
+	}
 	body := &wire.CompleteRequest{LeaseToken: token, Result: result}
 	var out Job
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: jobPath(id, "/complete"), body: body, out: &out})

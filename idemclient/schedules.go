@@ -2,6 +2,7 @@ package idemclient
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
@@ -13,8 +14,15 @@ type Schedule = wire.Schedule
 // ScheduleRequest defines a schedule: Cron or Every, and the job of each firing.
 type ScheduleRequest = wire.ScheduleRequest
 
-// PutSchedule creates or replaces the schedule name (its firing history is kept).
+// PutSchedule creates or replaces the schedule name (its firing history is
+// kept). Args the server would refuse by its JSON rule (see Complete) are
+// refused before sending (ErrInvalid naming args).
 func (cl *Client) PutSchedule(ctx context.Context, name string, req *ScheduleRequest) (*Schedule, error) {
+	if req != nil {
+		if err := checkDocument("args", req.Args); err != nil {
+			return nil, fmt.Errorf("idemclient: put schedule %q: %w", name, err)
+		}
+	}
 	var out Schedule
 	_, err := cl.do(ctx, &call{method: http.MethodPut, path: schedulePath(name, ""), body: req, out: &out})
 	return nilIfErr(&out, err)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
-	"github.com/idem-dev/idem/internal/jsonrule"
 )
 
 // Batch is a batch with its jobs and their counts.
@@ -42,6 +41,9 @@ type BatchCreateRequest struct {
 func (cl *Client) BatchCreateWith(ctx context.Context, req *BatchCreateRequest) (*BatchCreateResult, error) {
 	if req == nil {
 		req = &BatchCreateRequest{} // the server names what is missing
+	}
+	if err := req.checkBatch(); err != nil {
+		return nil, fmt.Errorf("idemclient: create batch %q: %w", req.Key, err)
 	}
 	var out BatchCreateResult
 	body := map[string]any{"key": req.Key, "jobs": req.Jobs}
@@ -119,10 +121,8 @@ func (cl *Client) LeaseRenew(ctx context.Context, key, token string, lease time.
 // and idem.MaxArgsBytes long) is refused before sending, with an
 // *idemtype.InvalidError naming result (errors.Is ErrInvalid).
 func (cl *Client) LeaseComplete(ctx context.Context, key, token string, result json.RawMessage, duration time.Duration) (*Lease, error) {
-	if len(result) > 0 {
-		if err := jsonrule.Validate("result", result); err != nil {
-			return nil, fmt.Errorf("idemclient: lease complete %q: %w", key, err)
-		}
+	if err := checkDocument("result", result); err != nil {
+		return nil, fmt.Errorf("idemclient: lease complete %q: %w", key, err)
 	}
 	var out Lease
 	body := &wire.LeaseCompleteRequest{LeaseToken: token, Result: result}

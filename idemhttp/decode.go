@@ -51,8 +51,10 @@ func readBody(r *http.Request, limit int64, optional bool) ([]byte, error) {
 
 // checkQuery rejects a query string that does not parse (a malformed
 // percent-escape such as "?queue=%"), which url.Values would silently drop,
-// and one whose values are not valid UTF-8 or hold a NUL byte.
-func checkQuery(r *http.Request) error {
+// one whose values are not valid UTF-8 or hold a NUL byte, and a
+// parameter other than those the route takes (allowed): ignored, a typo
+// in a filter (?stat=dead) selected every job.
+func checkQuery(r *http.Request, allowed []string) error {
 	if r.URL.RawQuery == "" {
 		return nil
 	}
@@ -71,7 +73,7 @@ func checkQuery(r *http.Request) error {
 			}
 		}
 	}
-	return nil
+	return unknownQuery(q, allowed)
 }
 
 // checkContentType accepts application/json (with parameters) only.

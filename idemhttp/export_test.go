@@ -38,3 +38,25 @@ func RouteKinds(s *Server) map[string]string {
 	}
 	return out
 }
+
+// RouteQuery maps each route ("METHOD /path") to the query parameters it
+// takes.
+func RouteQuery(s *Server) map[string][]string {
+	out := make(map[string][]string, len(s.routes))
+	for _, rt := range s.routes {
+		out[rt.method+" "+rt.path] = rt.query
+	}
+	return out
+}
+
+// RouteAnyQuery lists the routes ("METHOD /path") that do not check their
+// query (probes, scrapes, the document).
+func RouteAnyQuery(s *Server) map[string]bool {
+	out := map[string]bool{}
+	for _, rt := range s.routes {
+		if rt.anyQuery {
+			out[rt.method+" "+rt.path] = true
+		}
+	}
+	return out
+}

@@ -40,6 +40,10 @@ func limitScope(r *http.Request) (idem.FlowScope, error) {
 		if err := idem.ValidateName("name", name); err != nil {
 			return sc, err
 		}
+		// The queue is the path's name: a ?queue= beside it was ignored.
+		if r.URL.Query().Has("queue") {
+			return sc, invalid("queue", "only with scope tenant (scope queue names its queue in the path)")
+		}
 		sc.Queue = name
 	default:
 		return sc, invalid("scope", "tenant or queue")

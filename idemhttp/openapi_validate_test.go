@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,7 @@ var docLooserThanServer = []string{
 	"result_ttl: must be positive",
 	"dedup_window must be >= 0 and result_ttl > 0",
 	"the dead-letter queue holds dead jobs only",
+	"only with scope tenant",         // ?queue= with the path's scope queue
 	"must be between 1s and",         // lease bounds (a duration pattern has no range)
 	"must be between 0s and",         // wait bounds
 	"only a tenant has a weight",     // path scope × body field
@@ -209,6 +211,9 @@ func checkExchange(router routers.Router, r *http.Request, reqBody []byte, cw *c
 	in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route,
 		Options: &openapi3filter.Options{AuthenticationFunc: authBearer, MultiError: true}}
 	reqErr := openapi3filter.ValidateRequest(ctx, in)
+	if reqErr == nil {
+		reqErr = undeclaredQuery(route, r)
+	}
 	status := cw.status
 	switch {
 	case status < 300 && reqErr != nil && !batchItemErrors(route, cw):
@@ -246,6 +251,12 @@ func checkExchange(router routers.Router, r *http.Request, reqBody []byte, cw *c
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 		return fmt.Errorf("response does not match the document: %v", err)
 	}
+	// Every time of the API has microseconds (TestLeaseTimesInMicroseconds).
+	for _, m := range apiTime.FindAllSubmatch(cw.body.Bytes(), -1) {
+		if len(m[1]) > 1+6 {
+			return fmt.Errorf("the time %s has more than microseconds", m[0])
+		}
+	}
 	return nil
 }
 
@@ -278,4 +289,20 @@ func containsAny(s string, subs []string) bool {
 		}
 	}
 	return false
+}
+
+// undeclaredQuery refuses a query parameter the operation does not
+// declare: JSON Schema cannot say so, the server refuses it (400), and no
+// request the server accepts may carry one.
+func undeclaredQuery(route *routers.Route, r *http.Request) error {
+	if anyQuery, _ := route.Operation.Extensions["x-idem-any-query"].(bool); anyQuery {
+		return nil // the operation ignores its query (probes, scrapes, the document)
+	}
+	declared := queryParameters(route.PathItem, route.Operation)
+	for name := range r.URL.Query() {
+		if !slices.Contains(declared, name) {
+			return fmt.Errorf("query parameter %q is not declared", name)
+		}
+	}
+	return nil
 }

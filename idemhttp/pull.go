@@ -123,7 +123,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.HeartbeatReply{LeaseExpiresAt: until})
+	writeJSON(w, http.StatusOK, wire.HeartbeatReply{LeaseExpiresAt: apiTime(until)})
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package idemhttp
 
 import (
+	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -56,4 +58,29 @@ func queryItems(q url.Values, name string) ([]string, error) {
 		}
 	}
 	return q[name], nil
+}
+
+// unknownQuery refuses the parameters of q that are not in allowed: a 400
+// naming each, its detail listing those the route takes.
+func unknownQuery(q url.Values, allowed []string) error {
+	var unknown []string
+	for name := range q {
+		if !slices.Contains(allowed, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	msg := "unknown query parameter; this endpoint takes none"
+	if len(allowed) > 0 {
+		msg = "unknown query parameter; this endpoint takes " + strings.Join(allowed, ", ")
+	}
+	p := newProblem(http.StatusBadRequest, ProblemInvalid, "Invalid request", strings.Join(unknown, ", ")+": "+msg)
+	p.Errors = make(map[string]string, len(unknown))
+	for _, name := range unknown {
+		p.Errors[name] = msg
+	}
+	return p
 }

@@ -83,7 +83,8 @@ func (s *Server) leaseAcquire(w http.ResponseWriter, r *http.Request, key string
 	if l.Cached != nil {
 		out = renderDoResult(l.Cached)
 	} else {
-		out.Acquired, out.LeaseToken, out.LeaseExpiresAt = true, l.Token, &l.Until
+		until := apiTime(l.Until)
+		out.Acquired, out.LeaseToken, out.LeaseExpiresAt = true, l.Token, &until
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -100,7 +101,7 @@ func (s *Server) leaseRenew(w http.ResponseWriter, r *http.Request, key string, 
 	if err != nil {
 		return leaseLost(key, err)
 	}
-	writeJSON(w, http.StatusOK, &wire.LeaseRenewReply{LeaseExpiresAt: until})
+	writeJSON(w, http.StatusOK, &wire.LeaseRenewReply{LeaseExpiresAt: apiTime(until)})
 	return nil
 }
 
@@ -162,7 +163,11 @@ func (s *Server) leaseRelease(w http.ResponseWriter, r *http.Request, key string
 // renderDoResult converts a stored or cached result.
 func renderDoResult(d *idem.DoResult) *wire.LeaseReply {
 	ms := d.Duration.Milliseconds()
-	out := &wire.LeaseReply{Key: d.Key, Cached: d.WasCached, Result: d.Result, StoredAt: d.StoredAt, DurationMS: &ms}
+	out := &wire.LeaseReply{Key: d.Key, Cached: d.WasCached, Result: d.Result, DurationMS: &ms}
+	if d.StoredAt != nil {
+		at := apiTime(*d.StoredAt)
+		out.StoredAt = &at
+	}
 	if d.OriginalJobID != 0 {
 		out.OriginalJobID = formatID(d.OriginalJobID)
 	}

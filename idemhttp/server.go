@@ -52,8 +52,11 @@ type Server struct {
 type route struct {
 	method, path string
 	ops          bool // no key; served by OpsHandler
-	public       bool // an API route served without a key
-	idempotent   bool // wrapped in the Idempotency-Key middleware
+	// anyQuery: the query is not checked (probes, scrapes and the document,
+	// whose callers may add cache-busting or tool parameters).
+	anyQuery   bool
+	public     bool // an API route served without a key
+	idempotent bool // wrapped in the Idempotency-Key middleware
 	// lease: wrapped in the Idempotency-Key middleware that stores no 409
 	// (a result lease held by another holder is not an answer to replay:
 	// the client retries it until the holder is done).
@@ -61,8 +64,16 @@ type route struct {
 	// claim: idempotent, storing replies up to maxClaimReplyBytes;
 	// job: idempotent, its reply one job, stored up to maxJobReplyBytes.
 	claim, job bool
-	handler    func(w http.ResponseWriter, r *http.Request) error
+	// query lists the query parameters the route takes; any other is a
+	// 400 naming it (checkQuery), as an unknown JSON field is.
+	query   []string
+	handler func(w http.ResponseWriter, r *http.Request) error
 }
+
+// jobListQuery are the query parameters of the job lists (GET /v1/jobs,
+// GET /v1/dlq): listQuery reads them.
+var jobListQuery = []string{"state", "queue", "kind", "partition_key", "idempotency_key", "since", "until",
+	"finished_since", "error_code", "resolved", "limit", "cursor"}
 
 // The Idempotency-Key middleware stores a reply up to a cap; the routes
 // whose retry must not run twice (a claim, a one-job reply, a result-lease
@@ -73,9 +84,10 @@ type route struct {
 // only compacts it), while a byte of free text (an error, a note) may
 // become a six-byte \u escape (a control character); names and keys are
 // printable ASCII of up to MaxKeyLength bytes (at most two bytes each in
-// JSON). A last error written by a Go worker is not bounded by
-// MaxErrorBytes: a reply that carries a longer one may exceed the cap and
-// is then not stored (the retry runs again).
+// JSON). A last error is at most MaxErrorBytes whoever wrote it (a pull
+// worker's longer fail text is refused, a Go handler's is stored cut:
+// store.StorableError); one stored whole before that cut existed may make
+// a reply exceed the cap, which is then not stored (the retry runs again).
 const (
 	// maxEscapedByte is the most bytes JSON writes for one byte of text.
 	maxEscapedByte = len(`\u0001`)
@@ -136,8 +148,17 @@ func NewServer(client Client, st Store, cfg *Config) (*Server, error) {
 		keep = func(status int) bool { return status < 500 }
 	}
 	// A 401 answers the key (revoked during a long poll), not the request:
-	// the request retried with another key runs.
-	kept := func(status int) bool { return status != http.StatusUnauthorized && keep(status) }
+	// the request retried with another key runs. A 400, 413 or 415 refuses
+	// the request as sent before anything ran (bad input changes nothing):
+	// not stored either, so the corrected request with the same
+	// Idempotency-Key runs rather than getting a 422 for another request.
+	kept := func(status int) bool {
+		switch status {
+		case http.StatusUnauthorized, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+			return false
+		}
+		return keep(status)
+	}
 	mwc.Keep = kept
 	s.idemMW = Middleware(st, &mwc)
 	lmw := mwc
@@ -163,13 +184,13 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{method: "POST", path: "/v1/jobs", handler: s.enqueue},
 		{method: "POST", path: "/v1/jobs/batch", handler: s.enqueueBatch},
-		{method: "GET", path: "/v1/jobs", handler: s.listJobs},
+		{method: "GET", path: "/v1/jobs", query: jobListQuery, handler: s.listJobs},
 		{method: "GET", path: "/v1/jobs/{id}", handler: s.getJob},
 		{method: "POST", path: "/v1/jobs/{id}/cancel", job: true, handler: s.cancelJob},
 		{method: "POST", path: "/v1/jobs/{id}/retry", job: true, handler: s.retryJob},
 		{method: "GET", path: "/v1/jobs/{id}/attempts", handler: s.attempts},
 		{method: "POST", path: "/v1/jobs/replay", idempotent: true, handler: s.replay},
-		{method: "GET", path: "/v1/dlq", handler: s.listDLQ},
+		{method: "GET", path: "/v1/dlq", query: jobListQuery, handler: s.listDLQ},
 		{method: "POST", path: "/v1/dlq/requeue", idempotent: true, handler: s.requeue},
 		{method: "DELETE", path: "/v1/dlq/{id}", handler: s.deleteDead},
 		{method: "POST", path: "/v1/dlq/{id}/resolve", job: true, handler: s.resolveDead},
@@ -181,7 +202,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/jobs/{id}/complete", job: true, handler: s.complete},
 		{method: "POST", path: "/v1/jobs/{id}/fail", job: true, handler: s.fail},
 		{method: "GET", path: "/v1/idempotency", handler: s.recordStats},
-		{method: "GET", path: "/v1/idempotency/{key}", handler: s.getRecord},
+		{method: "GET", path: "/v1/idempotency/{key}", query: []string{"include"}, handler: s.getRecord},
 		{method: "DELETE", path: "/v1/idempotency/{key}", handler: s.deleteRecord},
 		{method: "POST", path: "/v1/idempotency/{key}/lease", lease: true, handler: leaseRoute(s, true, s.leaseAcquire)},
 		{method: "POST", path: "/v1/idempotency/{key}/lease/renew", lease: true, handler: leaseRoute(s, false, s.leaseRenew)},
@@ -192,30 +213,30 @@ func (s *Server) routeTable() []route {
 		{method: "PUT", path: "/v1/schedules/{name}", handler: s.putSchedule},
 		{method: "DELETE", path: "/v1/schedules/{name}", handler: s.deleteSchedule},
 		{method: "POST", path: "/v1/schedules/{name}/trigger", job: true, handler: s.triggerSchedule},
-		{method: "GET", path: "/v1/stats", handler: s.stats},
+		{method: "GET", path: "/v1/stats", query: []string{"all_tenants"}, handler: s.stats},
 		{method: "GET", path: "/v1/health", handler: s.getHealth},
 		{method: "GET", path: "/v1/targets", handler: s.listTargets},
 		{method: "GET", path: "/v1/targets/{name}", handler: s.getTarget},
 		{method: "PUT", path: "/v1/targets/{name}", handler: s.putTarget},
 		{method: "DELETE", path: "/v1/targets/{name}", handler: s.deleteTarget},
 		{method: "POST", path: "/v1/topics/{topic}/events", handler: s.publish},
-		{method: "GET", path: "/v1/topics/{topic}/events", handler: s.listEvents},
+		{method: "GET", path: "/v1/topics/{topic}/events", query: []string{"partition_key", "type", "limit", "cursor"}, handler: s.listEvents},
 		{method: "POST", path: "/v1/topics/{topic}/replay", idempotent: true, handler: s.replayEvents},
 		{method: "GET", path: "/v1/topics/{topic}/subscriptions", handler: s.listSubscriptions},
 		{method: "GET", path: "/v1/topics/{topic}/subscriptions/{name}", handler: s.getSubscription},
 		{method: "PUT", path: "/v1/topics/{topic}/subscriptions/{name}", handler: s.putSubscription},
 		{method: "DELETE", path: "/v1/topics/{topic}/subscriptions/{name}", handler: s.deleteSubscription},
 		{method: "GET", path: "/v1/limits", handler: s.listLimits},
-		{method: "PUT", path: "/v1/limits/{scope}/{name}", handler: s.putLimit},
-		{method: "GET", path: "/v1/limits/{scope}/{name}", handler: s.getLimit},
-		{method: "DELETE", path: "/v1/limits/{scope}/{name}", handler: s.deleteLimit},
+		{method: "PUT", path: "/v1/limits/{scope}/{name}", query: []string{"queue"}, handler: s.putLimit},
+		{method: "GET", path: "/v1/limits/{scope}/{name}", query: []string{"queue"}, handler: s.getLimit},
+		{method: "DELETE", path: "/v1/limits/{scope}/{name}", query: []string{"queue"}, handler: s.deleteLimit},
 		{method: "DELETE", path: "/v1/apikeys/{id}", handler: s.revokeAPIKey},
 		{method: "POST", path: "/v1/queues/{queue}/pause", idempotent: true, handler: s.pauseQueue},
 		{method: "POST", path: "/v1/queues/{queue}/resume", idempotent: true, handler: s.resumeQueue},
-		{method: "GET", path: "/v1/openapi.json", public: true, handler: s.openAPI},
-		{method: "GET", path: "/healthz", ops: true, handler: s.healthz},
-		{method: "GET", path: "/readyz", ops: true, handler: s.readyz},
-		{method: "GET", path: "/metrics", ops: true, handler: s.metricsHandler},
+		{method: "GET", path: "/v1/openapi.json", public: true, anyQuery: true, handler: s.openAPI},
+		{method: "GET", path: "/healthz", ops: true, anyQuery: true, handler: s.healthz},
+		{method: "GET", path: "/readyz", ops: true, anyQuery: true, handler: s.readyz},
+		{method: "GET", path: "/metrics", ops: true, anyQuery: true, handler: s.metricsHandler},
 	}
 }
 
@@ -226,7 +247,11 @@ func (s *Server) mux(api, ops bool) http.Handler {
 		if (rt.ops && !ops) || (!rt.ops && !api) {
 			continue
 		}
-		var h http.Handler = s.adapt(rt.handler)
+		query := rt.query
+		if rt.anyQuery {
+			query = nil // adapt checks nothing
+		}
+		var h http.Handler = s.adapt(query, !rt.anyQuery, rt.handler)
 		switch {
 		case rt.claim:
 			h = s.claimMW(h)
@@ -245,10 +270,14 @@ func (s *Server) mux(api, ops bool) http.Handler {
 	return problemMux{mux}
 }
 
-// adapt turns an error-returning handler into an http.Handler.
-func (s *Server) adapt(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+// adapt turns an error-returning handler into an http.Handler that, when
+// strict, refuses before h runs a query it cannot read or a query
+// parameter other than those of query.
+func (s *Server) adapt(query []string, strict bool, h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := checkQuery(r); err != nil {
+		if !strict {
+			// no check
+		} else if err := checkQuery(r, query); err != nil {
 			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}

@@ -108,3 +108,9 @@ func renderRecord(r *idemtype.Record) *wire.Record {
 	}
 	return out
 }
+
+// apiTime is a time computed from the clock (a lease's end, a result's
+// storing) as the API writes every time: in microseconds, the precision
+// of both stores, so that it reads as the times read back from them do
+// (a renew's lease_expires_at had nanoseconds).
+func apiTime(t time.Time) time.Time { return t.Truncate(time.Microsecond) }

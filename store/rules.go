@@ -233,6 +233,33 @@ func Refused(st any, err error) bool {
 	return ok && c.IsRefused(err)
 }
 
+// MaxErrorBytes bounds the error text of a failed attempt as stored (a
+// job's LastError and its attempt's Error): idem.MaxErrorBytes, 64 KiB.
+// The HTTP API's reply caps count on it (idemhttp's maxJobReplyBytes).
+const MaxErrorBytes = 64 << 10
+
+// StorableError returns the error text of a failed attempt as it is
+// stored: StorableText, cut to at most MaxErrorBytes on a UTF-8 boundary
+// and then ending with " …[cut: N bytes in all]" (N the length of s).
+// Every path that writes an attempt's error — a Go handler's, a pull
+// worker's fail, a webhook delivery's, a refused finish — goes through it.
+func StorableError(s string) string {
+	full := len(s)
+	if full > MaxErrorBytes {
+		s = s[:MaxErrorBytes] // the rest is dropped unread
+	}
+	s = StorableText(s)
+	if full <= MaxErrorBytes && len(s) <= MaxErrorBytes {
+		return s
+	}
+	marker := fmt.Sprintf(" …[cut: %d bytes in all]", full)
+	keep := min(MaxErrorBytes-len(marker), len(s))
+	for keep > 0 && keep < len(s) && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + marker
+}
+
 // StorableText returns s as every store holds text: bytes that are not
 // UTF-8 and NUL bytes, which PostgreSQL's text refuses (FinishCheck),
 // become U+FFFD.

@@ -142,7 +142,11 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 		return usageErr(err)
 	}
 	url := cfg.Database
-	st, err := openStore(ctx, url, openOpts{create: true, noMigrate: cfg.NoMigrate})
+	// --no-migrate creates nothing: a SQLite file that does not exist is
+	// not made empty (a later `idem migrate` without --create took it for
+	// the database), it is refused as missing (exit 3).
+	st, err := openStore(ctx, url, openOpts{create: !cfg.NoMigrate, noMigrate: cfg.NoMigrate,
+		missingHint: "run `idem migrate --create` with the same --database first (--no-migrate neither creates nor migrates a database), or start without --no-migrate"})
 	if err != nil {
 		return err
 	}

@@ -20,23 +20,40 @@ import (
 // the schema is not migrated and a hint to run `idem migrate`. It once
 // failed with the store's raw "list api keys: … no such table" (SQLite)
 // or "relation … does not exist" (PostgreSQL), exit 1, without a hint.
+// On a SQLite file that does not exist it stops the same way (exit 3, a
+// hint to run `idem migrate --create`) and creates nothing: it created an
+// empty file first, which a later `idem migrate` without --create took
+// for the database.
 func TestServeNoMigrateOnEmptyDatabase(t *testing.T) {
 	t.Parallel()
+	noSchema := []string{"idem: the database has no idem schema", "hint: run `idem migrate"}
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		db := filepath.Join(t.TempDir(), "idem.db")
-		serveNoMigrateFails(t, nil, "--database", db)
+		if err := os.WriteFile(db, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		serveNoMigrateFails(t, nil, noSchema, "--database", db)
+	})
+	t.Run("sqlite file missing", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		db := filepath.Join(dir, "idem.db")
+		serveNoMigrateFails(t, nil, []string{"idem: no database at " + db, "hint: run `idem migrate --create`"}, "--database", db)
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+			t.Fatalf("the directory holds %v (%v), want nothing created", ents, err)
+		}
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		url, schema := dbtest.NewSchema(t)
-		serveNoMigrateFails(t, []string{envSchema + "=" + schema}, "--database", url)
+		serveNoMigrateFails(t, []string{envSchema + "=" + schema}, noSchema, "--database", url)
 	})
 }
 
 // serveNoMigrateFails runs `idem serve --no-migrate` as a real process and
-// checks how it fails.
-func serveNoMigrateFails(t *testing.T, env []string, args ...string) {
+// checks how it fails: exit 3, stderr holding each of wants.
+func serveNoMigrateFails(t *testing.T, env, wants []string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -50,7 +67,7 @@ func serveNoMigrateFails(t *testing.T, env []string, args ...string) {
 		t.Fatalf("idem serve --no-migrate on an empty database: %v, want exit %d\nstdout: %s\nstderr: %s", err, ExitNotFound, stdout.String(), stderr.String())
 	}
 	errs := stderr.String()
-	for _, want := range []string{"idem: the database has no idem schema", "hint: run `idem migrate"} {
+	for _, want := range wants {
 		if !strings.Contains(errs, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errs)
 		}

@@ -77,6 +77,9 @@ type openOpts struct {
 	create bool
 	// noMigrate opens without migrating (PostgreSQL and SQLite alike).
 	noMigrate bool
+	// missingHint, when not "", replaces the hint of a missing SQLite file
+	// (without create), which names a --create the command may not have.
+	missingHint string
 }
 
 // errNoDatabase is returned when a SQLite file is missing and may not be created.
@@ -109,8 +112,11 @@ func openStore(ctx context.Context, url string, o openOpts) (store.Store, error)
 	}
 	if !o.create && path != ":memory:" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, withHint(fmt.Errorf("%w at %s", errNoDatabase, path),
-				"pass --database or set "+envDatabaseURL+" to your database, or add --create to create "+path)
+			hint := o.missingHint
+			if hint == "" {
+				hint = "pass --database or set " + envDatabaseURL + " to your database, or add --create to create " + path
+			}
+			return nil, withHint(fmt.Errorf("%w at %s", errNoDatabase, path), hint)
 		}
 	}
 	st, err := sqlitestore.Open(ctx, path, &sqlitestore.Config{SkipMigrate: o.noMigrate})

@@ -357,7 +357,7 @@ func (c *Completer) settleRefused(batch []*store.JobFinishParams, errs []error) 
 		c.logger.Error("finish refused by the store; the job is dead", "job", p.ID, "err", e)
 		dead = append(dead, &store.JobFinishParams{ID: p.ID, LeaseToken: p.LeaseToken,
 			State: idemtype.StateDead, Outcome: idemtype.OutcomeDead,
-			Error:      store.StorableText(RefusedError + e.Error()),
+			Error:      store.StorableError(RefusedError + e.Error()),
 			FinishedAt: p.FinishedAt, DurationMS: p.DurationMS, HTTPStatus: p.HTTPStatus,
 			Target: store.StorableText(p.Target)})
 		at = append(at, i)

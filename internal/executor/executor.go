@@ -184,7 +184,7 @@ func (e *Executor) Settle(ctx context.Context, row *idemtype.JobRow, key *store.
 			// attempt.
 			fin.State, fin.Outcome, fin.Snooze = idemtype.StateScheduled, idemtype.OutcomeSnoozed, true
 			fin.RunAt = e.cfg.Now().Add(KeyErrorWait)
-			fin.Error = store.StorableText(err.Error())
+			fin.Error = store.StorableError(err.Error())
 			return fin, false
 		}
 		e.SetOutcome(fin, row, nil, err)
@@ -519,7 +519,7 @@ func (e *Executor) fail(fin *store.JobFinishParams, row *idemtype.JobRow, err er
 // setFailure is fail's outcome rule.
 func (e *Executor) setFailure(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
 	now := e.cfg.Now()
-	fin.Error, fin.ErrorCode = store.StorableText(err.Error()), store.StorableText(idemtype.ErrorCodeOf(err))
+	fin.Error, fin.ErrorCode = store.StorableError(err.Error()), store.StorableText(idemtype.ErrorCodeOf(err))
 	var ce *idemtype.ControlError
 	if errors.As(err, &ce) {
 		switch ce.Kind {

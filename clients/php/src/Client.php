@@ -188,13 +188,15 @@ class Client
     /**
      * listJobs yields every job the query selects, newest first, page by page.
      *
-     * @param array<string,string|int> $query state, queue, kind, partition_key, idempotency_key, since, until, limit
+     * @param array<string,mixed> $query state (a string, comma-separated, or a list), queue, kind,
+     *   partition_key, idempotency_key, since, until, finished_since, error_code, resolved (a bool),
+     *   limit; another name is refused by the server (400 naming it)
      * @return \Generator<int, array<string,mixed>>
      */
     public function listJobs(array $query = [], string $path = '/v1/jobs'): \Generator
     {
         for (;;) {
-            $page = $this->request('GET', $path . '?' . http_build_query($query));
+            $page = $this->request('GET', $path . self::queryString($query));
             foreach ($page['jobs'] as $job) {
                 yield $job;
             }
@@ -440,13 +442,7 @@ class Client
     public function listEvents(string $topic, array $query = []): \Generator
     {
         for (;;) {
-            $q = [];
-            foreach ($query as $k => $v) {
-                foreach ((array) $v as $one) {
-                    $q[] = rawurlencode((string) $k) . '=' . rawurlencode((string) $one);
-                }
-            }
-            $page = $this->request('GET', self::topicPath($topic, '/events') . ($q ? '?' . implode('&', $q) : ''));
+            $page = $this->request('GET', self::topicPath($topic, '/events') . self::queryString($query));
             foreach ($page['events'] as $event) {
                 yield $event;
             }
@@ -469,6 +465,30 @@ class Client
     public function replayEvents(string $topic, array $selection = [], ?string $idempotencyKey = null): array
     {
         return $this->request('POST', self::topicPath($topic, '/replay'), (object) $selection, self::keyHeader($idempotencyKey));
+    }
+
+    /**
+     * queryString renders a list query: a list value repeats its parameter
+     * (state=a&state=b; http_build_query's state[0]=a is a parameter the
+     * server does not take), a bool is true or false, null is left out.
+     *
+     * @param array<string,mixed> $query
+     */
+    private static function queryString(array $query): string
+    {
+        $q = [];
+        foreach ($query as $k => $v) {
+            if ($v === null) {
+                continue;
+            }
+            foreach ((array) $v as $one) {
+                if (is_bool($one)) {
+                    $one = $one ? 'true' : 'false';
+                }
+                $q[] = rawurlencode((string) $k) . '=' . rawurlencode((string) $one);
+            }
+        }
+        return $q ? '?' . implode('&', $q) : '';
     }
 
     private static function topicPath(string $topic, string $suffix): string

@@ -814,6 +814,10 @@ test('cancelBatch, dlqResolve, pauseQueue and resumeQueue', function () use ($se
     $c->fail($claimed[0], 'boom', false);
     same('dead', $c->dlqResolve($job['id'], 'refunded by hand')['state']);
     same([], iterator_to_array($c->listDLQ(['queue' => 'php-resolve', 'resolved' => 'false']), false));
+    same([$job['id']], array_map(fn ($j) => $j['id'], iterator_to_array($c->listDLQ(['queue' => 'php-resolve', 'resolved' => true]), false)));
+    same([], iterator_to_array($c->listJobs(['queue' => 'php-resolve', 'resolved' => false, 'state' => ['dead', 'completed']]), false));
+    same([$job['id']], array_map(fn ($j) => $j['id'], iterator_to_array($c->listJobs(['queue' => 'php-resolve', 'state' => ['dead', 'completed']]), false)), 'a state list repeats the parameter');
+    same(400, throws(IdemException::class, fn () => iterator_to_array($c->listJobs(['stat' => 'dead'])))->status, 'an unknown parameter is refused');
 
     same(['queue' => 'php-paused', 'paused' => true], $c->pauseQueue('php-paused'));
     $c->enqueue(['kind' => 'k', 'queue' => 'php-paused']);

@@ -1,0 +1,48 @@
+package idemhttp_test
+
+import (
+	"testing"
+)
+
+// TestRefusedRequestDoesNotSpendItsKey: a request the server refuses as
+// sent (400 bad input, 415 wrong media type, 413 too large: nothing ran)
+// is not stored under its Idempotency-Key, so the corrected request sent
+// again with the same key runs (not a 422 for another request, nor the
+// stored refusal); a request that ran is stored as before.
+func TestRefusedRequestDoesNotSpendItsKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k"})
+	path := "/v1/jobs/" + id + "/cancel"
+	for i, bad := range []struct {
+		body   any
+		hdr    []string
+		status int
+	}{
+		{body: `{"no_such_field":1}`, status: 400},
+		{body: `{}`, hdr: []string{"Content-Type", "text/plain"}, status: 415},
+		{body: `{"reason":"`, status: 400},
+	} {
+		key := "refused-" + string(rune('a'+i))
+		r := e.req("POST", path, e.keyA, bad.body, append([]string{"Idempotency-Key", key}, bad.hdr...)...)
+		expect(t, r, bad.status, "")
+		if r.header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("case %d: the refusal was a replay", i)
+		}
+		// The same refused request again is refused again, not replayed.
+		r = e.req("POST", path, e.keyA, bad.body, append([]string{"Idempotency-Key", key}, bad.hdr...)...)
+		expect(t, r, bad.status, "")
+		if r.header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("case %d: the refusal was stored and replayed", i)
+		}
+	}
+	// The corrected request with the first refused key runs.
+	r := e.req("POST", path, e.keyA, map[string]any{}, "Idempotency-Key", "refused-a")
+	expect(t, r, 200, "")
+	// ...and is stored: its retry is a replay.
+	r = e.req("POST", path, e.keyA, map[string]any{}, "Idempotency-Key", "refused-a")
+	expect(t, r, 200, "")
+	if r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the cancel that ran was not replayed: %v", r.header)
+	}
+}
