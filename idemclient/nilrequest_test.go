@@ -3,6 +3,7 @@ package idemclient_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/idem-dev/idem"
@@ -26,6 +27,9 @@ func TestNilRequestsAreInvalid(t *testing.T) {
 		{"Claim", func() error { _, err := c.Claim(ctx, nil); return err }},
 		{"ClaimWait", func() error { _, err := c.ClaimWait(ctx, nil); return err }},
 		{"Publish", func() error { _, err := c.Publish(ctx, "topic", nil); return err }},
+		{"PutSchedule", func() error { _, err := c.PutSchedule(ctx, "s", nil); return err }},
+		{"PutTarget", func() error { _, _, err := c.PutTarget(ctx, "t", nil); return err }},
+		{"PutSubscription", func() error { _, _, err := c.PutSubscription(ctx, "topic", "s", nil); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
@@ -39,6 +43,11 @@ func TestNilRequestsAreInvalid(t *testing.T) {
 			}()
 			if !errors.Is(err, idem.ErrInvalid) {
 				t.Fatalf("error %v; want a 400 (ErrInvalid)", err)
+			}
+			// Sent as an empty request, not as null (which the server
+			// refuses as such, naming no field of the request).
+			if strings.Contains(err.Error(), "not null") {
+				t.Fatalf("error %v; want the empty request's, naming a missing field", err)
 			}
 		})
 	}

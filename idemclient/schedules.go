@@ -16,12 +16,14 @@ type ScheduleRequest = wire.ScheduleRequest
 
 // PutSchedule creates or replaces the schedule name (its firing history is
 // kept). Args the server would refuse by its JSON rule (see Complete) are
-// refused before sending (ErrInvalid naming args).
+// refused before sending (ErrInvalid naming args). A nil req is sent as an
+// empty one: the server names what is missing.
 func (cl *Client) PutSchedule(ctx context.Context, name string, req *ScheduleRequest) (*Schedule, error) {
-	if req != nil {
-		if err := checkDocument("args", req.Args); err != nil {
-			return nil, fmt.Errorf("idemclient: put schedule %q: %w", name, err)
-		}
+	if req == nil {
+		req = &ScheduleRequest{} // not null, which the server refuses as such
+	}
+	if err := checkDocument("args", req.Args); err != nil {
+		return nil, fmt.Errorf("idemclient: put schedule %q: %w", name, err)
 	}
 	var out Schedule
 	_, err := cl.do(ctx, &call{method: http.MethodPut, path: schedulePath(name, ""), body: req, out: &out})

@@ -18,8 +18,12 @@ type Target = wire.Target
 // unsigned pushes.
 type TargetPut = wire.TargetPut
 
-// PutTarget creates or replaces the target name; created reports a 201.
+// PutTarget creates or replaces the target name; created reports a 201. A
+// nil t is sent as an empty one: the server names what is missing.
 func (cl *Client) PutTarget(ctx context.Context, name string, t *TargetPut) (out *Target, created bool, err error) {
+	if t == nil {
+		t = &TargetPut{} // not null, which the server refuses as such
+	}
 	out = new(Target)
 	status, err := cl.do(ctx, &call{method: http.MethodPut, path: targetPath(name), body: t, out: out})
 	if err != nil {

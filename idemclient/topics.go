@@ -45,7 +45,12 @@ func topicPath(topic, suffix string) string { return "/v1/topics/" + pathSegment
 // PutSubscription creates or replaces a subscription. The server answers
 // 200 either way (API.md); created reports that this PUT created it: its
 // created_at equals its updated_at (or, from an older server, a 201).
+//
+// A nil s is sent as an empty one: the server names what is missing.
 func (cl *Client) PutSubscription(ctx context.Context, topic, name string, s *SubscriptionPut) (*Subscription, bool, error) {
+	if s == nil {
+		s = &SubscriptionPut{} // not null, which the server refuses as such
+	}
 	var out Subscription
 	status, err := cl.do(ctx, &call{method: http.MethodPut, path: topicPath(topic, "/subscriptions/"+pathSegment(name)), body: s, out: &out})
 	if err != nil {
@@ -113,8 +118,13 @@ func (cl *Client) Events(ctx context.Context, topic, partitionKey string, types 
 	return out.Events, out.NextCursor, err
 }
 
-// ReplayEvents delivers the selected events of a topic again.
+// ReplayEvents delivers the selected events of a topic again. A nil r is
+// the empty selection, every event of the topic (as the TypeScript and PHP
+// clients' default): the server refuses a body of null.
 func (cl *Client) ReplayEvents(ctx context.Context, topic string, r *EventReplayRequest) (*EventReplayReply, error) {
+	if r == nil {
+		r = &EventReplayRequest{}
+	}
 	var out EventReplayReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "/replay"), body: r, out: &out})
 	return nilIfErr(&out, err)

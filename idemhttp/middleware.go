@@ -251,7 +251,9 @@ func idempotencyKey(r *http.Request) (string, error) {
 // parseSFString reads s, which starts with a double quote, as one RFC 8941
 // sf-string (section 4.2.5) with nothing after it: printable ASCII up to
 // the closing quote, \" and \\ its only escapes. The draft gives the
-// header no parameters, so none are taken.
+// header no parameters, so none are taken. A refusal says why such a value
+// is read so and how to send a key that starts with '"' (sfStringHint): a
+// client written before this reading sends such a key bare.
 func parseSFString(s string) (string, error) {
 	var b strings.Builder
 	for i := 1; i < len(s); i++ {
@@ -259,12 +261,12 @@ func parseSFString(s string) (string, error) {
 		case c == '\\':
 			i++
 			if i == len(s) || (s[i] != '"' && s[i] != '\\') {
-				return "", invalid(headerIdempotencyKey, `a quoted key escapes only '"' and '\' (as \" and \\)`)
+				return "", sfStringInvalid(`a quoted key escapes only '"' and '\' (as \" and \\)`)
 			}
 			b.WriteByte(s[i])
 		case c == '"':
 			if i != len(s)-1 {
-				return "", invalid(headerIdempotencyKey, "a quoted key must end at its closing quote (no parameters)")
+				return "", sfStringInvalid("a quoted key must end at its closing quote (no parameters)")
 			}
 			return b.String(), nil
 		case c < 0x20 || c > 0x7e:
@@ -273,7 +275,17 @@ func parseSFString(s string) (string, error) {
 			b.WriteByte(c)
 		}
 	}
-	return "", invalid(headerIdempotencyKey, "a quoted key needs its closing quote")
+	return "", sfStringInvalid("a quoted key needs its closing quote")
+}
+
+// sfStringHint follows the refusal of a malformed sf-string key.
+const sfStringHint = `; a value that starts with '"' is read as an RFC 8941 sf-string, ` +
+	`so a key that itself starts with '"' is sent quoted, its '"' and '\' escaped ` +
+	`(the key "order-1 as "\"order-1"), as current idem clients do`
+
+// sfStringInvalid is the 400 problem of a malformed sf-string key.
+func sfStringInvalid(reason string) error {
+	return invalid(headerIdempotencyKey, reason+sfStringHint)
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, key string) {

@@ -332,3 +332,24 @@ func TestMiddlewareRefusesAnEmptyTenant(t *testing.T) {
 		t.Fatalf("a request with a tenant: %d, %d calls", r.status, calls.Load())
 	}
 }
+
+// TestMiddlewareMalformedQuotedKeyExplains: a key that starts with a
+// double quote sent bare (as clients before the sf-string reading sent
+// `"order-1`, or quoted once more by the older rule, `""order-1""`) is a
+// 400 whose detail says why: a value that starts with '"' is read as an
+// sf-string, and how to send such a key. It said only "a quoted key needs
+// its closing quote" (or "must end at its closing quote"), about a key the
+// caller never quoted.
+func TestMiddlewareMalformedQuotedKeyExplains(t *testing.T) {
+	t.Parallel()
+	srv := mwServer(t, nil, counting(new(atomic.Int64), 201, "made"))
+	for _, k := range []string{`"order-1`, `""order-1""`, `"a\b"`} {
+		r := post(t, srv.URL+"/x", k, "")
+		expect(t, r, 400, "/problems/invalid-request")
+		m := r.json(t)
+		text := fmt.Sprint(m["detail"], m["errors"])
+		if !strings.Contains(text, "sf-string") || !strings.Contains(text, `"\"order-1"`) {
+			t.Errorf("%s: the problem does not explain the sf-string form: %s", k, r.body)
+		}
+	}
+}

@@ -46,3 +46,27 @@ func TestRefusedRequestDoesNotSpendItsKey(t *testing.T) {
 		t.Fatalf("the cancel that ran was not replayed: %v", r.header)
 	}
 }
+
+// TestRepliesAreNotSniffed: API replies write <, > and & unescaped in their
+// JSON, so every one, problems and replays included, says
+// X-Content-Type-Options: nosniff (no browser takes one for HTML).
+func TestRepliesAreNotSniffed(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	id := e.enqueue(e.keyA, map[string]any{"kind": "k", "args": map[string]any{"html": "<script>"}})
+	cancel := func() *resp {
+		return e.req("POST", "/v1/jobs/"+id+"/cancel", e.keyA, map[string]any{}, "Idempotency-Key", "sniff")
+	}
+	for name, r := range map[string]*resp{
+		"job":      e.req("GET", "/v1/jobs/"+id, e.keyA, nil),
+		"problem":  e.req("GET", "/v1/jobs/999999", e.keyA, nil),
+		"no route": e.req("GET", "/v1/no-such-route", e.keyA, nil),
+		"cancel":   cancel(),
+		"replay":   cancel(),
+		"probe":    e.req("GET", "/healthz", "", nil),
+	} {
+		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s (%d): X-Content-Type-Options %q, want nosniff", name, r.status, got)
+		}
+	}
+}

@@ -316,6 +316,9 @@ func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 type problemMux struct{ mux *http.ServeMux }
 
 func (p problemMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Replies carry JSON with <, > and & as they are (not HTML-escaped):
+	// no browser may take one for HTML.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if r.Method != http.MethodConnect && strings.HasPrefix(r.URL.Path, "/v1/") && !cleanSegments(r.URL.EscapedPath()) {
 		// The mux would redirect (307, an HTML body) to the cleaned path,
 		// another operation (POST …/lease/renew/.. is the acquire), or
@@ -375,7 +378,6 @@ func (w *plainErrorWriter) WriteHeader(status int) {
 	if status == http.StatusMethodNotAllowed || status == http.StatusNotFound {
 		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
 			w.replaced = true
-			w.Header().Del("X-Content-Type-Options")
 			if status == http.StatusNotFound {
 				writeProblem(w.ResponseWriter, newProblem(status, ProblemNotFound, "Not found", "no such endpoint"))
 			} else {

@@ -215,7 +215,9 @@ type Jobs interface {
 	// voided lease's token (refused: ErrLeaseLost) acknowledges that its
 	// handler returned, or until JobRescue finds its lease ended (the job
 	// stays cancelled). A JobRetryMany of a job that still holds gives it
-	// a RunAt no earlier than the lease's end.
+	// a RunAt no earlier than the lease's end, and until then the job
+	// still holds the partition against the earlier jobs that wait for it
+	// (a cancel before it runs again keeps that hold).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*idemtype.JobRow, error)
 
 	// JobRetryMany moves dead or cancelled jobs (only those in FromStates)
@@ -415,7 +417,8 @@ type Maintenance interface {
 	// before CompletedBefore, cancelled before CancelledBefore and dead
 	// before DeadBefore (a zero time keeps that state), with their
 	// attempts — except jobs an idempotency record still points to while
-	// its dedup window is open. It returns how many it deleted.
+	// its dedup window is open, and cancelled jobs that still hold their
+	// FIFO partition (JobCancel). It returns how many it deleted.
 	JobDeleteFinished(ctx context.Context, p *JobDeleteFinishedParams) (int, error)
 
 	// EventDeleteBefore deletes, up to Limit, events of the event log

@@ -136,7 +136,11 @@ var (
 //     ended (qCancelHoldEnd); sqlPartitionTaken counts it as running. A
 //     claim whose snapshot predates the cancel sees it running; one after
 //     the cancel's commit sees the hold; one after the acknowledgement's
-//     commit sees neither, as for a completion.
+//     commit sees neither, as for a completion. A holding job retried
+//     keeps its hold's end (qRetry) while it waits to run again: until
+//     then it holds the partition against the earlier jobs that wait for
+//     it too (the later-job probe reads that end), so no job of the
+//     partition starts beside the cancelled handler.
 //   - Lower ids committing late: inserts of one partition are serialised
 //     by an advisory lock taken before ids are allocated (qLockPartitions),
 //     so a job is never visible before a lower-id job of its partition.
@@ -256,7 +260,7 @@ func tenantClaimProbe(now, kinds string) string {
               WHERE h.tenant = j.tenant AND h.queue = j.queue AND h.partition_key = j.partition_key AND h.id > j.id
                 AND h.partition_key <> ''
                 AND ` + sqlPartitionTaken + `
-                AND h.state IN ('running', 'cancelled'))
+                AND (h.state IN ('running', 'cancelled') OR h.lease_expires_at > ` + now + `))
             AND (SELECT v.ctid FROM {schema}.jobs v WHERE v.ctid = j.ctid) IS NOT NULL))
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT x.n

@@ -503,9 +503,12 @@ const (
 	// cancel (qCancelAck) or the rescuer ends the hold once the lease ended
 	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat reads
 	// running jobs only), and a cancelled row's lease is not shown (scanJob).
+	// A waiting job that still holds the end of a cancelled run's lease
+	// (retried while it held: qRetry) keeps it too.
 	qJobCancel = `UPDATE {schema}.jobs SET state = 'cancelled', finished_at = $2, last_error = $3,
     lease_token = CASE WHEN state = 'running' AND partition_key <> '' THEN lease_token ELSE '' END,
-    lease_expires_at = CASE WHEN state = 'running' AND partition_key <> '' THEN lease_expires_at END
+    lease_expires_at = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > $2)
+        THEN lease_expires_at END
 WHERE id = $1 RETURNING ` + jobColsRet
 
 	// qCancelAck ends the holds of cancelled jobs ($1 ids) whose lease
@@ -603,11 +606,15 @@ WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'availa
 	// A cancelled job that still holds its partition (its handler may still
 	// run: qJobCancel) runs again no earlier than the end of that lease
 	// (sqlRetryRunAt): its new attempt never overlaps the old one, whose
-	// finish no longer matches once the token is cleared.
+	// finish no longer matches once the token is cleared. It keeps that
+	// lease's end (lease_expires_at, NULL on any other dead or cancelled
+	// job) until it is claimed again: the head rule's later-job probe
+	// (tenantClaimProbe) holds an earlier job of the partition that waits
+	// for it until then too.
 	qRetry = `UPDATE {schema}.jobs j SET
     state = COALESCE(` + sqlRetryDepState + `,
         CASE WHEN ` + sqlRetryRunAt + ` > $3::timestamptz THEN 'scheduled' ELSE 'available' END),
-    run_at = ` + sqlRetryRunAt + `, attempt = 0, lease_token = '', lease_expires_at = NULL,
+    run_at = ` + sqlRetryRunAt + `, attempt = 0, lease_token = '',
     finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN $3::timestamptz END,
     last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || d.id || ' is ' || d.state
         FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state IN ('dead', 'cancelled')
@@ -736,10 +743,14 @@ RETURNING j.queue`
 	// runs ahead does not delete a job its live record names.
 	retentionNow = `LEAST($4::timestamptz, COALESCE($6::timestamptz, now()))`
 
+	// qDeleteFinished deletes the finished jobs past their retention. A
+	// cancelled job that still holds its partition (qJobCancel) is kept:
+	// its handler may still run, and deleting the row would free the
+	// partition.
 	qDeleteFinished = `WITH cand AS (
     SELECT j.id FROM {schema}.jobs j
     WHERE ((j.state = 'completed' AND j.finished_at < $1)
-        OR (j.state = 'cancelled' AND j.finished_at < $2)
+        OR (j.state = 'cancelled' AND j.finished_at < $2 AND j.lease_expires_at IS NULL)
         OR (j.state = 'dead' AND j.finished_at < $3))
       AND (j.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM {schema}.records r
           WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id

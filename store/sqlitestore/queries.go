@@ -442,9 +442,11 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
 	// (qCancelAck) or the rescuer ends the hold once the lease ended
 	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat
 	// reads running jobs only), and a cancelled row's lease is not shown
-	// (scanJob).
+	// (scanJob). A waiting job that still holds the end of a cancelled
+	// run's lease (retried while it held: qJobRetry) keeps it too.
 	qJobCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2,
-    lease_expires_at = CASE WHEN state = 'running' AND partition_key <> '' THEN lease_expires_at END
+    lease_expires_at = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > ?1)
+        THEN lease_expires_at END
 WHERE id = ?3 RETURNING ` + jobCols
 	// qCancelAck ends the hold of cancelled job ?1 when ?2 is the lease it
 	// holds: its handler returned, its partition moves on.
@@ -476,10 +478,13 @@ WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 	//
 	// A cancelled job that still holds its partition (its handler may
 	// still run: qJobCancel) runs again no earlier than the end of that
-	// lease (sqlRetryRunAt), so its new attempt never overlaps the old one.
+	// lease (sqlRetryRunAt), so its new attempt never overlaps the old one;
+	// it keeps that lease's end (lease_expires_at, NULL on any other dead
+	// or cancelled job) until it is claimed again, so that an earlier job
+	// of its partition waiting for it waits until then too (qClaimHead).
 	qJobRetry = `UPDATE jobs SET state = COALESCE(` + sqlRetryDepState + `,
         CASE WHEN ` + sqlRetryRunAt + ` > ?2 THEN 'scheduled' ELSE 'available' END),
-    run_at = ` + sqlRetryRunAt + `, attempt = 0, lease_expires_at = NULL,
+    run_at = ` + sqlRetryRunAt + `, attempt = 0,
     finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN ?2 END,
     last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || p.id || ' is ' || p.state
         FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
@@ -723,14 +728,16 @@ WHERE ` + sqlClaimable("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GRO
 	//
 	// A cancelled job whose handler may still run (its hold: qJobCancel)
 	// counts as running (sqlPartitionTaken, the predicate of
-	// jobs_partition_head since migration 0026).
+	// jobs_partition_head since migration 0026), and so does, for the
+	// earlier jobs, a holding job retried (qJobRetry) until the end of the
+	// lease it kept (?2 is the claim's now).
 	qClaimHead = ` AND (j.partition_key = '' OR (NOT EXISTS (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
         AND h.tenant = j.tenant AND h.id < j.id AND h.partition_key <> '' AND ` + sqlPartitionTaken + `)
     AND NOT EXISTS (
     SELECT 1 FROM jobs h WHERE h.queue = j.queue AND h.partition_key = j.partition_key
         AND h.tenant = j.tenant AND h.id > j.id AND h.partition_key <> '' AND ` + sqlPartitionTaken + `
-        AND h.state IN ('running', 'cancelled'))))`
+        AND (h.state IN ('running', 'cancelled') OR h.lease_expires_at > ?2))))`
 
 	// sqlPartitionTaken is true for a job h that keeps its partition's
 	// later jobs waiting: an unfinished one, or a cancelled one that holds
@@ -740,11 +747,13 @@ WHERE ` + sqlClaimable("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GRO
         OR (h.state = 'cancelled' AND h.lease_expires_at IS NOT NULL))`
 
 	// qRetentionSelect: ?1 completed before, ?2 cancelled before, ?3 dead
-	// before (0 = keep), ?4 now, ?5 limit.
+	// before (0 = keep), ?4 now, ?5 limit. A cancelled job that still holds
+	// its partition (qJobCancel) is kept: its handler may still run, and
+	// deleting the row would free the partition.
 	qRetentionSelect = `SELECT id FROM jobs j
 WHERE ` + sqlFinished("j") + `
   AND ((j.state = 'completed' AND ?1 > 0 AND j.finished_at < ?1)
-    OR (j.state = 'cancelled' AND ?2 > 0 AND j.finished_at < ?2)
+    OR (j.state = 'cancelled' AND ?2 > 0 AND j.finished_at < ?2 AND j.lease_expires_at IS NULL)
     OR (j.state = 'dead' AND ?3 > 0 AND j.finished_at < ?3))
   AND NOT EXISTS (SELECT 1 FROM idem_keys k
       WHERE j.idempotency_key <> '' AND k.tenant = j.tenant AND k.key = j.idempotency_key

@@ -20,6 +20,9 @@ func cancelHoldCases() []testCase {
 		{"FIFO/cancelled_running_job_holds_retried_head", testCancelHoldRetriedHead},
 		{"FIFO/retry_of_cancelled_running_head_waits_for_lease", testCancelHoldRetry},
 		{"FIFO/cancelled_waiting_head_releases_at_once", testCancelWaitingReleases},
+		{"FIFO/retention_keeps_cancelled_job_holding_partition", testCancelHoldRetention},
+		{"FIFO/retry_of_holding_successor_keeps_retried_head_waiting", testCancelHoldRetrySuccessor},
+		{"FIFO/cancel_of_retried_holding_job_keeps_hold", testCancelHoldRetryCancel},
 	}
 }
 
@@ -138,6 +141,74 @@ func testCancelWaitingReleases(t *testing.T, s store.Store) {
 	finish1(t, s, failure(c[0], idemtype.StateRetryable, idemtype.OutcomeFailed, "x", at(time.Hour), at(time.Second)))
 	cancelJob(t, s, js[0], at(2*time.Second))
 	wantIDs(t, "after a cancelled retryable head", ids(claim(t, s, at(3*time.Second), 10, "q")), []int64{js[1].ID})
+}
+
+// testCancelHoldRetention: retention does not delete a cancelled job that
+// still holds its partition (its handler may still run), whatever the
+// cancelled retention: deleting the row would end the hold, and the
+// partition's next job would run beside the handler. Once the hold ends
+// the job is deleted as any other.
+func testCancelHoldRetention(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), partitioned("a1", "q", "A"), partitioned("a2", "q", "A"))
+	c := claimLease(t, s, js[0], at(0), at(time.Hour))
+	cancelJob(t, s, c, at(time.Second))
+	if n := deleteFinished(t, s, &store.JobDeleteFinishedParams{CancelledBefore: at(time.Minute),
+		Limit: 100, Now: at(time.Minute)}); n != 0 {
+		t.Errorf("retention deleted %d jobs, one of them cancelled and holding its partition", n)
+	}
+	wantState(t, s, js[0].ID, idemtype.StateCancelled)
+	if got := claim(t, s, at(time.Minute), 10, "q"); len(got) != 0 {
+		t.Fatalf("claimed %v after retention, while the cancelled head's handler may still run", ids(got))
+	}
+	if errs := finishAll(t, s, completion(c, `1`, at(2*time.Minute))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the cancelled head: %v, want ErrLeaseLost", errs[0])
+	}
+	if n := deleteFinished(t, s, &store.JobDeleteFinishedParams{CancelledBefore: at(time.Minute),
+		Limit: 100, Now: at(3 * time.Minute)}); n != 1 {
+		t.Errorf("retention after the acknowledgement deleted %d jobs, want 1", n)
+	}
+	gone(t, s, js[0].ID)
+}
+
+// testCancelHoldRetrySuccessor: a dead head retried while its successor
+// runs waits for it (JobRetryMany); the successor is cancelled (it holds
+// the partition) and retried in turn while its handler may still run. The
+// retried successor waits for its old lease to end, and so must the head:
+// no job of the partition runs before that lease ends.
+func testCancelHoldRetrySuccessor(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), partitioned("a1", "q", "A"), partitioned("a2", "q", "A"))
+	c := claim(t, s, at(0), 10, "q")
+	finish1(t, s, failure(c[0], idemtype.StateDead, idemtype.OutcomeDead, "fatal", time.Time{}, at(time.Second)))
+	c2 := claimLease(t, s, js[1], at(2*time.Second), at(time.Minute))
+	if _, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{js[0].ID}, Now: at(3 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	cancelJob(t, s, c2, at(4*time.Second))
+	if _, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{js[1].ID}, Now: at(5 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s, at(6*time.Second), 10, "q"); len(got) != 0 {
+		t.Fatalf("claimed %v while the retried successor's cancelled handler may still run", ids(got))
+	}
+	wantIDs(t, "retried head once the successor's old lease ended", ids(claim(t, s, at(time.Minute), 10, "q")), []int64{js[0].ID})
+}
+
+// testCancelHoldRetryCancel: a holding job retried, then cancelled again
+// before it ran, still holds its partition until the first run's lease
+// ends (its handler may still run): the second cancel does not end it.
+func testCancelHoldRetryCancel(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), partitioned("a1", "q", "A"), partitioned("a2", "q", "A"))
+	c := claimLease(t, s, js[0], at(0), at(time.Minute))
+	cancelJob(t, s, c, at(time.Second))
+	if _, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{js[0].ID}, Now: at(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	cancelJob(t, s, js[0], at(3*time.Second))
+	if got := claim(t, s, at(4*time.Second), 10, "q"); len(got) != 0 {
+		t.Fatalf("claimed %v while the first run's cancelled handler may still run", ids(got))
+	}
+	rescue(t, s, at(2*time.Minute), 100)
+	wantIDs(t, "after the first run's lease ended", ids(claim(t, s, at(2*time.Minute), 10, "q")), []int64{js[1].ID})
 }
 
 // SeedCancelHoldUpgrade inserts jobs A and B of one FIFO partition and
