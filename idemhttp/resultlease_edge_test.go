@@ -67,8 +67,8 @@ func testResultLeaseEdges(t *testing.T, open opener) {
 		// The detail names the caller's key, never the stored one (an
 		// internal namespace: a control byte, "do", the key) or the
 		// chain of internal steps.
-		if d, _ := r.json(t)["detail"].(string); strings.Contains(d, "\x1f") || strings.Contains(d, "\x1f") ||
-			strings.Contains(d, "\u001f") || strings.Contains(d, "record") || !strings.Contains(d, strings.Repeat("k", 255)) {
+		if d, _ := r.json(t)["detail"].(string); strings.Contains(d, "\x1f") || strings.Contains(d, `\u001f`) ||
+			strings.Contains(d, "record") || !strings.Contains(d, strings.Repeat("k", 255)) {
 			t.Fatalf("lease-lost detail %q: want the caller's key and no internal record key", d)
 		}
 	}

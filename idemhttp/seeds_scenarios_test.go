@@ -298,7 +298,7 @@ func testSeed002Throttling(t *testing.T, open opener) {
 			t.Fatalf("a throttled job used an attempt: %v", j)
 		}
 	}
-	clock.shift(clock.now().Truncate(time.Minute).Add(time.Minute + time.Second).Sub(time.Now()))
+	clock.shift(time.Until(clock.now().Truncate(time.Minute).Add(time.Minute + time.Second)))
 	if n := started(e.keyA); n != 50 {
 		t.Fatalf("tenant a started %d in the next minute, want 50", n)
 	}
