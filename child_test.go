@@ -8,7 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
+	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // The stores of the multi-process tests' children and of their parent test
@@ -49,4 +51,27 @@ func parentPG(t *testing.T, url, schema string) *pgstore.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// childStore opens the store of a child test process: the SQLite file
+// named by the environment variable sqliteEnv, else the PostgreSQL schema
+// of IDEM_MP_URL and IDEM_MP_SCHEMA. closeStore closes it; ok is false
+// (with a message on stderr) when it cannot be opened.
+func childStore(ctx context.Context, sqliteEnv string) (st store.Store, closeStore func(), ok bool) {
+	if path := os.Getenv(sqliteEnv); path != "" {
+		s, err := sqlitestore.Open(ctx, path, nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "store:", err)
+			return nil, nil, false
+		}
+		return s, func() { s.Close() }, true
+	}
+	pool, s := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
+	if s == nil {
+		return nil, nil, false
+	}
+	return s, func() {
+		s.Close()
+		pool.Close()
+	}, true
 }

@@ -237,24 +237,11 @@ func flowHandler(path string, c func() *idem.Client) idem.WorkFunc[SendArgs] {
 
 func flowChild() int {
 	ctx := context.Background()
-	var st store.Store
-	if path := os.Getenv("IDEM_FLOW_DB"); path != "" {
-		s, err := sqlitestore.Open(ctx, path, nil)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "store:", err)
-			return 2
-		}
-		defer s.Close()
-		st = s
-	} else {
-		pool, s := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
-		if s == nil {
-			return 2
-		}
-		defer pool.Close()
-		defer s.Close()
-		st = s
+	st, closeStore, ok := childStore(ctx, "IDEM_FLOW_DB")
+	if !ok {
+		return 2
 	}
+	defer closeStore()
 	var client *idem.Client
 	workers := idem.NewWorkers()
 	idem.AddWorker(workers, flowHandler(os.Getenv("IDEM_FLOW_LEDGER"), func() *idem.Client { return client }))

@@ -56,24 +56,8 @@ func TestRateLoweredThreeProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 			lines := make(chan string, 4*jobs)
-			var ps []*rateProc
-			for i := range procs {
-				p := startRateProc(t, env, i, lines)
-				p.setTime(t, now)
-				ps = append(ps, p)
-			}
+			ps := startRateProcs(t, env, procs, lines, now)
 			deadline := time.After(waitTimeout)
-			for ready := 0; ready < procs; {
-				select {
-				case l := <-lines:
-					if l != "ready" {
-						t.Fatalf("worker process said %q before ready", l)
-					}
-					ready++
-				case <-deadline:
-					t.Fatalf("%d of %d worker processes ready", ready, procs)
-				}
-			}
 			ids := enqueueTenant(t, c, "acme", jobs)
 			seen := map[int64]int{}
 			var changedAt time.Time // the clocks' time of the lowering, in the first window

@@ -54,26 +54,38 @@ func ownRates() []idem.Limit {
 	return out
 }
 
+// startRateProcs starts n worker processes (startRateProc) with their
+// clocks at now and waits until each said "ready" on lines.
+func startRateProcs(t *testing.T, env []string, n int, lines chan string, now time.Time) []*rateProc {
+	t.Helper()
+	var ps []*rateProc
+	for i := range n {
+		p := startRateProc(t, env, i, lines)
+		p.setTime(t, now)
+		ps = append(ps, p)
+	}
+	deadline := time.After(waitTimeout)
+	for ready := 0; ready < n; {
+		select {
+		case l := <-lines:
+			if l != "ready" {
+				t.Fatalf("worker process said %q before ready", l)
+			}
+			ready++
+		case <-deadline:
+			t.Fatalf("%d of %d worker processes ready", ready, n)
+		}
+	}
+	return ps
+}
+
 func rateChild() int {
 	ctx := context.Background()
-	var st store.Store
-	if path := os.Getenv("IDEM_RATE_DB"); path != "" {
-		s, err := sqlitestore.Open(ctx, path, nil)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "store:", err)
-			return 2
-		}
-		defer s.Close()
-		st = s
-	} else {
-		pool, s := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
-		if s == nil {
-			return 2
-		}
-		defer pool.Close()
-		defer s.Close()
-		st = s
+	st, closeStore, ok := childStore(ctx, "IDEM_RATE_DB")
+	if !ok {
+		return 2
 	}
+	defer closeStore()
 	var outMu sync.Mutex
 	say := func(format string, a ...any) {
 		outMu.Lock()
@@ -197,24 +209,8 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 			}
 			now := time.Date(2031, 1, 1, 0, 0, 1, 0, time.UTC)
 			lines := make(chan string, 4*total)
-			var ps []*rateProc
-			for i := range procs {
-				p := startRateProc(t, env, i, lines)
-				p.setTime(t, now)
-				ps = append(ps, p)
-			}
+			ps := startRateProcs(t, env, procs, lines, now)
 			deadline := time.After(waitTimeout)
-			for ready := 0; ready < procs; {
-				select {
-				case l := <-lines:
-					if l != "ready" {
-						t.Fatalf("worker process said %q before ready", l)
-					}
-					ready++
-				case <-deadline:
-					t.Fatalf("%d of %d worker processes ready", ready, procs)
-				}
-			}
 			var ids []int64
 			for _, tenant := range rateTenants {
 				ids = append(ids, enqueueTenant(t, c, tenant, perTenant)...)

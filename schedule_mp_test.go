@@ -25,24 +25,11 @@ const schedChildEnv = "IDEM_SCHED_CHILD"
 
 func schedChild() int {
 	ctx := context.Background()
-	var st store.Store
-	if path := os.Getenv("IDEM_SCHED_SQLITE"); path != "" {
-		s, err := sqlitestore.Open(ctx, path, nil)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "open:", err)
-			return 2
-		}
-		defer s.Close()
-		st = s
-	} else {
-		pool, s := childPG(ctx, os.Getenv("IDEM_MP_URL"), os.Getenv("IDEM_MP_SCHEMA"))
-		if s == nil {
-			return 2
-		}
-		defer pool.Close()
-		defer s.Close()
-		st = s
+	st, closeStore, ok := childStore(ctx, "IDEM_SCHED_SQLITE")
+	if !ok {
+		return 2
 	}
+	defer closeStore()
 	clock := &fakeClock{}
 	c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger()})
 	if err != nil {
