@@ -58,6 +58,12 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	}
 	l, _ := st.(notifier.Listener)
 	cl.notifier = notifier.New(l, c.Logger)
+	if a, ok := st.(store.Announcer); ok && l == nil {
+		// The store's own announcements (SQLite: a FIFO hold ended by the
+		// rescuer or an acknowledged cancel) wake this process's claimers,
+		// as a Listener store's NOTIFY does; for the store's life.
+		a.Announce(cl.notifier.WakeQueues)
+	}
 	for i := range c.Schedules {
 		if _, _, err := cl.scheduleSpec(&c.Schedules[i]); err != nil {
 			return nil, fmt.Errorf("new client: schedule %q: %w", c.Schedules[i].Name, err)

@@ -47,3 +47,10 @@ func ProducersStopped(c *Client) <-chan struct{} {
 	}()
 	return out
 }
+
+// WaitAnnounced returns a channel closed at the next job announced in one
+// of queues to c (what a long-polling Claim waits for), and the function
+// that stops waiting.
+func WaitAnnounced(c *Client, queues []string) (<-chan struct{}, func()) {
+	return c.notifier.WaitInserted(queues)
+}

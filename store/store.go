@@ -74,7 +74,8 @@ type Store interface {
 // Listener is an optional capability of a Store: a LISTEN/NOTIFY-like
 // signal that jobs became available, so workers need not wait for their next
 // poll. pgstore implements it; sqlitestore does not (its writer is in the
-// same process, which signals itself). Callers test for it with a type
+// same process, which signals itself; what its callers cannot tell it
+// announces through Announcer). Callers test for it with a type
 // assertion and keep polling as the fallback either way.
 type Listener interface {
 	// Listen returns a channel that receives the queue of each job made
@@ -87,6 +88,18 @@ type Listener interface {
 	// transaction (ParseCancelNotice tells the two apart); a reconnect may
 	// lose those too. The channel closes when ctx ends.
 	Listen(ctx context.Context) (<-chan string, error)
+}
+
+// Announcer is an optional capability of a Store that has no Listener
+// (sqlitestore: no other process hears its writes): it tells the functions
+// given to Announce, after the commit, the queues where a store write that
+// its caller cannot see through made a job available — a FIFO partition
+// whose cancelled job stopped holding it (JobRescue ending a hold, a
+// refused JobFinishMany acknowledging the cancel). A Listener store
+// announces those through Listen instead. fn must not block nor write to
+// the store; the returned function stops the announcements to fn.
+type Announcer interface {
+	Announce(fn func(queues []string)) (stop func())
 }
 
 // Jobs is the part of the Store that creates, claims and finishes jobs.

@@ -81,3 +81,52 @@ func TestCancelledRunKeepsRetryKey(t *testing.T) {
 		t.Fatal("job K took the key while run 2 of job J holds it: the cancelled run 1 gave back run 2's lease")
 	}
 }
+
+// TestLostLeaseOfCancelledJobGivesKeyBack: a job cancelled in another
+// process (SQLite announces no cancel) is seen by its worker only as a lost
+// lease (the heartbeater's ErrLeaseLost). When its key was taken after the
+// cancel committed (the claim's key step racing the cancel), that key
+// lease is stored under the job's owner and nobody else releases it: the
+// attempt must give it back, else the key's next job waits for the lease
+// to end. Before the fix only the cause ErrJobCancelled gave it back.
+func TestLostLeaseOfCancelledJobGivesKeyBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	run := b.claim(t, "k", "key-lost")
+	// The claim's key step takes the key (KeyHeld false: "not known", as
+	// when the key's record named an earlier job).
+	run.KeyHeld = false
+	// Another process cancels the running job.
+	if _, err := b.store.JobCancel(ctx, &store.JobCancelParams{ID: run.ID, Reason: "test", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	// The key step runs after the cancel committed (acquire alone); the
+	// handler then learns of the cancel only as a lost lease.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var ran bool
+	b.handlers["k"] = func(hctx context.Context, _ *idemtype.JobRow) (json.RawMessage, error) {
+		ran = true
+		probe, err := b.store.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "key-lost", Owner: "do:probe",
+			LeaseUntil: now.Add(time.Minute), DedupUntil: now, ExpiresAt: now.Add(time.Hour), Now: now})
+		if err != nil || probe.Acquired {
+			t.Errorf("the key was free while the handler ran: %+v %v", probe, err)
+		}
+		cancel(idemtype.ErrLeaseLost) // the heartbeater's renewal was refused
+		<-hctx.Done()
+		return nil, context.Cause(hctx)
+	}
+	b.exec.Execute(cctx, run, nil)
+	if !ran {
+		t.Fatal("the handler did not run")
+	}
+	res, err := b.store.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "key-lost", Owner: "job:next",
+		LeaseUntil: now.Add(time.Minute), DedupUntil: now, ExpiresAt: now.Add(time.Hour), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Acquired {
+		t.Fatalf("the key's next job waits for the cancelled attempt's key lease to end: %+v", res)
+	}
+}

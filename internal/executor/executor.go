@@ -214,13 +214,26 @@ func (e *Executor) CountMiss(row *idemtype.JobRow) {
 // running elsewhere under the same owner. A key held by the job row
 // (KeyHeld) stores no lease: nothing to give back. The give-back names this
 // run's claim (JobLease): a retry of the job claimed again since takes the
-// key under the same owner name, and keeps it.
+// key under the same owner name, and keeps it. A lost lease (ErrLeaseLost)
+// counts as a cancel when the job reads cancelled: a cancel committed by
+// another process is seen so on SQLite (no announcement), by the
+// heartbeater's refused renewal.
 func (e *Executor) releaseCancelledKey(ctx context.Context, row *idemtype.JobRow) {
-	if row.IdempotencyKey == "" || row.KeyHeld || !errors.Is(context.Cause(ctx), idemtype.ErrJobCancelled) {
+	if row.IdempotencyKey == "" || row.KeyHeld {
+		return
+	}
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, idemtype.ErrJobCancelled) && !errors.Is(cause, idemtype.ErrLeaseLost) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseDuration/3)
 	defer cancel()
+	if !errors.Is(cause, idemtype.ErrJobCancelled) {
+		cur, err := e.cfg.Store.JobGet(rctx, &store.JobGetParams{ID: row.ID})
+		if err != nil || cur.State != idemtype.StateCancelled {
+			return // rescued, given back or gone: not a cancel
+		}
+	}
 	err := e.cfg.Store.RecordRelease(rctx, &store.RecordReleaseParams{
 		Tenant: row.Tenant, Key: row.IdempotencyKey, Owner: store.JobOwner(row.ID),
 		JobLease: &store.Lease{ID: row.ID, Token: row.LeaseToken}})

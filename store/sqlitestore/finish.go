@@ -18,15 +18,19 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 	}
 	errs := make([]error, len(ps))
 	idList := finishIDs(ps) // outside the writer: it is the bottleneck
+	var acked []string
 	err := s.write(ctx, len(ps), func(t *wtx) error {
 		if err := finishMany(t, ps, idList, errs); err != nil {
 			return err
 		}
-		return ackCancels(t, ps, errs)
+		var err error
+		acked, err = ackCancels(t, ps, errs)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
+	s.announce(acked)
 	return errs, nil
 }
 
@@ -84,16 +88,24 @@ func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error
 // ackCancels ends the holds of the cancelled jobs whose finishes were
 // refused (ErrLeaseLost) under the lease they hold (qJobCancel): the
 // handler returned, so its FIFO partition moves on. The finish stays
-// refused.
-func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) error {
+// refused. It returns the queues of the holds it ended (to announce once
+// committed: Store.announce).
+func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) ([]string, error) {
+	var queues []string
 	for i, p := range ps {
 		if errors.Is(errs[i], idemtype.ErrLeaseLost) && p.LeaseToken != "" {
-			if _, err := t.exec(qCancelAck, p.ID, p.LeaseToken); err != nil {
-				return fmt.Errorf("acknowledge cancel of job %d: %w", p.ID, err)
+			var q string
+			err := t.queryRow(qCancelAck, p.ID, p.LeaseToken).Scan(&q)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // no hold of this lease: a lease lost otherwise
 			}
+			if err != nil {
+				return nil, fmt.Errorf("acknowledge cancel of job %d: %w", p.ID, err)
+			}
+			queues = append(queues, q)
 		}
 	}
-	return nil
+	return queues, nil
 }
 
 // finishOne ends one attempt; it returns the item's error and an error that

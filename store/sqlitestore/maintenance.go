@@ -18,6 +18,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 	nowUS := toUS(now)
 	limit := store.BatchLimit(p.Limit)
 	var out []int64
+	var freed []string
 	err := s.write(ctx, limit, func(t *wtx) error {
 		out = out[:0]
 		ids, err := selectIDs(t, qRescueSelect, nowUS, limit)
@@ -56,7 +57,21 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		// Cancelled jobs whose handlers never acknowledged the cancel hold
 		// their partitions until their leases end: ended now, as a running
 		// job's would be (qCancelHoldEnd); they stay cancelled.
-		if _, err := t.exec(qCancelHoldEnd, nowUS, limit); err != nil {
+		// Their queues are announced once committed (no NOTIFY here).
+		freed = freed[:0]
+		rows, err := t.query(qCancelHoldEnd, nowUS, limit)
+		if err != nil {
+			return fmt.Errorf("end cancel holds: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var q string
+			if err := rows.Scan(&q); err != nil {
+				return fmt.Errorf("end cancel holds: %w", err)
+			}
+			freed = append(freed, q)
+		}
+		if err := rows.Err(); err != nil {
 			return fmt.Errorf("end cancel holds: %w", err)
 		}
 		return nil
@@ -64,6 +79,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 	if err != nil {
 		return nil, fmt.Errorf("rescue jobs: %w", err)
 	}
+	s.announce(freed)
 	return out, nil
 }
 

@@ -449,15 +449,19 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
         THEN lease_expires_at END
 WHERE id = ?3 RETURNING ` + jobCols
 	// qCancelAck ends the hold of cancelled job ?1 when ?2 is the lease it
-	// holds: its handler returned, its partition moves on.
+	// holds: its handler returned, its partition moves on. It returns the
+	// job's queue (to announce) when it ended a hold.
 	qCancelAck = `UPDATE jobs SET lease_expires_at = NULL
-WHERE id = ?1 AND state = 'cancelled' AND lease_token = ?2 AND lease_expires_at IS NOT NULL`
+WHERE id = ?1 AND state = 'cancelled' AND lease_token = ?2 AND lease_expires_at IS NOT NULL
+RETURNING queue`
 	// qCancelHoldEnd ends the holds whose lease ended before ?1, up to ?2
-	// (JobRescue): the jobs stay cancelled.
+	// (JobRescue): the jobs stay cancelled. It returns their queues (to
+	// announce).
 	qCancelHoldEnd = `UPDATE jobs SET lease_expires_at = NULL
 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_cancel_hold
     WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL AND lease_expires_at < ?1
-    ORDER BY lease_expires_at LIMIT ?2)`
+    ORDER BY lease_expires_at LIMIT ?2)
+RETURNING queue`
 	// qAttemptEndNow writes the ended attempt of running job ?3 with
 	// finished_at ?1, outcome ?4 and error ?2 (cancel, rescue, release); it
 	// runs while the row still holds the attempt (state running, ?5 = its

@@ -176,6 +176,9 @@ type Store struct {
 	// keys is the filter of recorded keys, kept when this Store holds lock
 	// (nil otherwise: every keyed insert reads first).
 	keys *keyFilter
+	// ann are the functions told of the queues that writes of this store
+	// made jobs available in, where its callers cannot tell (Announce).
+	ann announcers
 }
 
 // FilePath returns the file a "file:" URI names ("file:rel.db",

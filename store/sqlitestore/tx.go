@@ -21,6 +21,9 @@ type Tx struct {
 	t    *wtx
 	w    *writer
 	done bool
+	// acked are the queues of the FIFO holds the finishes through this Tx
+	// ended (JobFinishManyTx): announced once WriteTx committed.
+	acked []string
 }
 
 // ErrTxDone is returned by a Tx used after its WriteTx function returned.
@@ -61,6 +64,7 @@ type inWriteTx struct{}
 func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
 	var fnErr error
 	var panicked any
+	var acked []string
 	err := s.w.submit(ctx, 1, writeReq{once: true, fn: func(t *wtx) error {
 		tx := &Tx{t: t, w: s.w}
 		defer func() { tx.done = true }()
@@ -71,6 +75,9 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 			return fmt.Errorf("savepoint: %w", err)
 		}
 		panicked, fnErr = runCaller(ctx, s.w, tx, fn)
+		if fnErr == nil && panicked == nil {
+			acked = tx.acked
+		}
 		if fnErr != nil || panicked != nil {
 			if _, err := t.exec("ROLLBACK TO caller_tx"); err != nil {
 				return fmt.Errorf("rollback to savepoint: %w", err)
@@ -94,6 +101,7 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 	if err != nil {
 		return fmt.Errorf("write tx: %w", err)
 	}
+	s.announce(acked)
 	return fnErr
 }
 
@@ -197,9 +205,10 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFini
 		return nil, fmt.Errorf("finish jobs: savepoint: %w", err)
 	}
 	errs := make([]error, len(ps))
+	var acked []string
 	err := finishMany(tx.t, ps, finishIDs(ps), errs)
 	if err == nil {
-		err = ackCancels(tx.t, ps, errs)
+		acked, err = ackCancels(tx.t, ps, errs)
 	}
 	if err != nil {
 		if _, rerr := tx.t.exec("ROLLBACK TO finish_tx"); rerr != nil {
@@ -212,5 +221,6 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFini
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
+	tx.acked = append(tx.acked, acked...)
 	return errs, nil
 }
