@@ -133,11 +133,12 @@ type BatchResult struct {
 
 // EnqueueBatch enqueues up to 1,000 jobs; each item succeeds or fails alone.
 // Items without a key get "<batch key>:<index>" on the server, so a retried
-// batch creates nothing twice.
+// batch creates nothing twice. A nil item is sent as an empty request (its
+// result is the server's refusal naming what is missing), never as null.
 func (cl *Client) EnqueueBatch(ctx context.Context, reqs []*EnqueueRequest) ([]BatchResult, error) {
 	var out wire.BatchReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/jobs/batch",
-		body: map[string]any{"jobs": reqs}, out: &out})
+		body: map[string]any{"jobs": nonNilJobs(reqs)}, out: &out})
 	var res []BatchResult
 	if out.Results != nil {
 		res = make([]BatchResult, len(out.Results))

@@ -3,6 +3,7 @@ package idemclient
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/idem-dev/idem/internal/jsonrule"
 )
@@ -41,4 +42,22 @@ func (r *BatchCreateRequest) checkBatch() error {
 		}
 	}
 	return r.OnFinish.checkDocuments("on_finish.")
+}
+
+// nonNilJobs returns jobs with every nil item an empty request, so that
+// none is sent as JSON null (which the server refuses as such, naming no
+// field): the server names what the empty one is missing. jobs itself is
+// not changed.
+func nonNilJobs(jobs []*EnqueueRequest) []*EnqueueRequest {
+	if !slices.Contains(jobs, nil) {
+		return jobs
+	}
+	out := make([]*EnqueueRequest, len(jobs))
+	for i, j := range jobs {
+		if j == nil {
+			j = &EnqueueRequest{}
+		}
+		out[i] = j
+	}
+	return out
 }

@@ -20,7 +20,8 @@ type BatchCreateResult = wire.BatchCreateReply
 // BatchCreate creates the batch key with jobs in one transaction, or returns
 // the existing batch (Existing) when the key was used before. Each job's
 // IdempotencyKey, when set, is its own part of the derived key. A batch
-// needs a key: "" is refused (ErrInvalid).
+// needs a key: "" is refused (ErrInvalid). A nil job is sent as an empty
+// request, which the server refuses naming what is missing (not as null).
 func (cl *Client) BatchCreate(ctx context.Context, key string, metadata json.RawMessage, jobs []*EnqueueRequest) (*BatchCreateResult, error) {
 	return cl.BatchCreateWith(ctx, &BatchCreateRequest{Key: key, Metadata: metadata, Jobs: jobs})
 }
@@ -46,7 +47,7 @@ func (cl *Client) BatchCreateWith(ctx context.Context, req *BatchCreateRequest) 
 		return nil, fmt.Errorf("idemclient: create batch %q: %w", req.Key, err)
 	}
 	var out BatchCreateResult
-	body := map[string]any{"key": req.Key, "jobs": req.Jobs}
+	body := map[string]any{"key": req.Key, "jobs": nonNilJobs(req.Jobs)}
 	if req.Metadata != nil {
 		body["metadata"] = req.Metadata
 	}

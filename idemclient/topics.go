@@ -2,6 +2,7 @@ package idemclient
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -87,10 +88,15 @@ func (cl *Client) DeleteSubscription(ctx context.Context, topic, name string) er
 // Publish publishes an event to a topic. Without e.Key every call is a
 // new event; its retries after a lost reply carry one random
 // Idempotency-Key, which the server takes as the event key, so they
-// publish it once. With e.Key the body key alone deduplicates.
+// publish it once. With e.Key the body key alone deduplicates. A payload
+// the server's JSON rule refuses (see Complete) is refused before sending
+// (ErrInvalid naming payload).
 func (cl *Client) Publish(ctx context.Context, topic string, e *PublishRequest) (*PublishReply, error) {
 	if e == nil {
 		return nil, idemtype.Invalid("event", "required")
+	}
+	if err := checkDocument("payload", e.Payload); err != nil {
+		return nil, fmt.Errorf("idemclient: publish to %q: %w", topic, err)
 	}
 	var out PublishReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: topicPath(topic, "/events"), body: e, out: &out, bodyKey: e.Key != ""})

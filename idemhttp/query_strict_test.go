@@ -53,3 +53,19 @@ func TestQueryParametersStrict(t *testing.T) {
 		expect(t, e.req("GET", ok, e.keyA, nil), 200, "")
 	}
 }
+
+// TestQueryEdgeForms: an empty query (?, ?&) is none; a name without = is
+// that parameter given empty (a 400 for a filter); names are
+// case-sensitive (?Queue= is unknown), as docs/limits.md says.
+func TestQueryEdgeForms(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	for _, ok := range []string{"/v1/jobs?", "/v1/jobs?&", "/v1/jobs?&&", "/v1/stats?"} {
+		expect(t, e.req("GET", ok, e.keyA, nil), 200, "")
+	}
+	e.checkProblems(t, []problemCase{
+		{name: "no =", method: "GET", path: "/v1/jobs?queue", status: 400, typ: "/problems/invalid-request", field: "queue"},
+		{name: "case", method: "GET", path: "/v1/jobs?Queue=q", status: 400, typ: "/problems/invalid-request", field: "Queue"},
+		{name: "case in limits", method: "GET", path: "/v1/limits/tenant/a?QUEUE=q", status: 400, typ: "/problems/invalid-request", field: "QUEUE"},
+	})
+}

@@ -70,3 +70,37 @@ func TestRepliesAreNotSniffed(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedQueryDoesNotSpendItsKey: a parameter the route does not take
+// is refused inside the Idempotency-Key middleware (a 400, not stored), so
+// the same request without it, under the same key, runs and is stored.
+func TestRefusedQueryDoesNotSpendItsKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	body := map[string]any{"kind": "k"}
+	for range 2 {
+		r := e.req("POST", "/v1/jobs?queu=x", e.keyA, body, "Idempotency-Key", "q-refused")
+		expect(t, r, 400, "")
+		if r.header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("the refusal was a replay: %s", r.body)
+		}
+	}
+	r := e.req("POST", "/v1/jobs", e.keyA, body, "Idempotency-Key", "q-refused")
+	expect(t, r, 201, "")
+	r = e.req("POST", "/v1/jobs", e.keyA, body, "Idempotency-Key", "q-refused")
+	if r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the corrected request's retry was not a replay: %d %s", r.status, r.body)
+	}
+	if n := e.countJobs(); n != 1 {
+		t.Fatalf("%d jobs, want 1", n)
+	}
+	// A route behind the middleware (requeue) alike.
+	filter := map[string]any{"filter": map[string]any{}}
+	for range 2 {
+		expect(t, e.req("POST", "/v1/dlq/requeue?queu=x", e.keyA, filter, "Idempotency-Key", "rq-refused"), 400, "")
+	}
+	expect(t, e.req("POST", "/v1/dlq/requeue", e.keyA, filter, "Idempotency-Key", "rq-refused"), 200, "")
+	if r := e.req("POST", "/v1/dlq/requeue", e.keyA, filter, "Idempotency-Key", "rq-refused"); r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the corrected requeue's retry was not a replay: %d %s", r.status, r.body)
+	}
+}

@@ -596,8 +596,9 @@ func SortScopes(s []FlowScope) {
 
 // ClaimRounds claims up to limit jobs of queue among tenants (in visit
 // order) within budget b: each tenant's fair share (Shares, capped by
-// Quota), then what is left among the tenants that got all of their share,
-// until the claim is full or no tenant filled its share. claim takes up to
+// Quota), then what is left among the tenants that got all of their share
+// and those the round gave none (cut by the budget or the claim's limit),
+// until the claim is full or a round has no tenant to give a share. claim takes up to
 // ns[i] jobs of ts[i] in one statement. Both stores' fair claims are this
 // loop around their own claim statement.
 func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
@@ -608,14 +609,14 @@ func ClaimRounds(b *ClaimBudget, queue string, limit int, tenants []string,
 
 // ClaimRoundsTurns is ClaimRounds that also returns the tenants whose turn
 // the claim took: the visit list up to the first tenant whose first-round
-// share the budget cut to nothing (a queue-wide limit spent by the tenants
-// before it), excluded. The rotation's cursor moves to the last of them
-// (nil: it stays), so that a tenant the budget left out is visited first
-// by the next claim: moving past it let the tenants listed before it take
-// every freed slot of a queue at its concurrency, and the tenant listed
-// last never ran. Without such a cut (always, when no limit binds the
-// claim) it is the whole visit list, as the one-statement claims move the
-// cursor.
+// share was cut to nothing, excluded: by the budget (a queue-wide limit
+// spent by the tenants before it) or by the claim's own limit (shares are
+// rounded up, so with claims of 4 among 3 tenants the third gets none).
+// The rotation's cursor moves to the last of them (nil: it stays), so that
+// a tenant left out is visited first by the next claim: moving past it let
+// the tenants listed before it take every freed slot of a queue at its
+// concurrency (or every claim), and the tenant listed last never ran.
+// Without such a cut it is the whole visit list.
 func ClaimRoundsTurns(b *ClaimBudget, queue string, limit int, tenants []string,
 	claim func(ts []string, ns []int) ([]*idemtype.JobRow, error)) (out []*idemtype.JobRow, turns []string, err error) {
 	turns = tenants
@@ -623,14 +624,22 @@ func ClaimRoundsTurns(b *ClaimBudget, queue string, limit int, tenants []string,
 		shares := b.Shares(queue, tenants, limit-len(out))
 		var ts []string
 		var ns, wants []int
+		granted := make([]bool, len(tenants))
 		left := limit - len(out)
 		for i, tenant := range tenants {
 			want := min(shares[i], left)
 			if want == 0 {
+				// The claim's own limit left it out: its turn is not
+				// taken either (passing it starved the third of three
+				// tenants under claims of four).
+				if first && len(turns) == len(tenants) {
+					turns = tenants[:i:i]
+				}
 				break
 			}
 			if n := b.Quota(tenant, queue, want); n > 0 {
 				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
+				granted[i] = true
 				left -= n
 			} else if first && len(turns) == len(tenants) {
 				turns = tenants[:i:i]
@@ -647,16 +656,27 @@ func ClaimRoundsTurns(b *ClaimBudget, queue string, limit int, tenants []string,
 		for _, j := range jobs {
 			got[j.Tenant]++
 		}
-		var full []string
+		filled := map[string]bool{}
 		for i, tenant := range ts {
 			b.Return(tenant, queue, ns[i]-got[tenant])
 			b.Claimed(tenant, queue, got[tenant])
 			if got[tenant] == wants[i] {
-				full = append(full, tenant)
+				filled[tenant] = true
 			}
 		}
 		out = append(out, jobs...)
-		tenants = full
+		// The next round: the tenants that filled their share and those
+		// this round gave none (what others left unclaimed may be theirs:
+		// a tenant visited first with nothing claimable left a claim
+		// under a queue limit empty). A round that claims nothing drops
+		// the tenants it gave a share, so the rounds end.
+		next := tenants[:0:0]
+		for i, tenant := range tenants {
+			if filled[tenant] || !granted[i] {
+				next = append(next, tenant)
+			}
+		}
+		tenants = next
 	}
 	if len(turns) == 0 {
 		turns = nil

@@ -655,8 +655,9 @@ func TestSortScopes(t *testing.T) {
 }
 
 // ClaimRoundsTurns: the claim's turns end before the first tenant whose
-// first-round share a queue-wide limit cut to nothing (the rotation's
-// cursor must not pass it); without a cut they are the whole visit list.
+// first-round share a queue-wide limit or the claim's limit cut to nothing
+// (the rotation's cursor must not pass it); without a cut they are the
+// whole visit list.
 func TestClaimRoundsTurns(t *testing.T) {
 	claim := func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
 		var out []*idemtype.JobRow
@@ -677,7 +678,7 @@ func TestClaimRoundsTurns(t *testing.T) {
 		{"room for all", 0, 3, []string{"a", "b", "c"}, 3},
 		{"room for one", 2, 8, []string{"a"}, 1},
 		{"room for two, the first share takes both", 1, 8, []string{"a"}, 2},
-		{"room for two, shares of one", 1, 2, []string{"a", "b", "c"}, 2},
+		{"room for two, shares of one: c left out by the claim's limit", 1, 2, []string{"a", "b"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Concurrency: 3, Running: tc.running}
@@ -690,5 +691,28 @@ func TestClaimRoundsTurns(t *testing.T) {
 				t.Fatalf("claimed %d, turns %v; want %d, %v", len(out), turns, tc.claimed, tc.want)
 			}
 		})
+	}
+}
+
+// ClaimRoundsTurns without limits: claims of 4 among 3 tenants give shares
+// of 2, so c is left out by the claim's own limit and is not a turn taken
+// (the cursor passed it and c never ran).
+func TestClaimRoundsTurnsClaimLimit(t *testing.T) {
+	claim := func(ts []string, ns []int) ([]*idemtype.JobRow, error) {
+		var out []*idemtype.JobRow
+		for i, tenant := range ts {
+			for range ns[i] {
+				out = append(out, &idemtype.JobRow{Tenant: tenant})
+			}
+		}
+		return out, nil
+	}
+	b := store.NewClaimBudget(t0, nil, nil)
+	out, turns, err := store.ClaimRoundsTurns(b, "q", 4, []string{"a", "b", "c"}, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 4 || !reflect.DeepEqual(turns, []string{"a", "b"}) {
+		t.Fatalf("claimed %d, turns %v; want 4, [a b]", len(out), turns)
 	}
 }

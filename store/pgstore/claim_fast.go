@@ -286,15 +286,13 @@ func (s *Store) rotationStart(queue string) (cursor, solo string) {
 
 // afterFirstRound moves the queue's cursor after a one-statement claim
 // that visited tenants and returns the tenants that got all of their
-// first-round want (as the statement computed it), among which later
-// rounds share what is left.
+// first-round want (as the statement computed it) and those the claim's
+// limit gave none, among which later rounds share what is left (as
+// store.ClaimRoundsTurns).
 // weights are the weighted scopes of the queue (as store.ClaimBudget.SetWeights takes them).
 func (s *Store) afterFirstRound(p *store.JobClaimParams, now time.Time, out []*idemtype.JobRow, visited []string,
 	weights []*store.Limit) []string {
 	queue := p.Queues[0]
-	if p.Tenant == "" {
-		s.rotated(queue, visited)
-	}
 	b := store.NewClaimBudget(now, nil, nil)
 	b.SetWeights(weights)
 	shares := b.Shares(queue, visited, p.Limit)
@@ -304,15 +302,25 @@ func (s *Store) afterFirstRound(p *store.JobClaimParams, now time.Time, out []*i
 	}
 	var full []string
 	left := p.Limit
+	turns := visited
 	for i, tenant := range visited {
 		want := min(shares[i], left)
 		if want == 0 {
+			// The claim's limit left it out: the cursor stays before
+			// it (store.ClaimRoundsTurns).
+			// It and the tenants after it share what is left, with
+			// those that filled theirs.
+			turns = visited[:i:i]
+			full = append(full, visited[i:]...)
 			break
 		}
 		left -= want
 		if got[tenant] == want {
 			full = append(full, tenant)
 		}
+	}
+	if p.Tenant == "" {
+		s.rotated(queue, turns)
 	}
 	return full
 }

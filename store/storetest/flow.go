@@ -21,6 +21,10 @@ func flowCases() []testCase {
 		{"Fairness/weights_share_claims", testFairWeights},
 		{"Fairness/new_tenants_join_the_next_claim", testFairNewTenants},
 		{"Fairness/claim_without_work_keeps_the_rotation", testFairEmptyClaimKeepsRotation},
+		{"Fairness/tenant_past_the_claims_limit_gets_its_turn", testFairShareCutByLimit},
+		{"Fairness/default_concurrency_rotation_progresses", testFairDefaultConcurrencyProgress},
+		{"Fairness/empty_tenant_under_queue_limit_leaves_room_to_others", testFairEmptyTenantUnderQueueLimit},
+		{"Fairness/tenant_left_out_by_the_claims_limit_fills_the_rest", testFairClaimLimitLeftOutTenantFillsRest},
 		{"Limits/put_list_delete", testLimitCRUD},
 		{"Limits/invalid_scope_and_values", testLimitInvalid},
 		{"Limits/rate_holds_per_window_and_reports_refill", testLimitRateWindow},
@@ -638,5 +642,59 @@ func testFairEmptyClaimKeepsRotation(t *testing.T, s store.Store) {
 	insertTenant(t, s, "t3", 1)
 	if got := byTenant(claim(t, s, at(time.Second), 1)); got["t3"] != 1 {
 		t.Fatalf("claim of one after claims without work: %v, want t3's job (the first tenant after t2, where the rotation stopped)", got)
+	}
+}
+
+// testFairShareCutByLimit: claims of 4 among 3 tenants give each a share
+// of 2, so the third visited tenant's share is cut to nothing by the
+// claim's own limit; the next claim must start with it, not pass it (it
+// starved while the first two had work).
+func testFairShareCutByLimit(t *testing.T, s store.Store) {
+	for _, tenant := range []string{"a", "b", "c"} {
+		insertTenant(t, s, tenant, 40)
+	}
+	starts := map[string]int{}
+	for range 6 {
+		for tenant, n := range byTenant(claim(t, s, at(time.Second), 4)) {
+			starts[tenant] += n
+		}
+	}
+	for _, tenant := range []string{"a", "b", "c"} {
+		if starts[tenant] < 6 {
+			t.Fatalf("starts per tenant over 6 claims of 4: %v; %s got fewer than 6", starts, tenant)
+		}
+	}
+}
+
+// testFairDefaultConcurrencyProgress: a default concurrency of 1 per tenant,
+// three tenants, claims of 1 and 2 while at most two of them run: every
+// claim finds the tenant with room (a spent tenant visited first must not
+// hold the cursor), and each tenant starts its share.
+func testFairDefaultConcurrencyProgress(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: everyTenant, Concurrency: 1})
+	for _, tenant := range []string{"a", "b", "c"} {
+		insertTenant(t, s, tenant, 20)
+	}
+	var running []*idemtype.JobRow
+	starts := map[string]int{}
+	now := at(time.Second)
+	for i := range 30 {
+		for len(running) > 1 {
+			finish1(t, s, completion(running[0], `"ok"`, now))
+			running = running[1:]
+		}
+		got := claim(t, s, now, 1+i%2)
+		if len(got) == 0 {
+			t.Fatalf("claim %d: nothing claimed while a tenant had room; starts %v", i, starts)
+		}
+		for _, j := range got {
+			starts[j.Tenant]++
+		}
+		running = append(running, got...)
+	}
+	for _, tenant := range []string{"a", "b", "c"} {
+		if starts[tenant] < 8 {
+			t.Fatalf("starts per tenant over 30 claims: %v; %s starved", starts, tenant)
+		}
 	}
 }
