@@ -211,23 +211,26 @@ func containsInt(s []int, v int) bool {
 }
 
 // flowHandler is the handler of the flow test's processes: it keeps the
-// ledger, works a moment, and fails the first attempt of every seventh job
-// (a retried job must count like any other).
-func flowHandler(path string, c func() *idem.Client) idem.WorkFunc[SendArgs] {
+// ledger (calling changed after each change), works a moment, and fails
+// the first attempt of every seventh job (a retried job must count like
+// any other).
+func flowHandler(path string, c func() *idem.Client, changed func()) idem.WorkFunc[SendArgs] {
 	return func(ctx context.Context, j *idem.Job[SendArgs]) (any, error) {
 		hold, err := flowStart(ctx, path, c(), j.JobRow)
 		if err != nil {
 			return nil, idem.JobPermanent(err)
 		}
+		changed()
 		if hold {
 			<-ctx.Done() // until the process is killed
 			return nil, ctx.Err()
 		}
-		time.Sleep(time.Duration(j.ID%3) * time.Millisecond) // the work
+		time.Sleep(time.Duration(j.ID%3) * time.Millisecond) // simulates the work, not a synchronisation
 		retry := j.Attempt == 1 && j.ID%7 == 0
 		if err := flowEnd(path, j.JobRow, !retry); err != nil {
 			return nil, idem.JobPermanent(err)
 		}
+		changed()
 		if retry {
 			return nil, idem.JobRetryAfter(time.Millisecond, errors.New("first attempt fails"))
 		}
@@ -244,7 +247,10 @@ func flowChild() int {
 	defer closeStore()
 	var client *idem.Client
 	workers := idem.NewWorkers()
-	idem.AddWorker(workers, flowHandler(os.Getenv("IDEM_FLOW_LEDGER"), func() *idem.Client { return client }))
+	// Each ledger change is told to the test on stdout ("ledger"), which
+	// waits on it rather than polling the file.
+	idem.AddWorker(workers, flowHandler(os.Getenv("IDEM_FLOW_LEDGER"), func() *idem.Client { return client },
+		func() { fmt.Println("ledger") }))
 	client, err := idem.NewClient(st, &idem.Config{Workers: workers,
 		Queues:       map[string]idem.QueueConfig{flowQueue: {MaxWorkers: 8}},
 		PollInterval: 5 * time.Millisecond, DisableMaintenance: true, Logger: quietLogger(),
@@ -364,11 +370,24 @@ func runFlowThreeProcesses(t *testing.T, backend string) {
 	}
 	var ps []proc
 	ready := make(chan string, procs)
+	// changed is signalled after each change of the ledger by a process or
+	// a pull worker (waitFor rereads it then); one pending signal is enough.
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	for i := range procs {
 		cmd, in, out := dbtest.StartChild(t, append([]string{flowChildEnv + "=" + strconv.Itoa(i)}, env...)...)
 		go func() {
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
+				if sc.Text() == "ledger" {
+					signal()
+					continue
+				}
 				ready <- sc.Text()
 			}
 		}()
@@ -406,7 +425,7 @@ func runFlowThreeProcesses(t *testing.T, backend string) {
 		jobIDs = append(jobIDs, ids(res)...)
 	}
 	total := len(jobIDs)
-	startFlowPullers(t, c, st, ledger, tenants)
+	startFlowPullers(t, c, st, ledger, tenants, signal)
 	deadline := time.Now().Add(2 * waitTimeout)
 	read := func() flowLedger {
 		t.Helper()
@@ -416,19 +435,23 @@ func runFlowThreeProcesses(t *testing.T, backend string) {
 		}
 		return out
 	}
-	// waitFor polls the ledger until cond holds.
+	// waitFor reads the ledger again after each change until cond holds.
 	waitFor := func(what string, cond func(l *flowLedger) bool) flowLedger {
 		t.Helper()
+		timeout := time.NewTimer(time.Until(deadline))
+		defer timeout.Stop()
 		for {
 			l := read()
 			if cond(&l) {
 				return l
 			}
-			if time.Now().After(deadline) {
+			select {
+			case <-changed:
+			case <-timeout.C:
+				l = read()
 				t.Fatalf("%s: not after %v; ledger: starts %d, done %d, running %d, violations %q",
 					what, 2*waitTimeout, l.Starts, l.Done, len(l.Running), l.Violations)
 			}
-			time.Sleep(2 * time.Millisecond) // a poll of the ledger, not a synchronisation
 		}
 	}
 	mark := func(event string) {

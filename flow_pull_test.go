@@ -20,9 +20,10 @@ import (
 // one pull worker per tenant over HTTP beside the worker processes of
 // TestFlowControlThreeProcesses: each claims up to 2 jobs, keeps the same
 // ledger as the processes' handlers (flowStart, flowEnd) and completes them,
-// failing the first attempt of every seventh job as they do. The workers
+// failing the first attempt of every seventh job as they do, and call
+// changed after each change of the ledger. The workers
 // and the server stop at cleanup; errors other than the stop go to t.
-func startFlowPullers(t *testing.T, c *idem.Client, st store.Store, ledger string, tenants []string) {
+func startFlowPullers(t *testing.T, c *idem.Client, st store.Store, ledger string, tenants []string, changed func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	api, err := idemhttp.NewServer(c, st, &idemhttp.Config{Logger: quietLogger()})
@@ -57,7 +58,7 @@ func startFlowPullers(t *testing.T, c *idem.Client, st store.Store, ledger strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := flowPull(ctx, cl, c, ledger, "pull-"+tenant); err != nil && ctx.Err() == nil {
+			if err := flowPull(ctx, cl, c, ledger, "pull-"+tenant, changed); err != nil && ctx.Err() == nil {
 				t.Errorf("pull worker of %s: %v", tenant, err)
 			}
 		}()
@@ -65,7 +66,7 @@ func startFlowPullers(t *testing.T, c *idem.Client, st store.Store, ledger strin
 }
 
 // flowPull claims and works jobs of flowQueue until ctx ends.
-func flowPull(ctx context.Context, cl *idemclient.Client, c *idem.Client, ledger, worker string) error {
+func flowPull(ctx context.Context, cl *idemclient.Client, c *idem.Client, ledger, worker string, changed func()) error {
 	for ctx.Err() == nil {
 		jobs, err := cl.Claim(ctx, &idemclient.ClaimRequest{Queues: []string{flowQueue}, WorkerID: worker,
 			Limit: 2, Wait: 200 * time.Millisecond})
@@ -81,10 +82,12 @@ func flowPull(ctx context.Context, cl *idemclient.Client, c *idem.Client, ledger
 			if _, err := flowStart(ctx, ledger, c, row); err != nil {
 				return err
 			}
+			changed()
 			retry := j.Attempt == 1 && id%7 == 0
 			if err := flowEnd(ledger, row, !retry); err != nil {
 				return err
 			}
+			changed()
 			if retry {
 				after := time.Millisecond
 				_, err = cl.Fail(ctx, j.ID, j.LeaseToken, &idemclient.FailRequest{Error: "first attempt fails", RetryAfter: &after})
