@@ -24,21 +24,9 @@ import (
 // nothing and sent them. Valid documents are sent.
 func TestRequestJSONRule(t *testing.T) {
 	t.Parallel()
-	var sent atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{}`))
-	}))
-	t.Cleanup(srv.Close)
-	c, err := idemclient.New(srv.URL, &idemclient.Config{APIKey: "k", MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, sent := countingClient(t, `{}`)
 	ctx := context.Background()
-	deep := strings.Repeat("[", idem.MaxJSONDepth+1) + strings.Repeat("]", idem.MaxJSONDepth+1)
-	big := `"` + strings.Repeat("x", idem.MaxArgsBytes) + `"`
-	bad := map[string]string{"1e400": `1e400`, "too deep": deep, "too big": big, "duplicate names": `{"a":1,"a":2}`}
+	bad := refusedDocuments()
 	calls := map[string]func(doc json.RawMessage) error{
 		"result": func(doc json.RawMessage) error {
 			_, err := c.Complete(ctx, "1", "tok", doc)
@@ -93,4 +81,30 @@ func TestRequestJSONRule(t *testing.T) {
 	if n, want := sent.Load(), int32(2*len(calls)); n != want {
 		t.Fatalf("%d documents sent, want %d", n, want)
 	}
+}
+
+// countingClient is a client of a server that answers every request with
+// reply and counts them.
+func countingClient(t *testing.T, reply string) (*idemclient.Client, *atomic.Int32) {
+	t.Helper()
+	sent := new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(reply))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := idemclient.New(srv.URL, &idemclient.Config{APIKey: "k", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, sent
+}
+
+// refusedDocuments are JSON documents the server's rule (idem.ValidateJSON)
+// refuses, by what is wrong with them.
+func refusedDocuments() map[string]string {
+	deep := strings.Repeat("[", idem.MaxJSONDepth+1) + strings.Repeat("]", idem.MaxJSONDepth+1)
+	big := `"` + strings.Repeat("x", idem.MaxArgsBytes) + `"`
+	return map[string]string{"1e400": `1e400`, "too deep": deep, "too big": big, "duplicate names": `{"a":1,"a":2}`}
 }

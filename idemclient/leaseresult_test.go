@@ -4,14 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/idemclient"
 )
 
 // TestLeaseCompleteResultRule: LeaseComplete refuses before sending, with
@@ -22,22 +17,11 @@ import (
 // and none are sent.
 func TestLeaseCompleteResultRule(t *testing.T) {
 	t.Parallel()
-	var sent atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"key":"k","acquired":false,"cached":false}`))
-	}))
-	t.Cleanup(srv.Close)
-	c, err := idemclient.New(srv.URL, &idemclient.Config{APIKey: "k", MaxRetries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, sent := countingClient(t, `{"key":"k","acquired":false,"cached":false}`)
 	ctx := context.Background()
-	deep := strings.Repeat("[", idem.MaxJSONDepth+1) + strings.Repeat("]", idem.MaxJSONDepth+1)
-	big := `"` + strings.Repeat("x", idem.MaxArgsBytes) + `"`
-	for name, res := range map[string]string{"1e400": `1e400`, "too deep": deep, "too big": big,
-		"duplicate names": `{"a":1,"a":2}`, "not JSON": `{`} {
+	bad := refusedDocuments()
+	bad["not JSON"] = `{`
+	for name, res := range bad {
 		_, err := c.LeaseComplete(ctx, "k", "tok", json.RawMessage(res), 0)
 		var inv *idem.InvalidError
 		if !errors.Is(err, idem.ErrInvalid) || !errors.As(err, &inv) || inv.Field != "result" {

@@ -247,11 +247,7 @@ func (s *Server) mux(api, ops bool) http.Handler {
 		if (rt.ops && !ops) || (!rt.ops && !api) {
 			continue
 		}
-		query := rt.query
-		if rt.anyQuery {
-			query = nil // adapt checks nothing
-		}
-		var h http.Handler = s.adapt(query, !rt.anyQuery, rt.handler)
+		var h http.Handler = s.adapt(rt.query, !rt.anyQuery, rt.handler)
 		switch {
 		case rt.claim:
 			h = s.claimMW(h)
@@ -275,11 +271,11 @@ func (s *Server) mux(api, ops bool) http.Handler {
 // parameter other than those of query.
 func (s *Server) adapt(query []string, strict bool, h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strict {
-			// no check
-		} else if err := checkQuery(r, query); err != nil {
-			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
-			return
+		if strict {
+			if err := checkQuery(r, query); err != nil {
+				writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
+				return
+			}
 		}
 		err := store.Classify(s.store, h(w, r))
 		s.writes.note(r.Method, err, s.now())
