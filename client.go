@@ -61,8 +61,10 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	if a, ok := st.(store.Announcer); ok && l == nil {
 		// The store's own announcements (SQLite: a FIFO hold ended by the
 		// rescuer or an acknowledged cancel) wake this process's claimers,
-		// as a Listener store's NOTIFY does; for the store's life.
-		a.Announce(cl.notifier.WakeQueues)
+		// as a Listener store's NOTIFY does: heard while this client's
+		// producers run (Start to Stop) or a long poll of it waits, so
+		// clients made and dropped on one store leave no subscription.
+		cl.notifier.Relay(a)
 	}
 	for i := range c.Schedules {
 		if _, _, err := cl.scheduleSpec(&c.Schedules[i]); err != nil {

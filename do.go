@@ -145,10 +145,12 @@ func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lea
 	if err != nil {
 		return nil, err
 	}
-	now := c.now()
+	// StoredAt is the time stored (microseconds, the stores' precision):
+	// the caller compares it with the record read back later.
+	now := c.now().Truncate(time.Microsecond)
 	d := now.Sub(start).Truncate(time.Millisecond)
 	err = lease.Complete(context.WithoutCancel(ctx), &recordlease.Result{Bytes: enc.bytes,
-		Compressed: enc.compressed, Hash: enc.hash, Duration: d})
+		Compressed: enc.compressed, Hash: enc.hash, Duration: d, At: now})
 	if err != nil {
 		return nil, fmt.Errorf("do %q: store result: %w", key, err)
 	}

@@ -290,6 +290,9 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 		}
 		until = minTime(until, deadline)
 	}
+	// The time the stores keep (microseconds): the caller compares it
+	// with the lease end read back later.
+	until = until.Truncate(time.Microsecond)
 	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
 		Leases: []store.Lease{{ID: id, Token: token}}, Until: until, Now: now})
 	if err != nil {

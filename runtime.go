@@ -118,6 +118,9 @@ func (c *Client) Start(ctx context.Context) error {
 			OnClaim: c.observeClaim, OnFinish: c.observeWritten})
 		if err != nil {
 			rt.completer.Stop()
+			for name := range c.cfg.Queues {
+				c.notifier.Unsubscribe(name)
+			}
 			return fmt.Errorf("start: %w", err)
 		}
 		c.notifier.Subscribe(name, p.Wake)
@@ -237,6 +240,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	// a drain longer than a lease let the rescuer take a finished job.
 	rt.completer.Drain(drain)
 	c.notifier.Stop()
+	for name := range c.cfg.Queues {
+		c.notifier.Unsubscribe(name) // the producers stopped
+	}
 	rt.heartbeater.Stop()
 	c.targets.close() // no delivery runs any more: drop connections
 	for _, s := range rt.services {

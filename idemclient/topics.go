@@ -90,7 +90,8 @@ func (cl *Client) DeleteSubscription(ctx context.Context, topic, name string) er
 // Idempotency-Key, which the server takes as the event key, so they
 // publish it once. With e.Key the body key alone deduplicates. A payload
 // the server's JSON rule refuses (see Complete) is refused before sending
-// (ErrInvalid naming payload).
+// (ErrInvalid naming payload); a nil payload is sent as JSON null, an
+// event whose payload is null (as idem.Client.Publish takes an empty one).
 func (cl *Client) Publish(ctx context.Context, topic string, e *PublishRequest) (*PublishReply, error) {
 	if e == nil {
 		return nil, idemtype.Invalid("event", "required")

@@ -86,8 +86,8 @@ var jobListQuery = []string{"state", "queue", "kind", "partition_key", "idempote
 // printable ASCII of up to MaxKeyLength bytes (at most two bytes each in
 // JSON). A last error is at most MaxErrorBytes whoever wrote it (a pull
 // worker's longer fail text is refused, a Go handler's is stored cut:
-// store.StorableError); one stored whole before that cut existed may make
-// a reply exceed the cap, which is then not stored (the retry runs again).
+// store.StorableError); one stored whole before that cut existed is cut
+// the same way when read (store.ReadError, in both stores' row scans).
 const (
 	// maxEscapedByte is the most bytes JSON writes for one byte of text.
 	maxEscapedByte = len(`\u0001`)

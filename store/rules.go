@@ -260,6 +260,19 @@ func StorableError(s string) string {
 	return s[:keep] + marker
 }
 
+// ReadError returns an error text read from a store (a job's LastError,
+// an attempt's Error) as the stores return it: one longer than
+// MaxErrorBytes, stored whole before StorableError cut texts, is cut as
+// StorableError cuts (its marker counting the stored length), so that
+// no reply built from a row outgrows the caps that count on MaxErrorBytes;
+// any other is s unchanged. Old rows are cut when read, not rewritten.
+func ReadError(s string) string {
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	return StorableError(s)
+}
+
 // StorableText returns s as every store holds text: bytes that are not
 // UTF-8 and NUL bytes, which PostgreSQL's text refuses (FinishCheck),
 // become U+FFFD.

@@ -97,7 +97,10 @@ type Listener interface {
 // whose cancelled job stopped holding it (JobRescue ending a hold, a
 // refused JobFinishMany acknowledging the cancel). A Listener store
 // announces those through Listen instead. fn must not block nor write to
-// the store; the returned function stops the announcements to fn.
+// the store; it is called without the store's own lock held, so it may
+// subscribe or stop a subscription (the notifier ends its subscription
+// when the last long poll it wakes is gone). The returned function stops
+// the announcements to fn.
 type Announcer interface {
 	Announce(fn func(queues []string)) (stop func())
 }

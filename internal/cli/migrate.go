@@ -22,8 +22,9 @@ func newMigrateCmd() *cobra.Command {
 and says which versions it applied; down N rolls back N versions and status
 lists versions (PostgreSQL only; the PostgreSQL schema name comes from
 IDEM_PG_SCHEMA, default "idem"). status and down only read a schema that
-does not exist: they say so and create nothing. A missing SQLite file is
-created only with --create.`,
+does not exist: they say so and create nothing. On a schema a newer idem
+migrated, status lists the versions this binary does not know and exits 4,
+as up does. A missing SQLite file is created only with --create.`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			action := "up"
@@ -161,9 +162,7 @@ func migrateUp(ctx context.Context, cmd *cobra.Command, url string, create bool)
 	if to, expected, ok := schemaVersion(ctx, st); ok && to > expected {
 		// This binary knows no migration past expected: it applied
 		// nothing, and its nodes stay unready on this schema.
-		return withHint(&exitError{code: ExitConflict, err: fmt.Errorf(
-			"schema is at version %d, newer than this binary's %d (a newer idem migrated it): nothing applied", to, expected)},
-			fmt.Sprintf("run the newer idem; to go back to this binary, `idem migrate down %d` with the newer one first", to-expected))
+		return schemaAhead(to, expected, ": nothing applied")
 	}
 	out := cmd.OutOrStdout()
 	if wantJSON(cmd) {
@@ -177,30 +176,57 @@ func migrateUp(ctx context.Context, cmd *cobra.Command, url string, create bool)
 	return nil
 }
 
+// schemaAhead is the error (exit 4) of a migrate command on a schema at
+// version to, newer than this binary's expected; more ends its text.
+func schemaAhead(to, expected int, more string) error {
+	return withHint(&exitError{code: ExitConflict, err: fmt.Errorf(
+		"schema is at version %d, newer than this binary's %d (a newer idem migrated it)%s", to, expected, more)},
+		fmt.Sprintf("run the newer idem; to go back to this binary, `idem migrate down %d` with the newer one first", to-expected))
+}
+
 // migrationJSON is one line of `idem migrate status --json`.
 type migrationJSON struct {
 	Version   int    `json:"version"`
 	Name      string `json:"name"`
 	Applied   bool   `json:"applied"`
 	AppliedAt string `json:"applied_at,omitempty"`
+	Unknown   bool   `json:"unknown,omitempty"` // applied by a newer binary
 }
 
-// printMigrationStatus prints every version, applied or pending; exists
-// says whether the schema exists (in --json, schema_exists).
+// printMigrationStatus prints every version, applied or pending, and those
+// a newer binary applied ("unknown to this binary"), which make it fail
+// with exit 4 as `idem migrate` does on such a schema; exists says whether
+// the schema exists (in --json, schema_exists).
 func printMigrationStatus(cmd *cobra.Command, out io.Writer, st *pgstore.Store, exists bool) error {
 	status, err := st.MigrationStatus(cmd.Context())
 	if err != nil {
 		return fmt.Errorf("migrate status: %w", err)
 	}
+	newest, known := 0, 0
+	for _, m := range status {
+		if m.Applied {
+			newest = max(newest, m.Version)
+		}
+		if !m.Unknown {
+			known = max(known, m.Version)
+		}
+	}
+	var ahead error
+	if newest > known {
+		ahead = schemaAhead(newest, known, "")
+	}
 	if wantJSON(cmd) {
 		list := make([]migrationJSON, len(status))
 		for i, m := range status {
-			list[i] = migrationJSON{Version: m.Version, Name: m.Name, Applied: m.Applied}
+			list[i] = migrationJSON{Version: m.Version, Name: m.Name, Applied: m.Applied, Unknown: m.Unknown}
 			if m.AppliedAt != nil {
 				list[i].AppliedAt = m.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
 			}
 		}
-		return printJSON(out, map[string]any{"schema": st.Schema(), "schema_exists": exists, "migrations": list})
+		if err := printJSON(out, map[string]any{"schema": st.Schema(), "schema_exists": exists, "migrations": list}); err != nil {
+			return err
+		}
+		return ahead
 	}
 	fmt.Fprintf(out, "%-8s %-28s %s\n", "VERSION", "NAME", "APPLIED")
 	for _, m := range status {
@@ -208,7 +234,10 @@ func printMigrationStatus(cmd *cobra.Command, out io.Writer, st *pgstore.Store, 
 		if m.Applied && m.AppliedAt != nil {
 			applied = m.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
 		}
+		if m.Unknown {
+			applied += " (unknown to this binary)"
+		}
 		fmt.Fprintf(out, "%-8d %-28s %s\n", m.Version, m.Name, applied)
 	}
-	return nil
+	return ahead
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -87,5 +88,57 @@ func TestMigrateOnASchemaAhead(t *testing.T) {
 	want := fmt.Sprintf("schema is at version %d, newer than this binary's %d", newest+1, newest)
 	if code != ExitConflict || !strings.Contains(errs, want) || !strings.Contains(errs, "hint: ") || strings.Contains(out, "up to date") {
 		t.Fatalf("exit %d, stdout %q, stderr %q: want %d and %q", code, out, errs, ExitConflict, want)
+	}
+}
+
+// TestMigrateStatusOnASchemaAhead: `idem migrate status` on a schema a
+// newer idem migrated lists the versions this binary does not know —
+// applied, with their names as the newer binary recorded them, marked
+// "unknown to this binary" (in --json, "unknown": true) — and exits 4 as
+// `idem migrate` does there. Before the fix it listed only the versions
+// it knew, all applied, and exited 0: the schema looked up to date. Not
+// parallel: IDEM_PG_SCHEMA.
+func TestMigrateStatusOnASchemaAhead(t *testing.T) {
+	url, schema := dbtest.NewSchema(t)
+	t.Setenv(envSchema, schema)
+	if _, errs, code := run(t, "migrate", "--database", url); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errs)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var newest int
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "migrations"}.Sanitize()).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "migrations"}.Sanitize()+" (version, name) VALUES ($1, 'from_a_newer_idem')", newest+1); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := run(t, "migrate", "status", "--database", url)
+	line := fmt.Sprintf("%-8d %-28s", newest+1, "from_a_newer_idem")
+	want := fmt.Sprintf("schema is at version %d, newer than this binary's %d", newest+1, newest)
+	if code != ExitConflict || !strings.Contains(out, line) || !strings.Contains(out, "unknown to this binary") ||
+		!strings.Contains(errs, want) {
+		t.Fatalf("status: exit %d, stdout %q, stderr %q: want %d, version %d listed as unknown to this binary and %q",
+			code, out, errs, ExitConflict, newest+1, want)
+	}
+	out, errs, code = run(t, "migrate", "status", "--json", "--database", url)
+	var status struct {
+		Migrations []struct {
+			Version int    `json:"version"`
+			Name    string `json:"name"`
+			Applied bool   `json:"applied"`
+			Unknown bool   `json:"unknown"`
+		} `json:"migrations"`
+	}
+	if err := json.Unmarshal([]byte(out), &status); err != nil || code != ExitConflict || len(status.Migrations) == 0 {
+		t.Fatalf("status --json: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	last := status.Migrations[len(status.Migrations)-1]
+	if last.Version != newest+1 || last.Name != "from_a_newer_idem" || !last.Applied || !last.Unknown {
+		t.Fatalf("status --json: last migration %+v, want version %d applied and unknown", last, newest+1)
 	}
 }

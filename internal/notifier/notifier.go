@@ -30,6 +30,13 @@ type Notifier struct {
 	listener Listener // nil: local wake-ups only
 	logger   *slog.Logger
 
+	// announcer is the store's own announcements (store.Announcer; nil:
+	// none), heard only while a producer or long poll waits (unannounce
+	// set): a notifier nobody waits on holds no subscription, so clients
+	// come and go on one store without accumulating them.
+	announcer  store.Announcer
+	unannounce func()
+
 	mu       sync.Mutex
 	queues   map[string]func()              // the wake-up of each queue's producer
 	polls    map[string]map[*poll]struct{}  // long-polling claims by queue
@@ -55,11 +62,50 @@ func New(l Listener, logger *slog.Logger) *Notifier {
 		polls: map[string]map[*poll]struct{}{}, finished: map[int64]map[*waiter]struct{}{}}
 }
 
+// Relay makes the notifier relay a's announcements (the queues where a
+// write of this store made a job available; SQLite has no Listener) as
+// local wake-ups. It subscribes to a only while a producer is subscribed
+// (Subscribe, until Unsubscribe) or a long poll waits (WaitInserted), and
+// ends the subscription when the last one leaves. Call it once, before use.
+func (n *Notifier) Relay(a store.Announcer) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.announcer = a
+	n.followAnnouncer()
+}
+
+// followAnnouncer subscribes to the announcer when someone waits for
+// wake-ups and ends the subscription when nobody does; n.mu is held. The
+// announcer calls WakeQueues outside its own lock (store.Announcer), so
+// taking that lock here under n.mu cannot deadlock.
+func (n *Notifier) followAnnouncer() {
+	if n.announcer == nil {
+		return
+	}
+	want := len(n.queues) > 0 || len(n.polls) > 0
+	switch {
+	case want && n.unannounce == nil:
+		n.unannounce = n.announcer.Announce(n.WakeQueues)
+	case !want && n.unannounce != nil:
+		n.unannounce()
+		n.unannounce = nil
+	}
+}
+
 // Subscribe makes wake the wake-up of queue (one per queue).
 func (n *Notifier) Subscribe(queue string, wake func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.queues[queue] = wake
+	n.followAnnouncer()
+}
+
+// Unsubscribe forgets the wake-up of queue (its producer stopped).
+func (n *Notifier) Unsubscribe(queue string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.queues, queue)
+	n.followAnnouncer()
 }
 
 // SubscribeCancels makes cancel the hook told of each running job cancelled
@@ -155,11 +201,13 @@ func (n *Notifier) WaitInserted(queues []string) (<-chan struct{}, func()) {
 		}
 		ps[p] = struct{}{}
 	}
+	n.followAnnouncer()
 	n.mu.Unlock()
 	return p.ch, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.dropPoll(p)
+		n.followAnnouncer()
 	}
 }
 
@@ -186,6 +234,7 @@ func (n *Notifier) wakePoll(p *poll) {
 func (n *Notifier) WakeQueues(queues []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	defer n.followAnnouncer() // the polls woken are gone
 	if queues == nil {
 		for _, wake := range n.queues {
 			wake()

@@ -107,7 +107,7 @@ func (l *Lease) StoredKey() string { return Key(l.p.Purpose, l.p.Key) }
 func (l *Lease) acquire(ctx context.Context) (*store.RecordAcquireResult, error) {
 	now := l.p.Now().UTC()
 	res, err := l.st.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: l.p.Tenant, Key: l.StoredKey(),
-		Owner: l.p.Owner, LeaseUntil: now.Add(l.p.Lease), DedupUntil: now, ExpiresAt: now.Add(l.p.TTL), Now: now})
+		Owner: l.p.Owner, LeaseUntil: now.Add(l.p.Lease).Truncate(time.Microsecond), DedupUntil: now, ExpiresAt: now.Add(l.p.TTL), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("acquire key %q: %w", l.p.Key, err)
 	}
@@ -166,7 +166,9 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
 // completion, or after a takeover, must not take the key back.
 func (l *Lease) renew(ctx context.Context) error {
 	now := l.p.Now().UTC()
-	until := now.Add(l.p.Lease)
+	// The time the stores keep (microseconds), returned by Renew: the
+	// caller compares it with the lease end read back later.
+	until := now.Add(l.p.Lease).Truncate(time.Microsecond)
 	err := l.st.RecordRenew(ctx, &store.RecordRenewParams{Tenant: l.p.Tenant, Key: l.StoredKey(),
 		Owner: l.p.Owner, LeaseUntil: until, Now: now})
 	if errors.Is(err, idemtype.ErrLeaseLost) {
@@ -185,14 +187,23 @@ type Result struct {
 	Compressed bool   // Bytes are compressed
 	Hash       string // hex SHA-256 of the result
 	Duration   time.Duration
+	// At is when the result is stored (its record's completed time); zero
+	// means the clock's now. The caller that reports the time passes the
+	// one it reports.
+	At time.Time
 }
 
 // Complete stores the result on the record and ends the lease. It fails
 // with idemtype.ErrLeaseLost when the owner no longer holds the key.
 func (l *Lease) Complete(ctx context.Context, r *Result) error {
+	at := r.At
+	if at.IsZero() {
+		at = l.p.Now()
+	}
+	at = at.UTC()
 	err := l.st.RecordComplete(ctx, &store.RecordCompleteParams{Tenant: l.p.Tenant, Key: l.StoredKey(),
 		Owner: l.p.Owner, Result: r.Bytes, Compressed: r.Compressed, ResultHash: r.Hash, TTL: l.p.TTL,
-		DurationMS: r.Duration.Milliseconds(), Now: l.p.Now().UTC()})
+		DurationMS: r.Duration.Milliseconds(), Now: at})
 	if err != nil {
 		return fmt.Errorf("complete key %q: %w", l.p.Key, err)
 	}

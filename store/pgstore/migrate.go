@@ -25,12 +25,17 @@ type migration struct {
 	Down    string
 }
 
-// MigrationStatus is the state of one known migration.
+// MigrationStatus is the state of one migration: one this binary knows,
+// or (Unknown) one a newer binary applied.
 type MigrationStatus struct {
 	Version   int
 	Name      string
 	Applied   bool
 	AppliedAt *time.Time
+	// Unknown is set for a version applied to the schema that this binary
+	// has no migration of (a newer idem applied it); Name is the one that
+	// binary recorded.
+	Unknown bool
 }
 
 // loadMigrations reads the embedded migrations, ordered by version.
@@ -185,7 +190,9 @@ func (s *Store) MigrateDown(ctx context.Context, steps int) error {
 }
 
 // MigrationStatus lists every migration this binary embeds, each applied
-// (with its time) or pending. It only reads: on a schema that does not
+// (with its time) or pending, and every version applied to the schema that
+// it does not embed (Unknown: a newer binary applied it), by version. It
+// only reads: on a schema that does not
 // exist, or has no migrations table yet, every version is pending and
 // nothing is created (SchemaExists tells the two apart).
 func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationStatus, error) {
@@ -193,30 +200,50 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationStatus, error) 
 	if err != nil {
 		return nil, err
 	}
-	applied := map[int]time.Time{}
+	type row struct {
+		name string
+		at   time.Time
+	}
+	applied := map[int]row{}
+	var versions []int // applied, ascending
 	var table bool
 	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
 		return nil, fmt.Errorf("migrate: read versions: %w", err)
 	}
 	if table {
-		rows, err := s.pool.Query(ctx, s.sql(qMigrationsApplied))
+		rows, err := s.pool.Query(ctx, s.sql(qMigrationsListed))
 		if err != nil {
 			return nil, fmt.Errorf("migrate: read versions: %w", err)
 		}
 		var v int
+		var name string
 		var at time.Time
-		if _, err := pgx.ForEachRow(rows, []any{&v, &at}, func() error { applied[v] = at.UTC(); return nil }); err != nil {
+		if _, err := pgx.ForEachRow(rows, []any{&v, &name, &at}, func() error {
+			applied[v] = row{name, at.UTC()}
+			versions = append(versions, v)
+			return nil
+		}); err != nil {
 			return nil, fmt.Errorf("migrate: read versions: %w", err)
 		}
 	}
-	out := make([]MigrationStatus, len(ms))
+	out := make([]MigrationStatus, len(ms), len(ms)+len(versions))
+	known := map[int]bool{}
 	for i, m := range ms {
+		known[m.Version] = true
 		out[i] = MigrationStatus{Version: m.Version, Name: m.Name}
-		if at, ok := applied[m.Version]; ok {
+		if r, ok := applied[m.Version]; ok {
 			out[i].Applied = true
-			out[i].AppliedAt = &at
+			out[i].AppliedAt = &r.at
 		}
 	}
+	// Versions a newer binary applied, after the known ones (in order).
+	for _, v := range versions {
+		if !known[v] {
+			r := applied[v]
+			out = append(out, MigrationStatus{Version: v, Name: r.name, Applied: true, AppliedAt: &r.at, Unknown: true})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
 }
 

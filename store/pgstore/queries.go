@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS {schema}.migrations (
     applied_at timestamptz NOT NULL DEFAULT now()
 )`
 	qMigrationsApplied = `SELECT version, applied_at FROM {schema}.migrations ORDER BY version`
+	qMigrationsListed  = `SELECT version, name, applied_at FROM {schema}.migrations ORDER BY version`
 	qMigrationsInsert  = `INSERT INTO {schema}.migrations (version, name) VALUES ($1, $2)`
 	qMigrationsDelete  = `DELETE FROM {schema}.migrations WHERE version = $1`
 )

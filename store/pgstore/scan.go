@@ -46,6 +46,7 @@ func scanJobThen(row pgx.Row, more ...any) (*idemtype.JobRow, error) {
 	}
 	j.Args = json.RawMessage(args)
 	j.State = idemtype.JobState(state)
+	j.LastError = store.ReadError(j.LastError)
 	j.RunAt, j.CreatedAt = utc(j.RunAt), utc(j.CreatedAt)
 	j.StartedAt, j.FinishedAt = utcP(startedAt), utcP(finishedAt)
 	j.ResolvedAt = utcP(resolvedAt)
@@ -132,6 +133,7 @@ func scanAttemptThen(row pgx.Row, more ...any) (*idemtype.Attempt, error) {
 		return nil, err
 	}
 	a.Outcome, a.HTTPStatus = idemtype.Outcome(outcome), int(status)
+	a.Error = store.ReadError(a.Error)
 	a.StartedAt, a.FinishedAt = utc(a.StartedAt), utcP(a.FinishedAt)
 	return &a, nil
 }

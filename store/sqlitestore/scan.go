@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
 )
 
 // toUS converts t to unix microseconds.
@@ -116,6 +117,7 @@ func scanJobThen(sc scanner, more ...any) (*idemtype.JobRow, error) {
 		return nil, err
 	}
 	j.State = idemtype.JobState(state)
+	j.LastError = store.ReadError(j.LastError)
 	j.Args = args
 	j.Result = result
 	j.Metadata = metadata
@@ -184,6 +186,7 @@ func scanAttemptThen(sc scanner, more ...any) (*idemtype.Attempt, error) {
 	a.StartedAt = fromUS(startedAt)
 	a.FinishedAt = ptrUS(finishedAt)
 	a.Outcome = idemtype.Outcome(outcome)
+	a.Error = store.ReadError(a.Error)
 	return &a, nil
 }
 

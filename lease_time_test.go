@@ -1,0 +1,87 @@
+package idem_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+// TestGoAPILeaseTimesAreTheStoredOnes (both stores): the lease ends the Go
+// API returns — a claim's, a heartbeat's, a result lease's acquire and
+// renew, a result lease complete's StoredAt — are the times the store keeps (microseconds), so a caller
+// comparing one with the same time read back later sees it equal. The
+// clock has nanoseconds no truncation hides by chance. Before the fix
+// Heartbeat and ResultLeaseRenew returned the computed time with its
+// nanoseconds, and a complete's StoredAt another reading of the clock.
+func TestGoAPILeaseTimesAreTheStoredOnes(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st, _ := openLeaseStore(t, kind)
+			now := func() time.Time { return time.Now().Truncate(time.Microsecond).Add(123 * time.Nanosecond) }
+			c, err := idem.NewClient(st, &idem.Config{Logger: quietLogger(), DisableMaintenance: true, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			same := func(what string, got time.Time, stored *time.Time) {
+				t.Helper()
+				if stored == nil || !got.Equal(*stored) {
+					t.Errorf("%s returned %v, the store keeps %v", what, got, stored)
+				}
+			}
+
+			if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "k", Opts: &idem.EnqueueOpts{Queue: "q"}}); err != nil {
+				t.Fatal(err)
+			}
+			jobs, err := c.Claim(ctx, idem.ClaimParams{Queues: []string{"q"}, WorkerID: "w", Lease: time.Minute})
+			if err != nil || len(jobs) != 1 {
+				t.Fatalf("claim: %v %v", jobs, err)
+			}
+			j := jobs[0]
+			row, err := c.JobGet(ctx, "", j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same("Claim", *j.LeaseExpiresAt, row.LeaseExpiresAt)
+			until, err := c.Heartbeat(ctx, "", j.ID, j.LeaseToken, 2*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row, err = c.JobGet(ctx, "", j.ID); err != nil {
+				t.Fatal(err)
+			}
+			same("Heartbeat", until, row.LeaseExpiresAt)
+
+			l, err := c.ResultLeaseAcquire(ctx, "rk", &idem.ResultLeaseOpts{Lease: time.Minute})
+			if err != nil || l.Token == "" {
+				t.Fatalf("acquire: %+v %v", l, err)
+			}
+			rec, err := c.DoRecordGet(ctx, "", "rk")
+			if err != nil {
+				t.Fatal(err)
+			}
+			same("ResultLeaseAcquire", l.Until, rec.LeaseUntil)
+			until, err = c.ResultLeaseRenew(ctx, "", "rk", l.Token, 2*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec, err = c.DoRecordGet(ctx, "", "rk"); err != nil {
+				t.Fatal(err)
+			}
+			same("ResultLeaseRenew", until, rec.LeaseUntil)
+
+			done, err := c.ResultLeaseComplete(ctx, "", "rk", l.Token, []byte(`1`), 0, 0)
+			if err != nil || done.StoredAt == nil {
+				t.Fatalf("complete: %+v %v", done, err)
+			}
+			if rec, err = c.DoRecordGet(ctx, "", "rk"); err != nil {
+				t.Fatal(err)
+			}
+			same("ResultLeaseComplete's StoredAt", *done.StoredAt, rec.CompletedAt)
+		})
+	}
+}
