@@ -68,7 +68,9 @@ type Limit struct {
 	Rate   int
 	Period time.Duration
 	// Concurrency is the most jobs of the scope running at once (0 = no
-	// concurrency limit).
+	// concurrency limit). A job of a FIFO partition cancelled while it ran
+	// counts as running while it holds its partition (JobCancel): its
+	// handler may still run.
 	Concurrency int
 	// Weight is the tenant's share of a claim relative to other tenants
 	// (0 = 1): a claim gives each visited tenant ceil(limit × weight /
@@ -76,7 +78,7 @@ type Limit struct {
 	Weight int
 
 	// Usage, as read by LimitList (ignored by LimitPut).
-	Running     int       // jobs of the scope running now
+	Running     int       // jobs of the scope running now (holds of cancelled jobs included, as Concurrency counts them)
 	WindowStart time.Time // start of the rate window WindowUsed counts
 	WindowUsed  int       // jobs started in that window
 	Throttled   int64     // claims that left work of the scope behind for this limit

@@ -165,7 +165,8 @@ type Jobs interface {
 	//
 	// Flow control (FlowControl): work of a paused scope is not claimed;
 	// limits cap what the claim takes (rate: jobs started in the current
-	// window; concurrency: jobs running), decided under a lock so that
+	// window; concurrency: jobs running, and cancelled jobs still holding
+	// their partition: JobCancel), decided under a lock so that
 	// concurrent claims of all processes never exceed them together.
 	// Throttled work stays claimable, no attempt used; Report says when
 	// the budget refills.
@@ -227,7 +228,9 @@ type Jobs interface {
 	// is ErrWrongState; unknown (or other tenant) is ErrNotFound.
 	//
 	// A running job with a PartitionKey keeps its partition (the hold):
-	// JobClaim treats it as running until a JobFinishMany item with the
+	// JobClaim treats it as running — for the head rule and for every
+	// concurrency limit of its scope, LimitList's usage included — until
+	// a JobFinishMany item with the
 	// voided lease's token (refused: ErrLeaseLost) acknowledges that its
 	// handler returned, or until JobRescue finds its lease ended (the job
 	// stays cancelled). A JobRetryMany of a job that still holds gives it

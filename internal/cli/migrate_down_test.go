@@ -16,13 +16,15 @@ func TestMigrateDownSaysWhatItRolledBack(t *testing.T) {
 	t.Setenv(envSchema, schema)
 	var res migrateResult
 	out, errs, code := run(t, "migrate", "--json", "--database", url)
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.To < 3 {
+	// Versions may skip numbers (a number kept for another branch): the
+	// steps are counted in migrations applied, not in versions.
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res.Applied) < 3 {
 		t.Fatalf("migrate: %d %q %q", code, out, errs)
 	}
 	for _, c := range []struct {
 		args []string
 		want int
-	}{{[]string{"down", "2"}, 2}, {[]string{"down", "1000"}, res.To - 2}, {[]string{"down"}, 0}} {
+	}{{[]string{"down", "2"}, 2}, {[]string{"down", "1000"}, len(res.Applied) - 2}, {[]string{"down"}, 0}} {
 		args := append(append([]string{"migrate"}, c.args...), "--database", url)
 		out, errs, code := run(t, args...)
 		if want := fmt.Sprintf("rolled back %d version(s)\n", c.want); code != 0 || out != want {

@@ -62,7 +62,8 @@ func TestMigrateUpFromSeveralHostsSaysWhoApplied(t *testing.T) {
 		all = append(all, r.Applied...)
 	}
 	slices.Sort(all)
-	if len(all) == 0 || all[0] != 1 || all[len(all)-1] != results[0].To || len(all) != results[0].To {
+	// Versions may skip numbers: each reported once, the first 1, the last To.
+	if len(all) == 0 || all[0] != 1 || all[len(all)-1] != results[0].To || len(slices.Compact(slices.Clone(all))) != len(all) {
 		t.Fatalf("the runs reported %+v: want every version reported by one run only", results)
 	}
 	if (len(results[0].Applied) == 0) == (len(results[1].Applied) == 0) {

@@ -65,3 +65,72 @@ func TestClaimPlanHeadRuleUsesPartitionIndex(t *testing.T) {
 		t.Errorf("the claim scans a table")
 	}
 }
+
+// TestRunningCountPlansUseScopeIndex: the running counts of concurrency
+// limits, which count cancelled jobs still holding their partition
+// (sqlSlotTaken, migration 0028), read jobs_running_scope_idx (its
+// predicate proved from theirs) and never scan the jobs table: the general
+// claim's count (qRunningOfClaim), LimitList's (qRunningScopes), the
+// one-round claim's counts per scope (qClaimOneLimited) and the reserved
+// claim's (runningOf, and the per-tenant count of its bound), with most of
+// the history finished as on a server, some jobs running and some holds. A
+// plan assert (EXPLAIN after ANALYZE), not a timing one.
+func TestRunningCountPlansUseScopeIndex(t *testing.T) {
+	t.Parallel()
+	dbtest.PostgresURL(t)
+	s := newTestStore(t, 4)
+	storetest.SeedListPlans(t, s)
+	ctx := t.Context()
+	for _, q := range []string{
+		`UPDATE {schema}.jobs SET state = 'completed', attempt = 1, started_at = created_at,
+    finished_at = created_at + interval '1 second' WHERE id % 20 <> 0`,
+		`UPDATE {schema}.jobs SET state = 'running', attempt = 1, started_at = created_at, lease_token = 'run',
+    lease_expires_at = created_at + interval '1 hour' WHERE id % 40 = 0`,
+		`UPDATE {schema}.jobs SET state = 'cancelled', finished_at = created_at, lease_token = 'held',
+    lease_expires_at = created_at + interval '1 hour' WHERE id % 400 = 0 AND partition_key <> ''`,
+		`INSERT INTO {schema}.flow_controls (tenant, queue, concurrency) VALUES ('', 'q3', 5), ('t1', '', 5), ('*', 'q3', 2)`,
+		`ANALYZE {schema}.jobs`,
+	} {
+		if _, err := s.pool.Exec(ctx, s.sql(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		q    string
+		args []any
+	}{
+		{"general claim", qRunningOfClaim, []any{[]string{"q3"}}},
+		{"LimitList", qRunningScopes, nil},
+		{"one-round claim", qClaimOneLimited, []any{"q3", now, "", nil, 1, now.Add(time.Minute), "w1", "", "", "tok"}},
+		{"reserved claim's scope count", `SELECT ` + runningOf("q") + ` FROM {schema}.flow_controls q`, nil},
+		{"reserved claim's bound", `SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.jobs r WHERE ` + sqlSlotTaken +
+			` GROUP BY r.tenant) z`, nil},
+	} {
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(c.q), c.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var lines []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, line)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		plan := strings.Join(lines, "\n")
+		t.Logf("%s:\n%s", c.name, plan)
+		if !strings.Contains(plan, "jobs_running_scope_idx") {
+			t.Errorf("%s: the running count does not read jobs_running_scope_idx", c.name)
+		}
+		if strings.Contains(plan, "Seq Scan on jobs") {
+			t.Errorf("%s: the plan scans the jobs table", c.name)
+		}
+	}
+}

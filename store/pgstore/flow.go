@@ -39,16 +39,18 @@ ON CONFLICT (tenant, queue) DO UPDATE SET paused = true`
 	qFlowUsage = `UPDATE {schema}.flow_controls f SET window_start = u.ws, window_used = u.used, throttled = f.throttled + u.thr
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) AS u(tenant, queue, ws, used, thr)
 WHERE f.tenant = u.tenant AND f.queue = u.queue`
-	qRunningScopes = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs WHERE state = 'running' GROUP BY tenant, queue`
-	// qRunningOfClaim counts the running jobs a claim of queues $1 can be
-	// limited by: those of the queues, and those of every queue of a
-	// tenant with a concurrency limit for every queue (all of them under
-	// such a default limit).
-	qRunningOfClaim = `SELECT tenant, queue, count(*)::int FROM {schema}.jobs
-WHERE state = 'running' AND (queue = ANY($1::text[])
-    OR tenant IN (SELECT tenant FROM {schema}.flow_controls WHERE queue = '' AND concurrency > 0)
+	// qRunningScopes counts the jobs that take a slot of concurrency
+	// limits (sqlSlotTaken) per (tenant, queue).
+	qRunningScopes = `SELECT r.tenant, r.queue, count(*)::int FROM {schema}.jobs r WHERE ` + sqlSlotTaken + ` GROUP BY r.tenant, r.queue`
+	// qRunningOfClaim counts the running jobs (sqlSlotTaken) a claim of
+	// queues $1 can be limited by: those of the queues, and those of every
+	// queue of a tenant with a concurrency limit for every queue (all of
+	// them under such a default limit).
+	qRunningOfClaim = `SELECT r.tenant, r.queue, count(*)::int FROM {schema}.jobs r
+WHERE ` + sqlSlotTaken + ` AND (r.queue = ANY($1::text[])
+    OR r.tenant IN (SELECT tenant FROM {schema}.flow_controls WHERE queue = '' AND concurrency > 0)
     OR EXISTS (SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = '' AND concurrency > 0))
-GROUP BY tenant, queue`
+GROUP BY r.tenant, r.queue`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
 	// limits of tenant '*' of queues $2 ($1 now); older windows count
@@ -219,6 +221,15 @@ func claimCTEs(now, leaseUntil, worker, token string) string {
     SELECT claimed.*, claimed.id IN (SELECT kh.id FROM kh) AS key_held FROM claimed
 )`
 }
+
+// sqlSlotTaken is true for a job r that takes a slot of the concurrency
+// limits of its scope: a running one, or a cancelled one that still holds
+// its FIFO partition (its handler may still run: qJobCancel), until the
+// hold ends as the head rule's does (sqlPartitionTaken). Every count of
+// running jobs for a limit uses it (the claims' and LimitList's). It is
+// the predicate of jobs_running_scope_idx (migration 0028), written the
+// same way so that the counts are proved to fit the index.
+const sqlSlotTaken = `(r.state = 'running' OR (r.state = 'cancelled' AND r.lease_expires_at IS NOT NULL))`
 
 // sqlPartitionTaken is true for a job h that keeps its partition's later
 // jobs waiting: an unfinished one, or a cancelled one whose handler may

@@ -949,7 +949,9 @@ func qRetrySelectFilter(where string) string {
 // Each branch reads one partial index, so the query never walks the
 // history: finished jobs through jobs_finished_idx from $3, the
 // claimable ones through jobs_claim_tenant_idx, running ones through
-// jobs_running_scope_idx and pending ones through jobs_pending_idx (0024).
+// jobs_lease_idx or jobs_running_scope_idx (which also holds the cancelled
+// jobs still holding their partition since 0028; the state test drops
+// them) and pending ones through jobs_pending_idx (0024).
 const qJobKindStats = `SELECT kind, state, count(*),
     count(*) FILTER (WHERE attempt > 0 OR state = 'retryable'),
     count(*) FILTER (WHERE attempt > 1 OR state = 'retryable'),

@@ -34,12 +34,16 @@ ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
 	qFlowUsage = `WITH u(tenant, queue, ws, used, thr) AS (VALUES %s)
 UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
 FROM u WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
-	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE state = 'running' GROUP BY tenant, queue`
-	// The running jobs of one scope, on the partial index jobs_running_scope
-	// (tenant, queue): one tenant's in one queue, one tenant's, one queue's.
-	qRunningTenantQueue = `SELECT count(*) FROM jobs WHERE state = 'running' AND tenant = ?1 AND queue = ?2`
-	qRunningTenant      = `SELECT count(*) FROM jobs WHERE state = 'running' AND tenant = ?1`
-	qRunningQueue       = `SELECT count(*) FROM jobs WHERE state = 'running' AND queue = ?1`
+	// qRunningScopes counts the jobs that take a slot of concurrency
+	// limits (sqlSlotTaken: running, or cancelled and still holding their
+	// FIFO partition) per (tenant, queue), on jobs_running_scope.
+	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE ` + sqlSlotTaken + ` GROUP BY tenant, queue`
+	// The running jobs (sqlSlotTaken) of one scope, on the partial index
+	// jobs_running_scope (tenant, queue): one tenant's in one queue, one
+	// tenant's, one queue's (TestRuntimePlansUsePartialIndexes).
+	qRunningTenantQueue = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND tenant = ?1 AND queue = ?2`
+	qRunningTenant      = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND tenant = ?1`
+	qRunningQueue       = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND queue = ?1`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
 	// limits of tenant '*' (?1 now); older windows count nothing.

@@ -106,8 +106,9 @@ func (s *Store) explain(t *testing.T, q string, args ...any) string {
 // by the partial indexes whose predicates they repeat: a claim probes
 // jobs_claim_tenant and both probes of its FIFO head rule
 // jobs_partition_head, the
-// tenants' skip scan jobs_claim_tenant, retention jobs_finished. A
-// predicate spelt differently from its index's makes the planner scan.
+// tenants' skip scan jobs_claim_tenant, retention jobs_finished, the
+// running counts of concurrency limits jobs_running_scope. A predicate
+// spelt differently from its index's makes the planner scan.
 func TestRuntimePlansUsePartialIndexes(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, nil)
@@ -145,6 +146,12 @@ func TestRuntimePlansUsePartialIndexes(t *testing.T) {
 	}{
 		"retention":    {qRetentionSelect, "jobs_finished", []any{1, 1, 1, 1, 100}},
 		"stats oldest": {qStatsOldest, "jobs_claim_tenant", []any{"", 1}},
+		// The running counts of concurrency limits, which count the
+		// cancelled jobs still holding their partition (0028).
+		"running of every scope":       {qRunningScopes, "jobs_running_scope", nil},
+		"running of a tenant in queue": {qRunningTenantQueue, "jobs_running_scope", []any{"t1", "default"}},
+		"running of a tenant":          {qRunningTenant, "jobs_running_scope", []any{"t1"}},
+		"running of a queue":           {qRunningQueue, "jobs_running_scope", []any{"default"}},
 	} {
 		if plan := s.explain(t, c.q, c.args...); !strings.Contains(plan, "INDEX "+c.index) {
 			t.Errorf("%s: the plan does not use %s:\n%s", name, c.index, plan)

@@ -108,6 +108,15 @@ func sqlUnfinished(t string) string {
 
 func sqlFinished(t string) string { return stateIn(t, "completed", "dead", "cancelled") }
 
+// sqlSlotTaken is true for a job that takes a slot of the concurrency
+// limits of its scope: a running one, or a cancelled one that still holds
+// its FIFO partition (its handler may still run: qJobCancel), until the
+// hold ends as the head rule's does (sqlPartitionTaken). Every count of
+// running jobs for a limit uses it (the claim's and LimitList's). It is
+// the predicate of jobs_running_scope (migration 0028), spelt the same
+// way so that SQLite proves the index usable.
+const sqlSlotTaken = `(state = 'running' OR (state = 'cancelled' AND lease_expires_at IS NOT NULL))`
+
 // stateIn is the condition "the state of table alias t is one of states",
 // spelt as a chain of ORs, not as an IN list: SQLite evaluates a partial
 // index's predicate for every row written, and an IN list of three or more
@@ -769,8 +778,10 @@ LIMIT ?5`
 	// and state (?1 tenant, "" = all; ?3 = store.JobKindStatsParams.FinishedSince,
 	// µs). Each branch reads one partial index, so the query never walks the
 	// history: finished jobs through jobs_finished from ?3, the claimable
-	// ones through jobs_claim_tenant, running ones through jobs_running_scope
-	// and pending ones through jobs_pending (0024).
+	// ones through jobs_claim_tenant, running ones through jobs_running_lease
+	// (jobs_running_scope's predicate also takes the cancelled jobs still
+	// holding their partition since 0028) and pending ones through
+	// jobs_pending (0024).
 	qJobKindStats = `SELECT kind, state, count(*),
     COALESCE(sum(attempt > 0 OR state = 'retryable'), 0), COALESCE(sum(attempt > 1 OR state = 'retryable'), 0),
     COALESCE(sum(ran), 0), COALESCE(sum(CASE WHEN ran THEN ms END), 0.0), COALESCE(max(CASE WHEN ran THEN ms END), 0.0)

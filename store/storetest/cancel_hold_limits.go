@@ -1,0 +1,155 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// cancelHoldLimitCases: a job of a FIFO partition cancelled while it runs
+// holds its partition until its handler is known to have returned (the
+// hold: JobCancel); until then it also takes its slot under every
+// concurrency limit of its scope, since its handler may still run: a
+// concurrency limit bounds the handlers that run at once.
+func cancelHoldLimitCases() []testCase {
+	var out []testCase
+	for _, c := range holdLimitScopes {
+		out = append(out, testCase{"Limits/cancel_hold_counts_against_" + c.name, func(t *testing.T, s store.Store) {
+			testCancelHoldLimit(t, s, c.scope)
+		}})
+	}
+	return out
+}
+
+// holdLimitScopes are the concurrency limits the hold is counted by: the
+// queue's, the tenant's (every queue, and in the queue), and the defaults
+// of tenant "*" (in the queue, and every queue).
+var holdLimitScopes = []struct {
+	name  string
+	scope store.FlowScope
+}{
+	{"queue_concurrency", store.FlowScope{Queue: "q"}},
+	{"tenant_concurrency", store.FlowScope{Tenant: "a"}},
+	{"tenant_concurrency_in_queue", store.FlowScope{Tenant: "a", Queue: "q"}},
+	{"default_concurrency_in_queue", store.FlowScope{Tenant: store.EveryTenant, Queue: "q"}},
+	{"default_concurrency", store.FlowScope{Tenant: store.EveryTenant}},
+}
+
+// RunCancelHoldLimits runs the cancel-hold cases of concurrency limits
+// (also part of Run), each on its own store from newStore: a backend with
+// several claim paths runs them once per path.
+func RunCancelHoldLimits(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	for _, c := range cancelHoldLimitCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, newStore(t))
+		})
+	}
+}
+
+// testCancelHoldLimit: under a concurrency of 1 in scope, tenant a's job
+// of partition A runs and is cancelled: while it holds its partition, no
+// other job of the scope starts — not one of another partition, nor one of
+// none — until the refused finish of its lease acknowledges the cancel.
+// The next one (partition B) is cancelled in turn and holds until its
+// lease ends and the rescuer ends the hold. A cancelled job of no
+// partition holds nothing: its slot is free at once. Tenant b's work,
+// outside a tenant's scope, is claimed all along; under the queue's limit
+// it waits as a's does. The limit's usage counts the hold as running.
+func testCancelHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
+	ctx := t.Context()
+	putLimit(t, s, store.Limit{FlowScope: scope, Concurrency: 1})
+	job := func(tenant, kind, part string) *store.JobInsertParams {
+		p := partitioned(kind, "q", part)
+		p.Tenant = tenant
+		return p
+	}
+	js := insertNew(t, s, at(0), job("a", "a1", "A"), job("a", "a2", "B"), job("a", "a3", ""), job("a", "a4", ""))
+	b := insertNew(t, s, at(0), job("b", "b1", ""))[0]
+	tenantScope := scope.Tenant != ""
+	// Claims of one job: a claim that fits the budget as a whole, which a
+	// store's one-statement claims may take (blocked tries ten too).
+	claimN := func(tenant string, now time.Time, n int) []*idemtype.JobRow {
+		t.Helper()
+		return claimWith(t, s, &store.JobClaimParams{Queues: []string{"q"}, Tenant: tenant, WorkerID: "w1", Limit: n,
+			LeaseUntil: now.Add(lease), Now: now})
+	}
+	claimOf := func(tenant string, now time.Time) []*idemtype.JobRow {
+		t.Helper()
+		return claimN(tenant, now, 1)
+	}
+	// usage is the limit's running count as LimitList reports it (to the
+	// tenant for a default: its copy's usage).
+	usage := func(now time.Time) int {
+		t.Helper()
+		tenant := ""
+		if scope.IsDefault() {
+			tenant = "a"
+		}
+		ls, err := s.LimitList(ctx, &store.LimitListParams{Tenant: tenant, Now: now})
+		if err != nil {
+			t.Fatalf("LimitList: %v", err)
+		}
+		for _, l := range ls {
+			if l.FlowScope == scope {
+				return l.Running
+			}
+		}
+		t.Fatalf("LimitList(%q) has no limit of %+v: %+v", tenant, scope, ls)
+		return 0
+	}
+	// blocked claims a's work at now and wants none, and b's when it is
+	// outside the scope.
+	blocked := func(what string, now time.Time) {
+		t.Helper()
+		for _, n := range []int{1, 10} {
+			if got := claimN("a", now, n); len(got) != 0 {
+				t.Fatalf("%s: a claim of %d took %v under a concurrency of 1 in %+v while the cancelled job's handler may still run",
+					what, n, ids(got), scope)
+			}
+		}
+		if !tenantScope || b == nil {
+			return
+		}
+		got := claimOf("b", now)
+		wantIDs(t, what+": tenant b, outside the scope", ids(got), []int64{b.ID})
+		finish1(t, s, completion(got[0], `1`, now))
+		b = nil
+	}
+
+	// Acknowledged by the refused finish.
+	c := claimOf("a", at(0))
+	wantIDs(t, "first claim", ids(c), []int64{js[0].ID})
+	cancelJob(t, s, c[0], at(time.Second))
+	if n := usage(at(time.Second)); n != 1 {
+		t.Errorf("the limit's usage counts %d running while the cancelled job holds, want 1", n)
+	}
+	blocked("cancelled head holding its partition", at(2*time.Second))
+	if errs := finishAll(t, s, completion(c[0], `1`, at(3*time.Second))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the cancelled job: %v, want ErrLeaseLost", errs[0])
+	}
+	if n := usage(at(3 * time.Second)); n != 0 {
+		t.Errorf("the limit's usage counts %d running after the acknowledgement, want 0", n)
+	}
+	c = claimOf("a", at(4*time.Second))
+	wantIDs(t, "after the acknowledgement", ids(c), []int64{js[1].ID})
+
+	// Ended by the rescuer once the lease ended.
+	end := at(4*time.Second + lease)
+	cancelJob(t, s, c[0], at(5*time.Second))
+	blocked("second cancelled job holding its partition", at(6*time.Second))
+	rescue(t, s, end.Add(-time.Second), 100)
+	blocked("before its lease ended", end.Add(-time.Second))
+	rescue(t, s, end.Add(time.Second), 100)
+	wantState(t, s, js[1].ID, idemtype.StateCancelled)
+	c = claimOf("a", end.Add(2*time.Second))
+	wantIDs(t, "after the rescuer ended the hold", ids(c), []int64{js[2].ID})
+
+	// No partition, no hold: the slot is free at the cancel.
+	cancelJob(t, s, c[0], end.Add(3*time.Second))
+	wantIDs(t, "after the cancel of a job of no partition", ids(claimOf("a", end.Add(4*time.Second))), []int64{js[3].ID})
+}
