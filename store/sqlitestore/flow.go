@@ -36,10 +36,10 @@ UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled
 FROM u WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
 	// qRunningScopes counts the jobs that take a slot of concurrency
 	// limits (sqlSlotTaken: running, or cancelled and still holding their
-	// FIFO partition) per (tenant, queue), on jobs_running_scope.
+	// FIFO partition) per (tenant, queue), on jobs_running.
 	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE ` + sqlSlotTaken + ` GROUP BY tenant, queue`
 	// The running jobs (sqlSlotTaken) of one scope, on the partial index
-	// jobs_running_scope (tenant, queue): one tenant's in one queue, one
+	// jobs_running (tenant, queue, …): one tenant's in one queue, one
 	// tenant's, one queue's (TestRuntimePlansUsePartialIndexes).
 	qRunningTenantQueue = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND tenant = ?1 AND queue = ?2`
 	qRunningTenant      = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND tenant = ?1`

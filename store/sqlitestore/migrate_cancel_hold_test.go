@@ -20,7 +20,7 @@ func TestMigrateCancelHold(t *testing.T) {
 	a, b := storetest.SeedCancelHoldUpgrade(t, s)
 	err := s.write(ctx, 1, func(w *wtx) error {
 		for _, q := range []string{
-			`DROP INDEX jobs_cancel_hold`,
+			`DROP INDEX IF EXISTS jobs_cancel_hold`, // 0029 merged it into jobs_running
 			`DROP INDEX jobs_partition_head`,
 			`CREATE INDEX jobs_partition_head ON jobs (queue, partition_key, tenant, id)
     WHERE partition_key <> '' AND state IN ('pending', 'scheduled', 'available', 'running', 'retryable')`,

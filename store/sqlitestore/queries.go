@@ -113,7 +113,7 @@ func sqlFinished(t string) string { return stateIn(t, "completed", "dead", "canc
 // its FIFO partition (its handler may still run: qJobCancel), until the
 // hold ends as the head rule's does (sqlPartitionTaken). Every count of
 // running jobs for a limit uses it (the claim's and LimitList's). It is
-// the predicate of jobs_running_scope (migration 0028), spelt the same
+// the predicate of jobs_running (migrations 0028, 0029), spelt the same
 // way so that SQLite proves the index usable.
 const sqlSlotTaken = `(state = 'running' OR (state = 'cancelled' AND lease_expires_at IS NOT NULL))`
 
@@ -467,8 +467,8 @@ RETURNING queue`
 	// (JobRescue): the jobs stay cancelled. It returns their queues (to
 	// announce).
 	qCancelHoldEnd = `UPDATE jobs SET lease_expires_at = NULL
-WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_cancel_hold
-    WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL AND lease_expires_at < ?1
+WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_running
+    WHERE ` + sqlSlotTaken + ` AND state = 'cancelled' AND lease_expires_at < ?1
     ORDER BY lease_expires_at LIMIT ?2)
 RETURNING queue`
 	// qAttemptEndNow writes the ended attempt of running job ?3 with
@@ -547,8 +547,8 @@ WHERE id = ?3 AND state = 'running'
 RETURNING state, tenant, idempotency_key, dedup_window_us, result_ttl_us`
 
 	// qRunningUnder lists the jobs running under lease token ?1 (the
-	// jobs_running_lease index holds exactly the running jobs).
-	qRunningUnder = `SELECT id FROM jobs INDEXED BY jobs_running_lease WHERE state = 'running' AND lease_token = ?1`
+	// jobs_running index holds the running jobs and the holding ones).
+	qRunningUnder = `SELECT id FROM jobs INDEXED BY jobs_running WHERE state = 'running' AND lease_token = ?1`
 
 	qRelease = `UPDATE jobs SET state = 'available', run_at = ?1, attempt = max(0, attempt - 1),
     lease_expires_at = NULL, lease_token = '', worker_id = ''
@@ -778,9 +778,9 @@ LIMIT ?5`
 	// and state (?1 tenant, "" = all; ?3 = store.JobKindStatsParams.FinishedSince,
 	// µs). Each branch reads one partial index, so the query never walks the
 	// history: finished jobs through jobs_finished from ?3, the claimable
-	// ones through jobs_claim_tenant, running ones through jobs_running_lease
-	// (jobs_running_scope's predicate also takes the cancelled jobs still
-	// holding their partition since 0028) and pending ones through
+	// ones through jobs_claim_tenant, running ones through jobs_running (its
+	// predicate also takes the cancelled jobs still holding their
+	// partition) and pending ones through
 	// jobs_pending (0024).
 	qJobKindStats = `SELECT kind, state, count(*),
     COALESCE(sum(attempt > 0 OR state = 'retryable'), 0), COALESCE(sum(attempt > 1 OR state = 'retryable'), 0),
