@@ -20,11 +20,21 @@ import (
 // snoozed attempt).
 func TestCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 	t.Parallel()
+	checkCancelBeforeKeyAcquire(t, "cancel-before-acquire", false)
+}
+
+// checkCancelBeforeKeyAcquire runs, on each lease store, a worker whose
+// keyed job (idempotency key) is cancelled while its claim waits at the key
+// step (a keyGate), then enqueues the key's next job and checks that it is
+// a new job, completes at its first attempt, and is the only job whose
+// handler ran. With remote, the cancel is made by another client on its own
+// store handle (another process: no announcement reaches the worker).
+func checkCancelBeforeKeyAcquire(t *testing.T, key string, remote bool) {
 	for _, kind := range leaseStoreKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			raw, _ := openLeaseStore(t, kind)
+			raw, second := openLeaseStore(t, kind)
 			st, release := newKeyGate(raw)
 			defer release() // on failure: let the acquire through
 			ran := make(chan int64, 2)
@@ -35,41 +45,44 @@ func TestCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 			})
 			c := startShutdownClient(t, st, workers, 10*time.Minute)
 			t.Cleanup(func() { _ = c.Stop(ctx) })
-			const key = "cancel-before-acquire"
+			canceller := c
+			if remote {
+				other, err := idem.NewClient(second(), &idem.Config{Logger: quietLogger(), DisableMaintenance: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				canceller = other
+			}
 			var window time.Duration // the key dedups while its job is unfinished only
 			first, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "keyed", Opts: &idem.EnqueueOpts{IdempotencyKey: key, DedupWindow: &window}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case <-st.entered:
-			case <-time.After(leaseTimeout):
-				t.Fatal("the claimed job never took its key")
-			}
-			if _, err := c.JobCancel(ctx, "", first.Job.ID); err != nil {
+			st.waitEntered(t)
+			if _, err := canceller.JobCancel(ctx, "", first.Job.ID); err != nil {
 				t.Fatalf("cancel: %v", err)
 			}
 			release()
 			// The producer claims again only once this claim's keys were
 			// taken: the next job's claim comes after the cancelled job's
 			// RecordAcquireMany.
-			second, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "keyed", Args: json.RawMessage(`{"n":2}`),
+			next, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "keyed", Args: json.RawMessage(`{"n":2}`),
 				Opts: &idem.EnqueueOpts{IdempotencyKey: key, DedupWindow: &window}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if second.Existing {
-				t.Fatalf("enqueue after the cancel returned job %d again", second.Job.ID)
+			if next.Existing {
+				t.Fatalf("enqueue after the cancel returned job %d again", next.Job.ID)
 			}
 			wctx, cancel := context.WithTimeout(ctx, leaseTimeout)
 			defer cancel()
-			row, err := c.JobWait(wctx, second.Job.ID)
+			row, err := c.JobWait(wctx, next.Job.ID)
 			if err != nil {
-				as, _ := c.JobAttempts(ctx, "", second.Job.ID)
-				got, _ := c.JobGet(ctx, "", second.Job.ID)
+				as, _ := c.JobAttempts(ctx, "", next.Job.ID)
+				got, _ := c.JobGet(ctx, "", next.Job.ID)
 				t.Fatalf("the next job of the key did not finish (%v): %+v, attempts %+v", err, got, as)
 			}
-			as, err := c.JobAttempts(ctx, "", second.Job.ID)
+			as, err := c.JobAttempts(ctx, "", next.Job.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,8 +91,8 @@ func TestCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 			}
 			select {
 			case id := <-ran:
-				if id != second.Job.ID {
-					t.Fatalf("handler ran job %d, want only %d", id, second.Job.ID)
+				if id != next.Job.ID {
+					t.Fatalf("handler ran job %d (cancelled before it started), want only %d", id, next.Job.ID)
 				}
 			default:
 				t.Fatal("the next job completed without its handler")

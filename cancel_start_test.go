@@ -32,6 +32,17 @@ func newKeyGate(raw store.Store) (st *keyGate, release func()) {
 	return st, func() { once.Do(func() { close(st.open) }) }
 }
 
+// waitEntered waits until a claimed job's key acquire is held, failing
+// after leaseTimeout.
+func (s *keyGate) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.entered:
+	case <-time.After(leaseTimeout):
+		t.Fatal("the claimed job never took its key")
+	}
+}
+
 func (s *keyGate) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idem.JobRow, error) {
 	jobs, err := s.Store.JobClaim(ctx, p)
 	for _, j := range jobs {
@@ -62,28 +73,12 @@ func TestCancelBeforeTheHandlerStartsRunsNothing(t *testing.T) {
 	for _, kind := range leaseStoreKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
 			raw, _ := openLeaseStore(t, kind)
 			st, release := newKeyGate(raw)
 			defer release() // on failure: let the acquire through
-			var starts atomic.Int32
-			workers := idem.NewWorkers()
-			workers.Handle("cancel-me", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
-				starts.Add(1)
-				return json.RawMessage(`"sent"`), nil
-			})
-			c := startShutdownClient(t, st, workers, 30*time.Second)
-			res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "cancel-me",
-				Opts: &idem.EnqueueOpts{IdempotencyKey: "cancel-before-start"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-st.entered:
-			case <-time.After(leaseTimeout):
-				t.Fatal("the claimed job never took its key")
-			}
-			cancelHeld(t, c, raw, res.Job.ID, release, &starts, "before it started")
+			c, id, starts := startCancelMe(t, st, &idem.EnqueueOpts{IdempotencyKey: "cancel-before-start"})
+			st.waitEntered(t)
+			cancelHeld(t, c, raw, id, release, starts, "before it started")
 		})
 	}
 }
@@ -96,6 +91,14 @@ type claimGate struct {
 	store.Store
 	claimed chan []*idem.JobRow
 	open    chan struct{}
+}
+
+// newClaimGate is a closed claimGate on raw that hears of up to n claims
+// without blocking; release opens it (again: a no-op).
+func newClaimGate(raw store.Store, n int) (st *claimGate, release func()) {
+	st = &claimGate{Store: raw, claimed: make(chan []*idem.JobRow, n), open: make(chan struct{})}
+	var open sync.Once
+	return st, func() { open.Do(func() { close(st.open) }) }
 }
 
 func (s *claimGate) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idem.JobRow, error) {
@@ -121,32 +124,19 @@ func TestCancelBetweenClaimAndRegistrationRunsNothing(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			raw, _ := openLeaseStore(t, kind)
-			st := &claimGate{Store: raw, claimed: make(chan []*idem.JobRow, 1), open: make(chan struct{})}
-			var open sync.Once
-			release := func() { open.Do(func() { close(st.open) }) }
+			st, release := newClaimGate(raw, 1)
 			defer release() // on failure: let the claim through
-			var starts atomic.Int32
-			workers := idem.NewWorkers()
-			workers.Handle("cancel-me", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
-				starts.Add(1)
-				return json.RawMessage(`"sent"`), nil
-			})
-			c := startShutdownClient(t, st, workers, 30*time.Second)
-			res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "cancel-me"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, id, starts := startCancelMe(t, st, nil)
 			select {
 			case jobs := <-st.claimed:
-				if len(jobs) != 1 || jobs[0].ID != res.Job.ID {
-					t.Fatalf("claimed %d jobs, want job %d", len(jobs), res.Job.ID)
+				if len(jobs) != 1 || jobs[0].ID != id {
+					t.Fatalf("claimed %d jobs, want job %d", len(jobs), id)
 				}
 			case <-time.After(leaseTimeout):
 				t.Fatal("the job was never claimed")
 			}
-			cancelHeld(t, c, raw, res.Job.ID, release, &starts,
-				"between its claim and its registration")
-			as, err := c.JobAttempts(ctx, "", res.Job.ID)
+			cancelHeld(t, c, raw, id, release, starts, "between its claim and its registration")
+			as, err := c.JobAttempts(ctx, "", id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,6 +195,25 @@ func TestCancelledThenRetriedJobRunsHere(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startCancelMe starts a client on st (startShutdownClient, 30-second
+// leases) whose "cancel-me" handler counts its starts in starts, and
+// enqueues a "cancel-me" job with opts.
+func startCancelMe(t *testing.T, st store.Store, opts *idem.EnqueueOpts) (c *idem.Client, id int64, starts *atomic.Int32) {
+	t.Helper()
+	starts = new(atomic.Int32)
+	workers := idem.NewWorkers()
+	workers.Handle("cancel-me", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
+		starts.Add(1)
+		return json.RawMessage(`"sent"`), nil
+	})
+	c = startShutdownClient(t, st, workers, 30*time.Second)
+	res, err := c.EnqueueRaw(context.Background(), idem.EnqueueParams{Kind: "cancel-me", Opts: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, res.Job.ID, starts
 }
 
 // cancelHeld cancels job id while a store wrapper holds its run back,

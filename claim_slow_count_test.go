@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,45 +25,15 @@ func TestSlowClaimGivenBackCountedOnce(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			raw, _ := openLeaseStore(t, kind)
-			st := &claimGate{Store: raw, claimed: make(chan []*idem.JobRow, 2), open: make(chan struct{})}
-			var open sync.Once
-			release := func() { open.Do(func() { close(st.open) }) }
-			defer release()
-			clock := &fakeClock{now: time.Now().UTC()}
 			obs := newEventCounts()
 			workers := idem.NewWorkers()
 			workers.Handle("late", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
 				return json.RawMessage(`"ok"`), nil
 			})
-			c, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(1), Logger: quietLogger(), Observer: obs,
-				LeaseDuration: lease, PollInterval: 20 * time.Millisecond, DisableMaintenance: true, Now: clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "late", Opts: &idem.EnqueueOpts{IdempotencyKey: "slow-claim-count"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Stop(ctx) })
-			select {
-			case <-st.claimed:
-			case <-time.After(leaseTimeout):
-				t.Fatal("the job was never claimed")
-			}
-			clock.Add(lease + time.Second) // the answer arrives after the lease ended
-			release()
-			wctx, cancel := context.WithTimeout(ctx, leaseTimeout)
-			defer cancel()
-			row, err := c.JobWait(wctx, res.Job.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if row.State != idem.StateCompleted || row.Attempt != 1 {
-				t.Fatalf("job %s at attempt %d, want completed at attempt 1", row.State, row.Attempt)
-			}
+			// The answer arrives after the lease ended.
+			c, id := runSlowClaim(t, raw, &fakeClock{now: time.Now().UTC()}, workers, obs, lease, lease+time.Second,
+				idem.EnqueueParams{Kind: "late", Opts: &idem.EnqueueOpts{IdempotencyKey: "slow-claim-count"}})
+			waitCompletedFirstAttempt(t, c, id)
 			// JobWait may see the committed finish by polling a moment
 			// before the completer's written callback tells the observer:
 			// Stop waits for every finish to be answered.
@@ -73,7 +42,7 @@ func TestSlowClaimGivenBackCountedOnce(t *testing.T) {
 			if err := c.Stop(sctx); err != nil {
 				t.Fatal(err)
 			}
-			n, outcomes := obs.of(res.Job.ID)
+			n, outcomes := obs.of(id)
 			if n[idem.EventClaimed] != 1 || n[idem.EventCacheMiss] != 1 || n[idem.EventFinished] != 1 {
 				t.Fatalf("observed %v (finishes %v), want one claim, one cache miss and one finish for one run", n, outcomes)
 			}

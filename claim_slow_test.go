@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,12 +30,7 @@ func TestSlowClaimAnswerDoesNotStartOnAnEndingLease(t *testing.T) {
 		}{{"nearly_over", lease - time.Second}, {"over", lease + time.Second}} {
 			t.Run(kind+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				ctx := context.Background()
 				raw, _ := openLeaseStore(t, kind)
-				st := &claimGate{Store: raw, claimed: make(chan []*idem.JobRow, 2), open: make(chan struct{})}
-				var open sync.Once
-				release := func() { open.Do(func() { close(st.open) }) }
-				defer release()
 				clock := &fakeClock{now: time.Now().UTC()}
 				type start struct {
 					left    time.Duration // the lease left as the handler starts, as stored
@@ -53,26 +47,7 @@ func TestSlowClaimAnswerDoesNotStartOnAnEndingLease(t *testing.T) {
 					started <- start{left: row.LeaseExpiresAt.Sub(clock.Now()), attempt: j.Attempt}
 					return json.RawMessage(`"ok"`), nil
 				})
-				c, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(1), Logger: quietLogger(),
-					LeaseDuration: lease, PollInterval: 20 * time.Millisecond, DisableMaintenance: true, Now: clock.Now})
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "late"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = c.Stop(ctx) })
-				select {
-				case <-st.claimed:
-				case <-time.After(leaseTimeout):
-					t.Fatal("the job was never claimed")
-				}
-				clock.Add(tc.late) // the answer arrives this late
-				release()
+				c, id := runSlowClaim(t, raw, clock, workers, nil, lease, tc.late, idem.EnqueueParams{Kind: "late"})
 				select {
 				case s := <-started:
 					if s.left < 2*lease/3 {
@@ -84,16 +59,57 @@ func TestSlowClaimAnswerDoesNotStartOnAnEndingLease(t *testing.T) {
 				case <-time.After(leaseTimeout):
 					t.Fatal("the handler never started")
 				}
-				wctx, cancel := context.WithTimeout(ctx, leaseTimeout)
-				defer cancel()
-				row, err := c.JobWait(wctx, res.Job.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if row.State != idem.StateCompleted || row.Attempt != 1 {
-					t.Fatalf("job %s at attempt %d, want completed at attempt 1", row.State, row.Attempt)
-				}
+				waitCompletedFirstAttempt(t, c, id)
 			})
 		}
+	}
+}
+
+// runSlowClaim starts a client with workers on raw behind a claimGate, its
+// time from clock, and enqueues p; once the job's claim has committed it
+// moves clock by late (the claim's answer arrives that late), lets the
+// answer through and returns the client (stopped at the test's end) and the
+// job's ID.
+func runSlowClaim(t *testing.T, raw store.Store, clock *fakeClock, workers *idem.Workers, obs idem.Observer,
+	lease, late time.Duration, p idem.EnqueueParams) (*idem.Client, int64) {
+	t.Helper()
+	ctx := context.Background()
+	st, release := newClaimGate(raw, 2)
+	c, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(1), Logger: quietLogger(), Observer: obs,
+		LeaseDuration: lease, PollInterval: 20 * time.Millisecond, DisableMaintenance: true, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.EnqueueRaw(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(ctx) })
+	t.Cleanup(release) // on failure: let the claim through (before the Stop)
+	select {
+	case <-st.claimed:
+	case <-time.After(leaseTimeout):
+		t.Fatal("the job was never claimed")
+	}
+	clock.Add(late)
+	release()
+	return c, res.Job.ID
+}
+
+// waitCompletedFirstAttempt waits for job id and fails unless it completed
+// at its first attempt.
+func waitCompletedFirstAttempt(t *testing.T, c *idem.Client, id int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
+	defer cancel()
+	row, err := c.JobWait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != idem.StateCompleted || row.Attempt != 1 {
+		t.Fatalf("job %s at attempt %d, want completed at attempt 1", row.State, row.Attempt)
 	}
 }

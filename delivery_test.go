@@ -158,15 +158,7 @@ func testFlakyDelivery(t *testing.T, b *bundle) {
 
 func TestDeliveryFlakyReceiver(t *testing.T) {
 	t.Parallel()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testFlakyDelivery(t, setup(t, deliveryConfig()))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		b, _, _ := pgSetup(t, deliveryConfig())
-		testFlakyDelivery(t, b)
-	})
+	bothBundles(t, deliveryConfig, testFlakyDelivery)
 }
 
 // TestDeliveryGone: 410 Gone is dead at once, with its status in the log.
@@ -371,15 +363,7 @@ func TestDeliveryResultNotUTF8(t *testing.T) {
 	t.Parallel()
 	cfg := deliveryConfig()
 	cfg.MaxAttempts, cfg.LeaseDuration, cfg.RescueInterval = 1, time.Second, 50*time.Millisecond
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testDeliveryResultNotUTF8(t, setup(t, cfg))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		b, _, _ := pgSetup(t, cfg)
-		testDeliveryResultNotUTF8(t, b)
-	})
+	bothBundles(t, func() *idem.Config { return cfg }, testDeliveryResultNotUTF8)
 }
 
 // TestDeliveryIDAcrossTenants: a receiver shared by tenants sees a

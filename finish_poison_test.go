@@ -128,13 +128,5 @@ func TestFinishPoisonedBatch(t *testing.T) {
 	cfg := &idem.Config{Queues: queues(poisonJobs), MaxAttempts: 3, LeaseDuration: time.Second,
 		RescueInterval: 50 * time.Millisecond, PollInterval: 20 * time.Millisecond,
 		Retry: idem.RetryPolicy{Delays: []time.Duration{10 * time.Millisecond}, Jitter: -1}}
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testFinishPoisonedBatch(t, setup(t, cfg))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		b, _, _ := pgSetup(t, cfg)
-		testFinishPoisonedBatch(t, b)
-	})
+	bothBundles(t, func() *idem.Config { return cfg }, testFinishPoisonedBatch)
 }

@@ -74,15 +74,9 @@ const (
 // st, working the default queue with workers.
 func startLeaseClient(t *testing.T, st store.Store, workers *idem.Workers, id string) *idem.Client {
 	t.Helper()
-	c, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(2), WorkerID: id,
+	c := startClient(t, st, &idem.Config{Workers: workers, Queues: queues(2), WorkerID: id,
 		Logger: quietLogger(), LeaseDuration: shortLease, RescueInterval: fastRescue, LeaderTTL: time.Second,
 		PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatalf("start: %v", err)
-	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -40,7 +40,7 @@ func TestPullCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 				jobs, _ := c.Claim(ctx, idem.ClaimParams{Queues: []string{idem.DefaultQueue}, WorkerID: "w", Lease: 10 * time.Minute})
 				got <- jobs
 			}()
-			<-st.entered
+			st.waitEntered(t)
 			if _, err := c.JobCancel(ctx, "", first.Job.ID); err != nil {
 				t.Fatal(err)
 			}

@@ -12,19 +12,26 @@ import (
 	"github.com/idem-dev/idem"
 )
 
-// bothStores runs fn on a client of a fresh SQLite store and on one of a
-// fresh PostgreSQL schema, as parallel subtests.
-func bothStores(t *testing.T, cfg func() *idem.Config, fn func(t *testing.T, c *idem.Client)) {
+// bothBundles runs fn on the bundle of a fresh SQLite store (setup) and on
+// that of a fresh PostgreSQL schema (pgSetup), as parallel subtests "sqlite"
+// and "postgres", each with the configuration cfg returns.
+func bothBundles(t *testing.T, cfg func() *idem.Config, fn func(t *testing.T, b *bundle)) {
 	t.Helper()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		fn(t, setup(t, cfg()).client)
+		fn(t, setup(t, cfg()))
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		b, _, _ := pgSetup(t, cfg())
-		fn(t, b.client)
+		fn(t, b)
 	})
+}
+
+// bothStores is bothBundles for a test of the client alone.
+func bothStores(t *testing.T, cfg func() *idem.Config, fn func(t *testing.T, c *idem.Client)) {
+	t.Helper()
+	bothBundles(t, cfg, func(t *testing.T, b *bundle) { fn(t, b.client) })
 }
 
 // startTogether runs fn(g) on n goroutines released together by one

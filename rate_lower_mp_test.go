@@ -2,16 +2,10 @@ package idem_test
 
 import (
 	"context"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/dbtest"
-	"github.com/idem-dev/idem/store"
-	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // TestRateLoweredThreeProcesses: the three worker processes of
@@ -29,26 +23,7 @@ func TestRateLoweredThreeProcesses(t *testing.T) {
 			t.Parallel()
 			const jobs, procs, lowered = 15, 3, 2
 			ctx := context.Background()
-			var (
-				st  store.Store
-				env []string
-			)
-			switch backend {
-			case "sqlite":
-				path := filepath.Join(t.TempDir(), "idem.db")
-				s, err := sqlitestore.Open(ctx, path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				st, env = s, []string{"IDEM_RATE_DB=" + path}
-			default:
-				url, schema := dbtest.NewSchema(t)
-				st, env = parentPG(t, url, schema), []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
-				if backend == "postgres-reserved" {
-					env = append(env, "IDEM_RATE_OWN=1")
-				}
-			}
+			st, env := openRateBackend(t, backend)
 			now := time.Date(2031, 1, 1, 0, 0, 1, 0, time.UTC)
 			clock := &fakeClock{now: now}
 			c, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: quietLogger(), Now: clock.Now})
@@ -65,11 +40,7 @@ func TestRateLoweredThreeProcesses(t *testing.T) {
 			for len(seen) < jobs {
 				select {
 				case l := <-lines:
-					id, err := strconv.ParseInt(strings.TrimPrefix(l, "ran "), 10, 64)
-					if err != nil {
-						t.Fatalf("worker process said %q", l)
-					}
-					seen[id]++
+					seen[ranJob(t, l)]++
 					if len(seen) < next || len(seen) == jobs {
 						continue
 					}

@@ -167,6 +167,40 @@ func (p *rateProc) setTime(t *testing.T, now time.Time) {
 	}
 }
 
+// ranJob is the job of a worker process's line "ran <id>".
+func ranJob(t *testing.T, line string) int64 {
+	t.Helper()
+	id, err := strconv.ParseInt(strings.TrimPrefix(line, "ran "), 10, 64)
+	if err != nil {
+		t.Fatalf("worker process said %q", line)
+	}
+	return id
+}
+
+// openRateBackend opens the store of backend ("sqlite": a new file;
+// "postgres", "postgres-reserved": a new schema) for the test, and returns
+// it with the environment that gives its worker processes (startRateProcs)
+// the same store; "postgres-reserved" has them reserve rate budget
+// (IDEM_RATE_OWN).
+func openRateBackend(t *testing.T, backend string) (store.Store, []string) {
+	t.Helper()
+	if backend == "sqlite" {
+		path := filepath.Join(t.TempDir(), "idem.db")
+		s, err := sqlitestore.Open(context.Background(), path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, []string{"IDEM_RATE_DB=" + path}
+	}
+	url, schema := dbtest.NewSchema(t)
+	env := []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
+	if backend == "postgres-reserved" {
+		env = append(env, "IDEM_RATE_OWN=1")
+	}
+	return parentPG(t, url, schema), env
+}
+
 // TestRateLimitThreeProcesses: three worker processes (the test binary run
 // again) share one store (a SQLite file; a PostgreSQL schema), a rate of 5
 // per minute on tenant acme and a default rate of 5 per minute for every
@@ -182,27 +216,7 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 			t.Parallel()
 			const perTenant, procs = 20, 3
 			total := perTenant * len(rateTenants)
-			ctx := context.Background()
-			var (
-				st  store.Store
-				env []string
-			)
-			switch backend {
-			case "sqlite":
-				path := filepath.Join(t.TempDir(), "idem.db")
-				s, err := sqlitestore.Open(ctx, path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				st, env = s, []string{"IDEM_RATE_DB=" + path}
-			case "postgres", "postgres-reserved":
-				url, schema := dbtest.NewSchema(t)
-				st, env = parentPG(t, url, schema), []string{"IDEM_MP_URL=" + url, "IDEM_MP_SCHEMA=" + schema}
-				if backend == "postgres-reserved" {
-					env = append(env, "IDEM_RATE_OWN=1")
-				}
-			}
+			st, env := openRateBackend(t, backend)
 			c, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: quietLogger()})
 			if err != nil {
 				t.Fatal(err)
@@ -219,11 +233,7 @@ func TestRateLimitThreeProcesses(t *testing.T) {
 			for len(seen) < total {
 				select {
 				case l := <-lines:
-					id, err := strconv.ParseInt(strings.TrimPrefix(l, "ran "), 10, 64)
-					if err != nil {
-						t.Fatalf("worker process said %q", l)
-					}
-					seen[id]++
+					seen[ranJob(t, l)]++
 					if len(seen)%(rateLimit.Rate*len(rateTenants)) == 0 {
 						now = now.Add(time.Minute)
 						for _, p := range ps {

@@ -19,8 +19,15 @@ import (
 // workers; the test stops it.
 func startShutdownClient(t *testing.T, st store.Store, workers *idem.Workers, lease time.Duration) *idem.Client {
 	t.Helper()
-	c, err := idem.NewClient(st, &idem.Config{Workers: workers, Queues: queues(1), Logger: quietLogger(),
+	return startClient(t, st, &idem.Config{Workers: workers, Queues: queues(1), Logger: quietLogger(),
 		LeaseDuration: lease, PollInterval: 20 * time.Millisecond, DisableMaintenance: true})
+}
+
+// startClient makes a client on st with cfg and starts it; stopping it is
+// the caller's.
+func startClient(t *testing.T, st store.Store, cfg *idem.Config) *idem.Client {
+	t.Helper()
+	c, err := idem.NewClient(st, cfg)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
@@ -104,16 +111,7 @@ func TestStopIsBoundedByItsContextWhileFinishesHang(t *testing.T) {
 	ctx := context.Background()
 	st, _ := openLeaseStore(t, "postgres")
 	schema := st.(*pgstore.Store).Schema()
-	conn, err := pgx.Connect(ctx, dbtest.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) // lets the abandoned finish through before the store closes
+	_, tx := pgLockTx(t) // rolled back at the end: lets the abandoned finish through before the store closes
 	locked := make(chan struct{}, 1)
 	workers := idem.NewWorkers()
 	workers.Handle("hang-finish", func(_ context.Context, j *idem.JobRow) (json.RawMessage, error) {
@@ -141,6 +139,26 @@ func TestStopIsBoundedByItsContextWhileFinishesHang(t *testing.T) {
 	// 20 s: well under one 30 s finish try.
 	stopWithin(t, c, 500*time.Millisecond, 20*time.Second, func() { _ = tx.Rollback(ctx) },
 		"Stop still waits for a finish that cannot be written, long after its context ended")
+}
+
+// pgLockTx connects to the test database on a connection of its own and
+// begins a transaction there, for a test to hold locks with; at the test's
+// end the transaction is rolled back and the connection closed, before the
+// stores the test opened earlier close.
+func pgLockTx(t *testing.T) (*pgx.Conn, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbtest.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	return conn, tx
 }
 
 // stopWithin stops c with a context of timeout and fails the test unless
@@ -192,16 +210,7 @@ func TestStopIsBoundedByItsContextWhileAClaimHangs(t *testing.T) {
 	workers := idem.NewWorkers()
 	workers.Handle("never", func(context.Context, *idem.JobRow) (json.RawMessage, error) { return nil, nil })
 	c := startShutdownClient(t, st, workers, 30*time.Second)
-	conn, err := pgx.Connect(ctx, dbtest.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) // lets the claim through before the store closes
+	conn, tx := pgLockTx(t) // rolled back at the end: lets the claim through before the store closes
 	if _, err := tx.Exec(ctx, "LOCK TABLE "+jobs+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -175,38 +176,23 @@ func TestSQLiteNewFileOpenedByProcessesAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "new.db")
 	const n = 4
-	ins := make([]io.WriteCloser, n)
-	outs := make([]*bufio.Reader, n)
-	for i := range n {
-		cmd, in, out := dbtest.StartChild(t, fmt.Sprintf("%s=node-%d", sqlMPChildEnv, i), "IDEM_SQLMP_DB="+db,
-			"IDEM_SQLMP_OPENRACE=1")
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		ins[i], outs[i] = in, bufio.NewReader(out)
+	nodes := make([]*sqlMPNode, n)
+	for i := range nodes {
+		nodes[i] = startSQLMPNode(t, db, fmt.Sprintf("node-%d", i), "IDEM_SQLMP_OPENRACE=1")
 	}
-	for _, in := range ins {
-		if _, err := io.WriteString(in, "go\n"); err != nil {
+	for _, node := range nodes {
+		if _, err := io.WriteString(node.stdin, "go\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i, out := range outs {
-		if line, err := out.ReadString('\n'); err != nil || line != "ok\n" {
+	for i, node := range nodes {
+		if line, err := node.stdout.ReadString('\n'); err != nil || line != "ok\n" {
 			t.Fatalf("node-%d: %q (%v)", i, line, err)
 		}
 	}
-	st, err := sqlitestore.Open(context.Background(), db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, client := openSQLiteClient(t, db)
 	defer st.Close()
-	client, err := idem.NewClient(st, &idem.Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := listAll(context.Background(), client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(jobs) != n+1 {
+	if jobs := listAll(t, client); len(jobs) != n+1 {
 		t.Fatalf("%d jobs, want %d", len(jobs), n+1)
 	}
 }
@@ -245,27 +231,18 @@ func TestSQLiteKilledInWriteTx(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "tx.db")
-	st, err := sqlitestore.Open(ctx, db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, client := openSQLiteClient(t, db)
 	defer st.Close()
-	err = st.WriteTx(ctx, func(ctx context.Context, tx *sqlitestore.Tx) error {
+	err := st.WriteTx(ctx, func(ctx context.Context, tx *sqlitestore.Tx) error {
 		_, err := tx.ExecContext(ctx, "CREATE TABLE orders (id text PRIMARY KEY)")
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := idem.NewClient(st, &idem.Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, stdin, stdout := dbtest.StartChild(t, sqlMPChildEnv+"=txer", "IDEM_SQLMP_DB="+db, "IDEM_SQLMP_TX=1",
-		"IDEM_SQLMP_LOG="+filepath.Join(dir, "events.log"))
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	defer stdin.Close()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "in tx\n" {
+	txer := startSQLMPNode(t, db, "txer", "IDEM_SQLMP_TX=1", "IDEM_SQLMP_LOG="+filepath.Join(dir, "events.log"))
+	defer txer.stdin.Close()
+	if line, err := txer.stdout.ReadString('\n'); err != nil || line != "in tx\n" {
 		t.Fatalf("child: %q (%v)", line, err)
 	}
 	done := make(chan error, 1)
@@ -273,18 +250,11 @@ func TestSQLiteKilledInWriteTx(t *testing.T) {
 		_, err := client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "sq", Opts: &idem.EnqueueOpts{IdempotencyKey: "after"}})
 		done <- err
 	}()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	txer.kill(t)
 	if err := <-done; err != nil {
 		t.Fatalf("enqueue while the killed process held the write lock: %v", err)
 	}
-	jobs, err := listAll(ctx, client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(jobs) != 1 || jobs[0].IdempotencyKey != "after" {
+	if jobs := listAll(t, client); len(jobs) != 1 || jobs[0].IdempotencyKey != "after" {
 		t.Fatalf("%d jobs after the kill, want only the one enqueued here", len(jobs))
 	}
 	sdb, err := sql.Open("sqlite", "file:"+db)
@@ -338,25 +308,18 @@ func TestSQLiteDoHolderKilled(t *testing.T) {
 	dir := t.TempDir()
 	db, logPath := filepath.Join(dir, "do.db"), filepath.Join(dir, "runs.log")
 	enqueueBacklog(t, db, 0)
-	start := func(node, mode string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
-		cmd, in, out := dbtest.StartChild(t, sqlMPChildEnv+"="+node, "IDEM_SQLMP_DB="+db, "IDEM_SQLMP_DO="+mode,
-			"IDEM_SQLMP_LOG="+logPath)
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd, in, bufio.NewReader(out)
+	start := func(node, mode string) *sqlMPNode {
+		return startSQLMPNode(t, db, node, "IDEM_SQLMP_DO="+mode, "IDEM_SQLMP_LOG="+logPath)
 	}
-	holder, holderIn, holderOut := start("holder", "block")
-	defer holderIn.Close()
-	if line, err := holderOut.ReadString('\n'); err != nil || line != "in do\n" {
+	holder := start("holder", "block")
+	defer holder.stdin.Close()
+	if line, err := holder.stdout.ReadString('\n'); err != nil || line != "in do\n" {
 		t.Fatalf("holder: %q (%v)", line, err)
 	}
-	_, _, outB := start("node-b", "run")
-	_, _, outC := start("node-c", "run")
-	if err := holder.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = holder.Wait()
-	lineB, errB := outB.ReadString('\n')
-	lineC, errC := outC.ReadString('\n')
+	nodeB, nodeC := start("node-b", "run"), start("node-c", "run")
+	holder.kill(t)
+	lineB, errB := nodeB.stdout.ReadString('\n')
+	lineC, errC := nodeC.stdout.ReadString('\n')
 	if errB != nil || errC != nil || lineB != lineC || !strings.HasPrefix(lineB, "result ") {
 		t.Fatalf("node-b said %q (%v), node-c said %q (%v): want the same result", lineB, errB, lineC, errC)
 	}
@@ -423,45 +386,28 @@ func sqlMPAck(ctx context.Context, client *idem.Client) int {
 // batch is in whole or not at all.
 func TestSQLiteAckedEnqueueSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ack.db")
 	enqueueBacklog(t, db, 1) // the schema exists before the child opens the file
-	cmd, _, stdout := dbtest.StartChild(t, sqlMPChildEnv+"=acker", "IDEM_SQLMP_DB="+db, "IDEM_SQLMP_ACK=1",
-		"IDEM_SQLMP_LOG="+filepath.Join(dir, "events.log"))
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
+	acker := startSQLMPNode(t, db, "acker", "IDEM_SQLMP_ACK=1", "IDEM_SQLMP_LOG="+filepath.Join(dir, "events.log"))
+	sc := bufio.NewScanner(acker.stdout)
 	var acked []string
-	for len(acked) < 500 && sc.Scan() {
-		if key, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-			acked = append(acked, key)
+	readAcks := func(upTo int) { // the keys of "ack <key>" lines until upTo or the end
+		for len(acked) < upTo && sc.Scan() {
+			if key, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+				acked = append(acked, key)
+			}
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	for sc.Scan() { // acknowledged before the kill, still in the pipe
-		if key, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-			acked = append(acked, key)
-		}
-	}
+	readAcks(500)
+	acker.kill(t)
+	readAcks(math.MaxInt) // acknowledged before the kill, still in the pipe
 	if len(acked) < 500 {
 		t.Fatalf("the child acknowledged %d keys, want 500", len(acked))
 	}
-	st, err := sqlitestore.Open(ctx, db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, client := openSQLiteClient(t, db)
 	defer st.Close()
-	client, err := idem.NewClient(st, &idem.Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := listAll(ctx, client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobs := listAll(t, client)
 	have := map[string]bool{}
 	batches := map[string]int{}
 	for _, j := range jobs {
@@ -490,12 +436,22 @@ type sqlMPNode struct {
 	stdout *bufio.Reader
 }
 
-func startSQLMPNode(t *testing.T, db, logPath, node string) *sqlMPNode {
+// startSQLMPNode starts the child process node (see sqlMPChild) on the file
+// at db, with env added to its environment; it is killed at the test's end.
+func startSQLMPNode(t *testing.T, db, node string, env ...string) *sqlMPNode {
 	t.Helper()
-	cmd, stdin, stdout := dbtest.StartChild(t, sqlMPChildEnv+"="+node, "IDEM_SQLMP_DB="+db,
-		"IDEM_SQLMP_LOG="+logPath)
+	cmd, stdin, stdout := dbtest.StartChild(t, append([]string{sqlMPChildEnv + "=" + node, "IDEM_SQLMP_DB=" + db}, env...)...)
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return &sqlMPNode{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout)}
+}
+
+// kill SIGKILLs the node and waits for it to end.
+func (n *sqlMPNode) kill(t *testing.T) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = n.cmd.Wait()
 }
 
 func (n *sqlMPNode) expect(t *testing.T, want string) {
@@ -529,20 +485,13 @@ func TestSQLiteSharedFileSIGKILL(t *testing.T) {
 	enqueueBacklog(t, db, 1000)
 	nodes := map[string]*sqlMPNode{}
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
-		nodes[node] = startSQLMPNode(t, db, logPath, node)
+		nodes[node] = startSQLMPNode(t, db, node, "IDEM_SQLMP_LOG="+logPath)
 	}
 	for _, n := range nodes {
 		n.expect(t, "ready")
 	}
-	st, err := sqlitestore.Open(ctx, db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, client := openSQLiteClient(t, db)
 	defer st.Close()
-	client, err := idem.NewClient(st, &idem.Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, n := range nodes {
 		if _, err := io.WriteString(n.stdin, "go\n"); err != nil {
 			t.Fatal(err)
@@ -555,12 +504,7 @@ func TestSQLiteSharedFileSIGKILL(t *testing.T) {
 	// whose rescuer frees the killed node's jobs.
 	victim := leaderNode(t, db, nodes)
 	a := nodes[victim]
-	held := holdThenKill(t, 30, a.stdin, a.stdout, func() {
-		if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = a.cmd.Wait()
-	})
+	held := holdThenKill(t, 30, a.stdin, a.stdout, func() { a.kill(t) })
 	delete(nodes, victim)
 	if err := os.WriteFile(db+".stop", nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -569,10 +513,7 @@ func TestSQLiteSharedFileSIGKILL(t *testing.T) {
 		n.expect(t, "batches done")
 	}
 
-	all, err := listAll(ctx, client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := listAll(t, client)
 	ids := make([]int64, len(all))
 	for i, j := range all {
 		ids[i] = j.ID
@@ -681,15 +622,8 @@ func leaderNode(t *testing.T, db string, nodes map[string]*sqlMPNode) string {
 // enqueueBacklog enqueues n plain "sq" jobs into the file at db and closes it.
 func enqueueBacklog(t *testing.T, db string, n int) {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, client := openSQLiteClient(t, db)
 	defer st.Close()
-	client, err := idem.NewClient(st, &idem.Config{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	items := make([]idem.EnqueueParams, n)
 	for i := range items {
 		items[i] = idem.EnqueueParams{Kind: "sq"}
@@ -697,18 +631,35 @@ func enqueueBacklog(t *testing.T, db string, n int) {
 	enqueueChunks(t, client, items)
 }
 
+// openSQLiteClient opens the file at db and a client (no workers) on it;
+// closing the store is the caller's.
+func openSQLiteClient(t *testing.T, db string) (*sqlitestore.Store, *idem.Client) {
+	t.Helper()
+	st, err := sqlitestore.Open(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := idem.NewClient(st, &idem.Config{Logger: quietLogger()})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	return st, client
+}
+
 // listAll lists every job of the store.
-func listAll(ctx context.Context, c *idem.Client) ([]*idem.JobRow, error) {
+func listAll(t *testing.T, c *idem.Client) []*idem.JobRow {
+	t.Helper()
 	var out []*idem.JobRow
 	p := &idem.JobListParams{Limit: 500}
 	for {
-		rows, next, err := c.JobListAll(ctx, p)
+		rows, next, err := c.JobListAll(context.Background(), p)
 		if err != nil {
-			return nil, err
+			t.Fatal(err)
 		}
 		out = append(out, rows...)
 		if next == 0 {
-			return out, nil
+			return out
 		}
 		p.Cursor = next
 	}

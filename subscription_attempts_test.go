@@ -16,15 +16,7 @@ import (
 func TestSubscriptionMaxAttempts(t *testing.T) {
 	t.Parallel()
 	cfg := func() *idem.Config { return &idem.Config{MaxAttempts: 9, DisableMaintenance: true} }
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testSubscriptionMaxAttempts(t, setup(t, cfg()))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		b, _, _ := pgSetup(t, cfg())
-		testSubscriptionMaxAttempts(t, b)
-	})
+	bothBundles(t, cfg, testSubscriptionMaxAttempts)
 }
 
 func testSubscriptionMaxAttempts(t *testing.T, b *bundle) {

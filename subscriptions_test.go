@@ -17,15 +17,7 @@ import (
 
 func TestSubscriptionBoundaries(t *testing.T) {
 	t.Parallel()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testSubscriptionBoundaries(t, setup(t, nil))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		b, _, _ := pgSetup(t, nil)
-		testSubscriptionBoundaries(t, b)
-	})
+	bothBundles(t, func() *idem.Config { return nil }, testSubscriptionBoundaries)
 }
 
 // testSubscriptionBoundaries: refusals name their field; the list of a

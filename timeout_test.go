@@ -62,6 +62,21 @@ func TestJobTimeoutConfig(t *testing.T) {
 	}
 }
 
+// timeoutClient returns a client without workers or maintenance on a fresh
+// store of sk, with cfg's timeouts, its clock the returned fakeClock (at
+// 2026-01-01 00:00 UTC).
+func timeoutClient(t *testing.T, sk storeKind, cfg *idem.Config) (*idem.Client, *fakeClock) {
+	t.Helper()
+	st, _ := sk.open(t)
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cfg.Now, cfg.Logger, cfg.DisableMaintenance = clock.Now, quietLogger(), true
+	c, err := idem.NewClient(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, clock
+}
+
 // TestPullLeaseCappedAtTimeout (both stores): a pull claim's lease ends at
 // the job's timeout however long a lease was asked for, heartbeats never
 // extend it past the deadline, and a heartbeat at the deadline fails the
@@ -71,13 +86,7 @@ func TestPullLeaseCappedAtTimeout(t *testing.T) {
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			t.Parallel()
-			st, _ := sk.open(t)
-			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger(), DisableMaintenance: true,
-				TimeoutByKind: map[string]time.Duration{"render": 10 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, clock := timeoutClient(t, sk, &idem.Config{TimeoutByKind: map[string]time.Duration{"render": 10 * time.Second}})
 			ctx := t.Context()
 			slow, _ := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "render", Opts: &idem.EnqueueOpts{Priority: 1}})
 			plain, _ := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "other"})
@@ -137,13 +146,7 @@ func TestJobOwnTimeout(t *testing.T) {
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			t.Parallel()
-			st, _ := sk.open(t)
-			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger(), DisableMaintenance: true,
-				TimeoutByKind: map[string]time.Duration{"render": time.Hour}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, clock := timeoutClient(t, sk, &idem.Config{TimeoutByKind: map[string]time.Duration{"render": time.Hour}})
 			ctx := t.Context()
 			r, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "render", Opts: &idem.EnqueueOpts{Timeout: 3 * time.Second}})
 			if err != nil || r.Job.Timeout != 3*time.Second {

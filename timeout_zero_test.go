@@ -18,15 +18,9 @@ func TestTimeoutZeroFallsThrough(t *testing.T) {
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			t.Parallel()
-			st, _ := sk.open(t)
-			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			c, err := idem.NewClient(st, &idem.Config{Now: clock.Now, Logger: quietLogger(), DisableMaintenance: true,
-				Timeout:        30 * time.Second,
+			c, clock := timeoutClient(t, sk, &idem.Config{Timeout: 30 * time.Second,
 				TimeoutByKind:  map[string]time.Duration{"k": 0, "q0": 0},
 				TimeoutByQueue: map[string]time.Duration{idem.DefaultQueue: 10 * time.Second, "zero": 0}})
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx := t.Context()
 			for _, tc := range []struct {
 				kind, queue string

@@ -161,15 +161,7 @@ func testTopicFanOut(t *testing.T, b *bundle) {
 
 func TestTopicFanOut(t *testing.T) {
 	t.Parallel()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testTopicFanOut(t, setup(t, topicConfig()))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		b, _, _ := pgSetup(t, topicConfig())
-		testTopicFanOut(t, b)
-	})
+	bothBundles(t, topicConfig, testTopicFanOut)
 }
 
 // TestTopicReplay: replays by entity, by types to one subscription, by a
@@ -261,15 +253,7 @@ func TestEventMetaFilterMatchesStringsOnly(t *testing.T) {
 			}
 		}
 	}
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		test(t, setup(t, nil).client)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		b, _, _ := pgSetup(t, nil)
-		test(t, b.client)
-	})
+	bothStores(t, func() *idem.Config { return nil }, test)
 }
 
 // TestPublishRefusesNUL: metadata or a payload holding "\u0000" is valid

@@ -17,10 +17,7 @@ func TestNilItemsNotSentAsNull(t *testing.T) {
 	e := newAPI(t, nil)
 	c := e.admin
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name string
-		call func() error
-	}{
+	runNilCalls(t, []nilCall{
 		{"EnqueueBatch nil", func() error { _, err := c.EnqueueBatch(ctx, nil); return err }},
 		{"EnqueueBatch nil item", func() error {
 			res, err := c.EnqueueBatch(ctx, []*idemclient.EnqueueRequest{nil})
@@ -37,20 +34,9 @@ func TestNilItemsNotSentAsNull(t *testing.T) {
 		{"ClaimDetail nil", func() error { _, err := c.ClaimDetail(ctx, nil); return err }},
 		{"DLQRequeue nil", func() error { _, err := c.DLQRequeue(ctx, nil, nil); return err }},
 		{"Replay zero filter", func() error { _, err := c.Replay(ctx, idemclient.Filter{}, ""); return err }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var err error
-			func() {
-				defer func() {
-					if r := recover(); r != nil {
-						t.Fatalf("panicked: %v", r)
-					}
-				}()
-				err = tc.call()
-			}()
-			if err != nil && strings.Contains(err.Error(), "not null") {
-				t.Fatalf("error %v; a nil input was sent as null", err)
-			}
-		})
-	}
+	}, func(t *testing.T, err error) {
+		if err != nil && strings.Contains(err.Error(), "not null") {
+			t.Fatalf("error %v; a nil input was sent as null", err)
+		}
+	})
 }

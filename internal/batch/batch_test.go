@@ -112,19 +112,29 @@ func submitAll(r *Runner[int, int], ctx context.Context, reqs []int, weight func
 	return errs, &wg
 }
 
+// queueBehindGate starts a runner with cfg whose first batch (the request
+// 0) holds in g until g.release is closed, then submits reqs (see
+// submitAll) and waits until every one of them is queued behind that batch.
+// Stopping r is the caller's.
+func queueBehindGate(t *testing.T, cfg *Config[int], ctx context.Context, reqs []int, weight func(int) int) (*Runner[int, int], *gate, chan error, *sync.WaitGroup) {
+	t.Helper()
+	g := newGate()
+	r := New(cfg, g.run)
+	r.Start()
+	go r.Submit(context.Background(), 0, 1)
+	<-g.entered
+	errs, wg := submitAll(r, ctx, reqs, weight)
+	waitQueued(t, r, len(reqs))
+	return r, g, errs, wg
+}
+
 // TestQueuedRequestsShareOneBatch: requests queued behind a running batch
 // are gathered into one batch by the runner, with a spare too (it waits for
 // a stuck batch and takes nothing from one that runs its course).
 func TestQueuedRequestsShareOneBatch(t *testing.T) {
 	// Not parallel: waitQueued counts every parked caller.
 	for _, cfg := range []Config[int]{{}, {Spare: time.Hour}} {
-		g := newGate()
-		r := New(&cfg, g.run)
-		r.Start()
-		go r.Submit(context.Background(), 0, 1)
-		<-g.entered
-		_, wg := submitAll(r, context.Background(), []int{1, 2, 3, 4, 5}, func(int) int { return 1 })
-		waitQueued(t, r, 5)
+		r, g, _, wg := queueBehindGate(t, &cfg, context.Background(), []int{1, 2, 3, 4, 5}, func(int) int { return 1 })
 		close(g.release)
 		wg.Wait()
 		r.Stop()
@@ -138,15 +148,9 @@ func TestQueuedRequestsShareOneBatch(t *testing.T) {
 
 func TestWeightsCapABatch(t *testing.T) {
 	// Not parallel: waitQueued counts every parked caller.
-	g := newGate()
-	r := New(&Config[int]{MaxWeight: 10}, g.run)
-	r.Start()
-	defer r.Stop()
-	go r.Submit(context.Background(), 0, 1)
-	<-g.entered
 	// Weights 4 each: a batch takes requests while below 10, so 3 (12).
-	_, wg := submitAll(r, context.Background(), []int{1, 2, 3, 4, 5, 6}, func(int) int { return 4 })
-	waitQueued(t, r, 6)
+	r, g, _, wg := queueBehindGate(t, &Config[int]{MaxWeight: 10}, context.Background(), []int{1, 2, 3, 4, 5, 6}, func(int) int { return 4 })
+	defer r.Stop()
 	close(g.release)
 	wg.Wait()
 	g.rec.mu.Lock()
@@ -175,14 +179,8 @@ func TestHeavyRequestRunsAlone(t *testing.T) {
 
 func TestCountCapsABatch(t *testing.T) {
 	// Not parallel: waitQueued counts every parked caller.
-	g := newGate()
-	r := New(&Config[int]{MaxCount: 2}, g.run)
-	r.Start()
+	r, g, _, wg := queueBehindGate(t, &Config[int]{MaxCount: 2}, context.Background(), []int{1, 2, 3, 4}, func(int) int { return 0 })
 	defer r.Stop()
-	go r.Submit(context.Background(), 0, 1)
-	<-g.entered
-	_, wg := submitAll(r, context.Background(), []int{1, 2, 3, 4}, func(int) int { return 0 })
-	waitQueued(t, r, 4)
 	close(g.release)
 	wg.Wait()
 	g.rec.mu.Lock()
@@ -196,7 +194,6 @@ func TestCountCapsABatch(t *testing.T) {
 
 func TestAdmitKeepsConflictsApart(t *testing.T) {
 	// Not parallel: waitQueued counts every parked caller.
-	g := newGate()
 	// Requests with the same value never share a batch.
 	admit := func() func(int) bool {
 		seen := map[int]bool{}
@@ -208,13 +205,8 @@ func TestAdmitKeepsConflictsApart(t *testing.T) {
 			return true
 		}
 	}
-	r := New(&Config[int]{Admit: admit}, g.run)
-	r.Start()
+	r, g, _, wg := queueBehindGate(t, &Config[int]{Admit: admit}, context.Background(), []int{7, 7, 7, 8}, func(int) int { return 1 })
 	defer r.Stop()
-	go r.Submit(context.Background(), 0, 1)
-	<-g.entered
-	_, wg := submitAll(r, context.Background(), []int{7, 7, 7, 8}, func(int) int { return 1 })
-	waitQueued(t, r, 4)
 	close(g.release)
 	wg.Wait()
 	g.rec.mu.Lock()
@@ -237,18 +229,12 @@ func TestAdmitKeepsConflictsApart(t *testing.T) {
 
 func TestCanceledBeforeBatchIsDropped(t *testing.T) {
 	// Not parallel: waitQueued counts every parked caller.
-	g := newGate()
-	r := New(&Config[int]{}, g.run)
-	r.Start()
-	defer r.Stop()
-	go r.Submit(context.Background(), 0, 1)
-	<-g.entered
 	ctx, cancel := context.WithCancel(context.Background())
 	// The request is taken only when the gate opens: by then its ctx is
 	// done, so it is dropped with the ctx error, or it returns before
 	// being taken; either way it never runs.
-	errs, wg := submitAll(r, ctx, []int{99}, func(int) int { return 1 })
-	waitQueued(t, r, 1)
+	r, g, errs, wg := queueBehindGate(t, &Config[int]{}, ctx, []int{99}, func(int) int { return 1 })
+	defer r.Stop()
 	cancel()
 	close(g.release)
 	wg.Wait()
@@ -279,11 +265,12 @@ func TestCanceledContextIsRefusedAtOnce(t *testing.T) {
 	}
 }
 
-func TestTakenRequestIsWaitedFor(t *testing.T) {
-	t.Parallel()
-	ran := make(chan struct{})
-	release := make(chan struct{})
-	r := New(&Config[int]{}, func(calls []*Call[int, int]) {
+// startHeldRunner starts a runner with cfg whose one batch closes ran, then
+// waits for release to be closed before it answers each request with its
+// own value.
+func startHeldRunner(cfg *Config[int]) (r *Runner[int, int], ran, release chan struct{}) {
+	ran, release = make(chan struct{}), make(chan struct{})
+	r = New(cfg, func(calls []*Call[int, int]) {
 		close(ran)
 		<-release
 		for _, c := range calls {
@@ -291,6 +278,12 @@ func TestTakenRequestIsWaitedFor(t *testing.T) {
 		}
 	})
 	r.Start()
+	return r, ran, release
+}
+
+func TestTakenRequestIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	r, ran, release := startHeldRunner(&Config[int]{})
 	defer r.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	type res struct {
@@ -312,16 +305,7 @@ func TestTakenRequestIsWaitedFor(t *testing.T) {
 
 func TestReturnOnCancel(t *testing.T) {
 	t.Parallel()
-	ran := make(chan struct{})
-	release := make(chan struct{})
-	r := New(&Config[int]{ReturnOnCancel: true}, func(calls []*Call[int, int]) {
-		close(ran)
-		<-release
-		for _, c := range calls {
-			c.Answer(c.Req, nil)
-		}
-	})
-	r.Start()
+	r, ran, release := startHeldRunner(&Config[int]{ReturnOnCancel: true})
 	defer r.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan error, 1)
@@ -373,17 +357,11 @@ func TestStopAnswersWaiters(t *testing.T) {
 
 func TestStopWithRefusedRequestAnswersIt(t *testing.T) {
 	// Not parallel: waitQueued counts every parked caller.
-	g := newGate()
 	admit := func() func(int) bool {
 		n := 0
 		return func(int) bool { n++; return n == 1 }
 	}
-	r := New(&Config[int]{Admit: admit}, g.run)
-	r.Start()
-	go r.Submit(context.Background(), 0, 1)
-	<-g.entered
-	errs, wg := submitAll(r, context.Background(), []int{1, 2}, func(int) int { return 1 })
-	waitQueued(t, r, 2)
+	r, g, errs, wg := queueBehindGate(t, &Config[int]{Admit: admit}, context.Background(), []int{1, 2}, func(int) int { return 1 })
 	close(g.release)
 	r.Stop()
 	wg.Wait()

@@ -21,7 +21,7 @@ import (
 // (a policy that never applied).
 func TestConfigRejectsValuesOutOfRange(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ file, env, want string }{
+	checkConfigRefusals(t, []configRefusal{
 		{"[retention]\ncompleted = 18446744074\n", "", "retention.completed"},
 		{"", "IDEM_RETENTION_COMPLETED=18446744074", "retention.completed"},
 		{"[jobs]\nlease = 1e30\n", "", "jobs.lease"},
@@ -48,22 +48,7 @@ func TestConfigRejectsValuesOutOfRange(t *testing.T) {
 		{"[retry_by_kind.\"send email\"]\nbase = \"1s\"\n", "", "retry_by_kind.send email"},
 		{"[retry_by_queue.\"\"]\nbase = \"1s\"\n", "", "retry_by_queue."},
 		{"[jobs.result_ttl_by_kind]\n\"a report\" = \"1h\"\n", "", "jobs.result_ttl_by_kind.a report"},
-	} {
-		t.Run(tc.want+" "+tc.file+tc.env, func(t *testing.T) {
-			t.Parallel()
-			var env []string
-			if tc.env != "" {
-				env = []string{tc.env}
-			}
-			_, err := loadFile(t, tc.file, env)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err %v, want one naming %q", err, tc.want)
-			}
-			if code, _ := classify(err); code != ExitUsage {
-				t.Fatalf("exit code %d, want %d", code, ExitUsage)
-			}
-		})
-	}
+	})
 }
 
 // TestConfigIntegersAreDecimal: an integer from the environment is read in

@@ -34,6 +34,40 @@ func loadFile(t *testing.T, body string, environ []string) (*ServeConfig, error)
 	return loadConfig(path, environ, nil)
 }
 
+// wantConfigRefused fails unless the configuration of a TOML file body (""
+// = no file) and the environment variable env ("" = none) is refused at
+// start-up as a usage error naming want.
+func wantConfigRefused(t *testing.T, body, env, want string) {
+	t.Helper()
+	var environ []string
+	if env != "" {
+		environ = []string{env}
+	}
+	_, err := loadFile(t, body, environ)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want one naming %q", err, want)
+	}
+	if code, _ := classify(err); code != ExitUsage {
+		t.Fatalf("exit code %d, want %d", code, ExitUsage)
+	}
+}
+
+// configRefusal is a configuration, a TOML file body and one environment
+// variable ("" = none), that start-up must refuse naming want.
+type configRefusal struct{ file, env, want string }
+
+// checkConfigRefusals checks each case with wantConfigRefused, as a
+// parallel subtest named by the key it wants named and the input.
+func checkConfigRefusals(t *testing.T, cases []configRefusal) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.want+" "+tc.file+tc.env, func(t *testing.T) {
+			t.Parallel()
+			wantConfigRefused(t, tc.file, tc.env, tc.want)
+		})
+	}
+}
+
 // serveFlagSet is the flag set of `idem serve` parsed from args.
 func serveFlagSet(t *testing.T, args ...string) *pflag.FlagSet {
 	t.Helper()
@@ -104,17 +138,7 @@ func TestConfigRejectsUnknownKeysAndBadValues(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			var env []string
-			if c.env != "" {
-				env = []string{c.env}
-			}
-			_, err := loadFile(t, c.file, env)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err %v, want one naming %q", err, c.want)
-			}
-			if code, _ := classify(err); code != ExitUsage {
-				t.Fatalf("exit code %d, want %d", code, ExitUsage)
-			}
+			wantConfigRefused(t, c.file, c.env, c.want)
 		})
 	}
 }

@@ -208,7 +208,7 @@ func TestConfigExplicitZeroPrinted(t *testing.T) {
 // running with the default.
 func TestConfigRejectsZeroWhereInvalid(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ file, env, want string }{
+	checkConfigRefusals(t, []configRefusal{
 		{"[retry]\nbase = 0\n", "", "retry.base"},
 		{"[retry]\nfactor = 0\n", "", "retry.factor"},
 		{"[retry]\nfactor = 0.5\n", "", "retry.factor"},
@@ -225,22 +225,7 @@ func TestConfigRejectsZeroWhereInvalid(t *testing.T) {
 		{"[health]\nrunning_for = \"-1s\"\n", "", "health.running_for"},
 		{"listen = \"\"\n", "", "listen"},
 		{"database = \"\"\n", "", "database"},
-	} {
-		t.Run(tc.want+" "+tc.file+tc.env, func(t *testing.T) {
-			t.Parallel()
-			var env []string
-			if tc.env != "" {
-				env = []string{tc.env}
-			}
-			_, err := loadFile(t, tc.file, env)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err %v, want one naming %q", err, tc.want)
-			}
-			if code, _ := classify(err); code != ExitUsage {
-				t.Fatalf("exit code %d, want %d", code, ExitUsage)
-			}
-		})
-	}
+	})
 	// A flag is checked the same way.
 	if _, err := loadConfig("", nil, serveFlagSet(t, "--listen", "")); err == nil || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("--listen \"\": %v", err)

@@ -51,18 +51,26 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func TestClientCommands(t *testing.T) {
-	t.Parallel()
+// cliAPI runs an API server (cliServer) and returns mustRun, which runs the
+// CLI with args and api (the server's --url and --api-key), fails the test
+// unless it exits 0 and returns its stdout.
+func cliAPI(t *testing.T) (mustRun func(args ...string) string, api []string) {
+	t.Helper()
 	url, key, _ := cliServer(t)
-	api := []string{"--url", url, "--api-key", key}
-	mustRun := func(args ...string) string {
+	api = []string{"--url", url, "--api-key", key}
+	return func(args ...string) string {
 		t.Helper()
 		out, errs, code := run(t, append(args, api...)...)
 		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errs)
+			t.Fatalf("idem %s: exit %d: %s", strings.Join(args, " "), code, errs)
 		}
 		return out
-	}
+	}, api
+}
+
+func TestClientCommands(t *testing.T) {
+	t.Parallel()
+	mustRun, api := cliAPI(t)
 	out := mustRun("enqueue", "email", "--args", `{"to":"a@x"}`, "--key", "k1", "--queue", "mail")
 	if !strings.Contains(out, "created") || !strings.Contains(out, "state=available") {
 		t.Fatalf("enqueue: %s", out)
@@ -108,7 +116,7 @@ func TestClientCommands(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "404") {
 		t.Fatalf("dlq delete of a live job: exit %d %s", code, errs)
 	}
-	_, errs, code = run(t, "jobs", "list", "--url", url, "--api-key", "idem_wrong")
+	_, errs, code = run(t, "jobs", "list", "--url", api[1], "--api-key", "idem_wrong") // api: --url URL --api-key KEY
 	if code == 0 || !strings.Contains(errs, "401") {
 		t.Fatalf("wrong key: exit %d %s", code, errs)
 	}

@@ -11,16 +11,7 @@ import (
 // and `stats`, and --json keeps each one's tenant as the API has it.
 func TestLimitsListTellsSharedFromDefault(t *testing.T) {
 	t.Parallel()
-	url, key, _ := cliServer(t)
-	api := []string{"--url", url, "--api-key", key}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, errs, code := run(t, append(args, api...)...)
-		if code != 0 {
-			t.Fatalf("idem %s: exit %d: %s", strings.Join(args, " "), code, errs)
-		}
-		return out
-	}
+	mustRun, _ := cliAPI(t)
 	mustRun("limits", "set", "--for-queue", "mail", "--rate", "1000/1m")
 	mustRun("limits", "set", "--for-tenant", "*", "--for-queue", "mail", "--rate", "10/1m")
 	for _, cmd := range [][]string{{"limits", "list"}, {"stats"}} {

@@ -10,16 +10,7 @@ import (
 // server's problem and an exit code.
 func TestLimitsAndQueuesCommands(t *testing.T) {
 	t.Parallel()
-	url, key, _ := cliServer(t)
-	api := []string{"--url", url, "--api-key", key}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, errs, code := run(t, append(args, api...)...)
-		if code != 0 {
-			t.Fatalf("idem %s: exit %d: %s", strings.Join(args, " "), code, errs)
-		}
-		return out
-	}
+	mustRun, api := cliAPI(t)
 	mustRun("limits", "set", "--for-tenant", "acme", "--rate", "100/1m")
 	mustRun("limits", "set", "--for-queue", "mail", "--rate", "1000/1m", "--concurrency", "20")
 	out := mustRun("limits", "list")

@@ -9,16 +9,7 @@ import (
 // TestSchedulesCommands drives `idem schedules` against a real server.
 func TestSchedulesCommands(t *testing.T) {
 	t.Parallel()
-	url, key, _ := cliServer(t)
-	api := []string{"--url", url, "--api-key", key}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, errs, code := run(t, append(args, api...)...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errs)
-		}
-		return out
-	}
+	mustRun, api := cliAPI(t)
 	out := mustRun("schedules", "put", "nightly", "--cron", "0 3 * * *", "--timezone", "Europe/Berlin",
 		"--kind", "cdp-build", "--args", `{"full":true}`, "--grain", "day", "--missed", "catch_up")
 	if !strings.Contains(out, "schedule nightly: next firing") {

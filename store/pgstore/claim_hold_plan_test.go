@@ -39,24 +39,10 @@ func TestClaimPlanHeadRuleUsesPartitionIndex(t *testing.T) {
 	}
 	tenants[0] = "t1"
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-	rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(qClaimFair), "q3", tenants, ns, now, nil,
-		now.Add(time.Minute), "w1", "tok")
+	plan, err := s.explain(ctx, qClaimFair, "q3", tenants, ns, now, nil, now.Add(time.Minute), "w1", "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, line)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
 	t.Logf("claim plan:\n%s", plan)
 	if !strings.Contains(plan, "jobs_partition_idx on jobs h") {
 		t.Errorf("the head rule does not read jobs_partition_idx")

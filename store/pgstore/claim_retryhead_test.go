@@ -154,16 +154,10 @@ func TestClaimVersionCheckPlan(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, s.sql("ANALYZE {schema}.jobs")); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(qClaimFair), "default", []string{"default"}, []int{10}, now, nil,
-		now.Add(time.Minute), "w", "")
+	plan, err := s.explain(ctx, qClaimFair, "default", []string{"default"}, []int{10}, now, nil, now.Add(time.Minute), "w", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
 	if !strings.Contains(plan, "Tid Scan on jobs") || strings.Contains(plan, "Seq Scan on jobs") {
 		t.Fatalf("claim plan: want the version check as a Tid Scan and no Seq Scan on jobs:\n%s", plan)
 	}

@@ -82,6 +82,19 @@ func TestDatabaseClockDecidesExpiry(t *testing.T) {
 	})
 }
 
+// acquireRecordAt asks for owner's lease of the record "k" of tenant "t"
+// for lease from now, by a node whose clock says now, and reports whether
+// it got it.
+func acquireRecordAt(t *testing.T, s *Store, owner string, now time.Time, lease time.Duration) bool {
+	t.Helper()
+	res, err := s.RecordAcquire(t.Context(), &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: owner,
+		LeaseUntil: now.Add(lease), DedupUntil: now, ExpiresAt: now.Add(24 * time.Hour), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Acquired
+}
+
 // TestDatabaseClockDecidesRecordLeases: a record lease (Do, the HTTP
 // middleware, result leases) held by a normal node is not taken over by a
 // node whose clock runs one hour ahead; once the lease really lapsed by the
@@ -89,28 +102,18 @@ func TestDatabaseClockDecidesExpiry(t *testing.T) {
 func TestDatabaseClockDecidesRecordLeases(t *testing.T) {
 	t.Parallel()
 	s := newTestStoreCfg(t, 4, &Config{})
-	ctx := t.Context()
-	acquire := func(owner string, now time.Time, lease time.Duration) bool {
-		t.Helper()
-		res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: owner,
-			LeaseUntil: now.Add(lease), DedupUntil: now, ExpiresAt: now.Add(24 * time.Hour), Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Acquired
-	}
-	if !acquire("normal", time.Now(), time.Minute) {
+	if !acquireRecordAt(t, s, "normal", time.Now(), time.Minute) {
 		t.Fatal("normal node did not get the lease")
 	}
-	if acquire("fast", time.Now().Add(time.Hour), time.Minute) {
+	if acquireRecordAt(t, s, "fast", time.Now().Add(time.Hour), time.Minute) {
 		t.Fatal("a node one hour ahead took over a live record lease")
 	}
 	// The owner renews its lease to end a second ago: by the database's
 	// clock it has lapsed, and another owner takes it.
-	if !acquire("normal", time.Now(), -time.Second) {
+	if !acquireRecordAt(t, s, "normal", time.Now(), -time.Second) {
 		t.Fatal("the owner could not renew its own lease")
 	}
-	if !acquire("other", time.Now(), time.Minute) {
+	if !acquireRecordAt(t, s, "other", time.Now(), time.Minute) {
 		t.Fatal("a lapsed record lease was not taken over")
 	}
 }
@@ -292,27 +295,18 @@ func TestDatabaseClockKeepsASlowNodesRecordLease(t *testing.T) {
 	t.Parallel()
 	s := newTestStoreCfg(t, 4, &Config{})
 	ctx := t.Context()
-	acquire := func(owner string, now time.Time, lease time.Duration) bool {
-		t.Helper()
-		res, err := s.RecordAcquire(ctx, &store.RecordAcquireParams{Tenant: "t", Key: "k", Owner: owner,
-			LeaseUntil: now.Add(lease), DedupUntil: now, ExpiresAt: now.Add(24 * time.Hour), Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Acquired
-	}
 	slow := time.Now().Add(-time.Hour)
-	if !acquire("slow", slow, 5*time.Minute) {
+	if !acquireRecordAt(t, s, "slow", slow, 5*time.Minute) {
 		t.Fatal("the slow node did not get the lease")
 	}
-	if acquire("normal", time.Now(), time.Minute) {
+	if acquireRecordAt(t, s, "normal", time.Now(), time.Minute) {
 		t.Fatal("a node with a right clock took over the live five-minute record lease of a node an hour behind")
 	}
 	if err := s.RecordRenew(ctx, &store.RecordRenewParams{Tenant: "t", Key: "k", Owner: "slow",
 		LeaseUntil: slow.Add(5 * time.Minute), Now: slow}); err != nil {
 		t.Fatalf("the slow node's renewal: %v", err)
 	}
-	if acquire("normal", time.Now(), time.Minute) {
+	if acquireRecordAt(t, s, "normal", time.Now(), time.Minute) {
 		t.Fatal("a node with a right clock took over the renewed record lease of a node an hour behind")
 	}
 }

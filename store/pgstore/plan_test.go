@@ -1,9 +1,12 @@
 package pgstore
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
@@ -29,21 +32,18 @@ func TestListPlansUseIndexes(t *testing.T) {
 // explainJobList returns the plan of the JobList query of f.
 func (s *Store) explainJobList(t *testing.T, f store.JobFilter) (string, error) {
 	where, args := jobFilterSQL(&f, 3)
-	rows, err := s.pool.Query(t.Context(), "EXPLAIN "+s.sql(qJobList(where)),
-		append([]any{int64(0), store.MaxListLimit + 1}, args...)...)
+	return s.explain(t.Context(), qJobList(where), append([]any{int64(0), store.MaxListLimit + 1}, args...)...)
+}
+
+// explain returns the plan (EXPLAIN, one line a row) of the query q, its
+// {schema} filled in, with args.
+func (s *Store) explain(ctx context.Context, q string, args ...any) (string, error) {
+	rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(q), args...)
 	if err != nil {
 		return "", err
 	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return "", err
-		}
-		lines = append(lines, line)
-	}
-	return strings.Join(lines, "\n"), rows.Err()
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
 }
 
 // TestKindStatsPlanUsesIndexes: the per-kind summary (JobKindStats) reads
@@ -73,20 +73,10 @@ func TestKindStatsPlanUsesIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tenant := range []string{"", "t1"} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(qJobKindStats), tenant, newest.Add(-10*time.Minute), newest.Add(-10*time.Minute-store.KindStatsSkew))
+		plan, err := s.explain(ctx, qJobKindStats, tenant, newest.Add(-10*time.Minute), newest.Add(-10*time.Minute-store.KindStatsSkew))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var lines []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, line)
-		}
-		rows.Close()
-		plan := strings.Join(lines, "\n")
 		t.Logf("tenant %q:\n%s", tenant, plan)
 		for _, idx := range []string{"jobs_finished_idx", "jobs_claim_tenant_idx", "jobs_pending_idx"} {
 			if !strings.Contains(plan, idx) {
