@@ -38,8 +38,22 @@ func NewAPIKey(tenant string, admin bool, name string, now time.Time) (secret st
 
 // HashAPIKey is the stored form of a secret: hex SHA-256.
 func HashAPIKey(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	var hash [sha256.Size * 2]byte
+	hashAPIKey(&hash, secret)
+	return string(hash[:])
+}
+
+// hashAPIKey writes HashAPIKey(secret) into hash without allocating (for a
+// secret of up to maxBearerLen bytes, which bearer allows).
+func hashAPIKey(hash *[sha256.Size * 2]byte, secret string) {
+	var sum [sha256.Size]byte
+	if len(secret) <= maxBearerLen {
+		var buf [maxBearerLen]byte
+		sum = sha256.Sum256(buf[:copy(buf[:], secret)])
+	} else {
+		sum = sha256.Sum256([]byte(secret))
+	}
+	hex.Encode(hash[:], sum[:])
 }
 
 // principal is the authenticated caller of a request.
@@ -52,13 +66,26 @@ type principal struct {
 
 type principalKey struct{}
 
+// principalOf returns the caller of an authenticated request: the
+// requestInfo's (authenticator.wrap under withRequestID), else the
+// context's own principal (a wrap without it).
+func principalOf(ctx context.Context) (*principal, bool) {
+	if p, ok := ctx.Value(principalKey{}).(*principal); ok {
+		return p, true
+	}
+	if info := requestInfoOf(ctx); info != nil && info.authenticated {
+		return &info.principal, true
+	}
+	return nil, false
+}
+
 // tenantOf returns the tenant a request acts in ("" outside auth).
 func tenantOf(r *http.Request) string { return TenantFromContext(r.Context()) }
 
 // TenantFromContext returns the tenant of an authenticated API request; the
 // Idempotency-Key middleware of the API uses it to scope records.
 func TenantFromContext(ctx context.Context) string {
-	if p, ok := ctx.Value(principalKey{}).(*principal); ok {
+	if p, ok := principalOf(ctx); ok {
 		return p.tenant
 	}
 	return ""
@@ -66,7 +93,7 @@ func TenantFromContext(ctx context.Context) string {
 
 // isAdmin reports whether the request was made with an admin key.
 func isAdmin(r *http.Request) bool {
-	p, ok := r.Context().Value(principalKey{}).(*principal)
+	p, ok := principalOf(r.Context())
 	return ok && p.admin
 }
 
@@ -91,7 +118,28 @@ var errKeyRevoked = errors.New("api key revoked")
 
 type authEntry struct {
 	key     *store.APIKey
+	hash    string // the key of the entry in the cache
 	expires time.Time
+}
+
+// lookupSecret is lookupHash(HashAPIKey(secret)), and returns that hash
+// too: a request whose key is cached is authenticated without allocating
+// (the hash is the cached entry's).
+func (a *authenticator) lookupSecret(ctx context.Context, secret string) (*store.APIKey, string, error) {
+	var hash [sha256.Size * 2]byte
+	hashAPIKey(&hash, secret)
+	if a.ttl > 0 {
+		now := a.now()
+		a.mu.Lock()
+		e, ok := a.cache[string(hash[:])]
+		a.mu.Unlock()
+		if ok && now.Before(e.expires) {
+			return e.key, e.hash, nil
+		}
+	}
+	h := string(hash[:])
+	k, err := a.lookupHash(ctx, h)
+	return k, h, err
 }
 
 // lookupHash returns the unrevoked key whose secret hashes to hash.
@@ -121,7 +169,7 @@ func (a *authenticator) lookupHash(ctx context.Context, hash string) (*store.API
 		if len(a.cache) > 10000 {
 			clear(a.cache)
 		}
-		a.cache[hash] = authEntry{key: k, expires: now.Add(a.ttl)}
+		a.cache[hash] = authEntry{key: k, hash: hash, expires: now.Add(a.ttl)}
 	}
 	return k, nil
 }
@@ -147,7 +195,7 @@ func (a *authenticator) evict(id string) {
 // once watched, so a revocation between the authentication and the watch
 // is not missed: errKeyRevoked then. stop ends the watch.
 func (a *authenticator) watch(ctx context.Context, r *http.Request) (_ context.Context, stop func(), err error) {
-	p, ok := r.Context().Value(principalKey{}).(*principal)
+	p, ok := principalOf(r.Context())
 	if !ok {
 		return ctx, func() {}, nil
 	}
@@ -246,8 +294,7 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 				"send an API key as Authorization: Bearer <key>"))
 			return
 		}
-		hash := HashAPIKey(secret)
-		k, err := a.lookupHash(r.Context(), hash)
+		k, hash, err := a.lookupSecret(r.Context(), secret)
 		if errors.Is(err, idemtype.ErrNotFound) {
 			writeProblem(w, revokedKey(w))
 			return
@@ -256,8 +303,8 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 			writeError(w, r, s.cfg.Logger, store.Classify(s.store, err))
 			return
 		}
-		p := &principal{tenant: k.Tenant, admin: k.Admin, keyID: k.ID, hash: hash}
-		if t := r.Header.Get(headerTenant); t != "" && t != k.Tenant {
+		p := principal{tenant: k.Tenant, admin: k.Admin, keyID: k.ID, hash: hash}
+		if t := headerValue(r.Header, headerTenant); t != "" && t != k.Tenant {
 			if !k.Admin {
 				writeProblem(w, newProblem(http.StatusForbidden, ProblemForbidden, "Forbidden",
 					"a tenant key acts only in its own tenant"))
@@ -273,16 +320,26 @@ func (a *authenticator) wrap(s *Server, next http.Handler) http.Handler {
 			}
 			p.tenant = t
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		if info := requestInfoOf(r.Context()); info != nil && !info.authenticated {
+			// The request's own info (withRequestID): no second context
+			// or copy of the request.
+			info.principal, info.authenticated = p, true
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, &p)))
 	})
 }
 
 func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
+	h := headerValue(r.Header, "Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
 	}
 	tok = strings.TrimSpace(tok)
-	return tok, tok != "" && len(tok) <= 512
+	return tok, tok != "" && len(tok) <= maxBearerLen
 }
+
+// maxBearerLen bounds the secret of an Authorization header.
+const maxBearerLen = 512

@@ -13,6 +13,8 @@ import (
 // Client is what the Server needs of the idem client; *idem.Client
 // implements it. The server calls nothing else of it.
 type Client interface {
+	// EnqueueRaw validates p as ValidateEnqueue does before it writes
+	// anything (POST /v1/jobs relies on it rather than validating twice).
 	EnqueueRaw(ctx context.Context, p idem.EnqueueParams) (*idem.EnqueueResult, error)
 	EnqueueMany(ctx context.Context, items []idem.EnqueueParams) ([]idem.EnqueueResult, error)
 	ValidateEnqueue(p idem.EnqueueParams) error

@@ -79,7 +79,7 @@ func (c *CORSConfig) wrap(next http.Handler) http.Handler {
 		// too: a shared cache must not give them to an allowed origin.
 		h := w.Header()
 		h.Add("Vary", "Origin")
-		origin := r.Header.Get("Origin")
+		origin := headerValue(r.Header, "Origin")
 		if origin == "" || (!any && !slices.Contains(c.AllowedOrigins, origin)) {
 			next.ServeHTTP(w, r)
 			return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -47,13 +48,35 @@ func foldableName(body []byte) bool {
 // memberNames is duplicateName and foldableName in one pass over body's
 // member names (foldable is complete only when there is no duplicate).
 func memberNames(body []byte) (path string, dup, foldable bool) {
-	var names [linearMembers + 1][]byte
-	var steps [8]pathElem
-	s := nameScan{data: body, names: names[:0], path: steps[:0]}
-	if s.value() {
-		return "", false, s.foldable
+	s := nameScans.Get().(*nameScan)
+	s.data, s.pos, s.foldable = body, 0, false
+	if !s.value() {
+		path, dup = s.pathString(), true
 	}
-	return s.pathString(), true, s.foldable
+	foldable = s.foldable
+	s.release()
+	return path, dup, foldable
+}
+
+// nameScans recycles the scratch stacks of memberNames: on the stack they
+// escaped (the scan's recursive methods), about 700 bytes a request body.
+var nameScans = sync.Pool{New: func() any {
+	return &nameScan{names: make([][]byte, 0, linearMembers+1), path: make([]pathElem, 0, 8)}
+}}
+
+// maxPooledScan bounds the stacks a recycled scan keeps (a deeply nested
+// body grows them).
+const maxPooledScan = 256
+
+// release returns s to nameScans without its references into the body.
+func (s *nameScan) release() {
+	if cap(s.names) > maxPooledScan || cap(s.path) > maxPooledScan {
+		return
+	}
+	clear(s.names[:cap(s.names)])
+	clear(s.path[:cap(s.path)])
+	s.data, s.names, s.path = nil, s.names[:0], s.path[:0]
+	nameScans.Put(s)
 }
 
 // pathElem is one step of a path: a member name or an array index.

@@ -22,7 +22,8 @@ import (
 // replyBuffers recycles the encoding buffers of replies.
 var replyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// writeEnqueueReply writes an EnqueueReply as writeJSON would.
+// writeEnqueueReply writes an EnqueueReply as writeJSON would. It keeps
+// no pointer to reply or its job (the caller's may be on its stack).
 func writeEnqueueReply(w http.ResponseWriter, status int, reply *wire.EnqueueReply) {
 	bp := replyBuffers.Get().(*[]byte)
 	defer replyBuffers.Put(bp)
@@ -34,15 +35,26 @@ func writeEnqueueReply(w http.ResponseWriter, status int, reply *wire.EnqueueRep
 		b, ok = appendJob(b, reply.Job)
 	}
 	if !ok {
-		writeJSON(w, status, reply)
+		writeJSON(w, status, copyEnqueueReply(reply))
 		return
 	}
 	b = append(append(b, `,"existing":`...), strconv.FormatBool(reply.Existing)...)
 	b = append(b, "}\n"...)
 	*bp = b
-	w.Header().Set("Content-Type", "application/json")
+	setHeader(w.Header(), "Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// copyEnqueueReply copies reply and its job, for writeJSON (an interface,
+// which would move the caller's reply to the heap even when not called).
+func copyEnqueueReply(reply *wire.EnqueueReply) *wire.EnqueueReply {
+	out := &wire.EnqueueReply{Existing: reply.Existing}
+	if reply.Job != nil {
+		job := *reply.Job
+		out.Job = &job
+	}
+	return out
 }
 
 // appendJob appends j as marshalJSON encodes it; false when it cannot

@@ -18,6 +18,24 @@ import (
 
 // enqueueParams validates one request and builds the client's params.
 func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.EnqueueParams, error) {
+	p, err := enqueueInput(tenant, req)
+	if err != nil {
+		return p, err
+	}
+	if err := s.client.ValidateEnqueue(p); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// enqueueInput is enqueueParams without the client's validation of the
+// params (names, keys, args, ranges: Client.ValidateEnqueue). POST
+// /v1/jobs takes it: its one job goes to Client.EnqueueRaw, which runs
+// that same validation first, before anything is written, and returns
+// its error as ValidateEnqueue would (validating twice cost a new-key
+// request a third parse of its args). Batches validate each item
+// beforehand, since one bad item fails only itself.
+func enqueueInput(tenant string, req *wire.EnqueueRequest) (idem.EnqueueParams, error) {
 	runAt, err := parseTime("run_at", req.RunAt)
 	if err != nil {
 		return idem.EnqueueParams{}, err
@@ -67,9 +85,6 @@ func (s *Server) enqueueParams(tenant string, req *wire.EnqueueRequest) (idem.En
 		}
 		p.Opts.Retry = pol
 	}
-	if err := s.client.ValidateEnqueue(p); err != nil {
-		return p, err
-	}
 	return p, nil
 }
 
@@ -98,7 +113,7 @@ func (s *Server) decodeEnqueue(body []byte, tenant, hk string) (idem.EnqueuePara
 		}
 		req.IdempotencyKey = hk
 	}
-	return s.enqueueParams(tenant, &req)
+	return enqueueInput(tenant, &req)
 }
 
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
@@ -121,10 +136,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	status := http.StatusCreated
 	if res.Existing {
 		status = http.StatusOK
-		w.Header().Set(headerIdempotentReplayed, "true")
+		setHeader(w.Header(), headerIdempotentReplayed, "true")
 	}
-	w.Header().Set("Location", "/v1/jobs/"+formatID(res.Job.ID))
-	writeEnqueueReply(w, status, &wire.EnqueueReply{Job: renderJob(res.Job, false), Existing: res.Existing})
+	setHeader(w.Header(), "Location", "/v1/jobs/"+formatID(res.Job.ID))
+	var job wire.Job // on the stack: writeEnqueueReply keeps no pointer to it
+	renderJobInto(&job, res.Job, false)
+	writeEnqueueReply(w, status, &wire.EnqueueReply{Job: &job, Existing: res.Existing})
 	return nil
 }
 

@@ -228,7 +228,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 // gives the header): "a\"b" is the key a"b, and a malformed one is a 400.
 // Any other value is the key as sent (most clients send a bare UUID).
 func idempotencyKey(r *http.Request) (string, error) {
-	vals := r.Header.Values(headerIdempotencyKey)
+	vals := r.Header[headerIdempotencyKey] // Values without canonicalizing the name
 	if len(vals) == 0 {
 		return "", nil
 	}

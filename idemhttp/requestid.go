@@ -16,20 +16,41 @@ const headerRequestID = "X-Request-Id"
 // maxRequestIDLen bounds a client-chosen request id.
 const maxRequestIDLen = 128
 
-type requestIDKey struct{}
+// requestInfo is what the server's handlers learn of a request, carried
+// in its context as one value: the request id (withRequestID) and the
+// caller, which the authentication fills in (authenticator.wrap) rather
+// than deriving a second context and a second copy of the request.
+type requestInfo struct {
+	id string
+	// principal is set once authenticated is.
+	principal     principal
+	authenticated bool
+}
+
+type requestInfoKey struct{}
+
+// requestInfoOf returns the requestInfo of ctx (nil outside the Server).
+func requestInfoOf(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
 
 // RequestIDFromContext returns the request id of a request served by the
 // Server ("" outside it).
 func RequestIDFromContext(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	if info := requestInfoOf(ctx); info != nil {
+		return info.id
+	}
+	return ""
 }
 
 // newRequestID returns 16 random bytes in hex.
 func newRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	var h [2 * len(b)]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:]) // one allocation (hex.EncodeToString makes two)
 }
 
 // validRequestID accepts printable ASCII without spaces, up to maxRequestIDLen.
@@ -50,17 +71,17 @@ func validRequestID(id string) bool {
 // endpoints, which probes call every few seconds).
 func (s *Server) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(headerRequestID)
+		id := headerValue(r.Header, headerRequestID)
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		w.Header().Set(headerRequestID, id)
+		setHeader(w.Header(), headerRequestID, id)
 		level := slog.LevelInfo
 		switch r.URL.Path {
 		case "/healthz", "/readyz", "/metrics":
 			level = slog.LevelDebug
 		}
-		rid := r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		rid := r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, &requestInfo{id: id}))
 		if !s.cfg.Logger.Enabled(r.Context(), level) {
 			next.ServeHTTP(w, rid) // no access-log line: nothing to time or capture
 			return

@@ -11,7 +11,15 @@ import (
 
 // renderJob converts a row; withLease includes the lease token (claims only).
 func renderJob(j *idemtype.JobRow, withLease bool) *wire.Job {
-	out := &wire.Job{
+	out := new(wire.Job)
+	renderJobInto(out, j, withLease)
+	return out
+}
+
+// renderJobInto is renderJob into out (POST /v1/jobs renders its reply's job on
+// the stack).
+func renderJobInto(out *wire.Job, j *idemtype.JobRow, withLease bool) {
+	*out = wire.Job{
 		ID: formatID(j.ID), Tenant: j.Tenant, Queue: j.Queue, Kind: j.Kind, Args: j.Args,
 		State: string(j.State), Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		RunAt: j.RunAt, CreatedAt: j.CreatedAt, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt,
@@ -32,7 +40,6 @@ func renderJob(j *idemtype.JobRow, withLease bool) *wire.Job {
 		out.LeaseToken, out.LeaseExpiresAt = j.LeaseToken, j.LeaseExpiresAt
 	}
 	out.Retry = renderRetry(j.RetryPolicy)
-	return out
 }
 
 // renderRetry converts a job's stored retry policy (nil = none, as is
