@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // TestGoAPILeaseTimesAreTheStoredOnes (both stores): the lease ends the Go
@@ -84,4 +88,94 @@ func TestGoAPILeaseTimesAreTheStoredOnes(t *testing.T) {
 			same("ResultLeaseComplete's StoredAt", *done.StoredAt, rec.CompletedAt)
 		})
 	}
+}
+
+// TestGoAPILeaseTimesAreTheStoredOnesDatabaseClock: as
+// TestGoAPILeaseTimesAreTheStoredOnes on PostgreSQL with its default
+// expiry clock, the database's (no CallerClock): a heartbeat stores the
+// database's now plus the lease's length, and a result lease's renewal the
+// asked end shifted by how far the database's clock is ahead of the
+// caller's, so the end computed by the caller is not the one stored.
+// Heartbeat, ResultLeaseRenew and a claim capped at its timeout return the
+// stored end.
+func TestGoAPILeaseTimesAreTheStoredOnesDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema := dbtest.NewSchema(t)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatalf("open pg: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	// The caller's clock runs a second behind the database's: what the
+	// caller computes is not what the database's clock stores.
+	c, err := idem.NewClient(st, &idem.Config{Logger: quietLogger(), DisableMaintenance: true,
+		Now: func() time.Time { return time.Now().Add(-time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string, got time.Time, stored *time.Time) {
+		t.Helper()
+		if stored == nil || !got.Equal(*stored) {
+			t.Errorf("%s returned %v, the store keeps %v", what, got, stored)
+		}
+	}
+	if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "k", Opts: &idem.EnqueueOpts{Queue: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Claim(ctx, idem.ClaimParams{Queues: []string{"q"}, WorkerID: "w", Lease: time.Minute})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	j := jobs[0]
+	row, err := c.JobGet(ctx, "", j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("Claim", *j.LeaseExpiresAt, row.LeaseExpiresAt)
+	until, err := c.Heartbeat(ctx, "", j.ID, j.LeaseToken, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row, err = c.JobGet(ctx, "", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	same("Heartbeat", until, row.LeaseExpiresAt)
+	// A claim whose lease is capped at the job's timeout: the claim writes
+	// its lease again after the claim statement.
+	for _, o := range []*idem.EnqueueOpts{{Queue: "q", Timeout: 30 * time.Second}} {
+		if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "k", Opts: o}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := c.Claim(ctx, idem.ClaimParams{Queues: []string{"q"}, WorkerID: "w", Lease: time.Minute})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claim: %v %v", jobs, err)
+		}
+		if row, err = c.JobGet(ctx, "", jobs[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		same("Claim capped at the timeout", *jobs[0].LeaseExpiresAt, row.LeaseExpiresAt)
+	}
+
+	l, err := c.ResultLeaseAcquire(ctx, "rk", &idem.ResultLeaseOpts{Lease: time.Minute})
+	if err != nil || l.Token == "" {
+		t.Fatalf("acquire: %+v %v", l, err)
+	}
+	rec, err := c.DoRecordGet(ctx, "", "rk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("ResultLeaseAcquire", l.Until, rec.LeaseUntil)
+	if until, err = c.ResultLeaseRenew(ctx, "", "rk", l.Token, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err = c.DoRecordGet(ctx, "", "rk"); err != nil {
+		t.Fatal(err)
+	}
+	same("ResultLeaseRenew", until, rec.LeaseUntil)
 }

@@ -239,20 +239,52 @@ func (c *Client) observeHanded(jobs []*JobRow, at time.Time) {
 // job's timeout), so a worker that overruns loses the job to the rescuer.
 // Jobs with one deadline share one store call.
 func (c *Client) capLeases(ctx context.Context, jobs []*JobRow, now time.Time) error {
-	byDeadline := map[time.Time][]store.Lease{}
+	byDeadline := map[time.Time][]*JobRow{}
 	for _, j := range jobs {
 		deadline, ok := c.deadline(j)
 		if ok && j.LeaseExpiresAt != nil && deadline.Before(*j.LeaseExpiresAt) {
-			byDeadline[deadline] = append(byDeadline[deadline], store.Lease{ID: j.ID, Token: j.LeaseToken})
-			j.LeaseExpiresAt = &deadline
+			deadline = deadline.Truncate(time.Microsecond) // as the stores keep it
+			byDeadline[deadline] = append(byDeadline[deadline], j)
 		}
 	}
-	for deadline, leases := range byDeadline {
-		if _, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: deadline, Now: now}); err != nil {
+	for deadline, capped := range byDeadline {
+		if err := c.heartbeatRows(ctx, capped, deadline, now); err != nil {
 			return fmt.Errorf("claim: cap leases at the timeout: %w", err)
 		}
 	}
 	return nil
+}
+
+// heartbeatRows extends the leases of the claimed rows to until (at now)
+// and sets their LeaseExpiresAt to the end stored (a store's clock may
+// move it: store.JobHeartbeatParams.Ends) for those extended.
+func (c *Client) heartbeatRows(ctx context.Context, rows []*JobRow, until, now time.Time) error {
+	leases := make([]store.Lease, len(rows))
+	for i, j := range rows {
+		leases[i] = store.Lease{ID: j.ID, Token: j.LeaseToken}
+	}
+	until = until.Truncate(time.Microsecond)
+	ends := make([]time.Time, len(rows))
+	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: until, Now: now, Ends: ends})
+	if err != nil {
+		return err
+	}
+	for i, j := range rows {
+		if i < len(errs) && errs[i] == nil {
+			end := storedEnd(until, ends[i])
+			j.LeaseExpiresAt = &end
+		}
+	}
+	return nil
+}
+
+// storedEnd is the lease end a store reported having stored (Ends of
+// store.JobHeartbeatParams), else until, which it stored as given.
+func storedEnd(until, stored time.Time) time.Time {
+	if stored.IsZero() {
+		return until
+	}
+	return stored.UTC()
 }
 
 // deadline returns when the running attempt of j times out, if it has a
@@ -293,15 +325,16 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 	// The time the stores keep (microseconds): the caller compares it
 	// with the lease end read back later.
 	until = until.Truncate(time.Microsecond)
+	ends := make([]time.Time, 1) // the end stored, when the store's clock moved it
 	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
-		Leases: []store.Lease{{ID: id, Token: token}}, Until: until, Now: now})
+		Leases: []store.Lease{{ID: id, Token: token}}, Until: until, Now: now, Ends: ends})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
 	if len(errs) > 0 && errs[0] != nil {
 		return time.Time{}, errs[0]
 	}
-	return until, nil
+	return storedEnd(until, ends[0]), nil
 }
 
 // Complete records the success of a remotely worked job. Repeating it with

@@ -108,6 +108,11 @@ type RecordRenewParams struct {
 	Owner      string
 	LeaseUntil time.Time
 	Now        time.Time
+	// Stored, when not nil, is set to the lease end stored when the store
+	// may store another than LeaseUntil truncated to microseconds
+	// (pgstore's database clock shifts it); a store that stores
+	// LeaseUntil may leave it.
+	Stored *time.Time
 }
 
 // RecordStatsParams scopes RecordStats.

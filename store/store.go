@@ -588,6 +588,12 @@ type JobHeartbeatParams struct {
 	Leases []Lease
 	Until  time.Time
 	Now    time.Time
+	// Ends, when it holds one time per lease, is filled with the lease end
+	// stored for each lease extended, when the store may store another
+	// than Until truncated to microseconds (pgstore's database clock: its
+	// now plus the lease's length); a store that stores Until may leave
+	// it. Untouched for a lease not extended.
+	Ends []time.Time
 }
 
 // JobFinishParams is the end of one attempt.

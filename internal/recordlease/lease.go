@@ -169,8 +169,9 @@ func (l *Lease) renew(ctx context.Context) error {
 	// The time the stores keep (microseconds), returned by Renew: the
 	// caller compares it with the lease end read back later.
 	until := now.Add(l.p.Lease).Truncate(time.Microsecond)
+	var stored time.Time // the end stored, when the store's clock moved it
 	err := l.st.RecordRenew(ctx, &store.RecordRenewParams{Tenant: l.p.Tenant, Key: l.StoredKey(),
-		Owner: l.p.Owner, LeaseUntil: until, Now: now})
+		Owner: l.p.Owner, LeaseUntil: until, Now: now, Stored: &stored})
 	if errors.Is(err, idemtype.ErrLeaseLost) {
 		return ErrLost
 	}
@@ -178,6 +179,9 @@ func (l *Lease) renew(ctx context.Context) error {
 		return fmt.Errorf("renew key %q: %w", l.p.Key, err)
 	}
 	l.until = until
+	if !stored.IsZero() {
+		l.until = stored.UTC()
+	}
 	return nil
 }
 

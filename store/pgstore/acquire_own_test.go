@@ -16,6 +16,7 @@ import (
 // lease has lapsed, a key without a record, a key leased by a Do caller,
 // a completed key — each in one mixed batch, on two identical schemas.
 func TestAcquireOwnReadMatchesFullStatement(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	type outcome struct {

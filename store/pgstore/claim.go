@@ -56,18 +56,19 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *store.JobHeartbeatParam
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
-	ok, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
+	alive := map[int64]time.Time{}
+	var id int64
+	var end time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &end}, func() error { alive[id] = end.UTC(); return nil }); err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
-	}
-	alive := map[int64]bool{}
-	for _, id := range ok {
-		alive[id] = true
 	}
 	out := make([]error, len(p.Leases))
 	for i, l := range p.Leases {
-		if !alive[l.ID] {
+		end, ok := alive[l.ID]
+		if !ok {
 			out[i] = fmt.Errorf("heartbeat job %d: %w", l.ID, idemtype.ErrLeaseLost)
+		} else if len(p.Ends) == len(p.Leases) {
+			p.Ends[i] = end // the database's clock may have moved it past Until
 		}
 	}
 	return out, nil

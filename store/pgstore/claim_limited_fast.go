@@ -28,7 +28,7 @@ import (
 // them before has committed (claims hold the lock until they commit), and
 // no claim that spends from them runs until this one commits. Within that
 // snapshot the statement reads each limit's window and counts the running
-// jobs of its scope (jobs_running_idx), which is what the general
+// jobs of its scope (jobs_running_scope_idx), which is what the general
 // path reads after its lock.
 //
 // What the statement decides (qClaimOneLimited):
@@ -36,7 +36,7 @@ import (
 //     scopes (the queue, the tenants, tenants in the queue) with what is
 //     left of it now (store.Limit.budget in SQL: a fixed window of the
 //     period since the epoch; a window later than now's counts as spent;
-//     running jobs counted per scope through jobs_running_idx), and
+//     running jobs counted per scope through jobs_running_scope_idx), and
 //     the tenants' copies of default limits (tenant '*') for the tenants
 //     with a current window or running jobs under one and no limit of their
 //     own for its queue scope (ClaimBudget.SetInherited).

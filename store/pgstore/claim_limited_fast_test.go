@@ -27,13 +27,33 @@ import (
 // unless the one-round-trip claim both accepted and declined many claims
 // (over all seeds).
 func TestLimitedClaimOneRoundMatchesGeneralPath(t *testing.T) {
-	var sum pathCounts
-	for seed := uint64(1); seed <= 4; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPaths(t, seed, false)) })
-	}
+	t.Parallel()
+	sum := eachSeed(t, 4, func(t *testing.T, seed uint64) pathCounts { return compareLimitedPaths(t, seed, false) })
 	if sum.took < 40 || sum.declined < 40 {
 		t.Fatalf("the one-round-trip claim took %d and declined %d claims: the comparison did not cover both", sum.took, sum.declined)
 	}
+}
+
+// eachSeed runs compare for the seeds 1 to n as parallel subtests (each
+// on stores of its own; the comparisons wait on round trips more than they
+// compute) and returns the sum of their counts once all have ended.
+func eachSeed(t *testing.T, n uint64, compare func(t *testing.T, seed uint64) pathCounts) pathCounts {
+	var (
+		mu  sync.Mutex
+		sum pathCounts
+	)
+	t.Run("seeds", func(t *testing.T) {
+		for seed := uint64(1); seed <= n; seed++ {
+			t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+				t.Parallel()
+				c := compare(t, seed)
+				mu.Lock()
+				sum.add(c)
+				mu.Unlock()
+			})
+		}
+	})
+	return sum
 }
 
 // pathCounts are the claims each path took in compareLimitedPaths.
@@ -56,10 +76,8 @@ func (c *pathCounts) add(o pathCounts) {
 // (queue rates and concurrencies, tenants' rates, for every queue or this
 // one) and with them put, changed and deleted as it goes.
 func TestReservedClaimMatchesGeneralPath(t *testing.T) {
-	var sum pathCounts
-	for seed := uint64(1); seed <= 8; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimitedPaths(t, seed, true)) })
-	}
+	t.Parallel()
+	sum := eachSeed(t, 8, func(t *testing.T, seed uint64) pathCounts { return compareLimitedPaths(t, seed, true) })
 	if sum.reserved < 240 || sum.inherited < 40 || sum.paused < 40 || sum.weighted < 40 || sum.concBound < 40 ||
 		sum.tenantConc-sum.concBound < 20 {
 		t.Fatalf("the reserved claim took only %+v", sum)
@@ -72,10 +90,8 @@ func TestReservedClaimMatchesGeneralPath(t *testing.T) {
 // are often at one: the reserved claim skips them and counts the throttled
 // claim on their limits, as the general path does.
 func TestReservedClaimSkipsTenantsAtConcurrency(t *testing.T) {
-	var sum pathCounts
-	for seed := uint64(1); seed <= 6; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { sum.add(compareLimited(t, seed, true, true)) })
-	}
+	t.Parallel()
+	sum := eachSeed(t, 6, func(t *testing.T, seed uint64) pathCounts { return compareLimited(t, seed, true, true) })
 	if sum.concSkipped < 20 {
 		t.Fatalf("the reserved claim skipped tenants at a concurrency limit in only %d claims: %+v", sum.concSkipped, sum)
 	}
@@ -357,6 +373,7 @@ func limitState(t *testing.T, s *Store, now time.Time, tenants []string) string 
 // concurrency for the other tenants; every claim's jobs are counted while
 // they run.
 func TestLimitedClaimOneRoundRacing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newTestStore(t, 10)
 	// The one-round claim, not the reserved one (which now takes these
@@ -486,6 +503,7 @@ func TestLimitedClaimOneRoundRacing(t *testing.T) {
 // general path alone does. The default is a rate of 4 a minute or a
 // concurrency of 4 (a's 4 jobs still run).
 func TestLimitedClaimLaterRoundsCountDefaultOnce(t *testing.T) {
+	t.Parallel()
 	for _, reserved := range []bool{false, true} {
 		for _, conc := range []bool{false, true} {
 			t.Run(fmt.Sprint("reserved=", reserved, "/concurrency=", conc), func(t *testing.T) {

@@ -332,7 +332,7 @@ var qReservedSetup = `SELECT set_config('jit', 'off', true), set_config('plan_ca
 
 // runningOf is the SQL count of the running jobs of flow row alias a's
 // scope, the cancelled ones still holding their partition included
-// (sqlSlotTaken; jobs_running_idx).
+// (sqlSlotTaken; jobs_running_scope_idx).
 func runningOf(a string) string {
 	return `(SELECT count(*) FROM {schema}.jobs r WHERE ` + sqlSlotTaken + `
             AND (` + a + `.tenant = '' OR r.tenant = ` + a + `.tenant) AND (` + a + `.queue = '' OR r.queue = ` + a + `.queue))`

@@ -89,6 +89,7 @@ func claimN(t *testing.T, s *Store, now time.Time, limit int) []*idemtype.JobRow
 // and every tenant without a limit of its own for this queue 3 (a default
 // for this queue: t0, t2 and t3), and none ever runs more.
 func TestReservedClaimRacingStores(t *testing.T) {
+	t.Parallel()
 	t.Run("own rates", func(t *testing.T) { racingReservedClaims(t, false, false) })
 	t.Run("defaults", func(t *testing.T) { racingReservedClaims(t, true, false) })
 	t.Run("tenants' concurrency", func(t *testing.T) { racingReservedClaims(t, false, true) })

@@ -227,7 +227,7 @@ func claimCTEs(now, leaseUntil, worker, token string) string {
 // its FIFO partition (its handler may still run: qJobCancel), until the
 // hold ends as the head rule's does (sqlPartitionTaken). Every count of
 // running jobs for a limit uses it (the claims' and LimitList's). It is
-// the predicate of jobs_running_idx (migrations 0028, 0029), written the
+// the predicate of jobs_running_scope_idx (migration 0028), written the
 // same way so that the counts are proved to fit the index.
 const sqlSlotTaken = `(r.state = 'running' OR (r.state = 'cancelled' AND r.lease_expires_at IS NOT NULL))`
 

@@ -115,7 +115,7 @@ func historyStats(ctx context.Context, b *testing.B, s *Store, r, hist int, enq,
 	var heap, claim, lease, pkey, fin int64
 	err := s.pool.QueryRow(ctx, s.sql(`SELECT n_live_tup, n_dead_tup, vacuum_count + autovacuum_count,
 		pg_relation_size('{schema}.jobs'), pg_relation_size('{schema}.jobs_claim_tenant_idx'),
-		pg_relation_size('{schema}.jobs_running_idx'), pg_relation_size('{schema}.jobs_pkey'),
+		pg_relation_size('{schema}.jobs_lease_idx'), pg_relation_size('{schema}.jobs_pkey'),
 		pg_relation_size('{schema}.jobs_finished_idx')
 		FROM pg_stat_user_tables WHERE relid = '{schema}.jobs'::regclass`)).
 		Scan(&live, &dead, &avCount, &heap, &claim, &lease, &pkey, &fin)

@@ -356,7 +356,7 @@ const (
     FROM upd WHERE upd.idempotency_key <> '' AND r.tenant = upd.tenant AND r.key = upd.idempotency_key
       AND r.lease_owner = 'job:' || upd.id
 )
-SELECT id FROM upd`
+SELECT id, lease_expires_at FROM upd`
 )
 
 // Finishing.
@@ -367,7 +367,7 @@ const (
 	// attempt, one lower for a snooze). A repeated finish matches no
 	// running job, so it inserts nothing.
 	// The state test is written (SELECT 'running') on purpose: a plain
-	// 'running' lets the planner prove the predicate of jobs_running_idx and
+	// 'running' lets the planner prove the predicate of jobs_lease_idx and
 	// hash-join u against a scan of that whole index, which holds an entry
 	// for every job that ran since the last vacuum; in the 100-worker work
 	// run that made each finish take 100-300 ms of CPU instead of a few ms.
@@ -711,7 +711,7 @@ SELECT id, state, queue FROM upd`
 
 	// qRelease gives back the jobs of leases ($1 ids, $2 tokens) and the
 	// jobs running under claim token $4 (none when ""; read through
-	// jobs_running_idx, which holds the running jobs and the holding ones).
+	// jobs_lease_idx, which holds exactly the running jobs).
 	qRelease = `WITH u AS (
     SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
     UNION ALL
@@ -949,9 +949,9 @@ func qRetrySelectFilter(where string) string {
 // Each branch reads one partial index, so the query never walks the
 // history: finished jobs through jobs_finished_idx from $3, the
 // claimable ones through jobs_claim_tenant_idx, running ones through
-// jobs_running_idx (which also holds the cancelled jobs still holding
-// their partition; the state test drops them) and pending ones through
-// jobs_pending_idx (0024).
+// jobs_lease_idx or jobs_running_scope_idx (which also holds the cancelled
+// jobs still holding their partition since 0028; the state test drops
+// them) and pending ones through jobs_pending_idx (0024).
 const qJobKindStats = `SELECT kind, state, count(*),
     count(*) FILTER (WHERE attempt > 0 OR state = 'retryable'),
     count(*) FILTER (WHERE attempt > 1 OR state = 'retryable'),

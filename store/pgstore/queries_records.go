@@ -346,7 +346,8 @@ WHERE tenant = $1 AND key = $2 AND lease_owner = $3
     expires_at = CASE WHEN expires_at < $4::timestamptz + ` + leaseShiftRenew + `
                       THEN $4::timestamptz + ` + leaseShiftRenew + ` ELSE expires_at END
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress'
-  AND (expires_at IS NULL OR expires_at > $5)`
+  AND (expires_at IS NULL OR expires_at > $5)
+RETURNING lease_until`
 
 	// qRecordStats counts records as qRecordGet reads them. A cached
 	// result counts (completed, size, and by its own expiry in the next

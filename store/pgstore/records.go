@@ -331,12 +331,16 @@ func (s *Store) RecordRenew(ctx context.Context, p *store.RecordRenewParams) err
 	if err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, s.sql(qRecordRenew), p.Tenant, p.Key, p.Owner, p.LeaseUntil, store.OrNow(p.Now))
+	var until time.Time
+	err = db.QueryRow(ctx, s.sql(qRecordRenew), p.Tenant, p.Key, p.Owner, p.LeaseUntil, store.OrNow(p.Now)).Scan(&until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("renew record %q: %w", p.Key, idemtype.ErrLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("renew record %q: %w", p.Key, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("renew record %q: %w", p.Key, idemtype.ErrLeaseLost)
+	if p.Stored != nil {
+		*p.Stored = until.UTC() // shifted by the database's clock (leaseShiftRenew)
 	}
 	return nil
 }
