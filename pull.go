@@ -239,40 +239,21 @@ func (c *Client) observeHanded(jobs []*JobRow, at time.Time) {
 // job's timeout), so a worker that overruns loses the job to the rescuer.
 // Jobs with one deadline share one store call.
 func (c *Client) capLeases(ctx context.Context, jobs []*JobRow, now time.Time) error {
-	byDeadline := map[time.Time][]*JobRow{}
+	// The rows report the deadline itself: on PostgreSQL's own clock the
+	// store keeps the lease relative to its now (later by the time since
+	// the claim), which a timeout's lease must not be reported as.
+	byDeadline := map[time.Time][]store.Lease{}
 	for _, j := range jobs {
 		deadline, ok := c.deadline(j)
 		if ok && j.LeaseExpiresAt != nil && deadline.Before(*j.LeaseExpiresAt) {
 			deadline = deadline.Truncate(time.Microsecond) // as the stores keep it
-			byDeadline[deadline] = append(byDeadline[deadline], j)
+			byDeadline[deadline] = append(byDeadline[deadline], store.Lease{ID: j.ID, Token: j.LeaseToken})
+			j.LeaseExpiresAt = &deadline
 		}
 	}
-	for deadline, capped := range byDeadline {
-		if err := c.heartbeatRows(ctx, capped, deadline, now); err != nil {
+	for deadline, leases := range byDeadline {
+		if _, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: deadline, Now: now}); err != nil {
 			return fmt.Errorf("claim: cap leases at the timeout: %w", err)
-		}
-	}
-	return nil
-}
-
-// heartbeatRows extends the leases of the claimed rows to until (at now)
-// and sets their LeaseExpiresAt to the end stored (a store's clock may
-// move it: store.JobHeartbeatParams.Ends) for those extended.
-func (c *Client) heartbeatRows(ctx context.Context, rows []*JobRow, until, now time.Time) error {
-	leases := make([]store.Lease, len(rows))
-	for i, j := range rows {
-		leases[i] = store.Lease{ID: j.ID, Token: j.LeaseToken}
-	}
-	until = until.Truncate(time.Microsecond)
-	ends := make([]time.Time, len(rows))
-	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: until, Now: now, Ends: ends})
-	if err != nil {
-		return err
-	}
-	for i, j := range rows {
-		if i < len(errs) && errs[i] == nil {
-			end := storedEnd(until, ends[i])
-			j.LeaseExpiresAt = &end
 		}
 	}
 	return nil
