@@ -29,27 +29,7 @@ import (
 // encoding) without a socket: what the server spends besides net/http.
 // Parallel, so that the store's group commit batches as under load.
 func BenchmarkEnqueueHandler(b *testing.B) {
-	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "idem.db"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	// No access log, as in `idem bench-http`: a line per request would
-	// measure the log's writer.
-	logger := slog.New(slog.DiscardHandler)
-	client, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	server, err := idemhttp.NewServer(client, st, &idemhttp.Config{Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	secret, k := idemhttp.NewAPIKey(idem.DefaultTenant, true, "bench", time.Now())
-	if err := st.APIKeyCreate(ctx, k); err != nil {
-		b.Fatal(err)
-	}
+	server, secret := benchServer(b)
 	var next atomic.Int64
 	b.SetParallelism(8)
 	b.ReportAllocs()
@@ -79,25 +59,7 @@ func BenchmarkEnqueueHandler(b *testing.B) {
 // load generator included. Every reply is checked (201, application/json,
 // a Location the body's id matches).
 func BenchmarkEnqueueHTTP(b *testing.B) {
-	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "idem.db"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	logger := slog.New(slog.DiscardHandler)
-	client, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	server, err := idemhttp.NewServer(client, st, &idemhttp.Config{Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	secret, k := idemhttp.NewAPIKey(idem.DefaultTenant, true, "bench", time.Now())
-	if err := st.APIKeyCreate(ctx, k); err != nil {
-		b.Fatal(err)
-	}
+	server, secret := benchServer(b)
 	ts := httptest.NewServer(server)
 	b.Cleanup(ts.Close)
 	addr := strings.TrimPrefix(ts.URL, "http://")
@@ -134,6 +96,34 @@ func BenchmarkEnqueueHTTP(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchServer is the server of the enqueue benchmarks, on a fresh SQLite
+// store with durable commits, and the secret of an admin API key of the
+// default tenant. No access log, as in `idem bench-http`: a line per
+// request would measure the log's writer.
+func benchServer(b *testing.B) (*idemhttp.Server, string) {
+	b.Helper()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(b.TempDir(), "idem.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	logger := slog.New(slog.DiscardHandler)
+	client, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true, Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	server, err := idemhttp.NewServer(client, st, &idemhttp.Config{Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	secret, k := idemhttp.NewAPIKey(idem.DefaultTenant, true, "bench", time.Now())
+	if err := st.APIKeyCreate(ctx, k); err != nil {
+		b.Fatal(err)
+	}
+	return server, secret
 }
 
 // readEnqueueReply reads one reply from br into body and checks that it

@@ -2,8 +2,6 @@ package idemhttp_test
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,7 +10,6 @@ import (
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
-	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // breakable is a store whose database can be made to refuse, by a trigger,
@@ -26,22 +23,7 @@ type breakable struct {
 func breakables() []breakable {
 	return []breakable{
 		{"sqlite", func(t *testing.T) (store.Store, func(), func()) {
-			path := filepath.Join(t.TempDir(), "idem.db")
-			st, err := sqlitestore.Open(context.Background(), path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			db, err := sql.Open("sqlite", "file:"+path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			exec := func(q string) {
-				if _, err := db.Exec(q); err != nil {
-					t.Fatal(err)
-				}
-			}
+			st, exec := openSQLiteWithSQL(t)
 			return st, func() {
 					exec(`CREATE TRIGGER boom BEFORE INSERT ON jobs WHEN NEW.partition_key = 'billing/boom'
 BEGIN SELECT RAISE(ABORT, 'boom: the database failed'); END`)

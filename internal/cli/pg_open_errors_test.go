@@ -66,24 +66,7 @@ func TestBadPGSchemaVariable(t *testing.T) {
 // both versions, instead of "schema is up to date" and exit 0 while every
 // node of this binary stays unready. Not parallel: IDEM_PG_SCHEMA.
 func TestMigrateOnASchemaAhead(t *testing.T) {
-	url, schema := dbtest.NewSchema(t)
-	t.Setenv(envSchema, schema)
-	if _, errs, code := run(t, "migrate", "--database", url); code != 0 {
-		t.Fatalf("migrate: %d %s", code, errs)
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var newest int
-	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "migrations"}.Sanitize()).Scan(&newest); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "migrations"}.Sanitize()+" (version, name) VALUES ($1, 'from_a_newer_idem')", newest+1); err != nil {
-		t.Fatal(err)
-	}
+	url, newest := migratedAheadSchema(t)
 	out, errs, code := run(t, "migrate", "--database", url)
 	want := fmt.Sprintf("schema is at version %d, newer than this binary's %d", newest+1, newest)
 	if code != ExitConflict || !strings.Contains(errs, want) || !strings.Contains(errs, "hint: ") || strings.Contains(out, "up to date") {
@@ -99,24 +82,7 @@ func TestMigrateOnASchemaAhead(t *testing.T) {
 // it knew, all applied, and exited 0: the schema looked up to date. Not
 // parallel: IDEM_PG_SCHEMA.
 func TestMigrateStatusOnASchemaAhead(t *testing.T) {
-	url, schema := dbtest.NewSchema(t)
-	t.Setenv(envSchema, schema)
-	if _, errs, code := run(t, "migrate", "--database", url); code != 0 {
-		t.Fatalf("migrate: %d %s", code, errs)
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var newest int
-	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "migrations"}.Sanitize()).Scan(&newest); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "migrations"}.Sanitize()+" (version, name) VALUES ($1, 'from_a_newer_idem')", newest+1); err != nil {
-		t.Fatal(err)
-	}
+	url, newest := migratedAheadSchema(t)
 	out, errs, code := run(t, "migrate", "status", "--database", url)
 	line := fmt.Sprintf("%-8d %-28s", newest+1, "from_a_newer_idem")
 	want := fmt.Sprintf("schema is at version %d, newer than this binary's %d", newest+1, newest)
@@ -141,4 +107,31 @@ func TestMigrateStatusOnASchemaAhead(t *testing.T) {
 	if last.Version != newest+1 || last.Name != "from_a_newer_idem" || !last.Applied || !last.Unknown {
 		t.Fatalf("status --json: last migration %+v, want version %d applied and unknown", last, newest+1)
 	}
+}
+
+// migratedAheadSchema migrates a new schema with this binary (IDEM_PG_SCHEMA names
+// it for the rest of t), records one more migration as a newer idem would
+// have, 'from_a_newer_idem', and returns the database URL and this
+// binary's newest version.
+func migratedAheadSchema(t *testing.T) (url string, newest int) {
+	t.Helper()
+	url, schema := dbtest.NewSchema(t)
+	t.Setenv(envSchema, schema)
+	if _, errs, code := run(t, "migrate", "--database", url); code != 0 {
+		t.Fatalf("migrate: %d %s", code, errs)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	table := pgx.Identifier{schema, "migrations"}.Sanitize()
+	if err := conn.QueryRow(ctx, "SELECT max(version) FROM "+table).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+table+" (version, name) VALUES ($1, 'from_a_newer_idem')", newest+1); err != nil {
+		t.Fatal(err)
+	}
+	return url, newest
 }

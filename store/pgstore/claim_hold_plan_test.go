@@ -17,21 +17,8 @@ import (
 // timing one.
 func TestClaimPlanHeadRuleUsesPartitionIndex(t *testing.T) {
 	t.Parallel()
-	dbtest.PostgresURL(t)
-	s := newTestStore(t, 4)
-	storetest.SeedListPlans(t, s)
+	s := holdHistory(t)
 	ctx := t.Context()
-	for _, q := range []string{
-		`UPDATE {schema}.jobs SET state = 'completed', attempt = 1, started_at = created_at,
-    finished_at = created_at + interval '1 second' WHERE id % 20 <> 0`,
-		`UPDATE {schema}.jobs SET state = 'cancelled', finished_at = created_at, lease_token = 'held',
-    lease_expires_at = created_at + interval '1 hour' WHERE id % 400 = 0 AND partition_key <> ''`,
-		`ANALYZE {schema}.jobs`,
-	} {
-		if _, err := s.pool.Exec(ctx, s.sql(q)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	tenants := make([]string, 20)
 	ns := make([]int32, 20)
 	for i := range tenants {
@@ -63,24 +50,11 @@ func TestClaimPlanHeadRuleUsesPartitionIndex(t *testing.T) {
 // plan assert (EXPLAIN after ANALYZE), not a timing one.
 func TestRunningCountPlansUseScopeIndex(t *testing.T) {
 	t.Parallel()
-	dbtest.PostgresURL(t)
-	s := newTestStore(t, 4)
-	storetest.SeedListPlans(t, s)
-	ctx := t.Context()
-	for _, q := range []string{
-		`UPDATE {schema}.jobs SET state = 'completed', attempt = 1, started_at = created_at,
-    finished_at = created_at + interval '1 second' WHERE id % 20 <> 0`,
+	s := holdHistory(t,
 		`UPDATE {schema}.jobs SET state = 'running', attempt = 1, started_at = created_at, lease_token = 'run',
-    lease_expires_at = created_at + interval '1 hour' WHERE id % 40 = 0`,
-		`UPDATE {schema}.jobs SET state = 'cancelled', finished_at = created_at, lease_token = 'held',
-    lease_expires_at = created_at + interval '1 hour' WHERE id % 400 = 0 AND partition_key <> ''`,
-		`INSERT INTO {schema}.flow_controls (tenant, queue, concurrency) VALUES ('', 'q3', 5), ('t1', '', 5), ('*', 'q3', 2)`,
-		`ANALYZE {schema}.jobs`,
-	} {
-		if _, err := s.pool.Exec(ctx, s.sql(q)); err != nil {
-			t.Fatal(err)
-		}
-	}
+    lease_expires_at = created_at + interval '1 hour' WHERE id % 40 = 0 AND lease_token IS DISTINCT FROM 'held'`,
+		`INSERT INTO {schema}.flow_controls (tenant, queue, concurrency) VALUES ('', 'q3', 5), ('t1', '', 5), ('*', 'q3', 2)`)
+	ctx := t.Context()
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name string
@@ -94,23 +68,10 @@ func TestRunningCountPlansUseScopeIndex(t *testing.T) {
 		{"reserved claim's bound", `SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.jobs r WHERE ` + sqlSlotTaken +
 			` GROUP BY r.tenant) z`, nil},
 	} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+s.sql(c.q), c.args...)
+		plan, err := s.explain(ctx, c.q, c.args...)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		var lines []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, line)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		plan := strings.Join(lines, "\n")
 		t.Logf("%s:\n%s", c.name, plan)
 		if !strings.Contains(plan, "jobs_running_scope_idx") {
 			t.Errorf("%s: the running count does not read jobs_running_scope_idx", c.name)
@@ -119,4 +80,26 @@ func TestRunningCountPlansUseScopeIndex(t *testing.T) {
 			t.Errorf("%s: the plan scans the jobs table", c.name)
 		}
 	}
+}
+
+// holdHistory is a store seeded for plan tests (storetest.SeedListPlans)
+// with most of the history finished, as on a server, and some cancelled
+// jobs holding their partitions, then more statements (with {schema}),
+// then ANALYZE.
+func holdHistory(t *testing.T, more ...string) *Store {
+	t.Helper()
+	dbtest.PostgresURL(t)
+	s := newTestStore(t, 4)
+	storetest.SeedListPlans(t, s)
+	for _, q := range append(append([]string{
+		`UPDATE {schema}.jobs SET state = 'completed', attempt = 1, started_at = created_at,
+    finished_at = created_at + interval '1 second' WHERE id % 20 <> 0`,
+		`UPDATE {schema}.jobs SET state = 'cancelled', finished_at = created_at, lease_token = 'held',
+    lease_expires_at = created_at + interval '1 hour' WHERE id % 400 = 0 AND partition_key <> ''`,
+	}, more...), `ANALYZE {schema}.jobs`) {
+		if _, err := s.pool.Exec(t.Context(), s.sql(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
