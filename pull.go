@@ -239,9 +239,13 @@ func (c *Client) observeHanded(jobs []*JobRow, at time.Time) {
 // job's timeout), so a worker that overruns loses the job to the rescuer.
 // Jobs with one deadline share one store call.
 func (c *Client) capLeases(ctx context.Context, jobs []*JobRow, now time.Time) error {
-	// The rows report the deadline itself: on PostgreSQL's own clock the
-	// store keeps the lease relative to its now (later by the time since
-	// the claim), which a timeout's lease must not be reported as.
+	// The deadline is an instant, not a lease length: it is stored as
+	// given (Absolute; on PostgreSQL's own clock the store would keep its
+	// now plus the deadline's distance from the caller's now, later by the
+	// time since the claim and by the caller clock's lag), and the rows
+	// report it. The deadline is read on the caller's clock (StartedAt):
+	// a caller whose clock runs behind the database's has the lease end,
+	// by the database's clock, that lag before the timeout.
 	byDeadline := map[time.Time][]store.Lease{}
 	for _, j := range jobs {
 		deadline, ok := c.deadline(j)
@@ -252,7 +256,8 @@ func (c *Client) capLeases(ctx context.Context, jobs []*JobRow, now time.Time) e
 		}
 	}
 	for deadline, leases := range byDeadline {
-		if _, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: deadline, Now: now}); err != nil {
+		if _, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: deadline, Now: now,
+			Absolute: true}); err != nil {
 			return fmt.Errorf("claim: cap leases at the timeout: %w", err)
 		}
 	}

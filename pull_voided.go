@@ -20,7 +20,8 @@ import (
 // their end (until); one refused is not handed out, is given back if it
 // still runs under the claim's token (its lease over), and its key lease is
 // given back when its job was cancelled (final: no other run holds it).
-// When the check fails the jobs are handed out as they are.
+// One renewed is handed out with the lease end the store reports it
+// stored. When the check fails the jobs are handed out as they are.
 func (c *Client) dropVoided(ctx context.Context, jobs []*JobRow, until time.Time) []*JobRow {
 	var leases []store.Lease
 	rows := map[int64]*JobRow{}
@@ -33,15 +34,24 @@ func (c *Client) dropVoided(ctx context.Context, jobs []*JobRow, until time.Time
 	if len(leases) == 0 {
 		return jobs
 	}
-	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: until, Now: c.now()})
+	until = until.Truncate(time.Microsecond) // as the stores keep it
+	ends := make([]time.Time, len(leases))   // the ends stored, when the store's clock moved them
+	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: leases, Until: until, Now: c.now(), Ends: ends})
 	if err != nil {
 		c.logger.Warn("checking the claimed jobs after their key step failed; handing them out", "jobs", len(leases), "err", err)
 		return jobs
 	}
 	var voided []store.Lease
 	for i, e := range errs {
-		if errors.Is(e, ErrLeaseLost) {
+		switch {
+		case errors.Is(e, ErrLeaseLost):
 			voided = append(voided, leases[i])
+		case e == nil:
+			// Renewed: the job is handed out with the end now stored (on
+			// PostgreSQL's own clock, its now plus the lease's length
+			// left, not the claim's end).
+			end := storedEnd(until, ends[i])
+			rows[leases[i].ID].LeaseExpiresAt = &end
 		}
 	}
 	if len(voided) == 0 {

@@ -585,9 +585,21 @@ type Lease struct {
 
 // JobHeartbeatParams extends leases.
 type JobHeartbeatParams struct {
+	// Leases are the leases to extend (job and token), each independently.
 	Leases []Lease
-	Until  time.Time
-	Now    time.Time
+	// Until is the new lease end, as the caller's clock reads it: a store
+	// whose expiry clock is another (pgstore's database clock) stores its
+	// own now plus Until - Now, unless Absolute.
+	Until time.Time
+	// Now is the caller's now: a lease that has ended by the store's
+	// expiry clock (Now, unless the store keeps its own) is not extended.
+	Now time.Time
+	// Absolute stores Until itself (truncated to microseconds) whatever
+	// the store's expiry clock: an end that is an instant, not a length
+	// from Now (a pull claim's cap at the job's timeout deadline,
+	// StartedAt + the timeout, which the claim reports as the lease's
+	// end). A store that always stores Until ignores it.
+	Absolute bool
 	// Ends, when it holds one time per lease, is filled with the lease end
 	// stored for each lease extended, when the store may store another
 	// than Until truncated to microseconds (pgstore's database clock: its

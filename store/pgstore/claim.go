@@ -48,8 +48,8 @@ func (s *Store) JobHeartbeatMany(ctx context.Context, p *store.JobHeartbeatParam
 	ids, tokens := splitLeases(p.Leases)
 	now := store.OrNow(p.Now)
 	clock := s.expiryClock(now)
-	var until *time.Time
-	if clock != nil {
+	var until *time.Time // NULL: the database's now plus the lease's length
+	if clock != nil || p.Absolute {
 		until = &p.Until
 	}
 	rows, err := db.Query(ctx, s.sql(qHeartbeat), ids, tokens, until, clock, micros(p.Until.Sub(now)))

@@ -382,3 +382,50 @@ func completedKeyed(t *testing.T, s *Store, now time.Time, window time.Duration)
 	}
 	return jobs[0]
 }
+
+// TestDatabaseClockHeartbeatAbsolute: on the database's clock a heartbeat
+// stores the database's now plus the lease's length (Until - Now), but
+// one with store.JobHeartbeatParams.Absolute stores Until itself, and
+// reports it in Ends: a pull claim caps a lease at the job's timeout
+// deadline, an instant the claim reports. The caller's clock runs a
+// second behind the database's, so the two differ by about a second.
+func TestDatabaseClockHeartbeatAbsolute(t *testing.T) {
+	t.Parallel()
+	s := newTestStoreCfg(t, 4, &Config{})
+	ctx := t.Context()
+	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{job("k")}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.JobClaim(ctx, claimParams(1))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	lease := store.Lease{ID: jobs[0].ID, Token: jobs[0].LeaseToken}
+	heartbeat := func(absolute bool) (until, stored, reported time.Time) {
+		t.Helper()
+		now := time.Now().Add(-time.Second) // the caller's clock
+		until = now.Add(30 * time.Second)
+		ends := make([]time.Time, 1)
+		errs, err := s.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{Leases: []store.Lease{lease},
+			Until: until, Now: now, Absolute: absolute, Ends: ends})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("heartbeat: %v %v", errs, err)
+		}
+		row, err := s.JobGet(ctx, &store.JobGetParams{ID: lease.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return until.Truncate(time.Microsecond), *row.LeaseExpiresAt, ends[0]
+	}
+	until, stored, reported := heartbeat(false)
+	if d := stored.Sub(until); d < 500*time.Millisecond || d > 10*time.Second {
+		t.Errorf("relative heartbeat stored %v, %v after Until; want about a second (the database's clock)", stored, d)
+	}
+	if !reported.Equal(stored) {
+		t.Errorf("relative heartbeat reported %v, stored %v", reported, stored)
+	}
+	until, stored, reported = heartbeat(true)
+	if !stored.Equal(until) || !reported.Equal(until) {
+		t.Errorf("absolute heartbeat stored %v, reported %v; want Until %v", stored, reported, until)
+	}
+}

@@ -337,11 +337,12 @@ FROM {schema}.jobs WHERE ($1 = '' OR tenant = $1) GROUP BY queue, state`
 const (
 	// qHeartbeat extends the leases that still match and have not expired
 	// ($4 = the expiry clock, NULL for the database's): an expired lease is
-	// lost even before the rescuer runs. The new end is $3, or, when $3 is
-	// NULL, the database's now() plus $5 microseconds. A record that stores
-	// the job's lease (one a later job of the key reopened while this job
-	// ran: qUpsertRecords) gets the new lease end, and, in progress, an
-	// expiry no earlier than it.
+	// lost even before the rescuer runs. The new end is $3 (Until as
+	// given: under Config.CallerClock, or store.JobHeartbeatParams.Absolute),
+	// or, when $3 is NULL, the database's now() plus $5 microseconds. A
+	// record that stores the job's lease (one a later job of the key
+	// reopened while this job ran: qUpsertRecords) gets the new lease end,
+	// and, in progress, an expiry no earlier than it.
 	qHeartbeat = `WITH u AS (
     SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
 ), upd AS (

@@ -15,6 +15,7 @@ func heartbeatCases() []testCase {
 		{"JobHeartbeatMany/extends_lease", testHeartbeatExtends},
 		{"JobHeartbeatMany/lease_lost_per_item", testHeartbeatLost},
 		{"JobHeartbeatMany/expired_lease_lost", testHeartbeatExpired},
+		{"JobHeartbeatMany/absolute_stores_until_as_given", testHeartbeatAbsolute},
 	}
 }
 
@@ -67,6 +68,33 @@ func testHeartbeatExtends(t *testing.T, s store.Store) {
 		wantTimeP(t, "LeaseExpiresAt after heartbeat", got.LeaseExpiresAt, at(10*time.Minute))
 		if got.LeaseToken != j.LeaseToken {
 			t.Errorf("heartbeat changed the token")
+		}
+	}
+}
+
+// testHeartbeatAbsolute: a heartbeat with Absolute stores Until itself,
+// truncated to microseconds, even when it shortens the lease (a pull
+// claim's cap at the job's timeout deadline), and reports it in Ends when
+// it fills them.
+func testHeartbeatAbsolute(t *testing.T, s store.Store) {
+	insertNew(t, s, at(0), newJob("k"), newJob("k"))
+	c := claim(t, s, at(0), 2)
+	until := at(30*time.Second + 1500*time.Nanosecond)
+	want := until.Truncate(time.Microsecond)
+	ends := make([]time.Time, 2)
+	errs, err := s.JobHeartbeatMany(t.Context(), &store.JobHeartbeatParams{Leases: []store.Lease{leaseOf(c[0]), leaseOf(c[1])},
+		Until: until, Now: at(10 * time.Second), Absolute: true, Ends: ends})
+	if err != nil {
+		t.Fatalf("JobHeartbeatMany: %v", err)
+	}
+	if len(errs) != 2 {
+		t.Fatalf("JobHeartbeatMany: %d results for 2 leases", len(errs))
+	}
+	for i, j := range c {
+		wantOK(t, "heartbeat", errs[i])
+		wantTimeP(t, "LeaseExpiresAt after an absolute heartbeat", wantState(t, s, j.ID, idemtype.StateRunning).LeaseExpiresAt, want)
+		if !ends[i].IsZero() {
+			wantTime(t, "the end reported stored", ends[i], want)
 		}
 	}
 }
