@@ -41,18 +41,21 @@ func TestClaimPlanHeadRuleUsesPartitionIndex(t *testing.T) {
 
 // TestRunningCountPlansUseScopeIndex: the running counts of concurrency
 // limits, which count cancelled jobs still holding their partition
-// (sqlSlotTaken, migration 0028), read jobs_running_scope_idx (its
-// predicate proved from theirs) and never scan the jobs table: the general
-// claim's count (qRunningOfClaim), LimitList's (qRunningScopes), the
-// one-round claim's counts per scope (qClaimOneLimited) and the reserved
-// claim's (runningOf, and the per-tenant count of its bound), with most of
-// the history finished as on a server, some jobs running and some holds. A
-// plan assert (EXPLAIN after ANALYZE), not a timing one.
+// (sqlSlotTaken, migration 0028) and retried ones until their old lease
+// ends (0030), read jobs_running_scope_idx (its predicate proved from
+// theirs) and never scan the jobs table: the general claim's count
+// (qRunningOfClaim), LimitList's (qRunningScopes), the one-round claim's
+// counts per scope (qClaimOneLimited) and the reserved claim's (runningOf,
+// and the per-tenant count of its bound), with most of the history
+// finished as on a server, some jobs running, some holds and some retried
+// holds. A plan assert (EXPLAIN after ANALYZE), not a timing one.
 func TestRunningCountPlansUseScopeIndex(t *testing.T) {
 	t.Parallel()
 	s := holdHistory(t,
 		`UPDATE {schema}.jobs SET state = 'running', attempt = 1, started_at = created_at, lease_token = 'run',
     lease_expires_at = created_at + interval '1 hour' WHERE id % 40 = 0 AND lease_token IS DISTINCT FROM 'held'`,
+		`UPDATE {schema}.jobs SET state = 'scheduled', run_at = created_at + interval '1 hour',
+    lease_expires_at = created_at + interval '1 hour' WHERE id % 400 = 20 AND partition_key <> ''`,
 		`INSERT INTO {schema}.flow_controls (tenant, queue, concurrency) VALUES ('', 'q3', 5), ('t1', '', 5), ('*', 'q3', 2)`)
 	ctx := t.Context()
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -61,12 +64,13 @@ func TestRunningCountPlansUseScopeIndex(t *testing.T) {
 		q    string
 		args []any
 	}{
-		{"general claim", qRunningOfClaim, []any{[]string{"q3"}}},
-		{"LimitList", qRunningScopes, nil},
+		{"general claim", qRunningOfClaim, []any{[]string{"q3"}, now}},
+		{"LimitList", qRunningScopes, []any{now}},
 		{"one-round claim", qClaimOneLimited, []any{"q3", now, "", nil, 1, now.Add(time.Minute), "w1", "", "", "tok"}},
-		{"reserved claim's scope count", `SELECT ` + runningOf("q") + ` FROM {schema}.flow_controls q`, nil},
-		{"reserved claim's bound", `SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.jobs r WHERE ` + sqlSlotTaken +
-			` GROUP BY r.tenant) z`, nil},
+		{"reserved claim's scope count", `SELECT ` + runningOf("q") + ` FROM {schema}.flow_controls q WHERE q.queue <> $1`,
+			[]any{"", now}},
+		{"reserved claim's bound", `SELECT max(n) FROM (SELECT count(*) AS n FROM {schema}.jobs r WHERE ` + sqlSlotTaken("$1::timestamptz") +
+			` GROUP BY r.tenant) z`, []any{now}},
 	} {
 		plan, err := s.explain(ctx, c.q, c.args...)
 		if err != nil {

@@ -129,7 +129,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	b.Queue(s.sql(qFlowLock), p.Queues)
 	b.Queue(s.sql(qFlowWeights), p.Queues)
 	if sh.concurrency {
-		b.Queue(s.sql(qRunningOfClaim), p.Queues)
+		b.Queue(s.sql(qRunningOfClaim), p.Queues, now)
 	}
 	if sh.defaults {
 		b.Queue(s.sql(qDefaultWindows), now, p.Queues)
@@ -195,7 +195,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	found := shapeOf(limits)
 	s.shapes.set(p.Queues, found)
 	if found.concurrency && !sh.concurrency {
-		if running, err = s.loadRunning(ctx, conn, p.Queues); err != nil {
+		if running, err = s.loadRunning(ctx, conn, p.Queues, now); err != nil {
 			return nil, err
 		}
 	}

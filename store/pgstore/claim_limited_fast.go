@@ -74,7 +74,7 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
         SELECT w.tenant FROM {schema}.flow_default_windows w WHERE d.rate > 0 AND w.queue = d.queue
             AND w.window_start > $2::timestamptz - d.period_us * interval '1 microsecond'
         UNION
-        SELECT r.tenant FROM {schema}.jobs r WHERE d.concurrency > 0 AND ` + sqlSlotTaken + ` AND (d.queue = '' OR r.queue = d.queue)
+        SELECT r.tenant FROM {schema}.jobs r WHERE d.concurrency > 0 AND ` + sqlSlotTaken("$2::timestamptz") + ` AND (d.queue = '' OR r.queue = d.queue)
     ) t
     LEFT JOIN {schema}.flow_default_windows w ON w.queue = d.queue AND w.tenant = t.tenant
     WHERE NOT EXISTS (SELECT 1 FROM flow o WHERE o.tenant = t.tenant AND o.queue = d.queue)
@@ -86,11 +86,11 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
              ELSE a.rate END,
         CASE WHEN a.concurrency = 0 THEN NULL
              WHEN a.tenant = '' THEN greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
-                 WHERE ` + sqlSlotTaken + ` AND r.queue = a.queue))::int
+                 WHERE ` + sqlSlotTaken("$2::timestamptz") + ` AND r.queue = a.queue))::int
              WHEN a.queue = '' THEN greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
-                 WHERE ` + sqlSlotTaken + ` AND r.tenant = a.tenant))::int
+                 WHERE ` + sqlSlotTaken("$2::timestamptz") + ` AND r.tenant = a.tenant))::int
              ELSE greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
-                 WHERE ` + sqlSlotTaken + ` AND r.tenant = a.tenant AND r.queue = a.queue))::int END) AS left_n
+                 WHERE ` + sqlSlotTaken("$2::timestamptz") + ` AND r.tenant = a.tenant AND r.queue = a.queue))::int END) AS left_n
     FROM (
         SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, false AS inh FROM flow WHERE tenant <> '*'
         UNION ALL

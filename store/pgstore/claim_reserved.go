@@ -170,16 +170,17 @@ const (
 // claim may go ahead: no hit limit has a rate too (its usage write would
 // move a window: the general path decides), and every visited tenant has
 // room for its want (a lowered quota is the general path's too). Running
-// jobs here are sqlSlotTaken's: cancelled jobs still holding their
-// partition count as running.
-const tenantBoundSQL = `, cb AS (
+// jobs here are sqlSlotTaken's at the claim's now ($2): cancelled jobs
+// still holding their partition count as running, and so do retried ones
+// until their old lease ends.
+var tenantBoundSQL = `, cb AS (
     SELECT coalesce(max(n), 0) + greatest((SELECT max(x.n) FROM want x), 1) <= {floor}::bigint AS ok FROM (
-        SELECT count(*) AS n FROM {schema}.jobs r WHERE ` + sqlSlotTaken + ` GROUP BY r.tenant) z
+        SELECT count(*) AS n FROM {schema}.jobs r WHERE ` + sqlSlotTaken("$2::timestamptz") + ` GROUP BY r.tenant) z
 )`
 
 var tenantConcSQL = tenantBoundSQL + `, rt0 AS (
     SELECT r.tenant, count(*) AS n_all, count(*) FILTER (WHERE r.queue = $1) AS n_q
-    FROM {schema}.jobs r WHERE ` + sqlSlotTaken + ` GROUP BY r.tenant
+    FROM {schema}.jobs r WHERE ` + sqlSlotTaken("$2::timestamptz") + ` GROUP BY r.tenant
 ), limr AS (
     SELECT rt0.tenant, f.queue, f.inh, f.rated, f.concurrency - CASE WHEN f.queue = '' THEN rt0.n_all ELSE rt0.n_q END AS room
     FROM rt0 CROSS JOIN LATERAL (` + concLimitsOf("rt0") + `) f
@@ -331,10 +332,11 @@ var qReservedSetup = `SELECT set_config('jit', 'off', true), set_config('plan_ca
     set_config('enable_bitmapscan', 'off', true), ` + tokenLock("$3", "$4") + `, ` + concLocks(`SELECT unnest($1::text[])`)
 
 // runningOf is the SQL count of the running jobs of flow row alias a's
-// scope, the cancelled ones still holding their partition included
+// scope at the claim's now ($2), the cancelled ones still holding their
+// partition included, and the retried ones until their old lease ends
 // (sqlSlotTaken; jobs_running_scope_idx).
 func runningOf(a string) string {
-	return `(SELECT count(*) FROM {schema}.jobs r WHERE ` + sqlSlotTaken + `
+	return `(SELECT count(*) FROM {schema}.jobs r WHERE ` + sqlSlotTaken("$2::timestamptz") + `
             AND (` + a + `.tenant = '' OR r.tenant = ` + a + `.tenant) AND (` + a + `.queue = '' OR r.queue = ` + a + `.queue))`
 }
 

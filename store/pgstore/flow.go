@@ -39,18 +39,6 @@ ON CONFLICT (tenant, queue) DO UPDATE SET paused = true`
 	qFlowUsage = `UPDATE {schema}.flow_controls f SET window_start = u.ws, window_used = u.used, throttled = f.throttled + u.thr
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::bigint[]) AS u(tenant, queue, ws, used, thr)
 WHERE f.tenant = u.tenant AND f.queue = u.queue`
-	// qRunningScopes counts the jobs that take a slot of concurrency
-	// limits (sqlSlotTaken) per (tenant, queue).
-	qRunningScopes = `SELECT r.tenant, r.queue, count(*)::int FROM {schema}.jobs r WHERE ` + sqlSlotTaken + ` GROUP BY r.tenant, r.queue`
-	// qRunningOfClaim counts the running jobs (sqlSlotTaken) a claim of
-	// queues $1 can be limited by: those of the queues, and those of every
-	// queue of a tenant with a concurrency limit for every queue (all of
-	// them under such a default limit).
-	qRunningOfClaim = `SELECT r.tenant, r.queue, count(*)::int FROM {schema}.jobs r
-WHERE ` + sqlSlotTaken + ` AND (r.queue = ANY($1::text[])
-    OR r.tenant IN (SELECT tenant FROM {schema}.flow_controls WHERE queue = '' AND concurrency > 0)
-    OR EXISTS (SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = '' AND concurrency > 0))
-GROUP BY r.tenant, r.queue`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
 	// limits of tenant '*' of queues $2 ($1 now); older windows count
@@ -73,6 +61,24 @@ ON CONFLICT (queue, tenant) DO UPDATE SET window_start = excluded.window_start,
 	// new window, as for any limit).
 	qDefaultReset = `DELETE FROM {schema}.flow_default_windows WHERE queue = $1 AND NOT EXISTS (
     SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = $1 AND rate = $2 AND period_us = $3)`
+)
+
+// The counts of the jobs that take a slot of concurrency limits
+// (sqlSlotTaken, a function of the count's now).
+var (
+	// qRunningScopes counts the jobs that take a slot of concurrency
+	// limits at $1 (sqlSlotTaken) per (tenant, queue).
+	qRunningScopes = `SELECT r.tenant, r.queue, count(*)::int FROM {schema}.jobs r WHERE ` + sqlSlotTaken("$1::timestamptz") + `
+GROUP BY r.tenant, r.queue`
+	// qRunningOfClaim counts the running jobs (sqlSlotTaken at $2) a claim
+	// of queues $1 can be limited by: those of the queues, and those of
+	// every queue of a tenant with a concurrency limit for every queue
+	// (all of them under such a default limit).
+	qRunningOfClaim = `SELECT r.tenant, r.queue, count(*)::int FROM {schema}.jobs r
+WHERE ` + sqlSlotTaken("$2::timestamptz") + ` AND (r.queue = ANY($1::text[])
+    OR r.tenant IN (SELECT tenant FROM {schema}.flow_controls WHERE queue = '' AND concurrency > 0)
+    OR EXISTS (SELECT 1 FROM {schema}.flow_controls WHERE tenant = '*' AND queue = '' AND concurrency > 0))
+GROUP BY r.tenant, r.queue`
 )
 
 var (
@@ -222,14 +228,23 @@ func claimCTEs(now, leaseUntil, worker, token string) string {
 )`
 }
 
-// sqlSlotTaken is true for a job r that takes a slot of the concurrency
-// limits of its scope: a running one, or a cancelled one that still holds
-// its FIFO partition (its handler may still run: qJobCancel), until the
-// hold ends as the head rule's does (sqlPartitionTaken). Every count of
-// running jobs for a limit uses it (the claims' and LimitList's). It is
-// the predicate of jobs_running_scope_idx (migration 0028), written the
-// same way so that the counts are proved to fit the index.
-const sqlSlotTaken = `(r.state = 'running' OR (r.state = 'cancelled' AND r.lease_expires_at IS NOT NULL))`
+// sqlSlotTaken is true at now (an SQL expression) for a job r that takes
+// a slot of the concurrency limits of its scope: a running one, or a
+// cancelled one that still holds its FIFO partition (its handler may
+// still run: qJobCancel), until the hold ends as the head rule's does
+// (sqlPartitionTaken), or a holding job retried (qRetry) until the end of
+// its old lease, which it keeps while it waits: its old handler may still
+// run until then, and its own next run starts no earlier (sqlRetryRunAt),
+// so it never waits for its own slot. Every count of running jobs for a
+// limit uses it (the claims' and LimitList's), at the claim's now (the
+// head rule's too). It implies the predicate of jobs_running_scope_idx
+// (migration 0030), each arm one of the predicate's (a retried job's
+// lease_expires_at > now implies IS NOT NULL), so that the counts are
+// proved to fit the index.
+func sqlSlotTaken(now string) string {
+	return `(r.state = 'running' OR (r.state = 'cancelled' AND r.lease_expires_at IS NOT NULL)
+        OR (r.state IN ('pending', 'scheduled', 'available') AND r.lease_expires_at > ` + now + `))`
+}
 
 // sqlPartitionTaken is true for a job h that keeps its partition's later
 // jobs waiting: an unfinished one, or a cancelled one whose handler may
@@ -332,13 +347,14 @@ func (s *Store) loadFlow(ctx context.Context, q querier, sql string, queues []st
 	return scanFlow(q.Query(ctx, s.sql(sql), queues))
 }
 
-// loadRunning counts running jobs per (tenant, queue): every one when
-// queues is nil, else those a claim of queues can be limited by.
-func (s *Store) loadRunning(ctx context.Context, q querier, queues []string) ([]store.RunningCount, error) {
+// loadRunning counts the jobs that take a slot at now (sqlSlotTaken) per
+// (tenant, queue): every one when queues is nil, else those a claim of
+// queues can be limited by.
+func (s *Store) loadRunning(ctx context.Context, q querier, queues []string, now time.Time) ([]store.RunningCount, error) {
 	if queues == nil {
-		return scanRunning(q.Query(ctx, s.sql(qRunningScopes)))
+		return scanRunning(q.Query(ctx, s.sql(qRunningScopes), now))
 	}
-	return scanRunning(q.Query(ctx, s.sql(qRunningOfClaim), queues))
+	return scanRunning(q.Query(ctx, s.sql(qRunningOfClaim), queues, now))
 }
 
 // usageCols are LimitUsage rows as the column arrays of qFlowUsage and
@@ -430,7 +446,8 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 	if err != nil {
 		return nil, fmt.Errorf("list limits: %w", err)
 	}
-	running, err := s.loadRunning(ctx, db, nil)
+	now := store.OrNow(p.Now)
+	running, err := s.loadRunning(ctx, db, nil, now)
 	if err != nil {
 		return nil, fmt.Errorf("list limits: %w", err)
 	}
@@ -443,7 +460,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 		out = append(out, &l)
 	}
 	store.SetRunning(out, running)
-	store.CurrentWindows(out, store.OrNow(p.Now))
+	store.CurrentWindows(out, now)
 	for _, l := range out {
 		if l.Rate > 0 {
 			l.WindowUsed = max(0, l.WindowUsed-s.ownReserved(l.FlowScope, false, l.WindowStart))
@@ -462,7 +479,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 		for _, r := range rows {
 			all = append(all, &r.limit)
 		}
-		out = append(out, store.DefaultUsage(all, p.Tenant, ws, running, store.OrNow(p.Now))...)
+		out = append(out, store.DefaultUsage(all, p.Tenant, ws, running, now)...)
 		store.SortLimits(out)
 	}
 	return out, nil

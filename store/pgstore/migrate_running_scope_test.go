@@ -1,10 +1,14 @@
 package pgstore
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestMigrateRunningScopeHolds: 0028's down step gives jobs_running_scope_idx
@@ -38,5 +42,94 @@ func TestMigrateRunningScopeHolds(t *testing.T) {
 	}
 	if d := def(); !strings.Contains(d, hold) {
 		t.Fatalf("jobs_running_scope_idx migrated again: %s", d)
+	}
+}
+
+// TestMigrateRetriedHolds: 0030's down step gives jobs_running_scope_idx
+// back 0028's predicate (running and cancelled holding jobs), and its up
+// step takes the retried holding jobs in too (waiting, with the end of
+// their old lease), which the running counts then read through the index:
+// a holding job retried counts until its old lease ends.
+func TestMigrateRetriedHolds(t *testing.T) {
+	t.Parallel()
+	dbtest.PostgresURL(t)
+	s := newTestStore(t, 2)
+	ctx := t.Context()
+	def := func() string {
+		t.Helper()
+		var d string
+		if err := s.pool.QueryRow(ctx, `SELECT pg_get_indexdef(to_regclass($1))`, s.sql("{schema}.jobs_running_scope_idx")).Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	const hold = "(state = 'cancelled'::text) AND (lease_expires_at IS NOT NULL)"
+	const retried = "(state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'available'::text])) AND (lease_expires_at IS NOT NULL)"
+	if d := def(); !strings.Contains(d, hold) || !strings.Contains(d, retried) {
+		t.Fatalf("jobs_running_scope_idx at the newest version: %s", d)
+	}
+	// A holding job retried: it waits with its old lease's end.
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := now.Add(time.Minute)
+	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: now, Jobs: []*store.JobInsertParams{{
+		Tenant: "t1", Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now, PartitionKey: "p"}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res[0].Err)
+	}
+	c, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1, LeaseUntil: end, Now: now})
+	if err != nil || len(c) != 1 {
+		t.Fatal(err, c)
+	}
+	if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: c[0].ID, Now: now.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobRetryMany(ctx, &store.JobRetryManyParams{IDs: []int64{c[0].ID}, Now: now.Add(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MigrateDown(ctx, stepsAbove(t, 29)); err != nil { // undo 0030
+		t.Fatal(err)
+	}
+	if d := def(); !strings.Contains(d, hold) || strings.Contains(d, "available") {
+		t.Fatalf("jobs_running_scope_idx after 0030's down step: %s", d)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := def(); !strings.Contains(d, retried) {
+		t.Fatalf("jobs_running_scope_idx migrated again: %s", d)
+	}
+	// The count reads the index (sequential scans off: the table is
+	// small) and finds the retried job until its old lease ends.
+	count := func(at time.Time) (n int, plan string) {
+		t.Helper()
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN "+s.sql(qRunningScopes), at)
+			if err != nil {
+				return err
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			plan = strings.Join(lines, "\n")
+			rs, err := scanRunning(tx.Query(ctx, s.sql(qRunningScopes), at))
+			for _, r := range rs {
+				n += r.N
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, plan
+	}
+	if n, plan := count(end.Add(-time.Second)); n != 1 || !strings.Contains(plan, "jobs_running_scope_idx") {
+		t.Errorf("before the old lease ends: %d jobs take a slot, want 1 (through jobs_running_scope_idx):\n%s", n, plan)
+	}
+	if n, _ := count(end); n != 0 {
+		t.Errorf("once the old lease ended: %d jobs take a slot, want 0", n)
 	}
 }

@@ -34,16 +34,6 @@ ON CONFLICT (tenant, queue) DO UPDATE SET paused = 1`
 	qFlowUsage = `WITH u(tenant, queue, ws, used, thr) AS (VALUES %s)
 UPDATE flow_controls SET window_start_us = u.ws, window_used = u.used, throttled = throttled + u.thr
 FROM u WHERE flow_controls.tenant = u.tenant AND flow_controls.queue = u.queue`
-	// qRunningScopes counts the jobs that take a slot of concurrency
-	// limits (sqlSlotTaken: running, or cancelled and still holding their
-	// FIFO partition) per (tenant, queue), on jobs_running.
-	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE ` + sqlSlotTaken + ` GROUP BY tenant, queue`
-	// The running jobs (sqlSlotTaken) of one scope, on the partial index
-	// jobs_running (tenant, queue, …): one tenant's in one queue, one
-	// tenant's, one queue's (TestRuntimePlansUsePartialIndexes).
-	qRunningTenantQueue = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND tenant = ?1 AND queue = ?2`
-	qRunningTenant      = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND tenant = ?1`
-	qRunningQueue       = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken + ` AND queue = ?1`
 
 	// qDefaultWindows reads the tenants' current windows under the rate
 	// limits of tenant '*' (?1 now); older windows count nothing.
@@ -66,6 +56,22 @@ ON CONFLICT (queue, tenant) DO UPDATE SET window_start_us = excluded.window_star
 	// new window, as for any limit).
 	qDefaultReset = `DELETE FROM flow_default_windows WHERE queue = ?1 AND NOT EXISTS (
     SELECT 1 FROM flow_controls WHERE tenant = '*' AND queue = ?1 AND rate = ?2 AND period_us = ?3)`
+)
+
+// The counts of running jobs (sqlSlotTaken is a function of the now
+// parameter).
+var (
+	// qRunningScopes counts the jobs that take a slot of concurrency
+	// limits at ?1 (sqlSlotTaken: running, cancelled and still holding
+	// their FIFO partition, or retried while holding it until the old
+	// lease ends) per (tenant, queue), on jobs_running.
+	qRunningScopes = `SELECT tenant, queue, count(*) FROM jobs WHERE ` + sqlSlotTaken("?1") + ` GROUP BY tenant, queue`
+	// The running jobs (sqlSlotTaken) of one scope at ?3, on the partial
+	// index jobs_running (tenant, queue, …): one tenant's in one queue,
+	// one tenant's, one queue's (TestRuntimePlansUsePartialIndexes).
+	qRunningTenantQueue = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken("?3") + ` AND tenant = ?1 AND queue = ?2`
+	qRunningTenant      = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken("?3") + ` AND tenant = ?1`
+	qRunningQueue       = `SELECT count(*) FROM jobs WHERE ` + sqlSlotTaken("?3") + ` AND queue = ?2`
 )
 
 // flowRow is one scanned flow_controls row.
@@ -99,9 +105,9 @@ func loadFlow(query rowsQuerier) ([]flowRow, error) {
 	return out, rows.Err()
 }
 
-// loadRunning counts running jobs per (tenant, queue).
-func loadRunning(query rowsQuerier) ([]store.RunningCount, error) {
-	rows, err := query(qRunningScopes)
+// loadRunning counts running jobs per (tenant, queue) at now (µs).
+func loadRunning(query rowsQuerier, now int64) ([]store.RunningCount, error) {
+	rows, err := query(qRunningScopes, now)
 	if err != nil {
 		return nil, err
 	}
@@ -207,11 +213,12 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 		if err != nil {
 			return err
 		}
-		running, err := loadRunning(q)
+		now := store.OrNow(p.Now)
+		running, err := loadRunning(q, toUS(now))
 		if err != nil {
 			return err
 		}
-		out = limitsWithUsage(rows, running, p.Tenant, store.OrNow(p.Now))
+		out = limitsWithUsage(rows, running, p.Tenant, now)
 		if p.Tenant != "" && p.Tenant != store.EveryTenant {
 			ws, err := loadWindows(q, qDefaultWindowsOf, p.Tenant)
 			if err != nil {
@@ -221,7 +228,7 @@ func (s *Store) LimitList(ctx context.Context, p *store.LimitListParams) ([]*sto
 			for _, r := range rows {
 				all = append(all, &r.limit)
 			}
-			out = append(out, store.DefaultUsage(all, p.Tenant, ws, running, store.OrNow(p.Now))...)
+			out = append(out, store.DefaultUsage(all, p.Tenant, ws, running, now)...)
 			store.SortLimits(out)
 		}
 		return nil
@@ -337,7 +344,7 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 	}
 	limits, weights, paused, copies := splitFlow(flow, p.Queues, t.flow.copies)
 	t.flow.copies = copies
-	running, err := setRunning(t, limits)
+	running, err := setRunning(t, limits, now)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +421,7 @@ const runningScopesMax = 16
 // (running jobs of other scopes cost nothing) and running is nil; else
 // every running job is counted by (tenant, queue) once, and running holds
 // those counts (a default limit needs every tenant's).
-func setRunning(t *wtx, limits []*store.Limit) (running []store.RunningCount, err error) {
+func setRunning(t *wtx, limits []*store.Limit, now int64) (running []store.RunningCount, err error) {
 	var scoped []*store.Limit
 	for _, l := range limits {
 		if l.IsDefault() && l.Concurrency > 0 {
@@ -429,21 +436,21 @@ func setRunning(t *wtx, limits []*store.Limit) (running []store.RunningCount, er
 		if !store.HasConcurrency(limits) {
 			return nil, nil
 		}
-		if running, err = loadRunning(t.query); err != nil {
+		if running, err = loadRunning(t.query, now); err != nil {
 			return nil, err
 		}
 		store.SetRunning(limits, running)
 		return running, nil
 	}
 	for _, l := range scoped {
-		q, args := qRunningTenantQueue, []any{l.Tenant, l.Queue}
+		q := qRunningTenantQueue
 		switch {
 		case l.Queue == "":
-			q, args = qRunningTenant, args[:1]
+			q = qRunningTenant
 		case l.Tenant == "":
-			q, args = qRunningQueue, args[1:]
+			q = qRunningQueue
 		}
-		if err := t.queryRow(q, args...).Scan(&l.Running); err != nil {
+		if err := t.queryRow(q, l.Tenant, l.Queue, now).Scan(&l.Running); err != nil {
 			return nil, err
 		}
 	}

@@ -162,13 +162,14 @@ func TestRuntimePlansUsePartialIndexes(t *testing.T) {
 		"retention":    {qRetentionSelect, "jobs_finished", []any{1, 1, 1, 1, 100}},
 		"stats oldest": {qStatsOldest, "jobs_claim_tenant", []any{"", 1}},
 		// The running counts of concurrency limits, which count the
-		// cancelled jobs still holding their partition (0028), the rescuer,
+		// cancelled jobs still holding their partition (0028) and the
+		// retried ones until their old lease ends (0030), the rescuer,
 		// the end of holds and the lookup by claim token: one index of the
 		// jobs that take a slot (0029).
-		"running of every scope":       {qRunningScopes, "jobs_running", nil},
-		"running of a tenant in queue": {qRunningTenantQueue, "jobs_running", []any{"t1", "default"}},
-		"running of a tenant":          {qRunningTenant, "jobs_running", []any{"t1"}},
-		"running of a queue":           {qRunningQueue, "jobs_running", []any{"default"}},
+		"running of every scope":       {qRunningScopes, "jobs_running", []any{1}},
+		"running of a tenant in queue": {qRunningTenantQueue, "jobs_running", []any{"t1", "default", 1}},
+		"running of a tenant":          {qRunningTenant, "jobs_running", []any{"t1", "", 1}},
+		"running of a queue":           {qRunningQueue, "jobs_running", []any{"", "default", 1}},
 		"rescuer":                      {qRescueSelect, "jobs_running", []any{1, 100}},
 		"end of holds":                 {qCancelHoldEnd, "jobs_running", []any{1, 100}},
 		"running under a claim token":  {qRunningUnder, "jobs_running", []any{"tok"}},

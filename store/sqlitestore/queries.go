@@ -108,14 +108,32 @@ func sqlUnfinished(t string) string {
 
 func sqlFinished(t string) string { return stateIn(t, "completed", "dead", "cancelled") }
 
-// sqlSlotTaken is true for a job that takes a slot of the concurrency
-// limits of its scope: a running one, or a cancelled one that still holds
-// its FIFO partition (its handler may still run: qJobCancel), until the
-// hold ends as the head rule's does (sqlPartitionTaken). Every count of
-// running jobs for a limit uses it (the claim's and LimitList's). It is
-// the predicate of jobs_running (migrations 0028, 0029), spelt the same
-// way so that SQLite proves the index usable.
-const sqlSlotTaken = `(state = 'running' OR (state = 'cancelled' AND lease_expires_at IS NOT NULL))`
+// sqlSlotIndexed is the predicate of jobs_running (migration 0030),
+// spelt as there so that SQLite proves the index usable: the jobs that
+// take a slot of the concurrency limits of their scope, or may until a
+// lease ends (sqlSlotTaken): a running one; a cancelled one that still
+// holds its FIFO partition (its handler may still run: qJobCancel); a
+// holding one retried (qJobRetry), which waits to run again with the end
+// of its old lease kept. No other job keeps a lease end.
+const sqlSlotIndexed = `(state = 'running' OR (state = 'cancelled' AND lease_expires_at IS NOT NULL)
+    OR ((state = 'pending' OR state = 'scheduled' OR state = 'available') AND lease_expires_at IS NOT NULL))`
+
+// sqlSlotTaken is true at now (an SQL expression, µs) for a job that takes
+// a slot of the concurrency limits of its scope: a running one, or a
+// cancelled one that still holds its FIFO partition (its handler may
+// still run: qJobCancel), until the hold ends as the head rule's does
+// (sqlPartitionTaken), or a holding job retried (qJobRetry) until its old
+// lease ends: its old handler may still run until then, and its own next
+// run starts no earlier (sqlRetryRunAt), so it never waits for its own
+// slot. Every count of running jobs for a limit uses it (the claim's and
+// LimitList's). Its first term is jobs_running's predicate (migration
+// 0030), so that SQLite proves the index usable (a term of the WHERE
+// must match the predicate, or one arm of it; the outer parentheses make
+// no node, and the WHERE is split at the AND as without them); the second
+// drops the retried jobs whose old lease ended.
+func sqlSlotTaken(now string) string {
+	return `(` + sqlSlotIndexed + ` AND (state = 'running' OR state = 'cancelled' OR lease_expires_at > ` + now + `))`
+}
 
 // stateIn is the condition "the state of table alias t is one of states",
 // spelt as a chain of ORs, not as an IN list: SQLite evaluates a partial
@@ -468,7 +486,7 @@ RETURNING queue`
 	// announce).
 	qCancelHoldEnd = `UPDATE jobs SET lease_expires_at = NULL
 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_running
-    WHERE ` + sqlSlotTaken + ` AND state = 'cancelled' AND lease_expires_at < ?1
+    WHERE ` + sqlSlotIndexed + ` AND state = 'cancelled' AND lease_expires_at < ?1
     ORDER BY lease_expires_at LIMIT ?2)
 RETURNING queue`
 	// qAttemptEndNow writes the ended attempt of running job ?3 with

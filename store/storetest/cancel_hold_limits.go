@@ -13,12 +13,15 @@ import (
 // holds its partition until its handler is known to have returned (the
 // hold: JobCancel); until then it also takes its slot under every
 // concurrency limit of its scope, since its handler may still run: a
-// concurrency limit bounds the handlers that run at once.
+// concurrency limit bounds the handlers that run at once. A holding job
+// retried (JobRetryMany) keeps taking that slot until its old lease ends.
 func cancelHoldLimitCases() []testCase {
 	var out []testCase
 	for _, c := range holdLimitScopes {
 		out = append(out, testCase{"Limits/cancel_hold_counts_against_" + c.name, func(t *testing.T, s store.Store) {
 			testCancelHoldLimit(t, s, c.scope)
+		}}, testCase{"Limits/retried_hold_counts_against_" + c.name, func(t *testing.T, s store.Store) {
+			testRetriedHoldLimit(t, s, c.scope)
 		}})
 	}
 	return out
@@ -152,4 +155,117 @@ func testCancelHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
 	// No partition, no hold: the slot is free at the cancel.
 	cancelJob(t, s, c[0], end.Add(3*time.Second))
 	wantIDs(t, "after the cancel of a job of no partition", ids(claimOf("a", end.Add(4*time.Second))), []int64{js[3].ID})
+}
+
+// testRetriedHoldLimit: under a concurrency of 1 in scope, tenant a's job
+// A of partition A runs, is cancelled (it holds its partition) and is
+// retried while its handler may still run: it waits to run again until its
+// old lease ends, and until then it still takes its slot, since the old
+// handler may still run. Jobs of the scope enqueued meanwhile (one of
+// another partition, one of none) wait; the old handler's refused finish
+// does not free the slot (the retried job is no longer cancelled: its
+// hold lasts, as for the head rule, until the old lease ends). Once that
+// lease ended the slot is free (B is claimed at that instant), and A
+// itself is claimed in its turn: its own old lease does not hold it back.
+// Tenant b's work, outside a tenant's scope, is claimed all along. The
+// limit's usage counts the retried job until the old lease ends.
+func testRetriedHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
+	ctx := t.Context()
+	putLimit(t, s, store.Limit{FlowScope: scope, Concurrency: 1})
+	job := func(tenant, kind, part string) *store.JobInsertParams {
+		p := partitioned(kind, "q", part)
+		p.Tenant = tenant
+		return p
+	}
+	tenantScope := scope.Tenant != ""
+	claimKinds := func(tenant string, now time.Time, n int, kinds ...string) []*idemtype.JobRow {
+		t.Helper()
+		return claimWith(t, s, &store.JobClaimParams{Queues: []string{"q"}, Tenant: tenant, Kinds: kinds, WorkerID: "w1",
+			Limit: n, LeaseUntil: now.Add(lease), Now: now})
+	}
+	usage := func(now time.Time) int {
+		t.Helper()
+		tenant := ""
+		if scope.IsDefault() {
+			tenant = "a"
+		}
+		ls, err := s.LimitList(ctx, &store.LimitListParams{Tenant: tenant, Now: now})
+		if err != nil {
+			t.Fatalf("LimitList: %v", err)
+		}
+		for _, l := range ls {
+			if l.FlowScope == scope {
+				return l.Running
+			}
+		}
+		t.Fatalf("LimitList(%q) has no limit of %+v: %+v", tenant, scope, ls)
+		return 0
+	}
+	a := insertNew(t, s, at(0), job("a", "a1", "A"))[0]
+	b := insertNew(t, s, at(0), job("b", "b1", ""))[0]
+	// blocked claims a's work at now and wants none, and b's when it is
+	// outside the scope.
+	blocked := func(what string, now time.Time) {
+		t.Helper()
+		for _, n := range []int{1, 10} {
+			if got := claimKinds("a", now, n); len(got) != 0 {
+				t.Fatalf("%s: a claim of %d took %v under a concurrency of 1 in %+v while the retried job's old handler may still run",
+					what, n, ids(got), scope)
+			}
+		}
+		if !tenantScope || b == nil {
+			return
+		}
+		got := claimKinds("b", now, 1)
+		wantIDs(t, what+": tenant b, outside the scope", ids(got), []int64{b.ID})
+		finish1(t, s, completion(got[0], `1`, now))
+		b = nil
+	}
+
+	c := claimKinds("a", at(0), 1)
+	wantIDs(t, "first claim", ids(c), []int64{a.ID})
+	end := at(lease) // the old lease's end
+	cancelJob(t, s, c[0], at(time.Second))
+	if _, err := s.JobRetryMany(ctx, &store.JobRetryManyParams{IDs: []int64{a.ID}, Now: at(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wantState(t, s, a.ID, idemtype.StateScheduled); !r.RunAt.Equal(end) {
+		t.Errorf("retried holding job: run_at %v, want the old lease's end %v", r.RunAt, end)
+	}
+	js := insertNew(t, s, at(3*time.Second), job("a", "a2", "B"), job("a", "a3", ""))
+	if n := usage(at(3 * time.Second)); n != 1 {
+		t.Errorf("the limit's usage counts %d running while the retried job's old handler may still run, want 1", n)
+	}
+	blocked("retried job holding its old lease", at(4*time.Second))
+	if errs := finishAll(t, s, completion(c[0], `1`, at(5*time.Second))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the old attempt: %v, want ErrLeaseLost", errs[0])
+	}
+	blocked("after the old attempt's refused finish", at(6*time.Second))
+	rescue(t, s, end.Add(-time.Second), 100)
+	blocked("just before the old lease ends", end.Add(-time.Second))
+	if n := usage(end.Add(-time.Second)); n != 1 {
+		t.Errorf("the limit's usage counts %d running just before the old lease ends, want 1", n)
+	}
+	if n := usage(end); n != 0 {
+		t.Errorf("the limit's usage counts %d running once the old lease ended, want 0", n)
+	}
+
+	// The old lease ended: the slot is free, B (enqueued before A's new
+	// run_at) goes first, then A in its turn, then the job of no partition.
+	c = claimKinds("a", end, 1)
+	wantIDs(t, "once the old lease ended", ids(c), []int64{js[0].ID})
+	if got := claimKinds("a", end, 10); len(got) != 0 {
+		t.Fatalf("claimed %v beside B under a concurrency of 1", ids(got))
+	}
+	finish1(t, s, completion(c[0], `1`, end.Add(time.Second)))
+	c = claimKinds("a", end.Add(2*time.Second), 10, "a1")
+	wantIDs(t, "the retried job after its old lease ended", ids(c), []int64{a.ID})
+	if got := claimKinds("a", end.Add(3*time.Second), 10); len(got) != 0 {
+		t.Fatalf("claimed %v beside the retried job's new run under a concurrency of 1", ids(got))
+	}
+	if n := usage(end.Add(3 * time.Second)); n != 1 {
+		t.Errorf("the limit's usage counts %d running during the retried job's new run, want 1", n)
+	}
+	finish1(t, s, completion(c[0], `1`, end.Add(4*time.Second)))
+	wantIDs(t, "after the retried job's new run", ids(claimKinds("a", end.Add(5*time.Second), 10)), []int64{js[1].ID})
 }
