@@ -121,3 +121,43 @@ func checkPullClaimLeaseTimes(t *testing.T, st store.Store) {
 		}
 	})
 }
+
+// TestHeartbeatCapMatchesClaimCap: a pull claim caps a timed job's lease
+// at the deadline itself (capLeases, Absolute), and so does a later
+// Heartbeat capped at the same deadline. Before the fix the heartbeat
+// stored it relative to the caller's now: on PostgreSQL's own clock with a
+// caller clock a second behind the database's, the lease outlived the
+// deadline the claim stored by that second (found by review).
+func TestHeartbeatCapMatchesClaimCap(t *testing.T) {
+	t.Parallel()
+	st := openDatabaseClockStore(t)
+	ctx := context.Background()
+	const timeout = 5 * time.Second
+	c, err := idem.NewClient(st, &idem.Config{Logger: quietLogger(), DisableMaintenance: true,
+		TimeoutByKind: map[string]time.Duration{"timed": timeout},
+		Now:           func() time.Time { return time.Now().Add(-time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "timed", Opts: &idem.EnqueueOpts{Queue: "timed"}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Claim(ctx, idem.ClaimParams{Queues: []string{"timed"}, WorkerID: "w", Lease: time.Minute})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	j := jobs[0]
+	claimEnd := *j.LeaseExpiresAt
+	until, err := c.Heartbeat(ctx, "", j.ID, j.LeaseToken, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("claim capped the lease at %v; heartbeat (capped at the same deadline) stored %v (+%v)", claimEnd, until, until.Sub(claimEnd))
+	if !until.Equal(claimEnd) || !until.Equal(j.StartedAt.Add(timeout).Truncate(time.Microsecond)) {
+		t.Errorf("heartbeat capped at the timeout stored %v, the claim %v (the deadline)", until, claimEnd)
+	}
+	row, err := c.JobGet(ctx, "", j.ID)
+	if err != nil || row.LeaseExpiresAt == nil || !row.LeaseExpiresAt.Equal(until) {
+		t.Errorf("stored lease end %v (%v), heartbeat returned %v", row.LeaseExpiresAt, err, until)
+	}
+}

@@ -302,18 +302,21 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 	}
 	now := c.now()
 	until := now.Add(lease)
+	capped := false // at the timeout's deadline: an instant, stored as given (as capLeases does)
 	if deadline, ok := c.deadline(row); ok && row.State == StateRunning && row.LeaseToken == token {
 		if !now.Before(deadline) {
 			return time.Time{}, c.timeoutRemote(ctx, tenant, row, token)
 		}
-		until = minTime(until, deadline)
+		if deadline.Before(until) {
+			until, capped = deadline, true
+		}
 	}
 	// The time the stores keep (microseconds): the caller compares it
 	// with the lease end read back later.
 	until = until.Truncate(time.Microsecond)
 	ends := make([]time.Time, 1) // the end stored, when the store's clock moved it
 	errs, err := c.store.JobHeartbeatMany(ctx, &store.JobHeartbeatParams{
-		Leases: []store.Lease{{ID: id, Token: token}}, Until: until, Now: now, Ends: ends})
+		Leases: []store.Lease{{ID: id, Token: token}}, Until: until, Now: now, Ends: ends, Absolute: capped})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
@@ -404,13 +407,6 @@ func (c *Client) timeoutRemote(ctx context.Context, tenant string, row *JobRow, 
 		return err
 	}
 	return fmt.Errorf("job %d: %w: %w", row.ID, ErrLeaseLost, ErrJobTimeout)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 type remoteError string

@@ -8,7 +8,8 @@
 -- holding ones in too (waiting, with a lease end), so that the counts,
 -- whose every arm implies one of the predicate's, keep reading it. The
 -- index holds only running and holding jobs; rebuilding it reads the jobs
--- table once, under the migration's lock (writes of jobs wait meanwhile).
+-- table once, in the migration's transaction: DROP INDEX locks the table
+-- until it commits, so claims, reads and writes of jobs wait meanwhile.
 -- Heartbeats and the rescuer keep jobs_lease_idx, the end of holds
 -- jobs_cancel_hold_idx.
 DROP INDEX IF EXISTS {schema}.jobs_running_scope_idx;
