@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/internal/sqlitetest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
 	"github.com/idem-dev/idem/store/sqlitestore"
@@ -31,7 +31,7 @@ func openLeaseStore(t *testing.T, kind string) (store.Store, func() store.Store)
 	ctx := context.Background()
 	switch kind {
 	case "sqlite":
-		path := filepath.Join(t.TempDir(), "lease.db")
+		path := sqlitetest.Path(t)
 		open := func() store.Store {
 			st, err := sqlitestore.Open(ctx, path, nil)
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,13 +14,14 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/internal/sqlitetest"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // setup serves the API on a fresh SQLite file behind wrap (nil = none).
 func setup(t *testing.T, wrap func(http.Handler) http.Handler) (*idemclient.Client, *httptest.Server) {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "idem.db"), nil)
+	st, err := sqlitestore.Open(context.Background(), sqlitetest.Path(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/internal/sqlitetest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
@@ -23,7 +23,7 @@ type opener func(t *testing.T) store.Store
 
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "idem.db"), nil)
+	st, err := sqlitestore.Open(context.Background(), sqlitetest.Path(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemhttp"
+	"github.com/idem-dev/idem/internal/sqlitetest"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
@@ -20,7 +21,7 @@ import (
 // URL, an admin key and the database path.
 func cliServer(t *testing.T) (url, key, db string) {
 	t.Helper()
-	db = filepath.Join(t.TempDir(), "idem.db")
+	db = sqlitetest.Path(t)
 	st, err := sqlitestore.Open(context.Background(), db, nil)
 	if err != nil {
 		t.Fatal(err)

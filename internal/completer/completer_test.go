@@ -3,7 +3,6 @@ package completer_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/completer"
+	"github.com/idem-dev/idem/internal/sqlitetest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
@@ -24,7 +24,7 @@ var now = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func openStore(t *testing.T) store.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "c.db"), nil)
+	st, err := sqlitestore.Open(context.Background(), sqlitetest.Path(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

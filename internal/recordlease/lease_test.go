@@ -3,7 +3,6 @@ package recordlease
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/internal/dbtest"
+	"github.com/idem-dev/idem/internal/sqlitetest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/pgstore"
 	"github.com/idem-dev/idem/store/sqlitestore"
@@ -23,7 +23,7 @@ type opener func(t *testing.T) store.Store
 
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "idem.db"), nil)
+	st, err := sqlitestore.Open(context.Background(), sqlitetest.Path(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

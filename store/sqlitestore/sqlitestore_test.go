@@ -11,14 +11,35 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/internal/filetemplate"
 	"github.com/idem-dev/idem/store"
 )
 
 var t0 = time.Date(2031, time.March, 4, 5, 6, 7, 123456000, time.UTC)
 
+// testTemplate is a database migrated once per test process, as
+// internal/sqlitetest makes it (this package's tests cannot import that
+// one, which imports this package).
+var testTemplate = filetemplate.New(func(path string) error {
+	s, err := Open(context.Background(), path, nil)
+	if err != nil {
+		return err
+	}
+	return s.Close() // checkpoints the WAL into the file and removes it
+}, "-wal")
+
+// openTest opens a new store in t.TempDir(): a copy of testTemplate, so
+// that every test does not run every migration again; with
+// cfg.SkipMigrate a new, empty file.
 func openTest(t testing.TB, cfg *Config) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "idem.db"), cfg)
+	var path string
+	if cfg != nil && cfg.SkipMigrate {
+		path = filepath.Join(t.TempDir(), "idem.db")
+	} else {
+		path = testTemplate.Copy(t, "idem.db")
+	}
+	s, err := Open(context.Background(), path, cfg)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
