@@ -5,11 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/dbtest"
-	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // TestGoAPILeaseTimesAreTheStoredOnes (both stores): the lease ends the Go
@@ -45,18 +41,7 @@ func TestGoAPILeaseTimesAreTheStoredOnes(t *testing.T) {
 // its timeout reports the deadline itself: see capLeases).
 func TestGoAPILeaseTimesAreTheStoredOnesDatabaseClock(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	url, schema := dbtest.NewSchema(t)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatalf("pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	st, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: schema})
-	if err != nil {
-		t.Fatalf("open pg: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openDatabaseClockStore(t)
 	// The caller's clock runs a second behind the database's: what the
 	// caller computes is not what the database's clock stores.
 	c, err := idem.NewClient(st, &idem.Config{Logger: quietLogger(), DisableMaintenance: true,

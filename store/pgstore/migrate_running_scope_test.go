@@ -19,14 +19,7 @@ func TestMigrateRunningScopeHolds(t *testing.T) {
 	dbtest.PostgresURL(t)
 	s := newTestStore(t, 2)
 	ctx := t.Context()
-	def := func() string {
-		t.Helper()
-		var d string
-		if err := s.pool.QueryRow(ctx, `SELECT pg_get_indexdef(to_regclass($1))`, s.sql("{schema}.jobs_running_scope_idx")).Scan(&d); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	def := func() string { return s.scopeIndexDef(t) }
 	const hold = "(state = 'cancelled'::text) AND (lease_expires_at IS NOT NULL)"
 	if d := def(); !strings.Contains(d, hold) {
 		t.Fatalf("jobs_running_scope_idx at the newest version: %s", d)
@@ -55,14 +48,7 @@ func TestMigrateRetriedHolds(t *testing.T) {
 	dbtest.PostgresURL(t)
 	s := newTestStore(t, 2)
 	ctx := t.Context()
-	def := func() string {
-		t.Helper()
-		var d string
-		if err := s.pool.QueryRow(ctx, `SELECT pg_get_indexdef(to_regclass($1))`, s.sql("{schema}.jobs_running_scope_idx")).Scan(&d); err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
+	def := func() string { return s.scopeIndexDef(t) }
 	const hold = "(state = 'cancelled'::text) AND (lease_expires_at IS NOT NULL)"
 	const retried = "(state = ANY (ARRAY['pending'::text, 'scheduled'::text, 'available'::text])) AND (lease_expires_at IS NOT NULL)"
 	if d := def(); !strings.Contains(d, hold) || !strings.Contains(d, retried) {
@@ -132,4 +118,14 @@ func TestMigrateRetriedHolds(t *testing.T) {
 	if n, _ := count(end); n != 0 {
 		t.Errorf("once the old lease ended: %d jobs take a slot, want 0", n)
 	}
+}
+
+// scopeIndexDef returns the definition of jobs_running_scope_idx.
+func (s *Store) scopeIndexDef(t *testing.T) string {
+	t.Helper()
+	var d string
+	if err := s.pool.QueryRow(t.Context(), `SELECT pg_get_indexdef(to_regclass($1))`, s.sql("{schema}.jobs_running_scope_idx")).Scan(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -22,23 +22,13 @@ func TestMigrateRunningScopeHolds(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, nil)
 	ctx := context.Background()
-	err := s.write(ctx, 1, func(w *wtx) error {
-		for _, q := range []string{
-			`DROP INDEX jobs_running`,
-			`CREATE INDEX jobs_running_lease ON jobs (lease_expires_at) WHERE state = 'running'`,
-			`CREATE INDEX jobs_running_scope ON jobs (tenant, queue) WHERE state = 'running'`,
-			`CREATE INDEX jobs_cancel_hold ON jobs (lease_expires_at) WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL`,
-			`DELETE FROM schema_migrations WHERE version IN (28, 29, 30)`,
-		} {
-			if _, err := w.exec(q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.execAll(t,
+		`DROP INDEX jobs_running`,
+		`CREATE INDEX jobs_running_lease ON jobs (lease_expires_at) WHERE state = 'running'`,
+		`CREATE INDEX jobs_running_scope ON jobs (tenant, queue) WHERE state = 'running'`,
+		`CREATE INDEX jobs_cancel_hold ON jobs (lease_expires_at) WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL`,
+		`DELETE FROM schema_migrations WHERE version IN (28, 29, 30)`,
+	)
 	if plan := s.explain(t, qRunningTenant, "t1", "", 1); strings.Contains(plan, "INDEX jobs_running") {
 		t.Fatalf("the count reads an index of running jobs only before 0028:\n%s", plan)
 	}
@@ -95,22 +85,12 @@ func TestMigrateRetriedHolds(t *testing.T) {
 	if _, err := s.JobRetryMany(ctx, &store.JobRetryManyParams{IDs: []int64{c[0].ID}, Now: now.Add(2 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	err = s.write(ctx, 1, func(w *wtx) error {
-		for _, q := range []string{
-			`DROP INDEX jobs_running`,
-			`CREATE INDEX jobs_running ON jobs (tenant, queue, lease_expires_at)
+	s.execAll(t,
+		`DROP INDEX jobs_running`,
+		`CREATE INDEX jobs_running ON jobs (tenant, queue, lease_expires_at)
     WHERE (state = 'running' OR (state = 'cancelled' AND lease_expires_at IS NOT NULL))`,
-			`DELETE FROM schema_migrations WHERE version = 30`,
-		} {
-			if _, err := w.exec(q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+		`DELETE FROM schema_migrations WHERE version = 30`,
+	)
 	if plan := s.explain(t, qRunningTenant, "t1", "", 1); strings.Contains(plan, "INDEX jobs_running") {
 		t.Fatalf("the count reads jobs_running before 0030, whose predicate leaves the retried holds out:\n%s", plan)
 	}
@@ -142,5 +122,22 @@ func TestMigrateRetriedHolds(t *testing.T) {
 		if n != c.want {
 			t.Errorf("jobs taking a slot at %v: %d, want %d", c.at, n, c.want)
 		}
+	}
+}
+
+// execAll runs the statements in one write transaction (a schema put back
+// as an older version left it).
+func (s *Store) execAll(t *testing.T, stmts ...string) {
+	t.Helper()
+	err := s.write(t.Context(), 1, func(w *wtx) error {
+		for _, q := range stmts {
+			if _, err := w.exec(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
