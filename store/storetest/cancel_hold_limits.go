@@ -64,7 +64,6 @@ func RunCancelHoldLimits(t *testing.T, newStore func(t *testing.T) store.Store) 
 // outside a tenant's scope, is claimed all along; under the queue's limit
 // it waits as a's does. The limit's usage counts the hold as running.
 func testCancelHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
-	ctx := t.Context()
 	putLimit(t, s, store.Limit{FlowScope: scope, Concurrency: 1})
 	job := func(tenant, kind, part string) *store.JobInsertParams {
 		p := partitioned(kind, "q", part)
@@ -87,24 +86,7 @@ func testCancelHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
 	}
 	// usage is the limit's running count as LimitList reports it (to the
 	// tenant for a default: its copy's usage).
-	usage := func(now time.Time) int {
-		t.Helper()
-		tenant := ""
-		if scope.IsDefault() {
-			tenant = "a"
-		}
-		ls, err := s.LimitList(ctx, &store.LimitListParams{Tenant: tenant, Now: now})
-		if err != nil {
-			t.Fatalf("LimitList: %v", err)
-		}
-		for _, l := range ls {
-			if l.FlowScope == scope {
-				return l.Running
-			}
-		}
-		t.Fatalf("LimitList(%q) has no limit of %+v: %+v", tenant, scope, ls)
-		return 0
-	}
+	usage := func(now time.Time) int { t.Helper(); return scopeRunning(t, s, scope, now) }
 	// blocked claims a's work at now and wants none, and b's when it is
 	// outside the scope.
 	blocked := func(what string, now time.Time) {
@@ -183,24 +165,7 @@ func testRetriedHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
 		return claimWith(t, s, &store.JobClaimParams{Queues: []string{"q"}, Tenant: tenant, Kinds: kinds, WorkerID: "w1",
 			Limit: n, LeaseUntil: now.Add(lease), Now: now})
 	}
-	usage := func(now time.Time) int {
-		t.Helper()
-		tenant := ""
-		if scope.IsDefault() {
-			tenant = "a"
-		}
-		ls, err := s.LimitList(ctx, &store.LimitListParams{Tenant: tenant, Now: now})
-		if err != nil {
-			t.Fatalf("LimitList: %v", err)
-		}
-		for _, l := range ls {
-			if l.FlowScope == scope {
-				return l.Running
-			}
-		}
-		t.Fatalf("LimitList(%q) has no limit of %+v: %+v", tenant, scope, ls)
-		return 0
-	}
+	usage := func(now time.Time) int { t.Helper(); return scopeRunning(t, s, scope, now) }
 	a := insertNew(t, s, at(0), job("a", "a1", "A"))[0]
 	b := insertNew(t, s, at(0), job("b", "b1", ""))[0]
 	// blocked claims a's work at now and wants none, and b's when it is
@@ -268,4 +233,25 @@ func testRetriedHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
 	}
 	finish1(t, s, completion(c[0], `1`, end.Add(4*time.Second)))
 	wantIDs(t, "after the retried job's new run", ids(claimKinds("a", end.Add(5*time.Second), 10)), []int64{js[1].ID})
+}
+
+// scopeRunning is the running count of the limit of scope as LimitList
+// reports it at now (to tenant "a" for a default: its copy's usage).
+func scopeRunning(t *testing.T, s store.Store, scope store.FlowScope, now time.Time) int {
+	t.Helper()
+	tenant := ""
+	if scope.IsDefault() {
+		tenant = "a"
+	}
+	ls, err := s.LimitList(t.Context(), &store.LimitListParams{Tenant: tenant, Now: now})
+	if err != nil {
+		t.Fatalf("LimitList: %v", err)
+	}
+	for _, l := range ls {
+		if l.FlowScope == scope {
+			return l.Running
+		}
+	}
+	t.Fatalf("LimitList(%q) has no limit of %+v: %+v", tenant, scope, ls)
+	return 0
 }
