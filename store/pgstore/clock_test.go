@@ -18,14 +18,7 @@ func TestDatabaseClockDecidesExpiry(t *testing.T) {
 	ctx := t.Context()
 	fast := func() time.Time { return time.Now().Add(time.Hour) }
 
-	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{job("k")}}); err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := s.JobClaim(ctx, claimParams(1))
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("claim: %v %v", jobs, err)
-	}
-	lease := store.Lease{ID: jobs[0].ID, Token: jobs[0].LeaseToken}
+	lease := runningLease(t, s)
 
 	t.Run("fast node does not rescue a live lease", func(t *testing.T) {
 		got, err := s.JobRescue(ctx, &store.JobRescueParams{Now: fast(), Limit: 10})
@@ -393,14 +386,7 @@ func TestDatabaseClockHeartbeatAbsolute(t *testing.T) {
 	t.Parallel()
 	s := newTestStoreCfg(t, 4, &Config{})
 	ctx := t.Context()
-	if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{job("k")}}); err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := s.JobClaim(ctx, claimParams(1))
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("claim: %v %v", jobs, err)
-	}
-	lease := store.Lease{ID: jobs[0].ID, Token: jobs[0].LeaseToken}
+	lease := runningLease(t, s)
 	heartbeat := func(absolute bool) (until, stored, reported time.Time) {
 		t.Helper()
 		now := time.Now().Add(-time.Second) // the caller's clock
@@ -428,4 +414,18 @@ func TestDatabaseClockHeartbeatAbsolute(t *testing.T) {
 	if !stored.Equal(until) || !reported.Equal(until) {
 		t.Errorf("absolute heartbeat stored %v, reported %v; want Until %v", stored, reported, until)
 	}
+}
+
+// runningLease inserts a job of kind "k" and claims it (claimParams(1)),
+// returning its lease.
+func runningLease(t *testing.T, s *Store) store.Lease {
+	t.Helper()
+	if _, err := s.JobInsertMany(t.Context(), &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{job("k")}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.JobClaim(t.Context(), claimParams(1))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	return store.Lease{ID: jobs[0].ID, Token: jobs[0].LeaseToken}
 }

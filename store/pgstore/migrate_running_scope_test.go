@@ -1,13 +1,12 @@
 package pgstore
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem/internal/dbtest"
-	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/storetest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -54,24 +53,8 @@ func TestMigrateRetriedHolds(t *testing.T) {
 	if d := def(); !strings.Contains(d, hold) || !strings.Contains(d, retried) {
 		t.Fatalf("jobs_running_scope_idx at the newest version: %s", d)
 	}
-	// A holding job retried: it waits with its old lease's end.
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-	end := now.Add(time.Minute)
-	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: now, Jobs: []*store.JobInsertParams{{
-		Tenant: "t1", Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now, PartitionKey: "p"}}})
-	if err != nil || res[0].Err != nil {
-		t.Fatal(err, res[0].Err)
-	}
-	c, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1, LeaseUntil: end, Now: now})
-	if err != nil || len(c) != 1 {
-		t.Fatal(err, c)
-	}
-	if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: c[0].ID, Now: now.Add(time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.JobRetryMany(ctx, &store.JobRetryManyParams{IDs: []int64{c[0].ID}, Now: now.Add(2 * time.Second)}); err != nil {
-		t.Fatal(err)
-	}
+	end := storetest.RetriedHold(t, s, now)
 	if err := s.MigrateDown(ctx, stepsAbove(t, 29)); err != nil { // undo 0030
 		t.Fatal(err)
 	}

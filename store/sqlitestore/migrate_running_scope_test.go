@@ -2,12 +2,11 @@ package sqlitestore
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/store/storetest"
 )
 
 // TestMigrateRunningScopeHolds: a file at 0027, with the three indexes of
@@ -69,22 +68,7 @@ func TestMigrateRetriedHolds(t *testing.T) {
 	s := openTest(t, nil)
 	ctx := context.Background()
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-	js, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: now, Jobs: []*store.JobInsertParams{{
-		Tenant: "t1", Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now, PartitionKey: "p"}}})
-	if err != nil || js[0].Err != nil {
-		t.Fatal(err, js[0].Err)
-	}
-	end := now.Add(time.Minute)
-	c, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1, LeaseUntil: end, Now: now})
-	if err != nil || len(c) != 1 {
-		t.Fatal(err, c)
-	}
-	if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: c[0].ID, Now: now.Add(time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.JobRetryMany(ctx, &store.JobRetryManyParams{IDs: []int64{c[0].ID}, Now: now.Add(2 * time.Second)}); err != nil {
-		t.Fatal(err)
-	}
+	end := storetest.RetriedHold(t, s, now)
 	s.execAll(t,
 		`DROP INDEX jobs_running`,
 		`CREATE INDEX jobs_running ON jobs (tenant, queue, lease_expires_at)

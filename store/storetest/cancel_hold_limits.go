@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -254,4 +255,31 @@ func scopeRunning(t *testing.T, s store.Store, scope store.FlowScope, now time.T
 	}
 	t.Fatalf("LimitList(%q) has no limit of %+v: %+v", tenant, scope, ls)
 	return 0
+}
+
+// RetriedHold makes a holding job retried in s, as a migration test needs
+// one: a job of tenant "t1", queue "q", partition "p" claimed at now with
+// a lease to now + 1 minute, cancelled at now + 1 s (it holds its
+// partition: its handler may still run) and retried at now + 2 s (it
+// waits, keeping its old lease's end). It returns that end.
+func RetriedHold(t *testing.T, s store.Store, now time.Time) time.Time {
+	t.Helper()
+	ctx := t.Context()
+	end := now.Add(time.Minute)
+	res, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Now: now, Jobs: []*store.JobInsertParams{{
+		Tenant: "t1", Queue: "q", Kind: "k", Args: json.RawMessage(`{}`), MaxAttempts: 3, RunAt: now, PartitionKey: "p"}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res[0].Err)
+	}
+	c, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1, LeaseUntil: end, Now: now})
+	if err != nil || len(c) != 1 {
+		t.Fatal(err, c)
+	}
+	if _, err := s.JobCancel(ctx, &store.JobCancelParams{ID: c[0].ID, Now: now.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobRetryMany(ctx, &store.JobRetryManyParams{IDs: []int64{c[0].ID}, Now: now.Add(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	return end
 }
