@@ -2,16 +2,13 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
@@ -55,55 +52,6 @@ func newDatabase(t *testing.T, options string, settings ...string) string {
 		}
 	}
 	return url
-}
-
-// runConformanceOn runs the conformance suite on stores opened on url.
-func runConformanceOn(t *testing.T, url string) {
-	t.Helper()
-	var n atomic.Int64
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := Open(context.Background(), withPoolSize(url, 8),
-			&Config{CallerClock: true, Schema: fmt.Sprintf("conf_%d", n.Add(1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	})
-}
-
-// TestConformanceUnusualDatabase runs the whole conformance suite once on
-// a database as a DBA may have set it up, not as idem would:
-//   - text sorts by language (ICU en-US) rather than by bytes, as on many
-//     production clusters: the orders the store relies on (locks, the
-//     claim's tenant rotation, listings) must not depend on the collation;
-//   - the default transaction isolation is REPEATABLE READ: stores opened
-//     with Open pass (before Open pinned READ COMMITTED, ten of the
-//     suite's concurrency cases failed with serialization errors), and New
-//     refuses a pool left at the database's default (ErrIsolation).
-//
-// Both settings share one run of the suite (each had its own until the
-// twenty-third session; the suite takes about six minutes of test time
-// under -race, and CI has twenty).
-func TestConformanceUnusualDatabase(t *testing.T) {
-	t.Parallel()
-	url := newDatabase(t, icuOptions, "default_transaction_isolation = 'repeatable read'")
-	pool, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := New(context.Background(), pool, &Config{Schema: "refused"}); !errors.Is(err, ErrIsolation) {
-		t.Fatalf("New on a REPEATABLE READ pool: %v, want ErrIsolation", err)
-	}
-	var byLanguage bool // en-US: "a1" < "B1"; bytes: "B1" < "a1"
-	if err := pool.QueryRow(context.Background(), "SELECT 'a1'::text < 'B1'::text").Scan(&byLanguage); err != nil {
-		t.Fatal(err)
-	}
-	if !byLanguage {
-		t.Fatal("the database sorts text by bytes, want ICU en-US")
-	}
-	runConformanceOn(t, url)
 }
 
 // TestKeyLockOrderUnderLanguageCollation: on a database that sorts text
