@@ -236,7 +236,9 @@ type Jobs interface {
 	// stays cancelled). A JobRetryMany of a job that still holds gives it
 	// a RunAt no earlier than the lease's end, and until then the job
 	// still holds the partition against the earlier jobs that wait for it
-	// (a cancel before it runs again keeps that hold).
+	// (a cancel before it runs again keeps that hold, which the voided
+	// lease's refused finish ends as above: that lease's token never
+	// matches the job's later runs, which get tokens of their own).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*idemtype.JobRow, error)
 
 	// JobRetryMany moves dead or cancelled jobs (only those in FromStates)

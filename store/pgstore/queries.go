@@ -506,9 +506,13 @@ const (
 	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat reads
 	// running jobs only), and a cancelled row's lease is not shown (scanJob).
 	// A waiting job that still holds the end of a cancelled run's lease
-	// (retried while it held: qRetry) keeps it too.
+	// (retried while it held: qRetry) keeps it too, with that run's token:
+	// the old handler's refused finish, once it returned, ends this hold
+	// as it ends a first one (qCancelAck). Any other job's token is
+	// cleared (no handler of it can hold anything).
 	qJobCancel = `UPDATE {schema}.jobs SET state = 'cancelled', finished_at = $2, last_error = $3,
-    lease_token = CASE WHEN state = 'running' AND partition_key <> '' THEN lease_token ELSE '' END,
+    lease_token = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > $2)
+        THEN lease_token ELSE '' END,
     lease_expires_at = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > $2)
         THEN lease_expires_at END
 WHERE id = $1 RETURNING ` + jobColsRet
@@ -607,16 +611,23 @@ WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'availa
 	//
 	// A cancelled job that still holds its partition (its handler may still
 	// run: qJobCancel) runs again no earlier than the end of that lease
-	// (sqlRetryRunAt): its new attempt never overlaps the old one, whose
-	// finish no longer matches once the token is cleared. It keeps that
-	// lease's end (lease_expires_at, NULL on any other dead or cancelled
-	// job) until it is claimed again: the head rule's later-job probe
-	// (tenantClaimProbe) holds an earlier job of the partition that waits
-	// for it until then too.
+	// (sqlRetryRunAt), so its new attempt never overlaps the old one. It
+	// keeps that lease's end (lease_expires_at, NULL on any other dead or
+	// cancelled job) until it is claimed again: the head rule's later-job
+	// probe (tenantClaimProbe) holds an earlier job of the partition that
+	// waits for it until then too. It keeps that lease's token as well, as
+	// SQLite's qJobRetry does: a cancel before it runs again keeps the
+	// hold (qJobCancel), which the old handler's refused finish then ends
+	// (qCancelAck) instead of the rescuer at the lease's end. The old token
+	// acts on nothing else: heartbeats, finishes, releases and key
+	// give-backs match running jobs only, a repeated completion completed
+	// ones, and the job runs (and completes) again only under the new
+	// token of its next claim. Any other retried job's token is cleared.
 	qRetry = `UPDATE {schema}.jobs j SET
     state = COALESCE(` + sqlRetryDepState + `,
         CASE WHEN ` + sqlRetryRunAt + ` > $3::timestamptz THEN 'scheduled' ELSE 'available' END),
-    run_at = ` + sqlRetryRunAt + `, attempt = 0, lease_token = '',
+    run_at = ` + sqlRetryRunAt + `, attempt = 0,
+    lease_token = CASE WHEN j.state = 'cancelled' AND j.lease_expires_at IS NOT NULL THEN j.lease_token ELSE '' END,
     finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN $3::timestamptz END,
     last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || d.id || ' is ' || d.state
         FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state IN ('dead', 'cancelled')

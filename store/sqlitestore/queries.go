@@ -470,7 +470,9 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
 	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat
 	// reads running jobs only), and a cancelled row's lease is not shown
 	// (scanJob). A waiting job that still holds the end of a cancelled
-	// run's lease (retried while it held: qJobRetry) keeps it too.
+	// run's lease (retried while it held: qJobRetry) keeps it too, with
+	// that run's token: the old handler's refused finish ends this hold as
+	// it ends a first one (qCancelAck).
 	qJobCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2,
     lease_expires_at = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > ?1)
         THEN lease_expires_at END
@@ -513,6 +515,15 @@ WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 	// it keeps that lease's end (lease_expires_at, NULL on any other dead
 	// or cancelled job) until it is claimed again, so that an earlier job
 	// of its partition waiting for it waits until then too (qClaimHead).
+	// It keeps that lease's token too (lease_token is not written here, as
+	// PostgreSQL's qRetry keeps it for a holding job): a cancel before it
+	// runs again keeps the hold (qJobCancel), which the old handler's
+	// refused finish then ends (qCancelAck) instead of the rescuer at the
+	// lease's end. The old token acts on nothing else: heartbeats,
+	// finishes, releases and key give-backs match running jobs only, a
+	// repeated completion (qJobFinishedCheck) completed ones, and the job
+	// runs (and completes) again only under the new token of its next
+	// claim.
 	qJobRetry = `UPDATE jobs SET state = COALESCE(` + sqlRetryDepState + `,
         CASE WHEN ` + sqlRetryRunAt + ` > ?2 THEN 'scheduled' ELSE 'available' END),
     run_at = ` + sqlRetryRunAt + `, attempt = 0,

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, cancelCases()...)
 	all = append(all, cancelHoldCases()...)
 	all = append(all, cancelHoldLimitCases()...)
+	all = append(all, retryHoldTokenCases()...)
 	all = append(all, recordReleaseRunCases()...)
 	all = append(all, retryCases()...)
 	all = append(all, retryOrderCases()...)
