@@ -227,18 +227,19 @@ type Jobs interface {
 	// cancelled finish. A finished job
 	// is ErrWrongState; unknown (or other tenant) is ErrNotFound.
 	//
-	// A running job with a PartitionKey keeps its partition (the hold):
-	// JobClaim treats it as running — for the head rule and for every
-	// concurrency limit of its scope, LimitList's usage included — until
-	// a JobFinishMany item with the
-	// voided lease's token (refused: ErrLeaseLost) acknowledges that its
-	// handler returned, or until JobRescue finds its lease ended (the job
-	// stays cancelled). A JobRetryMany of a job that still holds gives it
-	// a RunAt no earlier than the lease's end, and until then the job
-	// still holds the partition against the earlier jobs that wait for it
-	// (a cancel before it runs again keeps that hold, which the voided
-	// lease's refused finish ends as above: that lease's token never
-	// matches the job's later runs, which get tokens of their own).
+	// A running job keeps its lease (the hold): JobClaim treats it as
+	// running — for every concurrency limit of its scope, LimitList's
+	// usage included, and, with a PartitionKey, for the head rule — and
+	// retention (JobDeleteFinished) keeps it, until a JobFinishMany item
+	// with the voided lease's token (refused: ErrLeaseLost) acknowledges
+	// that its handler returned, or until JobRescue finds its lease ended
+	// (the job stays cancelled). A JobRetryMany of a job that still holds
+	// gives it a RunAt no earlier than the lease's end, and until then the
+	// job still holds its slot and its partition against the earlier jobs
+	// that wait for it (a cancel before it runs again keeps that hold,
+	// which the voided lease's refused finish ends as above: that lease's
+	// token never matches the job's later runs, which get tokens of their
+	// own).
 	JobCancel(ctx context.Context, p *JobCancelParams) (*idemtype.JobRow, error)
 
 	// JobRetryMany moves dead or cancelled jobs (only those in FromStates)

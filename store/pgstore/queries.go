@@ -499,10 +499,12 @@ RETURNING j.id`
 const (
 	qJobLock = `SELECT tenant, state, lease_token FROM {schema}.jobs WHERE id = $1 FOR UPDATE`
 
-	// qJobCancel cancels job $1. A running job of a FIFO partition keeps
-	// its lease token and end (the hold, migration 0026): its partition
-	// stays taken (sqlPartitionTaken) until its process acknowledges the
-	// cancel (qCancelAck) or the rescuer ends the hold once the lease ended
+	// qJobCancel cancels job $1. A running job keeps its lease token and
+	// end (the hold, migration 0026): its handler may still run, so it
+	// keeps its slot under the concurrency limits of its scope
+	// (sqlSlotTaken), and a job of a FIFO partition its partition
+	// (sqlPartitionTaken), until its process acknowledges the cancel
+	// (qCancelAck) or the rescuer ends the hold once the lease ended
 	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat reads
 	// running jobs only), and a cancelled row's lease is not shown (scanJob).
 	// A waiting job that still holds the end of a cancelled run's lease
@@ -511,9 +513,9 @@ const (
 	// as it ends a first one (qCancelAck). Any other job's token is
 	// cleared (no handler of it can hold anything).
 	qJobCancel = `UPDATE {schema}.jobs SET state = 'cancelled', finished_at = $2, last_error = $3,
-    lease_token = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > $2)
+    lease_token = CASE WHEN state = 'running' OR lease_expires_at > $2
         THEN lease_token ELSE '' END,
-    lease_expires_at = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > $2)
+    lease_expires_at = CASE WHEN state = 'running' OR lease_expires_at > $2
         THEN lease_expires_at END
 WHERE id = $1 RETURNING ` + jobColsRet
 

@@ -463,18 +463,19 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
 
 	qJobKeyTimes  = `SELECT dedup_window_us, result_ttl_us FROM jobs WHERE id = ?`
 	qJobCancelGet = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR tenant = ?2)`
-	// qJobCancel cancels job ?3. A running job of a FIFO partition keeps
-	// its lease end (the hold, migration 0026): its partition stays taken
-	// (sqlPartitionTaken) until its process acknowledges the cancel
-	// (qCancelAck) or the rescuer ends the hold once the lease ended
-	// (qCancelHoldEnd). The lease is not renewed any more (qHeartbeat
-	// reads running jobs only), and a cancelled row's lease is not shown
-	// (scanJob). A waiting job that still holds the end of a cancelled
-	// run's lease (retried while it held: qJobRetry) keeps it too, with
-	// that run's token: the old handler's refused finish ends this hold as
-	// it ends a first one (qCancelAck).
+	// qJobCancel cancels job ?3. A running job keeps its lease end (the
+	// hold, migration 0026): its handler may still run, so it keeps its
+	// slot under the concurrency limits of its scope (sqlSlotTaken), and a
+	// job of a FIFO partition its partition (sqlPartitionTaken), until its
+	// process acknowledges the cancel (qCancelAck) or the rescuer ends the
+	// hold once the lease ended (qCancelHoldEnd). The lease is not renewed
+	// any more (qHeartbeat reads running jobs only), and a cancelled row's
+	// lease is not shown (scanJob). A waiting job that still holds the end
+	// of a cancelled run's lease (retried while it held: qJobRetry) keeps
+	// it too, with that run's token: the old handler's refused finish ends
+	// this hold as it ends a first one (qCancelAck).
 	qJobCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2,
-    lease_expires_at = CASE WHEN partition_key <> '' AND (state = 'running' OR lease_expires_at > ?1)
+    lease_expires_at = CASE WHEN state = 'running' OR lease_expires_at > ?1
         THEN lease_expires_at END
 WHERE id = ?3 RETURNING ` + jobCols
 	// qCancelAck ends the hold of cancelled job ?1 when ?2 is the lease it

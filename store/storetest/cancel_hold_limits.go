@@ -10,9 +10,9 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// cancelHoldLimitCases: a job of a FIFO partition cancelled while it runs
-// holds its partition until its handler is known to have returned (the
-// hold: JobCancel); until then it also takes its slot under every
+// cancelHoldLimitCases: a job cancelled while it runs holds its lease (and
+// a job of a FIFO partition its partition) until its handler is known to
+// have returned (the hold: JobCancel); until then it takes its slot under every
 // concurrency limit of its scope, since its handler may still run: a
 // concurrency limit bounds the handlers that run at once. A holding job
 // retried (JobRetryMany) keeps taking that slot until its old lease ends.
@@ -61,7 +61,7 @@ func RunCancelHoldLimits(t *testing.T, newStore func(t *testing.T) store.Store) 
 // none — until the refused finish of its lease acknowledges the cancel.
 // The next one (partition B) is cancelled in turn and holds until its
 // lease ends and the rescuer ends the hold. A cancelled job of no
-// partition holds nothing: its slot is free at once. Tenant b's work,
+// partition holds its slot too, until its refused finish. Tenant b's work,
 // outside a tenant's scope, is claimed all along; under the queue's limit
 // it waits as a's does. The limit's usage counts the hold as running.
 func testCancelHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
@@ -135,9 +135,17 @@ func testCancelHoldLimit(t *testing.T, s store.Store, scope store.FlowScope) {
 	c = claimOf("a", end.Add(2*time.Second))
 	wantIDs(t, "after the rescuer ended the hold", ids(c), []int64{js[2].ID})
 
-	// No partition, no hold: the slot is free at the cancel.
+	// A job of no partition holds its slot as well: its handler may still
+	// run. Acknowledged by its refused finish.
 	cancelJob(t, s, c[0], end.Add(3*time.Second))
-	wantIDs(t, "after the cancel of a job of no partition", ids(claimOf("a", end.Add(4*time.Second))), []int64{js[3].ID})
+	if n := usage(end.Add(3 * time.Second)); n != 1 {
+		t.Errorf("the limit's usage counts %d running while the cancelled job of no partition holds, want 1", n)
+	}
+	blocked("cancelled job of no partition", end.Add(4*time.Second))
+	if errs := finishAll(t, s, completion(c[0], `1`, end.Add(5*time.Second))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the cancelled job of no partition: %v, want ErrLeaseLost", errs[0])
+	}
+	wantIDs(t, "after the acknowledgement of a job of no partition", ids(claimOf("a", end.Add(6*time.Second))), []int64{js[3].ID})
 }
 
 // testRetriedHoldLimit: under a concurrency of 1 in scope, tenant a's job

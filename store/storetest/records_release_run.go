@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -27,6 +29,11 @@ func testReleaseKeepsLaterRun(t *testing.T, s store.Store) {
 	j := insertNew(t, s, at(0), keyed("q"))[0]
 	run1 := claim(t, s, at(time.Hour), 1, "q")[0]
 	cancelJob(t, s, run1, at(time.Hour))
+	// Run 1's handler returned: its refused finish ends the cancel's hold,
+	// so the retry below runs the job again at once.
+	if errs := finishAll(t, s, completion(run1, `1`, at(time.Hour))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the cancelled run 1: %v, want ErrLeaseLost", errs[0])
+	}
 	k := insertNew(t, s, at(time.Hour), keyed("other"))[0] // the window closed: K takes X's record
 	if _, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{j.ID}, Now: at(time.Hour)}); err != nil {
 		t.Fatal(err)

@@ -147,10 +147,10 @@ func testRetriedHoldCancelAgainFailures(t *testing.T, s store.Store) {
 
 // testRetriedHoldOldLeaseInert: the old lease's token never acts on the
 // retried job's later runs. Head a1 of partition A and n1 of no partition
-// run under one lease end and are cancelled (a1 holds its partition, n1
-// holds nothing), retried (a1 waits for the old lease's end, n1 is
-// available at once) and cancelled again. The old handlers return: their
-// refused finishes end a1's hold. Retried again, both run at once under
+// run under one lease end and are cancelled (each holds its lease, a1 its
+// partition too), retried (both wait for the old lease's end) and
+// cancelled again. The old handlers return: their refused finishes end
+// both holds. Retried again, both run at once under
 // new tokens; the old leases' heartbeats and finishes (completion,
 // failure) are refused and change neither run nor its lease; n1's
 // completion under its new token is not taken for a repeat of the old
@@ -166,15 +166,15 @@ func testRetriedHoldOldLeaseInert(t *testing.T, s store.Store) {
 	cancelJob(t, s, oldN, at(time.Second))
 	retryIDs(t, s, at(2*time.Second), a1.ID, n1.ID)
 	wantTime(t, "run_at of the retried holding job", wantState(t, s, a1.ID, idemtype.StateScheduled).RunAt, end)
-	wantTime(t, "run_at of the retried job of no partition", wantState(t, s, n1.ID, idemtype.StateAvailable).RunAt, at(2*time.Second))
+	wantTime(t, "run_at of the retried job of no partition", wantState(t, s, n1.ID, idemtype.StateScheduled).RunAt, end)
 	cancelJob(t, s, a1, at(3*time.Second))
 	cancelJob(t, s, n1, at(3*time.Second))
 
-	// The old handlers return: refused, they end a1's hold.
+	// The old handlers return: refused, they end both holds.
 	wantLeaseLost(t, "old finishes of the jobs cancelled again", finishAll(t, s,
 		completion(oldA, `1`, at(4*time.Second)), completion(oldN, `1`, at(4*time.Second))))
 	wantNoLease(t, wantState(t, s, a1.ID, idemtype.StateCancelled))
-	wantState(t, s, n1.ID, idemtype.StateCancelled)
+	wantNoLease(t, wantState(t, s, n1.ID, idemtype.StateCancelled))
 
 	// Retried again: no hold is left, both run at once.
 	retryIDs(t, s, at(5*time.Second), a1.ID, n1.ID)

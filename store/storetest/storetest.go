@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, batchFinishCases()...)
 	all = append(all, cancelCases()...)
 	all = append(all, cancelHoldCases()...)
+	all = append(all, cancelHoldPlainCases()...)
 	all = append(all, cancelHoldLimitCases()...)
 	all = append(all, retryHoldTokenCases()...)
 	all = append(all, recordReleaseRunCases()...)

@@ -1,0 +1,93 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store"
+)
+
+// cancelHoldPlainCases: a job of no FIFO partition cancelled while it runs
+// holds its lease as one of a partition does (the hold: JobCancel), since
+// its handler may still run: it keeps its slot under the concurrency
+// limits of its scope, a retry runs it again no earlier than that lease's
+// end, and retention keeps its row, until its process acknowledges the
+// cancel (the refused finish of its lease) or the lease ends (the rescuer).
+// (Limits/cancel_hold_counts_against_* check the acknowledgement under
+// every scope of limit.)
+func cancelHoldPlainCases() []testCase {
+	return []testCase{
+		{"Cancel/running_job_of_no_partition_holds_its_slot_until_lease_ends", testCancelHoldPlainLeaseEnd},
+		{"Cancel/retry_of_cancelled_running_job_waits_for_its_lease", testCancelHoldPlainRetry},
+		{"Cancel/retention_keeps_cancelled_running_job_until_acknowledged", testCancelHoldPlainRetention},
+	}
+}
+
+// testCancelHoldPlainLeaseEnd: under a queue concurrency of 1, a running
+// job of no partition is cancelled; no other job of the queue starts until
+// its lease ends and the rescuer ends the hold (the job stays cancelled).
+func testCancelHoldPlainLeaseEnd(t *testing.T, s store.Store) {
+	putLimit(t, s, store.Limit{FlowScope: store.FlowScope{Queue: "q"}, Concurrency: 1})
+	js := insertNew(t, s, at(0), partitioned("p1", "q", ""), partitioned("p2", "q", ""))
+	c := claimLease(t, s, js[0], at(0), at(30*time.Second))
+	cancelJob(t, s, c, at(time.Second))
+	if got := claim(t, s, at(2*time.Second), 10, "q"); len(got) != 0 {
+		t.Fatalf("claimed %v under a concurrency of 1 while the cancelled job's handler may still run", ids(got))
+	}
+	rescue(t, s, at(29*time.Second), 100)
+	if got := claim(t, s, at(29*time.Second), 10, "q"); len(got) != 0 {
+		t.Fatalf("claimed %v before the cancelled job's lease ended", ids(got))
+	}
+	if got := rescue(t, s, at(31*time.Second), 100); len(got) != 0 {
+		t.Errorf("rescue reported %v: a cancelled job is not rescued", got)
+	}
+	wantNoLease(t, wantState(t, s, js[0].ID, idemtype.StateCancelled))
+	wantIDs(t, "after the lease ended", ids(claim(t, s, at(32*time.Second), 10, "q")), []int64{js[1].ID})
+}
+
+// testCancelHoldPlainRetry: a running job of no partition cancelled and
+// retried while its handler may still run is not claimed before its old
+// lease ends, and the old attempt's finish does not touch the new one.
+func testCancelHoldPlainRetry(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), partitioned("p1", "q", ""))
+	c := claimLease(t, s, j, at(0), at(30*time.Second))
+	cancelJob(t, s, c, at(time.Second))
+	rs, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{j.ID}, Now: at(2 * time.Second)})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("retry: %v %v", rs, err)
+	}
+	if !rs[0].RunAt.Equal(at(30 * time.Second)) {
+		t.Errorf("retried job runs at %v, want the old lease's end %v", rs[0].RunAt, at(30*time.Second))
+	}
+	if got := claim(t, s, at(10*time.Second), 10, "q"); len(got) != 0 {
+		t.Fatalf("claimed %v while the cancelled attempt's lease lives", ids(got))
+	}
+	wantIDs(t, "retried job once the old lease ended", ids(claim(t, s, at(30*time.Second), 10, "q")), []int64{j.ID})
+	if errs := finishAll(t, s, completion(c, `1`, at(31*time.Second))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the old lease: %v, want ErrLeaseLost", errs[0])
+	}
+	wantState(t, s, j.ID, idemtype.StateRunning)
+}
+
+// testCancelHoldPlainRetention: retention does not delete a cancelled job
+// of no partition whose handler may still run (deleting the row would end
+// its hold); once its refused finish acknowledged the cancel, it does.
+func testCancelHoldPlainRetention(t *testing.T, s store.Store) {
+	j := insert1(t, s, at(0), partitioned("p1", "q", ""))
+	c := claimLease(t, s, j, at(0), at(time.Hour))
+	cancelJob(t, s, c, at(time.Second))
+	if n := deleteFinished(t, s, &store.JobDeleteFinishedParams{CancelledBefore: at(time.Minute),
+		Limit: 100, Now: at(time.Minute)}); n != 0 {
+		t.Errorf("retention deleted %d jobs, one of them cancelled while its handler may still run", n)
+	}
+	if errs := finishAll(t, s, completion(c, `1`, at(2*time.Minute))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the cancelled job: %v, want ErrLeaseLost", errs[0])
+	}
+	if n := deleteFinished(t, s, &store.JobDeleteFinishedParams{CancelledBefore: at(time.Minute),
+		Limit: 100, Now: at(3 * time.Minute)}); n != 1 {
+		t.Errorf("retention after the acknowledgement deleted %d jobs, want 1", n)
+	}
+	gone(t, s, j.ID)
+}
