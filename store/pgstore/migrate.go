@@ -3,26 +3,86 @@ package pgstore
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem/store"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+// Migrations are numbered files NNNN_name.up.sql and NNNN_name.down.sql
+// with {schema} for the schema's quoted name (Store.sql).
+//
+// A file holding the line
+//
+//	-- idem:no-transaction
+//
+// (noTxMarker; first, by convention) is a no-transaction migration, as
+// goose's "-- +goose NO TRANSACTION": CREATE INDEX CONCURRENTLY and DROP
+// INDEX CONCURRENTLY cannot run in a transaction block, nor in a string of
+// several statements (an implicit transaction). The migrator commits the
+// transactional migrations before it, then runs its statements one at a
+// time, each its own transaction, then records its version (and goes on
+// with the next ones). Its statements are split by lines: a statement ends
+// with the line whose last character (trailing blanks aside) is ";", and a
+// comment line ("--" first) never ends one; every other ";" (in a string,
+// a function body, after a statement on its line) is refused when the
+// migrations load (splitStatements). A crash or an error midway leaves the
+// statements before it done and the version unrecorded, so the next
+// migration runs them all again: each must be idempotent, and an index
+// built concurrently must first drop a leftover of its name (an
+// interrupted CREATE INDEX CONCURRENTLY leaves an INVALID index):
+//
+//	DROP INDEX CONCURRENTLY IF EXISTS {schema}.x_new;
+//	CREATE INDEX CONCURRENTLY x_new ON {schema}.t (...);
+//	DROP INDEX CONCURRENTLY IF EXISTS {schema}.x;
+//	ALTER INDEX {schema}.x_new RENAME TO x;
+//
+// (renaming an index takes SHARE UPDATE EXCLUSIVE on the index alone:
+// reads and writes of the table go on).
+//
+// A run that creates the schema's tables (nothing applied before it) or
+// drops them (it undoes version 1) runs every migration, no-transaction
+// ones included, in one transaction, with CONCURRENTLY left out of those
+// statements (inTransaction): new tables are seen by no other session
+// until that transaction commits, and tables about to be dropped are
+// locked ACCESS EXCLUSIVE by the DROP TABLE anyway, while a concurrent
+// build would wait for every older transaction of the database.
+//
+// A whole run (Migrate, MigrateUp, MigrateDown) holds the schema's
+// migration lock, a session-level advisory lock, on one connection, which
+// runs its transactions and its no-transaction statements
+// (migrationSession): runs of several processes are serialised, and each
+// reads the applied versions once it holds the lock.
+const noTxMarker = "-- idem:no-transaction"
+
 // migration is one numbered step: NNNN_name.up.sql and NNNN_name.down.sql.
 type migration struct {
 	Version int
 	Name    string
-	Up      string
-	Down    string
+	Up      migrationSQL
+	Down    migrationSQL
+}
+
+// migrationSQL is one direction of a migration.
+type migrationSQL struct {
+	SQL string // the file
+	// NoTx: the file has noTxMarker; Stmts are its statements, in order.
+	NoTx  bool
+	Stmts []string
 }
 
 // MigrationStatus is the state of one migration: one this binary knows,
@@ -66,21 +126,95 @@ func loadMigrations() ([]migration, error) {
 			// Two migrations with one number: only one would ever run.
 			return nil, fmt.Errorf("migrations %04d_%s and %04d_%s share a version", v, m.Name, v, label)
 		}
+		ms := migrationSQL{SQL: string(body)}
+		if hasNoTxMarker(ms.SQL) {
+			ms.NoTx = true
+			if ms.Stmts, err = splitStatements(ms.SQL); err != nil {
+				return nil, fmt.Errorf("migration %s: %w", name, err)
+			}
+		}
 		if dir == "up" {
-			m.Up = string(body)
+			m.Up = ms
 		} else {
-			m.Down = string(body)
+			m.Down = ms
 		}
 	}
 	out := make([]migration, 0, len(byVersion))
 	for _, m := range byVersion {
-		if m.Up == "" || m.Down == "" {
+		if m.Up.SQL == "" || m.Down.SQL == "" {
 			return nil, fmt.Errorf("migration %d: missing up or down file", m.Version)
 		}
 		out = append(out, *m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
+}
+
+// hasNoTxMarker reports whether a migration file has a line noTxMarker.
+func hasNoTxMarker(body string) bool {
+	for line := range strings.Lines(body) {
+		if strings.TrimSpace(line) == noTxMarker {
+			return true
+		}
+	}
+	return false
+}
+
+// isCommentLine reports whether a line is blank or a "--" comment.
+func isCommentLine(line string) bool {
+	t := strings.TrimSpace(line)
+	return t == "" || strings.HasPrefix(t, "--")
+}
+
+// splitStatements splits a no-transaction migration into its statements
+// (the rule is in the comment of noTxMarker): each ends with a line ending
+// in ";" that is not a comment, and holds no other ";" outside its comment
+// lines. Comment lines after the last statement are dropped.
+func splitStatements(body string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	code := false // cur has a line that is not a comment
+	for line := range strings.Lines(body) {
+		cur.WriteString(line)
+		if isCommentLine(line) {
+			continue
+		}
+		code = true
+		if !strings.HasSuffix(strings.TrimSpace(line), ";") {
+			continue
+		}
+		stmt := cur.String()
+		n := 0
+		for l := range strings.Lines(stmt) {
+			if !isCommentLine(l) {
+				n += strings.Count(l, ";")
+			}
+		}
+		if n != 1 {
+			return nil, fmt.Errorf("statement %d has a \";\" before its end (one statement per \";\"-terminated group of lines): %q", len(out)+1, stmt)
+		}
+		out = append(out, stmt)
+		cur.Reset()
+		code = false
+	}
+	if code {
+		return nil, fmt.Errorf("statement %d does not end with a line ending in \";\": %q", len(out)+1, cur.String())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no statement")
+	}
+	return out, nil
+}
+
+// concurrently matches the keyword CONCURRENTLY of a statement building or
+// dropping an index, after any comment lines before it.
+var concurrently = regexp.MustCompile(`(?is)^((?:\s*--[^\n]*\n)*\s*(?:CREATE\s+(?:UNIQUE\s+)?INDEX|DROP\s+INDEX|REINDEX\s+(?:\([^)]*\)\s*)?(?:INDEX|TABLE|SCHEMA|DATABASE|SYSTEM)))\s+CONCURRENTLY\b`)
+
+// inTransaction is a statement of a no-transaction migration as it runs in
+// a transaction (a run that creates or drops the tables): without
+// CONCURRENTLY.
+func inTransaction(stmt string) string {
+	return concurrently.ReplaceAllString(stmt, "$1")
 }
 
 // lockKey is the advisory lock key that serialises migrations of a schema.
@@ -90,16 +224,78 @@ func (s *Store) lockKey() int64 {
 	return int64(h.Sum64())
 }
 
-// lockMigrations takes the transaction-level advisory lock of the schema
-// and makes sure the schema and its migrations table exist.
-func (s *Store) lockMigrations(ctx context.Context, tx pgx.Tx) (map[int]time.Time, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockKey()); err != nil {
-		return nil, fmt.Errorf("migrate: lock: %w", err)
+// lockWait is the lock_timeout of each attempt to take the migration lock
+// (migrationSession). A process waiting for the lock holds a snapshot while
+// it waits, and CREATE INDEX CONCURRENTLY waits, before it ends, for every
+// transaction of the database holding a snapshot older than its own: had
+// the waiter waited until the lock came free, the build of the process
+// holding the lock would wait for the waiter and the waiter for it (the
+// server's deadlock detection would then fail one of them, after
+// deadlock_timeout, 1 s by default). A waiter whose attempt timed out
+// tries again at once, so it still shows in pg_locks as waiting for the
+// lock most of the time, and a build waits at most this long for it.
+const lockWait = "100ms"
+
+// migrationSession takes the schema's migration lock, the session-level
+// advisory lock of lockKey, on a connection of the pool that it keeps for
+// the run, and creates the schema and its migrations table if needed.
+// Every migration of the run runs on that connection. release unlocks the
+// lock and gives the connection back (closing it when unlocking fails, so
+// that the lock ends with the session and never stays with the pool).
+func (s *Store) migrationSession(ctx context.Context) (conn *pgxpool.Conn, release func(), err error) {
+	if s.closed.Load() {
+		return nil, nil, store.ErrClosed
 	}
-	if _, err := tx.Exec(ctx, s.sql(qMigrationsTable)); err != nil {
-		return nil, fmt.Errorf("migrate: create migrations table: %w", err)
+	conn, err = s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("migrate: lock: %w", err)
 	}
-	rows, err := tx.Query(ctx, s.sql(qMigrationsApplied))
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = conn.Conn().Close(ctx) // ends the session, and with it the lock
+		conn.Release()
+	}
+	key := s.lockKey()
+	if _, err := conn.Exec(ctx, `SELECT set_config('lock_timeout', $1, false)`, lockWait); err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	for {
+		_, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key)
+		if err == nil {
+			break
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" || ctx.Err() != nil { // 55P03: lock_not_available
+			drop()
+			return nil, nil, fmt.Errorf("migrate: lock: %w", err)
+		}
+	}
+	// The migrations run with the session's own lock_timeout.
+	if _, err := conn.Exec(ctx, `RESET lock_timeout`); err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	release = func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		var unlocked bool
+		if err := conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, key).Scan(&unlocked); err != nil || !unlocked {
+			_ = conn.Conn().Close(ctx)
+		}
+		conn.Release()
+	}
+	if _, err := conn.Exec(ctx, s.sql(qMigrationsTable)); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("migrate: create migrations table: %w", err)
+	}
+	return conn, release, nil
+}
+
+// appliedVersions reads the applied versions (under the migration lock).
+func (s *Store) appliedVersions(ctx context.Context, q querier) (map[int]time.Time, error) {
+	rows, err := q.Query(ctx, s.sql(qMigrationsApplied))
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read versions: %w", err)
 	}
@@ -113,9 +309,71 @@ func (s *Store) lockMigrations(ctx context.Context, tx pgx.Tx) (map[int]time.Tim
 	return applied, nil
 }
 
-// Migrate brings the schema to the newest version, in one transaction under
-// a transaction-level advisory lock: several processes migrating at once
-// wait for each other and the later ones find nothing to do.
+// migrationStep is one migration of a run, in one direction.
+type migrationStep struct {
+	m   migration
+	sql migrationSQL
+}
+
+// runMigrations runs steps in order on conn (which holds the migration
+// lock): consecutive transactional ones in one transaction, each
+// no-transaction one on its own (see noTxMarker), or all in one
+// transaction when oneTx (a run that creates or drops the tables). record
+// writes a step's version into the migrations table (up) or deletes it
+// (down), in the step's transaction or after its last statement. It
+// returns the versions it ran; on an error those stay done.
+func (s *Store) runMigrations(ctx context.Context, conn *pgxpool.Conn, steps []migrationStep, oneTx bool, verb string,
+	record func(q querier, m migration) error) (done []int, err error) {
+	for i := 0; i < len(steps); {
+		st := steps[i]
+		if st.sql.NoTx && !oneTx {
+			for k, stmt := range st.sql.Stmts {
+				if _, err := conn.Exec(ctx, s.sql(stmt)); err != nil {
+					return done, fmt.Errorf("migrate: %s %d_%s (no transaction), statement %d: %w", verb, st.m.Version, st.m.Name, k+1, err)
+				}
+			}
+			if err := record(conn, st.m); err != nil {
+				return done, err
+			}
+			done = append(done, st.m.Version)
+			i++
+			continue
+		}
+		j := i
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for j = i; j < len(steps) && (oneTx || !steps[j].sql.NoTx); j++ {
+				st := steps[j]
+				if st.sql.NoTx {
+					for k, stmt := range st.sql.Stmts {
+						if _, err := tx.Exec(ctx, s.sql(inTransaction(stmt))); err != nil {
+							return fmt.Errorf("migrate: %s %d_%s, statement %d: %w", verb, st.m.Version, st.m.Name, k+1, err)
+						}
+					}
+				} else if _, err := tx.Exec(ctx, s.sql(st.sql.SQL)); err != nil {
+					return fmt.Errorf("migrate: %s %d_%s: %w", verb, st.m.Version, st.m.Name, err)
+				}
+				if err := record(tx, st.m); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return done, err
+		}
+		for _, st := range steps[i:j] {
+			done = append(done, st.m.Version)
+		}
+		i = j
+	}
+	return done, nil
+}
+
+// Migrate brings the schema to the newest version under the schema's
+// migration lock: several processes migrating at once wait for each other
+// and the later ones find nothing to do. Transactional migrations run in
+// one transaction, up to a no-transaction one (see noTxMarker), which runs
+// on its own.
 func (s *Store) Migrate(ctx context.Context) error {
 	_, _, err := s.MigrateUp(ctx)
 	return err
@@ -124,69 +382,118 @@ func (s *Store) Migrate(ctx context.Context) error {
 // MigrateUp is Migrate, reporting what this call did: from is the newest
 // version applied before it (0 on a new schema) and applied the versions
 // it applied itself, both read under the migration lock, so a process
-// that waited for another's migration reports none.
+// that waited for another's migration reports none. On an error, the
+// versions applied before it (those of the transactions committed before
+// the failing one, and the no-transaction migrations done) stay applied.
 func (s *Store) MigrateUp(ctx context.Context) (from int, applied []int, err error) {
+	return s.migrateUp(ctx, 0)
+}
+
+// migrateUp is MigrateUp applying the versions up to to only (all when
+// to <= 0); tests stop a schema before a migration with it.
+func (s *Store) migrateUp(ctx context.Context, to int) (from int, applied []int, err error) {
 	ms, err := loadMigrations()
 	if err != nil {
 		return 0, nil, err
 	}
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		from, applied = 0, nil // a retried transaction starts over
-		done, err := s.lockMigrations(ctx, tx)
-		if err != nil {
-			return err
+	if to <= 0 {
+		if from, ok, err := s.upToDate(ctx, ms); err != nil || ok {
+			return from, nil, err
 		}
-		for v := range done {
-			from = max(from, v)
-		}
-		for _, m := range ms {
-			if _, ok := done[m.Version]; ok {
-				continue
-			}
-			if _, err := tx.Exec(ctx, s.sql(m.Up)); err != nil {
-				return fmt.Errorf("migrate: up %d_%s: %w", m.Version, m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, s.sql(qMigrationsInsert), m.Version, m.Name); err != nil {
-				return fmt.Errorf("migrate: record %d: %w", m.Version, err)
-			}
-			applied = append(applied, m.Version)
-		}
-		return nil
-	})
+	}
+	conn, release, err := s.migrationSession(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	return from, applied, nil
+	defer release()
+	done, err := s.appliedVersions(ctx, conn)
+	if err != nil {
+		return 0, nil, err
+	}
+	for v := range done {
+		from = max(from, v)
+	}
+	var steps []migrationStep
+	for _, m := range ms {
+		if _, ok := done[m.Version]; !ok && (to <= 0 || m.Version <= to) {
+			steps = append(steps, migrationStep{m, m.Up})
+		}
+	}
+	applied, err = s.runMigrations(ctx, conn, steps, len(done) == 0, "up", func(q querier, m migration) error {
+		if _, err := q.Exec(ctx, s.sql(qMigrationsInsert), m.Version, m.Name); err != nil {
+			return fmt.Errorf("migrate: record %d: %w", m.Version, err)
+		}
+		return nil
+	})
+	return from, applied, err
+}
+
+// upToDate reports whether every migration of ms is applied, reading the
+// migrations table without the migration lock, and the newest version
+// applied. A node that starts on a current schema (the usual start) then
+// takes no lock and holds no session: it does not wait behind another
+// run, and a pool whose sessions are not its own (PgBouncer's transaction
+// pooling) never sees the session-level lock. Versions are only ever
+// added by a run holding the lock, so a schema read as current stays so
+// (a newer binary's versions aside, which this one ignores as before).
+func (s *Store) upToDate(ctx context.Context, ms []migration) (from int, ok bool, err error) {
+	if s.closed.Load() {
+		return 0, false, store.ErrClosed
+	}
+	var table bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
+		return 0, false, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	if !table {
+		return 0, false, nil
+	}
+	done, err := s.appliedVersions(ctx, s.pool)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, m := range ms {
+		if _, ok := done[m.Version]; !ok {
+			return 0, false, nil
+		}
+	}
+	for v := range done {
+		from = max(from, v)
+	}
+	return from, true, nil
 }
 
 // MigrateDown undoes the newest steps applied migrations (all when steps
-// <= 0), in one transaction under the migration lock.
+// <= 0) under the migration lock, transactional ones in one transaction
+// up to a no-transaction one, as Migrate.
 func (s *Store) MigrateDown(ctx context.Context, steps int) error {
 	ms, err := loadMigrations()
 	if err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		applied, err := s.lockMigrations(ctx, tx)
-		if err != nil {
-			return err
+	conn, release, err := s.migrationSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	applied, err := s.appliedVersions(ctx, conn)
+	if err != nil {
+		return err
+	}
+	var undo []migrationStep
+	for i := len(ms) - 1; i >= 0 && (steps <= 0 || len(undo) < steps); i-- {
+		if _, ok := applied[ms[i].Version]; ok {
+			undo = append(undo, migrationStep{ms[i], ms[i].Down})
 		}
-		done := 0
-		for i := len(ms) - 1; i >= 0 && (steps <= 0 || done < steps); i-- {
-			m := ms[i]
-			if _, ok := applied[m.Version]; !ok {
-				continue
-			}
-			if _, err := tx.Exec(ctx, s.sql(m.Down)); err != nil {
-				return fmt.Errorf("migrate: down %d_%s: %w", m.Version, m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, s.sql(qMigrationsDelete), m.Version); err != nil {
-				return fmt.Errorf("migrate: unrecord %d: %w", m.Version, err)
-			}
-			done++
+	}
+	// Undoing the first migration drops the tables: one transaction.
+	dropsTables := len(undo) > 0 && undo[len(undo)-1].m.Version == ms[0].Version
+	_, err = s.runMigrations(ctx, conn, undo, dropsTables, "down", func(q querier, m migration) error {
+		if _, err := q.Exec(ctx, s.sql(qMigrationsDelete), m.Version); err != nil {
+			return fmt.Errorf("migrate: unrecord %d: %w", m.Version, err)
 		}
 		return nil
 	})
+	return err
 }
 
 // MigrationStatus lists every migration this binary embeds, each applied

@@ -1,3 +1,4 @@
-DROP TABLE {schema}.events;
-DROP INDEX {schema}.attempts_delivery_idx;
-DROP TABLE {schema}.delivery_targets;
+-- idem:no-transaction
+DROP TABLE IF EXISTS {schema}.events;
+DROP INDEX CONCURRENTLY IF EXISTS {schema}.attempts_delivery_idx;
+DROP TABLE IF EXISTS {schema}.delivery_targets;

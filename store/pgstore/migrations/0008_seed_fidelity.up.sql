@@ -1,14 +1,18 @@
+-- idem:no-transaction
 -- Dead letters that can be resolved (seed 002 resolved_at, seed 004
 -- is_resolved) and the error code of a job's latest failure (seed 004
--- error_code).
-ALTER TABLE {schema}.jobs ADD COLUMN error_code text NOT NULL DEFAULT '';
-ALTER TABLE {schema}.jobs ADD COLUMN resolved_at timestamptz;
-ALTER TABLE {schema}.jobs ADD COLUMN resolution_note text NOT NULL DEFAULT '';
-CREATE INDEX jobs_dead_unresolved_idx ON {schema}.jobs (tenant, queue) WHERE state = 'dead' AND resolved_at IS NULL;
+-- error_code). No transaction (migrate.go, noTxMarker): the columns are
+-- added at once (no rewrite: ACCESS EXCLUSIVE for a moment), the indexes
+-- built concurrently; every statement may run again after a crash midway.
+ALTER TABLE {schema}.jobs ADD COLUMN IF NOT EXISTS error_code text NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS resolved_at timestamptz,
+    ADD COLUMN IF NOT EXISTS resolution_note text NOT NULL DEFAULT '';
+DROP INDEX CONCURRENTLY IF EXISTS {schema}.jobs_dead_unresolved_idx;
+CREATE INDEX CONCURRENTLY jobs_dead_unresolved_idx ON {schema}.jobs (tenant, queue) WHERE state = 'dead' AND resolved_at IS NULL;
 
 -- Batches (seed 001): a batch and its child jobs are created in one
 -- transaction; (tenant, key) makes the creation exactly-once.
-CREATE TABLE {schema}.batches (
+CREATE TABLE IF NOT EXISTS {schema}.batches (
     id         bigserial PRIMARY KEY,
     tenant     text NOT NULL,
     key        text NOT NULL,
@@ -16,5 +20,6 @@ CREATE TABLE {schema}.batches (
     metadata   json,
     UNIQUE (tenant, key)
 );
-ALTER TABLE {schema}.jobs ADD COLUMN batch_id bigint NOT NULL DEFAULT 0;
-CREATE INDEX jobs_batch_idx ON {schema}.jobs (batch_id) WHERE batch_id <> 0;
+ALTER TABLE {schema}.jobs ADD COLUMN IF NOT EXISTS batch_id bigint NOT NULL DEFAULT 0;
+DROP INDEX CONCURRENTLY IF EXISTS {schema}.jobs_batch_idx;
+CREATE INDEX CONCURRENTLY jobs_batch_idx ON {schema}.jobs (batch_id) WHERE batch_id <> 0;

@@ -1,1 +1,3 @@
-CREATE INDEX IF NOT EXISTS records_job_idx ON {schema}.records (job_id) WHERE job_id IS NOT NULL;
+-- idem:no-transaction
+DROP INDEX CONCURRENTLY IF EXISTS {schema}.records_job_idx;
+CREATE INDEX CONCURRENTLY records_job_idx ON {schema}.records (job_id) WHERE job_id IS NOT NULL;

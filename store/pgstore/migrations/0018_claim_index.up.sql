@@ -1,3 +1,4 @@
+-- idem:no-transaction
 -- 0018: jobs_claim_idx (queue, priority DESC, run_at, id) goes. Since fair
 -- claims (0010) every claim reads a queue tenant by tenant through
 -- jobs_claim_tenant_idx (queue, tenant, priority DESC, run_at, id); nothing
@@ -6,4 +7,6 @@
 -- it for the tenant probes and sorted every claimable job of the queue for
 -- each probed tenant (a claim of 10 from 100 tenants and 30,000 jobs: 132 ms
 -- instead of about 1 ms), and every enqueued job wrote one more entry.
-DROP INDEX IF EXISTS {schema}.jobs_claim_idx;
+-- No transaction (migrate.go, noTxMarker): DROP INDEX CONCURRENTLY does
+-- not lock the table against reads and writes.
+DROP INDEX CONCURRENTLY IF EXISTS {schema}.jobs_claim_idx;

@@ -1,13 +1,18 @@
+-- idem:no-transaction
 -- 0023: a record's cached result expires on its own (completed_at + the
 -- result TTL), which may come before the record's expiry (the later of
 -- that and its dedup window's end): reads stop serving the result then,
 -- and the expiry sweep drops its bytes while the record stays for the
 -- window. A result stored before this migration keeps the record's expiry:
 -- a NULL result_expires_at reads as expires_at, so the records are not
--- rewritten here (this runs under the ACCESS EXCLUSIVE lock of the ALTER
--- TABLE, which every keyed write waits for: 10 s for a million completed
--- records).
-ALTER TABLE {schema}.records ADD COLUMN result_expires_at timestamptz;
+-- rewritten here (that took 10 s for a million completed records).
+--
+-- No transaction (migrate.go, noTxMarker): the ALTER TABLE (no rewrite)
+-- holds its ACCESS EXCLUSIVE lock for a moment only, the UPDATE locks only
+-- the rows it changes, the index is built concurrently. Every statement
+-- may run again after a crash midway: the UPDATE leaves no record it
+-- matches, and the build first drops what an interrupted one left.
+ALTER TABLE {schema}.records ADD COLUMN IF NOT EXISTS result_expires_at timestamptz;
 -- A completion left in its job row (docs/postgres.md, "The result at
 -- completion") is read from it only while its result outlives the window
 -- from now on; those whose result expires earlier are written into their
@@ -26,5 +31,6 @@ WHERE r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id = dj.id
   AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' < r.dedup_until;
 -- The sweep's index holds only the records that outlive their result (none
 -- with the defaults, window = result TTL, nor any before this migration).
-CREATE INDEX records_result_expires_idx ON {schema}.records (result_expires_at)
+DROP INDEX CONCURRENTLY IF EXISTS {schema}.records_result_expires_idx;
+CREATE INDEX CONCURRENTLY records_result_expires_idx ON {schema}.records (result_expires_at)
     WHERE result IS NOT NULL AND (expires_at IS NULL OR result_expires_at < expires_at);

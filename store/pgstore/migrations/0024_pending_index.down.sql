@@ -1,1 +1,2 @@
-DROP INDEX IF EXISTS {schema}.jobs_pending_idx;
+-- idem:no-transaction
+DROP INDEX CONCURRENTLY IF EXISTS {schema}.jobs_pending_idx;
