@@ -31,7 +31,27 @@ func TestCancelledPartitionHeadHoldsUntilHandlerReturns(t *testing.T) {
 	}
 }
 
-func testCancelledHeadHolds(t *testing.T, kind string) {
+// TestCancelledJobHoldsItsSlotUntilHandlerReturns: the same with jobs of
+// no partition under a queue concurrency of 1: B, held back by the limit,
+// starts only after A's handler returned, and then at once (the worker's
+// refused finish ends A's hold; maintenance is off, so no rescuer would).
+// Before, the worker acknowledged the cancels of partitioned jobs only, and
+// B waited for A's lease to end and the rescuer.
+func TestCancelledJobHoldsItsSlotUntilHandlerReturns(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testCancelledHolds(t, kind, "")
+		})
+	}
+}
+
+func testCancelledHeadHolds(t *testing.T, kind string) { testCancelledHolds(t, kind, "entity") }
+
+// testCancelledHolds runs A and B of partition part (none: "", under a
+// queue concurrency of 1) as TestCancelledPartitionHeadHoldsUntilHandlerReturns says.
+func testCancelledHolds(t *testing.T, kind, part string) {
 	ctx := context.Background()
 	st, second := openLeaseStore(t, kind)
 	aStopped := make(chan struct{})
@@ -57,11 +77,16 @@ func testCancelledHeadHolds(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := worker.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "a", Opts: &idem.EnqueueOpts{PartitionKey: "entity"}})
+	if part == "" {
+		if _, err := worker.LimitPut(ctx, idem.Limit{FlowScope: store.FlowScope{Queue: idem.DefaultQueue}, Concurrency: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := worker.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "a", Opts: &idem.EnqueueOpts{PartitionKey: part}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := worker.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "b", Opts: &idem.EnqueueOpts{PartitionKey: "entity"}}); err != nil {
+	if _, err := worker.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "b", Opts: &idem.EnqueueOpts{PartitionKey: part}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := worker.Start(ctx); err != nil {
@@ -102,7 +127,7 @@ func testCancelledHeadHolds(t *testing.T, kind string) {
 		t.Fatal(err)
 	}
 	if len(got) != 0 {
-		t.Fatalf("another process claimed job %d of the partition while the cancelled head's handler still ran", got[0].ID)
+		t.Fatalf("another process claimed job %d (partition %q) while the cancelled job's handler still ran", got[0].ID, part)
 	}
 	close(release)
 	select {

@@ -140,11 +140,13 @@ func (c *Client) jobList(ctx context.Context, p *JobListParams) ([]*JobRow, int6
 // PostgreSQL (the store announces the cancel with NOTIFY; one lost with a
 // dropped LISTEN connection is found by a renewal at the reconnect) and at
 // its next heartbeat (a third of the lease, cause ErrLeaseLost) on SQLite.
-// The job is cancelled when JobCancel returns; a running job of a FIFO
-// partition keeps its partition until its handler has returned (its worker
-// acknowledges the cancel) or its lease ended, so the partition's next job
-// never runs beside it (docs/state-machine.md, "FIFO partitions"). A
-// finished job is ErrWrongState.
+// The job is cancelled when JobCancel returns; a running job keeps its
+// concurrency slot (and, of a FIFO partition, its partition) until its
+// handler has returned (its worker acknowledges the cancel) or its lease
+// ended, so no job runs beside it that a limit or its partition would have
+// held back, and a job waiting for any outcome of it waits for that too
+// (docs/state-machine.md, "FIFO partitions"). A finished job is
+// ErrWrongState.
 func (c *Client) JobCancel(ctx context.Context, tenant string, id int64) (*JobRow, error) {
 	var voided store.Lease
 	row, err := c.store.JobCancel(ctx, &store.JobCancelParams{

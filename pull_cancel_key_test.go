@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // TestPullCancelBeforeKeyAcquireLeavesKeyFree: a keyed job cancelled while
@@ -17,6 +18,9 @@ import (
 // took after the cancel was held by nobody until the claim's lease ended
 // (10 minutes here): the next job snoozed ("idempotency key held by
 // job:N"). The pull analogue of TestCancelBeforeKeyAcquireLeavesKeyFree.
+// Under a queue concurrency of 1 the claim also acknowledges the cancel
+// (no handler will run), ending the cancelled job's hold on the slot: the
+// next job is not held back for the cancelled claim's 10-minute lease.
 func TestPullCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 	t.Parallel()
 	for _, kind := range leaseStoreKinds {
@@ -28,6 +32,9 @@ func TestPullCancelBeforeKeyAcquireLeavesKeyFree(t *testing.T) {
 			defer release() // on failure: let the acquire through
 			c, err := idem.NewClient(st, &idem.Config{Logger: quietLogger(), LeaseDuration: 10 * time.Minute, DisableMaintenance: true})
 			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.LimitPut(ctx, idem.Limit{FlowScope: store.FlowScope{Queue: idem.DefaultQueue}, Concurrency: 1}); err != nil {
 				t.Fatal(err)
 			}
 			var window time.Duration

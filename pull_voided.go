@@ -68,16 +68,15 @@ func (c *Client) dropVoided(ctx context.Context, jobs []*JobRow, until time.Time
 			continue
 		}
 		j := rows[l.ID]
-		if j.PartitionKey != "" {
-			// Its partition waits for this claim's acknowledgement of the
-			// cancel (no handler will run): the refused finish of its
-			// lease (store.Jobs.JobCancel).
-			ack := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: StateCancelled,
-				Outcome: idemtype.OutcomeCancelled, FinishedAt: c.now()}
-			if _, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{ack}); err != nil {
-				c.logger.Warn("acknowledging the cancel of a job cancelled during its claim failed; its partition waits for its lease to end",
-					"job", j.ID, "err", err)
-			}
+		// Its hold (its slot, its partition, its dependants waiting for
+		// any outcome) waits for this claim's acknowledgement of the
+		// cancel (no handler will run): the refused finish of its lease
+		// (store.Jobs.JobCancel).
+		ack := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: StateCancelled,
+			Outcome: idemtype.OutcomeCancelled, FinishedAt: c.now()}
+		if _, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{ack}); err != nil {
+			c.logger.Warn("acknowledging the cancel of a job cancelled during its claim failed; its hold waits for its lease to end",
+				"job", j.ID, "err", err)
 		}
 		if err := c.store.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: j.Tenant, Key: j.IdempotencyKey,
 			Owner: store.JobOwner(j.ID), JobLease: &store.Lease{ID: j.ID, Token: j.LeaseToken}}); err != nil {

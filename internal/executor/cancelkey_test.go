@@ -15,8 +15,9 @@ import (
 // owner name holds. Job J (key X, a one-minute dedup window that has
 // closed) is claimed (run 1) and cancelled; job K of key X, inserted then,
 // takes X's record; J is retried and claimed again (run 2, another lease
-// token) and run 2 takes X's lease, stored under J's owner name (the record
-// names K). When run 1's handler then returns cancelled, its give-back must
+// token, once run 1's lease ended) and run 2 takes X's lease, stored under
+// J's owner name (the record names K). When run 1's handler then returns
+// cancelled (late), its give-back must
 // leave run 2's lease alone: before the fix it released it (same owner,
 // job:J), and another acquirer of X (K's own run, a Do) took X while run 2
 // ran.
@@ -35,16 +36,16 @@ func TestCancelledRunKeepsRetryKey(t *testing.T) {
 		}
 		return res[0].Job
 	}
-	claim := func() *idemtype.JobRow {
+	claim := func(at time.Time) *idemtype.JobRow {
 		jobs, err := b.store.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"q"}, WorkerID: "w", Limit: 1,
-			LeaseUntil: now.Add(time.Minute), Now: now})
+			LeaseUntil: at.Add(time.Minute), Now: at})
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("claim: %v %v", jobs, err)
 		}
 		return jobs[0]
 	}
 	j := insert(job("q"), now.Add(-time.Hour))
-	run1 := claim()
+	run1 := claim(now)
 	if run1.ID != j.ID {
 		t.Fatalf("claimed %d, want %d", run1.ID, j.ID)
 	}
@@ -55,7 +56,9 @@ func TestCancelledRunKeepsRetryKey(t *testing.T) {
 	if _, err := b.store.JobRetryMany(ctx, &store.JobRetryManyParams{IDs: []int64{j.ID}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	run2 := claim()
+	// The retry runs J again once run 1's lease ended (the cancel's hold:
+	// run 1's handler may still run until then, and does here).
+	run2 := claim(now.Add(time.Minute))
 	if run2.ID != j.ID || run2.LeaseToken == run1.LeaseToken || run2.KeyHeld {
 		t.Fatalf("run 2: job %d token %q held %v", run2.ID, run2.LeaseToken, run2.KeyHeld)
 	}

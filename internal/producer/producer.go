@@ -361,17 +361,18 @@ func (p *Producer) renewShort(ctx context.Context, jobs []*idemtype.JobRow) (sta
 	return stale
 }
 
-// ackCancel acknowledges the cancel of a job of a FIFO partition whose
-// handler, cancelled while it ran (cause ErrJobCancelled; or ErrLeaseLost
-// from a refused renewal when the job reads cancelled: a cancel in another
-// process on SQLite), has now returned: its cancelled job holds the
-// partition until then (store.Jobs.JobCancel), so that the next job never
-// runs beside this handler. The finish is written as any other; the store
-// refuses it (ErrLeaseLost: the outcome is dropped) and releases the
-// partition. Written by the completer, which wakes the producer once done.
-// A lease lost otherwise (ended, given back) is left as it is.
+// ackCancel acknowledges the cancel of a job whose handler, cancelled
+// while it ran (cause ErrJobCancelled; or ErrLeaseLost from a refused
+// renewal when the job reads cancelled: a cancel in another process on
+// SQLite), has now returned: its cancelled job holds its concurrency slot,
+// its FIFO partition and its dependants that wait for any outcome until
+// then (store.Jobs.JobCancel), so that nothing runs beside this handler
+// that should not. The finish is written as any other; the store refuses
+// it (ErrLeaseLost: the outcome is dropped) and ends the hold. Written by
+// the completer, which wakes the producer once done. A lease lost
+// otherwise (ended, given back) is left as it is.
 func (p *Producer) ackCancel(ctx context.Context, row *idemtype.JobRow, fin *store.JobFinishParams, cause error) {
-	if row.PartitionKey == "" || fin == nil {
+	if fin == nil {
 		return
 	}
 	if !errors.Is(cause, idemtype.ErrJobCancelled) {

@@ -445,8 +445,9 @@ func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFin
 
 // ackCancels ends the holds of the cancelled jobs whose finishes were
 // refused (ErrLeaseLost) under the lease they hold (qJobCancel): the
-// handler returned, so its FIFO partition moves on. The finish stays
-// refused. It returns the queues to wake.
+// handler returned, so its slot and FIFO partition move on, and its
+// dependants that wait for any outcome are released (releaseAfterHolds).
+// The finish stays refused. It returns the queues to wake.
 func (s *Store) ackCancels(ctx context.Context, q querier, p []*store.JobFinishParams, out []error) ([]string, error) {
 	var ids []int64
 	var tokens []string
@@ -462,11 +463,55 @@ func (s *Store) ackCancels(ctx context.Context, q querier, p []*store.JobFinishP
 	if err != nil {
 		return nil, fmt.Errorf("acknowledge cancels: %w", err)
 	}
-	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ended, queues, err := collectHoldsEnded(rows)
 	if err != nil {
 		return nil, fmt.Errorf("acknowledge cancels: %w", err)
 	}
-	return queues, nil
+	var now time.Time
+	for _, f := range p {
+		now = store.OrNow(f.FinishedAt)
+		break
+	}
+	released, err := s.releaseAfterHolds(ctx, q, ended, now)
+	if err != nil {
+		return nil, err
+	}
+	return append(queues, released...), nil
+}
+
+// collectHoldsEnded reads the (id, queue) rows of qCancelAck and
+// qCancelHoldEnd.
+func collectHoldsEnded(rows pgx.Rows) (ids []int64, queues []string, err error) {
+	var id int64
+	var q string
+	_, err = pgx.ForEachRow(rows, []any{&id, &q}, func() error {
+		ids, queues = append(ids, id), append(queues, q)
+		return nil
+	})
+	return ids, queues, err
+}
+
+// releaseAfterHolds releases the pending dependants that wait for any
+// outcome (deps_any) of cancelled jobs whose holds just ended (their
+// handlers returned, or their leases ended): qReleaseDependants waited
+// for those holds. The dependants are locked in id order first, as a
+// completion locks them. It returns the queues that got available jobs.
+func (s *Store) releaseAfterHolds(ctx context.Context, q querier, ended []int64, now time.Time) ([]string, error) {
+	if len(ended) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, s.sql(qLockDependants), ended)
+	if err != nil {
+		return nil, fmt.Errorf("lock dependants: %w", err)
+	}
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(locked) == 0 {
+		if err != nil {
+			err = fmt.Errorf("lock dependants: %w", err)
+		}
+		return nil, err
+	}
+	return s.releaseDependants(ctx, q, locked, now)
 }
 
 // afterFinal runs the side effects of jobs that reached a final state

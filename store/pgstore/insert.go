@@ -618,6 +618,7 @@ func (s *Store) insertDeps(ctx context.Context, tx querier, items []*insertItem,
 	type dep struct {
 		tenant string
 		state  idemtype.JobState
+		held   bool // cancelled, its handler may still run (qLockDeps)
 	}
 	known := map[int64]dep{}
 	if len(deps) > 0 {
@@ -628,7 +629,7 @@ func (s *Store) insertDeps(ctx context.Context, tx querier, items []*insertItem,
 		var id int64
 		var d dep
 		var st string
-		_, err = pgx.ForEachRow(rows, []any{&id, &d.tenant, &st}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&id, &d.tenant, &st, &d.held}, func() error {
 			d.state = idemtype.JobState(st)
 			known[id] = d
 			return nil
@@ -654,6 +655,8 @@ func (s *Store) insertDeps(ctx context.Context, tx querier, items []*insertItem,
 				if !it.p.DependsOnFinished && it.state != idemtype.StateCancelled {
 					it.state = idemtype.StateCancelled
 					it.lastErr = "dependency " + strconv.FormatInt(id, 10) + " is " + string(d.state)
+				} else if d.held {
+					pending = true // its handler may still run
 				}
 			case !d.state.Finished():
 				pending = true

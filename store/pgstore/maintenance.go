@@ -47,11 +47,16 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		if err != nil {
 			return fmt.Errorf("end cancel holds: %w", err)
 		}
-		freed, err := pgx.CollectRows(held, pgx.RowTo[string])
+		ended, freed, err := collectHoldsEnded(held)
 		if err != nil {
 			return fmt.Errorf("end cancel holds: %w", err)
 		}
 		queues = append(queues, freed...)
+		released, err := s.releaseAfterHolds(ctx, tx, ended, now)
+		if err != nil {
+			return err
+		}
+		queues = append(queues, released...)
 		if len(out) > 0 {
 			released, err := s.afterFinal(ctx, tx, deadIDs, out, now)
 			if err != nil {

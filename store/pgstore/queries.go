@@ -39,7 +39,11 @@ const (
 	// and a batch waits for a dependency's finish to commit. Without it a
 	// dependant could be inserted pending just as its last dependency
 	// completes, and nobody would release it.
-	qLockDeps = `SELECT id, tenant, state FROM {schema}.jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE`
+	// The last column says whether a dependency is a cancelled job that
+	// still holds its lease (its handler may still run: qJobCancel), which
+	// a job waiting for any outcome waits for.
+	qLockDeps = `SELECT id, tenant, state, state = 'cancelled' AND lease_expires_at IS NOT NULL
+FROM {schema}.jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE`
 
 	// qLockPartitions serialises the inserts of one FIFO partition (see
 	// docs/postgres.md): ids are taken after the lock, so within a
@@ -476,12 +480,15 @@ WHERE state = 'pending' AND depends_on && $1::bigint[] ORDER BY id FOR UPDATE`
 	// qReleaseDependants makes locked pending jobs whose dependencies are
 	// all satisfied available (scheduled when run_at is later than now):
 	// all completed, or all finished for a job that waits for any outcome
-	// (deps_any).
+	// (deps_any), a cancelled one only once its hold ended (its handler may
+	// still run until then: qJobCancel; the end of the hold releases them,
+	// releaseAfterHolds).
 	qReleaseDependants = `UPDATE {schema}.jobs j SET
     state = CASE WHEN j.run_at > $2 THEN 'scheduled' ELSE 'available' END
 WHERE j.id = ANY($1::bigint[]) AND j.state = 'pending'
   AND NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state <> 'completed'
-                  AND (NOT j.deps_any OR d.state NOT IN ('dead', 'cancelled')))
+                  AND (NOT j.deps_any OR d.state NOT IN ('dead', 'cancelled')
+                       OR (d.state = 'cancelled' AND d.lease_expires_at IS NOT NULL)))
 RETURNING j.queue, j.state`
 
 	// qCancelDependants cancels the pending direct dependants of dead or
@@ -521,22 +528,23 @@ WHERE id = $1 RETURNING ` + jobColsRet
 
 	// qCancelAck ends the holds of cancelled jobs ($1 ids) whose lease
 	// tokens ($2) are the finishing ones: their handlers returned, their
-	// partitions move on. It returns the queues to wake.
+	// partitions move on. It returns their ids (releaseAfterHolds) and the
+	// queues to wake.
 	qCancelAck = `UPDATE {schema}.jobs j SET lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
 WHERE j.id = u.id AND j.state = 'cancelled' AND j.lease_token = u.token AND j.lease_expires_at IS NOT NULL
-RETURNING j.queue`
+RETURNING j.id, j.queue`
 
 	// qCancelHoldEnd ends the holds whose lease ended by the expiry clock
 	// $1 (NULL: the database's now()), up to $2, as the rescuer takes
-	// running jobs back: the job stays cancelled. It returns the queues to
-	// wake.
+	// running jobs back: the job stays cancelled. It returns their ids
+	// (releaseAfterHolds) and the queues to wake.
 	qCancelHoldEnd = `UPDATE {schema}.jobs j SET lease_expires_at = NULL
 WHERE j.id IN (SELECT id FROM {schema}.jobs
     WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL AND lease_expires_at < coalesce($1::timestamptz, now())
     ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
   AND j.state = 'cancelled'
-RETURNING j.queue`
+RETURNING j.id, j.queue`
 
 	// qAttemptCancel inserts the cancelled attempt of a running job (run
 	// before qJobCancel, in the same transaction, with the job locked).
@@ -650,11 +658,13 @@ FROM {schema}.jobs j WHERE j.id = ANY($1::bigint[]) AND j.depends_on && $1::bigi
 
 	// sqlRetryDepState is what the dependencies of job j make of it
 	// (qRetry): 'cancelled' when one is dead or cancelled and j does not
-	// wait for any outcome, 'pending' when one is unfinished, NULL
+	// wait for any outcome, 'pending' when one is unfinished or a cancelled
+	// one still holds its lease (its handler may still run), NULL
 	// otherwise (none, or all satisfied).
 	sqlRetryDepState = `(SELECT CASE
         WHEN NOT j.deps_any AND bool_or(d.state IN ('dead', 'cancelled')) THEN 'cancelled'
-        WHEN bool_or(d.state NOT IN ('completed', 'dead', 'cancelled')) THEN 'pending' END
+        WHEN bool_or(d.state NOT IN ('completed', 'dead', 'cancelled')
+            OR (d.state = 'cancelled' AND d.lease_expires_at IS NOT NULL)) THEN 'pending' END
     FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on))`
 
 	// qRetryReopenRecords reopens the windows of the window-0 keys of jobs

@@ -19,7 +19,7 @@ type announcers struct {
 }
 
 // Announce implements store.Announcer: fn is told, after each commit, the
-// queues whose FIFO partitions a cancelled job stopped holding (JobRescue
+// queues whose slots or FIFO partitions a cancelled job stopped holding (JobRescue
 // ending a hold; a refused finish acknowledging a cancel, also through
 // JobFinishManyTx once its WriteTx committed).
 func (s *Store) Announce(fn func(queues []string)) (stop func()) {

@@ -87,7 +87,8 @@ func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error
 
 // ackCancels ends the holds of the cancelled jobs whose finishes were
 // refused (ErrLeaseLost) under the lease they hold (qJobCancel): the
-// handler returned, so its FIFO partition moves on. The finish stays
+// handler returned, so its slot and FIFO partition move on, and its
+// dependants that wait for any outcome are released. The finish stays
 // refused. It returns the queues of the holds it ended (to announce once
 // committed: Store.announce).
 func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) ([]string, error) {
@@ -101,6 +102,9 @@ func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) ([]string, er
 			}
 			if err != nil {
 				return nil, fmt.Errorf("acknowledge cancel of job %d: %w", p.ID, err)
+			}
+			if _, err := t.exec(qDependantsRelease, toUS(store.OrNow(p.FinishedAt)), p.ID, 1); err != nil {
+				return nil, fmt.Errorf("release dependants: %w", err)
 			}
 			queues = append(queues, q)
 		}

@@ -376,7 +376,8 @@ func initialState(t *wtx, jp *store.JobInsertParams) (state idemtype.JobState, l
 	state = idemtype.StateAvailable
 	for _, dep := range jp.DependsOn {
 		var st, tenant string
-		err := t.queryRow(qJobDepState, dep).Scan(&st, &tenant)
+		var held bool
+		err := t.queryRow(qJobDepState, dep).Scan(&st, &tenant, &held)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && tenant != jp.Tenant) {
 			return "", "", store.UnknownDependency(dep), nil
 		}
@@ -387,6 +388,8 @@ func initialState(t *wtx, jp *store.JobInsertParams) (state idemtype.JobState, l
 		case js == idemtype.StateDead || js == idemtype.StateCancelled:
 			if !jp.DependsOnFinished && state != idemtype.StateCancelled {
 				state, lastErr = idemtype.StateCancelled, fmt.Sprintf("dependency %d is %s", dep, js)
+			} else if held && state != idemtype.StateCancelled {
+				state = idemtype.StatePending // its handler may still run
 			}
 		case !js.Finished() && state != idemtype.StateCancelled:
 			state = idemtype.StatePending

@@ -58,21 +58,31 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		// their partitions until their leases end: ended now, as a running
 		// job's would be (qCancelHoldEnd); they stay cancelled.
 		// Their queues are announced once committed (no NOTIFY here).
+		// Their dependants that wait for any outcome are released then.
 		freed = freed[:0]
 		rows, err := t.query(qCancelHoldEnd, nowUS, limit)
 		if err != nil {
 			return fmt.Errorf("end cancel holds: %w", err)
 		}
-		defer rows.Close()
+		var ended []int64
 		for rows.Next() {
+			var id int64
 			var q string
-			if err := rows.Scan(&q); err != nil {
+			if err := rows.Scan(&id, &q); err != nil {
+				rows.Close()
 				return fmt.Errorf("end cancel holds: %w", err)
 			}
+			ended = append(ended, id)
 			freed = append(freed, q)
 		}
+		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("end cancel holds: %w", err)
+		}
+		for _, id := range ended {
+			if _, err := t.exec(qDependantsRelease, nowUS, id, 1); err != nil {
+				return fmt.Errorf("release dependants: %w", err)
+			}
 		}
 		return nil
 	})

@@ -200,8 +200,12 @@ run_at, created_at, partition_key, metadata, retry_policy, timeout_us, id, args)
 	qJobDepInsert = `INSERT OR IGNORE INTO job_deps (job_id, depends_on_id) VALUES (?, ?)`
 	// qJobDepsAny marks a job that waits for its dependencies' end whatever
 	// the outcome.
-	qJobDepsAny  = `UPDATE jobs SET deps_any = 1 WHERE id = ?`
-	qJobDepState = `SELECT state, tenant FROM jobs WHERE id = ?`
+	qJobDepsAny = `UPDATE jobs SET deps_any = 1 WHERE id = ?`
+	// qJobDepState reads a dependency of a new job: its state, its tenant,
+	// and whether it is a cancelled job that still holds its lease (its
+	// handler may still run: qJobCancel), which a job waiting for any
+	// outcome waits for.
+	qJobDepState = `SELECT state, tenant, state = 'cancelled' AND lease_expires_at IS NOT NULL FROM jobs WHERE id = ?`
 
 	qKeyGet = `SELECT job_id, fingerprint FROM idem_keys WHERE tenant = ? AND key = ?`
 
@@ -321,11 +325,13 @@ const (
 
 	// sqlRetryDepState is what the dependencies of job jobs.id make of it
 	// (qJobRetry): 'cancelled' when one is dead or cancelled and the job
-	// does not wait for any outcome, 'pending' when one is unfinished, NULL
+	// does not wait for any outcome, 'pending' when one is unfinished or a
+	// cancelled one still holds its lease (its handler may still run), NULL
 	// otherwise (none, or all satisfied).
 	sqlRetryDepState = `(SELECT CASE
         WHEN jobs.deps_any = 0 AND max(p.state IN ('dead', 'cancelled')) = 1 THEN 'cancelled'
-        WHEN max(p.state NOT IN ('completed', 'dead', 'cancelled')) = 1 THEN 'pending' END
+        WHEN max(p.state NOT IN ('completed', 'dead', 'cancelled')
+            OR (p.state = 'cancelled' AND p.lease_expires_at IS NOT NULL)) = 1 THEN 'pending' END
     FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id WHERE d.job_id = jobs.id)`
 
 	// sqlRetryMissingDep is the smallest dependency of job jobs.id that no
@@ -391,14 +397,18 @@ WHERE id = ?1 AND state = 'running' AND lease_token = ?2
 	// qDependantsRelease makes pending dependants of job ?2 whose
 	// dependencies are all satisfied available (scheduled when their run_at
 	// is later): all completed, or — for a job that waits for any outcome
-	// (deps_any) — all finished. ?3 = 1 releases only deps_any dependants
-	// (job ?2 died or was cancelled).
+	// (deps_any) — all finished, a cancelled one only once its hold ended
+	// (its handler may still run until then: qJobCancel; the end of the
+	// hold releases them, qCancelAck and qCancelHoldEnd). ?3 = 1 releases
+	// only deps_any dependants (job ?2 died, was cancelled or its hold
+	// ended).
 	qDependantsRelease = `UPDATE jobs SET state = CASE WHEN run_at > ?1 THEN 'scheduled' ELSE 'available' END
 WHERE state = 'pending' AND (?3 = 0 OR deps_any = 1)
   AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?2)
   AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
                   WHERE d.job_id = jobs.id AND p.state <> 'completed'
-                    AND (jobs.deps_any = 0 OR p.state NOT IN ('dead', 'cancelled')))`
+                    AND (jobs.deps_any = 0 OR p.state NOT IN ('dead', 'cancelled')
+                         OR (p.state = 'cancelled' AND p.lease_expires_at IS NOT NULL)))`
 
 	// qDependantsCancel cancels the pending dependants of a job (not those
 	// that wait for any outcome: deps_any).
@@ -485,13 +495,14 @@ WHERE id = ?3 RETURNING ` + jobCols
 WHERE id = ?1 AND state = 'cancelled' AND lease_token = ?2 AND lease_expires_at IS NOT NULL
 RETURNING queue`
 	// qCancelHoldEnd ends the holds whose lease ended before ?1, up to ?2
-	// (JobRescue): the jobs stay cancelled. It returns their queues (to
+	// (JobRescue): the jobs stay cancelled. It returns their ids (whose
+	// dependants waiting for any outcome are released then) and queues (to
 	// announce).
 	qCancelHoldEnd = `UPDATE jobs SET lease_expires_at = NULL
 WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_running
     WHERE ` + sqlSlotIndexed + ` AND state = 'cancelled' AND lease_expires_at < ?1
     ORDER BY lease_expires_at LIMIT ?2)
-RETURNING queue`
+RETURNING id, queue`
 	// qAttemptEndNow writes the ended attempt of running job ?3 with
 	// finished_at ?1, outcome ?4 and error ?2 (cancel, rescue, release); it
 	// runs while the row still holds the attempt (state running, ?5 = its

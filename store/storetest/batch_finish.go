@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -118,9 +119,10 @@ func testBatchOnFinishItemError(t *testing.T, s store.Store) {
 }
 
 // testBatchOnFinishRace finishes every child of a batch at once, each in
-// its own transaction (some completed, some dead, some cancelled): the
-// completion job must be released (exactly once: it is available, then
-// claimed once).
+// its own transaction (some completed, some dead, some cancelled while
+// running, their handlers then returning: the refused finish that ends the
+// cancel's hold): the completion job must be released (exactly once: it
+// is available, then claimed once).
 func testBatchOnFinishRace(t *testing.T, s store.Store) {
 	const rounds, children = 6, 6
 	for round := range rounds {
@@ -134,8 +136,18 @@ func testBatchOnFinishRace(t *testing.T, s store.Store) {
 		err := parallel(children, func(i int) error {
 			j := running[i]
 			if (i+round)%3 == 2 { // cancelled while running, by another path
-				_, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: j.ID, Reason: "stop", Now: now.Add(2 * time.Second)})
-				return err
+				if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: j.ID, Reason: "stop", Now: now.Add(2 * time.Second)}); err != nil {
+					return err
+				}
+				// Its handler returns: the refused finish ends the hold.
+				errs, err := s.JobFinishMany(t.Context(), []*store.JobFinishParams{completion(j, `{"ok":true}`, now.Add(2*time.Second))})
+				if err != nil {
+					return err
+				}
+				if !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+					return fmt.Errorf("finish of the cancelled child %d: %v, want ErrLeaseLost", j.ID, errs[0])
+				}
+				return nil
 			}
 			p := completion(j, `{"ok":true}`, now.Add(2*time.Second))
 			if (i+round)%2 == 1 {

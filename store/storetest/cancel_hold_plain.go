@@ -22,6 +22,7 @@ func cancelHoldPlainCases() []testCase {
 		{"Cancel/running_job_of_no_partition_holds_its_slot_until_lease_ends", testCancelHoldPlainLeaseEnd},
 		{"Cancel/retry_of_cancelled_running_job_waits_for_its_lease", testCancelHoldPlainRetry},
 		{"Cancel/retention_keeps_cancelled_running_job_until_acknowledged", testCancelHoldPlainRetention},
+		{"Cancel/dependants_waiting_for_any_outcome_wait_for_the_hold", testCancelHoldDependants},
 	}
 }
 
@@ -90,4 +91,64 @@ func testCancelHoldPlainRetention(t *testing.T, s store.Store) {
 		t.Errorf("retention after the acknowledgement deleted %d jobs, want 1", n)
 	}
 	gone(t, s, j.ID)
+}
+
+// anyOutcome returns params of a job in queue "d" that waits for deps to
+// finish, whatever the outcome (DependsOnFinished).
+func anyOutcome(kind string, deps ...*idemtype.JobRow) *store.JobInsertParams {
+	p := dependsOn(kind, deps...)
+	p.Queue, p.DependsOnFinished = "d", true
+	return p
+}
+
+// testCancelHoldDependants: a job that waits for any outcome of a job
+// cancelled while it runs (a batch's on_finish job, a clean-up) waits until
+// the cancelled handler is known to have returned: it stays pending while
+// the hold lasts (when it is already waiting, when it is inserted then, and
+// when it is retried then), and is released by the refused finish that
+// ends the hold, or by the rescuer at the lease's end. A dependant that
+// needs its dependency to complete is cancelled at the cancel's commit, as
+// before: it will never run.
+func testCancelHoldDependants(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), partitioned("a", "q", ""), partitioned("b", "q", ""))
+	a, b := js[0], js[1]
+	deps := insertNew(t, s, at(0), anyOutcome("after-a", a), dependsOn("needs-a", a), anyOutcome("after-b", b),
+		anyOutcome("retried-after-a", a))
+	afterA, needsA, afterB, retried := deps[0], deps[1], deps[2], deps[3]
+	cancelJob(t, s, retried, at(0)) // cancelled before a runs; retried below while a holds
+	ca := claimLease(t, s, a, at(0), at(30*time.Second))
+	cb := claimLease(t, s, b, at(0), at(30*time.Second))
+	cancelJob(t, s, ca, at(time.Second))
+	cancelJob(t, s, cb, at(time.Second))
+
+	wantState(t, s, needsA.ID, idemtype.StateCancelled)
+	wantState(t, s, afterA.ID, idemtype.StatePending)
+	wantState(t, s, afterB.ID, idemtype.StatePending)
+	late := insert1(t, s, at(2*time.Second), anyOutcome("late-after-a", a))
+	if late.State != idemtype.StatePending {
+		t.Errorf("a job waiting for any outcome of a cancelled job whose handler may still run was inserted %s, want pending", late.State)
+	}
+	rs, err := s.JobRetryMany(t.Context(), &store.JobRetryManyParams{IDs: []int64{retried.ID}, Now: at(2 * time.Second)})
+	if err != nil || len(rs) != 1 || rs[0].State != idemtype.StatePending {
+		t.Errorf("retry of a job waiting for any outcome of a holding job: %v %v, want it pending", rs, err)
+	}
+	if got := claim(t, s, at(3*time.Second), 10, "d"); len(got) != 0 {
+		t.Fatalf("claimed %v while the cancelled handlers they wait for may still run", ids(got))
+	}
+
+	// a's handler returns: its refused finish ends the hold and releases
+	// what waits for a.
+	if errs := finishAll(t, s, completion(ca, `1`, at(4*time.Second))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the cancelled job: %v, want ErrLeaseLost", errs[0])
+	}
+	wantIDSet(t, "after a's handler returned", ids(claim(t, s, at(5*time.Second), 10, "d")),
+		[]int64{afterA.ID, late.ID, retried.ID})
+	wantState(t, s, afterB.ID, idemtype.StatePending)
+
+	// b's handler never returns: the rescuer ends its hold at the lease's
+	// end and releases what waits for b.
+	rescue(t, s, at(29*time.Second), 100)
+	wantState(t, s, afterB.ID, idemtype.StatePending)
+	rescue(t, s, at(31*time.Second), 100)
+	wantIDs(t, "after b's lease ended", ids(claim(t, s, at(32*time.Second), 10, "d")), []int64{afterB.ID})
 }

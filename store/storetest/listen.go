@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -89,7 +91,9 @@ func testListenReleasedDependant(t *testing.T, s store.Store) {
 // whichever it is — cancels it at once instead of at its next heartbeat;
 // the notice comes before the queue the cancel made work available in (a
 // listener stops the handler before it wakes a producer: the partition's
-// next job). The cancel of a job that is not running announces nothing.
+// next job; here a job waiting for any outcome of it, released when its
+// handler's refused finish ends the cancel's hold). The cancel of a job
+// that is not running announces nothing.
 func testListenCancelRunning(t *testing.T, s store.Store) {
 	l := listener(t, s)
 	idle := newJob("idle")
@@ -112,6 +116,11 @@ func testListenCancelRunning(t *testing.T, s store.Store) {
 	}
 	if _, err := s.JobCancel(t.Context(), &store.JobCancelParams{ID: running.ID, Reason: "stop", Now: at(2 * time.Second)}); err != nil {
 		t.Fatalf("cancel running: %v", err)
+	}
+	// The handler returns: its refused finish ends the cancel's hold and
+	// releases the child, which waits for any outcome.
+	if errs := finishAll(t, s, completion(running, `1`, at(3*time.Second))); !errors.Is(errs[0], idemtype.ErrLeaseLost) {
+		t.Fatalf("finish of the cancelled job: %v, want ErrLeaseLost", errs[0])
 	}
 	var got []string
 	deadline := time.After(10 * time.Second) // a store that never notifies fails instead of hanging
