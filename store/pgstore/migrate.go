@@ -39,8 +39,9 @@ var migrationFS embed.FS
 // with the next ones). Its statements are split by lines: a statement ends
 // with the line whose last character (trailing blanks aside) is ";", and a
 // comment line ("--" first) never ends one; every other ";" (in a string,
-// a function body, after a statement on its line) is refused when the
-// migrations load (splitStatements). A crash or an error midway leaves the
+// after a statement on its line), a comment after code on a line, and
+// dollar quoting (a function body) are refused when the migrations load
+// (splitStatements): a no-transaction file holds plain DDL. A crash or an error midway leaves the
 // statements before it done and the version unrecorded, so the next
 // migration runs them all again: each must be idempotent, and an index
 // built concurrently must first drop a leftover of its name (an
@@ -179,6 +180,9 @@ func splitStatements(body string) ([]string, error) {
 		if isCommentLine(line) {
 			continue
 		}
+		if strings.Contains(line, "--") || dollarQuote.MatchString(line) {
+			return nil, fmt.Errorf("statement %d: a comment after code or dollar quoting (plain DDL only in a no-transaction migration): %q", len(out)+1, line)
+		}
 		code = true
 		if !strings.HasSuffix(strings.TrimSpace(line), ";") {
 			continue
@@ -205,6 +209,10 @@ func splitStatements(body string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// dollarQuote matches the opening of a dollar-quoted string ($$, $tag$),
+// which splitStatements refuses.
+var dollarQuote = regexp.MustCompile(`\$[A-Za-z_]*\$`)
 
 // concurrently matches the keyword CONCURRENTLY of a statement building or
 // dropping an index, after any comment lines before it.

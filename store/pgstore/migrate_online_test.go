@@ -273,6 +273,12 @@ CREATE INDEX CONCURRENTLY x_new ON {schema}.t (a)
 		"SELECT 1; -- done\n",
 		"SELECT 1;\nSELECT 2\n",
 		"-- nothing\n",
+		// A function body whose lines end in ";" would be cut inside it.
+		"CREATE FUNCTION f() RETURNS void AS $$\nBEGIN\n  PERFORM 1;\nEND;\n$$ LANGUAGE plpgsql;\n",
+		"CREATE FUNCTION f() RETURNS int AS $body$ SELECT 1 $body$ LANGUAGE sql;\n",
+		// A comment after code could end a line with ";" mid-statement.
+		"CREATE INDEX x ON t (a) -- note;\nWHERE b;\n",
+		"SELECT 1; -- fine;\n",
 	} {
 		if got, err := splitStatements(bad); err == nil {
 			t.Errorf("splitStatements(%q) = %q, want an error", bad, got)
