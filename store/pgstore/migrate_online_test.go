@@ -61,6 +61,28 @@ WHERE n.nspname = $1 AND (NOT i.indisvalid OR NOT i.indisready OR c.relname LIKE
 	}
 }
 
+// openWriter opens a transaction on its own connection to url that has
+// inserted a job into s's schema and stays open (rolled back at the end of
+// the test unless the test commits it): a build waits for it.
+func openWriter(t *testing.T, s *Store, url string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, s.sql(insertJobSQL)); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // insertJobSQL inserts one job row with the columns that have no default.
 const insertJobSQL = `INSERT INTO {schema}.jobs (tenant, queue, kind, state, max_attempts, run_at, created_at)
 VALUES ('t', 'q', 'k', 'available', 1, now(), now())`
@@ -87,19 +109,7 @@ func TestMigrateIndexBuildDoesNotBlockJobs(t *testing.T) {
 	}
 	defer other.Close()
 
-	open, err := pgx.Connect(ctx, url) // the transaction left open
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer open.Close(ctx)
-	tx, err := open.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, s.sql(insertJobSQL)); err != nil {
-		t.Fatal(err)
-	}
+	tx := openWriter(t, s, url) // the transaction left open
 
 	type result struct {
 		applied []int
@@ -189,18 +199,7 @@ func TestMigrateAfterInterruptedIndexBuild(t *testing.T) {
 		ctx := t.Context()
 		// A build waits for the transactions writing into jobs: one is
 		// open, and the build is cancelled by its statement timeout.
-		open, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer open.Close(ctx)
-		tx, err := open.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, s.sql(insertJobSQL)); err != nil {
-			t.Fatal(err)
-		}
+		tx := openWriter(t, s, url)
 		build, err := pgx.Connect(ctx, url)
 		if err != nil {
 			t.Fatal(err)
