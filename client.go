@@ -59,8 +59,8 @@ func NewClient(st store.Store, cfg *Config) (*Client, error) {
 	l, _ := st.(notifier.Listener)
 	cl.notifier = notifier.New(l, c.Logger)
 	if a, ok := st.(store.Announcer); ok && l == nil {
-		// The store's own announcements (SQLite: a FIFO hold ended by the
-		// rescuer or an acknowledged cancel) wake this process's claimers,
+		// The store's own announcements (SQLite: a cancel's hold ended by
+		// the rescuer or an acknowledged cancel) wake this process's claimers,
 		// as a Listener store's NOTIFY does: heard while this client's
 		// producers run (Start to Stop) or a long poll of it waits, so
 		// clients made and dropped on one store leave no subscription.

@@ -38,7 +38,8 @@ type EnqueueOpts struct {
 	// DependsOnFinished makes the job wait until every DependsOn job has
 	// finished whatever the outcome (completed, dead or cancelled) instead
 	// of requiring them to complete: a dead or cancelled dependency does
-	// not cancel it.
+	// not cancel it. A dependency cancelled while it ran counts once its
+	// handler has returned or its lease has ended (its hold: Client.JobCancel).
 	DependsOnFinished bool
 	Metadata          json.RawMessage
 	// IdempotencyKey deduplicates creation within the dedup window and

@@ -125,8 +125,9 @@ type Jobs interface {
 	// the interleaving.
 	//
 	// Initial state: cancelled if a dependency is already dead or cancelled
-	// (unless DependsOnFinished); pending while a dependency is unfinished;
-	// scheduled when RunAt > Now; available otherwise.
+	// (unless DependsOnFinished); pending while a dependency is unfinished
+	// (with DependsOnFinished, also while a cancelled one still holds its
+	// lease: JobCancel); scheduled when RunAt > Now; available otherwise.
 	JobInsertMany(ctx context.Context, p *JobInsertManyParams) ([]JobInsertResult, error)
 
 	// JobGet returns the job ID of Tenant (Tenant "" matches any tenant);
@@ -183,8 +184,10 @@ type Jobs interface {
 	// JobFinishMany records the end of attempts, in one transaction. The
 	// result has one error per item: nil, ErrLeaseLost when the job is not
 	// running under LeaseToken. An item refused so whose job was cancelled
-	// while it ran under LeaseToken and still holds its FIFO partition
-	// acknowledges the cancel: the hold ends (JobCancel). Repeating a completion with the same token
+	// while it ran under LeaseToken and still holds its lease acknowledges
+	// the cancel: the hold ends (JobCancel), and its pending dependants
+	// inserted with DependsOnFinished are released as of that item's
+	// FinishedAt once all their dependencies are finished. Repeating a completion with the same token
 	// and the same Result (SameResult: JSON-equal, key order and
 	// whitespace do not matter) on a job that is already completed is not
 	// an error (nil) and writes nothing; with another result it is
@@ -206,8 +209,9 @@ type Jobs interface {
 	//   - dead or cancelled: pending dependants (transitively) are cancelled
 	//     with LastError naming the dependency and its state — except those
 	//     inserted with DependsOnFinished, which are released instead once
-	//     all their dependencies are finished (completed, dead or cancelled;
-	//     a completion releases them under the same rule). Two dependencies
+	//     all their dependencies are finished (completed, dead or cancelled,
+	//     a cancelled one once its hold ended: JobCancel; a completion
+	//     releases them under the same rule). Two dependencies
 	//     finishing at once in different transactions release such a job
 	//     exactly once;
 	//   - any state: the record's execution lease is released if the job
@@ -420,7 +424,9 @@ type Maintenance interface {
 	// "Expired before Now" is by the store's expiry clock: on PostgreSQL
 	// the database's now(), not Now (see LeaderAttempt). It also ends, up
 	// to Limit, the holds of cancelled jobs (JobCancel) whose lease expired
-	// by that clock; those are not returned and stay cancelled.
+	// by that clock; those are not returned and stay cancelled, and their
+	// dependants inserted with DependsOnFinished are released as a
+	// completion would release them.
 	JobRescue(ctx context.Context, p *JobRescueParams) ([]int64, error)
 
 	// JobReleaseMany gives running jobs back (graceful shutdown): state

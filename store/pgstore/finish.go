@@ -150,7 +150,7 @@ type finishColumns struct {
 	runAts                              []*time.Time
 	fins                                []time.Time
 	statuses                            []int32
-	completing                          []int64
+	locking                             []int64 // every job finished: their dependants are locked (finishJobs)
 }
 
 // newFinishColumns validates each finish (out[i] gets an item's error) and
@@ -198,15 +198,19 @@ func (c *finishColumns) add(f *store.JobFinishParams) {
 	c.statuses = append(c.statuses, int32(f.HTTPStatus))
 	c.targets = append(c.targets, f.Target)
 	c.codes = append(c.codes, f.ErrorCode)
-	if f.State == idemtype.StateCompleted {
-		c.completing = append(c.completing, f.ID)
-	}
+	c.locking = append(c.locking, f.ID)
 }
 
 // finishJobs is the first round trip: (BEGIN,) finish the jobs still
-// running under their token and lock the pending dependants of the jobs
-// being completed (see qLockDependants; locking those of a completion that
-// turns out to be refused is harmless).
+// running under their token and lock the pending dependants of every job
+// being finished (see qLockDependants): a completion releases them, a
+// death or a cancel cancels or releases them (cancelDependants), a refused
+// finish that ends a cancel's hold releases those waiting for any outcome
+// (ackCancels). All are locked in this one statement, in id order, so no
+// later step of the transaction locks a dependant this one did not: two
+// finishes each locking dependants in two steps deadlocked (a completion's
+// first, an acknowledged cancel's second). Locking those of a finish that
+// turns out to be refused, or of a failure that retries, is harmless.
 func (s *Store) finishJobs(ctx context.Context, q dbtx, c *finishColumns, own bool) (map[int64]finishedJob, []int64, error) {
 	b := &pgx.Batch{}
 	if own {
@@ -214,8 +218,8 @@ func (s *Store) finishJobs(ctx context.Context, q dbtx, c *finishColumns, own bo
 	}
 	b.Queue(s.sql(qFinish), c.ids, c.tokens, c.states, c.errs, c.results, c.cached, c.orig, c.runAts,
 		c.snooze, c.fins, c.durs, c.outc, c.statuses, c.targets, c.codes)
-	if len(c.completing) > 0 {
-		b.Queue(s.sql(qLockDependants), c.completing)
+	if len(c.locking) > 0 {
+		b.Queue(s.sql(qLockDependants), c.locking)
 	}
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
@@ -229,7 +233,7 @@ func (s *Store) finishJobs(ctx context.Context, q dbtx, c *finishColumns, own bo
 		return nil, nil, err
 	}
 	var locked []int64
-	if len(c.completing) > 0 {
+	if len(c.locking) > 0 {
 		rows, err := br.Query()
 		if err != nil {
 			return nil, nil, fmt.Errorf("lock dependants: %w", err)
@@ -467,10 +471,18 @@ func (s *Store) ackCancels(ctx context.Context, q querier, p []*store.JobFinishP
 	if err != nil {
 		return nil, fmt.Errorf("acknowledge cancels: %w", err)
 	}
+	// The dependants are released as of the acknowledging finishes (the
+	// latest, when several end holds), as SQLite releases each at its own:
+	// a group may hold other callers' finishes at other times.
+	acked := make(map[int64]bool, len(ended))
+	for _, id := range ended {
+		acked[id] = true
+	}
 	var now time.Time
-	for _, f := range p {
-		now = store.OrNow(f.FinishedAt)
-		break
+	for i, f := range p {
+		if at := store.OrNow(f.FinishedAt); acked[f.ID] && errors.Is(out[i], idemtype.ErrLeaseLost) && at.After(now) {
+			now = at
+		}
 	}
 	released, err := s.releaseAfterHolds(ctx, q, ended, now)
 	if err != nil {

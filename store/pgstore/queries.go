@@ -538,12 +538,19 @@ RETURNING j.id, j.queue`
 	// qCancelHoldEnd ends the holds whose lease ended by the expiry clock
 	// $1 (NULL: the database's now()), up to $2, as the rescuer takes
 	// running jobs back: the job stays cancelled. It returns their ids
-	// (releaseAfterHolds) and the queues to wake.
-	qCancelHoldEnd = `UPDATE {schema}.jobs j SET lease_expires_at = NULL
-WHERE j.id IN (SELECT id FROM {schema}.jobs
+	// (releaseAfterHolds) and the queues to wake. The candidates are
+	// chosen once (a MATERIALIZED CTE, as qRescue's): written as
+	// "j.id IN (SELECT … LIMIT $2 FOR UPDATE SKIP LOCKED)" the planner ran
+	// the subquery once per cancelled row, each run skipping the rows
+	// already updated, so one call ended every expired hold whatever $2.
+	// The update finds them by primary key (= ANY), as the claim's does.
+	qCancelHoldEnd = `WITH cand AS MATERIALIZED (
+    SELECT id FROM {schema}.jobs
     WHERE state = 'cancelled' AND lease_expires_at IS NOT NULL AND lease_expires_at < coalesce($1::timestamptz, now())
-    ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-  AND j.state = 'cancelled'
+    ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.jobs j SET lease_expires_at = NULL
+WHERE j.id = ANY(ARRAY(SELECT id FROM cand)) AND j.state = 'cancelled'
 RETURNING j.id, j.queue`
 
 	// qAttemptCancel inserts the cancelled attempt of a running job (run

@@ -23,6 +23,8 @@ func cancelHoldPlainCases() []testCase {
 		{"Cancel/retry_of_cancelled_running_job_waits_for_its_lease", testCancelHoldPlainRetry},
 		{"Cancel/retention_keeps_cancelled_running_job_until_acknowledged", testCancelHoldPlainRetention},
 		{"Cancel/dependants_waiting_for_any_outcome_wait_for_the_hold", testCancelHoldDependants},
+		{"Cancel/acknowledgement_releases_dependants_at_its_own_time", testCancelHoldAckTime},
+		{"Cancel/rescue_ends_holds_up_to_its_limit", testCancelHoldRescueLimit},
 	}
 }
 
@@ -151,4 +153,42 @@ func testCancelHoldDependants(t *testing.T, s store.Store) {
 	wantState(t, s, afterB.ID, idemtype.StatePending)
 	rescue(t, s, at(31*time.Second), 100)
 	wantIDs(t, "after b's lease ended", ids(claim(t, s, at(32*time.Second), 10, "d")), []int64{afterB.ID})
+}
+
+// testCancelHoldAckTime: the dependants a refused finish releases (it ends
+// a cancel's hold) are released as of that finish, whatever else the call
+// finishes: d (due at 10 s) waits for any outcome of a, cancelled at 1 s;
+// one call completes x at 1 s and carries a's refused finish at 20 s: d is
+// available, not scheduled.
+func testCancelHoldAckTime(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), partitioned("a", "q", ""), partitioned("x", "q", ""))
+	a, x := js[0], js[1]
+	dp := anyOutcome("d", a)
+	dp.RunAt = at(10 * time.Second)
+	d := insert1(t, s, at(0), dp)
+	ca := claimLease(t, s, a, at(0), at(time.Minute))
+	cx := claimLease(t, s, x, at(0), at(time.Minute))
+	cancelJob(t, s, ca, at(time.Second))
+	errs := finishAll(t, s, completion(cx, `1`, at(time.Second)), completion(ca, `1`, at(20*time.Second)))
+	if errs[0] != nil || !errors.Is(errs[1], idemtype.ErrLeaseLost) {
+		t.Fatalf("finishes: %v, want nil and ErrLeaseLost", errs)
+	}
+	wantState(t, s, d.ID, idemtype.StateAvailable)
+}
+
+// testCancelHoldRescueLimit: the rescuer ends at most its limit of holds
+// whose leases ended per call (the rest at the next calls), each releasing
+// its dependant that waits for any outcome.
+func testCancelHoldRescueLimit(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), partitioned("a", "q", ""), partitioned("b", "q", ""), partitioned("c", "q", ""))
+	for _, j := range js {
+		insert1(t, s, at(0), anyOutcome("after-"+j.Kind, j))
+		cancelJob(t, s, claimLease(t, s, j, at(0), at(30*time.Second)), at(time.Second))
+	}
+	for round := 1; round <= 3; round++ {
+		rescue(t, s, at(time.Minute), 1)
+		if got := claim(t, s, at(time.Minute), 10, "d"); len(got) != 1 {
+			t.Fatalf("rescue %d with a limit of 1 released %d dependants (%v), want 1", round, len(got), ids(got))
+		}
+	}
 }
