@@ -1,0 +1,176 @@
+package pgstore
+
+// The statements of maintenance: the rescue of running jobs whose lease
+// ended, the release of running jobs at shutdown, the promotion of due
+// jobs, retention and the expiry sweeps of records (queries.go holds the
+// rest, the end of cancels' holds included).
+
+// Maintenance.
+const (
+	// qRescue takes the running jobs whose lease expired by the expiry
+	// clock $4 (NULL: the database's now()); $1 is the caller's Now, the
+	// time written into the rows.
+	qRescue = `WITH cand AS (
+    SELECT id FROM {schema}.jobs
+    WHERE state = 'running' AND lease_expires_at < coalesce($4::timestamptz, now())
+    ORDER BY lease_expires_at, id LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE {schema}.jobs j SET
+        state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'retryable' END,
+        run_at = $1,
+        finished_at = CASE WHEN j.attempt >= j.max_attempts THEN $1::timestamptz END,
+        last_error = $3,
+        lease_expires_at = NULL
+    FROM cand WHERE j.id = cand.id
+    RETURNING j.id, j.state, j.queue, j.last_error, j.attempt, j.started_at, j.worker_id
+), att AS (
+    INSERT INTO {schema}.attempts (job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id)
+    SELECT id, attempt, started_at, $1,
+        greatest((extract(epoch FROM $1::timestamptz - started_at) * 1000)::bigint, 0), 'lost', last_error, worker_id
+    FROM upd WHERE started_at IS NOT NULL ORDER BY id
+)
+SELECT id, state, queue FROM upd`
+
+	// qRelease gives back the jobs of leases ($1 ids, $2 tokens) and the
+	// jobs running under claim token $4 (none when ""; read through
+	// jobs_lease_idx, which holds exactly the running jobs).
+	qRelease = `WITH u AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
+    UNION ALL
+    SELECT r.id, r.lease_token FROM {schema}.jobs r WHERE $4::text <> '' AND r.state = 'running' AND r.lease_token = $4
+), upd AS (
+    UPDATE {schema}.jobs j SET state = 'available', run_at = $3, attempt = greatest(j.attempt - 1, 0),
+        lease_token = '', lease_expires_at = NULL
+    FROM u WHERE j.id = u.id AND j.lease_token = u.token AND j.state = 'running'
+    RETURNING j.id, j.queue, j.attempt + 1 AS attempt, j.started_at, j.worker_id
+), att AS (
+    INSERT INTO {schema}.attempts (job_id, attempt, started_at, finished_at, duration_ms, outcome, worker_id)
+    SELECT id, attempt, started_at, $3,
+        greatest((extract(epoch FROM $3::timestamptz - started_at) * 1000)::bigint, 0), 'released', worker_id
+    FROM upd WHERE started_at IS NOT NULL ORDER BY id
+)
+SELECT id, queue FROM upd`
+
+	qPromote = `WITH cand AS (
+    SELECT id FROM {schema}.jobs
+    WHERE state IN ('scheduled', 'retryable') AND run_at <= $1
+    ORDER BY run_at, id LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id
+RETURNING j.queue`
+
+	// retentionNow is when qDeleteFinished finds a job's record expired:
+	// the leader's now ($4), but never later than the expiry clock ($6,
+	// NULL for the database's now()), as sweepNow: a leader whose clock
+	// runs ahead does not delete a job its live record names.
+	retentionNow = `LEAST($4::timestamptz, COALESCE($6::timestamptz, now()))`
+
+	// qDeleteFinished deletes the finished jobs past their retention. A
+	// cancelled job that still holds its partition (qJobCancel) is kept:
+	// its handler may still run, and deleting the row would free the
+	// partition.
+	qDeleteFinished = `WITH cand AS (
+    SELECT j.id FROM {schema}.jobs j
+    WHERE ((j.state = 'completed' AND j.finished_at < $1)
+        OR (j.state = 'cancelled' AND j.finished_at < $2 AND j.lease_expires_at IS NULL)
+        OR (j.state = 'dead' AND j.finished_at < $3))
+      AND (j.idempotency_key = '' OR NOT EXISTS (SELECT 1 FROM {schema}.records r
+          WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id
+            AND (r.dedup_until IS NULL OR r.dedup_until > ` + retentionNow + `)
+            AND (r.expires_at IS NULL OR r.expires_at > ` + retentionNow + `)))
+      AND (j.state <> 'completed' OR j.was_cached OR j.idempotency_key = '' OR NOT EXISTS (
+          SELECT 1 FROM {schema}.records r JOIN {schema}.jobs dj ON dj.id = j.id
+          WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND ` + derivedCond + `
+            AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + retentionNow + `))
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+), a AS (
+    DELETE FROM {schema}.attempts a USING cand WHERE a.job_id = cand.id
+)
+DELETE FROM {schema}.jobs j USING cand WHERE j.id = cand.id`
+
+	// sweepNow is the time at which the expiry sweeps (qDropExpiredResults,
+	// qDeleteExpiredRecords) find records and results expired: the
+	// caller's now ($1), but never later than the expiry clock ($3, NULL
+	// for the database's now()), so a maintenance leader whose clock runs
+	// ahead does not delete records (dedup windows, cached results) that
+	// still live for every other node.
+	sweepNow = `LEAST($1::timestamptz, COALESCE($3::timestamptz, now()))`
+
+	// qDropExpiredResults drops the bytes of up to $2 stored results
+	// expired at sweepNow whose records live on for their dedup window (a result
+	// TTL shorter than the window): the record keeps its status,
+	// completion time and hash and reads without a result (recordReadCols).
+	// It locks records only (SKIP LOCKED): it never waits, and never holds
+	// a record a finish is about to lock after its job. It reads
+	// records_result_expires_idx, which holds only the records that outlive
+	// their result (the others go whole, qDeleteExpiredRecords).
+	qDropExpiredResults = `UPDATE {schema}.records r SET result = NULL, size_bytes = 0, compressed = false
+FROM (SELECT c.tenant, c.key FROM {schema}.records c WHERE c.result_expires_at <= ` + sweepNow + ` AND c.result IS NOT NULL
+          AND (c.expires_at IS NULL OR c.result_expires_at < c.expires_at)
+      LIMIT $2 FOR UPDATE SKIP LOCKED) c
+WHERE r.tenant = c.tenant AND r.key = c.key`
+
+	// qDeleteExpiredRecords deletes up to $2 records expired at sweepNow. The
+	// stored expiry of a record whose completion is read from its job row
+	// is a lower bound, by at most an hour (derivedJoin, qCompleteRecords):
+	// such a record is passed over until its result expires too. cand locks
+	// the expired records (SKIP LOCKED, so a locked one does not take a
+	// place in the batch) and returns their latest versions, passing over
+	// those whose job still holds a live result in the snapshot (a probe by
+	// primary key per record); the jobs that the remaining records in
+	// progress without a stored lease name are then locked FOR SHARE SKIP
+	// LOCKED (lk), which returns their latest rows: a completion committed
+	// after the snapshot leaves no write on the record for its lock to see.
+	// Such a record is deleted only if its job was locked here and holds no
+	// live result, or is gone: absent from the snapshot, which named it
+	// already (sv; a job the record came to name after the snapshot, a
+	// reopen from a caller whose clock lags, is not in it either). A record
+	// whose job another transaction holds, or that changed, is left to the
+	// next pass. A record in progress with no stored lease whose job runs
+	// under a live job lease (by the expiry clock $3) is not expired,
+	// whatever its stored expiry (its window ended while the job ran): cand
+	// passes over those running in the snapshot, and the delete keeps those
+	// lk shows running (a claim committed since). Nor is a record whose
+	// stored lease lives by the expiry clock (Do, result leases, the
+	// middleware, a job's stored lease): one without a job expires no
+	// earlier than its lease (recordAcquireConflict), by the caller's
+	// clock, which may run ahead.
+	// Nothing here waits for a lock, so the records locked before the jobs
+	// cannot deadlock with a finish (which locks the job, then the record).
+	qDeleteExpiredRecords = `WITH cand AS (
+    SELECT r.tenant, r.key, r.job_id,
+        r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL AS bare
+    FROM {schema}.records r
+    LEFT JOIN LATERAL (SELECT 1 AS live FROM {schema}.jobs dj
+        WHERE dj.id = r.job_id AND ` + derivedCond + `
+          AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + sweepNow + ` LIMIT 1) d ON true
+    WHERE r.expires_at <= ` + sweepNow + ` AND d.live IS NULL
+      AND NOT (r.status = 'in_progress' AND r.lease_owner IS NULL AND r.job_id IS NOT NULL
+               AND EXISTS (SELECT 1 FROM {schema}.jobs rj WHERE rj.id = r.job_id AND rj.state = 'running'
+                           AND rj.lease_expires_at > COALESCE($3::timestamptz, now())))
+      AND NOT (r.lease_owner IS NOT NULL AND r.lease_until > COALESCE($3::timestamptz, now()))
+    LIMIT $2 FOR UPDATE OF r SKIP LOCKED
+), sv AS (
+    SELECT v.tenant, v.key, v.job_id FROM {schema}.records v
+    WHERE (v.tenant, v.key) IN (SELECT cand.tenant, cand.key FROM cand WHERE cand.bare)
+), ex AS (
+    SELECT j.id FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT cand.job_id FROM cand WHERE cand.bare))
+), lk AS (
+    SELECT j.id, j.state, j.was_cached, j.finished_at, j.result_ttl_us, j.tenant, j.idempotency_key,
+        j.created_at, j.dedup_window_us, j.lease_expires_at
+    FROM {schema}.jobs j WHERE j.id = ANY (ARRAY(SELECT ex.id FROM ex)) FOR SHARE SKIP LOCKED
+)
+DELETE FROM {schema}.records r USING cand
+WHERE r.tenant = cand.tenant AND r.key = cand.key
+  AND NOT (cand.bare AND CASE WHEN cand.job_id IN (SELECT ex.id FROM ex)
+                              THEN COALESCE((SELECT COALESCE(` + derivedCond + `
+                                        AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + sweepNow + `, false)
+                                        OR (dj.state = 'running'
+                                            AND dj.lease_expires_at > COALESCE($3::timestamptz, now()))
+                                             FROM lk dj WHERE dj.id = cand.job_id), true)
+                              ELSE NOT EXISTS (SELECT 1 FROM sv WHERE sv.tenant = cand.tenant
+                                               AND sv.key = cand.key AND sv.job_id = cand.job_id) END)`
+)
