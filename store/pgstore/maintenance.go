@@ -41,7 +41,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			return err
 		}
 		// Cancelled jobs whose handlers never acknowledged the cancel hold
-		// their partitions until their leases end: ended now, as a running
+		// their slots and partitions until their leases end: ended now, as a running
 		// job's would be (qCancelHoldEnd); they stay cancelled.
 		held, err := tx.Query(ctx, s.sql(qCancelHoldEnd), s.expiryClock(now), limit)
 		if err != nil {

@@ -335,10 +335,8 @@ func (s *Store) runMigrations(ctx context.Context, conn *pgxpool.Conn, steps []m
 	for i := 0; i < len(steps); {
 		st := steps[i]
 		if st.sql.NoTx && !oneTx {
-			for k, stmt := range st.sql.Stmts {
-				if _, err := conn.Exec(ctx, s.sql(stmt)); err != nil {
-					return done, fmt.Errorf("migrate: %s %d_%s (no transaction), statement %d: %w", verb, st.m.Version, st.m.Name, k+1, err)
-				}
+			if err := s.execStatements(ctx, conn, st, verb, false); err != nil {
+				return done, err
 			}
 			if err := record(conn, st.m); err != nil {
 				return done, err
@@ -352,10 +350,8 @@ func (s *Store) runMigrations(ctx context.Context, conn *pgxpool.Conn, steps []m
 			for j = i; j < len(steps) && (oneTx || !steps[j].sql.NoTx); j++ {
 				st := steps[j]
 				if st.sql.NoTx {
-					for k, stmt := range st.sql.Stmts {
-						if _, err := tx.Exec(ctx, s.sql(inTransaction(stmt))); err != nil {
-							return fmt.Errorf("migrate: %s %d_%s, statement %d: %w", verb, st.m.Version, st.m.Name, k+1, err)
-						}
+					if err := s.execStatements(ctx, tx, st, verb, true); err != nil {
+						return err
 					}
 				} else if _, err := tx.Exec(ctx, s.sql(st.sql.SQL)); err != nil {
 					return fmt.Errorf("migrate: %s %d_%s: %w", verb, st.m.Version, st.m.Name, err)
@@ -375,6 +371,25 @@ func (s *Store) runMigrations(ctx context.Context, conn *pgxpool.Conn, steps []m
 		i = j
 	}
 	return done, nil
+}
+
+// execStatements runs the statements of no-transaction step st on q, one
+// at a time: on their own (each its own transaction), or inside q's
+// transaction without CONCURRENTLY when inTx (inTransaction).
+func (s *Store) execStatements(ctx context.Context, q querier, st migrationStep, verb string, inTx bool) error {
+	where := " (no transaction)"
+	if inTx {
+		where = ""
+	}
+	for k, stmt := range st.sql.Stmts {
+		if inTx {
+			stmt = inTransaction(stmt)
+		}
+		if _, err := q.Exec(ctx, s.sql(stmt)); err != nil {
+			return fmt.Errorf("migrate: %s %d_%s%s, statement %d: %w", verb, st.m.Version, st.m.Name, where, k+1, err)
+		}
+	}
+	return nil
 }
 
 // Migrate brings the schema to the newest version under the schema's
@@ -418,9 +433,7 @@ func (s *Store) migrateUp(ctx context.Context, to int) (from int, applied []int,
 	if err != nil {
 		return 0, nil, err
 	}
-	for v := range done {
-		from = max(from, v)
-	}
+	from = newestVersion(done)
 	var steps []migrationStep
 	for _, m := range ms {
 		if _, ok := done[m.Version]; !ok && (to <= 0 || m.Version <= to) {
@@ -436,24 +449,41 @@ func (s *Store) migrateUp(ctx context.Context, to int) (from int, applied []int,
 	return from, applied, err
 }
 
+// newestVersion is the highest version of applied (0 when none).
+func newestVersion(applied map[int]time.Time) int {
+	v := 0
+	for a := range applied {
+		v = max(v, a)
+	}
+	return v
+}
+
+// migrationsTableExists reports whether the schema's migrations table
+// exists, creating nothing.
+func (s *Store) migrationsTableExists(ctx context.Context) (bool, error) {
+	var table bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
+		return false, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	return table, nil
+}
+
 // upToDate reports whether every migration of ms is applied, reading the
 // migrations table without the migration lock, and the newest version
 // applied. A node that starts on a current schema (the usual start) then
 // takes no lock and holds no session: it does not wait behind another
 // run, and a pool whose sessions are not its own (PgBouncer's transaction
-// pooling) never sees the session-level lock. Versions are only ever
-// added by a run holding the lock, so a schema read as current stays so
-// (a newer binary's versions aside, which this one ignores as before).
+// pooling) never sees the session-level lock. Versions are added only by
+// a run holding the lock (and removed only by `idem migrate down`, an
+// operator's step), so a schema read as current stays so; a newer
+// binary's versions are ignored, as the locked path ignores them.
 func (s *Store) upToDate(ctx context.Context, ms []migration) (from int, ok bool, err error) {
 	if s.closed.Load() {
 		return 0, false, store.ErrClosed
 	}
-	var table bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
-		return 0, false, fmt.Errorf("migrate: read versions: %w", err)
-	}
-	if !table {
-		return 0, false, nil
+	table, err := s.migrationsTableExists(ctx)
+	if err != nil || !table {
+		return 0, false, err
 	}
 	done, err := s.appliedVersions(ctx, s.pool)
 	if err != nil {
@@ -464,10 +494,7 @@ func (s *Store) upToDate(ctx context.Context, ms []migration) (from int, ok bool
 			return 0, false, nil
 		}
 	}
-	for v := range done {
-		from = max(from, v)
-	}
-	return from, true, nil
+	return newestVersion(done), true, nil
 }
 
 // MigrateDown undoes the newest steps applied migrations (all when steps
@@ -521,9 +548,9 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]MigrationStatus, error) 
 	}
 	applied := map[int]row{}
 	var versions []int // applied, ascending
-	var table bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
-		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	table, err := s.migrationsTableExists(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if table {
 		rows, err := s.pool.Query(ctx, s.sql(qMigrationsListed))

@@ -83,6 +83,22 @@ func openWriter(t *testing.T, s *Store, url string) pgx.Tx {
 	return tx
 }
 
+// connectTimeout opens a connection to url whose statements time out after
+// timeout (a PostgreSQL interval); it is closed at the end of the test.
+func connectTimeout(t *testing.T, url, timeout string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, `SET statement_timeout = '`+timeout+`'`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // insertJobSQL inserts one job row with the columns that have no default.
 const insertJobSQL = `INSERT INTO {schema}.jobs (tenant, queue, kind, state, max_attempts, run_at, created_at)
 VALUES ('t', 'q', 'k', 'available', 1, now(), now())`
@@ -135,14 +151,7 @@ func TestMigrateIndexBuildDoesNotBlockJobs(t *testing.T) {
   AND query LIKE '%' || $1 || '%' AND query LIKE '%jobs_running_scope_idx%')`, s.schema)
 
 	// Meanwhile another session reads and writes jobs.
-	third, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer third.Close(ctx)
-	if _, err := third.Exec(ctx, `SET statement_timeout = '3s'`); err != nil {
-		t.Fatal(err)
-	}
+	third := connectTimeout(t, url, "3s")
 	var n int
 	if err := third.QueryRow(ctx, s.sql(`SELECT count(*) FROM {schema}.jobs`)).Scan(&n); err != nil {
 		t.Errorf("reading jobs during the migration: %v", err)
@@ -200,15 +209,8 @@ func TestMigrateAfterInterruptedIndexBuild(t *testing.T) {
 		// A build waits for the transactions writing into jobs: one is
 		// open, and the build is cancelled by its statement timeout.
 		tx := openWriter(t, s, url)
-		build, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer build.Close(ctx)
-		if _, err := build.Exec(ctx, `SET statement_timeout = '300ms'`); err != nil {
-			t.Fatal(err)
-		}
-		_, err = build.Exec(ctx, s.sql(`CREATE INDEX CONCURRENTLY jobs_running_scope_idx_new ON {schema}.jobs (tenant, queue)
+		build := connectTimeout(t, url, "300ms")
+		_, err := build.Exec(ctx, s.sql(`CREATE INDEX CONCURRENTLY jobs_running_scope_idx_new ON {schema}.jobs (tenant, queue)
     WHERE state = 'running' OR (state = 'cancelled' AND lease_expires_at IS NOT NULL)`))
 		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "57014" {
 			t.Fatalf("the interrupted build: %v, want a statement timeout", err)

@@ -627,7 +627,7 @@ WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'availa
 	// (unless it waits for any outcome: deps_any), pending while a
 	// dependency is unfinished, else scheduled or available by run_at.
 	//
-	// A cancelled job that still holds its partition (its handler may still
+	// A cancelled job that still holds its lease (its handler may still
 	// run: qJobCancel) runs again no earlier than the end of that lease
 	// (sqlRetryRunAt), so its new attempt never overlaps the old one. It
 	// keeps that lease's end (lease_expires_at, NULL on any other dead or

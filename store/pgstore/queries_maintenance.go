@@ -68,8 +68,8 @@ RETURNING j.queue`
 	retentionNow = `LEAST($4::timestamptz, COALESCE($6::timestamptz, now()))`
 
 	// qDeleteFinished deletes the finished jobs past their retention. A
-	// cancelled job that still holds its partition (qJobCancel) is kept:
-	// its handler may still run, and deleting the row would free the
+	// cancelled job that still holds its lease (qJobCancel) is kept: its
+	// handler may still run, and deleting the row would free its slot and
 	// partition.
 	qDeleteFinished = `WITH cand AS (
     SELECT j.id FROM {schema}.jobs j

@@ -55,7 +55,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			out = append(out, id)
 		}
 		// Cancelled jobs whose handlers never acknowledged the cancel hold
-		// their partitions until their leases end: ended now, as a running
+		// their slots and partitions until their leases end: ended now, as a running
 		// job's would be (qCancelHoldEnd); they stay cancelled.
 		// Their queues are announced once committed (no NOTIFY here).
 		// Their dependants that wait for any outcome are released then.

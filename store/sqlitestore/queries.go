@@ -489,7 +489,7 @@ WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress'
         THEN lease_expires_at END
 WHERE id = ?3 RETURNING ` + jobCols
 	// qCancelAck ends the hold of cancelled job ?1 when ?2 is the lease it
-	// holds: its handler returned, its partition moves on. It returns the
+	// holds: its handler returned, its slot and partition move on. It returns the
 	// job's queue (to announce) when it ended a hold.
 	qCancelAck = `UPDATE jobs SET lease_expires_at = NULL
 WHERE id = ?1 AND state = 'cancelled' AND lease_token = ?2 AND lease_expires_at IS NOT NULL
@@ -521,7 +521,7 @@ WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
 	// those a later finish sees: a pending retried job is released (or
 	// cancelled) by its last dependency's finish, as an inserted one.
 	//
-	// A cancelled job that still holds its partition (its handler may
+	// A cancelled job that still holds its lease (its handler may
 	// still run: qJobCancel) runs again no earlier than the end of that
 	// lease (sqlRetryRunAt), so its new attempt never overlaps the old one;
 	// it keeps that lease's end (lease_expires_at, NULL on any other dead
@@ -802,8 +802,8 @@ WHERE ` + sqlClaimable("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GRO
 
 	// qRetentionSelect: ?1 completed before, ?2 cancelled before, ?3 dead
 	// before (0 = keep), ?4 now, ?5 limit. A cancelled job that still holds
-	// its partition (qJobCancel) is kept: its handler may still run, and
-	// deleting the row would free the partition.
+	// its lease (qJobCancel) is kept: its handler may still run, and
+	// deleting the row would free its slot and partition.
 	qRetentionSelect = `SELECT id FROM jobs j
 WHERE ` + sqlFinished("j") + `
   AND ((j.state = 'completed' AND ?1 > 0 AND j.finished_at < ?1)
