@@ -132,6 +132,69 @@ type JobReleaseManyParams struct {
 	Now        time.Time // zero = time.Now()
 }
 
+// JobRescueParams selects expired leases.
+type JobRescueParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// JobDeleteFinishedParams selects finished jobs for retention.
+type JobDeleteFinishedParams struct {
+	CompletedBefore time.Time
+	CancelledBefore time.Time
+	DeadBefore      time.Time
+	Limit           int
+	Now             time.Time
+}
+
+// LeaderParams is one election attempt.
+type LeaderParams struct {
+	Name  string
+	Owner string
+	TTL   time.Duration
+	Now   time.Time
+}
+
+// JobDependantsRepairParams bounds one JobDependantsRepair call.
+type JobDependantsRepairParams struct {
+	// Now is the time the repair is as of, as a finish's time is for the
+	// release it makes: a released job is scheduled when its RunAt is
+	// later, available otherwise, and a cancelled one finishes at Now.
+	// zero = time.Now().
+	Now time.Time
+	// CreatedBefore: only pending jobs created before it are considered
+	// (a grace: a release is made in the transaction that finishes the
+	// last dependency, so a job pending for longer with its dependencies
+	// settled was missed). Zero = Now.
+	CreatedBefore time.Time
+	// After resumes the walk after this pending job (the Next of the call
+	// before); zero = from the oldest pending job.
+	After DependantsCursor
+	Limit int // pending jobs examined, <= 0 = MaxBatch
+}
+
+// DependantsCursor is a position in the walk of JobDependantsRepair over
+// the pending jobs, by creation time then id.
+type DependantsCursor struct {
+	CreatedAt time.Time
+	ID        int64
+}
+
+// JobDependantsRepairResult is what one JobDependantsRepair call repaired.
+type JobDependantsRepairResult struct {
+	// Released are the jobs it examined and made available or scheduled
+	// (a cancel it makes may release more, as any cancel does: the
+	// dependants of the cancelled job that wait for any outcome).
+	Released []int64
+	// Cancelled are the jobs it cancelled: those it examined and, as a
+	// cancel does, their pending dependants (transitively).
+	Cancelled []int64
+	// Next is where the next call resumes (After); zero when this call
+	// examined fewer than Limit jobs: the walk reached the newest one and
+	// starts again from the oldest.
+	Next DependantsCursor
+}
+
 // JobPromoteParams bounds one JobPromote call.
 type JobPromoteParams struct {
 	Now   time.Time // zero = time.Now()

@@ -95,7 +95,9 @@ type Listener interface {
 // given to Announce, after the commit, the queues where a store write that
 // its caller cannot see through made a job available — a FIFO partition
 // whose cancelled job stopped holding it (JobRescue ending a hold, a
-// refused JobFinishMany acknowledging the cancel). A Listener store
+// refused JobFinishMany acknowledging the cancel), the queues of the
+// dependants such an end of a hold released, and those of the jobs
+// JobDependantsRepair released. A Listener store
 // announces those through Listen instead. fn must not block nor write to
 // the store; it is called without the store's own lock held, so it may
 // subscribe or stop a subscription (the notifier ends its subscription
@@ -428,6 +430,25 @@ type Maintenance interface {
 	// dependants inserted with DependsOnFinished are released as a
 	// completion would release them.
 	JobRescue(ctx context.Context, p *JobRescueParams) ([]int64, error)
+
+	// JobDependantsRepair repairs pending jobs whose release was missed
+	// (a node of an older version ending a hold without releasing the
+	// dependants that wait for any outcome, or any bug of a release path):
+	// it examines up to Limit pending jobs created before CreatedBefore,
+	// after the cursor After in (created at, id) order, and applies what
+	// the finish of their last dependency would have: a job whose
+	// dependencies are all satisfied — all completed, or for one inserted
+	// with DependsOnFinished all finished, a cancelled one only once its
+	// hold ended — is released (scheduled when its RunAt is later than
+	// Now, available otherwise); a job that needs its dependencies to
+	// complete and has a dead or cancelled one is cancelled at Now with
+	// LastError "dependency <id> is <state>" (the smallest such id), with
+	// the effects of such a cancel (its record settled, its own pending
+	// dependants cancelled or released). A job with an unfinished
+	// dependency, or a cancelled one still holding its lease, is left
+	// pending. Concurrent finishes and repairs release or cancel each job
+	// once. The released queues are announced as a finish's are.
+	JobDependantsRepair(ctx context.Context, p *JobDependantsRepairParams) (*JobDependantsRepairResult, error)
 
 	// JobReleaseMany gives running jobs back (graceful shutdown): state
 	// available, RunAt = Now, Attempt decremented, lease cleared, attempt
@@ -809,29 +830,6 @@ type RecordStats struct {
 	// bytes the sweep (RecordDeleteExpired) has not dropped yet.
 	Expired   int64
 	SizeBytes int64 // stored bytes of the live results of live records
-}
-
-// JobRescueParams selects expired leases.
-type JobRescueParams struct {
-	Now   time.Time
-	Limit int
-}
-
-// JobDeleteFinishedParams selects finished jobs for retention.
-type JobDeleteFinishedParams struct {
-	CompletedBefore time.Time
-	CancelledBefore time.Time
-	DeadBefore      time.Time
-	Limit           int
-	Now             time.Time
-}
-
-// LeaderParams is one election attempt.
-type LeaderParams struct {
-	Name  string
-	Owner string
-	TTL   time.Duration
-	Now   time.Time
 }
 
 // Targets stores the delivery targets of the runtime: webhook URLs that

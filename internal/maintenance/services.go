@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/idem-dev/idem/store"
@@ -14,6 +15,9 @@ const (
 	DefaultPromoteInterval   = time.Second
 	DefaultRetentionInterval = time.Minute
 	DefaultBatch             = 1000
+	// DefaultRepairGrace is how long a job stays pending before the
+	// rescuer checks its dependencies (Config.RepairGrace).
+	DefaultRepairGrace = time.Minute
 )
 
 // Config configures every maintenance service.
@@ -38,6 +42,13 @@ type Config struct {
 	OnPromote func(queues []string)
 	// OnRescue is told the ids of the jobs whose expired lease was rescued.
 	OnRescue func(ctx context.Context, ids []int64)
+	// RepairGrace: the rescuer repairs pending jobs whose release was
+	// missed (store.Maintenance.JobDependantsRepair) once they are pending
+	// this long; default DefaultRepairGrace. A release is made in the
+	// transaction that finishes the last dependency, so the grace only
+	// keeps the repair off jobs just inserted (and off clock skew between
+	// nodes: creation times are the inserting nodes').
+	RepairGrace time.Duration
 	// ScheduleGrace: under the skip policy, a firing found due later than
 	// this after its time is missed, not run; default DefaultScheduleGrace.
 	ScheduleGrace time.Duration
@@ -59,15 +70,21 @@ func (c *Config) withDefaults(interval time.Duration) Config {
 	}
 	cfg.Interval = orDefault(cfg.Interval, interval)
 	cfg.Batch = orDefault(cfg.Batch, DefaultBatch)
+	cfg.RepairGrace = orDefault(cfg.RepairGrace, DefaultRepairGrace)
 	return cfg
 }
 
 // Rescuer returns running jobs whose lease expired to retryable (or dead at
-// their last attempt): a crashed worker's jobs run again elsewhere.
+// their last attempt): a crashed worker's jobs run again elsewhere. It also
+// repairs pending jobs whose release was missed (repairDependants).
 type Rescuer struct {
 	store store.Maintenance
 	cfg   Config
 	loop
+
+	mu sync.Mutex
+	// cursor is where the next repair of pending jobs resumes.
+	cursor store.DependantsCursor
 }
 
 // NewRescuer returns a rescuer; cfg may be nil.
@@ -77,7 +94,9 @@ func NewRescuer(st store.Maintenance, cfg *Config) *Rescuer {
 	return r
 }
 
-// RunOnce rescues every expired lease, in batches, and returns how many.
+// RunOnce rescues every expired lease, in batches, then repairs one batch
+// of pending jobs whose release was missed (repairDependants); it returns
+// how many jobs it rescued or repaired.
 func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 	total := 0
 	for {
@@ -89,12 +108,43 @@ func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 		if err != nil || len(ids) < r.cfg.Batch {
 			// Wake the queues once for the whole run (its last batch may
 			// be empty: a count that is a multiple of Batch).
+			if err == nil {
+				var released int
+				released, err = r.repairDependants(ctx)
+				total += released
+			}
 			if total > 0 && r.cfg.OnPromote != nil {
 				r.cfg.OnPromote(nil)
 			}
 			return total, err
 		}
 	}
+}
+
+// repairDependants runs one bounded repair of the pending jobs whose
+// release was missed (store.Maintenance.JobDependantsRepair): the next
+// Batch pending jobs older than RepairGrace, from where the run before
+// stopped, so each run reads at most Batch of them and a long-waiting
+// pending job is read once per walk, not once per run. A repair means a
+// release path missed a job (an older node ending a hold, a bug): it is
+// logged at Warn with the jobs' ids. It returns how many jobs it released
+// or cancelled.
+func (r *Rescuer) repairDependants(ctx context.Context) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.cfg.Now().UTC()
+	res, err := r.store.JobDependantsRepair(ctx, &store.JobDependantsRepairParams{
+		Now: now, CreatedBefore: now.Add(-r.cfg.RepairGrace), After: r.cursor, Limit: r.cfg.Batch})
+	if err != nil {
+		return 0, err
+	}
+	r.cursor = res.Next
+	n := len(res.Released) + len(res.Cancelled)
+	if n > 0 {
+		r.cfg.Logger.Warn("maintenance: repaired pending jobs whose dependencies had settled without releasing them",
+			"released", res.Released, "cancelled", res.Cancelled)
+	}
+	return n, nil
 }
 
 // Promoter moves due scheduled and retryable jobs to available, so that

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/storetest"
 )
@@ -58,4 +60,19 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	})
+}
+
+var _ storetest.Raw = (*Store)(nil)
+
+// RawSetFinal implements storetest.Raw: the job's own row only.
+func (s *Store) RawSetFinal(ctx context.Context, id int64, state idemtype.JobState, at time.Time) error {
+	tag, err := s.pool.Exec(ctx, s.sql(`UPDATE {schema}.jobs SET state = $1, finished_at = $2, lease_expires_at = NULL WHERE id = $3`),
+		string(state), at, id)
+	if err != nil {
+		return fmt.Errorf("set job %d %s: %w", id, state, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("set job %d %s: %d rows", id, state, tag.RowsAffected())
+	}
+	return nil
 }

@@ -374,22 +374,32 @@ func (s *Store) finishCommit(ctx context.Context, q dbtx, a *afterFinish, own bo
 // all completed available (or scheduled); it returns the queues that got
 // available jobs.
 func (s *Store) releaseDependants(ctx context.Context, q querier, locked []int64, now time.Time) ([]string, error) {
+	_, queues, err := s.releaseLocked(ctx, q, locked, now)
+	return queues, err
+}
+
+// releaseLocked is releaseDependants returning the ids of the jobs it
+// released too.
+func (s *Store) releaseLocked(ctx context.Context, q querier, locked []int64, now time.Time) ([]int64, []string, error) {
 	rows, err := q.Query(ctx, s.sql(qReleaseDependants), locked, now)
 	if err != nil {
-		return nil, fmt.Errorf("release dependants: %w", err)
+		return nil, nil, fmt.Errorf("release dependants: %w", err)
 	}
+	var ids []int64
 	var queues []string
+	var id int64
 	var qn, st string
-	_, err = pgx.ForEachRow(rows, []any{&qn, &st}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &qn, &st}, func() error {
+		ids = append(ids, id)
 		if st == string(idemtype.StateAvailable) {
 			queues = append(queues, qn)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("release dependants: %w", err)
+		return nil, nil, fmt.Errorf("release dependants: %w", err)
 	}
-	return queues, nil
+	return ids, queues, nil
 }
 
 // finishRepeats sets the errors of items that did not match a running
@@ -533,19 +543,26 @@ func (s *Store) releaseAfterHolds(ctx context.Context, q querier, ended []int64,
 // It returns the queues that got available jobs. (A finish releases the
 // dependants of its completed jobs itself, in finishTx.)
 func (s *Store) afterFinal(ctx context.Context, tx pgx.Tx, killed, settle []int64, now time.Time) ([]string, error) {
+	_, queues, err := s.afterFinalCancelled(ctx, tx, killed, settle, now)
+	return queues, err
+}
+
+// afterFinalCancelled is afterFinal returning the dependants it cancelled
+// too.
+func (s *Store) afterFinalCancelled(ctx context.Context, tx pgx.Tx, killed, settle []int64, now time.Time) ([]int64, []string, error) {
 	var queues []string
 	cancelled, qs, err := s.cancelDependants(ctx, tx, killed, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	queues = append(queues, qs...)
 	settle = append(settle, cancelled...)
 	if len(settle) > 0 {
 		if _, err := tx.Exec(ctx, s.sql(qSettleRecords), settle); err != nil {
-			return nil, fmt.Errorf("settle records: %w", err)
+			return nil, nil, fmt.Errorf("settle records: %w", err)
 		}
 	}
-	return queues, nil
+	return cancelled, queues, nil
 }
 
 // cancelDependants cancels the pending dependants of killed, transitively,

@@ -91,3 +91,57 @@ func TestKindStatsPlanUsesIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairPlanUsesPendingIndex: the repair of missed releases
+// (JobDependantsRepair) finds its candidates through jobs_pending_idx from
+// its cursor on and their dependencies by primary key, never a sequential
+// scan of the jobs, when most of the history is finished; a plan assert
+// (EXPLAIN after ANALYZE), not a timing one.
+func TestRepairPlanUsesPendingIndex(t *testing.T) {
+	t.Parallel()
+	dbtest.PostgresURL(t)
+	s := newTestStore(t, 4)
+	storetest.SeedListPlans(t, s)
+	ctx := t.Context()
+	// One job in a hundred pending (waiting for the one before it), the
+	// others finished.
+	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {schema}.jobs SET state = 'completed', attempt = 1,
+    started_at = created_at, finished_at = created_at + interval '1 second' WHERE id % 100 <> 0`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql(`UPDATE {schema}.jobs SET state = 'pending', depends_on = ARRAY[id - 1]
+    WHERE id % 100 = 0`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql("ANALYZE {schema}.jobs")); err != nil {
+		t.Fatal(err)
+	}
+	var newest time.Time
+	if err := s.pool.QueryRow(ctx, s.sql("SELECT max(created_at) FROM {schema}.jobs")).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []store.DependantsCursor{{}, {CreatedAt: newest.Add(-time.Hour), ID: 1}} {
+		plan, err := s.explain(ctx, qRepairCandidates, newest, after.CreatedAt, after.ID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("after %+v:\n%s", after, plan)
+		if !strings.Contains(plan, "jobs_pending_idx") {
+			t.Errorf("after %+v: the plan does not use jobs_pending_idx", after)
+		}
+		if !strings.Contains(plan, "jobs_pkey") {
+			t.Errorf("after %+v: the plan does not read the dependencies by primary key", after)
+		}
+		if strings.Contains(plan, "Seq Scan") {
+			t.Errorf("after %+v: the plan scans the jobs table", after)
+		}
+	}
+	res, err := s.JobDependantsRepair(ctx, &store.JobDependantsRepairParams{Now: newest.Add(time.Hour),
+		CreatedBefore: newest.Add(time.Hour), Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Released) == 0 {
+		t.Errorf("the repair released none of the pending jobs whose dependency completed")
+	}
+}

@@ -490,7 +490,7 @@ WHERE j.id = ANY($1::bigint[]) AND j.state = 'pending'
   AND NOT EXISTS (SELECT 1 FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state <> 'completed'
                   AND (NOT j.deps_any OR d.state NOT IN ('dead', 'cancelled')
                        OR (d.state = 'cancelled' AND d.lease_expires_at IS NOT NULL)))
-RETURNING j.queue, j.state`
+RETURNING j.id, j.queue, j.state`
 
 	// qCancelDependants cancels the pending direct dependants of dead or
 	// cancelled jobs, naming the dependency and its state.
@@ -647,12 +647,16 @@ WHERE j.id = ANY(ARRAY(SELECT l.id FROM l WHERE l.state IN ('scheduled', 'availa
     run_at = ` + sqlRetryRunAt + `, attempt = 0,
     lease_token = CASE WHEN j.state = 'cancelled' AND j.lease_expires_at IS NOT NULL THEN j.lease_token ELSE '' END,
     finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN $3::timestamptz END,
-    last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || d.id || ' is ' || d.state
-        FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state IN ('dead', 'cancelled')
-        ORDER BY d.id LIMIT 1) ELSE j.last_error END,
+    last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN ` + sqlDepCancelReason + ` ELSE j.last_error END,
     resolved_at = NULL, resolution_note = ''
 WHERE j.id = ANY($1::bigint[])
 RETURNING ` + jobColsRet
+
+	// sqlDepCancelReason is the last_error of job j cancelled for a dead or
+	// cancelled dependency (the smallest one's id and state).
+	sqlDepCancelReason = `(SELECT 'dependency ' || d.id || ' is ' || d.state
+        FROM {schema}.jobs d WHERE d.id = ANY(j.depends_on) AND d.state IN ('dead', 'cancelled')
+        ORDER BY d.id LIMIT 1)`
 
 	// sqlRetryRunAt is the run_at qRetry gives job j: $2, or the end of
 	// the lease a cancelled j still holds when that is later.

@@ -174,3 +174,38 @@ WHERE r.tenant = cand.tenant AND r.key = cand.key
                               ELSE NOT EXISTS (SELECT 1 FROM sv WHERE sv.tenant = cand.tenant
                                                AND sv.key = cand.key AND sv.job_id = cand.job_id) END)`
 )
+
+// The repair of pending dependants whose release was missed
+// (JobDependantsRepair).
+const (
+	// qRepairCandidates reads, without locking, the pending jobs created
+	// before $1, after the cursor ($2 created_at, $3 id), up to $4, and
+	// whether their dependencies are settled (sqlRetryDepState not
+	// 'pending': released or cancelled by the finish that settled the
+	// last one, so pending only if that finish missed it). It reads the
+	// partial index jobs_pending_idx (pending jobs only, by created_at)
+	// from the cursor on, so a call reads about $4 entries and their
+	// dependencies by primary key, never the finished history
+	// (plan_test.go), and writes nothing when nothing is to repair.
+	qRepairCandidates = `SELECT j.id, j.created_at, coalesce(` + sqlRetryDepState + ` <> 'pending', true)
+FROM (SELECT id, created_at, deps_any, depends_on FROM {schema}.jobs
+    WHERE state = 'pending' AND created_at < $1 AND created_at >= $2 AND (created_at > $2 OR id > $3)
+    ORDER BY created_at, id LIMIT $4) j
+ORDER BY j.created_at, j.id`
+
+	// qRepairLock locks the jobs of $1 still pending, in id order,
+	// skipping those a finish (or another repair) has locked: that finish
+	// decides them.
+	qRepairLock = `SELECT id FROM {schema}.jobs WHERE id = ANY($1::bigint[]) AND state = 'pending'
+ORDER BY id FOR UPDATE SKIP LOCKED`
+
+	// qRepairCancel cancels at $2 the locked pending jobs of $1 that wait
+	// for their dependencies to complete and have a dead or cancelled one
+	// (sqlRetryDepState), naming it (sqlDepCancelReason) as a cancel of
+	// their dependency would (qCancelDependants). Their records and their
+	// own dependants are then handled as a cancel's (afterFinal).
+	qRepairCancel = `UPDATE {schema}.jobs j SET state = 'cancelled', finished_at = $2,
+    last_error = ` + sqlDepCancelReason + `
+WHERE j.id = ANY($1::bigint[]) AND j.state = 'pending' AND ` + sqlRetryDepState + ` = 'cancelled'
+RETURNING j.id`
+)

@@ -21,7 +21,9 @@ type announcers struct {
 // Announce implements store.Announcer: fn is told, after each commit, the
 // queues whose slots or FIFO partitions a cancelled job stopped holding (JobRescue
 // ending a hold; a refused finish acknowledging a cancel, also through
-// JobFinishManyTx once its WriteTx committed).
+// JobFinishManyTx once its WriteTx committed), the queues of the
+// dependants such an end of a hold released, and those of the jobs
+// JobDependantsRepair released.
 func (s *Store) Announce(fn func(queues []string)) (stop func()) {
 	a := &s.ann
 	a.mu.Lock()

@@ -85,12 +85,40 @@ func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error
 	return nil
 }
 
+// releaseAfterHold releases the pending dependants that wait for any
+// outcome (deps_any) of cancelled job id, whose hold just ended, as of
+// atUS (qDependantsRelease waited for the hold). It returns the queues of
+// those it made available, to announce once committed (Store.announce),
+// as the hold's own queue is: they may be other queues than the job's.
+func releaseAfterHold(t *wtx, id, atUS int64) ([]string, error) {
+	rows, err := t.query(qDependantsReleaseQueues, atUS, id, 1)
+	if err != nil {
+		return nil, fmt.Errorf("release dependants of job %d: %w", id, err)
+	}
+	defer rows.Close()
+	var queues []string
+	for rows.Next() {
+		var q, state string
+		if err := rows.Scan(&q, &state); err != nil {
+			return nil, fmt.Errorf("release dependants of job %d: %w", id, err)
+		}
+		if state == string(idemtype.StateAvailable) {
+			queues = append(queues, q)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("release dependants of job %d: %w", id, err)
+	}
+	return queues, nil
+}
+
 // ackCancels ends the holds of the cancelled jobs whose finishes were
 // refused (ErrLeaseLost) under the lease they hold (qJobCancel): the
 // handler returned, so its slot and FIFO partition move on, and its
 // dependants that wait for any outcome are released. The finish stays
-// refused. It returns the queues of the holds it ended (to announce once
-// committed: Store.announce).
+// refused. It returns the queues of the holds it ended and of the
+// dependants it made available (to announce once committed:
+// Store.announce).
 func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) ([]string, error) {
 	var queues []string
 	for i, p := range ps {
@@ -103,10 +131,11 @@ func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) ([]string, er
 			if err != nil {
 				return nil, fmt.Errorf("acknowledge cancel of job %d: %w", p.ID, err)
 			}
-			if _, err := t.exec(qDependantsRelease, toUS(store.OrNow(p.FinishedAt)), p.ID, 1); err != nil {
-				return nil, fmt.Errorf("release dependants: %w", err)
+			released, err := releaseAfterHold(t, p.ID, toUS(store.OrNow(p.FinishedAt)))
+			if err != nil {
+				return nil, err
 			}
-			queues = append(queues, q)
+			queues = append(append(queues, q), released...)
 		}
 	}
 	return queues, nil
@@ -167,7 +196,7 @@ func finishTail(t *wtx, p *store.JobFinishParams, hasDependants bool, r finished
 			return fmt.Errorf("release dependants: %w", err)
 		}
 	case p.State == idemtype.StateDead || p.State == idemtype.StateCancelled:
-		if err := cancelDependants(t, p.ID, p.State, finUS); err != nil {
+		if _, err := cancelDependants(t, p.ID, p.State, finUS); err != nil {
 			return err
 		}
 	}
@@ -266,24 +295,26 @@ func onFinal(t *wtx, tenant, key string, id, dedupUS, ttlUS int64, fin time.Time
 
 // cancelDependants cancels the pending dependants of id, transitively, and
 // releases those that wait for their dependencies' end whatever the outcome
-// (deps_any) once all of theirs have finished.
-func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) error {
+// (deps_any) once all of theirs have finished. It returns the jobs it
+// cancelled.
+func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) ([]int64, error) {
 	type item struct {
 		id    int64
 		state idemtype.JobState
 	}
 	queue := []item{{id, state}}
+	var all []int64
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
 		// Dependants that wait for any outcome count this one as finished.
 		if _, err := t.exec(qDependantsRelease, finUS, cur.id, 1); err != nil {
-			return fmt.Errorf("release dependants: %w", err)
+			return nil, fmt.Errorf("release dependants: %w", err)
 		}
 		msg := fmt.Sprintf("dependency %d is %s", cur.id, cur.state)
 		rows, err := t.query(qDependantsCancel, finUS, msg, cur.id)
 		if err != nil {
-			return fmt.Errorf("cancel dependants: %w", err)
+			return nil, fmt.Errorf("cancel dependants: %w", err)
 		}
 		type keyed struct {
 			id          int64
@@ -295,20 +326,21 @@ func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) er
 			var k keyed
 			if err := rows.Scan(&k.id, &k.tenant, &k.key, &k.dedup, &k.ttl); err != nil {
 				rows.Close()
-				return err
+				return nil, err
 			}
 			ks = append(ks, k)
 			queue = append(queue, item{k.id, idemtype.StateCancelled})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		for _, k := range ks {
 			if err := onFinal(t, k.tenant, k.key, k.id, k.dedup, k.ttl, fromUS(finUS)); err != nil {
-				return err
+				return nil, err
 			}
+			all = append(all, k.id)
 		}
 	}
-	return nil
+	return all, nil
 }

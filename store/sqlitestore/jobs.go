@@ -38,7 +38,7 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 		if j.State == idemtype.StateRunning && p.Voided != nil {
 			*p.Voided = store.Lease{ID: p.ID, Token: j.LeaseToken}
 		}
-		if err := cancelDependants(t, p.ID, idemtype.StateCancelled, nowUS); err != nil {
+		if _, err := cancelDependants(t, p.ID, idemtype.StateCancelled, nowUS); err != nil {
 			return err
 		}
 		if j.IdempotencyKey != "" {

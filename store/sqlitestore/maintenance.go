@@ -40,7 +40,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 				return err
 			}
 			if idemtype.JobState(state) == idemtype.StateDead {
-				if err := cancelDependants(t, id, idemtype.StateDead, nowUS); err != nil {
+				if _, err := cancelDependants(t, id, idemtype.StateDead, nowUS); err != nil {
 					return err
 				}
 				if err := onFinal(t, tenant, key, id, dedup, ttl, now); err != nil {
@@ -57,8 +57,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 		// Cancelled jobs whose handlers never acknowledged the cancel hold
 		// their slots and partitions until their leases end: ended now, as a running
 		// job's would be (qCancelHoldEnd); they stay cancelled.
-		// Their queues are announced once committed (no NOTIFY here).
 		// Their dependants that wait for any outcome are released then.
+		// Their queues, and those of the dependants made available, are
+		// announced once committed (no NOTIFY here).
 		freed = freed[:0]
 		rows, err := t.query(qCancelHoldEnd, nowUS, limit)
 		if err != nil {
@@ -80,9 +81,11 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			return fmt.Errorf("end cancel holds: %w", err)
 		}
 		for _, id := range ended {
-			if _, err := t.exec(qDependantsRelease, nowUS, id, 1); err != nil {
-				return fmt.Errorf("release dependants: %w", err)
+			released, err := releaseAfterHold(t, id, nowUS)
+			if err != nil {
+				return err
 			}
+			freed = append(freed, released...)
 		}
 		return nil
 	})

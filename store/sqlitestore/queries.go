@@ -402,10 +402,23 @@ WHERE id = ?1 AND state = 'running' AND lease_token = ?2
 	// hold releases them, qCancelAck and qCancelHoldEnd). ?3 = 1 releases
 	// only deps_any dependants (job ?2 died, was cancelled or its hold
 	// ended).
-	qDependantsRelease = `UPDATE jobs SET state = CASE WHEN run_at > ?1 THEN 'scheduled' ELSE 'available' END
+	qDependantsRelease = `UPDATE jobs SET state = ` + sqlReleasedState + `
 WHERE state = 'pending' AND (?3 = 0 OR deps_any = 1)
   AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?2)
-  AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
+  AND ` + sqlDepsSatisfied
+	// qDependantsReleaseQueues is qDependantsRelease returning the queues
+	// and states of the jobs it released (the end of a hold announces
+	// the queues of those made available: Store.announce).
+	qDependantsReleaseQueues = qDependantsRelease + `
+RETURNING queue, state`
+
+	// sqlReleasedState is the state a released pending job gets as of ?1:
+	// scheduled when its run_at is later, available otherwise.
+	sqlReleasedState = `CASE WHEN run_at > ?1 THEN 'scheduled' ELSE 'available' END`
+	// sqlDepsSatisfied holds when the dependencies of pending job jobs.id
+	// let it run: all completed, or — for a job that waits for any outcome
+	// (deps_any) — all finished, a cancelled one only once its hold ended.
+	sqlDepsSatisfied = `NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
                   WHERE d.job_id = jobs.id AND p.state <> 'completed'
                     AND (jobs.deps_any = 0 OR p.state NOT IN ('dead', 'cancelled')
                          OR (p.state = 'cancelled' AND p.lease_expires_at IS NOT NULL)))`
@@ -540,11 +553,15 @@ WHERE id = ?3 AND state = 'running' AND (?5 = '' OR lease_token = ?5)`
         CASE WHEN ` + sqlRetryRunAt + ` > ?2 THEN 'scheduled' ELSE 'available' END),
     run_at = ` + sqlRetryRunAt + `, attempt = 0,
     finished_at = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN ?2 END,
-    last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN (SELECT 'dependency ' || p.id || ' is ' || p.state
-        FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
-        WHERE d.job_id = jobs.id AND p.state IN ('dead', 'cancelled') ORDER BY p.id LIMIT 1) ELSE last_error END,
+    last_error = CASE WHEN ` + sqlRetryDepState + ` = 'cancelled' THEN ` + sqlDepCancelReason + ` ELSE last_error END,
     resolved_at = NULL, resolution_note = ''
 WHERE id = ?3 RETURNING ` + jobCols
+
+	// sqlDepCancelReason is the last_error of job jobs.id cancelled for a
+	// dead or cancelled dependency (the smallest one's id and state).
+	sqlDepCancelReason = `(SELECT 'dependency ' || p.id || ' is ' || p.state
+        FROM job_deps d JOIN jobs p ON p.id = d.depends_on_id
+        WHERE d.job_id = jobs.id AND p.state IN ('dead', 'cancelled') ORDER BY p.id LIMIT 1)`
 
 	// sqlRetryRunAt is the run_at qJobRetry gives the job: ?1, or the end
 	// of the lease a cancelled job still holds when that is later.

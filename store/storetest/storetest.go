@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, counterCases()...)
 	all = append(all, listenCases()...)
 	all = append(all, cancelHoldWakeCases()...)
+	all = append(all, dependantsRepairCases()...)
 	all = append(all, flowCases()...)
 	all = append(all, flowDefaultCases()...)
 	for _, c := range all {
