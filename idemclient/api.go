@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemhttp/wire"
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // Job is a job as the API renders it.
@@ -99,8 +100,9 @@ type EnqueueResult struct {
 }
 
 // Enqueue creates a job, or returns the existing job of its key. Args or
-// metadata the server would refuse by its JSON rule (see Complete) are
-// refused before sending (ErrInvalid naming args or metadata).
+// metadata the server would refuse by its JSON rule (see Complete), and a
+// key outside printable ASCII (0x20–0x7E), are refused before sending
+// (ErrInvalid naming args, metadata or idempotency_key).
 func (cl *Client) Enqueue(ctx context.Context, req *EnqueueRequest) (*EnqueueResult, error) {
 	if err := req.checkDocuments(""); err != nil {
 		return nil, fmt.Errorf("idemclient: enqueue: %w", err)
@@ -110,6 +112,9 @@ func (cl *Client) Enqueue(ctx context.Context, req *EnqueueRequest) (*EnqueueRes
 		body = *req
 	}
 	key := body.IdempotencyKey
+	if err := checkHeaderKey("idempotency_key", key); err != nil {
+		return nil, fmt.Errorf("idemclient: enqueue: %w", err)
+	}
 	body.IdempotencyKey = ""
 	if key == "" {
 		key = NewKey()
@@ -135,18 +140,65 @@ type BatchResult struct {
 // Items without a key get "<batch key>:<index>" on the server, so a retried
 // batch creates nothing twice. A nil item is sent as an empty request (its
 // result is the server's refusal naming what is missing), never as null.
+// An item whose args or metadata Enqueue would refuse before sending (not
+// JSON, or refused by the server's JSON rule) is not sent: its result is
+// that 400 problem, naming the field, and the other items are sent.
 func (cl *Client) EnqueueBatch(ctx context.Context, reqs []*EnqueueRequest) ([]BatchResult, error) {
+	jobs := nonNilJobs(reqs)
+	send, sent, refused := checkBatchItems(jobs)
+	if len(send) == 0 && len(jobs) > 0 {
+		return refused, nil // nothing left to send
+	}
 	var out wire.BatchReply
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/jobs/batch",
-		body: map[string]any{"jobs": nonNilJobs(reqs)}, out: &out})
-	var res []BatchResult
-	if out.Results != nil {
+		body: map[string]any{"jobs": send}, out: &out})
+	if out.Results == nil {
+		return nil, err
+	}
+	res := refused
+	if res == nil { // every item was sent, in its place (sent is nil)
 		res = make([]BatchResult, len(out.Results))
 	}
-	for i, it := range out.Results {
+	for k, it := range out.Results {
+		i := k
+		if sent != nil {
+			if k >= len(sent) {
+				break // more results than items: not this server's answer
+			}
+			i = sent[k]
+		}
 		res[i] = BatchResult{Job: it.Job, Existing: it.Existing != nil && *it.Existing, Error: (*Error)(it.Error)}
 	}
 	return res, err
+}
+
+// checkBatchItems applies checkDocuments to each job of a batch. With none
+// refused it returns jobs as they are (send) and nil; else the jobs to
+// send, the index of each in jobs (sent), and the results of all the
+// items (refused), the refused ones holding their 400 problem (as the
+// server answers a bad item) and the others left for the server's answer.
+func checkBatchItems(jobs []*EnqueueRequest) (send []*EnqueueRequest, sent []int, refused []BatchResult) {
+	for i, j := range jobs {
+		err := j.checkDocuments("")
+		var inv *idemtype.InvalidError
+		if err == nil || !errors.As(err, &inv) {
+			continue
+		}
+		if refused == nil {
+			refused = make([]BatchResult, len(jobs))
+		}
+		refused[i].Error = &Error{Type: "/problems/invalid-request", Title: "Invalid request", Status: http.StatusBadRequest,
+			Detail: inv.Field + ": " + inv.Reason, Errors: map[string]string{inv.Field: inv.Reason}}
+	}
+	if refused == nil {
+		return jobs, nil, nil
+	}
+	for i, j := range jobs {
+		if refused[i].Error == nil {
+			send, sent = append(send, j), append(sent, i)
+		}
+	}
+	return send, sent, refused
 }
 
 // GetJob returns a job.

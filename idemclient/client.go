@@ -161,6 +161,21 @@ func keyHeader(key string) string {
 	return `"` + r.Replace(key) + `"`
 }
 
+// checkHeaderKey refuses a caller's key that cannot travel as the
+// Idempotency-Key header: a byte outside printable ASCII (0x20–0x7E), which
+// the server refuses. Sent, a control character makes net/http refuse the
+// request (a transport error, retried), and a tab or space at an end is
+// dropped from the header value: the server would read another key. The
+// refusal is an *idemtype.InvalidError naming field (errors.Is ErrInvalid).
+func checkHeaderKey(field, key string) error {
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return idemtype.Invalid(field, "must be printable ASCII (0x20-0x7E)")
+		}
+	}
+	return nil
+}
+
 // call is one API call.
 type call struct {
 	method, path string

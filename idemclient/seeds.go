@@ -20,7 +20,8 @@ type BatchCreateResult = wire.BatchCreateReply
 // BatchCreate creates the batch key with jobs in one transaction, or returns
 // the existing batch (Existing) when the key was used before. Each job's
 // IdempotencyKey, when set, is its own part of the derived key. A batch
-// needs a key: "" is refused (ErrInvalid). A nil job is sent as an empty
+// needs a key: "" is refused (ErrInvalid), and so is one outside printable
+// ASCII (0x20–0x7E), before sending. A nil job is sent as an empty
 // request, which the server refuses naming what is missing (not as null).
 func (cl *Client) BatchCreate(ctx context.Context, key string, metadata json.RawMessage, jobs []*EnqueueRequest) (*BatchCreateResult, error) {
 	return cl.BatchCreateWith(ctx, &BatchCreateRequest{Key: key, Metadata: metadata, Jobs: jobs})
@@ -42,6 +43,9 @@ type BatchCreateRequest struct {
 func (cl *Client) BatchCreateWith(ctx context.Context, req *BatchCreateRequest) (*BatchCreateResult, error) {
 	if req == nil {
 		req = &BatchCreateRequest{} // the server names what is missing
+	}
+	if err := checkHeaderKey("key", req.Key); err != nil {
+		return nil, fmt.Errorf("idemclient: create batch %q: %w", req.Key, err)
 	}
 	if err := req.checkBatch(); err != nil {
 		return nil, fmt.Errorf("idemclient: create batch %q: %w", req.Key, err)

@@ -126,7 +126,16 @@ func checkContentType(r *http.Request) error {
 // value, args and metadata included) and null where an object is wanted
 // (the body itself, or a member that no pointer makes optional) are 400
 // problems naming the field.
-func decodeStrict(body []byte, v any) error {
+func decodeStrict(body []byte, v any) error { return decodeNamed(body, v, memberNames) }
+
+// decodeEnvelope is decodeStrict for a body whose items are decoded and
+// checked one by one afterwards (the jobs of POST /v1/jobs/batch, kept as
+// json.RawMessage): member names are compared in its outermost object only
+// (envelopeNames), so that an item that repeats one is refused alone.
+func decodeEnvelope(body []byte, v any) error { return decodeNamed(body, v, envelopeNames) }
+
+// decodeNamed is decodeStrict with names as the scan of member names.
+func decodeNamed(body []byte, v any, names func([]byte) (string, bool, bool)) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -147,7 +156,7 @@ func decodeStrict(body []byte, v any) error {
 			return invalid(path, "must be an object, not null")
 		}
 	}
-	path, dup, foldable := memberNames(body)
+	path, dup, foldable := names(body)
 	if dup {
 		return invalid(path, "duplicate member name")
 	}

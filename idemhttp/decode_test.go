@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -82,6 +83,79 @@ func TestDuplicateName(t *testing.T) {
 			t.Errorf("%.60s: %q %v, want %q %v", tc.body, got, dup, tc.want, tc.dup)
 		}
 	}
+}
+
+// TestEnvelopeNames: the members of the outermost object only are
+// compared; the values are passed over unread, whatever they hold.
+func TestEnvelopeNames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body, want string
+		dup        bool
+	}{
+		{`{"jobs":[{"a":1,"a":2}]}`, "", false},
+		{`{"jobs":[{"kind":"a"}],"jobs":[]}`, "jobs", true},
+		{` { "jobs" : [ { "s" : "]}\"{[" } , "x" ] , "n" : -1.5e3 , "t" : true , "jobs" : null } `, "jobs", true},
+		{`{"a":"}\"{","b":{"b":1,"b":2},"c":[[],{}],"a":0}`, "a", true},
+		{`{"\u006aobs":1,"jobs":2}`, "jobs", true},
+		{`{"a":1,"b":2}`, "", false},
+		{`[{"a":1,"a":2}]`, "[0].a", true}, // not an object: scanned as memberNames does
+	} {
+		got, dup, _ := envelopeNames([]byte(tc.body))
+		if got != tc.want || dup != tc.dup {
+			t.Errorf("%.60s: %q %v, want %q %v", tc.body, got, dup, tc.want, tc.dup)
+		}
+	}
+}
+
+// FuzzEnvelopeNames: on a JSON object, envelopeNames finds the first
+// repeated member name of the object itself exactly as a decoder reading
+// its members one by one does, whatever the values hold.
+func FuzzEnvelopeNames(f *testing.F) {
+	for _, s := range []string{`{"jobs":[{"a":1,"a":2}]}`, `{"jobs":[],"jobs":[]}`, `{"a":"}\"","b":[{"a":1}],"a":{}}`,
+		`{"\u0061":1,"a":2}`, `{"a":-1.5e3,"b":true,"c":null,"b":"x"}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want, wantDup, ok := topLevelDuplicate(body)
+		if !ok {
+			return // not a JSON object
+		}
+		got, dup, _ := envelopeNames(body)
+		if got != want || dup != wantDup {
+			t.Fatalf("%q: %q %v, want %q %v", body, got, dup, want, wantDup)
+		}
+	})
+}
+
+// topLevelDuplicate reads the members of the JSON object body one by one
+// and returns the first name an earlier member has; ok is false when body
+// is not one JSON object.
+func topLevelDuplicate(body []byte) (name string, dup, ok bool) {
+	if !json.Valid(body) {
+		return "", false, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false, false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false, false
+		}
+		k, _ := tok.(string)
+		if seen[k] && !dup {
+			name, dup = k, true
+		}
+		seen[k] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", false, false
+		}
+	}
+	return name, dup, true
 }
 
 // FuzzDuplicateName: on JSON that key.Check accepts or refuses for a

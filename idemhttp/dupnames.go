@@ -58,6 +58,23 @@ func memberNames(body []byte) (path string, dup, foldable bool) {
 	return path, dup, foldable
 }
 
+// envelopeNames is memberNames over the members of the outermost object
+// of body only: their values are passed over unread. POST /v1/jobs/batch
+// reads its body so: each of its items is decoded and checked alone
+// (decodeStrict), and one that repeats a member name fails only itself,
+// as any other bad item does (API.md), not the whole batch.
+func envelopeNames(body []byte) (path string, dup, foldable bool) {
+	s := nameScans.Get().(*nameScan)
+	s.data, s.pos, s.foldable, s.shallow = body, 0, false, true
+	if !s.value() {
+		path, dup = s.pathString(), true
+	}
+	foldable = s.foldable
+	s.shallow = false
+	s.release()
+	return path, dup, foldable
+}
+
 // nameScans recycles the scratch stacks of memberNames: on the stack they
 // escaped (the scan's recursive methods), about 700 bytes a request body.
 var nameScans = sync.Pool{New: func() any {
@@ -99,6 +116,9 @@ type nameScan struct {
 	// foldable: a member name seen so far holds an upper-case letter, an
 	// escape or a non-ASCII byte (foldableName).
 	foldable bool
+	// shallow: the values of the outermost object's members are skipped
+	// (envelopeNames).
+	shallow bool
 }
 
 // pathString formats s.path.
@@ -204,11 +224,15 @@ func (s *nameScan) object() bool {
 		}
 		s.skipSpace()
 		s.pos++ // ':'
-		s.path = append(s.path, pathElem{member: true, name: name})
-		if !s.value() {
-			return false
+		if s.shallow && len(s.path) == 0 {
+			s.skipValue()
+		} else {
+			s.path = append(s.path, pathElem{member: true, name: name})
+			if !s.value() {
+				return false
+			}
+			s.path = s.path[:len(s.path)-1]
 		}
-		s.path = s.path[:len(s.path)-1]
 		if !s.next() {
 			return true
 		}
@@ -240,6 +264,38 @@ func (s *nameScan) array() bool {
 		if !s.next() {
 			return true
 		}
+	}
+}
+
+// skipValue passes the value at s.pos without looking into it; after it
+// s.pos is at what follows the value (or at the ',' or '}' ending a scalar).
+func (s *nameScan) skipValue() {
+	s.skipSpace()
+	depth := 0
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case '"':
+			s.skipStr()
+			if depth == 0 {
+				return
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return // the end of the object that holds a scalar value
+			}
+			if depth--; depth == 0 {
+				s.pos++
+				return
+			}
+		case ',':
+			if depth == 0 {
+				return
+			}
+		}
+		s.pos++
 	}
 }
 

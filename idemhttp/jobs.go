@@ -163,8 +163,12 @@ func (s *Server) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	body, err := readBody(r, s.cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
 	var req wire.BatchRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
+	if err := decodeEnvelope(body, &req); err != nil {
 		return err
 	}
 	if len(req.Jobs) == 0 {

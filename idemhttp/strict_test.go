@@ -7,9 +7,10 @@ import (
 
 // TestDuplicateMemberNames: a request body that repeats a member name in
 // any object (the body itself, a nested request object such as retry or
-// filter, a batch item, args or metadata) is a 400 naming the member by
-// its path, and nothing is written; the same name in different objects is
-// not a duplicate.
+// filter, args or metadata) is a 400 naming the member by its path, and
+// nothing is written; the same name in different objects is not a
+// duplicate. (An item of POST /v1/jobs/batch that repeats one fails only
+// itself: TestBatchItemRepeatedMemberFailsOnlyItself.)
 func TestDuplicateMemberNames(t *testing.T) {
 	t.Parallel()
 	e := setup(t, openSQLite, nil)
@@ -23,7 +24,7 @@ func TestDuplicateMemberNames(t *testing.T) {
 		{"retry", "/v1/jobs", `{"kind":"a","retry":{"base":"1s","max":"9s","base":"2s"}}`, "retry.base"},
 		{"metadata", "/v1/jobs", `{"kind":"a","metadata":{"m":"1","m":"2"}}`, "metadata.m"},
 		{"args nested", "/v1/jobs", `{"kind":"a","args":{"x":[1,{"y":1,"y":2}]}}`, "args.x[1].y"},
-		{"batch item", "/v1/jobs/batch", `{"jobs":[{"kind":"a"},{"kind":"a","queue":"q","queue":"r"}]}`, "jobs[1].queue"},
+		{"batch envelope", "/v1/jobs/batch", `{"jobs":[{"kind":"a"}],"jobs":[{"kind":"a"}]}`, "jobs"},
 		{"replay filter", "/v1/jobs/replay", `{"filter":{"queue":"a","kind":"k","queue":"b"}}`, "filter.queue"},
 		{"claim", "/v1/claim", `{"queues":["q"],"worker_id":"w","queues":["r"]}`, "queues"},
 	} {

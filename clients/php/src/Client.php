@@ -770,9 +770,15 @@ class Client
         return json_encode($body, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_PRESERVE_ZERO_FRACTION);
     }
 
-    /** seconds parses the simple Go durations used here ("20s", "1m", "500ms"). */
+    /**
+     * seconds parses the durations of the API: Go durations ("20s", "1m",
+     * "500ms") and whole seconds ("30"), which the server takes as well.
+     */
     public static function seconds(string $d): float
     {
+        if (preg_match('/^[0-9]+$/', $d)) {
+            return (float) $d;
+        }
         $units = ['ns' => 1e-9, 'us' => 1e-6, 'µs' => 1e-6, 'ms' => 1e-3, 's' => 1.0, 'm' => 60.0, 'h' => 3600.0];
         preg_match_all('/([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)/u', $d, $m, PREG_SET_ORDER);
         $t = 0.0;

@@ -124,7 +124,7 @@ class Worker
                 $wait = min(Client::seconds($nextWait), $left) * 1000 . 'ms';
             }
             try {
-                $res = $this->client->claimDetail($this->queues, $this->workerId, 1, $this->lease, $wait, array_keys($this->handlers) ?: null);
+                $res = $this->client->claimDetail($this->queues, $this->workerId, 1, $this->lease, $wait, $this->kinds());
                 $jobs = $res['jobs'];
                 $nextWait = $res['retry_after_seconds'] > 0
                     ? (int) ceil(min($res['retry_after_seconds'] * 1000 + 10, self::MAX_CLAIM_WAIT_MS)) . 'ms'
@@ -140,6 +140,18 @@ class Worker
             }
         }
         return $ran;
+    }
+
+    /**
+     * kinds are the kinds the worker claims: those it has handlers for, as
+     * strings (PHP makes an array key such as "42" an int, which the claim
+     * would send as a number, refused), or null for any.
+     *
+     * @return list<string>|null
+     */
+    private function kinds(): ?array
+    {
+        return array_map('strval', array_keys($this->handlers)) ?: null;
     }
 
     /** @param array<string,mixed> $job */

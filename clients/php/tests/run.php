@@ -849,6 +849,7 @@ test('schedules: put, get, list, trigger once per key, delete', function () use 
 
 require __DIR__ . '/signals.php';
 require __DIR__ . '/resources.php';
+require __DIR__ . '/durations.php';
 
 // exit() would skip a finally block: the server is stopped first, then the
 // code is returned (a server left running outlived every CI run).

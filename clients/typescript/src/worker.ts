@@ -38,8 +38,12 @@ export interface WorkerOptions {
   onError?: (err: unknown) => void;
 }
 
-/** durationMs parses the simple Go durations used here ("30s", "1m", "500ms"). */
+/**
+ * durationMs parses the durations of the API: Go durations ("30s", "1m",
+ * "500ms") and whole seconds ("30"), which the server takes as well.
+ */
 export function durationMs(d: string): number {
+  if (/^[0-9]+$/.test(d)) return Number(d) * 1000;
   const units: Record<string, number> = { ns: 1e-6, us: 1e-3, "µs": 1e-3, "μs": 1e-3, ms: 1, s: 1000, m: 60000, h: 3600000 };
   let total = 0;
   const re = /([0-9]*\.?[0-9]+)(ns|us|µs|μs|ms|s|m|h)/g;

@@ -265,3 +265,38 @@ test("after a heartbeat is refused (the job was cancelled) the worker sends no m
   assert.ok(atAbort >= 1, "the refused heartbeat aborted the handler");
   assert.equal(beats, atAbort, `heartbeats after the lease was lost: ${beats - atAbort}`);
 });
+
+// The API takes a duration in whole seconds ("30") as well as a Go
+// duration ("30s"); durationMs read "30" as 0 ms, so a worker with lease
+// "30" heartbeat every 100 ms (the floor) instead of every 10 s.
+test("a lease in whole seconds is seconds: the worker heartbeats a third of it", async () => {
+  assert.equal(durationMs("30"), 30_000);
+  assert.equal(durationMs("0"), 0);
+  assert.equal(durationMs("1m30s"), 90_000);
+  const queue = "ts-lease-seconds";
+  const id = (await env.idem.enqueue({ kind: "k", queue })).job.id;
+  let beats = 0;
+  class Counting extends Idem {
+    override async heartbeat(...args: Parameters<Idem["heartbeat"]>): ReturnType<Idem["heartbeat"]> {
+      beats++;
+      return super.heartbeat(...args);
+    }
+  }
+  const stop = new AbortController();
+  await runWorker(new Counting({ baseUrl: env.srv.url, apiKey: env.srv.adminKey }), {
+    queues: [queue],
+    workerId: "ts-seconds",
+    lease: "30",
+    wait: "1",
+    signal: stop.signal,
+    onError: () => {},
+    handler: async () => {
+      // One second of work: well inside the first heartbeat (10 s).
+      await new Promise((r) => setTimeout(r, 1000));
+      stop.abort();
+      return { done: true };
+    },
+  });
+  assert.equal((await env.idem.getJob(id)).state, "completed");
+  assert.equal(beats, 0, `${beats} heartbeats in 1 s of a 30 s lease`);
+});
