@@ -384,13 +384,19 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	// (request id, CORS): they describe this request, not the answer, so
 	// only what the handler sets or changes is stored and replayed.
 	cw := &captureWriter{ResponseWriter: w, max: m.cfg.MaxResponseBytes, outer: w.Header().Clone()}
+	var unstored bool
+	r = r.WithContext(context.WithValue(r.Context(), notStoredKey{}, &unstored))
 	completed := false
 	defer func() {
 		stop()
 		if completed {
 			return
 		}
-		if err := lease.Release(bg); err != nil {
+		release := lease.Release
+		if unstored {
+			release = lease.Forget
+		}
+		if err := release(bg); err != nil {
 			m.cfg.Logger.Error("idempotency key: release", "err", err)
 		}
 	}()
@@ -405,7 +411,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		// set; capture them as it sends them.
 		cw.WriteHeader(http.StatusOK)
 	}
-	if cw.status < 200 || !m.cfg.Keep(cw.status) || cw.overflow {
+	if cw.status < 200 || !m.cfg.Keep(cw.status) || cw.overflow || unstored {
 		// A final 1xx (101 Switching Protocols) is no answer to replay.
 		return
 	}
@@ -421,6 +427,21 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		return
 	}
 	completed = true
+}
+
+// notStoredKey is the context key of the flag notStored sets.
+type notStoredKey struct{}
+
+// notStored tells the idempotency middleware serving r, if any, not to
+// store the answer the handler is writing: the key is released and a
+// repeat of the request runs again. For answers whose replay would give
+// nothing a new run would not, such as an empty claim (an idle pull
+// worker's every poll would otherwise leave a record for a day). It is
+// called from the handler's own goroutine, before it returns.
+func notStored(r *http.Request) {
+	if p, ok := r.Context().Value(notStoredKey{}).(*bool); ok {
+		*p = true
+	}
 }
 
 // captureWriter passes a response through and keeps a copy of it.

@@ -76,6 +76,11 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	reply := wire.ClaimReply{Jobs: renderJobs(jobs, true)}
+	if len(jobs) == 0 {
+		// Nothing was claimed: a repeat of the request may simply claim
+		// again, so the empty answer is not kept under its key.
+		notStored(r)
+	}
 	if len(jobs) == 0 && throttle.Throttled {
 		reply.Throttled = true
 		if at := throttle.NextAvailableAt; !at.IsZero() {

@@ -99,6 +99,11 @@ type RecordReleaseParams struct {
 	// (retried and claimed again since) takes the key under the same owner
 	// name; the give-back of an earlier run must not free it.
 	JobLease *Lease
+	// Forget deletes the record instead, when Owner holds its lease and it
+	// is in progress and of no job: an answer its key does not keep (the
+	// HTTP middleware's empty claims) leaves nothing behind, and the key
+	// may be used again. Ignored with JobLease.
+	Forget bool
 }
 
 // RecordRenewParams extends a record lease its Owner holds (RecordRenew).

@@ -397,7 +397,8 @@ type Records interface {
 	// holds it (no error otherwise) — with JobLease set, only while job
 	// JobLease.ID does not run under another lease token (the key is then
 	// that later run's). Failures are never cached: the status
-	// stays in_progress.
+	// stays in_progress. With Forget the record, in progress, of no job
+	// and held by Owner, is deleted instead.
 	RecordRelease(ctx context.Context, p *RecordReleaseParams) error
 
 	// RecordRenew moves the end of the execution lease of (Tenant, Key) to

@@ -217,7 +217,18 @@ func (l *Lease) Complete(ctx context.Context, r *Result) error {
 // Release gives the key up without a result, so that the next acquirer
 // runs again (failures are never cached).
 func (l *Lease) Release(ctx context.Context) error {
-	if err := l.st.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: l.p.Tenant, Key: l.StoredKey(), Owner: l.p.Owner}); err != nil {
+	return l.release(ctx, false)
+}
+
+// Forget gives the key up as Release does and deletes its record: the
+// answer was not worth keeping at all (store.RecordReleaseParams.Forget).
+func (l *Lease) Forget(ctx context.Context) error {
+	return l.release(ctx, true)
+}
+
+func (l *Lease) release(ctx context.Context, forget bool) error {
+	p := &store.RecordReleaseParams{Tenant: l.p.Tenant, Key: l.StoredKey(), Owner: l.p.Owner, Forget: forget}
+	if err := l.st.RecordRelease(ctx, p); err != nil {
 		return fmt.Errorf("release key %q: %w", l.p.Key, err)
 	}
 	return nil

@@ -338,6 +338,11 @@ UPDATE {schema}.records SET lease_owner = NULL, lease_until = NULL
 WHERE tenant = $1 AND key = $2 AND lease_owner = $3
   AND NOT EXISTS (SELECT 1 FROM run WHERE run.state = 'running' AND run.lease_token <> $5)`
 
+	// qRecordForget deletes the in-progress record of no job whose lease
+	// $3 holds (store.RecordReleaseParams.Forget).
+	qRecordForget = `DELETE FROM {schema}.records
+WHERE tenant = $1 AND key = $2 AND lease_owner = $3 AND status = 'in_progress' AND job_id IS NULL`
+
 	// qRecordRenew moves the lease end of a record whose lease owner $3
 	// still holds ($4 the new end, $5 now): in progress, live, and storing
 	// that owner's lease (store.Records.RecordRenew); the record lives

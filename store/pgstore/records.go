@@ -319,6 +319,12 @@ func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleasePa
 	if l := params.JobLease; l != nil {
 		jobID, token = l.ID, l.Token
 	}
+	if params.Forget && params.JobLease == nil {
+		if _, err := db.Exec(ctx, s.sql(qRecordForget), tenant, key, owner); err != nil {
+			return fmt.Errorf("release record %q: %w", key, err)
+		}
+		return nil
+	}
 	if _, err := db.Exec(ctx, s.sql(qRecordRelease), tenant, key, owner, jobID, token); err != nil {
 		return fmt.Errorf("release record %q: %w", key, err)
 	}

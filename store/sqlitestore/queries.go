@@ -467,6 +467,10 @@ WHERE tenant = ?8 AND key = ?9`
 
 	qKeyLeaseRelease = `UPDATE idem_keys SET lease_owner = '', lease_until = NULL
 WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3`
+	// qKeyLeaseForget deletes the in-progress record of no job whose
+	// lease ?3 holds (store.RecordReleaseParams.Forget).
+	qKeyLeaseForget = `DELETE FROM idem_keys
+WHERE tenant = ?1 AND key = ?2 AND lease_owner = ?3 AND status = 'in_progress' AND job_id = 0`
 	// qKeyLeaseReleaseRun is qKeyLeaseRelease for the give-back of job
 	// ?4's run under lease token ?5 (store.RecordReleaseParams.JobLease):
 	// nothing is released while the job runs under another token, a later

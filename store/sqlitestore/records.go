@@ -151,7 +151,11 @@ func (s *Store) RecordRelease(ctx context.Context, params *store.RecordReleasePa
 			_, err := t.exec(qKeyLeaseReleaseRun, tenant, key, owner, l.ID, l.Token)
 			return err
 		}
-		_, err := t.exec(qKeyLeaseRelease, tenant, key, owner)
+		q := qKeyLeaseRelease
+		if params.Forget {
+			q = qKeyLeaseForget
+		}
+		_, err := t.exec(q, tenant, key, owner)
 		return err
 	})
 	if err != nil {

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, heartbeatCases()...)
 	all = append(all, finishCases()...)
 	all = append(all, recordCases()...)
+	all = append(all, recordForgetCases()...)
 	all = append(all, recordDeleteCases()...)
 	all = append(all, recordLeaseCases()...)
 	all = append(all, recordWindowCases()...)
