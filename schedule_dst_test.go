@@ -61,3 +61,50 @@ func TestScheduleFallBackRepeatOneJob(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulePartHourChangesOneJobPerDay: daily schedules in zones whose
+// daylight-saving change is not a whole hour from robfig/cron's search
+// (Chatham changes at 03:45 → 02:45; Lord Howe by 30 minutes) make one job
+// a day, keyed by their own wall-clock time, through the change and the
+// days after it. Before, a daily 03:45 in Chatham fired at the change's
+// instant under the key of 02:45 and then never again (the next firing of
+// that instant was itself: the scheduler stayed on it, scanning a million
+// firings every pass), and a daily 00:00 in Lord Howe made no job on the
+// day after the change.
+func TestSchedulePartHourChangesOneJobPerDay(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, cron, zone string
+		from             time.Time // UTC; the scheduler passes every 5 minutes for three days
+		want             []string  // the keys' grain dates
+	}{
+		{"chatham-0345", "45 3 * * *", "Pacific/Chatham", time.Date(2026, 4, 3, 12, 0, 0, 0, time.UTC),
+			[]string{"2026-04-04T03:45", "2026-04-05T03:45", "2026-04-06T03:45"}},
+		{"lordhowe-0000", "0 0 * * *", "Australia/Lord_Howe", time.Date(2026, 4, 3, 12, 0, 0, 0, time.UTC),
+			[]string{"2026-04-04T00:00", "2026-04-05T00:00", "2026-04-06T00:00"}},
+		{"lordhowe-0130", "30 1 * * *", "Australia/Lord_Howe", time.Date(2026, 10, 2, 12, 0, 0, 0, time.UTC),
+			[]string{"2026-10-03T01:30", "2026-10-04T01:30", "2026-10-05T01:30"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, sk := range storeKinds() {
+				t.Run(sk.name, func(t *testing.T) {
+					t.Parallel()
+					st, _ := sk.open(t)
+					clock := &fakeClock{now: tc.from}
+					c := schedClient(t, st, clock)
+					putSchedule(t, c, idem.Schedule{Name: "daily", Cron: tc.cron, Timezone: tc.zone, Kind: "k"})
+					for range 3 * 24 * 12 {
+						clock.Add(5 * time.Minute)
+						runSchedulers(t, []*idem.Client{c})
+					}
+					want := map[string]int{}
+					for _, d := range tc.want {
+						want[idem.ScheduleKeyPrefix+"daily:default:"+d] = 1
+					}
+					compareKeys(t, firingKeys(t, c), want)
+				})
+			}
+		})
+	}
+}

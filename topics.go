@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,7 +247,13 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 	return &PublishResult{Event: stored, Existing: existing, Deliveries: n}, nil
 }
 
-// validateEvent checks what Publish is given.
+// validateEvent checks what Publish is given. The payload and metadata
+// travel in the args of every delivery job of the event (EventEnvelope),
+// so they must pass the rule of a job's args (ValidateJSON), and so must
+// the largest envelope the event can have (a replay's, of the longest id
+// and time): checked before the event is stored, so that a publish is
+// refused whole instead of storing an event whose fan-out, and every
+// replay, fails.
 func validateEvent(e *Event) error {
 	if err := validateTopicName("topic", e.Topic); err != nil {
 		return err
@@ -259,7 +266,55 @@ func validateEvent(e *Event) error {
 			return err
 		}
 	}
-	return store.EventCheck(e)
+	if err := ValidateJSON("payload", e.Payload); err != nil {
+		return err
+	}
+	if len(e.Metadata) > 0 {
+		if err := ValidateJSON("metadata", e.Metadata); err != nil {
+			return err
+		}
+	}
+	if err := store.EventCheck(e); err != nil {
+		return err
+	}
+	widest := *e
+	widest.ID, widest.CreatedAt = math.MaxInt64, widestTime
+	env, err := eventArgs(&widest, true)
+	if err != nil {
+		return idemtype.Invalid("payload", "%v", err)
+	}
+	if err := ValidateJSON("payload", env); err != nil {
+		return idemtype.Invalid("payload", "with the event's fields around it (the args of its deliveries): %s", reasonOf(err))
+	}
+	return nil
+}
+
+// widestTime is the time whose RFC 3339 form is the longest, for the
+// largest envelope of an event (validateEvent).
+var widestTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -11*3600))
+
+// reasonOf is the reason of an *idemtype.InvalidError, else its text.
+func reasonOf(err error) string {
+	var inv *idemtype.InvalidError
+	if errors.As(err, &inv) {
+		return inv.Reason
+	}
+	return err.Error()
+}
+
+// eventArgs is the args of a delivery job of ev (its EventEnvelope); a
+// replay's carry replay_of.
+func eventArgs(ev *Event, replay bool) (json.RawMessage, error) {
+	env := EventEnvelope{EventID: strconv.FormatInt(ev.ID, 10), Topic: ev.Topic, Type: ev.Type, Key: ev.Key,
+		PartitionKey: ev.PartitionKey, Payload: ev.Payload, Metadata: ev.Metadata, CreatedAt: ev.CreatedAt}
+	if replay {
+		env.ReplayOf = env.EventID
+	}
+	args, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w", err)
+	}
+	return args, nil
 }
 
 // fanOut enqueues the deliveries of ev: to every matching subscription, or
@@ -273,15 +328,11 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 	if err != nil {
 		return 0, err
 	}
-	env := EventEnvelope{EventID: strconv.FormatInt(ev.ID, 10), Topic: ev.Topic, Type: ev.Type, Key: ev.Key,
-		PartitionKey: ev.PartitionKey, Payload: ev.Payload, Metadata: ev.Metadata, CreatedAt: ev.CreatedAt}
-	if replay {
-		env.ReplayOf = env.EventID
-	}
-	args, err := json.Marshal(env)
+	args, err := eventArgs(ev, replay)
 	if err != nil {
-		return 0, fmt.Errorf("encode event: %w", err)
+		return 0, err
 	}
+	eventID := strconv.FormatInt(ev.ID, 10)
 	var ps []EnqueueParams
 	settled := 0 // deliveries of a repeat left alone: see the comment below
 	for _, s := range subs {
@@ -299,14 +350,14 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 			settled++
 			continue
 		}
-		meta, _ := json.Marshal(map[string]any{"event_id": env.EventID, "topic": ev.Topic, "subscription": sub, "replay": replay})
+		meta, _ := json.Marshal(map[string]any{"event_id": eventID, "topic": ev.Topic, "subscription": sub, "replay": replay})
 		opts := &EnqueueOpts{Tenant: ev.Tenant, Queue: c.cfg.TopicQueue, Metadata: meta, MaxAttempts: s.MaxAttempts}
 		if ev.PartitionKey != "" {
 			opts.PartitionKey = fitKey(sub + "/" + ev.PartitionKey)
 		}
 		switch {
 		case !replay:
-			opts.IdempotencyKey = fitKey("event-" + env.EventID + "/" + sub)
+			opts.IdempotencyKey = fitKey("event-" + eventID + "/" + sub)
 		case replayKey != "":
 			opts.IdempotencyKey = eventReplayKey(replayKey, ev.ID, sub)
 		}

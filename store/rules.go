@@ -173,13 +173,27 @@ func jsonList(l []string) string {
 	return string(b)
 }
 
-// EventCheck validates an event for EventInsert.
+// EventCheck validates an event for EventInsert: bytes that are not UTF-8
+// (in the payload, the metadata or a text field) and NUL bytes in a text
+// field are refused on both backends, as PostgreSQL's text and json refuse
+// them.
 func EventCheck(e *Event) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"tenant", e.Tenant}, {"topic", e.Topic}, {"key", e.Key}, {"type", e.Type}, {"partition_key", e.PartitionKey},
+	} {
+		if !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0 {
+			return idemtype.Invalid(f.name, "must be valid UTF-8 without NUL bytes")
+		}
+	}
 	switch {
 	case e.Tenant == "":
 		return idemtype.Invalid("tenant", "empty")
 	case e.Topic == "":
 		return idemtype.Invalid("topic", "empty")
+	case !utf8.Valid(e.Payload):
+		return idemtype.Invalid("payload", "must be valid UTF-8")
+	case !utf8.Valid(e.Metadata):
+		return idemtype.Invalid("metadata", "must be valid UTF-8")
 	case !json.Valid(e.Payload):
 		return idemtype.Invalid("payload", "not valid JSON")
 	case len(e.Metadata) > 0 && (!json.Valid(e.Metadata) || bytes.TrimSpace(e.Metadata)[0] != '{'):

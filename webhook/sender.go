@@ -41,8 +41,11 @@ type Config struct {
 	// MaxBodyBytes is how much of a response body is read. Default
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// FollowRedirects follows up to 10 redirects (each connection checked
-	// against the address policy). Default false: a 3xx is dead.
+	// FollowRedirects follows up to 10 redirects that repeat the POST with
+	// its body (307, 308), each connection checked against the address
+	// policy. A 301, 302 or 303 is not followed (net/http would send a GET
+	// without the body, whose answer would complete a push never
+	// delivered): it is dead, as every 3xx is by default (false).
 	FollowRedirects bool
 	// DenyPrivate also refuses loopback, private (RFC 1918, fc00::/7), CGNAT
 	// and unspecified addresses. Link-local and cloud-metadata addresses are
@@ -89,11 +92,31 @@ func NewSender(cfg *Config) (*Sender, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	client := &http.Client{Transport: transport}
-	if !c.FollowRedirects {
-		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client := &http.Client{Transport: transport, CheckRedirect: noRedirects}
+	if c.FollowRedirects {
+		client.CheckRedirect = postRedirects
 	}
 	return &Sender{cfg: c, policy: policy, client: client, slots: newTargetSlots(c.MaxPerTarget)}, nil
+}
+
+// maxRedirects is how many redirects a push follows (net/http's default).
+const maxRedirects = 10
+
+// noRedirects answers a 3xx with the response itself (class dead).
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// postRedirects follows a redirect only when it repeats the push: the same
+// method, with the body (307, 308). net/http turns the POST of a 301, 302
+// or 303 into a GET without a body; that redirect is answered with its
+// 3xx response (class dead) instead of delivering nothing.
+func postRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if req.Method != via[0].Method || via[0].ContentLength > 0 && req.ContentLength != via[0].ContentLength {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // withDefaults validates cfg and fills its zero fields.

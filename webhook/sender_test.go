@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -171,6 +172,52 @@ func TestSenderResponses(t *testing.T) {
 			t.Fatalf("body %q", out.Body)
 		}
 	})
+	// A 301, 302 or 303 makes net/http repeat a POST as a GET without
+	// its body: the push would "complete" on whatever the new URL answers
+	// to a GET, and the webhook would never have been delivered.
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		t.Run("followed redirect never turns the push into a GET "+strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, &Config{FollowRedirects: true})
+			var got atomic.Value // the method and body the redirect's target received
+			target := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				got.Store(r.Method + " " + string(body))
+				_, _ = io.WriteString(w, "a page")
+			})
+			srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target.URL, status)
+			})
+			out := b.push(t, srv.URL)
+			if g, _ := got.Load().(string); g != "" && g != `POST {"n":1}` {
+				t.Errorf("the redirect's target received %q, want the POST or nothing", g)
+			}
+			if out.Class == ClassCompleted && got.Load() != `POST {"n":1}` {
+				t.Fatalf("push completed (%d %q) though the webhook was not delivered", out.Status, out.Body)
+			}
+			wantClass(t, out, ClassDead, status)
+		})
+	}
+	t.Run("followed 308 redirect keeps the POST and its body", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, &Config{FollowRedirects: true})
+		var got atomic.Value
+		target := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if err := Verify([]Secret{b.secret}, r.Header, body, time.Now(), 0); err != nil {
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
+			got.Store(r.Method + " " + string(body))
+		})
+		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL, http.StatusPermanentRedirect)
+		})
+		wantClass(t, b.push(t, srv.URL), ClassCompleted, 200)
+		if got.Load() != `POST {"n":1}` {
+			t.Fatalf("the redirect's target received %v", got.Load())
+		}
+	})
 	t.Run("body is read up to the limit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &Config{MaxBodyBytes: 10})
@@ -283,7 +330,9 @@ func TestSenderAddressPolicy(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &Config{FollowRedirects: true})
 		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+			// 307: a redirect that keeps the POST, so it is followed (a 302
+			// is not: it would turn the push into a GET).
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusTemporaryRedirect)
 		})
 		out := b.push(t, srv.URL)
 		if out.Class != ClassDead || !errors.Is(out.Err, ErrForbiddenAddress) {

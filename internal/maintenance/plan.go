@@ -102,16 +102,38 @@ func (p *Plan) Location() *time.Location { return p.loc }
 
 // Next returns the first firing strictly after t (zero when there is none:
 // a cron expression that never matches again).
+//
+// A cron expression is searched one stretch of the zone's UTC offset at a
+// time, in a fixed zone of that offset, never across a change:
+// robfig/cron's own search across a change that is not a whole hour away
+// from where it lands (Lord Howe's 30 minutes, Chatham's change at :45)
+// skipped days, fired at times the expression does not name, and could
+// return t itself (a scheduler stuck on that firing for good). So a firing
+// is an instant whose wall-clock time the expression names: a time a
+// change skips has none, a repeated one has two.
 func (p *Plan) Next(t time.Time) time.Time {
 	if p.cron == nil {
 		return t.Truncate(p.every).Add(p.every).UTC()
 	}
-	n := p.cron.Next(t.In(p.loc))
-	if n.IsZero() {
-		return n
+	from, stretch := t, t
+	for range maxOffsetStretches {
+		l := stretch.In(p.loc)
+		name, offset := l.Zone()
+		_, end := l.ZoneBounds()
+		n := p.cron.Next(from.In(time.FixedZone(name, offset)))
+		if n.IsZero() || end.IsZero() || n.Before(end) {
+			return n.UTC()
+		}
+		// Not in this stretch: the first firing at or after its end.
+		from, stretch = end.Add(-time.Nanosecond), end
 	}
-	return n.UTC()
+	return time.Time{}
 }
+
+// maxOffsetStretches bounds the stretches of one UTC offset that Next
+// looks through: robfig/cron looks five years ahead, and no zone changes
+// its offset more than a few times a year.
+const maxOffsetStretches = 100
 
 // Key returns the firing key of the firing at f: key.Lock(name, tenant, f,
 // zone, grain) — "{schedule}:{tenant}:{grain date in the zone}".

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ func eventCases() []testCase {
 		{"Events/insert-dedup-list-delete", testEventLog},
 		{"Events/metadata-filter-matches-strings-only", testEventMetaFilter},
 		{"Events/ids-not-reused-after-retention", testEventIDsNotReused},
+		{"Events/text-not-utf8-refused", testEventNotUTF8},
 	}
 }
 
@@ -155,5 +157,38 @@ func testEventIDsNotReused(t *testing.T, s store.Store) {
 			t.Fatalf("event %d after retention got the id %d, not above the deleted %d", i, e.ID, last)
 		}
 		last = e.ID
+	}
+}
+
+// testEventNotUTF8: an event whose payload, metadata or text fields hold
+// bytes that are not UTF-8, or a NUL byte in a text field, is refused with
+// ErrInvalid and not stored, on both stores (PostgreSQL's text and json
+// cannot hold them; SQLite stored them, PostgreSQL failed with an error of
+// its own).
+func testEventNotUTF8(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	ev := func(f func(e *store.Event)) *store.Event {
+		e := &store.Event{Tenant: "t", Topic: "utf8", Payload: json.RawMessage(`{}`), CreatedAt: at(0)}
+		f(e)
+		return e
+	}
+	for name, e := range map[string]*store.Event{
+		"payload":          ev(func(e *store.Event) { e.Payload = json.RawMessage("\"caf\xe9\"") }),
+		"metadata":         ev(func(e *store.Event) { e.Metadata = json.RawMessage("{\"r\":\"caf\xe9\"}") }),
+		"key":              ev(func(e *store.Event) { e.Key = "k\xff" }),
+		"type":             ev(func(e *store.Event) { e.Type = "t\xff" }),
+		"partition key":    ev(func(e *store.Event) { e.PartitionKey = "p\xff" }),
+		"key with NUL":     ev(func(e *store.Event) { e.Key = "k\x00" }),
+		"type with NUL":    ev(func(e *store.Event) { e.Type = "t\x00" }),
+		"partition w/ NUL": ev(func(e *store.Event) { e.PartitionKey = "p\x00" }),
+	} {
+		if _, _, err := s.EventInsert(ctx, e); !errors.Is(err, idemtype.ErrInvalid) {
+			t.Errorf("event with %s not UTF-8 (or NUL): %v, want ErrInvalid", name, err)
+		}
+	}
+	got, err := s.EventList(ctx, &store.EventListParams{Tenant: "t", Topic: "utf8"})
+	wantOK(t, "list", err)
+	if len(got) != 0 {
+		t.Fatalf("%d refused events were stored", len(got))
 	}
 }
