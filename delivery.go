@@ -327,12 +327,33 @@ func (s *targetSet) checkURL(ctx context.Context, raw string) error {
 		if strings.Contains(u.Host, ",") || strings.Count(authority, "@") > 1 {
 			return idemtype.Invalid("url", "want nats://host:port/subject: one server, with '@' and ',' in credentials percent-encoded")
 		}
+		if !literalSubject(strings.Trim(u.Path, "/")) {
+			return idemtype.Invalid("url", "want nats://host:port/subject: a subject to publish to, its tokens separated by '.', none empty, '*' or '>', without white space or control characters")
+		}
 		return nil
 	}
 	if err := s.sender.CheckURL(ctx, raw); err != nil {
 		return idemtype.Invalid("url", "%v", err)
 	}
 	return nil
+}
+
+// literalSubject reports whether subject is a NATS subject a message can
+// be published to: tokens separated by '.', none empty nor a wildcard ('*',
+// '>'), and no white space or control character anywhere (they break the
+// protocol).
+func literalSubject(subject string) bool {
+	for tok := range strings.SplitSeq(subject, ".") {
+		if tok == "" || tok == "*" || tok == ">" {
+			return false
+		}
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; c <= ' ' || c == 0x7f {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // close drops idle HTTP connections and closes the NATS connections.
