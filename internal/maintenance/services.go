@@ -85,6 +85,9 @@ type Rescuer struct {
 	mu sync.Mutex
 	// cursor is where the next repair of pending jobs resumes.
 	cursor store.DependantsCursor
+	// walkEnd bounds the walk under way (CreatedBefore of its calls): the
+	// creation time before which it repairs, taken when it started.
+	walkEnd time.Time
 }
 
 // NewRescuer returns a rescuer; cfg may be nil.
@@ -125,16 +128,23 @@ func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 // release was missed (store.Maintenance.JobDependantsRepair): the next
 // Batch pending jobs older than RepairGrace, from where the run before
 // stopped, so each run reads at most Batch of them and a long-waiting
-// pending job is read once per walk, not once per run. A repair means a
-// release path missed a job (an older node ending a hold, a bug): it is
-// logged at Warn with the jobs' ids. It returns how many jobs it released
-// or cancelled.
+// pending job is read once per walk, not once per run. A walk takes the
+// jobs created RepairGrace before its first run, not those created since:
+// so it ends, and the next starts again from the oldest, even while new
+// pending jobs come faster than Batch a run (a walk that took them in
+// would follow them and never come back to a job it passed while that job
+// still waited). A repair means a release path missed a job (an older
+// node ending a hold, a bug): it is logged at Warn with the jobs' ids. It
+// returns how many jobs it released or cancelled.
 func (r *Rescuer) repairDependants(ctx context.Context) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.cfg.Now().UTC()
+	if r.cursor == (store.DependantsCursor{}) {
+		r.walkEnd = now.Add(-r.cfg.RepairGrace) // a new walk
+	}
 	res, err := r.store.JobDependantsRepair(ctx, &store.JobDependantsRepairParams{
-		Now: now, CreatedBefore: now.Add(-r.cfg.RepairGrace), After: r.cursor, Limit: r.cfg.Batch})
+		Now: now, CreatedBefore: r.walkEnd, After: r.cursor, Limit: r.cfg.Batch})
 	if err != nil {
 		return 0, err
 	}

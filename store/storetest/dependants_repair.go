@@ -22,6 +22,7 @@ func dependantsRepairCases() []testCase {
 		{"Repair/cancels_dependants_of_dead_dependency", testRepairCancels},
 		{"Repair/leaves_waiting_dependants_pending", testRepairLeavesWaiting},
 		{"Repair/limit_and_cursor", testRepairLimit},
+		{"Repair/cursor_within_one_creation_time", testRepairCursorTies},
 		{"Repair/concurrent_with_finishes_once_each", testRepairRace},
 		{"Cancel/hold_end_by_rescue_announces_dependants_queue", testHoldEndRescueAnnouncesDependants},
 		{"Cancel/hold_end_by_acknowledgement_announces_dependants_queue", testHoldEndAckAnnouncesDependants},
@@ -185,6 +186,40 @@ func testRepairLimit(t *testing.T, s store.Store) {
 	wantIDs(t, "released by a new walk", res.Released, nil)
 	wantState(t, s, w1.ID, idemtype.StatePending)
 	wantState(t, s, w2.ID, idemtype.StatePending)
+}
+
+// testRepairCursorTies: the jobs of one insert share its creation time;
+// the walk pages through them by id from its cursor, then on to the jobs
+// created later, examining each once and skipping none.
+func testRepairCursorTies(t *testing.T, s store.Store) {
+	js := insertNew(t, s, at(0), newJob("run"), newJob("done"))
+	run, done := js[0], js[1]
+	claimLease(t, s, run, at(0), at(time.Hour))
+	claimLease(t, s, done, at(0), at(time.Hour))
+	group := insertNew(t, s, at(time.Second), dependsOn("w1", run), dependsOn("s1", done), dependsOn("w2", run),
+		dependsOn("s2", done), dependsOn("s3", done))
+	later := insert1(t, s, at(2*time.Second), dependsOn("s4", done))
+	rawSetFinal(t, s, done.ID, idemtype.StateCompleted, at(10*time.Second))
+	now := at(time.Minute)
+	var cur store.DependantsCursor
+	for i, want := range []struct {
+		released []int64
+		next     int64
+	}{
+		{[]int64{group[1].ID}, group[1].ID},
+		{[]int64{group[3].ID}, group[3].ID},
+		{[]int64{group[4].ID, later.ID}, later.ID},
+		{nil, 0},
+	} {
+		res := repair(t, s, now, now, cur, 2)
+		wantIDSet(t, fmt.Sprintf("released by call %d", i+1), res.Released, want.released)
+		if res.Next.ID != want.next {
+			t.Fatalf("call %d: cursor %+v, want after job %d", i+1, res.Next, want.next)
+		}
+		cur = res.Next
+	}
+	wantState(t, s, group[0].ID, idemtype.StatePending)
+	wantState(t, s, group[2].ID, idemtype.StatePending)
 }
 
 // testRepairRace: repairs run concurrently with the finishes of the
