@@ -95,9 +95,9 @@ type Listener interface {
 // given to Announce, after the commit, the queues where a store write that
 // its caller cannot see through made a job available — a FIFO partition
 // whose cancelled job stopped holding it (JobRescue ending a hold, a
-// refused JobFinishMany acknowledging the cancel), the queues of the
-// dependants such an end of a hold released, and those of the jobs
-// JobDependantsRepair released. A Listener store
+// refused JobFinishMany acknowledging the cancel), and the queues of the
+// pending dependants a write released (a finish, a cancel, a rescue to
+// dead, such an end of a hold, JobDependantsRepair). A Listener store
 // announces those through Listen instead. fn must not block nor write to
 // the store; it is called without the store's own lock held, so it may
 // subscribe or stop a subscription (the notifier ends its subscription

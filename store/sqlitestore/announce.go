@@ -21,9 +21,10 @@ type announcers struct {
 // Announce implements store.Announcer: fn is told, after each commit, the
 // queues whose slots or FIFO partitions a cancelled job stopped holding (JobRescue
 // ending a hold; a refused finish acknowledging a cancel, also through
-// JobFinishManyTx once its WriteTx committed), the queues of the
-// dependants such an end of a hold released, and those of the jobs
-// JobDependantsRepair released.
+// JobFinishManyTx once its WriteTx committed), and the queues of the
+// pending dependants a write released: by a finish (completion, death),
+// a cancel, a rescue to dead, such an end of a hold, or
+// JobDependantsRepair.
 func (s *Store) Announce(fn func(queues []string)) (stop func()) {
 	a := &s.ann
 	a.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -20,11 +21,13 @@ func (s *Store) JobFinishMany(ctx context.Context, ps []*store.JobFinishParams) 
 	idList := finishIDs(ps) // outside the writer: it is the bottleneck
 	var acked []string
 	err := s.write(ctx, len(ps), func(t *wtx) error {
+		t.released = nil
 		if err := finishMany(t, ps, idList, errs); err != nil {
 			return err
 		}
 		var err error
 		acked, err = ackCancels(t, ps, errs)
+		acked = append(acked, t.takeReleased()...)
 		return err
 	})
 	if err != nil {
@@ -91,25 +94,40 @@ func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error
 // those it made available, to announce once committed (Store.announce),
 // as the hold's own queue is: they may be other queues than the job's.
 func releaseAfterHold(t *wtx, id, atUS int64) ([]string, error) {
-	rows, err := t.query(qDependantsReleaseQueues, atUS, id, 1)
+	before := len(t.released)
+	if err := releaseDependants(t, id, atUS, true); err != nil {
+		return nil, err
+	}
+	queues := slices.Clone(t.released[before:])
+	t.released = t.released[:before]
+	return queues, nil
+}
+
+// releaseDependants releases, as of atUS, the pending dependants of job id
+// whose dependencies are now satisfied (qDependantsRelease; only those
+// that wait for any outcome when anyOnly: id died, was cancelled or its
+// hold ended), and adds the queues of those it made available to
+// t.released: the op announces them once committed (Store.announce), as
+// its caller cannot see them.
+func releaseDependants(t *wtx, id, atUS int64, anyOnly bool) error {
+	rows, err := t.query(qDependantsReleaseQueues, atUS, id, boolInt(anyOnly))
 	if err != nil {
-		return nil, fmt.Errorf("release dependants of job %d: %w", id, err)
+		return fmt.Errorf("release dependants of job %d: %w", id, err)
 	}
 	defer rows.Close()
-	var queues []string
 	for rows.Next() {
 		var q, state string
 		if err := rows.Scan(&q, &state); err != nil {
-			return nil, fmt.Errorf("release dependants of job %d: %w", id, err)
+			return fmt.Errorf("release dependants of job %d: %w", id, err)
 		}
 		if state == string(idemtype.StateAvailable) {
-			queues = append(queues, q)
+			t.released = append(t.released, q)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("release dependants of job %d: %w", id, err)
+		return fmt.Errorf("release dependants of job %d: %w", id, err)
 	}
-	return queues, nil
+	return nil
 }
 
 // ackCancels ends the holds of the cancelled jobs whose finishes were
@@ -192,8 +210,8 @@ func finishTail(t *wtx, p *store.JobFinishParams, hasDependants bool, r finished
 	switch {
 	case !hasDependants:
 	case p.State == idemtype.StateCompleted:
-		if _, err := t.exec(qDependantsRelease, finUS, p.ID, 0); err != nil {
-			return fmt.Errorf("release dependants: %w", err)
+		if err := releaseDependants(t, p.ID, finUS, false); err != nil {
+			return err
 		}
 	case p.State == idemtype.StateDead || p.State == idemtype.StateCancelled:
 		if _, err := cancelDependants(t, p.ID, p.State, finUS); err != nil {
@@ -308,8 +326,8 @@ func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) ([
 		cur := queue[0]
 		queue = queue[1:]
 		// Dependants that wait for any outcome count this one as finished.
-		if _, err := t.exec(qDependantsRelease, finUS, cur.id, 1); err != nil {
-			return nil, fmt.Errorf("release dependants: %w", err)
+		if err := releaseDependants(t, cur.id, finUS, true); err != nil {
+			return nil, err
 		}
 		msg := fmt.Sprintf("dependency %d is %s", cur.id, cur.state)
 		rows, err := t.query(qDependantsCancel, finUS, msg, cur.id)

@@ -15,7 +15,9 @@ import (
 func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemtype.JobRow, error) {
 	now := truncUS(store.OrNow(p.Now))
 	var out *idemtype.JobRow
+	var released []string
 	err := s.write(ctx, 1, func(t *wtx) error {
+		t.released = nil
 		j, err := scanJob(t.queryRow(qJobCancelGet, p.ID, p.Tenant))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("job %d: %w", p.ID, idemtype.ErrNotFound)
@@ -53,11 +55,15 @@ func (s *Store) JobCancel(ctx context.Context, p *store.JobCancelParams) (*idemt
 				return err
 			}
 		}
+		// Its dependants that wait for any outcome, released: their
+		// queues are announced once committed.
+		released = t.takeReleased()
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job: %w", err)
 	}
+	s.announce(released)
 	return out, nil
 }
 

@@ -21,6 +21,7 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 	var freed []string
 	err := s.write(ctx, limit, func(t *wtx) error {
 		out = out[:0]
+		t.released = nil
 		ids, err := selectIDs(t, qRescueSelect, nowUS, limit)
 		if err != nil {
 			return err
@@ -87,6 +88,9 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			}
 			freed = append(freed, released...)
 		}
+		// And the dependants of jobs rescued to dead that wait for any
+		// outcome, released (cancelDependants).
+		freed = append(freed, t.takeReleased()...)
 		return nil
 	})
 	if err != nil {

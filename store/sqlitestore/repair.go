@@ -33,6 +33,7 @@ func (s *Store) JobDependantsRepair(ctx context.Context, p *store.JobDependantsR
 	var queues []string
 	err := s.write(ctx, limit, func(t *wtx) error {
 		out, queues = store.JobDependantsRepairResult{}, queues[:0]
+		t.released = nil
 		rows, err := t.query(qRepairCandidates, toUS(before), afterUS, p.After.ID, limit)
 		if err != nil {
 			return fmt.Errorf("find pending jobs: %w", err)
@@ -63,6 +64,7 @@ func (s *Store) JobDependantsRepair(ctx context.Context, p *store.JobDependantsR
 			return err
 		}
 		out.Cancelled, err = repairCancel(t, nowUS, list)
+		queues = append(queues, t.takeReleased()...) // released by those cancels
 		return err
 	})
 	if err != nil {

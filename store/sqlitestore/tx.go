@@ -206,10 +206,12 @@ func (s *Store) JobFinishManyTx(ctx context.Context, tx *Tx, ps []*store.JobFini
 	}
 	errs := make([]error, len(ps))
 	var acked []string
+	tx.t.released = nil
 	err := finishMany(tx.t, ps, finishIDs(ps), errs)
 	if err == nil {
 		acked, err = ackCancels(tx.t, ps, errs)
 	}
+	acked = append(acked, tx.t.takeReleased()...)
 	if err != nil {
 		if _, rerr := tx.t.exec("ROLLBACK TO finish_tx"); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))

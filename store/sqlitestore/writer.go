@@ -419,6 +419,17 @@ type wtx struct {
 	// one go, and those that failed (diagnostics and tests).
 	deferredOps         int
 	merged, mergeFailed atomic.Int64
+	// released collects the queues where the op running made pending
+	// dependants available (releaseDependants), for the op to announce
+	// once committed (takeReleased): a finish's caller cannot see them.
+	released []string
+}
+
+// takeReleased returns the queues collected in t.released and empties it.
+func (t *wtx) takeReleased() []string {
+	q := t.released
+	t.released = nil
+	return q
 }
 
 // flushDeferred writes the deferred rows.

@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, listenCases()...)
 	all = append(all, cancelHoldWakeCases()...)
 	all = append(all, dependantsRepairCases()...)
+	all = append(all, dependantsAnnounceCases()...)
 	all = append(all, flowCases()...)
 	all = append(all, flowDefaultCases()...)
 	for _, c := range all {
