@@ -131,3 +131,41 @@ var benchWorkers = func() int {
 	}
 	return 100
 }()
+
+// BenchmarkDependencyChain: b.N jobs, each depending on the one before,
+// alternately in two queues; ns/op is the time from one job's completion
+// to the next one's start and run (the release of a dependant and the
+// wake-up of its queue's workers), measured from Start to the last job.
+func BenchmarkDependencyChain(b *testing.B) {
+	var done atomic.Int64
+	all := make(chan struct{})
+	workers := idem.NewWorkers()
+	workers.Handle("step", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
+		if done.Add(1) == int64(b.N) {
+			close(all)
+		}
+		return nil, nil
+	})
+	c := benchClient(b, &idem.Config{Workers: workers, Queues: map[string]idem.QueueConfig{
+		"c0": {MaxWorkers: 4}, "c1": {MaxWorkers: 4}}})
+	ctx := context.Background()
+	var prev int64
+	for i := range b.N {
+		o := &idem.EnqueueOpts{Queue: "c" + strconv.Itoa(i%2)}
+		if prev != 0 {
+			o.DependsOn = []int64{prev}
+		}
+		res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "step", Opts: o})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prev = res.Job.ID
+	}
+	b.ResetTimer()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	<-all
+	b.StopTimer()
+	_ = c.Stop(ctx)
+}
