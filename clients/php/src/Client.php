@@ -134,7 +134,9 @@ class Client
      */
     public function enqueueBatch(array $jobs, ?string $idempotencyKey = null): array
     {
-        return $this->request('POST', '/v1/jobs/batch', ['jobs' => $jobs], self::keyHeader($idempotencyKey))['results'];
+        // array_values: a list with gaps (after array_filter, unset) would
+        // be encoded as a JSON object, which the API refuses.
+        return $this->request('POST', '/v1/jobs/batch', ['jobs' => array_values($jobs)], self::keyHeader($idempotencyKey))['results'];
     }
 
     /**
@@ -150,7 +152,7 @@ class Client
      */
     public function createBatch(string $key, array $jobs, ?array $onFinish = null, ?array $metadata = null): array
     {
-        $body = ['key' => $key, 'jobs' => $jobs];
+        $body = ['key' => $key, 'jobs' => array_values($jobs)];
         if ($onFinish !== null) {
             $body['on_finish'] = $onFinish;
         }
@@ -239,9 +241,9 @@ class Client
      */
     public function claimDetail(array $queues, string $workerId, int $limit = 1, string $lease = '30s', string $wait = '0s', ?array $kinds = null): array
     {
-        $body = ['queues' => $queues, 'worker_id' => $workerId, 'limit' => $limit, 'lease' => $lease, 'wait' => $wait];
+        $body = ['queues' => array_values($queues), 'worker_id' => $workerId, 'limit' => $limit, 'lease' => $lease, 'wait' => $wait];
         if ($kinds) {
-            $body['kinds'] = $kinds;
+            $body['kinds'] = array_values($kinds);
         }
         $this->abortCheck = $this->claimInterrupt;
         try {
@@ -578,6 +580,9 @@ class Client
     /** requeue moves dead jobs back: ['ids' => […]] or ['filter' => […]]. */
     public function requeue(array $selection): int
     {
+        if (isset($selection['ids']) && is_array($selection['ids'])) {
+            $selection['ids'] = array_values($selection['ids']);
+        }
         return $this->request('POST', '/v1/dlq/requeue', $selection, self::keyHeader(null))['requeued'];
     }
 

@@ -45,3 +45,20 @@ test('a worker claims the jobs of a kind that looks like a number', function () 
     same('completed', $j['state']);
     same(['kind' => '42'], $j['result']);
 });
+
+// A list with gaps (array_filter, unset) is a PHP array that json_encode
+// writes as an object: the batch, the claim's queues and a requeue's ids
+// were refused with a 400 instead of being sent as the lists they are.
+test('lists with gaps are sent as lists', function () use ($server) {
+    $c = $server();
+    $jobs = array_filter([
+        ['kind' => 'gap', 'queue' => 'php-gaps'],
+        null,
+        ['kind' => 'gap', 'queue' => 'php-gaps'],
+    ]);
+    same([0, 2], array_keys($jobs));
+    $results = $c->enqueueBatch($jobs);
+    same(2, count($results));
+    $queues = array_filter(['', 'php-gaps']);
+    same(2, count($c->claim($queues, 'php-gap-worker', 5, '30s', '0s')));
+});
