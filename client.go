@@ -30,7 +30,10 @@ type Client struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
-	runtime *runtime // nil until Start
+	// stopDone is closed when the Stop that stops the runtime returns; a
+	// concurrent Stop waits for it. nil until then.
+	stopDone chan struct{}
+	runtime  *runtime // nil until Start
 }
 
 // clientStats counts cache hits and misses in this process.

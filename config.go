@@ -68,7 +68,8 @@ type Config struct {
 	// EnqueueOpts.DedupWindow 0).
 	DedupWindow time.Duration
 	// ResultTTL is how long a completed result is cached; default
-	// DefaultResultTTL; ResultTTLByKind overrides it per kind.
+	// DefaultResultTTL; ResultTTLByKind overrides it per kind (an entry of
+	// 0 is no entry). Negative values are refused.
 	ResultTTL       time.Duration
 	ResultTTLByKind map[string]time.Duration
 	// AutoKeyByQueue and AutoKeyByKind derive the idempotency key of jobs
@@ -245,6 +246,16 @@ func (c *Config) withDefaults() (*Config, error) {
 	for _, d := range append([]time.Duration{cfg.Timeout}, mapValues(cfg.TimeoutByKind, cfg.TimeoutByQueue)...) {
 		if d < 0 {
 			return nil, errors.New("config: negative Timeout")
+		}
+	}
+	// A negative result TTL would fail every enqueue (and every Do left to
+	// the default) far from the setting; a kind's 0 is no entry.
+	if cfg.ResultTTL < 0 {
+		return nil, fmt.Errorf("config: negative ResultTTL %v (0 = the default, %v)", cfg.ResultTTL, DefaultResultTTL)
+	}
+	for kind, d := range cfg.ResultTTLByKind {
+		if d < 0 {
+			return nil, fmt.Errorf("config: ResultTTLByKind[%q]: negative %v (0 = Config.ResultTTL)", kind, d)
 		}
 	}
 	if err := cfg.Retry.validate(); err != nil {

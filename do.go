@@ -45,7 +45,12 @@ type DoResult struct {
 // result is returned from the cache without calling fn; a key held by a
 // live execution elsewhere waits up to opts.Wait, then fails with
 // ErrKeyInProgress; an expired holder (a crashed process) is taken over.
-// Failures are never cached: fn's error releases the key.
+// Failures are never cached: fn's error, or the store's failure to keep
+// fn's result (Do then returns that error), releases the key. fn's context
+// is cancelled (cause ErrLeaseLost) when the key is taken over, or when
+// the lease ends while its renewals fail (another process may take it
+// over): fn should stop then, as a job's handler does, and Do's error
+// wraps ErrLeaseLost.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) (any, error), opts *DoOpts) (*DoResult, error) {
 	if err := ValidateKey("key", key); err != nil {
 		return nil, err
@@ -98,8 +103,10 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 }
 
 // doRun runs fn holding the lease (renewed every third of it; fn's context
-// is cancelled with ErrLeaseLost if another owner takes the key) and
-// stores the result, or releases the key on failure.
+// is cancelled with ErrLeaseLost if another owner takes the key, or if the
+// lease ends while its renewals fail) and
+// stores the result, or releases the key on failure (fn's, or the store's
+// to keep the result).
 func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
 	c.stats.cacheMisses.Add(1)
 	c.cfg.Logger.Debug("result cache miss", "key", key, "tenant", lease.Tenant())
@@ -107,17 +114,31 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := lease.Hold(runCtx, func(err error) {
-		if errors.Is(err, recordlease.ErrLost) {
+		// Taken over, or lapsed while renewals failed (taken over, maybe,
+		// unseen from here): fn stops, as a job's handler does.
+		if errors.Is(err, recordlease.ErrLost) || errors.Is(err, recordlease.ErrLapsed) {
 			cancel(ErrLeaseLost)
 		}
 	})
 	v, err := c.callDo(runCtx, fn)
+	if err != nil && !errors.Is(err, ErrLeaseLost) && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+		// fn stopped for the lost lease, saying only context.Canceled:
+		// the caller's context did not end, so Do says why.
+		err = fmt.Errorf("do %q: %w: %w", key, ErrLeaseLost, err)
+	}
 	cancel(nil)
 	stop()
 	if err == nil {
 		var out json.RawMessage
 		if out, err = marshalResult(v); err == nil {
-			return c.doStore(ctx, key, lease, out, start)
+			var res *DoResult
+			if res, err = c.doStore(ctx, key, lease, out, start); err == nil {
+				return res, nil
+			}
+			// The result was not stored: a failure, the key is given back
+			// as for fn's (held, every Do of it would fail until the lease
+			// ended). A completion that committed though its answer was
+			// lost holds no lease: the release then changes nothing.
 		}
 	}
 	if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {

@@ -27,8 +27,8 @@ import (
 // default.
 type ResultLeaseOpts struct {
 	Tenant string        // default Config.Tenant
-	Lease  time.Duration // how long the lease lasts unless renewed; default Config.LeaseDuration
-	TTL    time.Duration // how long a completed result is kept; default Config.ResultTTL
+	Lease  time.Duration // how long the lease lasts unless renewed; default Config.LeaseDuration; negative is ErrInvalid
+	TTL    time.Duration // how long a completed result is kept; default Config.ResultTTL; negative is ErrInvalid
 }
 
 // ResultLease is the outcome of ResultLeaseAcquire: either the cached result
@@ -65,6 +65,14 @@ func (c *Client) ResultLeaseAcquire(ctx context.Context, key string, opts *Resul
 	o := ResultLeaseOpts{}
 	if opts != nil {
 		o = *opts
+	}
+	// Do's rule: a negative lease failed unclassified in the record
+	// lease, and a negative TTL was silently the default.
+	switch {
+	case o.Lease < 0:
+		return nil, idemtype.Invalid("lease", "must not be negative (0 = Config.LeaseDuration)")
+	case o.TTL < 0:
+		return nil, idemtype.Invalid("ttl", "must not be negative (0 = Config.ResultTTL)")
 	}
 	// The token carries the time the lease was taken (hex unix ms), so
 	// Complete can report how long the work took without a column, and

@@ -88,3 +88,21 @@ func TestResultLeaseCompleteResultRule(t *testing.T) {
 		t.Fatalf("complete with a valid result after the refusals: %+v %v", res, err)
 	}
 }
+
+// TestResultLeaseOptsValidated: a negative lease or TTL given to
+// ResultLeaseAcquire is ErrInvalid, as for Do, and takes nothing. A
+// negative lease failed with an unclassified error of the record lease,
+// and a negative TTL took the lease with the default TTL.
+func TestResultLeaseOptsValidated(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, o := range []*idem.ResultLeaseOpts{{Lease: -time.Second}, {TTL: -time.Second}} {
+		if _, err := b.client.ResultLeaseAcquire(t.Context(), "rl:neg", o); !errors.Is(err, idem.ErrInvalid) {
+			t.Errorf("ResultLeaseAcquire with %+v: %v, want ErrInvalid", o, err)
+		}
+	}
+	l, err := b.client.ResultLeaseAcquire(t.Context(), "rl:neg", nil)
+	if err != nil || l.Token == "" {
+		t.Fatalf("the key was taken by a refused acquire: %+v, %v", l, err)
+	}
+}

@@ -95,6 +95,11 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("start: client already started")
 	}
+	if c.stopped {
+		// Started after its Stop, the runtime would run with nothing left
+		// to stop it: a later Stop finds the client stopped already.
+		return errors.New("start: client stopped")
+	}
 	if err := c.applyLimits(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -111,6 +116,10 @@ func (c *Client) Start(ctx context.Context) error {
 		kinds = c.cfg.Workers.Kinds() // Workers is set whenever there are queues
 	}
 	for name, q := range c.cfg.Queues {
+		if qk := queueKinds(kinds, q); qk != nil && len(qk) == 0 {
+			c.logger.Warn("no worker registered when the client started: the queue claims nothing (register workers before Start)",
+				"queue", name)
+		}
 		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.SubmitThen, &producer.Config{
 			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
 			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
@@ -191,17 +200,26 @@ func (c *Client) putConfigSchedules(ctx context.Context) error {
 // outcomes dropped) and, once they returned or after a few seconds, their
 // leases released so another process can take them at once. Finishes not
 // written by then (the store down) are left to the rescuer. Stop is
-// idempotent; a client cannot be started again.
+// idempotent: a call while another Stop runs waits for it to return (or
+// for its own ctx, then returning ctx's error wrapped). A client cannot be
+// started again, nor started once Stop was called.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
+	if c.stopped {
+		done := c.stopDone
+		c.mu.Unlock()
+		return waitStopped(ctx, done)
+	}
+	c.stopped = true
 	rt := c.runtime
-	if rt == nil || c.stopped {
-		c.stopped = true
+	if rt == nil {
 		c.mu.Unlock()
 		return nil
 	}
-	c.stopped = true
+	stopped := make(chan struct{})
+	c.stopDone = stopped
 	c.mu.Unlock()
+	defer close(stopped)
 
 	c.stopProducers(ctx, rt) // no executor starts after this
 	// The notifier listens until the handlers have returned and their
@@ -252,6 +270,20 @@ func (c *Client) Stop(ctx context.Context) error {
 		rt.elector.Stop()
 	}
 	return err
+}
+
+// waitStopped waits for the Stop under way to return (done closed; nil
+// done: none stopped a runtime), or for ctx.
+func waitStopped(ctx context.Context, done <-chan struct{}) error {
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop: waiting for the stop under way: %w", ctx.Err())
+	}
 }
 
 // stopProducers stops the producers. A claim in flight is let finish (its

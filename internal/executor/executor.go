@@ -431,8 +431,9 @@ func NoteTxCompletion(ctx context.Context, fin *store.JobFinishParams) {
 
 // callWithTimeout is callHandler under the job's timeout: the handler's
 // context ends at the deadline with cause ErrJobTimeout, and an error
-// returned after it wraps ErrJobTimeout. A handler that ignores its context
-// and succeeds anyway completes: its work is done.
+// returned after it wraps ErrJobTimeout (a panic's text stays first). A
+// handler that ignores its context and succeeds anyway completes: its
+// work is done.
 func (e *Executor) callWithTimeout(ctx context.Context, row *idemtype.JobRow) ([]byte, error) {
 	var d time.Duration
 	if e.cfg.Timeout != nil {
@@ -445,10 +446,32 @@ func (e *Executor) callWithTimeout(ctx context.Context, row *idemtype.JobRow) ([
 	defer cancel()
 	res, err := e.callHandler(tctx, row)
 	if err != nil && errors.Is(context.Cause(tctx), idemtype.ErrJobTimeout) && !errors.Is(err, idemtype.ErrJobTimeout) {
-		err = fmt.Errorf("%w after %v: %w", idemtype.ErrJobTimeout, d, err)
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			err = &timedOutPanic{pe: pe, after: d}
+		} else {
+			err = fmt.Errorf("%w after %v: %w", idemtype.ErrJobTimeout, d, err)
+		}
 	}
 	return res, err
 }
+
+// timedOutPanic is a handler's panic after its job's timeout: it is both
+// the PanicError and ErrJobTimeout, and its text is the panic's ("panic:
+// …", as idem's Observer reads a panic) with the timeout after the value,
+// before the stack (which a long error may lose).
+type timedOutPanic struct {
+	pe    *PanicError
+	after time.Duration
+}
+
+// Error is the panic's text with the timeout after its value.
+func (e *timedOutPanic) Error() string {
+	return fmt.Sprintf("panic: %v (%v after %v)\n%s", e.pe.Value, idemtype.ErrJobTimeout, e.after, e.pe.Stack)
+}
+
+// Unwrap makes it both the PanicError and ErrJobTimeout.
+func (e *timedOutPanic) Unwrap() []error { return []error{e.pe, idemtype.ErrJobTimeout} }
 
 // PanicError is a recovered handler panic.
 type PanicError struct {

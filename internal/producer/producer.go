@@ -34,9 +34,12 @@ type Config struct {
 	PollInterval  time.Duration // claim at least this often
 	LeaseDuration time.Duration // lease of a claim
 	WorkerID      string        // names this process in attempts
-	Kinds         []string      // kinds it has handlers for
-	Now           func() time.Time
-	Logger        *slog.Logger
+	// Kinds are the kinds it has handlers for; nil = any kind (a queue
+	// that delivers to targets). Empty but not nil = none: the producer
+	// claims nothing (every job it took would fail for want of a handler).
+	Kinds  []string
+	Now    func() time.Time
+	Logger *slog.Logger
 	// OnClaim is told of each claimed job and the claim time; OnFinish of
 	// each finish once the completer wrote it (not of one it could not
 	// write: the lease lost meanwhile, the store failing, the client
@@ -192,6 +195,14 @@ func (p *Producer) run(ctx context.Context) {
 // claim takes up to limit jobs and starts an executor for each. next is
 // when a rate limit that held work back refills (zero: none did).
 func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, next time.Time, err error) {
+	if p.cfg.Kinds != nil && len(p.cfg.Kinds) == 0 {
+		// No handler for any kind (none registered when the client
+		// started): a claim would take jobs only to fail them. Not left to
+		// the store: an empty kind list is none on PostgreSQL but was any
+		// kind on SQLite.
+		p.TestSignals.Claimed.Signal(0)
+		return 0, time.Time{}, nil
+	}
 	now := p.cfg.Now()
 	// Stop does not cut the claim off: on PostgreSQL a commit that succeeds
 	// while the call's context is cancelled reports an error, leaving the

@@ -121,12 +121,20 @@ func (l *Lease) acquire(ctx context.Context) (*store.RecordAcquireResult, error)
 // lapsed (a stall longer than the lease) and was taken over.
 var ErrLost = fmt.Errorf("record lease: %w", idemtype.ErrLeaseLost)
 
+// ErrLapsed is what Hold reports, wrapping the renewal's error, when a
+// renewal failed and the lease has ended as last renewed (the store
+// unreachable for a whole lease): another acquirer may have taken the key
+// over, unseen from here. It wraps idemtype.ErrLeaseLost, as the
+// heartbeater's rule for jobs: a holder whose lease lapsed stops its work.
+var ErrLapsed = fmt.Errorf("record lease ended while its renewals failed: %w", idemtype.ErrLeaseLost)
+
 // Hold renews the lease every third of its duration until stop is called
 // (stop waits for the renewer to end; call it once). When a renewal fails,
 // onErr is called from the renewing goroutine with the error, ErrLost
-// when another owner holds the key; renewal stops after ErrLost, and goes
-// on after other errors (the store may recover before the lease lapses).
-// onErr may be nil.
+// when another owner holds the key, ErrLapsed (wrapping the error) when
+// the lease has ended as last renewed; renewal stops after ErrLost, and
+// goes on after other errors (the store may recover: a lapsed lease that
+// nobody took over is renewed again). onErr may be nil.
 func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -143,6 +151,9 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
 			case <-t.C:
 			}
 			err := l.renew(ctx)
+			if err != nil && !errors.Is(err, ErrLost) && !l.until.IsZero() && !l.p.Now().Before(l.until) {
+				err = fmt.Errorf("%w: %w", ErrLapsed, err)
+			}
 			if l.p.renewed != nil {
 				select {
 				case l.p.renewed <- err:
