@@ -1,6 +1,8 @@
 package idemhttp_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +51,24 @@ func TestEmptyClaimNotStored(t *testing.T) {
 				t.Errorf("repeat of a claim that took a job: Idempotent-Replayed %q, want true", got)
 			}
 		})
+	}
+}
+
+// TestClaimEmptyKindsRefused: "kinds": [] is refused with a 400 naming the
+// field. It named no kind at all: PostgreSQL claimed nothing, SQLite any
+// kind (now nothing, as the store contract says); absent is any kind.
+func TestClaimEmptyKindsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t, openSQLite, nil)
+	e.enqueue(e.keyA, map[string]any{"kind": "pull", "queue": "kinds"})
+	r := e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"kinds"}, "kinds": []string{}, "worker_id": "w1"})
+	expect(t, r, 400, "")
+	if p := r.json(t); !strings.Contains(fmt.Sprint(p["detail"]), "kinds") {
+		t.Errorf("problem %v does not name kinds", p)
+	}
+	r = e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"kinds"}, "worker_id": "w1"})
+	expect(t, r, 200, "")
+	if jobs, _ := r.json(t)["jobs"].([]any); len(jobs) != 1 {
+		t.Errorf("claim without kinds: %v, want the job", jobs)
 	}
 }

@@ -23,6 +23,10 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if explicitZero(body, "limit") {
 		return invalid("limit", "must be between 1 and 100")
 	}
+	if req.Kinds != nil && len(req.Kinds) == 0 {
+		// An empty list would claim no kind at all; absent is any kind.
+		return invalid("kinds", "must hold at least one kind (omit it for any kind)")
+	}
 	lease, err := parseDuration("lease", req.Lease)
 	if err != nil {
 		return err

@@ -16,8 +16,8 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	if len(p.Queues) == 0 {
 		return nil, fmt.Errorf("claim jobs: %w", idemtype.Invalid("queues", "at least one queue"))
 	}
-	if p.Limit <= 0 {
-		return nil, nil
+	if p.Limit <= 0 || (p.Kinds != nil && len(p.Kinds) == 0) {
+		return nil, nil // no kind: nothing to claim (nil is any kind)
 	}
 	now := toUS(store.OrNow(p.Now))
 	var out []*idemtype.JobRow

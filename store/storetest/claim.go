@@ -122,6 +122,10 @@ func testClaimFilters(t *testing.T, s store.Store) {
 	if got := claim(t, s, at(0), 10, "q9"); len(got) != 0 {
 		t.Errorf("claim in an empty queue returned %v", ids(got))
 	}
+	// An empty kind list (not nil, which is any kind) names no kind.
+	got = claimWith(t, s, &store.JobClaimParams{Queues: []string{"q3"}, Kinds: []string{}, WorkerID: "w",
+		Limit: 10, LeaseUntil: at(lease), Now: at(0)})
+	wantIDs(t, "queue q3 with an empty kind list", ids(got), nil)
 	wantState(t, s, js[3].ID, idemtype.StateAvailable)
 	wantIDs(t, "queue q3", ids(claim(t, s, at(0), 10, "q3")), []int64{js[3].ID})
 }

@@ -22,6 +22,7 @@ export interface WorkerOptions {
   handler: (job: ClaimedJob, ctx: JobContext) => Promise<unknown>;
   /** Stops the loop: no new claims; jobs in flight finish first. */
   signal: AbortSignal;
+  /** Only these kinds; absent or empty: any kind (as the Go and PHP clients). */
   kinds?: string[];
   /** Jobs run at once (and the claim limit); default 1, at most 100. */
   concurrency?: number;
@@ -171,7 +172,7 @@ export async function runWorker(client: Idem, opts: WorkerOptions): Promise<void
     let jobs: ClaimedJob[];
     try {
       const res = await client.claimDetail(
-        { queues: opts.queues, worker_id: opts.workerId, limit: free, lease, wait: nextWait, ...(opts.kinds ? { kinds: opts.kinds } : {}) },
+        { queues: opts.queues, worker_id: opts.workerId, limit: free, lease, wait: nextWait, ...(opts.kinds?.length ? { kinds: opts.kinds } : {}) },
         { signal: opts.signal },
       );
       jobs = res.jobs;
