@@ -149,10 +149,13 @@ func (r *Running) Cancel(id int64, cause error) {
 func (r *Running) CancelVoided(lease store.Lease, now time.Time, keep time.Duration, cause error) {
 	r.mu.Lock()
 	j := r.jobs[lease.ID]
-	if j != nil {
+	if j != nil && j.row.LeaseToken == lease.Token {
 		j.lost = true
-	}
-	if j == nil || j.row.LeaseToken != lease.Token {
+	} else {
+		// Not this claim's run: none, or a later claim of the job (retried
+		// and claimed again here since; the notice came late), which this
+		// notice must neither cancel nor mark lost.
+		j = nil
 		if !now.Before(r.prune) {
 			for l, v := range r.voided {
 				if !v.until.After(now) {
