@@ -92,8 +92,9 @@ func AddWorker[T JobArgs](workers *Workers, w Worker[T]) {
 	})
 }
 
-// marshalResult encodes a worker's result; json.RawMessage and []byte holding
-// JSON pass through.
+// marshalResult encodes a worker's result: a json.RawMessage passes through
+// (it must be valid JSON); anything else, a []byte included (a base64
+// string, as encoding/json writes it), is encoded with encoding/json.
 func marshalResult(v any) (json.RawMessage, error) {
 	switch r := v.(type) {
 	case nil:
