@@ -327,8 +327,16 @@ func (s *targetSet) checkURL(ctx context.Context, raw string) error {
 		if strings.Contains(u.Host, ",") || strings.Count(authority, "@") > 1 {
 			return idemtype.Invalid("url", "want nats://host:port/subject: one server, with '@' and ',' in credentials percent-encoded")
 		}
+		if strings.ContainsAny(raw, "?#") {
+			// url.Parse takes them for a query or fragment, which the
+			// subject published to (the path) leaves out.
+			return idemtype.Invalid("url", "want nats://host:port/subject: a '?' or '#' percent-encoded (%%3F, %%23), in the subject as in credentials")
+		}
 		if !literalSubject(strings.Trim(u.Path, "/")) {
 			return idemtype.Invalid("url", "want nats://host:port/subject: a subject to publish to, its tokens separated by '.', none empty, '*' or '>', without white space or control characters")
+		}
+		if n := len(strings.Trim(u.Path, "/")); n > maxNATSSubject {
+			return idemtype.Invalid("url", "want nats://host:port/subject: a subject of at most %d bytes, not %d (a NATS server closes the connection that publishes to a longer one)", maxNATSSubject, n)
 		}
 		return nil
 	}
@@ -337,6 +345,13 @@ func (s *targetSet) checkURL(ctx context.Context, raw string) error {
 	}
 	return nil
 }
+
+// maxNATSSubject is the longest subject of a nats:// target, in bytes. A
+// publish's control line (HPUB, the subject, the reply subject and two
+// sizes) must fit the 4,096 bytes a NATS server reads by default
+// (max_control_line); over that the server closes the connection, which
+// the other targets of that server share.
+const maxNATSSubject = 4000
 
 // literalSubject reports whether subject is a NATS subject a message can
 // be published to: tokens separated by '.', none empty nor a wildcard ('*',
