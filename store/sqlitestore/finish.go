@@ -311,6 +311,33 @@ func onFinal(t *wtx, tenant, key string, id, dedupUS, ttlUS int64, fin time.Time
 	return nil
 }
 
+// cancelledJob is what a cancel of a pending job returns of it for its
+// record (onFinal).
+type cancelledJob struct {
+	id          int64
+	tenant, key string
+	dedup, ttl  int64
+}
+
+// cancelledJobs runs q, a cancel RETURNING id, tenant, idempotency_key,
+// dedup_window_us, result_ttl_us, and reads what it returns.
+func cancelledJobs(t *wtx, q string, args ...any) ([]cancelledJob, error) {
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ks []cancelledJob
+	for rows.Next() {
+		var k cancelledJob
+		if err := rows.Scan(&k.id, &k.tenant, &k.key, &k.dedup, &k.ttl); err != nil {
+			return nil, err
+		}
+		ks = append(ks, k)
+	}
+	return ks, rows.Err()
+}
+
 // cancelDependants cancels the pending dependants of id, transitively, and
 // releases those that wait for their dependencies' end whatever the outcome
 // (deps_any) once all of theirs have finished. It returns the jobs it
@@ -330,28 +357,12 @@ func cancelDependants(t *wtx, id int64, state idemtype.JobState, finUS int64) ([
 			return nil, err
 		}
 		msg := fmt.Sprintf("dependency %d is %s", cur.id, cur.state)
-		rows, err := t.query(qDependantsCancel, finUS, msg, cur.id)
+		ks, err := cancelledJobs(t, qDependantsCancel, finUS, msg, cur.id)
 		if err != nil {
 			return nil, fmt.Errorf("cancel dependants: %w", err)
 		}
-		type keyed struct {
-			id          int64
-			tenant, key string
-			dedup, ttl  int64
-		}
-		var ks []keyed
-		for rows.Next() {
-			var k keyed
-			if err := rows.Scan(&k.id, &k.tenant, &k.key, &k.dedup, &k.ttl); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ks = append(ks, k)
+		for _, k := range ks {
 			queue = append(queue, item{k.id, idemtype.StateCancelled})
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
 		}
 		for _, k := range ks {
 			if err := onFinal(t, k.tenant, k.key, k.id, k.dedup, k.ttl, fromUS(finUS)); err != nil {

@@ -108,26 +108,8 @@ func repairRelease(t *wtx, nowUS int64, list string) ([]int64, []string, error) 
 // cancels: its record settled (onFinal), its own pending dependants
 // cancelled or released. It returns every job it cancelled.
 func repairCancel(t *wtx, nowUS int64, list string) ([]int64, error) {
-	rows, err := t.query(qRepairCancel, nowUS, list)
+	ks, err := cancelledJobs(t, qRepairCancel, nowUS, list)
 	if err != nil {
-		return nil, fmt.Errorf("cancel pending jobs: %w", err)
-	}
-	type keyed struct {
-		id          int64
-		tenant, key string
-		dedup, ttl  int64
-	}
-	var ks []keyed
-	for rows.Next() {
-		var k keyed
-		if err := rows.Scan(&k.id, &k.tenant, &k.key, &k.dedup, &k.ttl); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("cancel pending jobs: %w", err)
-		}
-		ks = append(ks, k)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cancel pending jobs: %w", err)
 	}
 	var all []int64
