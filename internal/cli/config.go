@@ -458,6 +458,38 @@ func checkListen(addr string) error {
 	return nil
 }
 
+// sameListen refuses an ops address that takes the port of the API's:
+// the same port (not 0, any free one) on the same host or on every
+// interface of either. The second bind would fail at start-up with a hint
+// blaming another process.
+func sameListen(api, ops string) error {
+	if ops == "" {
+		return nil
+	}
+	ah, ap, err1 := net.SplitHostPort(api)
+	oh, op, err2 := net.SplitHostPort(ops)
+	if err1 != nil || err2 != nil {
+		return nil // checkListen reports it
+	}
+	an, err1 := net.LookupPort("tcp", ap)
+	on, err2 := net.LookupPort("tcp", op)
+	if err1 != nil || err2 != nil || an == 0 || an != on {
+		return nil
+	}
+	// "" and "::" listen on every interface of both families, 0.0.0.0 on
+	// every IPv4 one (whether an IPv6 address binds beside it depends on
+	// the host: left to the bind).
+	every := func(h string) bool { return h == "" || h == "::" }
+	every4 := func(h, other string) bool {
+		ip := net.ParseIP(other)
+		return h == "0.0.0.0" && ip != nil && ip.To4() != nil
+	}
+	if ah == oh || every(ah) || every(oh) || every4(ah, oh) || every4(oh, ah) {
+		return fmt.Errorf("takes the port of listen %q: want another port (ops_listen \"\" serves /healthz, /readyz and /metrics on listen)", api)
+	}
+	return nil
+}
+
 // validate checks what decoding cannot: enumerations, ranges, and that
 // idem and idemhttp accept the result.
 func (c *ServeConfig) validate() error {
@@ -469,6 +501,9 @@ func (c *ServeConfig) validate() error {
 		if err := checkListen(addr); err != nil && (key == "listen" || addr != "") {
 			errs = append(errs, fmt.Errorf("%s %q: %w", key, addr, err))
 		}
+	}
+	if err := sameListen(c.Listen, c.OpsListen); err != nil {
+		errs = append(errs, fmt.Errorf("ops_listen %q: %w", c.OpsListen, err))
 	}
 	if c.Jobs.Lease > 0 && time.Duration(c.Jobs.Lease) < time.Second {
 		errs = append(errs, fmt.Errorf("jobs.lease %s: want at least 1s", time.Duration(c.Jobs.Lease)))

@@ -31,6 +31,12 @@ as up does. A missing SQLite file is created only with --create.`,
 			if len(args) > 0 {
 				action = args[0]
 			}
+			if (action == "up" || action == "status") && len(args) > 1 {
+				// Not ignored: `migrate up 1` read as "one version up"
+				// applied every pending one.
+				return usageErr(fmt.Errorf("migrate %s takes no argument, got %q: up applies every pending version, "+
+					"status lists them (only `migrate down N` takes a count)", action, args[1]))
+			}
 			return runMigrate(cmd, resolveDatabase(db), action, args, create)
 		},
 	}

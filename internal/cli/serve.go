@@ -141,6 +141,12 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	if err != nil {
 		return usageErr(err)
 	}
+	// The delivery settings are checked before the store is opened: a
+	// refused start creates and migrates no database.
+	queues, err := cfg.delivery.config()
+	if err != nil {
+		return usageErr(err)
+	}
 	url := cfg.Database
 	// --no-migrate creates nothing: a SQLite file that does not exist is
 	// not made empty (a later `idem migrate` without --create took it for
@@ -157,10 +163,6 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	if sc, ok := st.(store.Counters); ok {
 		counters = idemhttp.NewCacheCounters(sc, 0, logger)
 		obs = append(obs, counters)
-	}
-	queues, err := cfg.delivery.config()
-	if err != nil {
-		return usageErr(err)
 	}
 	client, err := idem.NewClient(st, cfg.clientConfig(&idem.Config{Logger: logger, Observer: obs, Queues: queues}))
 	if err != nil {

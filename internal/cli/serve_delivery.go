@@ -32,9 +32,9 @@ func (d *deliveryFlags) register(cmd *cobra.Command) {
 // config returns the client configuration of the delivered queues: those
 // named and, unless disabled, the topic queue; nil when there are none.
 func (d *deliveryFlags) config() (map[string]idem.QueueConfig, error) {
-	names := d.queues
+	names, source := d.queues, "--deliver"
 	if len(names) == 0 && os.Getenv(envDeliverQueues) != "" {
-		names = strings.Split(os.Getenv(envDeliverQueues), ",")
+		names, source = strings.Split(os.Getenv(envDeliverQueues), ","), envDeliverQueues
 	}
 	if !d.noTopics {
 		names = append(names, idem.DefaultTopicQueue)
@@ -48,8 +48,8 @@ func (d *deliveryFlags) config() (map[string]idem.QueueConfig, error) {
 	out := make(map[string]idem.QueueConfig, len(names))
 	for _, n := range names {
 		n = strings.TrimSpace(n)
-		if err := idem.ValidateName("deliver", n); err != nil {
-			return nil, err
+		if err := idem.ValidateName("queue", n); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", source, n, err)
 		}
 		out[n] = idem.QueueConfig{MaxWorkers: d.workers, Deliver: true}
 	}

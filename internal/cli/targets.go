@@ -109,6 +109,10 @@ func newTargetsCmd() *cobra.Command {
 				return err
 			}
 			if wantJSON(cmd) {
+				if st.Targets == nil {
+					// The API leaves an empty map out: print {}, not null.
+					return printJSON(cmd.OutOrStdout(), map[string]any{})
+				}
 				return printJSON(cmd.OutOrStdout(), st.Targets)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
