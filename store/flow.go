@@ -439,13 +439,24 @@ func (b *ClaimBudget) Report(r *ClaimReport) {
 			continue
 		}
 		r.Throttled = true
-		if l.Rate > 0 && b.left[i] == 0 {
+		// Only a spent rate refills at its window's end: a limit at its
+		// concurrency whose rate has room frees up when a job finishes.
+		if l.Rate > 0 && b.left[i] == 0 && b.rateLeft(i) == 0 {
 			end := l.windowStart(b.now).Add(l.Period)
 			if r.NextRefill.IsZero() || end.Before(r.NextRefill) {
 				r.NextRefill = end
 			}
 		}
 	}
+}
+
+// rateLeft returns what is left of limit i's rate in the current window
+// (l.Rate > 0), its concurrency aside: the rate's budget less what the
+// claim took of the limit's.
+func (b *ClaimBudget) rateLeft(i int) int {
+	l := b.limits[i]
+	rate := Limit{Rate: l.Rate, Period: l.Period, WindowStart: l.WindowStart, WindowUsed: l.WindowUsed}
+	return max(0, rate.budget(b.now)-(l.budget(b.now)-b.left[i]))
 }
 
 // SetWeights gives the budget the weighted scopes (Limit.Weight > 0).

@@ -411,6 +411,24 @@ func TestClaimBudgetReport(t *testing.T) {
 		t.Errorf("concurrency throttle report %+v", r)
 	}
 
+	// A limit at its concurrency whose rate has room: no refill either
+	// (its window's end is not when a slot frees). Spending the rate too
+	// reports the window's end.
+	both := &store.Limit{FlowScope: store.FlowScope{Queue: "sms"}, Rate: 3, Period: time.Hour, Concurrency: 1}
+	b = store.NewClaimBudget(now, []*store.Limit{both}, nil)
+	b.Quota("acme", "sms", 5)
+	b.Report(&r)
+	if !r.Throttled || !r.NextRefill.IsZero() {
+		t.Errorf("concurrency throttle beside a rate with room: report %+v", r)
+	}
+	both = &store.Limit{FlowScope: both.FlowScope, Rate: 3, Period: time.Hour, Concurrency: 5}
+	b = store.NewClaimBudget(now, []*store.Limit{both}, nil)
+	b.Quota("acme", "sms", 5)
+	b.Report(&r)
+	if want := t0.Add(time.Hour); !r.Throttled || !r.NextRefill.Equal(want) {
+		t.Errorf("rate spent beside a concurrency with room: report %+v, want a refill at %v", r, want)
+	}
+
 	// Nothing throttled: the report is cleared.
 	b = store.NewClaimBudget(now, []*store.Limit{conc}, nil)
 	b.Quota("acme", "sms", 1)

@@ -79,11 +79,7 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
     LEFT JOIN {schema}.flow_default_windows w ON w.queue = d.queue AND w.tenant = t.tenant
     WHERE NOT EXISTS (SELECT 1 FROM flow o WHERE o.tenant = t.tenant AND o.queue = d.queue)
 ), lim AS (
-    SELECT a.*, least(
-        CASE WHEN a.rate = 0 THEN NULL
-             WHEN a.window_start = a.ws THEN greatest(0, a.rate - a.window_used)
-             WHEN a.window_start > a.ws THEN 0
-             ELSE a.rate END,
+    SELECT a.*, least(a.rate_left,
         CASE WHEN a.concurrency = 0 THEN NULL
              WHEN a.tenant = '' THEN greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
                  WHERE ` + sqlSlotTaken("$2::timestamptz") + ` AND r.queue = a.queue))::int
@@ -92,9 +88,15 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
              ELSE greatest(0, a.concurrency - (SELECT count(*) FROM {schema}.jobs r
                  WHERE ` + sqlSlotTaken("$2::timestamptz") + ` AND r.tenant = a.tenant AND r.queue = a.queue))::int END) AS left_n
     FROM (
-        SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, false AS inh FROM flow WHERE tenant <> '*'
-        UNION ALL
-        SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, true FROM inh
+        SELECT b.*, CASE WHEN b.rate = 0 THEN NULL
+             WHEN b.window_start = b.ws THEN greatest(0, b.rate - b.window_used)
+             WHEN b.window_start > b.ws THEN 0
+             ELSE b.rate END AS rate_left
+        FROM (
+            SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, false AS inh FROM flow WHERE tenant <> '*'
+            UNION ALL
+            SELECT tenant, queue, rate, period_us, concurrency, window_start, window_used, ws, true FROM inh
+        ) b
     ) a
 ), guard AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
@@ -145,7 +147,7 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
 ), meta AS (
     SELECT (SELECT ok FROM fits) AS ok, (SELECT coalesce(array_agg(tenant ORDER BY ord), '{}') FROM ten) AS visited,
         EXISTS (SELECT 1 FROM hit) AS throttled,
-        (SELECT min(ws + period_us * interval '1 microsecond') FROM hit WHERE rate > 0) AS refill,
+        (SELECT min(ws + period_us * interval '1 microsecond') FROM hit WHERE rate_left = 0) AS refill,
         ARRAY(SELECT DISTINCT queue FROM hit WHERE inh) AS counted
 )
 SELECT m.ok, m.visited, m.throttled, m.refill, m.counted, u.* FROM meta m LEFT JOIN upd u ON true`

@@ -36,6 +36,8 @@ func flowCases() []testCase {
 		{"Limits/take_effect_from_the_next_claim", testLimitNextClaim},
 		{"Pause/queue_and_tenant_in_queue", testPause},
 		{"Pause/toggling_under_load_loses_nothing", testPauseRace},
+		{"Limits/concurrency_across_queues_never_exceeded_by_racing_claimers", testLimitConcurrencyAcrossQueuesRace},
+		{"Limits/concurrency_alone_reports_no_refill", testLimitConcurrencyReportsNoRefill},
 	}
 }
 
