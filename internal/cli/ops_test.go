@@ -162,7 +162,7 @@ func TestDLQRequeueHonoursLimit(t *testing.T) {
 }
 
 // TestServeBusyPortMintsNoKey: serve on a taken port fails before it
-// creates the first admin key.
+// creates the database (or the first admin key in it).
 func TestServeBusyPortMintsNoKey(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -174,6 +174,9 @@ func TestServeBusyPortMintsNoKey(t *testing.T) {
 	out, errs, code := run(t, "serve", "--database", db, "--listen", ln.Addr().String())
 	if code == 0 || strings.Contains(out, "IDEM_API_KEY") || !strings.Contains(errs, "listen") || !strings.Contains(errs, "hint:") {
 		t.Fatalf("serve on a busy port: %d %q %q", code, out, errs)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("serve on a busy port left a database: %v", err)
 	}
 	st, err := sqlitestore.Open(context.Background(), db, nil)
 	if err != nil {

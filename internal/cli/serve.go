@@ -147,6 +147,24 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	if err != nil {
 		return usageErr(err)
 	}
+	// Bind every listener before the database is opened: a busy port fails
+	// start-up without creating or migrating a database (during an
+	// upgrade, past what the older nodes expect) or minting an admin key.
+	var listeners []*listener
+	api, err := listen("api", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	defer api.ln.Close()
+	listeners = append(listeners, api)
+	var ops *listener
+	if cfg.OpsListen != "" {
+		if ops, err = listen("ops", cfg.OpsListen); err != nil {
+			return err
+		}
+		defer ops.ln.Close()
+		listeners = append(listeners, ops)
+	}
 	url := cfg.Database
 	// --no-migrate creates nothing: a SQLite file that does not exist is
 	// not made empty (a later `idem migrate` without --create took it for
@@ -175,28 +193,12 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	if err := server.Registry().Register(metrics); err != nil {
 		return fmt.Errorf("register job metrics: %w", err)
 	}
-	opsAddr := cfg.OpsListen
 	apiHandler := http.Handler(server)
-	if opsAddr != "" {
+	if ops != nil {
 		apiHandler = server.APIHandler()
+		ops.h = server.OpsHandler()
 	}
-	// Bind every listener before anything is written to the database: a
-	// busy port fails start-up without minting an admin key.
-	var listeners []*listener
-	api, err := listen("api", cfg.Listen, ui.Mount(apiHandler, &ui.Config{Logger: logger}))
-	if err != nil {
-		return err
-	}
-	defer api.ln.Close()
-	listeners = append(listeners, api)
-	if opsAddr != "" {
-		ops, err := listen("ops", opsAddr, server.OpsHandler())
-		if err != nil {
-			return err
-		}
-		defer ops.ln.Close()
-		listeners = append(listeners, ops)
-	}
+	api.h = ui.Mount(apiHandler, &ui.Config{Logger: logger})
 	applied, expected, versioned := schemaVersion(ctx, st)
 	logger.Info("idem serve starting", "version", versionString(), "store", storeKind(url),
 		"schema_version", applied, "schema_expected", expected, "no_migrate", cfg.NoMigrate)
@@ -358,7 +360,8 @@ func signalActor(ctx context.Context) (func() error, func(error)) {
 		}
 }
 
-// listener is a bound address and the handler it will serve.
+// listener is a bound address and the handler it will serve (set once
+// the server exists).
 type listener struct {
 	name string
 	ln   net.Listener
@@ -366,12 +369,12 @@ type listener struct {
 }
 
 // listen binds addr now, so a bad or busy address fails at once.
-func listen(name, addr string, h http.Handler) (*listener, error) {
+func listen(name, addr string) (*listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, withHint(fmt.Errorf("listen %s: %w", addr, err), "another process uses the port? pick another with --listen / --ops-listen")
 	}
-	return &listener{name: name, ln: ln, h: h}, nil
+	return &listener{name: name, ln: ln}, nil
 }
 
 // serve adds the HTTP server of l to the group.
