@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idem-dev/idem/idemclient"
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // defaultRequeueLimit is how many dead jobs one `idem dlq requeue` by
@@ -70,7 +71,16 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 					return err
 				}
 			}
-			return printRequeue(cmd, ids, n, next, dryRun)
+			if err := printRequeue(cmd, ids, n, next, dryRun); err != nil {
+				return err
+			}
+			if len(args) > 0 && !dryRun && n < len(ids) {
+				// Jobs named that were not requeued: not dead (any more),
+				// of another tenant, or gone. Not a silent success.
+				return fmt.Errorf("requeued %d of the %d jobs named: the others are not dead jobs of this tenant: %w",
+					n, len(ids), idemtype.ErrWrongState)
+			}
+			return nil
 		}}
 	rf.register(requeue, false)
 	registerListCompletions(requeue, af)
