@@ -246,8 +246,9 @@ func (s *Server) cacheChecks(ctx context.Context, tenant string, checks map[stri
 		Value: float64(cs.SizeBytes), Threshold: float64(hc.CacheBytes)}
 	checks["cache_expired_entries"] = Check{Status: grade(cs.Expired > hc.ExpiredEntries, StatusDegraded),
 		Value: float64(cs.Expired), Threshold: float64(hc.ExpiredEntries), Detail: "expired records not yet deleted by retention"}
+	// No lookup yet: no rate to grade (as the success rate with no attempt).
 	lookups := cs.Hits + cs.Misses
-	checks["cache_hit_rate"] = Check{Status: grade(lookups >= hc.HitRateMinLookups && cs.HitRate < hc.HitRate, StatusDegraded),
+	checks["cache_hit_rate"] = Check{Status: grade(lookups > 0 && lookups >= hc.HitRateMinLookups && cs.HitRate < hc.HitRate, StatusDegraded),
 		Value: cs.HitRate, Threshold: hc.HitRate, Detail: fmt.Sprintf("%d hits, %d misses", cs.Hits, cs.Misses)}
 	return nil
 }
