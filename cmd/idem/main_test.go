@@ -45,31 +45,8 @@ func TestStaticBinary(t *testing.T) {
 		t.Fatalf("version: %v %q", err, out)
 	}
 
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--database", filepath.Join(dir, "idem.db"))
-	cmd.Dir = dir
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var url string
-	sc := bufio.NewScanner(stdout)
-	for url == "" && sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "idem: api listening on "); ok {
-			url = u
-		}
-	}
-	if url == "" {
-		t.Fatal("serve printed no address")
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	cmd, addr, _ := startServe(t, bin)
+	url := "http://" + addr
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/readyz", nil)
@@ -84,4 +61,40 @@ func TestStaticBinary(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
+}
+
+// startServe starts `bin serve` on a new SQLite file in a temporary
+// directory, with args added, and returns it once it printed its API
+// address (host:port) and, when it made one, the admin key; the process is
+// killed at the test's end.
+func startServe(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, addr, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--database", filepath.Join(dir, "idem.db")}, args...)...)
+	cmd.Dir = dir
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	for addr == "" && sc.Scan() {
+		if k, ok := strings.CutPrefix(sc.Text(), "IDEM_API_KEY="); ok {
+			key = k
+		}
+		if u, ok := strings.CutPrefix(sc.Text(), "idem: api listening on "); ok {
+			addr = strings.TrimPrefix(u, "http://")
+		}
+	}
+	if addr == "" {
+		t.Fatal("serve printed no address")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	return cmd, addr, key
 }

@@ -24,35 +24,7 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--database", filepath.Join(dir, "idem.db"),
-		"--shutdown-timeout", "60s")
-	cmd.Dir = dir
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var addr, key string
-	sc := bufio.NewScanner(stdout)
-	for addr == "" && sc.Scan() {
-		if k, ok := strings.CutPrefix(sc.Text(), "IDEM_API_KEY="); ok {
-			key = k
-		}
-		if u, ok := strings.CutPrefix(sc.Text(), "idem: api listening on "); ok {
-			addr = strings.TrimPrefix(u, "http://")
-		}
-	}
-	if addr == "" {
-		t.Fatal("serve printed no address")
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	cmd, addr, key := startServe(t, bin, "--shutdown-timeout", "60s")
 	// A request whose body never comes keeps the graceful stop waiting
 	// (until the read timeout, 30 s, or shutdown_timeout). Its handler is
 	// reading the body once the server sent 100 Continue.
