@@ -17,9 +17,6 @@ import (
 // ends the process at once. It was swallowed: the operator had to wait out
 // the timeout (here 60 s) or use SIGKILL.
 func TestSecondSignalStopsAtOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	bin := filepath.Join(t.TempDir(), "idem")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -88,21 +87,6 @@ func finishMany(t *wtx, ps []*store.JobFinishParams, idList string, errs []error
 	return nil
 }
 
-// releaseAfterHold releases the pending dependants that wait for any
-// outcome (deps_any) of cancelled job id, whose hold just ended, as of
-// atUS (qDependantsRelease waited for the hold). It returns the queues of
-// those it made available, to announce once committed (Store.announce),
-// as the hold's own queue is: they may be other queues than the job's.
-func releaseAfterHold(t *wtx, id, atUS int64) ([]string, error) {
-	before := len(t.released)
-	if err := releaseDependants(t, id, atUS, true); err != nil {
-		return nil, err
-	}
-	queues := slices.Clone(t.released[before:])
-	t.released = t.released[:before]
-	return queues, nil
-}
-
 // releaseDependants releases, as of atUS, the pending dependants of job id
 // whose dependencies are now satisfied (qDependantsRelease; only those
 // that wait for any outcome when anyOnly: id died, was cancelled or its
@@ -134,9 +118,9 @@ func releaseDependants(t *wtx, id, atUS int64, anyOnly bool) error {
 // refused (ErrLeaseLost) under the lease they hold (qJobCancel): the
 // handler returned, so its slot and FIFO partition move on, and its
 // dependants that wait for any outcome are released. The finish stays
-// refused. It returns the queues of the holds it ended and of the
-// dependants it made available (to announce once committed:
-// Store.announce).
+// refused. It returns the queues of the holds it ended, to announce once
+// committed (Store.announce); those of the dependants it made available
+// are in t.released.
 func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) ([]string, error) {
 	var queues []string
 	for i, p := range ps {
@@ -149,11 +133,12 @@ func ackCancels(t *wtx, ps []*store.JobFinishParams, errs []error) ([]string, er
 			if err != nil {
 				return nil, fmt.Errorf("acknowledge cancel of job %d: %w", p.ID, err)
 			}
-			released, err := releaseAfterHold(t, p.ID, toUS(store.OrNow(p.FinishedAt)))
-			if err != nil {
+			// Its dependants that wait for any outcome, released: their
+			// queues go to t.released, which the op announces.
+			if err := releaseDependants(t, p.ID, toUS(store.OrNow(p.FinishedAt)), true); err != nil {
 				return nil, err
 			}
-			queues = append(append(queues, q), released...)
+			queues = append(queues, q)
 		}
 	}
 	return queues, nil

@@ -82,14 +82,12 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			return fmt.Errorf("end cancel holds: %w", err)
 		}
 		for _, id := range ended {
-			released, err := releaseAfterHold(t, id, nowUS)
-			if err != nil {
+			if err := releaseDependants(t, id, nowUS, true); err != nil {
 				return err
 			}
-			freed = append(freed, released...)
 		}
-		// And the dependants of jobs rescued to dead that wait for any
-		// outcome, released (cancelDependants).
+		// And the queues of the dependants released: of jobs rescued to
+		// dead (cancelDependants) and of the holds ended.
 		freed = append(freed, t.takeReleased()...)
 		return nil
 	})
