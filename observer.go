@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -60,7 +59,10 @@ type JobEvent struct {
 	Wait, Run time.Duration
 	// Err is the attempt's error (EventFinished, failed outcomes).
 	Err string
-	// Panicked: the handler panicked (EventFinished).
+	// Panicked: the handler panicked (EventFinished), also after its
+	// timeout; the executor recovered the panic and says so, so an error a
+	// handler returns (or a pull worker's failure) is not Panicked
+	// whatever its text.
 	Panicked bool
 }
 
@@ -163,6 +165,6 @@ func (c *Client) observeFinish(row *JobRow, fin *store.JobFinishParams) {
 	c.observe(EventFinished, row, func(e *JobEvent) {
 		e.State, e.Outcome, e.Err = fin.State, fin.Outcome, fin.Error
 		e.Run = time.Duration(fin.DurationMS) * time.Millisecond
-		e.Panicked = strings.HasPrefix(fin.Error, "panic: ")
+		e.Panicked = fin.Panicked
 	})
 }

@@ -111,19 +111,16 @@ func (c *Client) Start(ctx context.Context) error {
 	rt := &runtime{running: producer.NewRunning()}
 	rt.completer = completer.New(c.store, &completer.Config{Logger: c.logger, Finished: c.notifier.Finished})
 	_ = rt.completer.Start(base)
-	var kinds []string
-	if len(c.cfg.Queues) > 0 {
-		kinds = c.cfg.Workers.Kinds() // Workers is set whenever there are queues
-	}
 	for name, q := range c.cfg.Queues {
-		if qk := queueKinds(kinds, q); qk != nil && len(qk) == 0 {
-			c.logger.Warn("no worker registered when the client started: the queue claims nothing (register workers before Start)",
-				"queue", name)
+		// Workers is set whenever there are queues.
+		kinds := queueKinds(c.cfg.Workers, q)
+		if kinds != nil && len(kinds()) == 0 {
+			c.logger.Info("no worker registered yet: the queue claims nothing until one is", "queue", name)
 		}
 		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.SubmitThen, &producer.Config{
 			Queue: name, MaxWorkers: q.MaxWorkers, FetchLimit: c.cfg.FetchLimit,
 			PollInterval: c.cfg.PollInterval, LeaseDuration: c.cfg.LeaseDuration,
-			WorkerID: c.cfg.WorkerID, Kinds: queueKinds(kinds, q), Now: c.now, Logger: c.logger,
+			WorkerID: c.cfg.WorkerID, Kinds: kinds, Now: c.now, Logger: c.logger,
 			OnClaim: c.observeClaim, OnFinish: c.observeWritten})
 		if err != nil {
 			rt.completer.Stop()
@@ -341,11 +338,13 @@ func (c *Client) releaseLeases(leases []store.Lease) error {
 // jitter returns a uniform random number in [0,1).
 func jitter() float64 { return rand.Float64() }
 
-// queueKinds returns the kinds a queue claims: those with a Go worker, or
-// every kind (nil) when the queue delivers to targets.
-func queueKinds(kinds []string, q QueueConfig) []string {
+// queueKinds returns what tells a queue's producer the kinds it claims,
+// asked at each claim: those with a Go worker in workers (registered
+// before or after Start), or every kind (nil) when the queue delivers to
+// targets.
+func queueKinds(workers *Workers, q QueueConfig) func() []string {
 	if q.Deliver {
 		return nil
 	}
-	return kinds
+	return workers.claimKinds
 }

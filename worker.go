@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -39,20 +40,40 @@ func (f WorkFunc[T]) Work(ctx context.Context, job *Job[T]) (any, error) { retur
 // args type: it gets the raw row and returns the result as JSON (nil = null).
 type HandlerFunc func(ctx context.Context, job *JobRow) (json.RawMessage, error)
 
-// Workers is the registry of handlers by kind. It is safe for concurrent use.
+// Workers is the registry of handlers by kind. It is safe for concurrent
+// use, also while a client started on it claims: a handler registered after
+// Client.Start is worked from the next claim of each queue (a wake-up, or
+// within Config.PollInterval).
 type Workers struct {
 	mu       sync.RWMutex
 	handlers map[string]HandlerFunc
+	// kinds lists the keys of handlers; replaced, never changed in place,
+	// when a kind is added, so a claim may use it after the lock is released.
+	kinds []string
 }
 
 // NewWorkers returns an empty registry.
 func NewWorkers() *Workers { return &Workers{handlers: map[string]HandlerFunc{}} }
 
 // Handle registers an untyped handler for kind, replacing any before it.
+// It may be called at any time: the queues of a started client claim jobs
+// of kind from their next claim on.
 func (w *Workers) Handle(kind string, h HandlerFunc) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if _, ok := w.handlers[kind]; !ok {
+		w.kinds = append(slices.Clip(w.kinds), kind) // a new array: readers keep theirs
+	}
 	w.handlers[kind] = h
+}
+
+// claimKinds returns the registered kinds for a claim, read at each claim
+// so that a worker registered after Start is claimed for. The slice is
+// shared: callers must not change it.
+func (w *Workers) claimKinds() []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.kinds
 }
 
 // handler returns the handler of kind, or nil.
@@ -65,15 +86,11 @@ func (w *Workers) handler(kind string) HandlerFunc {
 	return w.handlers[kind]
 }
 
-// Kinds lists the registered kinds.
+// Kinds lists the registered kinds, in the order they were first registered.
 func (w *Workers) Kinds() []string {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	kinds := make([]string, 0, len(w.handlers))
-	for k := range w.handlers {
-		kinds = append(kinds, k)
-	}
-	return kinds
+	return append(make([]string, 0, len(w.kinds)), w.kinds...)
 }
 
 // AddWorker registers a typed worker under the kind of its args type.

@@ -667,6 +667,10 @@ type JobFinishParams struct {
 	RecordResult     []byte
 	RecordCompressed bool
 	ResultHash       string
+	// Panicked: the attempt failed with a panic the executor recovered
+	// from the handler. Not stored: it tells observers (idem's
+	// EventFinished.Panicked) what the error's text cannot.
+	Panicked bool
 	// Repeated is set by JobFinishMany (not by the caller): true when the
 	// item was accepted as a repeat of a completion already committed
 	// (same token, same result), so it wrote nothing. Callers that count

@@ -349,19 +349,36 @@ func NullIfEmpty(b []byte) []byte {
 	return b
 }
 
-// callHandler runs the job's handler, turning a panic into an error with the
-// stack.
+// callHandler runs the job's handler, turning a panic into a *PanicError
+// and a call of runtime.Goexit (t.FailNow and the like) into a
+// *GoexitError, both with the stack. The handler runs on a goroutine of
+// its own, which callHandler waits for: Goexit cannot be recovered, and
+// called on the executor's goroutine it would end that goroutine too,
+// leaving the job registered as running (its lease renewed until Stop,
+// its worker slot taken) with no finish ever written.
 func (e *Executor) callHandler(ctx context.Context, row *idemtype.JobRow) (res []byte, err error) {
 	h := e.cfg.Handler(row.Kind)
 	if h == nil {
 		return nil, fmt.Errorf("no worker registered for kind %q", row.Kind)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: string(debug.Stack())}
-		}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if r := recover(); r != nil {
+				err = &PanicError{Value: r, Stack: string(debug.Stack())}
+			} else if !returned {
+				// Neither returned nor panicked: the goroutine is
+				// ending through runtime.Goexit, whose call is on the stack.
+				err = &GoexitError{Stack: string(debug.Stack())}
+			}
+		}()
+		res, err = h(ctx, row)
+		returned = true
 	}()
-	return h(ctx, row)
+	<-done
+	return res, err
 }
 
 // run makes the attempt: the kind's handler, else a delivery to the job's
@@ -457,8 +474,8 @@ func (e *Executor) callWithTimeout(ctx context.Context, row *idemtype.JobRow) ([
 }
 
 // timedOutPanic is a handler's panic after its job's timeout: it is both
-// the PanicError and ErrJobTimeout, and its text is the panic's ("panic:
-// …", as idem's Observer reads a panic) with the timeout after the value,
+// the PanicError (so its finish is Panicked) and ErrJobTimeout, and its
+// text is the panic's ("panic: …") with the timeout after the value,
 // before the stack (which a long error may lose).
 type timedOutPanic struct {
 	pe    *PanicError
@@ -473,7 +490,9 @@ func (e *timedOutPanic) Error() string {
 // Unwrap makes it both the PanicError and ErrJobTimeout.
 func (e *timedOutPanic) Unwrap() []error { return []error{e.pe, idemtype.ErrJobTimeout} }
 
-// PanicError is a recovered handler panic.
+// PanicError is a recovered handler panic. A failure whose error is one
+// (errors.As) has its finish's Panicked set: the typed value, not the
+// text, says that the handler panicked.
 type PanicError struct {
 	Value any    // what the handler panicked with
 	Stack string // the goroutine's stack at the panic
@@ -481,6 +500,18 @@ type PanicError struct {
 
 // Error includes the stack, which the attempt record keeps.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack) }
+
+// GoexitError is a handler that ended its goroutine with runtime.Goexit
+// (t.FailNow, t.SkipNow, or a library calling it) instead of returning: its attempt fails, retried per the job's policy like any
+// error.
+type GoexitError struct {
+	Stack string // the goroutine's stack as it ended, the Goexit call on it
+}
+
+// Error names Goexit and includes the stack, which the attempt record keeps.
+func (e *GoexitError) Error() string {
+	return "handler called runtime.Goexit instead of returning\n" + e.Stack
+}
 
 // SetOutcome fills fin with what follows an attempt of row that returned
 // res and err: completed (with the result to cache for a keyed job), or for
@@ -556,6 +587,8 @@ func (e *Executor) fail(fin *store.JobFinishParams, row *idemtype.JobRow, err er
 func (e *Executor) setFailure(fin *store.JobFinishParams, row *idemtype.JobRow, err error) {
 	now := e.cfg.Now()
 	fin.Error, fin.ErrorCode = store.StorableError(err.Error()), store.StorableText(idemtype.ErrorCodeOf(err))
+	var pe *PanicError
+	fin.Panicked = errors.As(err, &pe) // a recovered panic, whatever the error's text
 	var ce *idemtype.ControlError
 	if errors.As(err, &ce) {
 		switch ce.Kind {

@@ -22,7 +22,7 @@ func TestNoKindsClaimsNothing(t *testing.T) {
 	ids := b.insert(t, 1, "k")
 	p, err := producer.New(b.store, b.exec, b.running, b.completer.SubmitThen, &producer.Config{
 		Queue: "q", MaxWorkers: 1, FetchLimit: 10, PollInterval: time.Hour, LeaseDuration: time.Minute,
-		WorkerID: "w", Kinds: []string{}, Now: utcNow})
+		WorkerID: "w", Kinds: func() []string { return []string{} }, Now: utcNow})
 	if err != nil {
 		t.Fatal(err)
 	}

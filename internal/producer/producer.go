@@ -34,10 +34,13 @@ type Config struct {
 	PollInterval  time.Duration // claim at least this often
 	LeaseDuration time.Duration // lease of a claim
 	WorkerID      string        // names this process in attempts
-	// Kinds are the kinds it has handlers for; nil = any kind (a queue
-	// that delivers to targets). Empty but not nil = none: the producer
-	// claims nothing (every job it took would fail for want of a handler).
-	Kinds  []string
+	// Kinds returns the kinds it has handlers for, asked at each claim so
+	// that a handler registered while the producer runs is claimed for
+	// from the next claim; it must be safe for concurrent use, and its
+	// result is not changed. nil = any kind (a queue that delivers to
+	// targets). An empty list = none: the producer claims nothing (every
+	// job it took would fail for want of a handler).
+	Kinds  func() []string
 	Now    func() time.Time
 	Logger *slog.Logger
 	// OnClaim is told of each claimed job and the claim time; OnFinish of
@@ -195,13 +198,15 @@ func (p *Producer) run(ctx context.Context) {
 // claim takes up to limit jobs and starts an executor for each. next is
 // when a rate limit that held work back refills (zero: none did).
 func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, next time.Time, err error) {
-	if p.cfg.Kinds != nil && len(p.cfg.Kinds) == 0 {
-		// No handler for any kind (none registered when the client
-		// started): a claim would take jobs only to fail them. Not left to
-		// the store: an empty kind list is none on PostgreSQL but was any
-		// kind on SQLite.
-		p.TestSignals.Claimed.Signal(0)
-		return 0, time.Time{}, nil
+	var kinds []string // nil: any kind
+	if p.cfg.Kinds != nil {
+		if kinds = p.cfg.Kinds(); len(kinds) == 0 {
+			// No handler for any kind (none registered yet): a claim would
+			// take jobs only to fail them. Not left to the store: an empty
+			// kind list is none on PostgreSQL but was any kind on SQLite.
+			p.TestSignals.Claimed.Signal(0)
+			return 0, time.Time{}, nil
+		}
 	}
 	now := p.cfg.Now()
 	// Stop does not cut the claim off: on PostgreSQL a commit that succeeds
@@ -215,7 +220,7 @@ func (p *Producer) claim(ctx, handlerCtx context.Context, limit int) (n int, nex
 	var report store.ClaimReport
 	token := store.NewToken()
 	jobs, err := p.store.JobClaim(cctx, &store.JobClaimParams{
-		Queues: []string{p.cfg.Queue}, Kinds: p.cfg.Kinds, WorkerID: p.cfg.WorkerID,
+		Queues: []string{p.cfg.Queue}, Kinds: kinds, WorkerID: p.cfg.WorkerID,
 		Limit: limit, LeaseUntil: now.Add(p.cfg.LeaseDuration), Now: now, Report: &report, LeaseToken: token})
 	if err != nil {
 		// The claim may have committed with its answer lost (a connection
