@@ -218,11 +218,10 @@ type ScheduleTriggerOpts struct {
 // ScheduleTrigger fires the schedule now, outside its timetable. The job's
 // key is "§{name}:{tenant}:trigger:{Key or a random token}": it never
 // equals a scheduled firing's key, so it neither blocks nor repeats one.
+// The job is made from the schedule as stored when it is inserted: a
+// schedule replaced meanwhile is read again, one deleted meanwhile is
+// ErrNotFound.
 func (c *Client) ScheduleTrigger(ctx context.Context, tenant, name string, opts *ScheduleTriggerOpts) (*EnqueueResult, error) {
-	row, err := c.store.ScheduleGet(ctx, &store.ScheduleGetParams{Tenant: c.tenant(tenant), Name: name})
-	if err != nil {
-		return nil, err
-	}
 	trig := store.NewToken()
 	if opts != nil && opts.Key != "" {
 		if err := ValidateKey("key", opts.Key); err != nil {
@@ -230,24 +229,38 @@ func (c *Client) ScheduleTrigger(ctx context.Context, tenant, name string, opts 
 		}
 		trig = opts.Key
 	}
-	var sp scheduleSpec
-	if err := json.Unmarshal(row.Spec, &sp); err != nil {
-		return nil, fmt.Errorf("schedule %q: decode: %w", name, err)
+	for range maxTriggerReads {
+		row, err := c.store.ScheduleGet(ctx, &store.ScheduleGetParams{Tenant: c.tenant(tenant), Name: name})
+		if err != nil {
+			return nil, err
+		}
+		var sp scheduleSpec
+		if err := json.Unmarshal(row.Spec, &sp); err != nil {
+			return nil, fmt.Errorf("schedule %q: decode: %w", name, err)
+		}
+		p, err := c.firingInsert(&sp, row.Name, row.Tenant, time.UTC, time.Time{},
+			ScheduleKeyPrefix+row.Name+":"+row.Tenant+":trigger:"+trig)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.store.ScheduleFire(ctx, &store.ScheduleFireParams{Read: row, Job: p, Now: c.now()})
+		if err != nil {
+			return nil, fmt.Errorf("trigger schedule: %w", err)
+		}
+		if res.Stale {
+			continue // replaced or deleted since the read: read it again
+		}
+		if res.Insert.Err != nil {
+			return nil, fmt.Errorf("insert firing: %w", res.Insert.Err)
+		}
+		return c.inserted(res.Insert), nil
 	}
-	p, err := c.firingInsert(&sp, row.Name, row.Tenant, time.UTC, time.Time{},
-		ScheduleKeyPrefix+row.Name+":"+row.Tenant+":trigger:"+trig)
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.insertFiring(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.store.ScheduleFired(ctx, &store.ScheduleFiredParams{Tenant: row.Tenant, Name: row.Name, JobID: res.Job.ID}); err != nil {
-		return nil, fmt.Errorf("trigger schedule: %w", err)
-	}
-	return res, nil
+	return nil, fmt.Errorf("trigger schedule %q: it changed %d times while being triggered", name, maxTriggerReads)
 }
+
+// maxTriggerReads bounds the reads of a schedule that keeps changing under
+// a ScheduleTrigger.
+const maxTriggerReads = 10
 
 // scheduleInfo decodes a stored schedule and adds its next firing and the
 // state of its last job.
@@ -330,19 +343,20 @@ func planSchedule(row *store.Schedule) (*maintenance.Plan, error) {
 }
 
 // fireSchedule is the scheduler's FireFunc: it enqueues the job of one
-// firing under its key, or finds the job another scheduler made.
-func (c *Client) fireSchedule(ctx context.Context, f *maintenance.Firing) (int64, error) {
+// firing under its key, or finds the job another scheduler made, and
+// records the firing, only while f.Schedule is still stored as read.
+func (c *Client) fireSchedule(ctx context.Context, f *maintenance.Firing) (bool, error) {
 	var sp scheduleSpec
 	if err := json.Unmarshal(f.Schedule.Spec, &sp); err != nil {
-		return 0, fmt.Errorf("decode schedule: %w", err)
+		return false, fmt.Errorf("decode schedule: %w", err)
 	}
 	k, err := f.Plan.Key(f.Schedule.Name, f.Schedule.Tenant, f.At)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	p, err := c.firingInsert(&sp, f.Schedule.Name, f.Schedule.Tenant, f.Plan.Location(), f.At, ScheduleKeyPrefix+k)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	if r := f.Plan.Repeat(f.At); !r.IsZero() {
 		// The repeat of this wall-clock time has the same key: the window
@@ -350,15 +364,27 @@ func (c *Client) fireSchedule(ctx context.Context, f *maintenance.Firing) (int64
 		// length of the repeated hour).
 		p.DedupWindow = max(p.DedupWindow, r.Sub(c.now())+p.DedupWindow)
 	}
-	res, err := c.insertFiring(ctx, p)
-	var reused *idemtype.KeyReusedError
-	if errors.As(err, &reused) {
-		return 0, nil // fired before the schedule changed: that firing has its job
-	}
+	res, err := c.store.ScheduleFire(ctx, &store.ScheduleFireParams{Read: f.Schedule, At: f.At, Job: p, Now: c.now()})
 	if err != nil {
-		return 0, err
+		return false, fmt.Errorf("fire schedule: %w", err)
 	}
-	return res.Job.ID, nil
+	var reused *idemtype.KeyReusedError
+	switch {
+	case res.Stale:
+		return false, nil
+	case errors.As(res.Insert.Err, &reused):
+		// Fired before the schedule changed: that firing has its job.
+		// Record it as fired, without a job (again only while unchanged).
+		res, err = c.store.ScheduleFire(ctx, &store.ScheduleFireParams{Read: f.Schedule, At: f.At, Now: c.now()})
+		if err != nil {
+			return false, fmt.Errorf("fire schedule: %w", err)
+		}
+		return !res.Stale, nil
+	case res.Insert.Err != nil:
+		return false, fmt.Errorf("insert firing: %w", res.Insert.Err)
+	}
+	c.inserted(res.Insert)
+	return true, nil
 }
 
 // firingInsert builds the job of a firing at time at (zero: a manual
@@ -402,21 +428,14 @@ func orDuration(s string, def *time.Duration) (*time.Duration, error) {
 	return &d, err
 }
 
-// insertFiring inserts one firing's job and wakes its queue.
-func (c *Client) insertFiring(ctx context.Context, p *store.JobInsertParams) (*EnqueueResult, error) {
-	res, err := c.store.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: []*store.JobInsertParams{p}, Now: c.now()})
-	if err != nil {
-		return nil, fmt.Errorf("insert firing: %w", err)
-	}
-	r := res[0]
-	if r.Err != nil {
-		return nil, fmt.Errorf("insert firing: %w", r.Err)
-	}
+// inserted wakes the queue of a firing's new job and tells the observer
+// about the job, new or existing.
+func (c *Client) inserted(r store.JobInsertResult) *EnqueueResult {
 	if r.Existing {
 		c.observe(EventDeduplicated, r.Job, nil)
 	} else {
 		c.wake(r.Job.Queue)
 		c.observe(EventEnqueued, r.Job, nil)
 	}
-	return &EnqueueResult{Job: r.Job, Existing: r.Existing}, nil
+	return &EnqueueResult{Job: r.Job, Existing: r.Existing}
 }

@@ -31,8 +31,23 @@ type Schedules interface {
 	// so a late or repeated call never moves it back; with At zero (a
 	// manual trigger) only LastJobID = JobID. It reports whether it
 	// changed the row; a schedule that does not exist is not an error
-	// (false).
+	// (false). It checks nothing else: the scheduler and manual triggers
+	// fire through ScheduleFire, which records the same way only while the
+	// schedule is unchanged.
 	ScheduleFired(ctx context.Context, p *ScheduleFiredParams) (bool, error)
+	// ScheduleFire is a firing that happens only while the schedule is the
+	// definition it was computed from: in one transaction it checks that
+	// the row (Read.Tenant, Read.Name) still exists with Read's Spec,
+	// CreatedAt and UpdatedAt (PostgreSQL locks the row for the check, so a
+	// delete or replace waits for the firing's commit or makes the check
+	// fail; SQLite checks it on its single writer), then inserts Job as
+	// JobInsertMany does and records the firing as ScheduleFired does, with
+	// JobID = the job's id. When the check fails nothing is written and
+	// Stale is set: a schedule deleted or replaced after a scheduler read it
+	// never fires with the old definition. Job nil records a skipped firing
+	// (the mark only, under the same check). When the job's insert fails
+	// (Insert.Err, e.g. a *KeyReusedError) the firing is not recorded.
+	ScheduleFire(ctx context.Context, p *ScheduleFireParams) (*ScheduleFireResult, error)
 }
 
 // Schedule is one stored schedule.
@@ -71,4 +86,27 @@ type ScheduleFiredParams struct {
 	Name   string
 	At     time.Time // the firing time; zero = a manual trigger
 	JobID  int64
+}
+
+// ScheduleFireParams is one conditional firing (Schedules.ScheduleFire).
+type ScheduleFireParams struct {
+	// Read is the schedule as the caller read it (ScheduleGet, ScheduleList
+	// or ScheduleUpsert): its Tenant and Name name the row, its Spec,
+	// CreatedAt and UpdatedAt must still be stored.
+	Read *Schedule
+	At   time.Time        // the firing time; zero = a manual trigger (LastJobID only)
+	Job  *JobInsertParams // the firing's job; nil = a skipped firing (no job)
+	Now  time.Time        // the insert's now
+}
+
+// ScheduleFireResult is the outcome of a ScheduleFire.
+type ScheduleFireResult struct {
+	// Stale: the schedule was deleted or changed since Read; nothing was
+	// written.
+	Stale bool
+	// Insert is the job's insert (the new or existing job, or Err); zero
+	// when Stale or when there was no Job.
+	Insert JobInsertResult
+	// Changed: the firing moved the schedule's mark (as ScheduleFired's result).
+	Changed bool
 }

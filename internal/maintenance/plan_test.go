@@ -288,21 +288,32 @@ func TestLatestDue(t *testing.T) {
 	}
 }
 
-// firings records what the scheduler fired.
+// firings records what the scheduler fired, and fires it in st (a job
+// keyed by schedule and firing time, recorded with the firing).
 type firings struct {
+	st   store.Store
 	mu   sync.Mutex
 	list []maintenance.Firing
 	err  error
 }
 
-func (f *firings) fire(_ context.Context, x *maintenance.Firing) (int64, error) {
+func (f *firings) fire(ctx context.Context, x *maintenance.Firing) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return 0, f.err
+		return false, f.err
+	}
+	job := &store.JobInsertParams{Tenant: x.Schedule.Tenant, Queue: "q", Kind: x.Schedule.Name, Args: []byte("{}"), MaxAttempts: 1,
+		RunAt: x.At, IdempotencyKey: x.Schedule.Name + ":" + x.At.Format(time.RFC3339), DedupWindow: time.Hour, ResultTTL: time.Hour}
+	res, err := f.st.ScheduleFire(ctx, &store.ScheduleFireParams{Read: x.Schedule, At: x.At, Job: job, Now: x.At})
+	if err != nil || res.Stale {
+		return false, err
+	}
+	if res.Insert.Err != nil {
+		return false, res.Insert.Err
 	}
 	f.list = append(f.list, *x)
-	return int64(100 + len(f.list)), nil
+	return true, nil
 }
 
 func (f *firings) taken() []maintenance.Firing {
@@ -336,7 +347,7 @@ func TestSchedulerRunOnce(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	clk := &clock{now: t0}
-	var fired firings
+	fired := firings{st: st}
 	s := maintenance.NewScheduler(st, &maintenance.Config{Now: clk.Now, ScheduleGrace: time.Minute}, planOf, fired.fire)
 
 	putSchedule(t, st, "hourly", maintenance.Timing{Every: time.Hour}, t0)
@@ -397,7 +408,7 @@ func TestSchedulerGoesOnPastAFailingSchedule(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	clk := &clock{now: t0.Add(time.Hour)}
-	var fired firings
+	fired := firings{st: st}
 	s := maintenance.NewScheduler(st, &maintenance.Config{Now: clk.Now}, planOf, fired.fire)
 	putSchedule(t, st, "a-good", maintenance.Timing{Every: time.Hour}, t0)
 	if _, err := st.ScheduleUpsert(ctx, &store.ScheduleUpsertParams{Tenant: "acme", Name: "b-broken",

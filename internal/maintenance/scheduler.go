@@ -28,10 +28,13 @@ type Firing struct {
 	Missed   int       // older firings not run (skipped or caught up by this one)
 }
 
-// FireFunc enqueues the job of one firing and returns its id (0 when the
-// firing's key already had a job). It must be idempotent: the firing key
-// decides, through the store's unique constraint on idempotency keys.
-type FireFunc func(ctx context.Context, f *Firing) (jobID int64, err error)
+// FireFunc enqueues the job of one firing and records the firing, both in
+// one store.Schedules.ScheduleFire, so only while f.Schedule is still the
+// stored definition. It reports false when it is not (the schedule was
+// deleted or changed since the scheduler read it): nothing was written, and
+// the next run reads the schedule afresh. It must be idempotent: the firing
+// key decides, through the store's unique constraint on idempotency keys.
+type FireFunc func(ctx context.Context, f *Firing) (fired bool, err error)
 
 // PlanFunc decodes a stored schedule's timing.
 type PlanFunc func(s *store.Schedule) (*Plan, error)
@@ -41,7 +44,9 @@ type PlanFunc func(s *store.Schedule) (*Plan, error)
 // its idempotency key ({schedule}:{tenant}:{grain date}) is unique, so ten
 // schedulers at once, a restart or a clock step make no second job. The
 // stored LastFiredAt (forward only) saves the repeated inserts and tells the
-// missed firings apart.
+// missed firings apart. A firing is enqueued and recorded only while its
+// schedule is the definition it was computed from (store ScheduleFire): a
+// schedule deleted or replaced during a run never fires with the old one.
 type Scheduler struct {
 	store store.Schedules
 	cfg   Config
@@ -103,18 +108,27 @@ func (s *Scheduler) runSchedule(ctx context.Context, sc *store.Schedule, now tim
 	f := &Firing{Schedule: sc, Plan: plan, At: last, Missed: due - 1}
 	if plan.Missed() == MissedSkip && now.Sub(last) > s.cfg.ScheduleGrace {
 		s.cfg.Logger.Info("schedule firings missed", "tenant", sc.Tenant, "schedule", sc.Name, "missed", due, "last", last)
-		_, err := s.store.ScheduleFired(ctx, &store.ScheduleFiredParams{Tenant: sc.Tenant, Name: sc.Name, At: last})
-		return false, err
+		res, err := s.store.ScheduleFire(ctx, &store.ScheduleFireParams{Read: sc, At: last, Now: now})
+		if err != nil {
+			return false, fmt.Errorf("skip %s: %w", last.Format(time.RFC3339), err)
+		}
+		if res.Stale {
+			s.cfg.Logger.Debug("schedule changed during the run", "tenant", sc.Tenant, "schedule", sc.Name)
+		}
+		return false, nil
 	}
-	id, err := s.fire(ctx, f)
+	fired, err := s.fire(ctx, f)
 	if err != nil {
 		return false, fmt.Errorf("fire %s: %w", last.Format(time.RFC3339), err)
+	}
+	if !fired {
+		s.cfg.Logger.Debug("schedule changed during the run", "tenant", sc.Tenant, "schedule", sc.Name)
+		return false, nil
 	}
 	if f.Missed > 0 {
 		s.cfg.Logger.Info("schedule caught up", "tenant", sc.Tenant, "schedule", sc.Name, "missed", f.Missed, "at", last)
 	}
-	_, err = s.store.ScheduleFired(ctx, &store.ScheduleFiredParams{Tenant: sc.Tenant, Name: sc.Name, At: last, JobID: id})
-	return true, err
+	return true, nil
 }
 
 // LatestDue returns the newest firing in (after, now] and how many firings

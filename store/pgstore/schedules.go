@@ -24,7 +24,15 @@ RETURNING ` + scheduleCols
 	qScheduleDelete  = `DELETE FROM {schema}.schedules WHERE tenant = $1 AND name = $2`
 	qScheduleFired   = `UPDATE {schema}.schedules SET last_fired_at = $3, last_job_id = COALESCE(NULLIF($4::bigint, 0), last_job_id) WHERE tenant = $1 AND name = $2 AND (last_fired_at IS NULL OR last_fired_at < $3)`
 	qScheduleTrigger = `UPDATE {schema}.schedules SET last_job_id = $3 WHERE tenant = $1 AND name = $2`
+	// qScheduleLock locks the schedule only when it is still the definition
+	// a scheduler read (ScheduleFire). A delete or replace holding the row
+	// makes it wait; under READ COMMITTED it then sees the row's newest
+	// version, which no longer matches (or is gone).
+	qScheduleLock = `SELECT 1 FROM {schema}.schedules WHERE tenant = $1 AND name = $2 AND created_at = $3 AND updated_at = $4 AND spec = $5 FOR NO KEY UPDATE`
 )
+
+// errFireRefused rolls back a ScheduleFire whose job's insert failed.
+var errFireRefused = errors.New("schedule fire: job refused")
 
 // ScheduleUpsert implements store.Schedules.
 func (s *Store) ScheduleUpsert(ctx context.Context, p *store.ScheduleUpsertParams) (*store.Schedule, error) {
@@ -112,6 +120,60 @@ func (s *Store) ScheduleFired(ctx context.Context, p *store.ScheduleFiredParams)
 		return false, fmt.Errorf("schedule fired: %w", err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// ScheduleFire implements store.Schedules: the schedule's row lock, the
+// job's insert and the mark are one transaction.
+func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (*store.ScheduleFireResult, error) {
+	r := p.Read
+	var jobs []*store.JobInsertParams
+	if p.Job != nil {
+		jobs = []*store.JobInsertParams{p.Job}
+	}
+	now := store.OrNow(p.Now)
+	var out store.ScheduleFireResult
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		out = store.ScheduleFireResult{}
+		var one int
+		err := tx.QueryRow(ctx, s.sql(qScheduleLock), r.Tenant, r.Name, r.CreatedAt.UTC().Truncate(time.Microsecond),
+			r.UpdatedAt.UTC().Truncate(time.Microsecond), string(r.Spec)).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			out.Stale = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock schedule: %w", err)
+		}
+		var jobID int64
+		if len(jobs) > 0 {
+			res, err := s.JobInsertManyTx(ctx, tx, &store.JobInsertManyParams{Jobs: jobs, Now: now})
+			if err != nil {
+				return err
+			}
+			if out.Insert = res[0]; out.Insert.Err != nil {
+				return errFireRefused
+			}
+			jobID = out.Insert.Job.ID
+		}
+		var tag pgconn.CommandTag
+		switch {
+		case p.At.IsZero() && jobID == 0:
+			return nil // a check only: no trigger to record
+		case p.At.IsZero():
+			tag, err = tx.Exec(ctx, s.sql(qScheduleTrigger), r.Tenant, r.Name, jobID)
+		default:
+			tag, err = tx.Exec(ctx, s.sql(qScheduleFired), r.Tenant, r.Name, p.At.UTC().Truncate(time.Microsecond), jobID)
+		}
+		if err != nil {
+			return fmt.Errorf("mark firing: %w", err)
+		}
+		out.Changed = tag.RowsAffected() > 0
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFireRefused) {
+		return nil, fmt.Errorf("schedule fire: %w", err)
+	}
+	return &out, nil
 }
 
 // scanSchedule scans the columns of scheduleCols.

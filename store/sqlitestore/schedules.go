@@ -21,6 +21,9 @@ RETURNING ` + scheduleCols
 	qScheduleDelete  = `DELETE FROM schedules WHERE tenant = ? AND name = ?`
 	qScheduleFired   = `UPDATE schedules SET last_fired_at = ?, last_job_id = COALESCE(NULLIF(?, 0), last_job_id) WHERE tenant = ? AND name = ? AND (last_fired_at IS NULL OR last_fired_at < ?)`
 	qScheduleTrigger = `UPDATE schedules SET last_job_id = ? WHERE tenant = ? AND name = ?`
+	// qScheduleCurrent finds the schedule only when it is still the
+	// definition a scheduler read (ScheduleFire).
+	qScheduleCurrent = `SELECT 1 FROM schedules WHERE tenant = ? AND name = ? AND created_at = ? AND updated_at = ? AND spec = ?`
 )
 
 // ScheduleUpsert implements store.Schedules.
@@ -107,6 +110,69 @@ func (s *Store) ScheduleFired(ctx context.Context, p *store.ScheduleFiredParams)
 		return false, fmt.Errorf("schedule fired: %w", err)
 	}
 	return changed, nil
+}
+
+// ScheduleFire implements store.Schedules. It runs on the single writer, so
+// no delete or replace of the schedule can come between its check, the
+// job's insert and the mark.
+func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (*store.ScheduleFireResult, error) {
+	r := p.Read
+	var jobs []*store.JobInsertParams
+	if p.Job != nil {
+		jobs = []*store.JobInsertParams{p.Job}
+		if err := store.CheckInsertTenants(jobs); err != nil {
+			return nil, fmt.Errorf("schedule fire: %w", err)
+		}
+	}
+	now := truncUS(store.OrNow(p.Now))
+	var out store.ScheduleFireResult
+	err := s.write(ctx, 1+len(jobs), func(t *wtx) error {
+		out = store.ScheduleFireResult{}
+		var one int
+		err := t.queryRow(qScheduleCurrent, r.Tenant, r.Name, toUS(r.CreatedAt), toUS(r.UpdatedAt), string(r.Spec)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			out.Stale = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("check schedule: %w", err)
+		}
+		var jobID int64
+		if len(jobs) > 0 {
+			res, err := insertJobs(t, jobs, now)
+			if err != nil {
+				return err
+			}
+			// A failed item was refused before anything was written.
+			if out.Insert = res[0]; out.Insert.Err != nil {
+				return nil
+			}
+			jobID = out.Insert.Job.ID
+		}
+		var res sql.Result
+		switch {
+		case p.At.IsZero() && jobID == 0:
+			return nil // a check only: no trigger to record
+		case p.At.IsZero():
+			res, err = t.exec(qScheduleTrigger, jobID, r.Tenant, r.Name)
+		default:
+			at := toUS(p.At)
+			res, err = t.exec(qScheduleFired, at, jobID, r.Tenant, r.Name, at)
+		}
+		if err != nil {
+			return fmt.Errorf("mark firing: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		out.Changed = n > 0
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("schedule fire: %w", err)
+	}
+	if out.Insert.Job != nil {
+		s.noteKeys(jobs)
+	}
+	return &out, nil
 }
 
 // scanSchedule scans the columns of scheduleCols.
