@@ -65,7 +65,9 @@ type Target struct {
 	// kept and Secrets is used only if the put creates it (decided in one
 	// statement), so repeating a put never rotates them.
 	KeepSecrets bool
-	// Timeout bounds one push; 0 = DeliveryConfig.Webhook's timeout.
+	// Timeout bounds one push; 0 = DeliveryConfig.Webhook's timeout. It
+	// is stored in whole milliseconds (cut to them); a positive one below
+	// 1ms is refused.
 	Timeout   time.Duration
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -107,6 +109,10 @@ func (c *Client) targetPut(ctx context.Context, t *Target, sub *subscriptionRow)
 	}
 	if t.Timeout < 0 {
 		return false, idemtype.Invalid("timeout", "must not be negative")
+	}
+	if t.Timeout > 0 && t.Timeout < time.Millisecond {
+		// Stored in whole milliseconds: it would be 0, the default.
+		return false, idemtype.Invalid("timeout", "must be 0 (the default) or a duration of at least 1ms, not %v", t.Timeout)
 	}
 	if err := c.targets.checkURL(ctx, t.URL); err != nil {
 		return false, fmt.Errorf("put target: %w", err)
@@ -334,6 +340,11 @@ func (s *targetSet) checkURL(ctx context.Context, raw string) error {
 		}
 		if !literalSubject(strings.Trim(u.Path, "/")) {
 			return idemtype.Invalid("url", "want nats://host:port/subject: a subject to publish to, its tokens separated by '.', none empty, '*' or '>', without white space or control characters")
+		}
+		if strings.HasPrefix(strings.Trim(u.Path, "/"), "$") {
+			// A publish there is a request to the server's own API
+			// ($JS.API.STREAM.DELETE.<name> is a stream's deletion).
+			return idemtype.Invalid("url", "want nats://host:port/subject: a subject not starting with '$', which NATS reserves for itself ($JS. for the JetStream API, $KV., $O., $SYS., ...)")
 		}
 		if n := len(strings.Trim(u.Path, "/")); n > maxNATSSubject {
 			return idemtype.Invalid("url", "want nats://host:port/subject: a subject of at most %d bytes, not %d (a NATS server closes the connection that publishes to a longer one)", maxNATSSubject, n)

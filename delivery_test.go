@@ -274,6 +274,8 @@ func TestTargetPutInvalid(t *testing.T) {
 		"queue":    {Name: "a", URL: "http://127.0.0.1:9/x"},
 		"secrets":  {Name: "a", Queue: "q", URL: "http://127.0.0.1:9/x", Secrets: []webhook.Secret{{}}},
 		"metadata": {Name: "a", Queue: "q", URL: "http://169.254.169.254/latest"},
+		// Stored in whole milliseconds, 500µs was 0: the default 30 s.
+		"timeout": {Name: "a", Queue: "q", URL: "http://127.0.0.1:9/x", Timeout: 500 * time.Microsecond},
 	} {
 		_, err := b.client.TargetPut(ctx, tg)
 		var inv *idemtype.InvalidError
@@ -285,15 +287,16 @@ func TestTargetPutInvalid(t *testing.T) {
 			t.Errorf("%s: err %v, want an InvalidError on %q", name, err, want)
 		}
 	}
-	if _, err := b.client.TargetPut(ctx, &idem.Target{Name: "ok", Queue: "q", URL: "http://127.0.0.1:9/x", Secrets: []webhook.Secret{mustSecret(t)}}); err != nil {
+	if _, err := b.client.TargetPut(ctx, &idem.Target{Name: "ok", Queue: "q", URL: "http://127.0.0.1:9/x", Secrets: []webhook.Secret{mustSecret(t)},
+		Timeout: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	list, err := b.client.TargetList(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0].Secrets != nil || list[0].SecretCount != 1 {
-		t.Fatalf("list = %+v, want one target with SecretCount 1 and no secrets", list)
+	if len(list) != 1 || list[0].Secrets != nil || list[0].SecretCount != 1 || list[0].Timeout != time.Millisecond {
+		t.Fatalf("list = %+v, want one target with SecretCount 1, no secrets and the timeout 1ms", list)
 	}
 }
 

@@ -30,7 +30,7 @@ type (
 	Attempt = idemtype.Attempt
 	// Record is an idempotency record.
 	Record = idemtype.Record
-	// KeyReusedError carries the job that owns a reused key.
+	// KeyReusedError carries the job (or event) that owns a reused key.
 	KeyReusedError = idemtype.KeyReusedError
 	// InvalidError is bad input: Field names the field at fault (wraps ErrInvalid).
 	InvalidError = idemtype.InvalidError

@@ -31,7 +31,8 @@ const MaxWeight = store.MaxWeight
 // tenant together, Queue "" every queue together.
 type FlowScope = store.FlowScope
 
-// LimitPut creates or replaces the limit of l's scope.
+// LimitPut creates or replaces the limit of l's scope and returns it as
+// kept: the rate's period in whole microseconds (cut to them).
 func (c *Client) LimitPut(ctx context.Context, l Limit) (*Limit, error) {
 	return c.store.LimitPut(ctx, &store.LimitPutParams{Limit: l, Now: c.now()})
 }
@@ -91,12 +92,18 @@ func ParseRate(s string) (n int, period time.Duration, err error) {
 	if err != nil || n < 1 {
 		return 0, 0, idemtype.Invalid("rate", "N must be a positive integer")
 	}
-	if per != "" && (per[0] < '0' || per[0] > '9') {
-		per = "1" + per
+	given := per
+	if per != "" && (per[0] >= 'a' && per[0] <= 'z' || per[0] >= 'A' && per[0] <= 'Z') {
+		per = "1" + per // a bare unit; not before '.' (".5s" is half a second)
 	}
 	period, err = time.ParseDuration(per)
-	if err != nil || period < time.Millisecond {
-		return 0, 0, idemtype.Invalid("rate", "period must be a duration of at least 1ms, e.g. 1m")
+	switch {
+	case err != nil && per != "" && strings.Trim(per, "0123456789.+-") == "":
+		return 0, 0, idemtype.Invalid("rate", "period %q has no unit: want a number and a unit (ms, s, m or h), e.g. 1.5s", given)
+	case err != nil:
+		return 0, 0, idemtype.Invalid("rate", "period %q is not a duration: want a number and a unit (ms, s, m or h), e.g. 1m", given)
+	case period < time.Millisecond:
+		return 0, 0, idemtype.Invalid("rate", "period %v is below 1ms: the period must be a duration of at least 1ms, e.g. 1m", period)
 	}
 	return n, period, nil
 }

@@ -18,7 +18,8 @@ import (
 // TestTargetNATSSubjectChecked: a nats:// target's subject is checked when
 // the target is put. A subject JetStream cannot publish to (a wildcard
 // token, an empty token, white space) was stored, and every delivery to it
-// failed and retried until its job was dead.
+// failed and retried until its job was dead; one NATS reserves for itself
+// (starting with '$', such as its JetStream API) was published to.
 func TestTargetNATSSubjectChecked(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &idem.Config{Queues: queues(1)})
@@ -39,6 +40,15 @@ func TestTargetNATSSubjectChecked(t *testing.T) {
 		"nats://127.0.0.1:4222/orders#created",
 		"nats://127.0.0.1:4222/orders?",
 		"nats://127.0.0.1:4222/orders#",
+		// Subjects starting with '$' are NATS's own (its JetStream API,
+		// key-value and object stores, system account):
+		// $JS.API.STREAM.DELETE.X is a stream's deletion.
+		"nats://127.0.0.1:4222/$JS.API.STREAM.DELETE.ORDERS",
+		"nats://127.0.0.1:4222/$JS.ACK.orders",
+		"nats://127.0.0.1:4222/$KV.config.key",
+		"nats://127.0.0.1:4222/$O.files.x",
+		"nats://127.0.0.1:4222/$SYS.REQ.SERVER.PING",
+		"nats://127.0.0.1:4222/%24JS.API.INFO",
 	} {
 		_, err := b.client.TargetPut(ctx, &idem.Target{Name: "js", Queue: "hooks", URL: url})
 		var inv *idem.InvalidError
@@ -47,7 +57,7 @@ func TestTargetNATSSubjectChecked(t *testing.T) {
 		}
 	}
 	for _, url := range []string{"nats://127.0.0.1:4222/orders.created", "nats://127.0.0.1:4222/orders", "nats://127.0.0.1:4222/a-b_c.d*e",
-		"nats://127.0.0.1:4222/orders%3Fcreated%23x"} {
+		"nats://127.0.0.1:4222/orders%3Fcreated%23x", "nats://127.0.0.1:4222/orders.$v1"} {
 		if _, err := b.client.TargetPut(ctx, &idem.Target{Name: "js", Queue: "hooks", URL: url}); err != nil {
 			t.Errorf("put of %s: %v", url, err)
 		}

@@ -194,10 +194,13 @@ const maxClockSkew = time.Hour
 
 // Publish appends an event to the topic's event log and creates one
 // delivery job per subscription whose event types match. A repeated Key
-// returns the existing event (Existing) and creates only the deliveries it
-// lacks, so a publish retried after a crash completes its fan-out; a repeat
-// later than the delivery keys' dedup window and result TTL (7 days each by
-// default) creates none, since nothing would stop a second push then.
+// with the same event (type, partition key, payload and metadata, the JSON
+// in canonical form) returns the existing event (Existing) and creates
+// only the deliveries it lacks; with a different one it fails with a
+// *KeyReusedError (ErrKeyReused) and creates nothing. So a publish
+// retried after a crash completes its fan-out; a repeat later than the
+// delivery keys' dedup window and result TTL (7 days each by default)
+// creates none, since nothing would stop a second push then.
 func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) {
 	if e == nil {
 		return nil, idemtype.Invalid("event", "nil")
@@ -238,6 +241,13 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 	// gets the old event (Replay sends it on purpose).
 	var before time.Time
 	if existing {
+		same, err := sameEvent(stored, &ev)
+		if err != nil {
+			return nil, fmt.Errorf("publish: compare with event %d: %w", stored.ID, err)
+		}
+		if !same {
+			return nil, fmt.Errorf("publish: %w", &idemtype.KeyReusedError{Key: ev.Key, EventID: stored.ID})
+		}
 		before = stored.CreatedAt
 	}
 	n, err := c.fanOut(ctx, stored, "", false, "", before)
@@ -245,6 +255,45 @@ func (c *Client) Publish(ctx context.Context, e *Event) (*PublishResult, error) 
 		return nil, fmt.Errorf("publish event %d: %w", stored.ID, err)
 	}
 	return &PublishResult{Event: stored, Existing: existing, Deliveries: n}, nil
+}
+
+// sameEvent reports whether e, published again with the key of stored,
+// is the same event: the same type, partition key, payload and metadata,
+// the JSON compared in canonical form (key order and white space do not
+// matter; absent, null and {} metadata are the same), as a job's fields
+// are for its key (fingerprint). A different one is a key reused.
+func sameEvent(stored, e *Event) (bool, error) {
+	if stored.Type != e.Type || stored.PartitionKey != e.PartitionKey {
+		return false, nil
+	}
+	same, err := sameJSON(stored.Payload, e.Payload)
+	if err != nil || !same {
+		return false, err
+	}
+	if noMetadata(stored.Metadata) && noMetadata(e.Metadata) {
+		return true, nil
+	}
+	return sameJSON(stored.Metadata, e.Metadata)
+}
+
+// sameJSON reports whether two JSON texts have the same canonical form; an
+// empty text is null.
+func sameJSON(a, b json.RawMessage) (bool, error) {
+	canon := func(m json.RawMessage) ([]byte, error) {
+		if len(m) == 0 {
+			m = json.RawMessage("null")
+		}
+		return key.Canonicalize(m)
+	}
+	ca, err := canon(a)
+	if err != nil {
+		return false, fmt.Errorf("canonical form of the stored event: %w", err)
+	}
+	cb, err := canon(b)
+	if err != nil {
+		return false, fmt.Errorf("canonical form of the event: %w", err)
+	}
+	return string(ca) == string(cb), nil
 }
 
 // validateEvent checks what Publish is given. The payload and metadata

@@ -149,7 +149,12 @@ func testTopicFanOut(t *testing.T, b *bundle) {
 	subs["c"].down.Store(false)
 	checkOrder(t, "c", subs["c"].wait(t, n))
 
-	res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "e1", Payload: json.RawMessage(`{"seq":99}`)})
+	if res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "e1", Type: "order.updated", PartitionKey: "order-1",
+		Payload: json.RawMessage(`{"seq":99}`)}); !errors.Is(err, idem.ErrKeyReused) {
+		t.Fatalf("republish with another payload: %+v %v, want ErrKeyReused", res, err)
+	}
+	res, err := b.client.Publish(ctx, &idem.Event{Topic: "orders", Key: "e1", Type: "order.updated", PartitionKey: "order-1",
+		Payload: json.RawMessage(`{"seq":1}`)})
 	if err != nil || !res.Existing || res.Event.Type != "order.updated" {
 		t.Fatalf("republish: %+v %v", res, err)
 	}

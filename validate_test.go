@@ -34,6 +34,7 @@ func TestParseRate(t *testing.T) {
 		{"5/h", 5, time.Hour, true},
 		{"1/1ms", 1, time.Millisecond, true},
 		{"3/1.5s", 3, 1500 * time.Millisecond, true},
+		{"3/.5s", 3, 500 * time.Millisecond, true}, // not 1.5s: a bare unit is a letter
 		{"10/24h", 10, 24 * time.Hour, true},
 		{"100", 0, 0, false},
 		{"100/", 0, 0, false},
@@ -53,6 +54,30 @@ func TestParseRate(t *testing.T) {
 		}
 		if err != nil && invalidField(err) != "rate" {
 			t.Errorf("ParseRate(%q): %v does not name rate", tc.in, err)
+		}
+	}
+}
+
+// TestParseRateSaysWhatIsWrong: a refused rate's error says what is wrong
+// with it; "5/1.5" (no unit) said the period must be at least 1ms.
+func TestParseRateSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"5/1.5":    "has no unit",
+		"5/10":     "has no unit",
+		"5/minute": `"minute" is not a duration`,
+		"5/1x":     `"1x" is not a duration`,
+		"5/500us":  "500µs is below 1ms",
+		"5/0s":     "0s is below 1ms",
+		"5/-1m":    "-1m0s is below 1ms",
+		"5/soon":   `"soon" is not a duration`,
+		"5/1m/2":   `"1m/2" is not a duration`,
+		"0/1m":     "N must be a positive integer",
+	} {
+		_, _, err := idem.ParseRate(in)
+		var inv *idem.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "rate" || !strings.Contains(inv.Reason, want) {
+			t.Errorf("ParseRate(%q): %v, want an invalid rate saying %q", in, err, want)
 		}
 	}
 }

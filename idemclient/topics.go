@@ -88,7 +88,9 @@ func (cl *Client) DeleteSubscription(ctx context.Context, topic, name string) er
 // Publish publishes an event to a topic. Without e.Key every call is a
 // new event; its retries after a lost reply carry one random
 // Idempotency-Key, which the server takes as the event key, so they
-// publish it once. With e.Key the body key alone deduplicates. A payload
+// publish it once. With e.Key the body key alone deduplicates. A repeat of
+// a key with a different event (type, partition key, payload or metadata)
+// fails with ErrKeyReused (422). A payload
 // the server's JSON rule refuses (see Complete) is refused before sending
 // (ErrInvalid naming payload); a nil payload is sent as JSON null, an
 // event whose payload is null (as idem.Client.Publish takes an empty one).

@@ -112,6 +112,7 @@ var docLooserThanServer = []string{
 	"outside the years 0000 to 9999",            // a date-time whose offset moves it out of range in UTC
 	"a path segment must not be empty",          // "." and ".." segments: the HTTP layer's, not the document's
 	"period must be a duration of at least 1ms", // a rate's period (the pattern cannot say positive)
+	"or a duration of at least 1ms",             // a target's timeout: 0 or at least 1ms (the pattern cannot say it)
 	"given more than once",                      // a one-value query parameter repeated (the document sees the first)
 	"an empty item in the list",                 // a list parameter repeated with an empty value (state=dead&state=)
 }

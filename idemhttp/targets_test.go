@@ -117,7 +117,12 @@ func testTargetBadInput(t *testing.T, open opener) {
 		"queue":   map[string]any{"url": "http://127.0.0.1:9/x"},
 		"secrets": map[string]any{"url": "http://127.0.0.1:9/x", "queue": "q", "secrets": []string{"nope"}},
 		"timeout": map[string]any{"url": "http://127.0.0.1:9/x", "queue": "q", "timeout": "soon"},
+		// Stored in whole milliseconds: 500µs would be 0, the default 30 s.
+		"timeout 500us": map[string]any{"url": "http://127.0.0.1:9/x", "queue": "q", "timeout": "500us"},
+		// A subject in the space NATS reserves for itself ($JS.API.…).
+		"url $JS": map[string]any{"url": "nats://127.0.0.1:4222/$JS.API.STREAM.DELETE.ORDERS", "queue": "q"},
 	} {
+		field := strings.Fields(field)[0]
 		r := e.req("PUT", "/v1/targets/t1", e.keyA, body)
 		expect(t, r, 400, "/problems/invalid-request")
 		if errs, _ := r.json(t)["errors"].(map[string]any); errs[field] == nil {

@@ -175,3 +175,36 @@ func TestPublishTakesTheHeaderKey(t *testing.T) {
 		t.Fatalf("%d events, want 1: %s", len(evs), r.body)
 	}
 }
+
+// TestPublishKeyReused (both stores): a repeat of an event key with the
+// same event (another key order and spacing) is 200 existing:true; with a
+// different payload, header key or body key, it is 422
+// /problems/idempotency-key-reused, as a job key reused with another
+// request is, and the event log still holds the one event.
+func TestPublishKeyReused(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": openPostgres} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, open, nil)
+			path := "/v1/topics/orders/events"
+			r := e.req("POST", path, e.keyA, `{"key":"o1","type":"paid","payload":{"amount":5,"currency":"EUR"}}`)
+			expect(t, r, 201, "")
+			first := r.json(t)["event_id"]
+			r = e.req("POST", path, e.keyA, `{"payload":{ "currency":"EUR", "amount":5 },"type":"paid","key":"o1"}`)
+			expect(t, r, 200, "")
+			if m := r.json(t); m["event_id"] != first || m["existing"] != true {
+				t.Fatalf("repeat of the same event: %s", r.body)
+			}
+			expect(t, e.req("POST", path, e.keyA, `{"key":"o1","type":"paid","payload":{"amount":6,"currency":"EUR"}}`),
+				422, "/problems/idempotency-key-reused")
+			expect(t, e.req("POST", path, e.keyA, `{"type":"paid","payload":{"amount":6}}`, "Idempotency-Key", "o1"),
+				422, "/problems/idempotency-key-reused")
+			r = e.req("GET", path, e.keyA, nil)
+			expect(t, r, 200, "")
+			if evs := r.json(t)["events"].([]any); len(evs) != 1 {
+				t.Fatalf("%d events, want 1: %s", len(evs), r.body)
+			}
+		})
+	}
+}

@@ -39,14 +39,19 @@ var (
 )
 
 // KeyReusedError is returned when an idempotency key is reused with a
-// different request; it carries the id of the job the key belongs to.
+// different request; it carries the id of the job the key belongs to, or
+// for an event key that of the event (EventID, JobID 0).
 type KeyReusedError struct {
-	Key   string
-	JobID int64
+	Key     string
+	JobID   int64
+	EventID int64
 }
 
 // Error implements error.
 func (e *KeyReusedError) Error() string {
+	if e.JobID == 0 && e.EventID != 0 {
+		return fmt.Sprintf("idempotency key %q reused with a different event (event %d)", e.Key, e.EventID)
+	}
 	return fmt.Sprintf("idempotency key %q reused with a different request (job %d)", e.Key, e.JobID)
 }
 

@@ -19,8 +19,9 @@ import (
 // together (a queue limit), Queue "" means every queue together (a tenant
 // limit); both set is one tenant's work in one queue. Both "" is invalid.
 type FlowControl interface {
-	// LimitPut creates or replaces the limit of a scope and returns it. A
-	// changed Period or Rate starts a new rate window.
+	// LimitPut creates or replaces the limit of a scope and returns it as
+	// kept: the Period in whole microseconds (cut to them). A changed
+	// Period or Rate starts a new rate window.
 	LimitPut(ctx context.Context, p *LimitPutParams) (*Limit, error)
 	// LimitList returns every limit (Tenant "" = all tenants' scopes, else
 	// the scopes naming Tenant) with its current usage, ordered by

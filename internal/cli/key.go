@@ -12,6 +12,10 @@ import (
 	"github.com/idem-dev/idem/key"
 )
 
+// maxKeyInput is the most `idem key` reads of standard input (16 MiB);
+// more is refused.
+const maxKeyInput = 16 << 20
+
 // keyFlags are the inputs of `idem key`.
 type keyFlags struct {
 	prefix, tenant, user, action, function, grain, zone, at string
@@ -23,7 +27,7 @@ func newKeyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "key",
 		Short: "Print the idempotency keys of the JSON on standard input",
-		Long: `Reads one JSON document on standard input (none reads as null) and prints its canonical form
+		Long: `Reads one JSON document on standard input (none reads as null; at most 16 MiB) and prints its canonical form
 (RFC 8785), its SHA-256, and each key format whose parts are given:
   prefixed  --prefix P                          P_<sha256>
   scoped    [--tenant T] [--user U] --action A  T_U_A_<hash16> (a missing
@@ -32,9 +36,14 @@ func newKeyCmd() *cobra.Command {
                                                 F:T:<grain date>:<hash12>`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 16<<20))
+			// One byte over the limit tells a longer input from one of
+			// the limit's size: cut, it could still be JSON, of another key.
+			in, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxKeyInput+1))
 			if err != nil {
 				return fmt.Errorf("read stdin: %w", err)
+			}
+			if len(in) > maxKeyInput {
+				return usageErr(fmt.Errorf("standard input is over 16 MiB (%d bytes): idem key reads one JSON document of at most that", maxKeyInput))
 			}
 			return printKeys(cmd.OutOrStdout(), in, &f, wantJSON(cmd))
 		},

@@ -70,3 +70,20 @@ func TestKeySetPointerWithComma(t *testing.T) {
 		t.Fatalf("code %d out %q err %q", code, out, errOut)
 	}
 }
+
+// TestKeyRefusesInputOverLimit: `idem key` reads at most 16 MiB of
+// standard input and fails, exit 2, saying so when there is more. It cut
+// the input there silently: "1", 16 MiB of spaces and "2" (not one JSON
+// document) printed the keys of 1.
+func TestKeyRefusesInputOverLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 16 << 20
+	out, errOut, code := runCLI(t, "1"+strings.Repeat(" ", limit)+"2", "key")
+	if code != ExitUsage || !strings.Contains(errOut, "standard input is over 16 MiB") || out != "" {
+		t.Fatalf("input over 16 MiB: code %d out %.200q err %q, want exit %d saying it is over 16 MiB", code, out, errOut, ExitUsage)
+	}
+	// 16 MiB exactly is read whole: white space and the number 1.
+	if _, errOut, code := runCLI(t, strings.Repeat(" ", limit-1)+"1", "key"); code != 0 {
+		t.Fatalf("input of 16 MiB: code %d err %q", code, errOut)
+	}
+}

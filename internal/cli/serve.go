@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,9 +56,10 @@ take Go syntax (90s, 1h30m) or integer seconds. --print-config prints the
 effective configuration (database password masked) and exits.
 
 SIGTERM or SIGINT: stop accepting connections, finish in-flight requests (up
-to shutdown_timeout), then stop the runtime gracefully (up to shutdown_timeout
-again: allow twice it before a SIGKILL); exit code 0, or 1 when
-stopping failed (leases that could not be released, cache counts not flushed).`,
+to shutdown_timeout, every listener at once), then stop the runtime gracefully
+(up to shutdown_timeout again: allow twice it before a SIGKILL); exit code 0,
+or 1 when stopping failed (leases that could not be released, cache counts not
+flushed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path := configPath
@@ -210,8 +212,9 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, cfg *ServeConfig) e
 	}
 	var g group
 	g.add(signalActor(ctx))
+	stopHTTP := &httpStop{grace: time.Duration(cfg.ShutdownTimeout), logger: logger}
 	for _, l := range listeners {
-		l.serve(&g, server, stdout, logger, time.Duration(cfg.ShutdownTimeout), cfg.jsonOut)
+		l.serve(&g, server, stdout, logger, stopHTTP, cfg.jsonOut)
 	}
 	if counters != nil {
 		counters.Start(context.WithoutCancel(ctx))
@@ -303,9 +306,9 @@ func mintFirstAdminKey(ctx context.Context, st store.Store, w io.Writer, asJSON 
 // group runs actors in the style of oklog/run: when the first one returns,
 // every actor is interrupted, in the order they were added, and run waits
 // for all of them. Shutdown order of serve: signals, then the HTTP
-// listeners (stop accepting, finish in-flight requests), then the runtime
-// (running jobs finish or are released) — requests never meet a stopped
-// runtime.
+// listeners, together (stop accepting, finish in-flight requests:
+// httpStop), then the runtime (running jobs finish or are released) —
+// requests never meet a stopped runtime.
 type group struct{ actors []actor }
 
 type actor struct {
@@ -377,8 +380,9 @@ func listen(name, addr string) (*listener, error) {
 	return &listener{name: name, ln: ln}, nil
 }
 
-// serve adds the HTTP server of l to the group.
-func (l *listener) serve(g *group, api *idemhttp.Server, stdout io.Writer, logger *slog.Logger, grace time.Duration, asJSON bool) {
+// serve adds the HTTP server of l to the group; its interrupt shuts it
+// down with the others of stop.
+func (l *listener) serve(g *group, api *idemhttp.Server, stdout io.Writer, logger *slog.Logger, stop *httpStop, asJSON bool) {
 	// The API server's connection limits (headers, timeouts, open
 	// connections); its shutdown ends long polls at once.
 	srv := api.NewHTTPServer(l.h)
@@ -390,18 +394,49 @@ func (l *listener) serve(g *group, api *idemhttp.Server, stdout io.Writer, logge
 		fmt.Fprintf(stdout, "idem: %s listening on http://%s\n", l.name, l.ln.Addr())
 	}
 	logger.Info("listening", "server", l.name, "addr", l.ln.Addr().String())
+	stop.servers = append(stop.servers, namedServer{name: l.name, srv: srv})
 	g.add(func() error {
 		if err := srv.Serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("%s server: %w", l.name, err)
 		}
 		return nil
-	}, func(error) {
-		ctx, cancel := context.WithTimeout(context.Background(), grace)
+	}, func(error) { stop.stop() })
+}
+
+// httpStop shuts every HTTP server of serve (the API's, the ops
+// listener's) down together under one deadline of grace: the first
+// listener's interrupt does it and returns when all are down, the others'
+// find it done. One after another, each given grace, they took up to
+// grace per listener before the runtime's own stop began.
+type httpStop struct {
+	grace   time.Duration
+	logger  *slog.Logger
+	servers []namedServer // complete before the group runs
+	once    sync.Once
+}
+
+// namedServer is an HTTP server and the name of its listener.
+type namedServer struct {
+	name string
+	srv  *http.Server
+}
+
+// stop shuts the servers down at once (stop accepting, finish in-flight
+// requests until the deadline, then close what is left).
+func (h *httpStop) stop() {
+	h.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), h.grace)
 		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			logger.Warn("http shutdown", "server", l.name, "err", err)
-			srv.Close()
+		var wg sync.WaitGroup
+		for _, s := range h.servers {
+			wg.Go(func() {
+				if err := s.srv.Shutdown(ctx); err != nil {
+					h.logger.Warn("http shutdown", "server", s.name, "err", err)
+					s.srv.Close()
+				}
+			})
 		}
+		wg.Wait()
 	})
 }
 

@@ -410,6 +410,7 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
+	l.Period = l.Period.Truncate(time.Microsecond) // as kept, and as returned
 	db, err := s.db()
 	if err != nil {
 		return nil, err

@@ -188,6 +188,7 @@ func (s *Store) LimitPut(ctx context.Context, p *store.LimitPutParams) (*store.L
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("put limit: %w", err)
 	}
+	l.Period = l.Period.Truncate(time.Microsecond) // as kept, and as returned
 	err := s.write(ctx, 1, func(t *wtx) error {
 		t.flow.invalidate()
 		if l.IsDefault() {

@@ -26,6 +26,7 @@ func flowCases() []testCase {
 		{"Fairness/empty_tenant_under_queue_limit_leaves_room_to_others", testFairEmptyTenantUnderQueueLimit},
 		{"Fairness/tenant_left_out_by_the_claims_limit_fills_the_rest", testFairClaimLimitLeftOutTenantFillsRest},
 		{"Limits/put_list_delete", testLimitCRUD},
+		{"Limits/period_echoed_as_stored", testLimitPeriodEcho},
 		{"Limits/invalid_scope_and_values", testLimitInvalid},
 		{"Limits/rate_holds_per_window_and_reports_refill", testLimitRateWindow},
 		{"Limits/rate_shared_by_concurrent_claimers", testLimitRateRace},
@@ -177,6 +178,24 @@ func testLimitCRUD(t *testing.T, s store.Store) {
 	wantOK(t, "LimitList", err)
 	if len(ls) != 0 {
 		t.Errorf("LimitList after deletes: %d limits, want 0", len(ls))
+	}
+}
+
+// testLimitPeriodEcho: a rate period is kept in whole microseconds, and
+// LimitPut returns the period kept (1.5s and 500ns is 1.5s), the one
+// LimitList shows, not the one it was given.
+func testLimitPeriodEcho(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const given, kept = 1500*time.Millisecond + 500*time.Nanosecond, 1500 * time.Millisecond
+	got, err := s.LimitPut(ctx, &store.LimitPutParams{Limit: store.Limit{FlowScope: store.FlowScope{Tenant: "acme"}, Rate: 5, Period: given}, Now: at(0)})
+	wantOK(t, "LimitPut", err)
+	if got.Period != kept || got.Rate != 5 {
+		t.Errorf("LimitPut echoed %+v, want the rate 5 per %v as kept", got, kept)
+	}
+	ls, err := s.LimitList(ctx, &store.LimitListParams{Now: at(0)})
+	wantOK(t, "LimitList", err)
+	if len(ls) != 1 || ls[0].Period != kept {
+		t.Fatalf("LimitList = %+v, want one limit per %v", ls, kept)
 	}
 }
 
