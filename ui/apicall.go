@@ -12,14 +12,22 @@ import (
 // inProcess is an http.RoundTripper that answers with the API handler
 // itself: the dashboard's calls take the API's own code path (auth, tenant
 // scoping, validation, Idempotency-Key) without a network hop.
-type inProcess struct{ api http.Handler }
+type inProcess struct {
+	api http.Handler
+	// remote is the browser's address the call is made for ("" = none
+	// known): the API's access log names it.
+	remote string
+}
 
 // RoundTrip implements http.RoundTripper.
 func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	rec := &recorder{header: http.Header{}}
 	r := req.Clone(req.Context())
 	r.RequestURI = req.URL.RequestURI()
-	r.RemoteAddr = "127.0.0.1:0"
+	r.RemoteAddr = t.remote
+	if r.RemoteAddr == "" {
+		r.RemoteAddr = "127.0.0.1:0"
+	}
 	if r.Body == nil {
 		r.Body = http.NoBody
 	}
@@ -55,7 +63,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 // client returns an API client acting with the session's key and tenant.
 func (h *Handler) client(s *session) *idemclient.Client {
 	cl, err := idemclient.New("http://idem.internal", &idemclient.Config{APIKey: s.key, Tenant: s.tenant,
-		MaxRetries: -1, UserAgent: "idem-ui", HTTPClient: &http.Client{Transport: inProcess{h.api}}})
+		MaxRetries: -1, UserAgent: "idem-ui", HTTPClient: &http.Client{Transport: inProcess{api: h.api, remote: s.remote}}})
 	if err != nil {
 		panic("ui: constant base URL rejected: " + err.Error())
 	}

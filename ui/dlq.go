@@ -106,9 +106,14 @@ func (h *Handler) dlqSelected(w http.ResponseWriter, r *http.Request, s *session
 	switch action {
 	case "requeue":
 		n, err := cl.DLQRequeue(r.Context(), ids, nil)
-		if err != nil {
+		switch {
+		case err != nil:
 			h.flash(w, r, "error", "Nothing requeued: "+problemText(err))
-		} else {
+		case n < len(ids):
+			// Not a success: the others were no longer dead (requeued or
+			// retried from elsewhere meanwhile).
+			h.flash(w, r, "error", fmt.Sprintf("Requeued %d of %d selected jobs: the others are not dead jobs of this tenant (any more).", n, len(ids)))
+		default:
 			h.flash(w, r, "ok", fmt.Sprintf("Requeued %d of %d selected jobs.", n, len(ids)))
 		}
 	case "delete":

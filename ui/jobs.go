@@ -112,8 +112,11 @@ type jobData struct {
 	Record    *idemclient.Record
 	RecordErr string
 	ReplayOf  string
-	Finished  bool
-	CanRetry  bool
+	// ReplayOfJob: ReplayOf is a job id, linked; any other value (the
+	// metadata is the client's) is shown as text.
+	ReplayOfJob bool
+	Finished    bool
+	CanRetry    bool
 	// CanResolve: the job is dead and not marked resolved yet.
 	CanResolve bool
 }
@@ -137,6 +140,9 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	d := &jobData{Job: job, ReplayOf: replayOf(job)}
+	if n, err := strconv.ParseInt(d.ReplayOf, 10, 64); err == nil && n > 0 {
+		d.ReplayOfJob = true
+	}
 	st := idemtype.JobState(job.State)
 	d.Finished = st == idemtype.StateCompleted || st == idemtype.StateDead || st == idemtype.StateCancelled
 	d.CanRetry = st != idemtype.StateRunning

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -52,10 +51,9 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f%%", *f*100)
 	},
-	"join":    strings.Join,
-	"pathesc": url.PathEscape,
-	"mulf":    func(f float64) float64 { return f * 100 },
-	"retry":   retryText,
+	"join":  strings.Join,
+	"mulf":  func(f float64) float64 { return f * 100 },
+	"retry": retryText,
 }
 
 func formatTime(t time.Time) string {

@@ -42,7 +42,10 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, s *session) 
 // scheduleTrigger fires a schedule now ("Trigger now") and returns to the
 // schedules page, which links the job it enqueued; a refusal is a message.
 func (h *Handler) scheduleTrigger(w http.ResponseWriter, r *http.Request, s *session) {
-	name := r.PathValue("name")
+	name, ok := h.scheduleName(w, r)
+	if !ok {
+		return
+	}
 	res, err := h.client(s).TriggerSchedule(r.Context(), name, "")
 	if err != nil {
 		h.flash(w, r, "error", "Schedule "+name+" not triggered: "+problemText(err))
@@ -113,13 +116,31 @@ func scheduleForm(f url.Values) (*idemclient.ScheduleRequest, error) {
 
 // scheduleDelete deletes a schedule ("Delete"); its jobs stay.
 func (h *Handler) scheduleDelete(w http.ResponseWriter, r *http.Request, s *session) {
-	name := r.PathValue("name")
+	name, ok := h.scheduleName(w, r)
+	if !ok {
+		return
+	}
 	if err := h.client(s).DeleteSchedule(r.Context(), name); err != nil {
 		h.flash(w, r, "error", "Schedule "+name+" not deleted: "+problemText(err))
 	} else {
 		h.flash(w, r, "ok", "Schedule "+name+" deleted; the jobs it made are kept.")
 	}
 	http.Redirect(w, r, Prefix+"schedules", http.StatusSeeOther)
+}
+
+// scheduleName is the schedule a Trigger now or Delete form names: in
+// the path, or (the page's forms) in the body; without one the answer is
+// a message on the schedules page and ok is false.
+func (h *Handler) scheduleName(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if name := r.PathValue("name"); name != "" {
+		return name, true
+	}
+	if name := r.PostForm.Get("name"); name != "" {
+		return name, true
+	}
+	h.flash(w, r, "error", "Name the schedule.")
+	http.Redirect(w, r, Prefix+"schedules", http.StatusSeeOther)
+	return "", false
 }
 
 // retryText describes a schedule's own retry policy for the page.

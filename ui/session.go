@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/idem-dev/idem/idemclient"
 )
@@ -31,6 +32,9 @@ type session struct {
 	admin  bool
 	tenant string
 	csrf   string
+	// remote is the browser's address, the remote address of the API
+	// calls made for it (their access-log lines name it).
+	remote string
 }
 
 // session reads the session cookie; ok is false when nobody is signed in.
@@ -43,10 +47,10 @@ func (h *Handler) session(r *http.Request) (*session, bool) {
 	if len(parts) != 3 || parts[0] == "" || parts[2] == "" || (parts[1] != "a" && parts[1] != "t") {
 		return nil, false
 	}
-	s := &session{nonce: parts[0], admin: parts[1] == "a", key: parts[2]}
+	s := &session{nonce: parts[0], admin: parts[1] == "a", key: parts[2], remote: r.RemoteAddr}
 	s.csrf = csrfToken(s.key, s.nonce)
 	if t, err := r.Cookie(tenantCookie); err == nil && s.admin {
-		s.tenant = t.Value
+		s.tenant = tenantFromCookie(t.Value)
 	}
 	return s, true
 }
@@ -60,6 +64,20 @@ func csrfToken(key, nonce string) string {
 	m := hmac.New(sha256.New, []byte(key))
 	m.Write([]byte("idem-ui-csrf:" + nonce))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// tenantToCookie escapes a tenant name for its cookie: a name may hold
+// characters a cookie value cannot (`;`, `"`, `\`), which net/http drops,
+// and the session then acted in another tenant ("xy" for "x;y").
+func tenantToCookie(tenant string) string { return url.PathEscape(tenant) }
+
+// tenantFromCookie reads the tenant cookie; a value that is not escaped
+// (a cookie set before escaping) is the name as it is.
+func tenantFromCookie(v string) string {
+	if t, err := url.PathUnescape(v); err == nil {
+		return t
+	}
+	return v
 }
 
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
@@ -109,6 +127,9 @@ func (h *Handler) authed(next func(w http.ResponseWriter, r *http.Request, s *se
 					Message: "This action needs a signed-in session."})
 				return
 			}
+			if signedOutPoll(w, r) {
+				return
+			}
 			http.Redirect(w, r, Prefix+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
@@ -120,6 +141,35 @@ func (h *Handler) authed(next func(w http.ResponseWriter, r *http.Request, s *se
 		}
 		next(w, r, s)
 	}
+}
+
+// signedOutPoll answers a poll of a page (htmx's fragment, the chart's
+// JSON) that comes without a session, and reports whether it did. A
+// redirect to sign in is followed by the poll itself: htmx swapped the
+// sign-in page into the table (and signing in there led to the bare
+// fragment), the chart read it as JSON. htmx is told to load the sign-in
+// page for the page it polls from instead (HX-Redirect), the chart gets a
+// JSON error.
+func signedOutPoll(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.Header.Get("HX-Request") == "true":
+		next := Prefix
+		if u, err := url.Parse(r.Header.Get("HX-Current-URL")); err == nil && u.Path != "" {
+			next = safeNext(u.RequestURI())
+		}
+		w.Header().Set("HX-Redirect", Prefix+"login?next="+url.QueryEscape(next))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte("Signed out: sign in again.\n"))
+		return true
+	case r.URL.Path == Prefix+"overview.json":
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"signed out: reload the page to sign in again"}` + "\n"))
+		return true
+	}
+	return false
 }
 
 type loginPage struct {
@@ -153,13 +203,13 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, "login", nil, page)
 		return
 	}
-	s := &session{key: key}
+	s := &session{key: key, remote: r.RemoteAddr}
 	if _, err := h.client(s).Stats(r.Context()); err != nil {
 		page.Error = loginError(err)
 		h.render(w, r, http.StatusUnauthorized, "login", nil, page)
 		return
 	}
-	s.admin = h.isAdmin(r.Context(), key)
+	s.admin = h.isAdmin(r.Context(), s)
 	if tenant != "" {
 		s.tenant = tenant
 		if _, err := h.client(s).Stats(r.Context()); err != nil {
@@ -175,16 +225,17 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		role = "a"
 	}
 	setCookie(w, r, sessionCookie, base64.RawURLEncoding.EncodeToString(b[:])+"."+role+"."+key, 0)
-	setCookie(w, r, tenantCookie, tenant, -1)
 	if tenant != "" {
-		setCookie(w, r, tenantCookie, tenant, 0)
+		setCookie(w, r, tenantCookie, tenantToCookie(tenant), 0)
+	} else {
+		setCookie(w, r, tenantCookie, "", -1)
 	}
 	http.Redirect(w, r, page.Next, http.StatusSeeOther)
 }
 
-// isAdmin asks the API whether key may act in another tenant.
-func (h *Handler) isAdmin(ctx context.Context, key string) bool {
-	_, err := h.client(&session{key: key, tenant: "idem-ui-admin-probe"}).Stats(ctx)
+// isAdmin asks the API whether the key of s may act in another tenant.
+func (h *Handler) isAdmin(ctx context.Context, s *session) bool {
+	_, err := h.client(&session{key: s.key, tenant: "idem-ui-admin-probe", remote: s.remote}).Stats(ctx)
 	return err == nil
 }
 
@@ -218,16 +269,36 @@ func (h *Handler) switchTenant(w http.ResponseWriter, r *http.Request, s *sessio
 			http.Redirect(w, r, Prefix, http.StatusSeeOther)
 			return
 		}
-		setCookie(w, r, tenantCookie, t, 0)
+		setCookie(w, r, tenantCookie, tenantToCookie(t), 0)
 	} else {
 		setCookie(w, r, tenantCookie, "", -1)
 	}
 	http.Redirect(w, r, Prefix, http.StatusSeeOther)
 }
 
-// flash leaves a one-time message for the next page.
+// maxFlash is the longest one-time message, in bytes: base64 makes it
+// 4/3 longer, and a browser drops a cookie over 4096 bytes (name and
+// value), which left the page with no message at all.
+const maxFlash = 2800
+
+// flash leaves a one-time message for the next page; a longer one than
+// maxFlash (a bulk action's failures, a long name echoed) is cut.
 func (h *Handler) flash(w http.ResponseWriter, r *http.Request, kind, msg string) {
-	setCookie(w, r, flashCookie, kind+":"+base64.RawURLEncoding.EncodeToString([]byte(msg)), 60)
+	setCookie(w, r, flashCookie, kind+":"+base64.RawURLEncoding.EncodeToString([]byte(cutFlash(msg))), 60)
+}
+
+// cutFlash shortens msg to at most maxFlash bytes, on a character
+// boundary, saying it was cut.
+func cutFlash(msg string) string {
+	if len(msg) <= maxFlash {
+		return msg
+	}
+	const mark = "… (message cut)"
+	n := maxFlash - len(mark)
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n] + mark
 }
 
 // takeFlash reads and clears the one-time message.

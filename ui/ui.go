@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Prefix is the path the dashboard is served under.
@@ -139,6 +140,11 @@ func (h *Handler) routes() *http.ServeMux {
 	m.HandleFunc("GET "+Prefix+"cache", h.authed(h.cache))
 	m.HandleFunc("GET "+Prefix+"schedules", h.authed(h.schedules))
 	m.HandleFunc("POST "+Prefix+"schedules", h.authed(h.schedulePut))
+	// The page's forms send the name in the body: as a path segment, "."
+	// and ".." (valid names) were removed by the browser. The paths with
+	// the name are kept for links and scripts.
+	m.HandleFunc("POST "+Prefix+"schedules/trigger", h.authed(h.scheduleTrigger))
+	m.HandleFunc("POST "+Prefix+"schedules/delete", h.authed(h.scheduleDelete))
 	m.HandleFunc("POST "+Prefix+"schedules/{name}/trigger", h.authed(h.scheduleTrigger))
 	m.HandleFunc("POST "+Prefix+"schedules/{name}/delete", h.authed(h.scheduleDelete))
 	m.HandleFunc("GET "+Prefix+"limits", h.authed(h.limits))
@@ -168,6 +174,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) staticHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !utf8.ValidString(r.URL.Path) {
+			// No file has such a name; the file server answers an
+			// invalid fs path with a 500.
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		h.static.ServeHTTP(w, r)
 	})

@@ -26,6 +26,7 @@ func newBatchCmd() *cobra.Command {
 	af.register(cmd)
 	var key, file, meta, onFinish string
 	create := &cobra.Command{Use: "create", Short: "Create a batch once per key from a JSON array of jobs (--file, - = stdin)",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if key == "" || file == "" {
 				return usageErr(errors.New("--key and --file are required"))

@@ -32,9 +32,20 @@ func newDLQRequeueCmd(af *apiFlags) *cobra.Command {
 --resolved) or --all. By filter or --all, resolved dead jobs are left
 (dealt with, kept for audit) unless --resolved true selects them.
 By filter, at most --limit jobs are requeued (the newest, from --cursor);
---dry-run lists the jobs that would be requeued and changes nothing. Jobs
-are requeued oldest first, so a FIFO partition runs its oldest job first.`,
+--dry-run lists the jobs that would be requeued and changes nothing (by
+ids: those of the named jobs that are dead, exiting as the real run would).
+Ids and filter flags (or --all, --limit, --cursor) do not mix. Jobs are
+requeued oldest first, so a FIFO partition runs its oldest job first.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				// By ids the filter flags select nothing: refuse them
+				// rather than requeue the ids and drop the flags.
+				for _, name := range []string{"all", "queue", "kind", "partition-key", "key", "error-code", "resolved", "limit", "cursor"} {
+					if cmd.Flags().Changed(name) {
+						return usageErr(fmt.Errorf("--%s selects dead jobs by filter: give it or ids, not both", name))
+					}
+				}
+			}
 			cl, err := af.client()
 			if err != nil {
 				return err
@@ -44,6 +55,12 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 			}
 			ids := args
 			next := ""
+			if len(args) > 0 && dryRun {
+				// What a real run requeues: the named jobs that are dead.
+				if ids, err = namedDead(cmd.Context(), cl, args); err != nil {
+					return err
+				}
+			}
 			if len(ids) == 0 {
 				p, err := rf.params()
 				if err != nil {
@@ -80,6 +97,11 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 				return fmt.Errorf("requeued %d of the %d jobs named: the others are not dead jobs of this tenant: %w",
 					n, len(ids), idemtype.ErrWrongState)
 			}
+			if len(args) > 0 && dryRun && len(ids) < len(args) {
+				// The exit code the real run would have.
+				return fmt.Errorf("would requeue %d of the %d jobs named: the others are not dead jobs of this tenant: %w",
+					len(ids), len(args), idemtype.ErrWrongState)
+			}
 			return nil
 		}}
 	rf.register(requeue, false)
@@ -90,6 +112,23 @@ are requeued oldest first, so a FIFO partition runs its oldest job first.`,
 	requeue.Flags().BoolVar(&all, "all", false, "requeue every unresolved dead job (up to --limit)")
 	requeue.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be requeued; change nothing")
 	return requeue
+}
+
+// namedDead returns the ids, of those named, of dead jobs (a dry run by
+// ids: what a real run requeues). A job that does not exist is the error
+// a real run meets (not found).
+func namedDead(ctx context.Context, cl *idemclient.Client, ids []string) ([]string, error) {
+	var dead []string
+	for _, id := range ids {
+		j, err := cl.GetJob(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", id, err)
+		}
+		if j.State == string(idemtype.StateDead) {
+			dead = append(dead, id)
+		}
+	}
+	return dead, nil
 }
 
 // deadIDs pages through the dead jobs of p until p.Limit ids are found;

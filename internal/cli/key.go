@@ -36,6 +36,9 @@ func newKeyCmd() *cobra.Command {
                                                 F:T:<grain date>:<hash12>`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.unused(cmd); err != nil {
+				return err
+			}
 			// One byte over the limit tells a longer input from one of
 			// the limit's size: cut, it could still be JSON, of another key.
 			in, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxKeyInput+1))
@@ -61,6 +64,25 @@ func newKeyCmd() *cobra.Command {
 	// may hold a comma or a quote, which a comma-separated flag would split).
 	fl.StringArrayVar(&f.sets, "set", nil, "JSON pointer of an array to sort as a set (repeatable, one pointer each)")
 	return cmd
+}
+
+// unused refuses a part of a key format given without the flag that
+// selects the format (--grain without --function, --user without
+// --action): no key used it, and it was dropped without a word.
+func (f *keyFlags) unused(cmd *cobra.Command) error {
+	for _, p := range []struct {
+		flag, needs, format string
+		given               bool
+	}{
+		{"grain", "--function", "lock", f.function != ""}, {"zone", "--function", "lock", f.function != ""},
+		{"time", "--function", "lock", f.function != ""}, {"user", "--action", "scoped", f.action != ""},
+		{"tenant", "--action or --function", "scoped and lock", f.action != "" || f.function != ""},
+	} {
+		if !p.given && cmd.Flags().Changed(p.flag) {
+			return usageErr(fmt.Errorf("--%s is a part of the %s key: give %s too", p.flag, p.format, p.needs))
+		}
+	}
+	return nil
 }
 
 // keyResult is what `idem key` prints; --json prints it as is.

@@ -98,19 +98,23 @@ func openStore(ctx context.Context, url string, o openOpts) (store.Store, error)
 	if err != nil {
 		return nil, usageErr(fmt.Errorf("database: %w", err))
 	}
-	if path != ":memory:" {
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			return nil, withHint(usageErr(fmt.Errorf("database %s is a directory: want the path of a SQLite file", path)),
-				"name a file in it, e.g. --database "+filepath.Join(path, "idem.db"))
-		}
-		if dir := filepath.Dir(path); dir != "" {
-			if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-				return nil, withHint(fmt.Errorf("%w: the directory %s does not exist", errNoDatabase, dir),
-					"create it first (mkdir -p "+dir+"), or pass another --database")
-			}
+	if path == ":memory:" {
+		// The store's writer and readers are separate connections, each
+		// with its own empty in-memory database (and all gone at exit).
+		return nil, withHint(usageErr(errors.New("database :memory:: an in-memory SQLite database is not shared by the store's connections and does not outlive the command")),
+			"give the path of a SQLite file, e.g. --database ./idem.db")
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, withHint(usageErr(fmt.Errorf("database %s is a directory: want the path of a SQLite file", path)),
+			"name a file in it, e.g. --database "+filepath.Join(path, "idem.db"))
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil, withHint(fmt.Errorf("%w: the directory %s does not exist", errNoDatabase, dir),
+				"create it first (mkdir -p "+dir+"), or pass another --database")
 		}
 	}
-	if !o.create && path != ":memory:" {
+	if !o.create {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			hint := o.missingHint
 			if hint == "" {

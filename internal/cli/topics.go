@@ -38,6 +38,10 @@ func newSubscribeCmd(af *apiFlags) *cobra.Command {
 				// 0 would be sent as no value: the server's default.
 				return usageErr(fmt.Errorf("--max-attempts %d: invalid max_attempts: want 1 to %d", req.MaxAttempts, idem.MaxMaxAttempts))
 			}
+			if unsigned && secret != "" {
+				// --secret would be sent and --unsigned dropped.
+				return usageErr(errors.New("--unsigned and --secret contradict each other"))
+			}
 			cl, err := af.client()
 			if err != nil {
 				return err
@@ -198,17 +202,23 @@ func newEventsCmd(af *apiFlags) *cobra.Command {
 
 func newEventReplayCmd(af *apiFlags) *cobra.Command {
 	var req idemclient.EventReplayRequest
-	var meta, from, to string
+	var metas []string
+	var from, to string
 	c := &cobra.Command{Use: "replay TOPIC", Short: "Deliver events of the log again (new deliveries naming the originals)",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(metas) > 1 {
+				// A repeated flag kept its last value only: the replay
+				// then selected the events of that one pair.
+				return usageErr(fmt.Errorf("--metadata given %d times: a replay selects by one key=value", len(metas)))
+			}
 			cl, err := af.client()
 			if err != nil {
 				return err
 			}
 			r := req
-			if meta != "" {
-				k, v, ok := strings.Cut(meta, "=")
+			if len(metas) == 1 {
+				k, v, ok := strings.Cut(metas[0], "=")
 				if !ok {
 					return usageErr(errors.New("--metadata: want key=value"))
 				}
@@ -233,7 +243,7 @@ func newEventReplayCmd(af *apiFlags) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&req.PartitionKey, "partition-key", "", "only this entity")
 	fl.StringSliceVar(&req.Types, "type", nil, "only these types")
-	fl.StringVar(&meta, "metadata", "", "only events whose metadata has key=value")
+	fl.StringArrayVar(&metas, "metadata", nil, "only events whose metadata has key=value (one pair)")
 	fl.StringVar(&from, "from", "", "created at or after (RFC 3339)")
 	fl.StringVar(&to, "to", "", "created before (RFC 3339)")
 	fl.StringVar(&req.Subscription, "subscription", "", "only to this subscription")

@@ -30,7 +30,11 @@ func TestTopicsCommand(t *testing.T) {
 	}
 	mustRun("deleted subscription orders/nats", "unsubscribe", "orders", "nats")
 	mustRun("1 deliveries (existing: false)", "publish", "orders", "--key", "k1", "--type", "paid", "--partition-key", "o1", "--payload", `{"a":1}`, "--metadata", `{"region":"eu"}`)
-	mustRun("(existing: true)", "publish", "orders", "--key", "k1", "--type", "paid")
+	mustRun("(existing: true)", "publish", "orders", "--key", "k1", "--type", "paid", "--partition-key", "o1", "--payload", `{"a":1}`, "--metadata", `{"region":"eu"}`)
+	// The key with another event is refused (exit 4), nothing published.
+	if _, errs, code := run(t, append([]string{"topics", "publish", "orders", "--key", "k1", "--type", "paid"}, api...)...); code != 4 || !strings.Contains(errs, "422") {
+		t.Fatalf("key reused with another event: %d %q", code, errs)
+	}
 	mustRun("0 deliveries", "publish", "orders", "--type", "created")
 	mustRun("o1", "events", "orders", "--type", "paid")
 	mustRun("replayed 1 events: 1 deliveries", "replay", "orders", "--metadata", "region=eu", "--subscription", "billing")
