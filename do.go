@@ -46,7 +46,9 @@ type DoResult struct {
 // live execution elsewhere waits up to opts.Wait, then fails with
 // ErrKeyInProgress; an expired holder (a crashed process) is taken over.
 // Failures are never cached: fn's error, or the store's failure to keep
-// fn's result (Do then returns that error), releases the key. fn's context
+// fn's result (Do then returns that error), releases the key; so does a
+// panic in fn (an error "panic in Do: …") and a runtime.Goexit (t.FailNow),
+// which then ends the caller's goroutine as it would without Do. fn's context
 // is cancelled (cause ErrLeaseLost) when the key is taken over, or when
 // the lease ends while its renewals fail (another process may take it
 // over): fn should stop then, as a job's handler does, and Do's error
@@ -120,7 +122,20 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 			cancel(ErrLeaseLost)
 		}
 	})
+	returned := false
+	defer func() {
+		if !returned {
+			// fn called runtime.Goexit (t.FailNow): the caller's goroutine
+			// ends, as it would without Do; the key is given back, as for
+			// fn's failure, instead of held until its lease ends.
+			stop()
+			if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+				c.cfg.Logger.Warn("release the key of a Do whose fn called runtime.Goexit", "key", key, "err", rerr)
+			}
+		}
+	}()
 	v, err := c.callDo(runCtx, fn)
+	returned = true
 	if err != nil && !errors.Is(err, ErrLeaseLost) && errors.Is(context.Cause(runCtx), ErrLeaseLost) {
 		// fn stopped for the lost lease, saying only context.Canceled:
 		// the caller's context did not end, so Do says why.
@@ -148,13 +163,20 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 	return nil, err
 }
 
+// callDo runs fn, turning a panic into an error. recover is nil for a
+// panic(nil) under GODEBUG=panicnil=1, which it stops, as during a
+// runtime.Goexit (which goes on: doRun gives the key back): fn's not
+// returning is what tells a panic.
 func (c *Client) callDo(ctx context.Context, fn func(ctx context.Context) (any, error)) (v any, err error) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in Do: %v", r)
+		if r := recover(); r != nil || !returned {
+			v, err = nil, fmt.Errorf("panic in Do: %v", r)
 		}
 	}()
-	return fn(ctx)
+	v, err = fn(ctx)
+	returned = true
+	return v, err
 }
 
 func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lease, out json.RawMessage, start time.Time) (*DoResult, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemtype"
+	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
 // TestGoexitHandlerFailsItsAttempt (both stores): a handler that calls
@@ -100,5 +101,80 @@ func TestPanickedIsTheRecoveredPanic(t *testing.T) {
 				t.Errorf("a panic: finished %+v, want dead and Panicked", e)
 			}
 		})
+	}
+}
+
+// TestGoexitInWriteTxFailsItsAttemptSQLite: a handler that calls
+// runtime.Goexit inside its SQLite WriteTx, after JobCompleteTx, fails its
+// attempt like any Goexit: its writes and completion roll back, and the
+// retry completes. The function ran on the store's writer, which the
+// Goexit ended: every write of the store waited for ever, the client's
+// with it.
+func TestGoexitInWriteTxFailsItsAttemptSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := sqliteTxEnv(t, &idem.Config{Queues: queues(1), DisableMaintenance: true,
+		Retry: idem.RetryPolicy{Delays: []time.Duration{10 * time.Millisecond}, Jitter: -1}})
+	b, st := env.b, env.b.store
+	if err := st.WriteTx(ctx, func(ctx context.Context, tx *sqlitestore.Tx) error {
+		_, err := tx.ExecContext(ctx, "CREATE TABLE orders (job_id bigint, attempt int)")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.workers.Handle("ship", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
+		err := st.WriteTx(ctx, func(txCtx context.Context, tx *sqlitestore.Tx) error {
+			if _, err := tx.ExecContext(txCtx, "INSERT INTO orders VALUES (?, ?)", j.ID, j.Attempt); err != nil {
+				return err
+			}
+			if err := idem.JobCompleteTx(ctx, tx, "shipped"); err != nil {
+				return err
+			}
+			if j.Attempt == 1 {
+				runtime.Goexit()
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(`"shipped"`), nil
+	})
+	res, err := b.client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "ship", Opts: &idem.EnqueueOpts{MaxAttempts: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.start(t)
+	row := waitState(t, b, res.Job.ID, idem.StateCompleted)
+	if row.Attempt != 2 {
+		t.Fatalf("completed at attempt %d, want 2 (the first ended in Goexit)", row.Attempt)
+	}
+	var attempts []int
+	if err := st.WriteTx(ctx, func(ctx context.Context, tx *sqlitestore.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT attempt FROM orders")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a int
+			if err := rows.Scan(&a); err != nil {
+				return err
+			}
+			attempts = append(attempts, a)
+		}
+		return rows.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(attempts) != 1 || attempts[0] != 2 {
+		t.Errorf("orders of attempts %v, want only attempt 2's (the first rolled back)", attempts)
+	}
+	atts, err := b.client.JobAttempts(ctx, "", res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(atts) != 2 || atts[0].Outcome != idemtype.OutcomeFailed || !strings.Contains(atts[0].Error, "runtime.Goexit") {
+		t.Errorf("attempts %+v, want a first one failed naming runtime.Goexit", atts)
 	}
 }

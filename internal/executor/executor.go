@@ -364,18 +364,32 @@ func (e *Executor) callHandler(ctx context.Context, row *idemtype.JobRow) (res [
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		returned := false
+		var stack string // at the end of a handler that did not return
+		ended := false   // the handler returned or panicked
 		defer func() {
-			if r := recover(); r != nil {
-				err = &PanicError{Value: r, Stack: string(debug.Stack())}
-			} else if !returned {
-				// Neither returned nor panicked: the goroutine is
-				// ending through runtime.Goexit, whose call is on the stack.
-				err = &GoexitError{Stack: string(debug.Stack())}
+			if !ended {
+				// Neither returned nor panicked: the goroutine is ending
+				// through runtime.Goexit, whose call is on the stack.
+				err = &GoexitError{Stack: stack}
 			}
 		}()
-		res, err = h(ctx, row)
-		returned = true
+		func() {
+			returned := false
+			defer func() {
+				r := recover()
+				if r == nil && returned {
+					return
+				}
+				// A panic, or Goexit: recover is nil for both a Goexit and,
+				// under GODEBUG=panicnil=1, a panic(nil), which it stops;
+				// only after a panic does the code after this call run.
+				stack = string(debug.Stack())
+				err = &PanicError{Value: r, Stack: stack}
+			}()
+			res, err = h(ctx, row)
+			returned = true
+		}()
+		ended = true
 	}()
 	<-done
 	return res, err

@@ -80,3 +80,33 @@ func TestHandlerEndsAreTyped(t *testing.T) {
 		}
 	}
 }
+
+// TestPanicNilIsAPanic: a handler's panic(nil) is a panic, Panicked, also
+// under GODEBUG=panicnil=1, where recover returns nil (as for Goexit): it
+// was reported as a call of runtime.Goexit, not Panicked.
+func TestPanicNilIsAPanic(t *testing.T) {
+	b := setup(t)
+	exec, err := executor.New(&executor.Config{
+		Store: b.store, Now: func() time.Time { return now }, LeaseDuration: time.Minute,
+		ResultTTL:  func(string) time.Duration { return time.Hour },
+		RetryDelay: func(*idemtype.JobRow) time.Duration { return time.Second },
+		Handler: func(string) executor.Handler {
+			return func(context.Context, *idemtype.JobRow) (json.RawMessage, error) { panic(nil) }
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ godebug, prefix string }{
+		{"", "panic: panic called with nil argument"}, // *runtime.PanicNilError
+		{"panicnil=1", "panic: <nil>\n"},
+	} {
+		t.Setenv("GODEBUG", c.godebug)
+		fin := exec.Execute(context.Background(), b.claim(t, "nil-panic", ""), nil)
+		if fin.State != idemtype.StateRetryable || !fin.Panicked || !strings.HasPrefix(fin.Error, c.prefix) {
+			first, _, _ := strings.Cut(fin.Error, "\n")
+			t.Errorf("GODEBUG=%q: %s, Panicked %v, error %q…; want retryable, Panicked, error starting %q",
+				c.godebug, fin.State, fin.Panicked, first, c.prefix)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/idem-dev/idem/store"
 )
@@ -59,11 +60,14 @@ type inWriteTx struct{}
 // before may have committed. Return an error to roll fn's writes back.
 //
 // A panic in fn rolls its writes back and is raised again in the goroutine
-// that called WriteTx (fn itself runs on the writer's goroutine, where it
-// would end the process).
+// that called WriteTx (fn itself runs for the writer, on a goroutine the
+// writer waits for, where it would end the process); a call of
+// runtime.Goexit in fn (t.FailNow) rolls them back too and ends the
+// goroutine that called WriteTx, which does not return.
 func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
 	var fnErr error
-	var panicked any
+	var panicked *callerPanic
+	var exited bool
 	var acked []string
 	err := s.w.submit(ctx, 1, writeReq{once: true, fn: func(t *wtx) error {
 		tx := &Tx{t: t, w: s.w}
@@ -74,11 +78,10 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 		if _, err := t.exec("SAVEPOINT caller_tx"); err != nil {
 			return fmt.Errorf("savepoint: %w", err)
 		}
-		panicked, fnErr = runCaller(ctx, s.w, tx, fn)
-		if fnErr == nil && panicked == nil {
+		panicked, exited, fnErr = runCaller(ctx, s.w, tx, fn)
+		if fnErr == nil && panicked == nil && !exited {
 			acked = tx.acked
-		}
-		if fnErr != nil || panicked != nil {
+		} else {
 			if _, err := t.exec("ROLLBACK TO caller_tx"); err != nil {
 				return fmt.Errorf("rollback to savepoint: %w", err)
 			}
@@ -96,7 +99,12 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 		return nil
 	}})
 	if panicked != nil {
-		panic(panicked)
+		panic(panicked.value)
+	}
+	if exited {
+		// fn ended its goroutine: end the caller's, as fn would have
+		// without WriteTx, its writes rolled back.
+		runtime.Goexit()
 	}
 	if err != nil {
 		return fmt.Errorf("write tx: %w", err)
@@ -105,14 +113,41 @@ func (s *Store) WriteTx(ctx context.Context, fn func(ctx context.Context, tx *Tx
 	return fnErr
 }
 
-// runCaller runs a WriteTx function, turning a panic into its value.
-func runCaller(ctx context.Context, w *writer, tx *Tx, fn func(ctx context.Context, tx *Tx) error) (panicked any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked = r
-		}
+// callerPanic is the value a WriteTx function panicked with (nil for a
+// panic(nil) under GODEBUG=panicnil=1).
+type callerPanic struct{ value any }
+
+// runCaller runs a WriteTx function, turning a panic into its value and a
+// call of runtime.Goexit (t.FailNow and the like) into exited. fn runs on
+// a goroutine of its own, which the writer waits for (so nothing else uses
+// the connection meanwhile): Goexit cannot be recovered, and called on the
+// writer's goroutine it ended the writer, every later write of the store
+// waiting for ever.
+func runCaller(ctx context.Context, w *writer, tx *Tx, fn func(ctx context.Context, tx *Tx) error) (panicked *callerPanic, exited bool, err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ended := false // fn returned or panicked
+		defer func() { exited = !ended }()
+		func() {
+			returned := false
+			defer func() {
+				// recover is nil for a Goexit and, under panicnil=1, for a
+				// panic(nil), which it stops: only then is ended set.
+				if r := recover(); r != nil || !returned {
+					panicked = &callerPanic{value: r}
+				}
+			}()
+			err = fn(context.WithValue(ctx, inWriteTx{}, w), tx)
+			returned = true
+		}()
+		ended = true
 	}()
-	return nil, fn(context.WithValue(ctx, inWriteTx{}, w), tx)
+	<-done
+	if exited {
+		panicked = nil
+	}
+	return panicked, exited, err
 }
 
 func (tx *Tx) check() error {
