@@ -219,11 +219,13 @@ type Jobs interface {
 	//   - any state: the record's execution lease is released if the job
 	//     holds it; when the job's dedup window is 0 and the job reached a
 	//     final state, DedupUntil = FinishedAt and ExpiresAt =
-	//     max(FinishedAt, the result expiry) — the result expiry being
-	//     CompletedAt + the job's ResultTTL when the record is completed: a
-	//     cached result is never dropped before its own expiry (this holds
-	//     too when an insert reopens a completed record: its ExpiresAt is
-	//     nil for a window of 0, else max(DedupUntil, the result expiry));
+	//     max(FinishedAt, the result expiry) — the result expiry being the
+	//     completed record's ResultExpiresAt, set by the ResultTTL of the job
+	//     that stored the result (maybe another job of the key): a cached
+	//     result is never dropped before its own expiry, nor kept past it
+	//     (this holds too when an insert reopens a completed record, whatever
+	//     the new job's ResultTTL: its ExpiresAt is nil for a window of 0,
+	//     else max(DedupUntil, the result expiry));
 	//   - Snooze: Attempt is decremented (the attempt does not count).
 	JobFinishMany(ctx context.Context, p []*JobFinishParams) ([]error, error)
 

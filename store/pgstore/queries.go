@@ -62,7 +62,7 @@ FROM (SELECT DISTINCT hashtext(p) AS h FROM unnest($2::text[]) AS p ORDER BY 1) 
 	// job (a Do record), or the job it names no longer exists (deleted in its
 	// window, by JobDelete: upGone). A live record reopened because its window
 	// passed or its job is gone keeps its cached result while that result
-	// lives (upDrop), its expiry then under the new job's result TTL.
+	// lives (upDrop), until that result's own expiry (upKeptResult).
 	//
 	// held lists the jobs the records name in the statement's snapshot, and
 	// lk locks them FOR SHARE before any record (the InitPlan): lk returns
@@ -123,36 +123,43 @@ ON CONFLICT (tenant, key) DO UPDATE SET
                          THEN (SELECT lk.lease_expires_at FROM lk WHERE lk.id = r.job_id AND lk.state = 'running')
                          ELSE r.lease_until END,
     created_at    = CASE WHEN ` + upExpired + ` THEN excluded.created_at ELSE r.created_at END,
-    -- A cached result is never dropped before its own expiry: window 0
-    -- blocks until the job finishes (NULL); otherwise the later of the new
-    -- window and the result's expiry under the new job's TTL. A record in
+    -- A cached result is never dropped before its own expiry, nor kept
+    -- past it (upKeptResult: the new job's TTL is for the result it may
+    -- store): window 0 blocks until the job finishes (NULL); otherwise the
+    -- later of the new window and the kept result's expiry. A record in
     -- progress that a running job's lease holds (written in here, or
     -- stored already) expires no earlier than that lease ends (heartbeats
     -- move both: qHeartbeat), so it outlives the new job's window while
     -- the running job holds it.
     result_expires_at = CASE WHEN ` + upDrop + ` THEN NULL
-                         WHEN ` + upDerived + ` THEN (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) + interval '1 microsecond' *
-                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1)
-                         WHEN r.status = 'completed' THEN r.completed_at + interval '1 microsecond' *
-                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1)
+                         WHEN ` + upDerived + ` THEN (SELECT dv.result_until FROM dv WHERE dv.id = r.job_id)
+                         WHEN r.status = 'completed' THEN ` + upKeptResult + `
                     END,
     expires_at    = CASE WHEN excluded.dedup_until IS NULL THEN NULL
                          WHEN ` + upDrop + ` THEN excluded.dedup_until
                          WHEN ` + upDerived + ` THEN GREATEST(excluded.dedup_until,
-                              (SELECT dv.fin FROM dv WHERE dv.id = r.job_id) + interval '1 microsecond' *
-                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
+                              (SELECT dv.result_until FROM dv WHERE dv.id = r.job_id))
                          WHEN r.status = 'in_progress' THEN GREATEST(excluded.dedup_until,
                               (SELECT lk.lease_expires_at FROM lk WHERE lk.id = r.job_id AND lk.state = 'running'
                                   AND r.lease_owner IS NULL),
                               CASE WHEN r.lease_owner LIKE 'job:%' THEN r.lease_until END)
                          WHEN r.status <> 'completed' OR r.completed_at IS NULL THEN excluded.dedup_until
-                         ELSE GREATEST(excluded.dedup_until, r.completed_at + interval '1 microsecond' *
-                              (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))
+                         ELSE GREATEST(excluded.dedup_until, ` + upKeptResult + `)
                     END
 WHERE (r.job_id IS NULL OR r.dedup_until <= excluded.created_at OR ` + upExpired + ` OR ` + upGone + `)
   AND (` + upExpired + ` OR r.lease_owner IS NOT NULL OR r.status <> 'in_progress'
        OR r.job_id IS NULL OR r.job_id IN (SELECT held.job_id FROM held))
 RETURNING r.tenant, r.key, r.job_id`
+
+	// upKeptResult (qUpsertRecords) is the expiry of the cached result that
+	// a reopen keeps: its own (a result TTL shorter or longer than the new
+	// job's neither drops it early nor serves it late; before, it was
+	// rebased on the new job's TTL); for a result stored before migration
+	// 0023, which has none, the record's (it expires with its record); the
+	// new job's TTL from its completion only when the record has neither
+	// (such a result reopened by a window-0 job).
+	upKeptResult = `COALESCE(r.result_expires_at, r.expires_at, r.completed_at + interval '1 microsecond' *
+        (SELECT u.ttl_us FROM u WHERE u.tenant = excluded.tenant AND u.key = excluded.key LIMIT 1))`
 
 	// upDrop (qUpsertRecords) is true of a record whose cached result the
 	// reopen does not keep: the record expired (upExpired), or its stored
@@ -448,8 +455,10 @@ WHERE dj.idempotency_key <> '' AND r.tenant = dj.tenant AND r.key = dj.idempoten
 	// and closes the dedup window of keys whose window was 0 ("until the
 	// job finishes") for the jobs that reached a final state: the record
 	// then expires at the later of the finish and its cached result's
-	// expiry (CompletedAt + the job's ResultTTL), so a result is never
-	// dropped early, whichever job of the key finished last. A record with
+	// expiry (its own: stored by the job of the key that completed, whose
+	// TTL may differ from this job's; CompletedAt + the job's ResultTTL for
+	// a result stored before migration 0023), so a result is never dropped
+	// early, whichever job of the key finished last. A record with
 	// nothing to change is not written (a job holding its record by its job
 	// lease has no stored lease to release).
 	qSettleRecords = `UPDATE {schema}.records r SET
@@ -459,7 +468,7 @@ WHERE dj.idempotency_key <> '' AND r.tenant = dj.tenant AND r.key = dj.idempoten
                        THEN j.finished_at ELSE r.dedup_until END,
     expires_at  = CASE WHEN j.finished_at IS NOT NULL AND j.dedup_window_us = 0 AND r.job_id = j.id
                        THEN GREATEST(j.finished_at, CASE WHEN r.status = 'completed'
-                           THEN r.completed_at + j.result_ttl_us * interval '1 microsecond' END)
+                           THEN COALESCE(r.result_expires_at, r.completed_at + j.result_ttl_us * interval '1 microsecond') END)
                        ELSE r.expires_at END
 FROM {schema}.jobs j
 WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> ''
@@ -698,24 +707,27 @@ WHERE j.id = ANY($1::bigint[]) AND j.idempotency_key <> '' AND j.dedup_window_us
 WHERE id = $1 AND state = 'dead' AND resolved_at IS NULL AND ($4 = '' OR tenant = $4)`
 
 	// qJobDelete deletes a job and its attempts (attempts has no foreign
-	// key: see migration 4). Its row count is that of the job. A record
-	// whose completion is read from this job's row (derivedJoin) gets it
-	// written first, so the cached result outlives the job as it would
-	// have had the completion written it.
-	qJobDelete = `WITH m AS (
-    UPDATE {schema}.records r SET status = 'completed', result = dj.d_res, result_hash = encode(sha256(dj.d_res), 'hex'),
-        size_bytes = octet_length(dj.d_res), compressed = false, result_job_id = dj.id, completed_at = dj.finished_at,
-        duration_ms = dj.duration_ms,
-        expires_at = GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond'),
-        result_expires_at = dj.finished_at + dj.result_ttl_us * interval '1 microsecond'
-    FROM (SELECT j.*, convert_to(COALESCE(j.result::text, 'null'), 'UTF8') AS d_res
-        FROM {schema}.jobs j WHERE j.id = $1 AND j.state = $2 AND ($3 = '' OR j.tenant = $3)) dj
+	// key: see migration 4). Its row count is that of the job. dj locks the
+	// job first, and every other part works from dj: a retry (or resolve)
+	// committing while the statement waits for the row makes dj re-read it,
+	// and a job no longer in state $2 is left whole (before, the attempts
+	// were deleted by the statement's snapshot while the job, retried
+	// meanwhile, stayed: a requeue racing a DLQ delete lost the job's
+	// history). A record whose completion is read from this job's row
+	// (derivedJoin) gets it written first, so the cached result outlives
+	// the job as it would have had the completion written it.
+	qJobDelete = `WITH dj AS (
+    SELECT j.*, convert_to(COALESCE(j.result::text, 'null'), 'UTF8') AS d_res
+    FROM {schema}.jobs j WHERE j.id = $1 AND j.state = $2 AND ($3 = '' OR j.tenant = $3)
+    FOR UPDATE
+), m AS (
+    UPDATE {schema}.records r SET ` + derivedWrite + `
+    FROM dj
     WHERE r.tenant = dj.tenant AND r.key = dj.idempotency_key AND ` + derivedCond + `
 ), a AS (
-    DELETE FROM {schema}.attempts WHERE job_id = $1
-      AND EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = $1 AND state = $2 AND ($3 = '' OR tenant = $3))
+    DELETE FROM {schema}.attempts a USING dj WHERE a.job_id = dj.id
 )
-DELETE FROM {schema}.jobs WHERE id = $1 AND state = $2 AND ($3 = '' OR tenant = $3)`
+DELETE FROM {schema}.jobs j USING dj WHERE j.id = dj.id`
 )
 
 // Leaders and API keys.

@@ -70,7 +70,14 @@ RETURNING j.queue`
 	// qDeleteFinished deletes the finished jobs past their retention. A
 	// cancelled job that still holds its lease (qJobCancel) is kept: its
 	// handler may still run, and deleting the row would free its slot and
-	// partition.
+	// partition. A job its record names while the record's window is open
+	// is kept too. A completed job whose record reads its completion from
+	// the job row (derivedJoin) and whose result still lives gets it written
+	// into the record first (m, as qJobDelete does), so the record serves the
+	// result until its expiry without the job (before, retention passed over
+	// such a job until its result expired, up to an hour past its window,
+	// where SQLite deleted it). cand locks the jobs first; m then locks their
+	// records (jobs before records, as everywhere).
 	qDeleteFinished = `WITH cand AS (
     SELECT j.id FROM {schema}.jobs j
     WHERE ((j.state = 'completed' AND j.finished_at < $1)
@@ -80,12 +87,15 @@ RETURNING j.queue`
           WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND r.job_id = j.id
             AND (r.dedup_until IS NULL OR r.dedup_until > ` + retentionNow + `)
             AND (r.expires_at IS NULL OR r.expires_at > ` + retentionNow + `)))
-      AND (j.state <> 'completed' OR j.was_cached OR j.idempotency_key = '' OR NOT EXISTS (
-          SELECT 1 FROM {schema}.records r JOIN {schema}.jobs dj ON dj.id = j.id
-          WHERE r.tenant = j.tenant AND r.key = j.idempotency_key AND ` + derivedCond + `
-            AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + retentionNow + `))
     LIMIT $5
     FOR UPDATE SKIP LOCKED
+), m AS (
+    UPDATE {schema}.records r SET ` + derivedWrite + `
+    FROM (SELECT j.*, convert_to(COALESCE(j.result::text, 'null'), 'UTF8') AS d_res
+        FROM {schema}.jobs j WHERE j.id IN (SELECT cand.id FROM cand)
+          AND j.state = 'completed' AND NOT j.was_cached AND j.idempotency_key <> '') dj
+    WHERE r.tenant = dj.tenant AND r.key = dj.idempotency_key AND ` + derivedCond + `
+      AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' > ` + retentionNow + `
 ), a AS (
     DELETE FROM {schema}.attempts a USING cand WHERE a.job_id = cand.id
 )

@@ -30,6 +30,17 @@ const (
         AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' <= r.dedup_until + interval '1 hour'
         AND dj.finished_at + dj.result_ttl_us * interval '1 microsecond' >= r.dedup_until)`
 
+	// derivedWrite is the SET list that writes into a record r the
+	// completion it reads from the row of its completed job dj (derivedCond;
+	// dj.d_res the job's result as derivedJoin reads it): what
+	// qCompleteRecords would have written. The writers that separate a
+	// record from its job row use it (qJobDelete, qDeleteFinished).
+	derivedWrite = `status = 'completed', result = dj.d_res, result_hash = encode(sha256(dj.d_res), 'hex'),
+        size_bytes = octet_length(dj.d_res), compressed = false, result_job_id = dj.id, completed_at = dj.finished_at,
+        duration_ms = dj.duration_ms,
+        expires_at = GREATEST(r.dedup_until, dj.finished_at + dj.result_ttl_us * interval '1 microsecond'),
+        result_expires_at = dj.finished_at + dj.result_ttl_us * interval '1 microsecond'`
+
 	// derivedJoin joins a record r to the completed job whose row holds
 	// the record's completion (d.d_id NULL when there is none; derivedCond).
 	// qCompleteRecords leaves such records
@@ -43,9 +54,9 @@ const (
 	// the stored expiry stays the window's end, at most an hour earlier, so
 	// the expiry sweep checks the job before deleting such a record). The
 	// writers that would separate the record from its job write the
-	// completion into the record first: JobDelete (qJobDelete) and a reopen
-	// that keeps the cached result (qUpsertRecords); retention never
-	// deletes a job its live record names (qDeleteFinished).
+	// completion into the record first: JobDelete (qJobDelete), retention
+	// (qDeleteFinished) and a reopen that keeps the cached result
+	// (qUpsertRecords).
 	derivedJoin = `LEFT JOIN LATERAL (SELECT dj.id AS d_id,
         convert_to(COALESCE(dj.result::text, 'null'), 'UTF8') AS d_res, dj.finished_at AS d_fin,
         dj.duration_ms AS d_dur,

@@ -226,6 +226,27 @@ var keyTakeExpired = sqlRecordExpired("idem_keys", "?5")
 // the window: the record outlived its result).
 var keyTakeDrop = `(` + keyTakeExpired + ` OR (status = 'completed' AND result_expires_at <= ?5))`
 
+// keptResultExpiry is the expiry of the cached result of a completed
+// record that a reopen (qKeyTake, ?7 the new job's result TTL) or a
+// window-0 close (qKeyFinal, ?5 the job's result TTL) keeps: its own
+// stored expiry; for a result stored before migration 0023, which has
+// none, the record's (its result expires with it); the job's TTL from
+// CompletedAt only when the record has neither (a window-0 record of a
+// result stored before 0023).
+func keptResultExpiry(ttl string) string {
+	return `COALESCE(result_expires_at, expires_at, completed_at + ` + ttl + `)`
+}
+
+// qKeyFinal closes a window-0 key when its job reaches a final state; a
+// cached result is kept until its own expiry (keptResultExpiry: the
+// result a job of the key stored before, kept by this job's insert, has
+// that job's TTL, not this one's).
+// ?1 finished_at, ?2 tenant, ?3 key, ?4 job id, ?5 result ttl us.
+var qKeyFinal = `UPDATE idem_keys SET dedup_until = ?1,
+    expires_at = max(COALESCE(expires_at, ?1), ?1,
+                     CASE WHEN status = 'completed' THEN COALESCE(` + keptResultExpiry("?5") + `, ?1) ELSE ?1 END)
+WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND dedup_until IS NULL`
+
 var (
 	// qKeyTake creates the record of a new job's key, or takes it over when
 	// it expired (reset: treated as absent), its dedup window passed (the
@@ -234,8 +255,12 @@ var (
 	// the window is open nothing changes and no row is returned.
 	//
 	// ExpiresAt: NULL for a window of 0 (it blocks until the job finishes);
-	// otherwise DedupUntil, or for a kept result max(DedupUntil,
-	// CompletedAt + the new job's ResultTTL).
+	// otherwise DedupUntil, or for a kept result max(DedupUntil, the
+	// result's expiry). A kept result keeps its own expiry (keptResultExpiry):
+	// the new job's ResultTTL is for the result it may store, not for one
+	// stored before it (before, the kept result was rebased on it, so a
+	// shorter TTL dropped a live result and a longer one served a result
+	// past its expiry).
 	// A record held by the running job it names (sqlRunHeld) is not
 	// expired, whatever its stored expiry: when its window passed, the new
 	// job takes it over with that job's lease written into it, so the new
@@ -268,10 +293,10 @@ ON CONFLICT (tenant, key) DO UPDATE SET
     created_at    = CASE WHEN ` + keyTakeExpired + ` THEN ?5 ELSE created_at END,
     completed_at  = CASE WHEN ` + keyTakeDrop + ` THEN NULL ELSE completed_at END,
     duration_ms   = CASE WHEN ` + keyTakeDrop + ` THEN 0 ELSE duration_ms END,
-    result_expires_at = CASE WHEN status = 'completed' AND NOT ` + keyTakeDrop + ` THEN completed_at + ?7 END,
+    result_expires_at = CASE WHEN status = 'completed' AND NOT ` + keyTakeDrop + ` THEN ` + keptResultExpiry("?7") + ` END,
     expires_at    = CASE WHEN ?6 IS NULL THEN NULL
                          WHEN status = 'completed' AND NOT ` + keyTakeDrop + `
-                         THEN max(?6, completed_at + ?7)
+                         THEN max(?6, ` + keptResultExpiry("?7") + `)
                          WHEN ` + keyTakeDrop + ` OR status <> 'in_progress' THEN ?6
                          ELSE max(?6, COALESCE(CASE WHEN lease_owner = '' THEN (SELECT lj.lease_expires_at
                              FROM jobs lj WHERE lj.id = idem_keys.job_id AND lj.state = 'running')
@@ -428,14 +453,6 @@ RETURNING queue, state`
 	qDependantsCancel = `UPDATE jobs SET state = 'cancelled', finished_at = ?1, last_error = ?2
 WHERE state = 'pending' AND deps_any = 0 AND id IN (SELECT job_id FROM job_deps WHERE depends_on_id = ?3)
 RETURNING id, tenant, idempotency_key, dedup_window_us, result_ttl_us`
-
-	// qKeyFinal closes a window-0 key when its job reaches a final state;
-	// a cached result is kept until CompletedAt + the job's ResultTTL.
-	// ?1 finished_at, ?2 tenant, ?3 key, ?4 job id, ?5 result ttl us.
-	qKeyFinal = `UPDATE idem_keys SET dedup_until = ?1,
-    expires_at = max(COALESCE(expires_at, ?1), ?1,
-                     CASE WHEN status = 'completed' THEN COALESCE(completed_at + ?5, ?1) ELSE ?1 END)
-WHERE tenant = ?2 AND key = ?3 AND job_id = ?4 AND dedup_until IS NULL`
 
 	// qKeyFinalWindow gives a record of a finished job (window > 0) an
 	// expiry when it has none, so it does not live forever. It takes the

@@ -748,23 +748,41 @@ func testResultKeptWindowZero(t *testing.T, s store.Store) {
 	}
 }
 
+// testReopenExpiry: a record reopened after its window keeps its cached
+// result until the result's own expiry (the TTL of the job that stored it),
+// whatever the new job's result TTL, which is for the result that job may
+// store: a shorter one does not drop it, a longer one does not extend it
+// (it did until the twenty-sixth session, a rule from before migration
+// 0023 stored a result's own expiry).
 func testReopenExpiry(t *testing.T, s store.Store) {
-	// Window 1 h, TTL 24 h, completed at at(1m+1s).
+	// Window 1 h, completed at at(1m+1s), reopened at at(2h).
 	done := at(time.Minute + time.Second)
 	for _, tc := range []struct {
-		key  string
-		ttl  time.Duration
-		want time.Time // ExpiresAt after the reopen at at(2h)
+		key        string
+		ttl, ttl2  time.Duration // the result's TTL, the new job's
+		want       time.Time     // ExpiresAt after the reopen at at(2h)
+		wantResult bool
 	}{
-		{"LONG", 48 * time.Hour, done.Add(48 * time.Hour)}, // the result outlives the window
-		{"SHORT", time.Hour / 2, at(3 * time.Hour)},        // the window outlives the result
+		{"LONG", 48 * time.Hour, time.Minute, done.Add(48 * time.Hour), true}, // the result outlives the window
+		{"SHORT", time.Hour / 2, 96 * time.Hour, at(3 * time.Hour), false},    // the window outlives the result
 	} {
-		j1 := insert1(t, s, at(0), keyed("k1"+tc.key, tc.key, "fp"))
+		p1 := keyed("k1"+tc.key, tc.key, "fp")
+		p1.ResultTTL = tc.ttl
+		j1 := insert1(t, s, at(0), p1)
 		completeJob(t, s, j1, at(time.Minute), `1`)
 		p := keyed("k2"+tc.key, tc.key, "fp")
-		p.ResultTTL = tc.ttl
+		p.ResultTTL = tc.ttl2
 		j2 := insert1(t, s, at(2*time.Hour), p)
 		r := record(t, s, "default", tc.key, at(2*time.Hour))
+		if !tc.wantResult {
+			if r.JobID != j2.ID || r.Status != idemtype.RecordInProgress {
+				t.Errorf("%s: record job %d status %s, want %d in progress", tc.key, r.JobID, r.Status, j2.ID)
+			}
+			wantTimeP(t, tc.key+": DedupUntil after reopen", r.DedupUntil, at(3*time.Hour))
+			wantTimeP(t, tc.key+": ExpiresAt after reopen", r.ExpiresAt, tc.want)
+			continue
+		}
+		wantTimeP(t, tc.key+": ResultExpiresAt after reopen", r.ResultExpiresAt, done.Add(tc.ttl))
 		if r.JobID != j2.ID || r.Status != idemtype.RecordCompleted || r.ResultJobID != j1.ID {
 			t.Errorf("%s: record job %d status %s result job %d", tc.key, r.JobID, r.Status, r.ResultJobID)
 		}

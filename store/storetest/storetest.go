@@ -82,6 +82,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, dependantsAnnounceCases()...)
 	all = append(all, flowCases()...)
 	all = append(all, flowDefaultCases()...)
+	all = append(all, recordKeptTTLCases()...)
+	all = append(all, dlqCases()...)
+	all = append(all, retentionKeyCases()...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
