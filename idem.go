@@ -57,6 +57,9 @@ var (
 	ErrInvalid       = idemtype.ErrInvalid
 	ErrUnavailable   = idemtype.ErrUnavailable
 	ErrKeyInProgress = idemtype.ErrKeyInProgress
+	// ErrConflict: concurrent changes kept the operation from completing
+	// (ScheduleTrigger of a schedule replaced again and again); retry.
+	ErrConflict = idemtype.ErrConflict
 	// ErrJobTimeout is the cause of a handler context cancelled at the job's
 	// timeout (context.Cause), and wrapped by the attempt's error.
 	ErrJobTimeout = idemtype.ErrJobTimeout

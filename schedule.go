@@ -220,7 +220,8 @@ type ScheduleTriggerOpts struct {
 // equals a scheduled firing's key, so it neither blocks nor repeats one.
 // The job is made from the schedule as stored when it is inserted: a
 // schedule replaced meanwhile is read again, one deleted meanwhile is
-// ErrNotFound.
+// ErrNotFound; one replaced after each of maxTriggerReads reads is
+// ErrConflict (nothing fired; retry).
 func (c *Client) ScheduleTrigger(ctx context.Context, tenant, name string, opts *ScheduleTriggerOpts) (*EnqueueResult, error) {
 	trig := store.NewToken()
 	if opts != nil && opts.Key != "" {
@@ -255,7 +256,7 @@ func (c *Client) ScheduleTrigger(ctx context.Context, tenant, name string, opts 
 		}
 		return c.inserted(res.Insert), nil
 	}
-	return nil, fmt.Errorf("trigger schedule %q: it changed %d times while being triggered", name, maxTriggerReads)
+	return nil, fmt.Errorf("trigger schedule %q: it changed %d times while being triggered; try again: %w", name, maxTriggerReads, ErrConflict)
 }
 
 // maxTriggerReads bounds the reads of a schedule that keeps changing under

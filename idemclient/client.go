@@ -134,6 +134,8 @@ func (e *Error) Is(target error) bool {
 		return strings.HasSuffix(e.Type, "/lease-lost")
 	case idemtype.ErrKeyInProgress:
 		return strings.HasSuffix(e.Type, "/idempotency-key-in-progress")
+	case idemtype.ErrConflict:
+		return e.Status == http.StatusConflict && strings.HasSuffix(e.Type, "/conflict")
 	case idemtype.ErrUnavailable:
 		return e.Status == http.StatusServiceUnavailable && strings.HasSuffix(e.Type, "/service-unavailable")
 	}

@@ -24,6 +24,7 @@ const (
 	ProblemWrongState         = "/problems/wrong-state"
 	ProblemLeaseLost          = "/problems/lease-lost"
 	ProblemKeyInProgress      = "/problems/idempotency-key-in-progress"
+	ProblemConflict           = "/problems/conflict"
 	ProblemKeyReused          = "/problems/idempotency-key-reused"
 	ProblemKeyMissing         = "/problems/idempotency-key-missing"
 	ProblemPayloadTooLarge    = "/problems/payload-too-large"
@@ -87,6 +88,8 @@ func problemFor(err error) *Problem {
 		return newProblem(http.StatusConflict, ProblemLeaseLost, "Lease lost", err.Error())
 	case errors.Is(err, idemtype.ErrKeyInProgress):
 		return newProblem(http.StatusConflict, ProblemKeyInProgress, "Idempotency key in progress", err.Error())
+	case errors.Is(err, idemtype.ErrConflict):
+		return newProblem(http.StatusConflict, ProblemConflict, "Concurrent change", err.Error())
 	case errors.Is(err, idemtype.ErrUnavailable):
 		return newProblem(http.StatusServiceUnavailable, ProblemServiceUnavailable, "Storage unavailable",
 			"the storage cannot be reached or written at the moment; retry later")
@@ -101,8 +104,11 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 	h := w.Header()
 	h.Set("Content-Type", problemContentType)
 	h.Set("Cache-Control", "no-store")
-	if p.Status == http.StatusServiceUnavailable {
+	switch {
+	case p.Status == http.StatusServiceUnavailable:
 		h.Set("Retry-After", retryAfterUnavailable)
+	case p.Type == ProblemConflict:
+		h.Set("Retry-After", "1") // as a 409 of a key in progress
 	}
 	w.WriteHeader(p.Status)
 	b, err := encodeJSON(p)

@@ -20,6 +20,10 @@ var (
 	ErrWrongState = errors.New("job is not in a state that allows this")
 	// ErrInvalid: the input is malformed; the error text says which field.
 	ErrInvalid = errors.New("invalid input")
+	// ErrConflict: concurrent changes kept the operation from completing (a
+	// schedule replaced after each of a trigger's reads); nothing was done
+	// and it may be retried at once. HTTP answers 409 with Retry-After.
+	ErrConflict = errors.New("changed concurrently")
 	// ErrKeyInProgress: an idempotency key is held by a live execution lease.
 	ErrKeyInProgress = errors.New("idempotency key is in progress")
 	// ErrJobTimeout: an attempt ran past its timeout; its handler's context

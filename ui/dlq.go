@@ -13,10 +13,13 @@ import (
 // dlqCountLimit bounds the dead jobs counted for a summary or confirmation.
 const dlqCountLimit = 10000
 
-// dlqGroup is the count of dead jobs of one queue and kind.
+// dlqGroup is the count of dead jobs of one queue and kind: Count the
+// unresolved ones, which "Requeue all…" counts and requeues, Resolved the
+// resolved ones (dealt with, kept for audit, left by bulk actions).
 type dlqGroup struct {
 	Queue, Kind string
 	Count       int
+	Resolved    int
 }
 
 // dlqData is the dead-letter page.
@@ -75,13 +78,23 @@ func (h *Handler) countDead(r *http.Request, cl *idemclient.Client, jq *jobQuery
 }
 
 func groupDead(jobs []*idemclient.Job) []dlqGroup {
-	m := map[[2]string]int{}
+	m := map[[2]string]*dlqGroup{}
 	for _, j := range jobs {
-		m[[2]string{j.Queue, j.Kind}]++
+		k := [2]string{j.Queue, j.Kind}
+		g := m[k]
+		if g == nil {
+			g = &dlqGroup{Queue: j.Queue, Kind: j.Kind}
+			m[k] = g
+		}
+		if j.ResolvedAt != nil {
+			g.Resolved++
+		} else {
+			g.Count++
+		}
 	}
 	out := make([]dlqGroup, 0, len(m))
-	for k, n := range m {
-		out = append(out, dlqGroup{Queue: k[0], Kind: k[1], Count: n})
+	for _, g := range m {
+		out = append(out, *g)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Queue != out[j].Queue {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -56,6 +57,13 @@ requeued oldest first, so a FIFO partition runs its oldest job first.`,
 			ids := args
 			next := ""
 			if len(args) > 0 && dryRun {
+				// The usage error the server answers a real run with (an
+				// id looked up one by one would be "not found", exit 3).
+				for _, id := range args {
+					if !isJobID(id) {
+						return usageErr(fmt.Errorf("%q is not a job id", id))
+					}
+				}
 				// What a real run requeues: the named jobs that are dead.
 				if ids, err = namedDead(cmd.Context(), cl, args); err != nil {
 					return err
@@ -112,6 +120,21 @@ requeued oldest first, so a FIFO partition runs its oldest job first.`,
 	requeue.Flags().BoolVar(&all, "all", false, "requeue every unresolved dead job (up to --limit)")
 	requeue.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be requeued; change nothing")
 	return requeue
+}
+
+// isJobID reports whether s is a job id as the API reads one: a positive
+// decimal int64 without sign or leading zeros.
+func isJobID(s string) bool {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
 }
 
 // namedDead returns the ids, of those named, of dead jobs (a dry run by

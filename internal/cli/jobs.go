@@ -165,7 +165,7 @@ func (l *listFlags) params() (*idemclient.ListParams, error) {
 	p := &idemclient.ListParams{Filter: idemclient.Filter{Queue: l.queue, Kind: l.kind, PartitionKey: l.partition,
 		IdempotencyKey: l.key}, Limit: l.limit, Cursor: l.cursor}
 	if l.states != "" {
-		p.States = strings.Split(l.states, ",")
+		p.States = splitList(l.states)
 	}
 	p.ErrorCode = l.errorCode
 	if l.resolved != "" {

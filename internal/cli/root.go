@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // env names shared by the subcommands.
@@ -71,6 +72,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Version:       versionString(),
 	}
 	root.PersistentFlags().Bool("json", false, "print JSON (errors too, on stderr)")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { trimListFlags(cmd) }
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
@@ -83,6 +85,33 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newSchedulesCmd(), newBenchNodeCmd(), newBenchGrowthCmd())
 	refuseUnknownSubcommands(root)
 	return root
+}
+
+// trimListFlags trims the spaces around each item of the comma-separated
+// list flags of cmd (--type, --depends-on, …), so "a, b" is a and b as in
+// idem.toml's environment lists, not a and " b".
+func trimListFlags(cmd *cobra.Command) {
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		sv, ok := f.Value.(pflag.SliceValue)
+		if !ok || !f.Changed || f.Value.Type() != "stringSlice" {
+			return
+		}
+		items := sv.GetSlice()
+		for i := range items {
+			items[i] = strings.TrimSpace(items[i])
+		}
+		_ = sv.Replace(items) // a string slice takes any strings
+	})
+}
+
+// splitList splits a comma-separated list, trimming the spaces around each
+// item ("a, b" is a and b).
+func splitList(s string) []string {
+	items := strings.Split(s, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+	}
+	return items
 }
 
 // refuseUnknownSubcommands makes every command group below root (jobs,

@@ -34,7 +34,7 @@ func (d *deliveryFlags) register(cmd *cobra.Command) {
 func (d *deliveryFlags) config() (map[string]idem.QueueConfig, error) {
 	names, source := d.queues, "--deliver"
 	if len(names) == 0 && os.Getenv(envDeliverQueues) != "" {
-		names, source = strings.Split(os.Getenv(envDeliverQueues), ","), envDeliverQueues
+		names, source = splitList(os.Getenv(envDeliverQueues)), envDeliverQueues
 	}
 	if !d.noTopics {
 		names = append(names, idem.DefaultTopicQueue)

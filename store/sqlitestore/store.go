@@ -256,6 +256,8 @@ func realPath(path string) string {
 
 // Open opens (creating, mode 0600) the SQLite database at path, starts the
 // writer and, unless cfg.SkipMigrate, migrates the schema. cfg may be nil.
+// An in-memory database (":memory:", "file::memory:") or the empty path
+// is refused (ErrInvalid): the store's connections would not share it.
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -263,6 +265,14 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	}
 	if path, err = FilePath(path); err != nil {
 		return nil, err
+	}
+	if path == "" || path == ":memory:" {
+		// The writer and each reader are separate connections: each would
+		// get its own empty database (writes invisible to reads, "no such
+		// table"). A shared-cache in-memory database would be shared, but
+		// has no WAL and answers SQLITE_LOCKED, which busy_timeout does not
+		// wait out, to a reader while the writer writes.
+		return nil, idemtype.Invalid("path", "%q is an in-memory or temporary SQLite database, which the store's connections would not share; give the path of a file", path)
 	}
 	common := func(v url.Values) {
 		v.Add("_pragma", "busy_timeout("+strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10)+")")
