@@ -198,7 +198,15 @@ type ClaimBudget struct {
 	left     []int                     // remaining budget per limit (-1 = unbounded)
 	used     []int
 	hit      []bool
+	spent    []spentMark // limits found spent, hit only once HeldBack finds work they held back
 	paused   []FlowScope
+}
+
+// spentMark is a limit (index into ClaimBudget.limits) that QueueOpen or
+// Excluded found spent for a claim of queue.
+type spentMark struct {
+	limit int
+	queue string
 }
 
 // NewClaimBudget builds the budget of one claim from the limits (with
@@ -255,7 +263,8 @@ func (l *Limit) budget(now time.Time) int {
 }
 
 // QueueOpen reports whether queue may be claimed from at all: it is not
-// paused and no queue-wide limit is spent.
+// paused and no queue-wide limit is spent. A spent limit throttles the
+// claim only if it held work back (SpentScopes, HeldBack).
 func (b *ClaimBudget) QueueOpen(queue string) bool {
 	for _, p := range b.paused {
 		if p.Tenant == "" && p.Queue == queue {
@@ -264,7 +273,7 @@ func (b *ClaimBudget) QueueOpen(queue string) bool {
 	}
 	for i, l := range b.limits {
 		if l.Tenant == "" && l.Queue == queue && b.left[i] == 0 {
-			b.hit[i] = true
+			b.spent = append(b.spent, spentMark{i, queue})
 			return false
 		}
 	}
@@ -274,7 +283,8 @@ func (b *ClaimBudget) QueueOpen(queue string) bool {
 // Excluded returns the tenants whose work in queue cannot be claimed now
 // (paused, or a limit of theirs spent), sorted. A claim of one tenant
 // passes it as only, so that other tenants' spent limits neither exclude
-// nor count as throttling it ("" = every tenant).
+// nor count as throttling it ("" = every tenant). A spent limit throttles
+// the claim only if it held work back (SpentScopes, HeldBack).
 func (b *ClaimBudget) Excluded(queue, only string) []string {
 	var out []string
 	for _, p := range b.paused {
@@ -284,7 +294,7 @@ func (b *ClaimBudget) Excluded(queue, only string) []string {
 	}
 	for i, l := range b.limits {
 		if l.Tenant != "" && (l.Queue == "" || l.Queue == queue) && b.left[i] == 0 && (only == "" || l.Tenant == only) {
-			b.hit[i] = true
+			b.spent = append(b.spent, spentMark{i, queue})
 			out = append(out, l.Tenant)
 		}
 	}
@@ -292,14 +302,80 @@ func (b *ClaimBudget) Excluded(queue, only string) []string {
 	return out
 }
 
+// SpentScopes returns, once each, the scopes whose work the spent limits
+// found by QueueOpen and Excluded kept this claim from: the skipped queue
+// and the limit's tenant, or for a queue-wide limit only (the claim's
+// tenant; "" = every tenant). Such a limit throttles the claim only when
+// its scope holds a job the claim could otherwise have taken (of the
+// queue, of the claim's kinds, due now): the store looks those up, only
+// when there are any, and passes them to HeldBack before Usage and
+// Report. A spent limit over an empty queue throttles nothing.
+func (b *ClaimBudget) SpentScopes(only string) []FlowScope {
+	if len(b.spent) == 0 {
+		return nil
+	}
+	var out []FlowScope
+	seen := map[FlowScope]bool{}
+	for _, m := range b.spent {
+		sc := b.spentScope(m, only)
+		if !seen[sc] {
+			seen[sc] = true
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// spentScope is the scope of SpentScopes of mark m.
+func (b *ClaimBudget) spentScope(m spentMark, only string) FlowScope {
+	tenant := b.limits[m.limit].Tenant
+	if tenant == "" {
+		tenant = only
+	}
+	return FlowScope{Tenant: tenant, Queue: m.queue}
+}
+
+// HeldBack counts as throttling the claim each spent limit of SpentScopes
+// (given the same only) whose scope is among waiting: the scopes that hold
+// a job the claim could otherwise have taken.
+func (b *ClaimBudget) HeldBack(only string, waiting []FlowScope) {
+	if len(waiting) == 0 {
+		return
+	}
+	has := make(map[FlowScope]bool, len(waiting))
+	for _, w := range waiting {
+		has[w] = true
+	}
+	for _, m := range b.spent {
+		if has[b.spentScope(m, only)] {
+			b.hit[m.limit] = true
+		}
+	}
+}
+
 // Quota returns how many jobs of tenant in queue the claim may take, at
 // most want, and reserves them from every limit that applies. The limits
-// that lowered it count as having throttled the claim, taken in the order
-// given and then the tenant's inherited copies of default limits by queue
-// scope (not in the order they were made, which depends on which windows a
-// store holds rows of).
+// that lowered it count as having throttled the claim (ClaimRounds takes
+// that back from a limit whose lowered quotas were not filled: it held
+// nothing back), taken in the order given and then the tenant's inherited
+// copies of default limits by queue scope (not in the order they were
+// made, which depends on which windows a store holds rows of).
 func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
+	n, _ := b.quota(tenant, queue, want)
+	return n
+}
+
+// cutMark is a limit that lowered a quota, and whether it had throttled
+// the claim before.
+type cutMark struct {
+	limit  int
+	wasHit bool
+}
+
+// quota is Quota, which also returns the limits that lowered the quota.
+func (b *ClaimBudget) quota(tenant, queue string, want int) (int, []cutMark) {
 	b.ensure(tenant, queue, false)
+	var cut []cutMark
 	n := want
 	// Own limits first, then the inherited copy of the every-queue
 	// default, then that of the queue's (a tenant has at most these two).
@@ -311,6 +387,7 @@ func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
 			}
 			if b.left[i] >= 0 && b.left[i] < n {
 				n = b.left[i]
+				cut = append(cut, cutMark{i, b.hit[i]})
 				b.hit[i] = true
 			}
 		})
@@ -320,7 +397,7 @@ func (b *ClaimBudget) Quota(tenant, queue string, want int) int {
 			b.left[i] -= n
 		}
 	})
-	return n
+	return n, cut
 }
 
 // Return gives back n reserved but unclaimed jobs of tenant in queue.
@@ -638,6 +715,13 @@ func ClaimRoundsTurns(b *ClaimBudget, queue string, limit int, tenants []string,
 		shares := b.Shares(queue, tenants, limit-len(out))
 		var ts []string
 		var ns, wants []int
+		// The limits that lowered a quota this round, and whether they
+		// held work back: a limit that throttled the claim before, or cut
+		// a tenant to nothing or to a quota it filled. One that only cut
+		// tenants short of a quota they did not fill held nothing back (a
+		// tenant with one job under a rate with 3 left, asked for 10).
+		var cuts [][]cutMark
+		var held map[int]bool
 		granted := make([]bool, len(tenants))
 		left := limit - len(out)
 		for i, tenant := range tenants {
@@ -651,8 +735,21 @@ func ClaimRoundsTurns(b *ClaimBudget, queue string, limit int, tenants []string,
 				}
 				break
 			}
-			if n := b.Quota(tenant, queue, want); n > 0 {
+			n, cut := b.quota(tenant, queue, want)
+			if len(cut) > 0 && held == nil {
+				held = map[int]bool{}
+			}
+			for _, c := range cut {
+				if _, seen := held[c.limit]; !seen {
+					held[c.limit] = c.wasHit
+				}
+				if n == 0 {
+					held[c.limit] = true
+				}
+			}
+			if n > 0 {
 				ts, ns, wants = append(ts, tenant), append(ns, n), append(wants, want)
+				cuts = append(cuts, cut)
 				granted[i] = true
 				left -= n
 			} else if first && len(turns) == len(tenants) {
@@ -676,6 +773,16 @@ func ClaimRoundsTurns(b *ClaimBudget, queue string, limit int, tenants []string,
 			b.Claimed(tenant, queue, got[tenant])
 			if got[tenant] == wants[i] {
 				filled[tenant] = true
+			}
+			if got[tenant] >= ns[i] {
+				for _, c := range cuts[i] {
+					held[c.limit] = true
+				}
+			}
+		}
+		for l, h := range held {
+			if !h {
+				b.hit[l] = false
 			}
 		}
 		out = append(out, jobs...)

@@ -31,6 +31,8 @@ func TestClaimBudgetDefaults(t *testing.T) {
 	if got := b.Excluded("mail", ""); !slices.Equal(got, []string{"busy", "spent"}) {
 		t.Errorf("Excluded = %v, want busy (3 running) and spent (5 used)", got)
 	}
+	// Both held work back (the store found jobs of theirs waiting).
+	b.HeldBack("", b.SpentScopes(""))
 	for _, c := range []struct {
 		tenant string
 		want   int

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -237,11 +238,27 @@ func TestClaimBudgetQueueOpen(t *testing.T) {
 			t.Errorf("QueueOpen(%q) = %v, want %v", queue, got, want)
 		}
 	}
-	// Closing a queue for a spent limit counts as throttling by it.
+	// Closing a queue for a spent limit counts as throttling by it only
+	// when the limit held work back: the store looks up the scopes it
+	// kept the claim from (a claim of one tenant: that tenant's work).
 	var r store.ClaimReport
 	b.Report(&r)
-	if !r.Throttled {
-		t.Error("a queue closed by its limit is not reported as throttled")
+	if r.Throttled {
+		t.Error("a queue closed by its limit is reported as throttled before any work was found held back")
+	}
+	if got, want := b.SpentScopes(""), []store.FlowScope{{Queue: "full"}}; !slices.Equal(got, want) {
+		t.Errorf("SpentScopes = %v, want %v", got, want)
+	}
+	if got, want := b.SpentScopes("acme"), []store.FlowScope{{Tenant: "acme", Queue: "full"}}; !slices.Equal(got, want) {
+		t.Errorf("SpentScopes(acme) = %v, want %v", got, want)
+	}
+	b.HeldBack("", []store.FlowScope{{Queue: "other"}})
+	if b.Report(&r); r.Throttled {
+		t.Error("work of another queue counts the claim as throttled")
+	}
+	b.HeldBack("acme", []store.FlowScope{{Tenant: "acme", Queue: "full"}})
+	if b.Report(&r); !r.Throttled {
+		t.Error("a queue closed by its limit with work held back is not reported as throttled")
 	}
 }
 

@@ -217,6 +217,9 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if err != nil {
 		return nil, err
 	}
+	if err := s.heldBack(ctx, conn, p, budget, now); err != nil {
+		return nil, err
+	}
 	var own, inherited usageCols
 	for _, u := range budget.Usage() {
 		switch {

@@ -43,10 +43,13 @@ import (
 //   - guard: no weight or pause applies, and every queue-wide limit has at
 //     least $5 (the claim's size) left, so no claim of this size can spend
 //     it. Otherwise ok is false.
-//   - hit: the limits of tenants that are spent (nothing left); the
-//     rotation skips those tenants, as ClaimBudget.Excluded does, and each
-//     of these limits counts one throttled claim (a default limit once, and
-//     each tenant's window under it), as the general path counts.
+//   - spent, hit: the limits of tenants that are spent (nothing left); the
+//     rotation skips those tenants, as ClaimBudget.Excluded does. Those
+//     whose tenant has a job the claim could take (of queue $1, of its
+//     kinds, due: one probe of jobs_claim_tenant_idx each, only for spent
+//     limits) held work back: each counts one throttled claim (a default
+//     limit once, and each tenant's window under it), as the general path
+//     counts (ClaimBudget.HeldBack).
 //   - fits: every visited tenant's limits, its copies of defaults
 //     included, have room for the tenant's want (its first-round share), so
 //     ClaimBudget.Quota would have granted all of it. Otherwise ok is false
@@ -102,9 +105,15 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
     SELECT NOT EXISTS (SELECT 1 FROM {schema}.flow_controls f
             WHERE (f.queue = '' OR f.queue = $1) AND (f.weight > 0 OR f.paused))
         AND NOT EXISTS (SELECT 1 FROM lim WHERE tenant = '' AND left_n < $5) AS ok
-), hit AS (
+), spent AS (
     SELECT * FROM lim WHERE tenant <> '' AND left_n = 0 AND ($8::text = '' OR tenant = $8)
-), ` + claimOneBody("ARRAY(SELECT tenant FROM hit)", "(SELECT ok FROM fits)", "", "$10") + `, fits AS (
+), hit AS (
+    -- OFFSET 0: one probe per spent limit, never a semi-join reading
+    -- every claimable job of the queue.
+    SELECT * FROM spent h WHERE EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = $1 AND j.tenant = h.tenant
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) OFFSET 0)
+), ` + claimOneBody("ARRAY(SELECT tenant FROM spent)", "(SELECT ok FROM fits)", "", "$10") + `, fits AS (
     SELECT (SELECT ok FROM guard)
         AND NOT EXISTS (SELECT 1 FROM lim l JOIN want x ON x.tenant = l.tenant WHERE x.n > 0 AND l.left_n < x.n)
         AND NOT EXISTS (SELECT 1 FROM want x CROSS JOIN dflt d WHERE x.n > 0

@@ -68,9 +68,12 @@ import (
 //     (queueBudget.low), and holds the others lazily (inflight).
 //
 // Throttled claims are counted on the rate limits that stopped them after
-// the claim: on limit rows in one ordered statement, on tenants' windows
+// the claim, those whose scope holds a job the claim could otherwise have
+// taken (heldHits: one qHeldBack statement, only when a rate budget is
+// spent): on limit rows in one ordered statement, on tenants' windows
 // under defaults in a transaction that locks the default rows first; on
-// tenants' concurrency limits in the claim statement (concThrottleSQL).
+// tenants' concurrency limits in the claim statement (concThrottleSQL),
+// when the tenant at one has such a job (its hit CTE).
 
 // The reserved claim statement (claimReservedSQL) claims from queue $1:
 // $10 is the cached flow generation, $11 the tenants to skip (paused, or
@@ -163,16 +166,19 @@ const (
 // after want: cb the bound (no tenant runs more than $18 - w jobs). Then,
 // counting: rt0 the running jobs per tenant with running jobs (in every
 // queue and in queue $1), limr their concurrency limits and what is left
-// of each, hit the limits with nothing left (of tenant $8 only, when set:
+// of each, atl the limits with nothing left (of tenant $8 only, when set:
 // the general path's ClaimBudget.Excluded), whose tenants the rotation
-// skips (only a tenant with running jobs can be at a limit); limv the
-// limits of the visited tenants without running jobs; tconc whether the
-// claim may go ahead: no hit limit has a rate too (its usage write would
-// move a window: the general path decides), and every visited tenant has
-// room for its want (a lowered quota is the general path's too). Running
-// jobs here are sqlSlotTaken's at the claim's now ($2): cancelled jobs
-// still holding their partition count as running, and so do retried ones
-// until their old lease ends.
+// skips (only a tenant with running jobs can be at a limit); hit those of
+// atl that held work back, whose tenant has a job the claim could take
+// (of queue $1, of its kinds, due: one probe of jobs_claim_tenant_idx per
+// limit of atl; ClaimBudget.HeldBack): only they count a throttled
+// claim; limv the limits of the visited tenants without running jobs;
+// tconc whether the claim may go ahead: no hit limit has a rate too (its
+// usage write would move a window: the general path decides), and every
+// visited tenant has room for its want (a lowered quota is the general
+// path's too). Running jobs here are sqlSlotTaken's at the claim's now
+// ($2): cancelled jobs still holding their partition count as running,
+// and so do retried ones until their old lease ends.
 var tenantBoundSQL = `, cb AS (
     SELECT coalesce(max(n), 0) + greatest((SELECT max(x.n) FROM want x), 1) <= {floor}::bigint AS ok FROM (
         SELECT count(*) AS n FROM {schema}.jobs r WHERE ` + sqlSlotTaken("$2::timestamptz") + ` GROUP BY r.tenant) z
@@ -184,8 +190,14 @@ var tenantConcSQL = tenantBoundSQL + `, rt0 AS (
 ), limr AS (
     SELECT rt0.tenant, f.queue, f.inh, f.rated, f.concurrency - CASE WHEN f.queue = '' THEN rt0.n_all ELSE rt0.n_q END AS room
     FROM rt0 CROSS JOIN LATERAL (` + concLimitsOf("rt0") + `) f
-), hit AS (
+), atl AS (
     SELECT l.tenant, l.queue, l.inh, l.rated FROM limr l WHERE l.room <= 0 AND ($8::text = '' OR l.tenant = $8)
+), hit AS (
+    -- OFFSET 0 keeps the probe per limit at one: as a semi-join the
+    -- generic plan read every claimable job of the queue on each claim.
+    SELECT * FROM atl h WHERE EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = $1 AND j.tenant = h.tenant
+        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+        AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) OFFSET 0)
 ), limv AS (
     SELECT x.tenant, f.concurrency AS room FROM want x CROSS JOIN LATERAL (` + concLimitsOf("x") + `) f
     WHERE x.n > 0 AND NOT EXISTS (SELECT 1 FROM rt0 WHERE rt0.tenant = x.tenant)
@@ -261,7 +273,7 @@ func claimReservedSQL(v reservedVariant) string {
 		concCTE, concOK = strings.Replace(tenantConcSQL, "{floor}", floor, 1), " AND (SELECT ok FROM tconc)"
 		concMeta = fmt.Sprintf("CASE WHEN (SELECT ok FROM cb) THEN %d WHEN (SELECT ok FROM tconc) THEN %d ELSE %d END",
 			concByBound, concRoom, concAtLimit)
-		spent = "($11::text[] || ARRAY(SELECT DISTINCT tenant FROM hit))"
+		spent = "($11::text[] || ARRAY(SELECT DISTINCT tenant FROM atl))"
 		hits, hitDefaults = "(SELECT count(*) FROM hit)", "ARRAY(SELECT DISTINCT queue FROM hit WHERE inh)"
 	}
 	guard := `SELECT (SELECT current FROM cur) AS ok`
@@ -427,15 +439,10 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 		hits   []*rateBudget
 		report store.ClaimReport
 	)
-	// The limits that are spent throttle the claim, as the general path's
-	// ClaimBudget.QueueOpen and Excluded count them.
-	throttle := func(b *rateBudget) {
-		hits = append(hits, b)
-		report.Throttled = true
-		if end := b.ws.Add(b.limit.Period); report.NextRefill.IsZero() || end.Before(report.NextRefill) {
-			report.NextRefill = end
-		}
-	}
+	// The limits that are spent throttle the claim when they held work
+	// back, as the general path's ClaimBudget.QueueOpen and Excluded find
+	// them and HeldBack counts them (heldHits, reportHits).
+	throttle := func(b *rateBudget) { hits = append(hits, b) }
 	s.reserved.mu.Lock()
 	// A budget with nothing left whose window the reservation above did
 	// not find empty was taken back meanwhile by a general-path claim of
@@ -569,6 +576,10 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 			}
 			return nil, true, false, false, err
 		}
+		if hits, err = s.heldHits(ctx, p, now, hits); err != nil {
+			return nil, true, false, false, err
+		}
+		reportHits(&report, hits)
 		if err := s.countThrottled(ctx, hits); err != nil {
 			return nil, true, false, false, err
 		}
@@ -613,6 +624,12 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	if len(hits) > 0 {
 		// The claim committed: its jobs are the caller's whatever happens
 		// to the statistics.
+		held, herr := s.heldHits(ctx, p, now, hits)
+		if herr != nil {
+			s.logger.Warn("pgstore: count throttled claims", "err", herr)
+		}
+		hits = held
+		reportHits(&report, hits)
 		if err := s.countThrottled(ctx, hits); err != nil {
 			s.logger.Warn("pgstore: count throttled claims", "err", err)
 		}

@@ -369,6 +369,9 @@ func (s *Store) claimFair(t *wtx, p *store.JobClaimParams, now int64) ([]*idemty
 		}
 		out = append(out, jobs...)
 	}
+	if err := heldBack(t, p, b, now); err != nil {
+		return nil, err
+	}
 	usage := b.Usage()
 	var rows, inherited []any
 	for _, u := range usage {

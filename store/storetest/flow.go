@@ -39,6 +39,7 @@ func flowCases() []testCase {
 		{"Pause/toggling_under_load_loses_nothing", testPauseRace},
 		{"Limits/concurrency_across_queues_never_exceeded_by_racing_claimers", testLimitConcurrencyAcrossQueuesRace},
 		{"Limits/concurrency_alone_reports_no_refill", testLimitConcurrencyReportsNoRefill},
+		{"Limits/partly_spent_rate_throttles_only_a_filled_quota", testThrottlePartlySpent},
 	}
 }
 

@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, recordKeptTTLCases()...)
 	all = append(all, dlqCases()...)
 	all = append(all, retentionKeyCases()...)
+	all = append(all, throttleWorkCases()...)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
