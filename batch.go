@@ -60,8 +60,14 @@ type Batch struct {
 	// Counts are the jobs per state; Total their number.
 	Counts map[JobState]int
 	Total  int
-	// Finished reports whether every job is completed, dead or cancelled.
+	// Finished reports whether every job is completed, dead or cancelled
+	// and none holds its cancel (JobRow.Held: cancelled while it ran, its
+	// handler may still run): exactly when the completion job (OnFinish)
+	// is released. Counts count a held job as cancelled; Held counts it.
 	Finished bool
+	// Held is the number of jobs cancelled while they ran whose handlers
+	// may still run (JobRow.Held); Finished is false while it is not 0.
+	Held int
 	// Jobs are the batch's jobs, oldest first.
 	Jobs []*JobRow
 	// OnFinish is the batch's completion job (nil = none, or deleted
@@ -299,7 +305,13 @@ func (c *Client) batchWithJobs(ctx context.Context, b *idemtype.Batch) (*Batch, 
 	}
 	for _, j := range out.Jobs {
 		out.Counts[j.State]++
-		out.Finished = out.Finished && j.State.Finished()
+		if j.Held {
+			out.Held++
+		}
+		// A job cancelled while it ran finishes for the completion job
+		// when its handler has returned (or its lease ended): so it
+		// does here.
+		out.Finished = out.Finished && j.State.Finished() && !j.Held
 	}
 	out.Total = len(out.Jobs)
 	if b.OnFinishJobID != 0 {

@@ -107,6 +107,15 @@ type JobRow struct {
 	// Acquired without writing) and its attempt need not acquire the key.
 	// False means "not known": acquire it. Not stored.
 	KeyHeld bool
+	// Held is set on a job cancelled while it ran whose handler may still
+	// run: the store keeps the cancelled attempt's lease (its hold,
+	// docs/state-machine.md, "FIFO partitions") until the handler's
+	// refused finish acknowledges the cancel or the lease ends. While it
+	// is set, the job is cancelled but not done with: it keeps its FIFO
+	// partition and limit slots, and the jobs that wait for any outcome of
+	// it (DependsOnFinished, a batch's completion job) still wait. Read
+	// from the job row, not a column of its own.
+	Held bool
 }
 
 // Batch is a group of jobs created together under one key (seed 001): its

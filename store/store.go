@@ -687,11 +687,11 @@ type BatchCreateParams struct {
 	Metadata []byte // JSON; nil = none
 	Jobs     []*JobInsertParams
 	// OnFinish, when not nil, is the batch's completion job, inserted after
-	// Jobs in the same transaction with DependsOn = every job of the batch
-	// and DependsOnFinished (the store sets both) and its Metadata merged
-	// with {"idem_batch_id": <the batch id>} (BatchFinishMetadata). It is
-	// not one of the batch's jobs (JobFilter.BatchID does not list it);
-	// the batch's OnFinishJobID names it.
+	// Jobs in one transaction with DependsOn = the jobs the batch created
+	// (not a job an item's key dedups onto) and DependsOnFinished (the store
+	// sets both), its Metadata merged with {"idem_batch_id": <the batch id>}
+	// (BatchFinishMetadata). Not one of the batch's jobs (JobFilter.BatchID
+	// does not list it); the batch's OnFinishJobID names it.
 	OnFinish *JobInsertParams
 	Now      time.Time
 }
@@ -826,8 +826,8 @@ type RecordStats struct {
 	Entries    int64 // live records
 	InProgress int64 // live records in progress (not failed)
 	Completed  int64 // live records holding a live result (ResultExpiresAt > Now)
-	// Failed counts live records whose job is dead or cancelled without a
-	// result (they read idemtype.RecordFailed).
+	// Failed counts live records whose job is dead, cancelled or deleted
+	// without a result (they read idemtype.RecordFailed).
 	Failed int64
 	// Expiring24h counts live records expiring within 24 h: by their
 	// result's expiry while they hold a live result, else by ExpiresAt.

@@ -62,22 +62,24 @@ func (s *Store) BatchCreate(ctx context.Context, p *store.BatchCreateParams) (*s
 		if err != nil {
 			return err
 		}
-		ids := make([]int64, 0, len(res))
 		created := make([]int64, 0, len(res))
 		for i, r := range res {
 			if r.Err != nil {
 				return fmt.Errorf("jobs[%d]: %w", i, r.Err)
 			}
-			ids = append(ids, r.Job.ID)
 			if !r.Existing {
-				// A job an item's key dedups onto stays in its own batch.
+				// A job an item's key dedups onto stays in its own batch
+				// (or in none), and the completion job does not wait for
+				// it: it waits for exactly the jobs the batch lists. A
+				// repeated item of this batch is its first occurrence's
+				// job, listed already.
 				created = append(created, r.Job.ID)
 			}
 		}
 		if _, err := tx.Exec(ctx, s.sql(qBatchAssign), id, created); err != nil {
 			return err
 		}
-		onFinish, err := s.batchOnFinish(ctx, tx, p, id, ids, now)
+		onFinish, err := s.batchOnFinish(ctx, tx, p, id, created, now)
 		if err != nil {
 			return err
 		}

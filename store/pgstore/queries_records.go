@@ -69,8 +69,11 @@ const (
 	// a dedup window of 0, is unfinished) reads with a projected one — the
 	// job's earliest finish (now, its run_at or its lease's end, whichever
 	// is latest) plus its result TTL; a lease record without a job, the end
-	// of its lease. And a record in progress whose job is dead or cancelled
-	// reads 'failed' (store.RecordFailed). A record in progress that stores
+	// of its lease. And a record in progress whose job is dead or cancelled,
+	// or was deleted since (a DLQ delete: only finished jobs are deleted,
+	// and a completed one has its completion written first) while no live
+	// stored lease holds the record, reads 'failed' (store.RecordFailed). A
+	// record in progress that stores
 	// no lease while its job runs is leased by that job until its job lease
 	// ends (see qRecordAcquireMany); while that lease is live the record is
 	// live too (runHeldRead). A stored result past its own expiry
@@ -80,8 +83,10 @@ const (
 	// and one stored before migration 0023 (result_expires_at NULL),
 	// expires with its record.
 	recordReadCols = `r.tenant, r.key, CASE WHEN d.d_id IS NOT NULL THEN 'completed'
-        WHEN r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
-        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE r.status END,
+        WHEN r.status = 'in_progress' AND (EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled'))
+        OR (COALESCE(r.job_id, 0) <> 0 AND NOT COALESCE(r.lease_owner <> '' AND r.lease_until > $3, false)
+            AND NOT EXISTS (SELECT 1 FROM {schema}.jobs fj WHERE fj.id = r.job_id))) THEN 'failed' ELSE r.status END,
     r.fingerprint, COALESCE(r.job_id, 0), COALESCE(d.d_id, r.result_job_id, 0),
     CASE WHEN r.result_expires_at <= $3 THEN NULL ELSE COALESCE(d.d_res, r.result) END,
     CASE WHEN d.d_id IS NOT NULL THEN encode(sha256(d.d_res), 'hex') ELSE r.result_hash END,
@@ -388,8 +393,10 @@ FROM (SELECT COALESCE(d.d_exp, CASE WHEN r.expires_at > $2 OR NOT (r.status = 'i
         (SELECT GREATEST($2::timestamptz, fj.run_at, fj.lease_expires_at) + fj.result_ttl_us * interval '1 microsecond'
          FROM {schema}.jobs fj WHERE fj.id = r.job_id AND r.expires_at IS NOT NULL)) AS expires_at, CASE WHEN d.d_id IS NOT NULL THEN 'completed' ELSE r.status END AS status,
         COALESCE(octet_length(d.d_res), r.size_bytes) AS size_bytes,
-        r.status = 'in_progress' AND EXISTS (SELECT 1 FROM {schema}.jobs fj
-        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled')) AS failed,
+        r.status = 'in_progress' AND (EXISTS (SELECT 1 FROM {schema}.jobs fj
+        WHERE fj.id = r.job_id AND fj.state IN ('dead', 'cancelled'))
+        OR (COALESCE(r.job_id, 0) <> 0 AND NOT COALESCE(r.lease_owner <> '' AND r.lease_until > $2, false)
+            AND NOT EXISTS (SELECT 1 FROM {schema}.jobs fj WHERE fj.id = r.job_id))) AS failed,
         r.result IS NOT NULL AS has_result, COALESCE(d.d_exp, r.result_expires_at, r.expires_at) AS result_until
     FROM {schema}.records r ` + derivedJoin + ` WHERE ($1 = '' OR r.tenant = $1)) k) kr`
 )

@@ -66,6 +66,9 @@ func scanJobThen(row pgx.Row, more ...any) (*idemtype.JobRow, error) {
 	if j.State == idemtype.StateRunning {
 		j.LeaseToken, j.LeaseExpiresAt, j.WorkerID = leaseToken, utcP(lex), workerID
 	}
+	// A cancelled job that keeps its lease holds it (docs/state-machine.md,
+	// "FIFO partitions"): its handler may still run.
+	j.Held = j.State == idemtype.StateCancelled && lex != nil
 	return &j, nil
 }
 

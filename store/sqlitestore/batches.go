@@ -92,8 +92,10 @@ func insertBatchJobs(t *wtx, id int64, p *store.BatchCreateParams, now time.Time
 			return fmt.Errorf("jobs[%d]: %w", i, r.Err), nil
 		}
 		if r.Existing {
-			// A job an item's key dedups onto stays in its own batch.
-			ids = append(ids, r.Job.ID)
+			// A job an item's key dedups onto stays in its own batch (or
+			// in none), and the completion job does not wait for it: it
+			// waits for exactly the jobs the batch lists. A repeated item
+			// of this batch is its first occurrence's job, listed already.
 			continue
 		}
 		if _, err := t.exec(qBatchAssign, id, r.Job.ID); err != nil {

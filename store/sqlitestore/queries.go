@@ -22,7 +22,9 @@ size_bytes, compressed, lease_owner, lease_until, created_at, completed_at, dedu
 expires_at, duration_ms, result_expires_at`
 
 // recordReadCols is recordCols for reads: a record in progress whose job is
-// dead or cancelled reads 'failed' (store.RecordFailed).
+// dead or cancelled, or was deleted since (a DLQ delete: only finished
+// jobs are deleted, and a completed one's record is completed) while no
+// live stored lease holds the record, reads 'failed' (store.RecordFailed).
 //
 // A record without an expiry (its job, with a dedup window of 0, is
 // unfinished) reads with a projected one (store.Records.RecordGet): the
@@ -42,8 +44,10 @@ expires_at, duration_ms, result_expires_at`
 // as gone — no result, no size — whether or not the expiry sweep has
 // dropped its bytes yet; one stored before migration 0023
 // (result_expires_at NULL) expires with its record.
-var recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
-    WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled')) THEN 'failed' ELSE status END,
+var recordReadCols = `tenant, key, CASE WHEN status = 'in_progress' AND (EXISTS (SELECT 1 FROM jobs fj
+    WHERE fj.id = idem_keys.job_id AND fj.state IN ('dead', 'cancelled'))
+    OR (job_id <> 0 AND NOT (lease_owner <> '' AND lease_until > ?3)
+        AND NOT EXISTS (SELECT 1 FROM jobs fj WHERE fj.id = idem_keys.job_id))) THEN 'failed' ELSE status END,
 fingerprint, job_id, result_job_id, CASE WHEN result_expires_at <= ?3 THEN NULL ELSE result END, result_hash,
 CASE WHEN result_expires_at <= ?3 THEN 0 ELSE size_bytes END,
 CASE WHEN result_expires_at <= ?3 THEN 0 ELSE compressed END, ` + leaseCols + `, created_at, completed_at, dedup_until,
@@ -780,8 +784,10 @@ var qRecordStats = `SELECT
     COALESCE(sum((expires_at IS NULL OR expires_at > ?2) AND status = 'in_progress' AND failed), 0)
 FROM (SELECT CASE WHEN k.expires_at <= ?2 AND ` + sqlRunHeld("k", "?2") + `
         THEN (SELECT max(?2, fj.run_at, COALESCE(fj.lease_expires_at, 0)) + fj.result_ttl_us FROM jobs fj
-              WHERE fj.id = k.job_id) ELSE k.expires_at END AS expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND EXISTS (SELECT 1 FROM jobs fj
-        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled')) AS failed,
+              WHERE fj.id = k.job_id) ELSE k.expires_at END AS expires_at, k.status, k.size_bytes, k.status = 'in_progress' AND (EXISTS (SELECT 1 FROM jobs fj
+        WHERE fj.id = k.job_id AND fj.state IN ('dead', 'cancelled'))
+        OR (k.job_id <> 0 AND NOT (k.lease_owner <> '' AND k.lease_until > ?2)
+            AND NOT EXISTS (SELECT 1 FROM jobs fj WHERE fj.id = k.job_id))) AS failed,
         k.result IS NOT NULL AS has_result, COALESCE(k.result_expires_at, k.expires_at) AS result_expires_at,
         k.status = 'completed' AND COALESCE(k.result_expires_at > ?2, 1) AS live_result
     FROM idem_keys k WHERE (?1 = '' OR k.tenant = ?1))`

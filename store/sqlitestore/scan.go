@@ -130,6 +130,9 @@ func scanJobThen(sc scanner, more ...any) (*idemtype.JobRow, error) {
 	j.ResolvedAt = ptrUS(resolvedAt)
 	j.DependsOn = parseIDs(dependsOn.String)
 	j.WasCached = wasCached != 0
+	// A cancelled job that keeps its lease holds it (docs/state-machine.md,
+	// "FIFO partitions"): its handler may still run.
+	j.Held = j.State == idemtype.StateCancelled && leaseExpires.Valid
 	if j.State == idemtype.StateRunning {
 		j.LeaseExpiresAt = ptrUS(leaseExpires)
 	} else {

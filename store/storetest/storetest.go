@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, recordJobLeaseCases()...)
 	all = append(all, seedCases()...)
 	all = append(all, batchFinishCases()...)
+	all = append(all, batchViewCases()...)
 	all = append(all, cancelCases()...)
 	all = append(all, cancelHoldCases()...)
 	all = append(all, cancelHoldPlainCases()...)
