@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // DefaultReplayLimit is the most jobs one JobReplay copies when Limit is 0.
@@ -28,7 +29,8 @@ type ReplayParams struct {
 	// original id), so a replay repeated with the same Key — after its
 	// answer was lost, though its copies were committed — does not copy a
 	// job twice: the copies it made are counted, not made again (within the
-	// dedup window).
+	// dedup window). The copies a replay of this Key made are never
+	// originals of it, even when the filter selects them.
 	Key string
 }
 
@@ -36,8 +38,14 @@ type ReplayParams struct {
 // by the replay named key: "replay:", 32 hex digits of the SHA-256 of
 // key, ":" and the original's id.
 func ReplayCopyKey(key string, original int64) string {
+	return replayKeyPrefix(key) + strconv.FormatInt(original, 10)
+}
+
+// replayKeyPrefix is what the keys of the copies made by the replay named
+// key start with: "replay:", 32 hex digits of the SHA-256 of key and ":".
+func replayKeyPrefix(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return "replay:" + hex.EncodeToString(sum[:16]) + ":" + strconv.FormatInt(original, 10)
+	return "replay:" + hex.EncodeToString(sum[:16]) + ":"
 }
 
 // JobReplay enqueues a copy of every job the filter selects (up to Limit:
@@ -75,13 +83,24 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 	lp := &JobListParams{Filter: p.Filter, Limit: min(limit, 500)}
 	lp.Filter.Tenant = c.tenant(lp.Filter.Tenant)
 	var originals []*JobRow
+	// The copies this replay made before (p.Key's): a repeat whose filter
+	// selects them too (they keep the original's kind and queue) counts
+	// them through their originals instead of copying them again.
+	own := ""
+	if p.Key != "" {
+		own = replayKeyPrefix(p.Key)
+	}
 	for len(originals) < limit {
 		lp.Limit = min(limit-len(originals), 500)
 		rows, next, err := c.jobList(ctx, lp)
 		if err != nil {
 			return 0, fmt.Errorf("replay: list jobs: %w", err)
 		}
-		originals = append(originals, rows...)
+		for _, r := range rows {
+			if own == "" || !strings.HasPrefix(r.IdempotencyKey, own) {
+				originals = append(originals, r)
+			}
+		}
 		if next == 0 {
 			break
 		}

@@ -502,8 +502,9 @@ type ReplayResult struct {
 
 // EventReplay delivers again the events f selects, oldest first, to every
 // current subscription whose types match, or only to subscription when not
-// "". Replays are new delivery jobs (new webhook-id) whose args carry
-// replay_of, the original event's id. Each event's deliveries are written
+// "" (ErrNotFound when the topic has no such subscription). Replays are new
+// delivery jobs (new webhook-id) whose args carry replay_of, the original
+// event's id. Each event's deliveries are written
 // in their own transaction: a failure part-way leaves the earlier events'
 // deliveries, and a retry delivers them again; EventReplayKeyed does not.
 func (c *Client) EventReplay(ctx context.Context, f *EventFilter, subscription string) (*ReplayResult, error) {
@@ -524,6 +525,14 @@ func (c *Client) EventReplayKeyed(ctx context.Context, f *EventFilter, subscript
 		return nil, err
 	}
 	p := f.params(c.tenant(f.Tenant))
+	if subscription != "" {
+		// A replay to a subscription the topic lacks (a typo, one deleted,
+		// one of another topic) would walk the log and deliver nothing,
+		// answering as if it had replayed.
+		if _, err := c.SubscriptionGet(ctx, p.Tenant, f.Topic, subscription); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+	}
 	var out ReplayResult
 	for {
 		evs, err := c.store.EventList(ctx, p)

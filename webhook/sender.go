@@ -42,10 +42,11 @@ type Config struct {
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// FollowRedirects follows up to 10 redirects that repeat the POST with
-	// its body (307, 308), each connection checked against the address
-	// policy. A 301, 302 or 303 is not followed (net/http would send a GET
-	// without the body, whose answer would complete a push never
-	// delivered): it is dead, as every 3xx is by default (false).
+	// its body (307, 308) to an http(s) URL, each connection checked
+	// against the address policy. A 301, 302 or 303 is not followed
+	// (net/http would send a GET without the body, whose answer would
+	// complete a push never delivered), nor is a redirect to another scheme
+	// or an eleventh one: each is dead, as every 3xx is by default (false).
 	FollowRedirects bool
 	// DenyPrivate also refuses loopback, private (RFC 1918, fc00::/7), CGNAT
 	// and unspecified addresses. Link-local and cloud-metadata addresses are
@@ -106,12 +107,15 @@ const maxRedirects = 10
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // postRedirects follows a redirect only when it repeats the push: the same
-// method, with the body (307, 308). net/http turns the POST of a 301, 302
-// or 303 into a GET without a body; that redirect is answered with its
-// 3xx response (class dead) instead of delivering nothing.
+// method, with the body (307, 308), to an http(s) URL, within maxRedirects.
+// net/http turns the POST of a 301, 302 or 303 into a GET without a body;
+// that redirect, one to another scheme and one past the chain's limit are
+// answered with their 3xx response (class dead, as an unfollowed 3xx)
+// instead of delivering nothing or failing as a transport error (class
+// retry, pushed again on every attempt).
 func postRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	if len(via) >= maxRedirects || (req.URL.Scheme != "http" && req.URL.Scheme != "https") {
+		return http.ErrUseLastResponse
 	}
 	if req.Method != via[0].Method || via[0].ContentLength > 0 && req.ContentLength != via[0].ContentLength {
 		return http.ErrUseLastResponse

@@ -117,6 +117,16 @@ func TestVerify(t *testing.T) {
 		{"old but within tolerance", vectorHeaders(vectorSignature), vectorBody, at.Add(DefaultTolerance), 0, nil},
 		{"too new", vectorHeaders(vectorSignature), vectorBody, at.Add(-DefaultTolerance - time.Second), 0, ErrTimestampTooNew},
 		{"custom tolerance", vectorHeaders(vectorSignature), vectorBody, at.Add(2 * time.Second), time.Second, ErrTimestampTooOld},
+		// time.Unix overflows near the int64 limit into a time long past:
+		// the timestamp is too new, not too old.
+		{"largest timestamp", func() http.Header {
+			h := vectorHeaders(vectorSignature)
+			h.Set(HeaderTimestamp, "9223372036854775807")
+			return h
+		}(), vectorBody, at, 0, ErrTimestampTooNew},
+		{"just too new", vectorHeaders(vectorSignature), vectorBody, at.Add(-DefaultTolerance - time.Second), 0, ErrTimestampTooNew},
+		{"new but within tolerance", vectorHeaders(vectorSignature), vectorBody, at.Add(-DefaultTolerance), 0, nil},
+		{"new within tolerance by half a second", vectorHeaders(vectorSignature), vectorBody, at.Add(-DefaultTolerance + 500*time.Millisecond), 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,4 +203,36 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("accepted a request without its true signature: id=%q ts=%q sig=%q", id, ts, sig)
 		}
 	})
+}
+
+// TestVerifyHeaderNamesAnyCase: header names are case-insensitive, so a
+// header map not built by net/http (lower-case keys, as a serverless event
+// or a hand-made map carries them) verifies, and a signature on a second
+// webhook-signature line (a proxy that split the list) is one of the list.
+func TestVerifyHeaderNamesAnyCase(t *testing.T) {
+	t.Parallel()
+	sec := mustSecret(t, vectorSecret)
+	at := time.Unix(vectorTimestamp, 0)
+	ts := strconv.Itoa(vectorTimestamp)
+	tests := []struct {
+		name string
+		h    http.Header
+		want error
+	}{
+		{"lower-case keys", http.Header{"webhook-id": {vectorID}, "webhook-timestamp": {ts}, "webhook-signature": {vectorSignature}}, nil},
+		{"upper-case keys", http.Header{"WEBHOOK-ID": {vectorID}, "WEBHOOK-TIMESTAMP": {ts}, "WEBHOOK-SIGNATURE": {vectorSignature}}, nil},
+		{"lower-case keys, body of another id", http.Header{"webhook-id": {"msg_other"}, "webhook-timestamp": {ts}, "webhook-signature": {vectorSignature}}, ErrNoMatchingSignature},
+		{"signature on a second line", http.Header{"Webhook-Id": {vectorID}, "Webhook-Timestamp": {ts}, "Webhook-Signature": {"v1,Zm9v", vectorSignature}}, nil},
+		{"signature under a second spelling", http.Header{"Webhook-Id": {vectorID}, "Webhook-Timestamp": {ts}, "Webhook-Signature": {"v1,Zm9v"}, "webhook-signature": {vectorSignature}}, nil},
+		{"no valid signature on any line", http.Header{"Webhook-Id": {vectorID}, "Webhook-Timestamp": {ts}, "Webhook-Signature": {"v1,Zm9v", "v1,YmFy"}}, ErrNoMatchingSignature},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := Verify([]Secret{sec}, tt.h, []byte(vectorBody), at, 0)
+			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
+				t.Fatalf("Verify = %v, want %v", err, tt.want)
+			}
+		})
+	}
 }

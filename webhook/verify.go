@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,9 @@ var (
 // within tolerance of now (DefaultTolerance when tolerance is 0) and at least
 // one v1 signature matches one of the secrets. Signatures of other versions
 // and tokens without a comma are ignored, as the Standard Webhooks
-// reference libraries do. Comparison is constant-time.
+// reference libraries do. Header names are matched whatever their case (h
+// need not come from net/http), and the signatures of every
+// webhook-signature line count. Comparison is constant-time.
 func Verify(secrets []Secret, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	if len(secrets) == 0 {
 		return ErrNoSecrets
@@ -44,6 +47,11 @@ func Verify(secrets []Secret, h http.Header, body []byte, now time.Time, toleran
 	}
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
+	}
+	if unix > now.Unix()+int64(tolerance/time.Second)+1 {
+		// Before time.Unix: seconds near the int64 limit overflow its
+		// internal form into a time long past (too old, not too new).
+		return ErrTimestampTooNew
 	}
 	ts := time.Unix(unix, 0)
 	if now.Sub(ts) > tolerance {
@@ -66,7 +74,8 @@ func Verify(secrets []Secret, h http.Header, body []byte, now time.Time, toleran
 // parseHeaders extracts the id, the Unix timestamp and the decoded v1
 // signatures.
 func parseHeaders(h http.Header) (id string, unix int64, sigs [][]byte, err error) {
-	id, tsText, sigText := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
+	id, tsText := headerValue(h, HeaderID), headerValue(h, HeaderTimestamp)
+	sigText := strings.Join(headerValues(h, HeaderSignature), " ")
 	if id == "" || tsText == "" || sigText == "" {
 		return "", 0, nil, ErrMissingHeader
 	}
@@ -79,6 +88,36 @@ func parseHeaders(h http.Header) (id string, unix int64, sigs [][]byte, err erro
 		return "", 0, nil, err
 	}
 	return id, unix, sigs, nil
+}
+
+// headerValues returns every value of the header name, whatever the case of
+// its key in h: a map filled by hand or converted from another framework
+// (a serverless event's lower-case headers) holds keys net/http did not
+// canonicalize, and header names are case-insensitive. Values under keys
+// spelt differently are concatenated, the canonical key's first.
+func headerValues(h http.Header, name string) []string {
+	canonical := http.CanonicalHeaderKey(name)
+	var others []string
+	for k := range h {
+		if k != canonical && strings.EqualFold(k, name) {
+			others = append(others, k)
+		}
+	}
+	slices.Sort(others) // the same answer every time
+	vs := append([]string(nil), h[canonical]...)
+	for _, k := range others {
+		vs = append(vs, h[k]...)
+	}
+	return vs
+}
+
+// headerValue returns the first value of the header name, whatever the
+// case of its key in h.
+func headerValue(h http.Header, name string) string {
+	if vs := headerValues(h, name); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 // parseSignatures decodes the v1 entries of a webhook-signature header.
