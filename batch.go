@@ -127,6 +127,11 @@ func (c *Client) BatchCreate(ctx context.Context, p BatchCreateParams) (*Batch, 
 		c.cfg.Logger.Info("batch already created", "key", p.Key, "tenant", tenant, "batch", res.Batch.ID)
 	} else {
 		for _, r := range res.Jobs {
+			if r.Existing { // an item deduped onto a job that holds its key: nothing inserted
+				c.stats.dedupHits.Add(1)
+				c.observe(EventDeduplicated, r.Job, nil)
+				continue
+			}
 			c.wake(r.Job.Queue)
 			c.observe(EventEnqueued, r.Job, nil)
 		}

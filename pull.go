@@ -206,6 +206,13 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, token string, re
 	if len(settled) > 0 {
 		errs, err := c.store.JobFinishMany(ctx, settled)
 		if err != nil {
+			for i, fin := range settled { // written all the same (an answer lost): counted once, here
+				if c.finishWritten(ctx, settledRows[i], fin) {
+					c.observeClaim(settledRows[i], now)
+					c.observeWritten(settledRows[i], fin)
+					c.finished(fin.ID)
+				}
+			}
 			return nil, now, fmt.Errorf("claim: settle cached jobs: %w", err)
 		}
 		for i, fin := range settled {
@@ -421,6 +428,13 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	}
 	errs, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{fin})
 	if err != nil {
+		if c.finishWritten(ctx, row, fin) {
+			// Its answer was lost, not the write: the worker's retry is a
+			// repeat, which counts nothing, so it is counted here (the
+			// request still answers the error: the worker retries).
+			c.observeWritten(row, fin)
+			c.finished(row.ID)
+		}
 		return nil, fmt.Errorf("finish job %d: %w", row.ID, store.Classify(c.store, err))
 	}
 	if len(errs) > 0 && errs[0] != nil {
@@ -431,4 +445,25 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	}
 	c.finished(row.ID)
 	return c.JobGet(ctx, tenant, row.ID)
+}
+
+// finishCheckTimeout bounds finishWritten's read (it delays the error
+// answer of a finish whose write failed by at most this).
+const finishCheckTimeout = 2 * time.Second
+
+// finishWritten reports whether the finish fin of the attempt row, whose
+// write failed, was written all the same (a PostgreSQL commit whose answer
+// the network lost, a write the caller's context gave up on while the
+// store went on): the job left running at that attempt in the finish's
+// state, with its error. Only the holder of the attempt's lease finishes
+// it so (the rescuer and a cancel leave another state or error). It reads
+// the job on a context of its own: the caller's may be what failed.
+func (c *Client) finishWritten(ctx context.Context, row *JobRow, fin *store.JobFinishParams) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishCheckTimeout)
+	defer cancel()
+	got, err := c.store.JobGet(rctx, &store.JobGetParams{Tenant: row.Tenant, ID: row.ID})
+	if err != nil || got.Attempt != row.Attempt || got.State == StateRunning || got.State != fin.State {
+		return false
+	}
+	return fin.State == StateCompleted || got.LastError == fin.Error
 }
