@@ -101,6 +101,12 @@ func runMigrate(cmd *cobra.Command, url, action string, args []string, create bo
 		return err
 	}
 	if err := st.MigrateDown(ctx, steps); err != nil {
+		if errors.Is(err, pgstore.ErrSchemaNewer) {
+			// Only the newer binary may undo its versions (exit 4).
+			if to, expected, verr := st.SchemaVersion(ctx); verr == nil && to > expected {
+				return schemaAhead(to, expected, ": nothing rolled back")
+			}
+		}
 		return fmt.Errorf("migrate down: %w", err)
 	}
 	after, err := appliedMigrations(ctx, st)

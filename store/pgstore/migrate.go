@@ -70,6 +70,12 @@ var migrationFS embed.FS
 // reads the applied versions once it holds the lock.
 const noTxMarker = "-- idem:no-transaction"
 
+// ErrSchemaNewer is the error of MigrateDown on a schema that has a
+// version applied which this binary does not know (a newer idem applied
+// it): only that binary may undo it, and undoing this binary's versions
+// under it would leave it on a schema it was not written for.
+var ErrSchemaNewer = errors.New("the schema has a version applied that this binary does not know (a newer idem migrated it)")
+
 // migration is one numbered step: NNNN_name.up.sql and NNNN_name.down.sql.
 type migration struct {
 	Version int
@@ -499,7 +505,9 @@ func (s *Store) upToDate(ctx context.Context, ms []migration) (from int, ok bool
 
 // MigrateDown undoes the newest steps applied migrations (all when steps
 // <= 0) under the migration lock, transactional ones in one transaction
-// up to a no-transaction one, as Migrate.
+// up to a no-transaction one, as Migrate. On a schema with a version
+// applied that this binary does not know it undoes nothing and returns
+// ErrSchemaNewer.
 func (s *Store) MigrateDown(ctx context.Context, steps int) error {
 	ms, err := loadMigrations()
 	if err != nil {
@@ -513,6 +521,15 @@ func (s *Store) MigrateDown(ctx context.Context, steps int) error {
 	applied, err := s.appliedVersions(ctx, conn)
 	if err != nil {
 		return err
+	}
+	known := make(map[int]bool, len(ms))
+	for _, m := range ms {
+		known[m.Version] = true
+	}
+	for v := range applied {
+		if !known[v] {
+			return fmt.Errorf("migrate: down: version %d: %w", v, ErrSchemaNewer)
+		}
 	}
 	var undo []migrationStep
 	for i := len(ms) - 1; i >= 0 && (steps <= 0 || len(undo) < steps); i-- {
