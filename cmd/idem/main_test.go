@@ -63,6 +63,17 @@ func TestStaticBinary(t *testing.T) {
 	}
 }
 
+// buildIdem builds this command into a temporary directory and returns
+// the binary's path.
+func buildIdem(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "idem")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // startServe starts `bin serve` on a new SQLite file in a temporary
 // directory, with args added, and returns it once it printed its API
 // address (host:port) and, when it made one, the admin key; the process is

@@ -18,13 +18,7 @@ import (
 // applied exactly once, as docs/operations.md promises ("safe from several
 // hosts at once"); a fifth run afterwards applies none.
 func TestConcurrentMigrateProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "idem")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildIdem(t)
 	pgURL, schema := dbtest.NewSchema(t)
 	for _, c := range []struct {
 		name string

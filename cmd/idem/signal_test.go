@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,11 +15,7 @@ import (
 // ends the process at once. It was swallowed: the operator had to wait out
 // the timeout (here 60 s) or use SIGKILL.
 func TestSecondSignalStopsAtOnce(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "idem")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	cmd, addr, key := startServe(t, bin, "--shutdown-timeout", "60s")
+	cmd, addr, key := startServe(t, buildIdem(t), "--shutdown-timeout", "60s")
 	// A request whose body never comes keeps the graceful stop waiting
 	// (until the read timeout, 30 s, or shutdown_timeout). Its handler is
 	// reading the body once the server sent 100 Continue.
