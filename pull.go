@@ -206,13 +206,18 @@ func (c *Client) claimOnce(ctx context.Context, p *ClaimParams, token string, re
 	if len(settled) > 0 {
 		errs, err := c.store.JobFinishMany(ctx, settled)
 		if err != nil {
-			for i, fin := range settled { // written all the same (an answer lost): counted once, here
-				if c.finishWritten(ctx, settledRows[i], fin) {
+			// Written all the same (an answer lost): counted once, here. One
+			// deadline for every read-back, so a hanging store delays the
+			// claim's error answer by finishCheckTimeout at most.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishCheckTimeout)
+			for i, fin := range settled {
+				if c.finishWritten(rctx, settledRows[i], fin) {
 					c.observeClaim(settledRows[i], now)
 					c.observeWritten(settledRows[i], fin)
 					c.finished(fin.ID)
 				}
 			}
+			cancel()
 			return nil, now, fmt.Errorf("claim: settle cached jobs: %w", err)
 		}
 		for i, fin := range settled {
@@ -428,7 +433,10 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	}
 	errs, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{fin})
 	if err != nil {
-		if c.finishWritten(ctx, row, fin) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishCheckTimeout)
+		written := c.finishWritten(rctx, row, fin)
+		cancel()
+		if written {
 			// Its answer was lost, not the write: the worker's retry is a
 			// repeat, which counts nothing, so it is counted here (the
 			// request still answers the error: the worker retries).
@@ -447,7 +455,8 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	return c.JobGet(ctx, tenant, row.ID)
 }
 
-// finishCheckTimeout bounds finishWritten's read (it delays the error
+// finishCheckTimeout bounds the read-backs of finishWritten after a failed
+// write, all of one request together (it delays the error
 // answer of a finish whose write failed by at most this).
 const finishCheckTimeout = 2 * time.Second
 
@@ -456,12 +465,11 @@ const finishCheckTimeout = 2 * time.Second
 // the network lost, a write the caller's context gave up on while the
 // store went on): the job left running at that attempt in the finish's
 // state, with its error. Only the holder of the attempt's lease finishes
-// it so (the rescuer and a cancel leave another state or error). It reads
-// the job on a context of its own: the caller's may be what failed.
+// it so (the rescuer and a cancel leave another state or error). Callers
+// give it a context of its own, bounded by finishCheckTimeout: the
+// caller's may be what failed.
 func (c *Client) finishWritten(ctx context.Context, row *JobRow, fin *store.JobFinishParams) bool {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishCheckTimeout)
-	defer cancel()
-	got, err := c.store.JobGet(rctx, &store.JobGetParams{Tenant: row.Tenant, ID: row.ID})
+	got, err := c.store.JobGet(ctx, &store.JobGetParams{Tenant: row.Tenant, ID: row.ID})
 	if err != nil || got.Attempt != row.Attempt || got.State == StateRunning || got.State != fin.State {
 		return false
 	}
