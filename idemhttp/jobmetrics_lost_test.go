@@ -30,6 +30,23 @@ func (l *lostFinishStore) JobFinishMany(ctx context.Context, ps []*store.JobFini
 	return errs, err
 }
 
+// lostFinishServer is a server with job metrics on a lostFinishStore
+// around the store of open (the PostgreSQL one when name is "postgres").
+func lostFinishServer(t *testing.T, name string, open opener) (*env, *lostFinishStore) {
+	t.Helper()
+	if name == "postgres" {
+		dbtest.PostgresURL(t) // skips loudly without a server
+	}
+	lf := &lostFinishStore{}
+	m := idemhttp.NewJobMetrics(0)
+	e := setup(t, func(t *testing.T) store.Store { lf.Store = open(t); return lf },
+		&setupOpts{clientCfg: &idem.Config{DisableMaintenance: true, Observer: m}})
+	if err := e.server.Registry().Register(m); err != nil {
+		t.Fatal(err)
+	}
+	return e, lf
+}
+
 // TestJobMetricsLostFinishAnswerCounted: a pull worker's completion or
 // failure whose write committed but whose answer was lost (the request
 // answered an error) is counted once: not at the error, and not at the
@@ -40,16 +57,7 @@ func TestJobMetricsLostFinishAnswerCounted(t *testing.T) {
 	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": openPostgres} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if name == "postgres" {
-				dbtest.PostgresURL(t) // skips loudly without a server
-			}
-			lf := &lostFinishStore{}
-			m := idemhttp.NewJobMetrics(0)
-			e := setup(t, func(t *testing.T) store.Store { lf.Store = open(t); return lf },
-				&setupOpts{clientCfg: &idem.Config{DisableMaintenance: true, Observer: m}})
-			if err := e.server.Registry().Register(m); err != nil {
-				t.Fatal(err)
-			}
+			e, lf := lostFinishServer(t, name, open)
 			id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "lq"})
 			j := e.claim(e.keyA, "lq")
 			id2 := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "lq", "max_attempts": 1})
@@ -93,16 +101,7 @@ func TestJobMetricsLostSettleAnswerCounted(t *testing.T) {
 	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": openPostgres} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if name == "postgres" {
-				dbtest.PostgresURL(t) // skips loudly without a server
-			}
-			lf := &lostFinishStore{}
-			m := idemhttp.NewJobMetrics(0)
-			e := setup(t, func(t *testing.T) store.Store { lf.Store = open(t); return lf },
-				&setupOpts{clientCfg: &idem.Config{DisableMaintenance: true, Observer: m}})
-			if err := e.server.Registry().Register(m); err != nil {
-				t.Fatal(err)
-			}
+			e, lf := lostFinishServer(t, name, open)
 			// Window 0: the key takes a new job once the first finished,
 			// and that job is answered from the first one's result.
 			job := map[string]any{"kind": "k", "queue": "sq", "idempotency_key": "ks", "dedup_window": "0s"}

@@ -20,22 +20,7 @@ import (
 func TestServeStopsListenersTogether(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "idem.db")
-	cmd, out := idemProcess(t, "serve", "--database", db, "--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--shutdown-timeout", "60s")
-	var key, apiURL, opsURL string
-	for (key == "" || apiURL == "" || opsURL == "") && out.Scan() {
-		line := out.Text()
-		switch {
-		case strings.HasPrefix(line, "IDEM_API_KEY="):
-			key = strings.TrimPrefix(line, "IDEM_API_KEY=")
-		case strings.HasPrefix(line, "idem: api listening on "):
-			apiURL = strings.TrimPrefix(line, "idem: api listening on ")
-		case strings.HasPrefix(line, "idem: ops listening on "):
-			opsURL = strings.TrimPrefix(line, "idem: ops listening on ")
-		}
-	}
-	if key == "" || apiURL == "" || opsURL == "" {
-		t.Fatalf("serve printed key %q api %q ops %q", key, apiURL, opsURL)
-	}
+	cmd, _, key, apiURL, opsURL := serveWithOps(t, db, "--shutdown-timeout", "60s")
 	apiAddr, opsAddr := strings.TrimPrefix(apiURL, "http://"), strings.TrimPrefix(opsURL, "http://")
 	// A request whose body never comes holds the API's graceful stop; its
 	// handler is reading the body once the server sent 100 Continue.

@@ -52,13 +52,12 @@ func idemProcessEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *buf
 	return cmd, bufio.NewScanner(out)
 }
 
-// TestServeProcess: `idem serve` as a real process prints its admin key,
-// serves the API and exits 0 on SIGTERM; a second start prints no key.
-func TestServeProcess(t *testing.T) {
-	t.Parallel()
-	db := filepath.Join(t.TempDir(), "idem.db")
-	cmd, out := idemProcess(t, "serve", "--database", db, "--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--log-format", "json")
-	var key, apiURL, opsURL string
+// serveWithOps starts `idem serve` on the SQLite file db with an API and an
+// ops listener (args added) and reads its output until it printed its admin
+// key and both addresses.
+func serveWithOps(t *testing.T, db string, args ...string) (cmd *exec.Cmd, out *bufio.Scanner, key, apiURL, opsURL string) {
+	t.Helper()
+	cmd, out = idemProcess(t, append([]string{"serve", "--database", db, "--listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0"}, args...)...)
 	for (key == "" || apiURL == "" || opsURL == "") && out.Scan() {
 		line := out.Text()
 		switch {
@@ -73,6 +72,15 @@ func TestServeProcess(t *testing.T) {
 	if key == "" || apiURL == "" || opsURL == "" {
 		t.Fatalf("serve printed key %q api %q ops %q", key, apiURL, opsURL)
 	}
+	return cmd, out, key, apiURL, opsURL
+}
+
+// TestServeProcess: `idem serve` as a real process prints its admin key,
+// serves the API and exits 0 on SIGTERM; a second start prints no key.
+func TestServeProcess(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "idem.db")
+	cmd, out, key, apiURL, opsURL := serveWithOps(t, db, "--log-format", "json")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := idemclient.New(apiURL, &idemclient.Config{APIKey: key})

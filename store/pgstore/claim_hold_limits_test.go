@@ -16,6 +16,15 @@ import (
 // counts running jobs in SQL of its own; each must count the hold. A path
 // that took no claim of its case would test nothing: it is checked.
 func TestCancelHoldCountsOnEveryClaimPath(t *testing.T) {
+	onEveryLimitedClaimPath(t, storetest.RunCancelHoldLimits)
+}
+
+// onEveryLimitedClaimPath runs conformance cases (run: a storetest
+// Run… function) on each limited claim path of the store: the general
+// (locking) claim alone, the one-round-trip claim (qClaimOneLimited) tried
+// on every claim, and the reserved claim (claim_reserved.go). A path that
+// took no claim of its cases would test nothing: it is checked.
+func onEveryLimitedClaimPath(t *testing.T, run func(t *testing.T, newStore func(t *testing.T) store.Store)) {
 	t.Parallel()
 	dbtest.PostgresURL(t)
 	for _, c := range []struct {
@@ -30,7 +39,7 @@ func TestCancelHoldCountsOnEveryClaimPath(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.RunCancelHoldLimits(t, func(t *testing.T) store.Store {
+			run(t, func(t *testing.T) store.Store {
 				s := newTestStore(t, 4)
 				s.oneRoundMode, s.noReserve = c.mode, c.noReserve
 				if c.took != nil {

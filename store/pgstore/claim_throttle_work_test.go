@@ -3,8 +3,6 @@ package pgstore
 import (
 	"testing"
 
-	"github.com/idem-dev/idem/internal/dbtest"
-	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/storetest"
 )
 
@@ -16,32 +14,5 @@ import (
 // in code of its own which spent limits throttled a claim. A path that
 // took no claim of its case would test nothing: it is checked.
 func TestThrottleOnlyWithWorkOnEveryClaimPath(t *testing.T) {
-	t.Parallel()
-	dbtest.PostgresURL(t)
-	for _, c := range []struct {
-		name      string
-		mode      oneRoundMode
-		noReserve bool
-		took      func(s *Store) int64
-	}{
-		{"general", oneRoundNever, true, nil},
-		{"one_round", oneRoundAlways, true, func(s *Store) int64 { return s.oneRoundTaken.Load() }},
-		{"reserved", oneRoundAlways, false, func(s *Store) int64 { return s.reservedTaken.Load() }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			storetest.RunThrottleWork(t, func(t *testing.T) store.Store {
-				s := newTestStore(t, 4)
-				s.oneRoundMode, s.noReserve = c.mode, c.noReserve
-				if c.took != nil {
-					t.Cleanup(func() {
-						if c.took(s) == 0 {
-							t.Errorf("the %s claim took no claim of the case", c.name)
-						}
-					})
-				}
-				return s
-			})
-		})
-	}
+	onEveryLimitedClaimPath(t, storetest.RunThrottleWork)
 }

@@ -47,12 +47,7 @@ var holdLimitScopes = []struct {
 // several claim paths runs them once per path.
 func RunCancelHoldLimits(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	for _, c := range cancelHoldLimitCases() {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t, newStore(t))
-		})
-	}
+	runCases(t, cancelHoldLimitCases(), newStore)
 }
 
 // testCancelHoldLimit: under a concurrency of 1 in scope, tenant a's job

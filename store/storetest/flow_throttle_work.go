@@ -50,12 +50,7 @@ var throttleWorkScopes = []struct {
 // with several claim paths runs them once per path.
 func RunThrottleWork(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	for _, c := range throttleWorkCases() {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t, newStore(t))
-		})
-	}
+	runCases(t, throttleWorkCases(), newStore)
 }
 
 // testThrottleOnlyWithWork spends a limit of scope (a rate of 1 an hour,

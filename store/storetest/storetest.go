@@ -87,7 +87,13 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, dlqCases()...)
 	all = append(all, retentionKeyCases()...)
 	all = append(all, throttleWorkCases()...)
-	for _, c := range all {
+	runCases(t, all, newStore)
+}
+
+// runCases runs each case in parallel on its own store from newStore.
+func runCases(t *testing.T, cases []testCase, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.fn(t, newStore(t))
