@@ -149,24 +149,7 @@ func TestGoexitInWriteTxFailsItsAttemptSQLite(t *testing.T) {
 	if row.Attempt != 2 {
 		t.Fatalf("completed at attempt %d, want 2 (the first ended in Goexit)", row.Attempt)
 	}
-	var attempts []int
-	if err := st.WriteTx(ctx, func(ctx context.Context, tx *sqlitestore.Tx) error {
-		rows, err := tx.QueryContext(ctx, "SELECT attempt FROM orders")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var a int
-			if err := rows.Scan(&a); err != nil {
-				return err
-			}
-			attempts = append(attempts, a)
-		}
-		return rows.Err()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	attempts := orderAttempts(t, st)
 	if len(attempts) != 1 || attempts[0] != 2 {
 		t.Errorf("orders of attempts %v, want only attempt 2's (the first rolled back)", attempts)
 	}

@@ -259,6 +259,17 @@ func TestLateTxCompletionIsFencedSQLite(t *testing.T) {
 	if row.Attempt != 2 {
 		t.Fatalf("completed at attempt %d, want 2", row.Attempt)
 	}
+	attempts := orderAttempts(t, st)
+	if fmt.Sprint(attempts) != "[2]" {
+		t.Fatalf("order rows by attempts %v, want exactly one, by attempt 2", attempts)
+	}
+}
+
+// orderAttempts returns the attempt column of the orders table that the
+// handlers of these tests write in their job's transaction.
+func orderAttempts(t *testing.T, st *sqlitestore.Store) []int {
+	t.Helper()
+	ctx := t.Context()
 	var attempts []int
 	if err := st.WriteTx(ctx, func(ctx context.Context, tx *sqlitestore.Tx) error {
 		rows, err := tx.QueryContext(ctx, "SELECT attempt FROM orders")
@@ -277,7 +288,5 @@ func TestLateTxCompletionIsFencedSQLite(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(attempts) != "[2]" {
-		t.Fatalf("order rows by attempts %v, want exactly one, by attempt 2", attempts)
-	}
+	return attempts
 }

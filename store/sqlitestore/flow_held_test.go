@@ -20,21 +20,7 @@ func TestHeldBackPlanUsesClaimIndex(t *testing.T) {
 		for _, k := range kinds {
 			args = append(args, k)
 		}
-		rows, err := s.rdb.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+qHeldBack(kinds), args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		rows.Close()
-		plan := strings.Join(lines, "\n")
+		plan := s.explain(t, qHeldBack(kinds), args...)
 		if strings.Count(plan, "INDEX jobs_claim_tenant") < 2 {
 			t.Errorf("kinds %v: the plan does not probe jobs_claim_tenant in both branches:\n%s", kinds, plan)
 		}
