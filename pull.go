@@ -455,9 +455,9 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	return c.JobGet(ctx, tenant, row.ID)
 }
 
-// finishCheckTimeout bounds the read-backs of finishWritten after a failed
-// write, all of one request together (it delays the error
-// answer of a finish whose write failed by at most this).
+// finishCheckTimeout bounds the read-backs (finishWritten) that follow a
+// failed finish write, all of one request's together: the request's error
+// answer comes at most this much later.
 const finishCheckTimeout = 2 * time.Second
 
 // finishWritten reports whether the finish fin of the attempt row, whose
