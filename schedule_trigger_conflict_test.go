@@ -24,12 +24,13 @@ type replaceOnRead struct {
 	store.Store
 	other *idem.Client
 	n     atomic.Int64
+	calm  atomic.Bool // no more replacing
 	t     *testing.T
 }
 
 func (s *replaceOnRead) ScheduleGet(ctx context.Context, p *store.ScheduleGetParams) (*store.Schedule, error) {
 	sc, err := s.Store.ScheduleGet(ctx, p)
-	if err == nil {
+	if err == nil && !s.calm.Load() {
 		v := s.n.Add(1)
 		if _, perr := s.other.SchedulePut(ctx, &idem.Schedule{Name: p.Name, Every: 10 * time.Minute, Kind: "tick",
 			Args: fmt.Appendf(nil, `{"v":%d}`, v)}); perr != nil {
@@ -42,7 +43,9 @@ func (s *replaceOnRead) ScheduleGet(ctx context.Context, p *store.ScheduleGetPar
 // TestScheduleTriggerContendedIsConflict: a trigger whose schedule is
 // replaced after each of its reads gives up as a retryable conflict
 // (ErrConflict; over HTTP 409 problem+json with Retry-After), not an
-// unclassified error (a 500), and makes no job.
+// unclassified error (a 500), and makes no job. The 409 is not stored
+// under the request's Idempotency-Key: its repeat with the key, once the
+// schedule is left alone, fires (it got the 409 replayed).
 func TestScheduleTriggerContendedIsConflict(t *testing.T) {
 	t.Parallel()
 	for _, sk := range storeKinds() {
@@ -70,13 +73,19 @@ func TestScheduleTriggerContendedIsConflict(t *testing.T) {
 			}
 			hs := httptest.NewServer(api)
 			defer hs.Close()
-			req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/schedules/tick/trigger", strings.NewReader(`{}`))
-			req.Header.Set("Authorization", "Bearer "+secret)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
+			trigger := func() *http.Response {
+				t.Helper()
+				req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/schedules/tick/trigger", strings.NewReader(`{}`))
+				req.Header.Set("Authorization", "Bearer "+secret)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", "trigger-1")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp
 			}
+			resp := trigger()
 			defer resp.Body.Close()
 			var p struct{ Type, Detail string }
 			_ = json.NewDecoder(resp.Body).Decode(&p)
@@ -91,6 +100,13 @@ func TestScheduleTriggerContendedIsConflict(t *testing.T) {
 			}
 			if len(jobs) != 0 {
 				t.Fatalf("jobs made by contended triggers: %d", len(jobs))
+			}
+			st.calm.Store(true)
+			again := trigger()
+			defer again.Body.Close()
+			if again.StatusCode != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("trigger repeated with the key of its 409, the schedule left alone: %d (Idempotent-Replayed %q), want 201 run again",
+					again.StatusCode, again.Header.Get("Idempotent-Replayed"))
 			}
 		})
 	}

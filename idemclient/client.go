@@ -2,8 +2,9 @@
 // and /v1/openapi.json).
 //
 // Every POST carries an Idempotency-Key (the caller's, or a random one the
-// client makes), and the client retries network errors, 5xx, 429 and 409
-// "key in progress" answers with the same key and body: a retried enqueue
+// client makes), and the client retries network errors, 5xx, 429 and the
+// 409 answers "key in progress" and "conflict" (a concurrent change; nothing
+// was done) with the same key and body: a retried enqueue
 // returns the job the first attempt created, a retried cancel replays the
 // first answer. Errors from the server are *Error, and errors.Is maps them
 // to the sentinels of package idemtype (idem.ErrNotFound, …).
@@ -251,12 +252,15 @@ func (cl *Client) do(ctx context.Context, c *call) (int, error) {
 	}
 }
 
-// retryable: network errors, 5xx, 429 and a key still in progress.
+// retryable: network errors, 5xx, 429, a key still in progress and a
+// conflict (409 /problems/conflict, idemtype.ErrConflict: concurrent
+// changes kept the operation from completing and nothing was done, so a
+// repeat is safe, and the server stores no such answer under the key).
 func retryable(status int, err error) bool {
 	var pe *Error
 	if errors.As(err, &pe) {
 		return pe.Status >= 500 || pe.Status == http.StatusTooManyRequests ||
-			errors.Is(pe, idemtype.ErrKeyInProgress)
+			errors.Is(pe, idemtype.ErrKeyInProgress) || errors.Is(pe, idemtype.ErrConflict)
 	}
 	return status == 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

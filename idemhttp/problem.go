@@ -121,8 +121,14 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 }
 
 // writeError maps err and writes it; 5xx errors are logged (never sent).
+// A conflict (idemtype.ErrConflict: nothing was done, retry) is not stored
+// by the Idempotency-Key middleware serving r: a retry with the key runs
+// again rather than getting the 409 replayed for a day.
 func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	p := problemFor(err)
+	if p.Type == ProblemConflict {
+		notStored(r)
+	}
 	if p.Status >= 500 && logger != nil {
 		logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.String("request_id", RequestIDFromContext(r.Context())), slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -24,7 +25,9 @@ lists versions (PostgreSQL only; the PostgreSQL schema name comes from
 IDEM_PG_SCHEMA, default "idem"). status and down only read a schema that
 does not exist: they say so and create nothing. On a schema a newer idem
 migrated, status lists the versions this binary does not know and exits 4,
-as up does. A missing SQLite file is created only with --create.`,
+as up does; down exits 4 on a schema with any version this binary does not
+know (newer, or below its newest: another build applied it) and rolls back
+nothing. A missing SQLite file is created only with --create.`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			action := "up"
@@ -106,6 +109,9 @@ func runMigrate(cmd *cobra.Command, url, action string, args []string, create bo
 			if to, expected, verr := st.SchemaVersion(ctx); verr == nil && to > expected {
 				return schemaAhead(to, expected, ": nothing rolled back")
 			}
+			// A version below the newest that another build applied:
+			// refused as the newer schema is (exit 4), named as it is.
+			return unknownVersions(ctx, st, err)
 		}
 		return fmt.Errorf("migrate down: %w", err)
 	}
@@ -194,6 +200,28 @@ func schemaAhead(to, expected int, more string) error {
 	return withHint(&exitError{code: ExitConflict, err: fmt.Errorf(
 		"schema is at version %d, newer than this binary's %d (a newer idem migrated it)%s", to, expected, more)},
 		fmt.Sprintf("run the newer idem; to go back to this binary, `idem migrate down %d` with the newer one first", to-expected))
+}
+
+// unknownVersions is the error (exit 4) of `idem migrate down` refused
+// (err, pgstore.ErrSchemaNewer) for versions applied to the schema that
+// this binary does not know, below its newest: another build of idem
+// applied them (a number this one skips).
+func unknownVersions(ctx context.Context, st *pgstore.Store, err error) error {
+	var vs []string
+	if status, serr := st.MigrationStatus(ctx); serr == nil {
+		for _, m := range status {
+			if m.Unknown {
+				vs = append(vs, fmt.Sprintf("%d (%s)", m.Version, m.Name))
+			}
+		}
+	}
+	if len(vs) == 0 { // gone since: say what MigrateDown said
+		return &exitError{code: ExitConflict, err: fmt.Errorf("migrate down: %w", err)}
+	}
+	return withHint(&exitError{code: ExitConflict, err: fmt.Errorf(
+		"the schema has version %s applied, which this binary does not know (another build of idem applied it): nothing rolled back",
+		strings.Join(vs, ", version "))},
+		"only the idem that applied it can undo it; `idem migrate status` lists it as unknown to this binary")
 }
 
 // migrationJSON is one line of `idem migrate status --json`.

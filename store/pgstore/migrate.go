@@ -66,8 +66,9 @@ var migrationFS embed.FS
 // A whole run (Migrate, MigrateUp, MigrateDown) holds the schema's
 // migration lock, a session-level advisory lock, on one connection, which
 // runs its transactions and its no-transaction statements
-// (migrationSession): runs of several processes are serialised, and each
-// reads the applied versions once it holds the lock.
+// (migrationLock; migrationSession for the runs that apply, which also
+// create the migrations table): runs of several processes are serialised,
+// and each reads the applied versions once it holds the lock.
 const noTxMarker = "-- idem:no-transaction"
 
 // ErrSchemaNewer is the error of MigrateDown on a schema that has a
@@ -250,13 +251,27 @@ func (s *Store) lockKey() int64 {
 // lock most of the time, and a build waits at most this long for it.
 const lockWait = "100ms"
 
-// migrationSession takes the schema's migration lock, the session-level
-// advisory lock of lockKey, on a connection of the pool that it keeps for
-// the run, and creates the schema and its migrations table if needed.
-// Every migration of the run runs on that connection. release unlocks the
-// lock and gives the connection back (closing it when unlocking fails, so
-// that the lock ends with the session and never stays with the pool).
+// migrationSession is migrationLock that then creates the schema and its
+// migrations table if needed (a run that applies migrations).
 func (s *Store) migrationSession(ctx context.Context) (conn *pgxpool.Conn, release func(), err error) {
+	conn, release, err = s.migrationLock(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := conn.Exec(ctx, s.sql(qMigrationsTable)); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("migrate: create migrations table: %w", err)
+	}
+	return conn, release, nil
+}
+
+// migrationLock takes the schema's migration lock, the session-level
+// advisory lock of lockKey, on a connection of the pool that it keeps for
+// the run, and creates nothing. Every migration of the run runs on that
+// connection. release unlocks the lock and gives the connection back
+// (closing it when unlocking fails, so that the lock ends with the session
+// and never stays with the pool).
+func (s *Store) migrationLock(ctx context.Context) (conn *pgxpool.Conn, release func(), err error) {
 	if s.closed.Load() {
 		return nil, nil, store.ErrClosed
 	}
@@ -299,10 +314,6 @@ func (s *Store) migrationSession(ctx context.Context) (conn *pgxpool.Conn, relea
 			_ = conn.Conn().Close(ctx)
 		}
 		conn.Release()
-	}
-	if _, err := conn.Exec(ctx, s.sql(qMigrationsTable)); err != nil {
-		release()
-		return nil, nil, fmt.Errorf("migrate: create migrations table: %w", err)
 	}
 	return conn, release, nil
 }
@@ -467,8 +478,13 @@ func newestVersion(applied map[int]time.Time) int {
 // migrationsTableExists reports whether the schema's migrations table
 // exists, creating nothing.
 func (s *Store) migrationsTableExists(ctx context.Context) (bool, error) {
+	return s.migrationsTableOn(ctx, s.pool)
+}
+
+// migrationsTableOn is migrationsTableExists read on q.
+func (s *Store) migrationsTableOn(ctx context.Context, q querier) (bool, error) {
 	var table bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.sql("{schema}.migrations")).Scan(&table); err != nil {
 		return false, fmt.Errorf("migrate: read versions: %w", err)
 	}
 	return table, nil
@@ -507,17 +523,22 @@ func (s *Store) upToDate(ctx context.Context, ms []migration) (from int, ok bool
 // <= 0) under the migration lock, transactional ones in one transaction
 // up to a no-transaction one, as Migrate. On a schema with a version
 // applied that this binary does not know it undoes nothing and returns
-// ErrSchemaNewer.
+// ErrSchemaNewer. On a schema that does not exist, or has no migrations
+// table, it undoes nothing and creates nothing.
 func (s *Store) MigrateDown(ctx context.Context, steps int) error {
 	ms, err := loadMigrations()
 	if err != nil {
 		return err
 	}
-	conn, release, err := s.migrationSession(ctx)
+	conn, release, err := s.migrationLock(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
+	// Read under the lock: a run that creates the table holds it.
+	if table, err := s.migrationsTableOn(ctx, conn); err != nil || !table {
+		return err
+	}
 	applied, err := s.appliedVersions(ctx, conn)
 	if err != nil {
 		return err
