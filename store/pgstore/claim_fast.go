@@ -79,10 +79,10 @@ func claimOneBody(spent, fits, weights, token string) string {
 	}
 	return `solo AS (
     SELECT $9::text <> '' AND $8::text = ''
-        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant > $9::text AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant > $9::text AND j.queue = $1 AND j.state = 'available' AND j.run_at <= $2
             AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
             ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
-        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant < $9::text AND j.queue = $1 AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+        AND (SELECT j.tenant FROM {schema}.jobs j WHERE j.tenant < $9::text AND j.queue = $1 AND j.state = 'available' AND j.run_at <= $2
             AND ($4::text[] IS NULL OR j.kind = ANY($4::text[]))
             ORDER BY j.tenant DESC, j.priority, j.run_at DESC, j.id DESC LIMIT 1) IS NULL AS yes
 ), fwd(tenant) AS (
@@ -198,12 +198,13 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	// (claim_token_lock.go).
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(s.sql(qClaimSetup), s.claimLockClass(), p.LeaseToken)
+	b.Queue(s.sql(qClaimOneSetup), s.claimLockClass(), p.LeaseToken)
+	s.queuePromote(b, p.Queues, now)
 	b.Queue(s.sql(qClaimOne), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo, p.LeaseToken)
 	b.Queue("COMMIT")
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
-	for range 2 {
+	for range 3 {
 		if _, err := br.Exec(); err != nil {
 			return nil, false, err
 		}

@@ -19,12 +19,12 @@ import (
 // limit held work back.
 const qHeldBack = `SELECT s.queue, s.tenant FROM unnest($1::text[], $2::text[]) AS s(queue, tenant)
 WHERE s.tenant <> '' AND EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = s.queue AND j.tenant = s.tenant
-    AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $3
+    AND j.state = 'available' AND j.run_at <= $3
     AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])))
 UNION ALL
 SELECT s.queue, s.tenant FROM unnest($1::text[], $2::text[]) AS s(queue, tenant)
 WHERE s.tenant = '' AND EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = s.queue
-    AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $3
+    AND j.state = 'available' AND j.run_at <= $3
     AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])))`
 
 // heldBackScopes returns those of scopes (tenant "" = every tenant) that

@@ -126,6 +126,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.sql(qLockedSetup), p.Queues, s.flowLockClass(), s.claimLockClass(), p.LeaseToken)
+	s.queuePromote(b, p.Queues, now)
 	b.Queue(s.sql(qFlowLock), p.Queues)
 	b.Queue(s.sql(qFlowWeights), p.Queues)
 	if sh.concurrency {
@@ -154,7 +155,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	)
 	err = func() error {
 		defer br.Close()
-		for range 2 {
+		for range 3 {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
@@ -311,6 +312,9 @@ type rotation struct {
 	excluded []string
 	tenants  []string
 	fixed    bool // tenants is the visit list as is (laterRounds)
+	// next is the rotation of another queue listed ahead of time
+	// (promoteAndList lists every queue of a claim).
+	next *rotation
 }
 
 // use returns the visit list for the claim's actual exclusions, or false
@@ -318,7 +322,10 @@ type rotation struct {
 // no longer spent, or tenants dropped from a full list may have had
 // successors. A nil rotation is never used.
 func (r *rotation) use(queue string, limit int, excluded []string) ([]string, bool) {
-	if r == nil || r.queue != queue || r.limit != limit {
+	for r != nil && r.queue != queue {
+		r = r.next
+	}
+	if r == nil || r.limit != limit {
 		return nil, false
 	}
 	for _, t := range r.excluded {

@@ -111,7 +111,7 @@ var qClaimOneLimited = `WITH RECURSIVE flow AS (
     -- OFFSET 0: one probe per spent limit, never a semi-join reading
     -- every claimable job of the queue.
     SELECT * FROM spent h WHERE EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = $1 AND j.tenant = h.tenant
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+        AND j.state = 'available' AND j.run_at <= $2
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) OFFSET 0)
 ), ` + claimOneBody("ARRAY(SELECT tenant FROM spent)", "(SELECT ok FROM fits)", "", "$10") + `, fits AS (
     SELECT (SELECT ok FROM guard)
@@ -282,6 +282,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	// The lock statement's plan does not depend on its queues, but
 	// PostgreSQL kept planning it anew for each claim (custom plans).
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	s.queuePromote(b, p.Queues, now)
 	b.Queue(s.sql(qFlowLockShape), p.Queues)
 	cursor, solo := s.rotationStart(queue)
 	b.Queue(s.sql(qClaimOneLimited), queue, now, cursor, kinds, p.Limit, p.LeaseUntil, p.WorkerID, p.Tenant, solo, p.LeaseToken)
@@ -294,7 +295,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	err = func() error {
 		br := conn.SendBatch(ctx, b)
 		defer br.Close()
-		for range 3 {
+		for range 4 {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}

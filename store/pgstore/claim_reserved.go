@@ -196,7 +196,7 @@ var tenantConcSQL = tenantBoundSQL + `, rt0 AS (
     -- OFFSET 0 keeps the probe per limit at one: as a semi-join the
     -- generic plan read every claimable job of the queue on each claim.
     SELECT * FROM atl h WHERE EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = $1 AND j.tenant = h.tenant
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2
+        AND j.state = 'available' AND j.run_at <= $2
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) OFFSET 0)
 ), limv AS (
     SELECT x.tenant, f.concurrency AS room FROM want x CROSS JOIN LATERAL (` + concLimitsOf("x") + `) f
@@ -740,13 +740,14 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(s.sql(qReservedSetup), qb.lockScopes, s.flowLockClass(), s.claimLockClass(), p.LeaseToken)
+		s.queuePromote(b, p.Queues, now)
 		b.Queue(s.sql(stmtOf(counted)), args...)
 		b.Queue("COMMIT")
 		sent = true
 		err = func() error {
 			br := conn.SendBatch(ctx, b)
 			defer br.Close()
-			for range 2 {
+			for range 3 {
 				if _, err := br.Exec(); err != nil {
 					return err
 				}

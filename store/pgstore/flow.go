@@ -273,7 +273,7 @@ func tenantClaimProbe(now, kinds string) string {
 	return `(
         SELECT j.id FROM {schema}.jobs j
         WHERE j.queue = $1 AND j.tenant = x.tenant
-          AND j.state IN ('available', 'scheduled', 'retryable')
+          AND j.state = 'available'
           AND j.run_at <= ` + now + `
           AND (` + kinds + `::text[] IS NULL OR j.kind = ANY(` + kinds + `::text[]))
           AND (j.partition_key = '' OR (NOT EXISTS (
@@ -300,7 +300,7 @@ func tenantClaimProbe(now, kinds string) string {
 // by tenant alone (see qClaimOne). qClaimOne and qClaimRotation share it.
 func tenantProbe(after string) string {
 	return `(SELECT j.tenant FROM {schema}.jobs j WHERE j.queue = $1
-        AND j.state IN ('available', 'scheduled', 'retryable') AND j.run_at <= $2 AND j.tenant > ` + after + `
+        AND j.state = 'available' AND j.run_at <= $2 AND j.tenant > ` + after + `
         AND ($4::text[] IS NULL OR j.kind = ANY($4::text[])) ORDER BY j.tenant, j.priority DESC, j.run_at, j.id LIMIT 1)`
 }
 
@@ -610,9 +610,13 @@ func (s *Store) claimFlow(ctx context.Context, p *store.JobClaimParams) ([]*idem
 		s.flowHints.set(p.Queues[0], len(limits)+len(weights)+len(paused) > 0)
 	}
 	if len(limits) == 0 {
+		pre, err := s.promoteAndList(ctx, s.pool, p, now)
+		if err != nil {
+			return nil, err
+		}
 		b := store.NewClaimBudget(now, nil, paused)
 		b.SetWeights(weights)
-		out, err := s.claimFair(ctx, db, p, b, now, nil)
+		out, err := s.claimFair(ctx, db, p, b, now, pre)
 		b.Report(p.Report)
 		return out, err
 	}

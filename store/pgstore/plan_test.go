@@ -48,7 +48,8 @@ func (s *Store) explain(ctx context.Context, q string, args ...any) (string, err
 
 // TestKindStatsPlanUsesIndexes: the per-kind summary (JobKindStats) reads
 // each branch through a partial index (finished jobs by finish time,
-// claimable, running and pending jobs by theirs) once most of the history
+// available (jobs_claim_tenant_idx), waiting for their run_at (jobs_due_idx),
+// running and pending jobs by theirs) once most of the history
 // is finished, as on a server, never a sequential scan of the jobs, with or
 // without a tenant. A plan assert (EXPLAIN after ANALYZE), not a timing one.
 func TestKindStatsPlanUsesIndexes(t *testing.T) {
@@ -78,7 +79,7 @@ func TestKindStatsPlanUsesIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("tenant %q:\n%s", tenant, plan)
-		for _, idx := range []string{"jobs_finished_idx", "jobs_claim_tenant_idx", "jobs_pending_idx"} {
+		for _, idx := range []string{"jobs_finished_idx", "jobs_claim_tenant_idx", "jobs_due_idx", "jobs_pending_idx"} {
 			if !strings.Contains(plan, idx) {
 				t.Errorf("tenant %q: the plan does not use %s", tenant, idx)
 			}

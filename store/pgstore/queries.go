@@ -845,7 +845,10 @@ FROM (
         AND created_at >= $2 AND ($1 = '' OR tenant = $1)
     UNION ALL
     SELECT kind, state, attempt, false, 0 FROM {schema}.jobs
-    WHERE state IN ('available', 'scheduled', 'retryable') AND created_at >= $2 AND ($1 = '' OR tenant = $1)
+    WHERE state = 'available' AND created_at >= $2 AND ($1 = '' OR tenant = $1)
+    UNION ALL
+    SELECT kind, state, attempt, false, 0 FROM {schema}.jobs
+    WHERE state IN ('scheduled', 'retryable') AND created_at >= $2 AND ($1 = '' OR tenant = $1)
     UNION ALL
     SELECT kind, state, attempt, false, 0 FROM {schema}.jobs
     WHERE state = 'running' AND created_at >= $2 AND ($1 = '' OR tenant = $1)

@@ -52,11 +52,27 @@ SELECT id, state, queue FROM upd`
 )
 SELECT id, queue FROM upd`
 
-	qPromote = `WITH cand AS (
-    SELECT id FROM {schema}.jobs
-    WHERE state IN ('scheduled', 'retryable') AND run_at <= $1
-    ORDER BY run_at, id LIMIT $2
-    FOR UPDATE SKIP LOCKED
+	// qPromote makes the due scheduled and retryable jobs available, up
+	// to $2 per queue: a skip scan of jobs_due_idx (queue, run_at, id)
+	// lists the queues that have such jobs, one index probe each, and
+	// each queue's range ends at its first job not yet due (migration
+	// 0031), so the jobs scheduled for later are never read.
+	qPromote = `WITH RECURSIVE qs(queue) AS (
+    SELECT (SELECT j.queue FROM {schema}.jobs j WHERE j.state IN ('scheduled', 'retryable')
+        ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM {schema}.jobs j WHERE j.state IN ('scheduled', 'retryable') AND j.queue > qs.queue
+        ORDER BY j.queue LIMIT 1)
+    FROM qs WHERE qs.queue IS NOT NULL
+), cand AS (
+    SELECT c.id FROM qs
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = qs.queue AND j.state IN ('scheduled', 'retryable') AND j.run_at <= $1
+        ORDER BY j.run_at, j.id LIMIT $2
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    WHERE qs.queue IS NOT NULL
 )
 UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id
 RETURNING j.queue`

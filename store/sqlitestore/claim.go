@@ -22,6 +22,11 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	now := toUS(store.OrNow(p.Now))
 	var out []*idemtype.JobRow
 	err := s.write(ctx, p.Limit, func(t *wtx) error {
+		for _, q := range p.Queues {
+			if _, err := t.exec(qClaimPromote, q, now); err != nil {
+				return fmt.Errorf("promote due jobs: %w", err)
+			}
+		}
 		var err error
 		out, err = s.claimFair(t, p, now)
 		return err

@@ -526,7 +526,7 @@ func nextTenants(t *wtx, kinds []string, queue string, now int64, after, upTo st
 
 // nextTenantsSQL is nextTenants' statement and its arguments.
 func nextTenantsSQL(kinds []string, queue string, now int64, after, upTo string, excluded []string) (string, []any, error) {
-	probe := `SELECT j.tenant FROM jobs j WHERE j.queue = ?1 AND ` + sqlClaimable("j") + ` AND j.run_at <= ?2 AND j.tenant > %s` +
+	probe := `SELECT j.tenant FROM jobs j WHERE j.queue = ?1 AND ` + sqlAvailable("j") + ` AND j.run_at <= ?2 AND j.tenant > %s` +
 		kindFilter(kinds, 6) + ` ORDER BY j.tenant LIMIT 1`
 	q := `WITH RECURSIVE t(tenant) AS (
     SELECT (` + fmt.Sprintf(probe, "?3") + `)
@@ -602,7 +602,7 @@ WHERE id IN (`)
 			sb.WriteString("\n    UNION ALL ")
 		}
 		ti, li := strconv.Itoa(6+i), strconv.Itoa(ns[i])
-		sb.WriteString(`SELECT id FROM (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?` + ti + ` AND ` + sqlClaimable("j") +
+		sb.WriteString(`SELECT id FROM (SELECT j.id FROM jobs j WHERE j.queue = ?1 AND j.tenant = ?` + ti + ` AND ` + sqlAvailable("j") +
 			` AND j.run_at <= ?2` + kinds + qClaimHead + ` ORDER BY j.priority DESC, j.run_at, j.id LIMIT ` + li + `)`)
 		args = append(args, tenant)
 	}

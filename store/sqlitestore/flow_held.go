@@ -64,7 +64,7 @@ func heldBack(t *wtx, p *store.JobClaimParams, b *store.ClaimBudget, now int64) 
 // the claim's kinds (bound from ?4 on; none = any). Each is one probe of
 // jobs_claim_tenant, as nextTenants' probes are.
 func qHeldBack(kinds []string) string {
-	probe := `SELECT 1 FROM jobs j WHERE j.queue = ?1 AND ` + sqlClaimable("j") + ` AND j.run_at <= ?2` + kindFilter(kinds, 4)
+	probe := `SELECT 1 FROM jobs j WHERE j.queue = ?1 AND ` + sqlAvailable("j") + ` AND j.run_at <= ?2` + kindFilter(kinds, 4)
 	return `SELECT t.value FROM json_each(?3) t WHERE t.value <> '' AND EXISTS (` + probe + ` AND j.tenant = t.value)
 UNION ALL
 SELECT '' WHERE EXISTS (SELECT 1 FROM json_each(?3) t WHERE t.value = '') AND EXISTS (` + probe + `)`

@@ -43,7 +43,8 @@ func (s *Store) explainJobList(t *testing.T, f store.JobFilter) (string, error) 
 
 // TestKindStatsPlanUsesIndexes: the per-kind summary (JobKindStats) reads
 // every branch through a partial index (finished jobs by finish time,
-// claimable, running (jobs_running) and pending jobs by
+// available (jobs_claim_tenant), waiting for their run_at (jobs_due),
+// running (jobs_running) and pending jobs by
 // theirs), never a scan of the jobs
 // table, with or without a tenant.
 func TestKindStatsPlanUsesIndexes(t *testing.T) {
@@ -67,7 +68,7 @@ func TestKindStatsPlanUsesIndexes(t *testing.T) {
 		rows.Close()
 		plan := strings.Join(lines, "\n")
 		t.Logf("tenant %q:\n%s", tenant, plan)
-		for _, idx := range []string{"jobs_finished", "jobs_claim_tenant", "jobs_running", "jobs_pending"} {
+		for _, idx := range []string{"jobs_finished", "jobs_claim_tenant", "jobs_due", "jobs_running", "jobs_pending"} {
 			if !strings.Contains(plan, "INDEX "+idx) {
 				t.Errorf("tenant %q: the plan does not use %s:\n%s", tenant, idx, plan)
 			}
@@ -116,7 +117,7 @@ func (s *Store) explain(t *testing.T, q string, args ...any) string {
 }
 
 // TestRuntimePlansUsePartialIndexes: the statements of the runtime that
-// spell job states (sqlClaimable, sqlUnfinished, sqlFinished) are served
+// spell job states (sqlAvailable, sqlDue, sqlUnfinished, sqlFinished) are served
 // by the partial indexes whose predicates they repeat: a claim probes
 // jobs_claim_tenant and both probes of its FIFO head rule
 // jobs_partition_head, the
@@ -161,6 +162,10 @@ func TestRuntimePlansUsePartialIndexes(t *testing.T) {
 	}{
 		"retention":    {qRetentionSelect, "jobs_finished", []any{1, 1, 1, 1, 100}},
 		"stats oldest": {qStatsOldest, "jobs_claim_tenant", []any{"", 1}},
+		// The due scheduled and retryable jobs: their own index (0031).
+		"stats oldest due": {qStatsOldest, "jobs_due", []any{"", 1}},
+		"promoter":         {qPromote, "jobs_due", []any{1, 100}},
+		"claim's promote":  {qClaimPromote, "jobs_due", []any{"default", 1}},
 		// The running counts of concurrency limits, which count the
 		// cancelled jobs still holding their partition (0028) and the
 		// retried ones until their old lease ends (0030), the rescuer,

@@ -4,7 +4,10 @@ package sqlitestore
 // file. Times are unix microseconds; ?N parameters are numbered where a value
 // is used more than once.
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 const jobCols = `id, tenant, queue, kind, args, state, priority, attempt, max_attempts, run_at,
 created_at, started_at, finished_at, partition_key, idempotency_key, depends_on, result,
@@ -100,11 +103,17 @@ func sqlRecordExpired(t, now string) string {
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
 
-// sqlClaimable, sqlUnfinished and sqlFinished are the claimable,
-// unfinished and finished states of the jobs of table alias t ("" for
-// none), spelled exactly as in the partial indexes so that the planner can
-// use them.
-func sqlClaimable(t string) string { return stateIn(t, "available", "scheduled", "retryable") }
+// sqlUnfinished and sqlFinished are the unfinished and finished states of
+// the jobs of table alias t ("" for none), spelled exactly as in the
+// partial indexes so that the planner can use them.
+
+// sqlAvailable is the predicate of jobs_claim_tenant (migration 0031), the
+// claims' state: due scheduled and retryable jobs are made available
+// first (qClaimPromote). sqlDue is jobs_due's: the jobs waiting for their
+// run_at.
+func sqlAvailable(t string) string { return stateIn(t, "available") }
+
+func sqlDue(t string) string { return stateIn(t, "scheduled", "retryable") }
 
 func sqlUnfinished(t string) string {
 	return stateIn(t, "pending", "scheduled", "available", "running", "retryable")
@@ -637,11 +646,40 @@ RETURNING state, tenant, idempotency_key, dedup_window_us, result_ttl_us`
     lease_expires_at = NULL, lease_token = '', worker_id = ''
 WHERE id = ?2 AND state = 'running' AND lease_token = ?3
 RETURNING tenant, idempotency_key`
-
-	qPromote = `UPDATE jobs SET state = 'available'
-WHERE id IN (SELECT id FROM jobs WHERE state IN ('scheduled', 'retryable') AND run_at <= ?1 ORDER BY run_at LIMIT ?2)
-RETURNING queue`
 )
+
+// qPromote makes the due scheduled and retryable jobs at ?1 available, up
+// to ?2: a skip scan of jobs_due (queue, run_at, id) lists the queues
+// that have such jobs, one probe each, and each queue's range ends at its
+// first job not yet due (migration 0031), so the jobs scheduled for later
+// are never read.
+var qPromote = `WITH RECURSIVE qs(queue) AS (
+    SELECT (SELECT queue FROM jobs WHERE ` + sqlDue("") + ` ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT queue FROM jobs WHERE ` + sqlDue("") + ` AND queue > qs.queue ORDER BY queue LIMIT 1)
+    FROM qs WHERE qs.queue IS NOT NULL
+)
+UPDATE jobs SET state = 'available'
+WHERE id IN (SELECT j.id FROM jobs j WHERE j.queue IN (SELECT queue FROM qs WHERE queue IS NOT NULL)
+    AND ` + sqlDue("j") + ` AND j.run_at <= ?1 LIMIT ?2)
+RETURNING queue`
+
+// qClaimPromote makes the due scheduled and retryable jobs of queue ?1 at
+// ?2 available, up to claimPromoteMax in run_at order. The claims read
+// jobs_claim_tenant, which holds available jobs only (migration 0031):
+// every claim runs this first for each of its queues, in its
+// transaction, so that a job is claimable from its run_at on whether or
+// not the promoter runs. It reads one range of jobs_due that ends at the
+// first job not yet due: a claim never reads the jobs waiting for later,
+// however many.
+var qClaimPromote = `UPDATE jobs SET state = 'available'
+WHERE id IN (SELECT id FROM jobs WHERE queue = ?1 AND ` + sqlDue("") + ` AND run_at <= ?2
+    ORDER BY run_at, id LIMIT ` + strconv.Itoa(claimPromoteMax) + `)`
+
+// claimPromoteMax is the most due jobs of one queue a claim promotes
+// (qClaimPromote), earliest first; the next claims and the promoter
+// promote the rest.
+const claimPromoteMax = 1000
 
 // qRecordDeleteExpired deletes up to ?2 records expired at ?1, not those
 // held by the running job they name past their stored expiry (sqlRunHeld):
@@ -808,11 +846,18 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	qAPIKeyRevoke = `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`
 )
 
-// Statements that spell job states through sqlClaimable, sqlUnfinished
-// and sqlFinished.
+// Statements that spell job states through sqlAvailable, sqlDue,
+// sqlUnfinished and sqlFinished.
 var (
-	qStatsOldest = `SELECT queue, min(run_at) FROM jobs
-WHERE ` + sqlClaimable("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue`
+	// qStatsOldest reads the available jobs through jobs_claim_tenant and
+	// the due scheduled and retryable ones through jobs_due (0031).
+	qStatsOldest = `SELECT queue, min(m) FROM (
+    SELECT queue, min(run_at) AS m FROM jobs
+    WHERE ` + sqlAvailable("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue
+    UNION ALL
+    SELECT queue, min(run_at) FROM jobs
+    WHERE ` + sqlDue("") + ` AND run_at <= ?2 AND (?1 = '' OR tenant = ?1) GROUP BY queue
+) GROUP BY queue`
 
 	// qClaimHead is the FIFO head rule, appended to the claim's candidate
 	// selection (table alias j).
@@ -879,7 +924,10 @@ FROM (
         AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
     UNION ALL
     SELECT kind, state, attempt, 0, 0.0 FROM jobs
-    WHERE ` + sqlClaimable("") + ` AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    WHERE ` + sqlAvailable("") + ` AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
+    UNION ALL
+    SELECT kind, state, attempt, 0, 0.0 FROM jobs
+    WHERE ` + sqlDue("") + ` AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)
     UNION ALL
     SELECT kind, state, attempt, 0, 0.0 FROM jobs
     WHERE state = 'running' AND created_at >= ?2 AND (?1 = '' OR tenant = ?1)

@@ -20,6 +20,8 @@ func claimCases() []testCase {
 		{"JobClaim/limit_0_claims_nothing", testClaimLimitZero},
 		{"JobClaim/sets_lease_fields_and_attempt_record", testClaimFields},
 		{"JobClaim/due_scheduled_and_retryable_claimable", testClaimDue},
+		{"JobClaim/due_scheduled_competes_by_priority", testClaimDueByPriority},
+		{"JobClaim/due_beyond_one_promote_batch", testClaimDueBeyondOneBatch},
 		{"JobClaim/not_claimable_states", testClaimNotClaimable},
 		{"JobClaim/partition_head_only", testPartitionHead},
 		{"JobClaim/partition_retryable_head_blocks", testPartitionRetryableBlocks},

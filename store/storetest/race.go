@@ -19,6 +19,7 @@ func raceCases() []testCase {
 		{"Race/50_keys_16_concurrent_inserters", testRaceManyKeys},
 		{"Race/key_orders_differ_per_goroutine_two_tenants", testRaceKeyOrders},
 		{"Race/claims_8_workers_2000_jobs", testRaceClaims},
+		{"Race/claims_and_promoter_over_due_jobs", testRaceClaimsOfDueJobs},
 		{"Race/partitions_never_run_twice", testRacePartitions},
 		{"JobClaim/concurrent_claimers_take_each_job_once", testConcurrentClaims},
 		{"JobClaim/concurrent_fifo_keeps_order", testConcurrentFIFO},

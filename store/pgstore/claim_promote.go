@@ -1,0 +1,98 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// claimPromoteMax is the most due jobs of one queue a claim promotes
+// (qClaimPromote), earliest run_at first; what is left is promoted by the
+// next claims and the leader's promoter.
+const claimPromoteMax = 1000
+
+// qClaimPromote makes the due scheduled and retryable jobs of queues $1
+// at $2 available, up to $3 per queue in run_at order, locked SKIP LOCKED
+// (a concurrent claim promotes the others). The claim statements read
+// jobs_claim_tenant_idx, which holds available jobs only (migration 0031):
+// every claim runs this first, in its transaction, so that a job is
+// claimable from its run_at on whether or not the promoter runs. Each
+// queue is one range of jobs_due_idx (queue, run_at, id) that ends at the
+// first job not yet due: a claim never reads the jobs waiting for later,
+// however many. A promoted job stays locked until the claim commits; the
+// claim itself may take it (its own lock), others skip it.
+const qClaimPromote = `WITH cand AS (
+    SELECT c.id FROM unnest($1::text[]) AS q(queue)
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable') AND j.run_at <= $2
+        ORDER BY j.run_at, j.id
+        LIMIT $3
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+)
+UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id`
+
+// queuePromote queues qClaimPromote for the claim of queues at now on b:
+// the statement after the claim transaction's setup, read with Exec.
+func (s *Store) queuePromote(b *pgx.Batch, queues []string, now time.Time) {
+	b.Queue(s.sql(qClaimPromote), queues, now, claimPromoteMax)
+}
+
+// promoteAndList is the first round trip of the claim p at now without
+// limits (claimFlow): [BEGIN, generic plans, qClaimPromote, each queue's
+// qClaimRotation when the claim is of every tenant, COMMIT]. It returns
+// those rotations, listed after the promotion, chained for claimFair (nil
+// when not listed; a queue after one that claimed jobs has a smaller
+// limit and is listed again). Generic plans: while a queue has no available job
+// PostgreSQL found the custom plans of these statements cheaper and
+// planned them anew at every claim, reading ten times the buffers of the
+// claim itself (the planner's probes of the jobs indexes).
+func (s *Store) promoteAndList(ctx context.Context, db dbtx, p *store.JobClaimParams, now time.Time) (*rotation, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	s.queuePromote(b, p.Queues, now)
+	var listed []*rotation
+	if p.Tenant == "" {
+		var kinds []string
+		if p.Kinds != nil {
+			kinds = p.Kinds
+		}
+		for _, queue := range p.Queues {
+			r := &rotation{queue: queue, limit: p.Limit, excluded: s.excluded.get(queue)}
+			b.Queue(s.sql(qClaimRotation), queue, now, s.cursors.Get(queue), kinds, append([]string{}, r.excluded...), p.Limit)
+			listed = append(listed, r)
+		}
+	}
+	b.Queue("COMMIT")
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	for range 3 {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("promote due jobs: %w", err)
+		}
+	}
+	var pre *rotation
+	for i, r := range listed {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		if r.tenants, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		if i == 0 {
+			pre = r
+		} else {
+			listed[i-1].next = r
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return pre, br.Close()
+}
