@@ -190,8 +190,11 @@ func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lea
 	}
 	// StoredAt is the time stored (microseconds, the stores' precision):
 	// the caller compares it with the record read back later.
+	// start is cut the same way, so that a duration the caller gave
+	// (ResultLeaseComplete: start = now - duration) is not read back a
+	// millisecond short by a now whose nanoseconds were cut.
 	now := c.now().Truncate(time.Microsecond)
-	d := now.Sub(start).Truncate(time.Millisecond)
+	d := now.Sub(start.Truncate(time.Microsecond)).Truncate(time.Millisecond)
 	err = lease.Complete(context.WithoutCancel(ctx), &recordlease.Result{Bytes: enc.bytes,
 		Compressed: enc.compressed, Hash: enc.hash, Duration: d, At: now})
 	if err != nil {
