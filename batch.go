@@ -117,6 +117,19 @@ func (c *Client) BatchCreate(ctx context.Context, p BatchCreateParams) (*Batch, 
 	if err != nil {
 		return nil, err
 	}
+	refused, err := c.targets.namedSubscriptions(ctx, append(params[:len(params):len(params)], onFinish))
+	if err != nil {
+		return nil, fmt.Errorf("batch %q: %w", p.Key, err)
+	}
+	for i := range len(params) + 1 { // the first refused, in order
+		switch {
+		case refused[i] == nil:
+		case i == len(params):
+			return nil, prefixField("on_finish.", refused[i])
+		default:
+			return nil, prefixField(fmt.Sprintf("jobs[%d].", i), refused[i])
+		}
+	}
 	res, err := c.store.BatchCreate(ctx, &store.BatchCreateParams{Tenant: tenant, Key: p.Key,
 		Metadata: p.Metadata, Jobs: params, OnFinish: onFinish, Now: c.now()})
 	if err != nil {

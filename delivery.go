@@ -279,18 +279,22 @@ func (s *targetSet) lookup(ctx context.Context, row *JobRow) (deliver.Target, st
 func (s *targetSet) find(ctx context.Context, row *JobRow) (*store.DeliveryTarget, *builtTarget, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now := s.now(); s.readAt.IsZero() || now.Sub(s.readAt) >= s.refresh {
-		rows, err := s.store.TargetList(ctx, &store.TargetListParams{})
-		if err != nil {
-			return nil, nil, fmt.Errorf("read delivery targets: %w", err)
-		}
-		s.rows, s.readAt = rows, now
+	if err := s.readLocked(ctx); err != nil {
+		return nil, nil, err
 	}
 	r := matchTarget(s.rows, row)
 	if name := namedTarget(row.Metadata); name != "" {
 		r = findTarget(s.rows, row.Tenant, name)
 		if r == nil {
 			return nil, nil, fmt.Errorf("%w: job names target %q", executor.ErrNoTarget, name)
+		}
+		if r.Topic != "" {
+			// Named before the subscription took the name (enqueue
+			// refuses it since), or enqueued by an older version: a job is
+			// never pushed to a subscription's URL with its secrets as if
+			// it were an event of the topic. Dead: only deleting the
+			// subscription would free the name.
+			return nil, nil, &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: errNamesSubscription(name, r)}
 		}
 	}
 	if r == nil {
@@ -300,6 +304,70 @@ func (s *targetSet) find(ctx context.Context, row *JobRow) (*store.DeliveryTarge
 		return r, b, nil
 	}
 	return r, nil, nil
+}
+
+// readLocked re-reads the stored targets when the refresh interval has
+// passed or a change made through this client invalidated them. s.mu is
+// held.
+func (s *targetSet) readLocked(ctx context.Context) error {
+	if now := s.now(); s.readAt.IsZero() || now.Sub(s.readAt) >= s.refresh {
+		rows, err := s.store.TargetList(ctx, &store.TargetListParams{})
+		if err != nil {
+			return fmt.Errorf("read delivery targets: %w", err)
+		}
+		s.rows, s.readAt = rows, now
+	}
+	return nil
+}
+
+// namedSubscriptions returns, by index in jobs, the *idemtype.InvalidError
+// on "metadata" refusing each job whose metadata names as its delivery
+// target (MetaDeliveryTarget) the stored target of a subscription (nil
+// jobs are skipped); nil when none does. The targets are those of the
+// last read, re-read as lookup does: a subscription put through another
+// client less than DeliveryConfig.TargetRefresh ago may not be seen, and
+// its job is then refused at delivery instead.
+func (s *targetSet) namedSubscriptions(ctx context.Context, jobs []*store.JobInsertParams) (map[int]error, error) {
+	var names []string // allocated at the first job naming a target
+	for i, p := range jobs {
+		if p == nil {
+			continue
+		}
+		if name := namedTarget(p.Metadata); name != "" {
+			if names == nil {
+				names = make([]string, len(jobs))
+			}
+			names[i] = name
+		}
+	}
+	if names == nil {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.readLocked(ctx); err != nil {
+		return nil, err
+	}
+	var refused map[int]error
+	for i, name := range names {
+		if name == "" {
+			continue
+		}
+		if r := findTarget(s.rows, jobs[i].Tenant, name); r != nil && r.Topic != "" {
+			if refused == nil {
+				refused = map[int]error{}
+			}
+			refused[i] = idemtype.Invalid("metadata", "%v", errNamesSubscription(name, r))
+		}
+	}
+	return refused, nil
+}
+
+// errNamesSubscription is the error of a job whose metadata names r, the
+// stored target of a subscription, as its delivery target.
+func errNamesSubscription(name string, r *store.DeliveryTarget) error {
+	return fmt.Errorf("%s %q is the target of a subscription of topic %q, which receives the topic's events only: a job can name a target put with TargetPut",
+		MetaDeliveryTarget, name, r.Topic)
 }
 
 // targetOf is b's target; nil for none.

@@ -103,7 +103,9 @@ func (c *Client) EnqueueRaw(ctx context.Context, p EnqueueParams) (*EnqueueResul
 // EnqueueMany inserts a batch of jobs in one transaction. Input that fails
 // validation fails the whole call with an error wrapping ErrInvalid and
 // nothing is written; otherwise each result carries its own Err for what
-// the store refused (a reused key, an unknown dependency).
+// the store refused (a reused key, an unknown dependency) or for a
+// delivery target named in its metadata that is a subscription's (an
+// *idemtype.InvalidError on "metadata"), and the other jobs are written.
 func (c *Client) EnqueueMany(ctx context.Context, items []EnqueueParams) ([]EnqueueResult, error) {
 	return c.enqueueMany(ctx, items, c.store.JobInsertMany)
 }
@@ -118,12 +120,15 @@ func (c *Client) enqueueMany(ctx context.Context, items []EnqueueParams, insert 
 	if len(items) > MaxBatch {
 		return nil, idemtype.Invalid("jobs", "batch of %d is over %d", len(items), MaxBatch)
 	}
-	return c.enqueueAll(ctx, items, insert)
+	return c.enqueueAll(ctx, items, insert, true)
 }
 
 // enqueueAll is enqueueMany without its MaxBatch cap: JobReplay writes all
-// its copies with one insert, in one transaction.
-func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert insertFunc) ([]EnqueueResult, error) {
+// its copies with one insert, in one transaction. checkTargets refuses,
+// in its result, a job whose metadata names a subscription as its
+// delivery target (a replay copies jobs as they are: such a copy is dead
+// at delivery).
+func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert insertFunc, checkTargets bool) ([]EnqueueResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -139,9 +144,16 @@ func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert i
 		}
 		params[i] = p
 	}
-	res, err := insert(ctx, &store.JobInsertManyParams{Jobs: params, Now: now})
+	var refused map[int]error
+	if checkTargets {
+		var err error
+		if refused, err = c.targets.namedSubscriptions(ctx, params); err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+	}
+	res, err := c.insertValid(ctx, params, refused, now, insert)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", store.Classify(c.store, err))
+		return nil, err
 	}
 	out := make([]EnqueueResult, len(res))
 	for i, r := range res {
@@ -160,6 +172,42 @@ func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert i
 		default:
 			c.observe(EventEnqueued, r.Job, nil)
 		}
+	}
+	return out, nil
+}
+
+// insertValid inserts the jobs of params but those refused holds (by
+// index) and returns the results of all, in order: a refused job's is its
+// error, as the store's own refusals of one job (a reused key, an unknown
+// dependency) are, and the others are written.
+func (c *Client) insertValid(ctx context.Context, params []*store.JobInsertParams, refused map[int]error,
+	now time.Time, insert insertFunc) ([]store.JobInsertResult, error) {
+	jobs := params
+	if len(refused) > 0 {
+		jobs = make([]*store.JobInsertParams, 0, len(params)-len(refused))
+		for i, p := range params {
+			if refused[i] == nil {
+				jobs = append(jobs, p)
+			}
+		}
+	}
+	var res []store.JobInsertResult
+	if len(jobs) > 0 {
+		var err error
+		if res, err = insert(ctx, &store.JobInsertManyParams{Jobs: jobs, Now: now}); err != nil {
+			return nil, fmt.Errorf("enqueue: %w", store.Classify(c.store, err))
+		}
+	}
+	if len(refused) == 0 {
+		return res, nil
+	}
+	out := make([]store.JobInsertResult, len(params))
+	for i := range params {
+		if refused[i] != nil {
+			out[i].Err = refused[i]
+			continue
+		}
+		out[i], res = res[0], res[1:]
 	}
 	return out, nil
 }

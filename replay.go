@@ -127,7 +127,7 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 			return 0, fmt.Errorf("replay: copy of job %d: %w", o.ID, err)
 		}
 	}
-	res, err := c.enqueueAll(ctx, copies, c.store.JobInsertMany)
+	res, err := c.enqueueAll(ctx, copies, c.store.JobInsertMany, false)
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
 	}

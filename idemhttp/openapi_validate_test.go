@@ -82,6 +82,7 @@ var docLooserThanServer = []string{
 	"unexpected data after the JSON value",  // JSON Schema sees one value
 	"malformed cursor",                      // a cursor is opaque
 	"depends_on: job",                       // a dependency that does not exist in the tenant
+	"is the target of a subscription",       // a job's delivery_target naming a stored subscription
 	"no longer exists; it did not complete", // a retry of a job that never ran, its dependency deleted
 	"key: must be printable ASCII",          // kin-openapi checks path values still escaped
 	"forbidden target address",              // a target URL's resolved address (SSRF policy)

@@ -61,11 +61,18 @@ var ErrInvalidURL = errors.New("webhook: invalid target url")
 // StatusError is the error of an outcome whose response was not 2xx.
 type StatusError struct {
 	Status int
+	// Redirect says why a redirect was not followed when the sender
+	// follows them (Config.FollowRedirects); "" otherwise.
+	Redirect string
 }
 
-// Error names the status.
+// Error names the status, and why a redirect was not followed.
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("webhook: target answered %d %s", e.Status, http.StatusText(e.Status))
+	msg := fmt.Sprintf("webhook: target answered %d %s", e.Status, http.StatusText(e.Status))
+	if e.Redirect != "" {
+		msg += " (redirect not followed: " + e.Redirect + ")"
+	}
+	return msg
 }
 
 // classifyStatus maps a response status to its class.

@@ -42,11 +42,15 @@ type Config struct {
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// FollowRedirects follows up to 10 redirects that repeat the POST with
-	// its body (307, 308) to an http(s) URL, each connection checked
-	// against the address policy. A 301, 302 or 303 is not followed
-	// (net/http would send a GET without the body, whose answer would
-	// complete a push never delivered), nor is a redirect to another scheme
-	// or an eleventh one: each is dead, as every 3xx is by default (false).
+	// its body (307, 308) within the origin of the target's URL: the same
+	// scheme, host and port, whose connections the address policy checks
+	// and whose concurrency cap the push holds. A 301, 302 or 303 is not
+	// followed (net/http would send a GET without the body, whose answer
+	// would complete a push never delivered), nor is a redirect to another
+	// origin (its signature and headers are for the target's URL only:
+	// another server, or plain http after https, never receives them), one
+	// whose Location is empty or unparsable, or an eleventh one: each is
+	// dead, as every 3xx is by default (false).
 	FollowRedirects bool
 	// DenyPrivate also refuses loopback, private (RFC 1918, fc00::/7), CGNAT
 	// and unspecified addresses. Link-local and cloud-metadata addresses are
@@ -69,8 +73,13 @@ type Config struct {
 type Sender struct {
 	cfg    Config
 	policy addrPolicy
-	client *http.Client
-	slots  *targetSlots
+	// transport sends each request of a push: redirects are followed by
+	// do, not by an http.Client, which would carry the signature and
+	// every header to another origin and fail a redirect with an
+	// unparsable Location as a transport error (class retry) before any
+	// CheckRedirect could refuse it.
+	transport *http.Transport
+	slots     *targetSlots
 }
 
 // NewSender returns a sender for cfg (nil: all defaults).
@@ -93,34 +102,55 @@ func NewSender(cfg *Config) (*Sender, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	client := &http.Client{Transport: transport, CheckRedirect: noRedirects}
-	if c.FollowRedirects {
-		client.CheckRedirect = postRedirects
-	}
-	return &Sender{cfg: c, policy: policy, client: client, slots: newTargetSlots(c.MaxPerTarget)}, nil
+	return &Sender{cfg: c, policy: policy, transport: transport, slots: newTargetSlots(c.MaxPerTarget)}, nil
 }
 
 // maxRedirects is how many redirects a push follows (net/http's default).
 const maxRedirects = 10
 
-// noRedirects answers a 3xx with the response itself (class dead).
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+// isRedirect reports whether status is one net/http would follow: 301,
+// 302, 303, 307 or 308 (not 300, 304, 305 nor 306).
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
 
-// postRedirects follows a redirect only when it repeats the push: the same
-// method, with the body (307, 308), to an http(s) URL, within maxRedirects.
-// net/http turns the POST of a 301, 302 or 303 into a GET without a body;
-// that redirect, one to another scheme and one past the chain's limit are
-// answered with their 3xx response (class dead, as an unfollowed 3xx)
-// instead of delivering nothing or failing as a transport error (class
-// retry, pushed again on every attempt).
-func postRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= maxRedirects || (req.URL.Scheme != "http" && req.URL.Scheme != "https") {
-		return http.ErrUseLastResponse
+// redirectTarget returns the URL a followed redirect resp of the push to
+// from leads to, and "" with it; or nil and why the redirect is not
+// followed (its 3xx is then the push's answer, class dead, instead of a
+// push that delivers nothing, a transport error of class retry pushed
+// again on every attempt, or one that leaves the target's origin). hops
+// is how many redirects were followed before this one.
+func redirectTarget(from *url.URL, resp *http.Response, hops int) (*url.URL, string) {
+	if resp.StatusCode != http.StatusTemporaryRedirect && resp.StatusCode != http.StatusPermanentRedirect {
+		// net/http turns the POST of a 301, 302 or 303 into a GET
+		// without a body.
+		return nil, "only a 307 or 308 repeats the POST with its body"
 	}
-	if req.Method != via[0].Method || via[0].ContentLength > 0 && req.ContentLength != via[0].ContentLength {
-		return http.ErrUseLastResponse
+	if hops >= maxRedirects {
+		return nil, fmt.Sprintf("more than %d redirects", maxRedirects)
 	}
-	return nil
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return nil, "no Location"
+	}
+	to, err := from.Parse(loc)
+	if err != nil {
+		// Not err itself: it quotes the whole URL, credentials included.
+		return nil, "unparsable Location"
+	}
+	if (to.Scheme != "http" && to.Scheme != "https") || to.Host == "" {
+		return nil, fmt.Sprintf("Location %q is not an http(s) URL", redact.URL(to.String()))
+	}
+	if targetKey(to) != targetKey(from) {
+		return nil, fmt.Sprintf("Location %q is on another origin than %s", redact.URL(to.String()), targetKey(from))
+	}
+	to.User = nil // the push authenticates with the target URL's credentials, if any
+	return to, ""
 }
 
 // withDefaults validates cfg and fills its zero fields.
@@ -169,7 +199,7 @@ type Request struct {
 }
 
 // Close releases idle connections.
-func (s *Sender) Close() { s.client.CloseIdleConnections() }
+func (s *Sender) Close() { s.transport.CloseIdleConnections() }
 
 // Send pushes r once and classifies the result. It never returns a nil Err
 // unless the class is ClassCompleted.
@@ -195,11 +225,57 @@ func (s *Sender) Send(ctx context.Context, r *Request) Outcome {
 	return s.do(ctx, u, r)
 }
 
-// do sends the request and reads the response.
+// do sends the request, follows its redirects when configured and reads
+// the response.
 func (s *Sender) do(ctx context.Context, u *url.URL, r *Request) Outcome {
+	start := time.Now()
+	var (
+		resp *http.Response
+		why  string // why a redirect was not followed
+	)
+	creds := u.User // of the target's URL, sent to every hop of its origin
+	for hops := 0; ; hops++ {
+		var out *Outcome
+		resp, out = s.send(ctx, u, creds, r)
+		if out != nil {
+			out.Latency = time.Since(start)
+			return *out
+		}
+		if !s.cfg.FollowRedirects || !isRedirect(resp.StatusCode) {
+			break
+		}
+		next, reason := redirectTarget(u, resp, hops)
+		if next == nil {
+			why = reason
+			break
+		}
+		// Read a little of the body so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		u = next
+	}
+	defer resp.Body.Close()
+	body, truncated, readErr := readLimited(resp.Body, s.cfg.MaxBodyBytes)
+	out := Outcome{
+		Class: classifyStatus(resp.StatusCode), Status: resp.StatusCode, Latency: time.Since(start),
+		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.cfg.Now()),
+		Body:       body, Truncated: truncated,
+	}
+	switch {
+	case out.Class != ClassCompleted:
+		out.Err = &StatusError{Status: resp.StatusCode, Redirect: why}
+	case readErr != nil:
+		out.Class, out.Err = ClassRetry, fmt.Errorf("read response: %w", readErr)
+	}
+	return out
+}
+
+// send makes one request of the push r to u, with the basic auth of creds
+// when not nil: its response, or the outcome of a request that got none.
+func (s *Sender) send(ctx context.Context, u *url.URL, creds *url.Userinfo, r *Request) (*http.Response, *Outcome) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(r.Body))
 	if err != nil {
-		return Outcome{Class: ClassDead, Err: fmt.Errorf("build request: %w", err)}
+		return nil, &Outcome{Class: ClassDead, Err: fmt.Errorf("build request: %w", err)}
 	}
 	for k, vs := range r.Header {
 		req.Header[k] = append([]string(nil), vs...)
@@ -213,25 +289,18 @@ func (s *Sender) do(ctx context.Context, u *url.URL, r *Request) Outcome {
 	} else if r.ID != "" {
 		req.Header.Set(HeaderID, r.ID)
 	}
-	start := time.Now()
-	resp, err := s.client.Do(req)
+	if creds != nil && req.Header.Get("Authorization") == "" {
+		// As an http.Client does for a URL with credentials.
+		pass, _ := creds.Password()
+		req.SetBasicAuth(creds.Username(), pass)
+	}
+	resp, err := s.transport.RoundTrip(req)
 	if err != nil {
-		return Outcome{Class: classifyError(err), Latency: time.Since(start), Err: fmt.Errorf("push: %w", err)}
+		// As an http.Client reports it, the URL without its password.
+		err = &url.Error{Op: "Post", URL: redact.URL(u.String()), Err: err}
+		return nil, &Outcome{Class: classifyError(err), Err: fmt.Errorf("push: %w", err)}
 	}
-	defer resp.Body.Close()
-	body, truncated, readErr := readLimited(resp.Body, s.cfg.MaxBodyBytes)
-	out := Outcome{
-		Class: classifyStatus(resp.StatusCode), Status: resp.StatusCode, Latency: time.Since(start),
-		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.cfg.Now()),
-		Body:       body, Truncated: truncated,
-	}
-	switch {
-	case out.Class != ClassCompleted:
-		out.Err = &StatusError{Status: resp.StatusCode}
-	case readErr != nil:
-		out.Class, out.Err = ClassRetry, fmt.Errorf("read response: %w", readErr)
-	}
-	return out
+	return resp, nil
 }
 
 // readLimited reads up to limit bytes and reports whether more followed.

@@ -162,9 +162,12 @@ func TestSenderResponses(t *testing.T) {
 	t.Run("redirect is followed when configured", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &Config{FollowRedirects: true})
-		target := receiver(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "there") })
 		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect)
+			if r.URL.Path == "/there" {
+				_, _ = io.WriteString(w, "there")
+				return
+			}
+			http.Redirect(w, r, "/there", http.StatusTemporaryRedirect)
 		})
 		out := b.push(t, srv.URL)
 		wantClass(t, out, ClassCompleted, 200)
@@ -202,16 +205,17 @@ func TestSenderResponses(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &Config{FollowRedirects: true})
 		var got atomic.Value
-		target := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/moved" {
+				http.Redirect(w, r, "/moved", http.StatusPermanentRedirect)
+				return
+			}
 			body, _ := io.ReadAll(r.Body)
 			if err := Verify([]Secret{b.secret}, r.Header, body, time.Now(), 0); err != nil {
 				http.Error(w, err.Error(), http.StatusUnauthorized)
 				return
 			}
 			got.Store(r.Method + " " + string(body))
-		})
-		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, target.URL, http.StatusPermanentRedirect)
 		})
 		wantClass(t, b.push(t, srv.URL), ClassCompleted, 200)
 		if got.Load() != `POST {"n":1}` {
@@ -326,17 +330,29 @@ func TestSenderAddressPolicy(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a followed redirect to the metadata address is refused", func(t *testing.T) {
+	t.Run("a redirect to the metadata address is not followed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &Config{FollowRedirects: true})
 		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
-			// 307: a redirect that keeps the POST, so it is followed (a 302
-			// is not: it would turn the push into a GET).
+			// 307: a redirect that keeps the POST (a 302 is not followed:
+			// it would turn the push into a GET), but to another origin.
 			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusTemporaryRedirect)
 		})
-		out := b.push(t, srv.URL)
-		if out.Class != ClassDead || !errors.Is(out.Err, ErrForbiddenAddress) {
-			t.Fatalf("%v %v", out.Class, out.Err)
+		wantClass(t, b.push(t, srv.URL), ClassDead, http.StatusTemporaryRedirect)
+	})
+	t.Run("a followed redirect whose host now resolves to the metadata address is refused", func(t *testing.T) {
+		t.Parallel()
+		res := &flipResolver{answers: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("169.254.169.254")}}
+		b := setup(t, &Config{FollowRedirects: true, Resolver: res})
+		srv := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+			// Within the origin, on a new connection: its host is
+			// resolved again, and the answer checked at connect.
+			w.Header().Set("Connection", "close")
+			http.Redirect(w, r, "/meta-data/", http.StatusTemporaryRedirect)
+		})
+		out := b.push(t, strings.Replace(srv.URL, "127.0.0.1", "rebind.test", 1))
+		if out.Class != ClassDead || !errors.Is(out.Err, ErrForbiddenAddress) || res.calls.Load() != 2 {
+			t.Fatalf("%v %v after %d lookups", out.Class, out.Err, res.calls.Load())
 		}
 	})
 	t.Run("loopback is allowed by default", func(t *testing.T) {

@@ -54,7 +54,7 @@ func (e *Executor) deliver(ctx context.Context, row *idemtype.JobRow, fin *store
 		// this worker goes back to other jobs; the attempt does not count.
 		e.SetOutcome(fin, row, nil, &idemtype.ControlError{Kind: idemtype.ControlSnooze, After: BusyWait})
 	case out.Class == deliver.Completed:
-		e.SetOutcome(fin, row, ResultJSON(out.Result), nil)
+		e.SetOutcome(fin, row, deliveredResult(out), nil)
 	case out.Class == deliver.Dead:
 		e.SetOutcome(fin, row, nil, &idemtype.ControlError{Kind: idemtype.ControlPermanent, Err: deliveryError(out)})
 	default:
@@ -80,6 +80,29 @@ func ResultJSON(body []byte) json.RawMessage {
 	}
 	b, _ := json.Marshal(string(body)) // a string always encodes
 	return b
+}
+
+// deliveredResult is the result of a completed delivery: ResultJSON of
+// the target's answer, or, when the answer was cut at the target's limit
+// (Outcome.Truncated), a JSON string of the text read, cut on a rune
+// boundary, ending in " …[cut: more than N bytes]" (N the limit): a cut
+// answer is never stored as if whole, nor parsed as JSON (a cut number
+// would still parse, as another number).
+func deliveredResult(out deliver.Outcome) json.RawMessage {
+	if !out.Truncated {
+		return ResultJSON(out.Result)
+	}
+	text := out.Result
+	for i := len(text) - 1; i >= 0 && i >= len(text)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(text[i]) {
+			if !utf8.FullRune(text[i:]) {
+				text = text[:i] // a rune cut at the limit
+			}
+			break
+		}
+	}
+	b, _ := json.Marshal(string(bytes.ToValidUTF8(text, []byte("\uFFFD"))) + fmt.Sprintf(" …[cut: more than %d bytes]", len(out.Result)))
+	return b // a string always encodes
 }
 
 // deliveryError is the attempt's error: the target's, with an excerpt of

@@ -233,3 +233,36 @@ func TestResultJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveryTruncatedResult: a 2xx answer longer than the sender's
+// MaxBodyBytes completes its job with a result that says it was cut: a
+// JSON string of the text read (cut on a rune boundary) ending in
+// " …[cut: more than N bytes]". Before the fix the cut text was stored
+// unmarked: as a JSON string when it no longer parsed, as a different
+// value when it still did (the number 12345678901 for 123456789012345), a
+// cut rune turned into U+FFFD. Bytes that are not UTF-8 before the cut
+// become U+FFFD, as in a whole answer; one of exactly N bytes is whole.
+func TestDeliveryTruncatedResult(t *testing.T) {
+	t.Parallel()
+	b := setupDelivery(t, answers(map[string]answer{
+		"number": {200, nil, "123456789012345"},
+		"json":   {200, map[string]string{"Content-Type": "application/json"}, `{"items":[1,2,3]}`},
+		"runes":  {200, nil, strings.Repeat("é", 8)},
+		"exact":  {200, nil, "abcdefghijk"},
+		"latin1": {200, nil, "caf\xe9 au lait"},
+	}), &webhook.Config{MaxBodyBytes: 11}, nil)
+	ctx := context.Background()
+	for kind, want := range map[string]string{
+		"number": `"12345678901 …[cut: more than 11 bytes]"`,
+		"json":   `"{\"items\":[1 …[cut: more than 11 bytes]"`,
+		"runes":  `"ééééé …[cut: more than 11 bytes]"`,
+		"exact":  `"abcdefghijk"`,
+		"latin1": "\"caf\ufffd au lai …[cut: more than 11 bytes]\"",
+	} {
+		fin := b.exec.Execute(ctx, b.claim(t, kind, ""), nil)
+		if fin.State != idemtype.StateCompleted || string(fin.Result) != want {
+			t.Errorf("%s: state %s result %s, want completed with %s", kind, fin.State, fin.Result, want)
+		}
+		b.finish(t, fin)
+	}
+}
