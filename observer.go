@@ -37,7 +37,7 @@ const (
 	// for its data) is reported as the dead one.
 	EventFinished EventType = "finished"
 	// EventRescued: the job's lease expired and the rescuer took it back
-	// (on the maintenance leader); State is its new state.
+	// (on the maintenance leader); State is the state the rescue gave it.
 	EventRescued EventType = "rescued"
 )
 
@@ -50,8 +50,8 @@ type JobEvent struct {
 	Queue   string
 	Kind    string
 	Attempt int
-	// State and Outcome are the job's new state and the attempt's outcome
-	// (EventFinished only).
+	// State is the job's new state (EventFinished; EventRescued: the state
+	// the rescue gave it), Outcome the attempt's outcome (EventFinished).
 	State   idemtype.JobState
 	Outcome idemtype.Outcome
 	// Wait is the time from RunAt to the claim (EventClaimed); Run the
@@ -129,17 +129,17 @@ func (c *Client) observeDo(t EventType, tenant string) {
 	}
 }
 
-// observeRescue reports rescued jobs, reading each (rescues are rare).
-func (c *Client) observeRescue(ctx context.Context, ids []int64) {
+// observeRescue reports rescued jobs as the rescue left them (the rows
+// JobRescue returns, not a read after its commit: a job requeued, claimed
+// again or deleted since is still reported with the rescue's state, queue
+// and kind).
+func (c *Client) observeRescue(_ context.Context, jobs []store.RescuedJob) {
 	if c.cfg.Observer == nil {
 		return
 	}
-	for _, id := range ids {
-		row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: id})
-		if err != nil {
-			row = &JobRow{ID: id} // deleted meanwhile: report it unlabelled
-		}
-		c.observe(EventRescued, row, func(e *JobEvent) { e.State = row.State })
+	for _, j := range jobs {
+		c.cfg.Observer.ObserveJob(&JobEvent{Type: EventRescued, JobID: j.ID, Tenant: j.Tenant, Queue: j.Queue,
+			Kind: j.Kind, Attempt: j.Attempt, State: j.State})
 	}
 }
 

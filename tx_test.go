@@ -228,9 +228,9 @@ func TestLateTxCompletionIsFencedSQLite(t *testing.T) {
 	b.workers.Handle("ship", func(ctx context.Context, j *idem.JobRow) (json.RawMessage, error) {
 		wctx := context.WithoutCancel(ctx) // the fence must hold for a handler that goes on
 		if j.Attempt == 1 {
-			ids, err := st.JobRescue(wctx, &store.JobRescueParams{Now: time.Now().Add(2 * time.Second), Limit: 10})
-			if err != nil || len(ids) != 1 || ids[0] != j.ID {
-				return nil, fmt.Errorf("rescue: %v %v", ids, err)
+			got, err := st.JobRescue(wctx, &store.JobRescueParams{Now: time.Now().Add(2 * time.Second), Limit: 10})
+			if err != nil || len(got) != 1 || got[0].ID != j.ID {
+				return nil, fmt.Errorf("rescue: %v %v", got, err)
 			}
 		}
 		err := st.WriteTx(wctx, func(txCtx context.Context, tx *sqlitestore.Tx) error {

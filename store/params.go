@@ -143,6 +143,18 @@ type JobRescueParams struct {
 	Limit int
 }
 
+// RescuedJob is one job JobRescue rescued, as the rescue left it (read
+// from the rows it updated, in its transaction): what a report of the
+// rescue needs, whatever happens to the job once it is committed.
+type RescuedJob struct {
+	ID      int64
+	Tenant  string
+	Queue   string
+	Kind    string
+	Attempt int               // the attempt whose lease was lost
+	State   idemtype.JobState // retryable, or dead on the last attempt
+}
+
 // JobDeleteFinishedParams selects finished jobs for retention.
 type JobDeleteFinishedParams struct {
 	CompletedBefore time.Time

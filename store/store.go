@@ -423,16 +423,16 @@ type Maintenance interface {
 	// JobRescue finds running jobs whose lease expired before Now (up to
 	// Limit) and makes them retryable — or dead when Attempt >=
 	// MaxAttempts — with RunAt = Now either way and LastError saying the
-	// lease was lost; the
-	// attempt record gets outcome lost; record leases they held are
-	// released; dead ones cancel their dependants. It returns the ids.
+	// lease was lost; the attempt record gets outcome lost; record leases
+	// they held are released; dead ones cancel their dependants. It returns
+	// them as the rescue left them (RescuedJob, from its own write).
 	// "Expired before Now" is by the store's expiry clock: on PostgreSQL
 	// the database's now(), not Now (see LeaderAttempt). It also ends, up
 	// to Limit, the holds of cancelled jobs (JobCancel) whose lease expired
 	// by that clock; those are not returned and stay cancelled, and their
 	// dependants inserted with DependsOnFinished are released as a
 	// completion would release them.
-	JobRescue(ctx context.Context, p *JobRescueParams) ([]int64, error)
+	JobRescue(ctx context.Context, p *JobRescueParams) ([]RescuedJob, error)
 
 	// JobDependantsRepair repairs pending jobs whose release was missed
 	// (a node of an older version ending a hold without releasing the

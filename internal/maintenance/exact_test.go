@@ -110,7 +110,13 @@ func TestRescuerBatches(t *testing.T) {
 			var batches [][]int64
 			woken := 0
 			r := maintenance.NewRescuer(st, &maintenance.Config{Now: (&clock{now: base.Add(time.Minute)}).Now, Batch: 2,
-				OnRescue: func(_ context.Context, ids []int64) { batches = append(batches, ids) },
+				OnRescue: func(_ context.Context, jobs []store.RescuedJob) {
+					ids := make([]int64, 0, len(jobs))
+					for _, j := range jobs {
+						ids = append(ids, j.ID)
+					}
+					batches = append(batches, ids)
+				},
 				OnPromote: func(q []string) {
 					if q != nil {
 						t.Errorf("rescue woke %v, want every queue (nil)", q)

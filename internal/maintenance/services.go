@@ -40,8 +40,10 @@ type Config struct {
 	EventRetention time.Duration
 	// OnPromote is told the queues that got available jobs (wake-ups).
 	OnPromote func(queues []string)
-	// OnRescue is told the ids of the jobs whose expired lease was rescued.
-	OnRescue func(ctx context.Context, ids []int64)
+	// OnRescue is told the jobs whose expired lease was rescued, as the
+	// rescue left them (store.RescuedJob: read in its transaction, not
+	// after it, so a later change of a job does not change its report).
+	OnRescue func(ctx context.Context, jobs []store.RescuedJob)
 	// RepairGrace: the rescuer repairs pending jobs whose release was
 	// missed (store.Maintenance.JobDependantsRepair) once they are pending
 	// this long; default DefaultRepairGrace. A release is made in the
@@ -103,12 +105,12 @@ func NewRescuer(st store.Maintenance, cfg *Config) *Rescuer {
 func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		ids, err := r.store.JobRescue(ctx, &store.JobRescueParams{Now: r.cfg.Now().UTC(), Limit: r.cfg.Batch})
-		total += len(ids)
-		if len(ids) > 0 && r.cfg.OnRescue != nil {
-			r.cfg.OnRescue(ctx, ids)
+		jobs, err := r.store.JobRescue(ctx, &store.JobRescueParams{Now: r.cfg.Now().UTC(), Limit: r.cfg.Batch})
+		total += len(jobs)
+		if len(jobs) > 0 && r.cfg.OnRescue != nil {
+			r.cfg.OnRescue(ctx, jobs)
 		}
-		if err != nil || len(ids) < r.cfg.Batch {
+		if err != nil || len(jobs) < r.cfg.Batch {
 			// Wake the queues once for the whole run (its last batch may
 			// be empty: a count that is a multiple of Batch).
 			if err == nil {

@@ -200,7 +200,7 @@ func TestReclaimCancelsTheLostRun(t *testing.T) {
 	// No heartbeats here: the lease expires, the rescuer takes the job back.
 	clock.Add(2 * time.Minute)
 	rescued, err := b.store.JobRescue(ctx, &store.JobRescueParams{Now: clock.Now(), Limit: 10})
-	if err != nil || len(rescued) != 1 || rescued[0] != ids[0] {
+	if err != nil || len(rescued) != 1 || rescued[0].ID != ids[0] {
 		t.Fatalf("rescued %v (%v), want job %d", rescued, err, ids[0])
 	}
 	p.Wake()

@@ -69,7 +69,7 @@ func TestDatabaseClockDecidesExpiry(t *testing.T) {
 			t.Fatalf("claim: %v %v", jobs, err)
 		}
 		got, err := s.JobRescue(ctx, &store.JobRescueParams{Now: time.Now().Add(-time.Hour), Limit: 10})
-		if err != nil || len(got) != 1 || got[0] != jobs[0].ID {
+		if err != nil || len(got) != 1 || got[0].ID != jobs[0].ID {
 			t.Fatalf("rescued %v, %v; want [%d]", got, err, jobs[0].ID)
 		}
 	})

@@ -13,27 +13,29 @@ import (
 // JobRescue implements store.Maintenance. Unless Config.CallerClock, a
 // lease is expired by the database's clock, not by p.Now, so a node whose
 // clock runs ahead cannot rescue live leases; p.Now is still the time
-// written into the rescued rows.
-func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int64, error) {
+// written into the rescued rows. The rescued jobs are returned as the
+// rescue's UPDATE left them (qRescue's RETURNING).
+func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]store.RescuedJob, error) {
 	now := store.OrNow(p.Now)
 	limit := store.BatchLimit(p.Limit)
-	var out []int64
+	var out []store.RescuedJob
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, s.sql(qRescue), now, limit, store.RescuedError, s.expiryClock(now))
 		if err != nil {
 			return err
 		}
 		var dead, queues []string
-		var deadIDs []int64
-		var id int64
-		var st, q string
-		_, err = pgx.ForEachRow(rows, []any{&id, &st, &q}, func() error {
-			out = append(out, id)
-			if st == string(idemtype.StateDead) {
-				deadIDs = append(deadIDs, id)
-				dead = append(dead, q)
+		var deadIDs, ids []int64
+		var j store.RescuedJob
+		var st string
+		_, err = pgx.ForEachRow(rows, []any{&j.ID, &st, &j.Tenant, &j.Queue, &j.Kind, &j.Attempt}, func() error {
+			j.State = idemtype.JobState(st)
+			out, ids = append(out, j), append(ids, j.ID)
+			if j.State == idemtype.StateDead {
+				deadIDs = append(deadIDs, j.ID)
+				dead = append(dead, j.Queue)
 			} else {
-				queues = append(queues, q)
+				queues = append(queues, j.Queue)
 			}
 			return nil
 		})
@@ -57,8 +59,8 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			return err
 		}
 		queues = append(queues, released...)
-		if len(out) > 0 {
-			released, err := s.afterFinal(ctx, tx, deadIDs, out, now)
+		if len(ids) > 0 {
+			released, err := s.afterFinal(ctx, tx, deadIDs, ids, now)
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,8 @@ package pgstore
 const (
 	// qRescue takes the running jobs whose lease expired by the expiry
 	// clock $4 (NULL: the database's now()); $1 is the caller's Now, the
-	// time written into the rows.
+	// time written into the rows. It returns each job as it left it
+	// (store.RescuedJob's columns).
 	qRescue = `WITH cand AS (
     SELECT id FROM {schema}.jobs
     WHERE state = 'running' AND lease_expires_at < coalesce($4::timestamptz, now())
@@ -23,14 +24,14 @@ const (
         last_error = $3,
         lease_expires_at = NULL
     FROM cand WHERE j.id = cand.id
-    RETURNING j.id, j.state, j.queue, j.last_error, j.attempt, j.started_at, j.worker_id
+    RETURNING j.id, j.state, j.tenant, j.queue, j.kind, j.last_error, j.attempt, j.started_at, j.worker_id
 ), att AS (
     INSERT INTO {schema}.attempts (job_id, attempt, started_at, finished_at, duration_ms, outcome, error, worker_id)
     SELECT id, attempt, started_at, $1,
         greatest((extract(epoch FROM $1::timestamptz - started_at) * 1000)::bigint, 0), 'lost', last_error, worker_id
     FROM upd WHERE started_at IS NOT NULL ORDER BY id
 )
-SELECT id, state, queue FROM upd`
+SELECT id, state, tenant, queue, kind, attempt FROM upd`
 
 	// qRelease gives back the jobs of leases ($1 ids, $2 tokens) and the
 	// jobs running under claim token $4 (none when ""; read through

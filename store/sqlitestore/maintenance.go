@@ -12,12 +12,13 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// JobRescue implements store.Maintenance.
-func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int64, error) {
+// JobRescue implements store.Maintenance. The rescued jobs are returned
+// as qRescue left them (its RETURNING, in the write transaction).
+func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]store.RescuedJob, error) {
 	now := store.OrNow(p.Now)
 	nowUS := toUS(now)
 	limit := store.BatchLimit(p.Limit)
-	var out []int64
+	var out []store.RescuedJob
 	var freed []string
 	err := s.write(ctx, limit, func(t *wtx) error {
 		out = out[:0]
@@ -31,29 +32,32 @@ func (s *Store) JobRescue(ctx context.Context, p *store.JobRescueParams) ([]int6
 			if _, err := t.exec(qAttemptEndNow, nowUS, store.RescuedError, id, string(idemtype.OutcomeLost), ""); err != nil {
 				return err
 			}
-			var state, tenant, key string
+			j := store.RescuedJob{ID: id}
+			var state, key string
 			var dedup, ttl int64
-			err := t.queryRow(qRescue, nowUS, store.RescuedError, id).Scan(&state, &tenant, &key, &dedup, &ttl)
+			err := t.queryRow(qRescue, nowUS, store.RescuedError, id).Scan(&state, &j.Tenant, &j.Queue, &j.Kind,
+				&j.Attempt, &key, &dedup, &ttl)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			if idemtype.JobState(state) == idemtype.StateDead {
+			j.State = idemtype.JobState(state)
+			if j.State == idemtype.StateDead {
 				if _, err := cancelDependants(t, id, idemtype.StateDead, nowUS); err != nil {
 					return err
 				}
-				if err := onFinal(t, tenant, key, id, dedup, ttl, now); err != nil {
+				if err := onFinal(t, j.Tenant, key, id, dedup, ttl, now); err != nil {
 					return err
 				}
 			}
 			if key != "" {
-				if _, err := t.exec(qKeyLeaseRelease, tenant, key, store.JobOwner(id)); err != nil {
+				if _, err := t.exec(qKeyLeaseRelease, j.Tenant, key, store.JobOwner(id)); err != nil {
 					return err
 				}
 			}
-			out = append(out, id)
+			out = append(out, j)
 		}
 		// Cancelled jobs whose handlers never acknowledged the cancel hold
 		// their slots and partitions until their leases end: ended now, as a running

@@ -628,7 +628,8 @@ WHERE id = ?1 AND state = 'dead' AND resolved_at IS NULL AND (?4 = '' OR tenant 
 // Maintenance.
 const (
 	qRescueSelect = `SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ?`
-	// qRescue: ?1 now, ?2 error, ?3 id.
+	// qRescue: ?1 now, ?2 error, ?3 id. It returns the job as it left it
+	// (store.RescuedJob's columns, then its key's).
 	qRescue = `UPDATE jobs SET
     state            = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'retryable' END,
     run_at           = ?1,
@@ -636,7 +637,7 @@ const (
     last_error       = ?2,
     lease_expires_at = NULL
 WHERE id = ?3 AND state = 'running'
-RETURNING state, tenant, idempotency_key, dedup_window_us, result_ttl_us`
+RETURNING state, tenant, queue, kind, attempt, idempotency_key, dedup_window_us, result_ttl_us`
 
 	// qRunningUnder lists the jobs running under lease token ?1 (the
 	// jobs_running index holds the running jobs and the holding ones).

@@ -25,17 +25,27 @@ func maintenanceCases() []testCase {
 		{"JobDeleteFinished/limit", testDeleteFinishedLimit},
 		{"RecordDeleteExpired/expired_only_up_to_limit", testRecordDeleteExpired},
 		{"JobRescue/retryable_or_dead_attempt_lost_lease_lost", testRescueLifecycle},
+		{"JobRescue/returns_jobs_as_rescued", testRescueReturnsRows},
 	}
 }
 
-// rescue runs JobRescue.
+// rescue runs JobRescue and returns the ids of the jobs it rescued.
 func rescue(t *testing.T, s store.Store, now time.Time, limit int) []int64 {
 	t.Helper()
 	got, err := s.JobRescue(t.Context(), &store.JobRescueParams{Now: now, Limit: limit})
 	if err != nil {
 		t.Fatalf("JobRescue: %v", err)
 	}
-	return got
+	return rescuedIDs(got)
+}
+
+// rescuedIDs returns the ids of jobs, in order.
+func rescuedIDs(jobs []store.RescuedJob) []int64 {
+	ids := make([]int64, 0, len(jobs))
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	return ids
 }
 
 // claimLease claims j with a lease until leaseUntil.

@@ -196,8 +196,8 @@ func testRaceRescueClaims(t *testing.T, s store.Store) {
 					return err
 				}
 				mu.Lock()
-				for _, id := range got {
-					rescued[id]++
+				for _, r := range got {
+					rescued[r.ID]++
 				}
 				mu.Unlock()
 			}
@@ -282,8 +282,8 @@ func testRaceHeartbeatRescue(t *testing.T, s store.Store) {
 					return err
 				}
 				mu.Lock()
-				for _, id := range got {
-					rescued[id]++
+				for _, r := range got {
+					rescued[r.ID]++
 				}
 				mu.Unlock()
 			}
@@ -308,8 +308,8 @@ func testRaceHeartbeatRescue(t *testing.T, s store.Store) {
 	if got, err := s.JobRescue(t.Context(), &store.JobRescueParams{Now: at(90 * time.Second), Limit: 1000}); err != nil {
 		t.Fatal(err)
 	} else {
-		for _, id := range got {
-			rescued[id]++
+		for _, r := range got {
+			rescued[r.ID]++
 		}
 	}
 	for _, j := range jobs {

@@ -333,9 +333,9 @@ func testRaceRescueCompletion(t *testing.T, s store.Store) {
 		err := parallel(others+2, func(i int) error {
 			switch i {
 			case 0:
-				ids, err := s.JobRescue(t.Context(), &store.JobRescueParams{Now: late, Limit: 1000})
-				for _, id := range ids {
-					if id == j.ID {
+				got, err := s.JobRescue(t.Context(), &store.JobRescueParams{Now: late, Limit: 1000})
+				for _, r := range got {
+					if r.ID == j.ID {
 						rescued.Store(true)
 					}
 				}

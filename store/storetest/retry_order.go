@@ -379,7 +379,7 @@ func testRescueDeadRunAt(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("JobRescue: %v", err)
 	}
-	wantIDs(t, "rescued", got, []int64{j.ID})
+	wantIDs(t, "rescued", rescuedIDs(got), []int64{j.ID})
 	r := wantState(t, s, j.ID, idemtype.StateDead)
 	wantTime(t, "rescued dead job run_at", r.RunAt, now)
 	wantTimeP(t, "rescued dead job finished_at", r.FinishedAt, now)
