@@ -40,6 +40,9 @@ type growthFlags struct {
 	timeout  time.Duration
 	work     int
 	workers  int
+	// scheduled jobs a day ahead in the bench queue and, with work, in
+	// the work queue: the backlog waiting for its run_at.
+	scheduled int
 }
 
 func newBenchGrowthCmd() *cobra.Command {
@@ -49,7 +52,9 @@ func newBenchGrowthCmd() *cobra.Command {
 		Short: "Measure enqueue and claim cost with large backlogs and histories",
 		Long: `For each count of --waiting (comma list), on a fresh database (a temp SQLite
 file, or with --database postgres://… a fresh schema, dropped at the end
-unless --keep): pre-fills that many available jobs in the bench queue and
+unless --keep): pre-fills that many available jobs in the bench queue,
+--scheduled jobs a day ahead in it (and as many in the work queue with
+--work: a backlog waiting for its run_at, which a claim must not read) and
 --finished completed jobs, each with its idempotency record and attempt, by
 bulk SQL (copies of one job made through the API; seconds per million rows),
 ANALYZEs (SQLite: reopens the store and waits for its key filter, which
@@ -85,6 +90,7 @@ transaction). A claim or enqueue should not get slower as the tables grow.`,
 	fl.StringVar(&f.db, "database", "", "postgres://… (a fresh schema per size) or nothing for temp SQLite files")
 	fl.StringVar(&f.waiting, "waiting", "10000,100000,1000000", "comma list of available jobs to pre-fill, one run each")
 	fl.IntVar(&f.finished, "finished", 0, "completed jobs (with records and attempts) to pre-fill in every run")
+	fl.IntVar(&f.scheduled, "scheduled", 0, "jobs scheduled a day ahead to pre-fill in the bench queue (and as many in the work queue with --work)")
 	fl.IntVar(&f.enqueue, "enqueue", 20000, "jobs enqueued in batches of 1,000")
 	fl.IntVar(&f.singles, "singles", 5000, "keyed jobs enqueued one at a time from 16 goroutines")
 	fl.IntVar(&f.claims, "claims", 100, "claims measured")
@@ -115,11 +121,11 @@ func runGrowth(ctx context.Context, w io.Writer, f *growthFlags) error {
 	if f.db != "" && !isPostgres(f.db) {
 		return usageErr(errors.New("--database is for PostgreSQL; on SQLite bench-growth makes a temp file per size"))
 	}
-	if f.claims < 1 || f.claimN < 1 || f.workers < 1 || f.enqueue < 0 || f.singles < 0 || f.finished < 0 || f.work < 0 {
+	if f.claims < 1 || f.claimN < 1 || f.workers < 1 || f.enqueue < 0 || f.singles < 0 || f.finished < 0 || f.work < 0 || f.scheduled < 0 {
 		return usageErr(errors.New("--claims, --claim-n and --workers must be positive, counts not negative"))
 	}
-	fmt.Fprintf(w, "idem bench-growth  store=%s  finished=%d  enqueue=%d singles=%d claims=%d×%d  load average %s\n",
-		storeName(f.db), f.finished, f.enqueue, f.singles, f.claims, f.claimN, loadAvg())
+	fmt.Fprintf(w, "idem bench-growth  store=%s  finished=%d  scheduled=%d  enqueue=%d singles=%d claims=%d×%d  load average %s\n",
+		storeName(f.db), f.finished, f.scheduled, f.enqueue, f.singles, f.claims, f.claimN, loadAvg())
 	head := "| waiting | finished | prefill s | settle jobs (jobs/s) | enqueue batch jobs/s | keyed single jobs/s | single p50 / p99 | claim p50 / p99 | claim+finish jobs/s |"
 	rule := "|---:|---:|---:|---|---:|---:|---|---|---:|"
 	if f.work > 0 {
@@ -164,7 +170,14 @@ func growthRun(ctx context.Context, f *growthFlags, waiting int) (line, plan str
 	}
 	defer func() { err = errors.Join(err, db.close(ctx, url)) }()
 	start := time.Now()
-	if err := prefill(ctx, db, url, waiting, f.finished); err != nil {
+	var later []string
+	if f.scheduled > 0 {
+		later = []string{"bench"}
+		if f.work > 0 {
+			later = append(later, workQueue)
+		}
+	}
+	if err := prefill(ctx, db, url, waiting, f.finished, f.scheduled, later); err != nil {
 		return "", "", fmt.Errorf("prefill: %w", err)
 	}
 	prefillS := time.Since(start).Seconds()
@@ -374,8 +387,11 @@ func settle(ctx context.Context, db *benchDB, url string, c *idem.Client) (int, 
 // job (queue "bench") through the API, then copies them by bulk SQL:
 // finished-1 more completed jobs with their records and attempts, and
 // waiting-1 more available jobs.
-func prefill(ctx context.Context, db *benchDB, url string, waiting, finished int) error {
-	if waiting == 0 && finished == 0 {
+//
+// With scheduled > 0, one job scheduled a day ahead in each queue of later,
+// copied scheduled-1 times too.
+func prefill(ctx context.Context, db *benchDB, url string, waiting, finished, scheduled int, later []string) error {
+	if waiting == 0 && finished == 0 && len(later) == 0 {
 		return nil
 	}
 	workers := idem.NewWorkers()
@@ -412,6 +428,15 @@ func prefill(ctx context.Context, db *benchDB, url string, waiting, finished int
 		}
 		waitID = res.Job.ID
 	}
+	var laterIDs []int64
+	for _, q := range later {
+		res, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "noop", Opts: &idem.EnqueueOpts{Queue: q, RunAt: time.Now().Add(24 * time.Hour)}})
+		if err != nil {
+			return err
+		}
+		laterIDs = append(laterIDs, res.Job.ID)
+	}
+	rows := growthRows{finID: finID, waitID: waitID, laterIDs: laterIDs, waiting: waiting, finished: finished, scheduled: scheduled}
 	if db.schema != "" {
 		conn, err := pgstore.Connect(ctx, url)
 		if err != nil {
@@ -433,7 +458,7 @@ func prefill(ctx context.Context, db *benchDB, url string, waiting, finished int
 			err := conn.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM "+q("jobs")).Scan(&id)
 			return id, err
 		}
-		if err := copyRows(ctx, &pgDialect{q: q, cols: cols}, ex, maxID, finID, waitID, waiting, finished); err != nil {
+		if err := copyRows(ctx, &pgDialect{q: q, cols: cols}, ex, maxID, &rows); err != nil {
 			return err
 		}
 		// VACUUM too: a history the store has been working is vacuumed
@@ -477,7 +502,7 @@ func prefill(ctx context.Context, db *benchDB, url string, waiting, finished int
 		err := sdb.QueryRowContext(ctx, "SELECT max((SELECT coalesce(max(id), 0) FROM jobs), (SELECT coalesce(max(seq), 0) FROM job_seq))").Scan(&id)
 		return id, err
 	}
-	err = copyRows(ctx, &sqliteDialect{cols: cols}, ex, maxID, finID, waitID, waiting, finished)
+	err = copyRows(ctx, &sqliteDialect{cols: cols}, ex, maxID, &rows)
 	if err == nil {
 		err = ex("ANALYZE")
 	}
@@ -535,10 +560,18 @@ func (d *sqliteDialect) series(from, to int) string {
 	return fmt.Sprintf("(WITH RECURSIVE s(n) AS (SELECT %d UNION ALL SELECT n + 1 FROM s WHERE n < %d) SELECT n FROM s) AS g", from, to)
 }
 
+// growthRows is what copyRows copies: templates and counts.
+type growthRows struct {
+	finID, waitID                int64
+	laterIDs                     []int64 // one scheduled template per queue
+	waiting, finished, scheduled int
+}
+
 // copyRows copies the template jobs in chunks: completed job finID (with
 // its record and attempts) finished-1 times, available job waitID
-// waiting-1 times.
-func copyRows(ctx context.Context, d dialect, ex func(string, ...any) error, maxID func() (int64, error), finID, waitID int64, waiting, finished int) error {
+// waiting-1 times, each scheduled one of laterIDs scheduled-1 times.
+func copyRows(ctx context.Context, d dialect, ex func(string, ...any) error, maxID func() (int64, error), r *growthRows) error {
+	finID, waitID, waiting, finished := r.finID, r.waitID, r.waiting, r.finished
 	jobCols, err := d.columns("jobs")
 	if err != nil {
 		return err
@@ -616,6 +649,16 @@ func copyRows(ctx context.Context, d dialect, ex func(string, ...any) error, max
 		}
 		if err := insertJobs(waitID, from, min(waiting-1, from+growthChunk-1), ""); err != nil {
 			return fmt.Errorf("waiting jobs: %w", err)
+		}
+	}
+	for _, id := range r.laterIDs {
+		for from := 1; from < r.scheduled; from += growthChunk {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := insertJobs(id, from, min(r.scheduled-1, from+growthChunk-1), ""); err != nil {
+				return fmt.Errorf("scheduled jobs: %w", err)
+			}
 		}
 	}
 	return nil

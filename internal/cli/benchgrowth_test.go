@@ -31,11 +31,11 @@ var workRe = regexp.MustCompile(`(?m)\| 300 \| 250 \| .* \| [1-9][0-9,]* \| [1-9
 // (the store's own statement, EXPLAINed) follows.
 func TestBenchGrowth(t *testing.T) {
 	t.Parallel()
-	args := []string{"bench-growth", "--waiting", "0,300", "--finished", "250", "--enqueue", "200", "--singles", "40", "--claims", "3", "--claim-n", "50", "--work", "400", "--workers", "8", "--timeout", "2m"}
+	args := []string{"bench-growth", "--waiting", "0,300", "--finished", "250", "--scheduled", "120", "--enqueue", "200", "--singles", "40", "--claims", "3", "--claim-n", "50", "--work", "400", "--workers", "8", "--timeout", "2m"}
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		out, errs, code := run(t, args...)
-		if code != 0 || !strings.Contains(out, "| 300 | 250 | ") || !sqliteRe.MatchString(out) ||
+		if code != 0 || !strings.Contains(out, "| 300 | 250 | ") || !sqliteRe.MatchString(out) || !strings.Contains(out, "scheduled=120") ||
 			!strings.HasSuffix(workRe.FindString(out), " n/a |") {
 			t.Fatalf("bench-growth: %d %q %q", code, out, errs)
 		}
