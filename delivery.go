@@ -107,6 +107,11 @@ func (c *Client) targetPut(ctx context.Context, t *Target, sub *subscriptionRow)
 	if t.Queue == "" && t.Kind == "" {
 		return false, idemtype.Invalid("queue", "a target needs a queue or a kind")
 	}
+	if sub == nil && strings.HasPrefix(t.Kind, TopicKindPrefix) {
+		// A plain target of a subscription's kind would outrank it
+		// (matchTarget) and take its events.
+		return false, idemtype.Invalid("kind", "must not start with %q, which is reserved for topic subscriptions (subscribe to the topic instead)", TopicKindPrefix)
+	}
 	if t.Timeout < 0 {
 		return false, idemtype.Invalid("timeout", "must not be negative")
 	}

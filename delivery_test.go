@@ -276,6 +276,9 @@ func TestTargetPutInvalid(t *testing.T) {
 		"metadata": {Name: "a", Queue: "q", URL: "http://169.254.169.254/latest"},
 		// Stored in whole milliseconds, 500µs was 0: the default 30 s.
 		"timeout": {Name: "a", Queue: "q", URL: "http://127.0.0.1:9/x", Timeout: 500 * time.Microsecond},
+		// The kinds of subscriptions' delivery jobs: a plain target of
+		// one would take that subscription's events (it ranks first).
+		"kind": {Name: "a", Queue: "topics", Kind: idem.TopicKindPrefix + "orders/billing", URL: "http://127.0.0.1:9/x"},
 	} {
 		_, err := b.client.TargetPut(ctx, tg)
 		var inv *idemtype.InvalidError

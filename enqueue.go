@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/idemtype"
@@ -120,22 +121,38 @@ func (c *Client) enqueueMany(ctx context.Context, items []EnqueueParams, insert 
 	if len(items) > MaxBatch {
 		return nil, idemtype.Invalid("jobs", "batch of %d is over %d", len(items), MaxBatch)
 	}
-	return c.enqueueAll(ctx, items, insert, true)
+	return c.enqueueAll(ctx, items, insert, byCaller)
 }
 
+// jobSource is who makes a job, which decides what its validation lets
+// through.
+type jobSource uint8
+
+const (
+	// byCaller is the public API: every check.
+	byCaller jobSource = iota
+	// byFanOut is a topic's fan-out (Publish, EventReplay): its jobs
+	// have the kinds of subscriptions (TopicKindPrefix).
+	byFanOut
+	// byReplay is JobReplay: its copies keep the kinds and metadata of
+	// jobs made before, a subscription's delivery kind included.
+	byReplay
+)
+
 // enqueueAll is enqueueMany without its MaxBatch cap: JobReplay writes all
-// its copies with one insert, in one transaction. checkTargets refuses,
-// in its result, a job whose metadata names a subscription as its
-// delivery target (a replay copies jobs as they are: such a copy is dead
-// at delivery).
-func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert insertFunc, checkTargets bool) ([]EnqueueResult, error) {
+// its copies with one insert, in one transaction. A job of src byCaller or
+// byFanOut whose metadata names a subscription as its delivery target is
+// refused in its result (a replay copies jobs as they are: such a copy is
+// dead at delivery); a kind starting with TopicKindPrefix is refused
+// unless src is byFanOut or byReplay.
+func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert insertFunc, src jobSource) ([]EnqueueResult, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
 	now := c.now()
 	params := make([]*store.JobInsertParams, len(items))
 	for i, it := range items {
-		p, err := c.insertParams(it, now)
+		p, err := c.buildJob(it, now, true, src)
 		if err != nil {
 			if len(items) > 1 {
 				err = fmt.Errorf("job %d: %w", i, err)
@@ -145,7 +162,7 @@ func (c *Client) enqueueAll(ctx context.Context, items []EnqueueParams, insert i
 		params[i] = p
 	}
 	var refused map[int]error
-	if checkTargets {
+	if src != byReplay {
 		var err error
 		if refused, err = c.targets.namedSubscriptions(ctx, params); err != nil {
 			return nil, fmt.Errorf("enqueue: %w", err)
@@ -231,14 +248,21 @@ func (c *Client) ValidateEnqueue(p EnqueueParams) error {
 	return err
 }
 
-// insertParams validates one item, fills in defaults and fingerprints it.
+// insertParams validates one item of the public API, fills in defaults
+// and fingerprints it.
 func (c *Client) insertParams(it EnqueueParams, now time.Time) (*store.JobInsertParams, error) {
-	return c.buildInsert(it, now, true)
+	return c.buildJob(it, now, true, byCaller)
 }
 
 // buildInsert is insertParams; the fingerprint (canonical JSON and SHA-256,
 // the costly part) only when withFingerprint.
 func (c *Client) buildInsert(it EnqueueParams, now time.Time, withFingerprint bool) (*store.JobInsertParams, error) {
+	return c.buildJob(it, now, withFingerprint, byCaller)
+}
+
+// buildJob is buildInsert for a job made by src: a kind starting with
+// TopicKindPrefix is refused unless src is byFanOut or byReplay.
+func (c *Client) buildJob(it EnqueueParams, now time.Time, withFingerprint bool, src jobSource) (*store.JobInsertParams, error) {
 	o := it.Opts
 	if o == nil {
 		o = &EnqueueOpts{}
@@ -268,6 +292,11 @@ func (c *Client) buildInsert(it EnqueueParams, now time.Time, withFingerprint bo
 	}
 	if err := validateInsert(p); err != nil {
 		return nil, err
+	}
+	if src == byCaller && strings.HasPrefix(p.Kind, TopicKindPrefix) {
+		// Delivery would match the job to a subscription by its kind and
+		// sign its push with the subscription's secrets: a forged event.
+		return nil, idemtype.Invalid("kind", "must not start with %q, which is reserved for the delivery jobs of topic subscriptions (publish an event to the topic instead)", TopicKindPrefix)
 	}
 	if o.Retry != nil {
 		if err := o.Retry.validate(); err != nil {

@@ -123,11 +123,13 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 		if p.Key != "" {
 			copies[i].Opts.IdempotencyKey = ReplayCopyKey(p.Key, o.ID)
 		}
-		if err := c.ValidateEnqueue(copies[i]); err != nil {
+		// Validated as an enqueue but for the kind: a copy of a
+		// subscription's delivery job keeps its kind (TopicKindPrefix).
+		if _, err := c.buildJob(copies[i], c.now(), false, byReplay); err != nil {
 			return 0, fmt.Errorf("replay: copy of job %d: %w", o.ID, err)
 		}
 	}
-	res, err := c.enqueueAll(ctx, copies, c.store.JobInsertMany, false)
+	res, err := c.enqueueAll(ctx, copies, c.store.JobInsertMany, byReplay)
 	if err != nil {
 		return 0, fmt.Errorf("replay: %w", err)
 	}

@@ -57,11 +57,22 @@ type Subscription struct {
 	UpdatedAt   time.Time
 }
 
+// TopicKindPrefix begins the kind of every delivery job of a topic's
+// subscriptions: "topic:<topic>/<name>". Delivery matches such a job to the
+// subscription by its kind and signs the push with the subscription's
+// secrets, so the prefix is reserved: only the fan-out of Publish and
+// EventReplay makes jobs of such a kind (and JobReplay copies them, kind
+// and all). Every public enqueue (Enqueue, EnqueueRaw, EnqueueMany,
+// EnqueueTx, BatchCreate, a schedule's job, POST /v1/jobs and
+// /v1/jobs/batch) refuses a kind that starts with it: an *InvalidError on
+// "kind".
+const TopicKindPrefix = "topic:"
+
 // subscriptionTarget names the stored target of a subscription: its name
 // in the attempt log is "topic/name", the kind of its delivery jobs
-// "topic:topic/name".
+// "topic:topic/name" (TopicKindPrefix).
 func subscriptionTarget(topic, name string) (targetName, kind string) {
-	return topic + "/" + name, "topic:" + topic + "/" + name
+	return topic + "/" + name, TopicKindPrefix + topic + "/" + name
 }
 
 // SubscriptionPut creates or replaces a subscription and reports whether it
@@ -412,11 +423,13 @@ func (c *Client) fanOut(ctx context.Context, ev *Event, only string, replay bool
 		}
 		ps = append(ps, EnqueueParams{Kind: kind, Args: args, Opts: opts})
 	}
-	// At most MaxBatch jobs per EnqueueMany: a topic may have more
+	// At most MaxBatch jobs per insert: a topic may have more
 	// subscriptions. A publish cut off between two chunks is completed by
-	// its repeat, as after a crash (its deliveries are keyed).
+	// its repeat, as after a crash (its deliveries are keyed). The
+	// deliveries are EnqueueMany's but for their kinds, which it refuses
+	// (TopicKindPrefix).
 	for chunk := range slices.Chunk(ps, MaxBatch) {
-		res, err := c.EnqueueMany(ctx, chunk)
+		res, err := c.enqueueAll(ctx, chunk, c.store.JobInsertMany, byFanOut)
 		if err != nil {
 			return 0, err
 		}

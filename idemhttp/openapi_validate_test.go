@@ -79,17 +79,18 @@ var docLooserThanServer = []string{
 	"has no weight",                  // tenant "*" (a path value) × body field
 	"is reserved for default limits", // "*" as a tenant: the document's names have no pattern
 	"lease: must be at least 1s",
-	"unexpected data after the JSON value",  // JSON Schema sees one value
-	"malformed cursor",                      // a cursor is opaque
-	"depends_on: job",                       // a dependency that does not exist in the tenant
-	"is the target of a subscription",       // a job's delivery_target naming a stored subscription
-	"no longer exists; it did not complete", // a retry of a job that never ran, its dependency deleted
-	"key: must be printable ASCII",          // kin-openapi checks path values still escaped
-	"forbidden target address",              // a target URL's resolved address (SSRF policy)
-	"webhook: invalid target url",           // a URL's syntax (the document says string)
-	"want nats://host:port/subject",         // a NATS URL's syntax: one server, a subject
-	"want whsec_ followed by base64",        // a secret's base64 and its 16-byte minimum
-	"a batch needs a key",                   // the key may come in the body or the header
+	"unexpected data after the JSON value",    // JSON Schema sees one value
+	"malformed cursor",                        // a cursor is opaque
+	"depends_on: job",                         // a dependency that does not exist in the tenant
+	"is the target of a subscription",         // a job's delivery_target naming a stored subscription
+	"reserved for the delivery jobs of topic", // a job's kind "topic:…" (TopicKindPrefix)
+	"no longer exists; it did not complete",   // a retry of a job that never ran, its dependency deleted
+	"key: must be printable ASCII",            // kin-openapi checks path values still escaped
+	"forbidden target address",                // a target URL's resolved address (SSRF policy)
+	"webhook: invalid target url",             // a URL's syntax (the document says string)
+	"want nats://host:port/subject",           // a NATS URL's syntax: one server, a subject
+	"want whsec_ followed by base64",          // a secret's base64 and its 16-byte minimum
+	"a batch needs a key",                     // the key may come in the body or the header
 	// Retry policies and completion jobs: cross-field rules, and a
 	// duration pattern that cannot say "positive".
 	"must not be below retry.base", "differs from max_attempts", "differs from event_types", "an explicit schedule replaces them",

@@ -118,14 +118,25 @@ func deliveryError(out deliver.Outcome) error {
 	return fmt.Errorf("%w; response: %q", err, excerpt(out.Result, MaxErrorExcerpt))
 }
 
-// excerpt returns at most n bytes of b, cut at a rune boundary.
+// excerpt returns at most n bytes of b, ending in "…" when cut: a UTF-8
+// rune that the cut would split is left out whole. Bytes that are not
+// UTF-8 (a Latin-1 answer) are kept as they are, for deliveryError quotes
+// the excerpt (%q writes each as \xNN): backing off until the text is
+// valid UTF-8 would cut such an answer back to just before its first
+// non-ASCII byte.
 func excerpt(b []byte, n int) string {
 	if len(b) <= n {
 		return string(b)
 	}
-	b = b[:n]
-	for len(b) > 0 && !utf8.Valid(b) {
-		b = b[:len(b)-1]
+	cut := n
+	for i := n - 1; i >= 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			// A rune of b (not a byte that starts none) ending past n.
+			if r, size := utf8.DecodeRune(b[i:]); (r != utf8.RuneError || size > 1) && i+size > n {
+				cut = i
+			}
+			break
+		}
 	}
-	return string(b) + "…"
+	return string(b[:cut]) + "…"
 }
