@@ -9,8 +9,8 @@ import (
 	"github.com/idem-dev/idem"
 )
 
-// JobReplay enqueues a copy of every job a filter selects; each copy names
-// its original in metadata.replay_of.
+// JobReplay enqueues a copy of every finished job a filter selects; each
+// copy names its original in metadata.replay_of.
 func ExampleClient_JobReplay() {
 	ctx := context.Background()
 	st, closeStore := exampleStore(ctx)
@@ -19,6 +19,9 @@ func ExampleClient_JobReplay() {
 
 	orig, _ := client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "report", Args: json.RawMessage(`{"day":"2026-11-25"}`)})
 	_, _ = client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "email", Args: json.RawMessage(`{}`)})
+	// Only finished jobs (completed, dead, cancelled) are replayed: a job
+	// that is still to run would run beside its copy.
+	_, _ = client.JobCancel(ctx, "", orig.Job.ID)
 
 	n, _ := client.JobReplay(ctx, &idem.ReplayParams{Filter: idem.JobFilter{Kind: "report"}, Queue: "replays"})
 	copies, _, _ := client.JobList(ctx, &idem.JobListParams{Filter: idem.JobFilter{Queue: "replays"}, Limit: 10})

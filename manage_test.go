@@ -288,6 +288,10 @@ func TestJobReplayCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		orig = append(orig, res.Job)
+		// A replay copies finished jobs only.
+		if _, err := c.JobCancel(ctx, o.Tenant, res.Job.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n, err := c.JobReplay(ctx, &idem.ReplayParams{Filter: idem.JobFilter{Kind: "r"}, Queue: "bad queue"}); !errors.Is(err, idem.ErrInvalid) || n != 0 {
 		t.Fatalf("replay to a bad queue: %d %v", n, err)
@@ -325,6 +329,9 @@ func TestJobReplayCopies(t *testing.T) {
 	_ = json.Unmarshal(copies[2].Metadata, &m2)
 	if m0["n"] != float64(2) || len(m0) != 2 || len(m1) != 1 || m2["region"] != "eu" || len(m2) != 2 {
 		t.Fatalf("metadata kept: %v, %v and %v", m0, m1, m2)
+	}
+	if _, err := c.JobCancel(ctx, "", copies[0].ID); err != nil {
+		t.Fatal(err)
 	}
 	n, err = c.JobReplay(ctx, &idem.ReplayParams{Filter: idem.JobFilter{Queue: "copies"}, Limit: 1})
 	if err != nil || n != 1 {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idem-dev/idem/idemtype"
 )
 
 // DefaultReplayLimit is the most jobs one JobReplay copies when Limit is 0.
@@ -17,8 +19,10 @@ const DefaultReplayLimit = 1000
 
 // ReplayParams selects the jobs JobReplay copies.
 type ReplayParams struct {
-	// Filter selects the originals; Filter.Tenant "" means the default
-	// tenant. Every copy is made in the tenant of its original.
+	// Filter selects the originals among the finished jobs (completed,
+	// dead, cancelled; the unfinished jobs it selects are skipped, see
+	// JobReplayReport); Filter.Tenant "" means the default tenant. Every
+	// copy is made in the tenant of its original.
 	Filter JobFilter
 	// Queue, when not "", puts every copy in this queue.
 	Queue string
@@ -30,7 +34,9 @@ type ReplayParams struct {
 	// answer was lost, though its copies were committed — does not copy a
 	// job twice: the copies it made are counted, not made again (within the
 	// dedup window). The copies a replay of this Key made are never
-	// originals of it, even when the filter selects them.
+	// originals of it, even when the filter selects them. A job the first
+	// call skipped (unfinished) and that finished since is copied by the
+	// repeat.
 	Key string
 }
 
@@ -48,9 +54,51 @@ func replayKeyPrefix(key string) string {
 	return "replay:" + hex.EncodeToString(sum[:16]) + ":"
 }
 
-// JobReplay enqueues a copy of every job the filter selects (up to Limit:
-// then the newest Limit of them), oldest first, and returns how many it
-// enqueued. A copy is a new job with
+// JobReplayResult counts what a replay did.
+type JobReplayResult struct {
+	// Enqueued is how many copies the replay made (or, repeated with the
+	// same ReplayParams.Key, counted: see ReplayParams.Key).
+	Enqueued int
+	// Skipped is how many unfinished jobs (pending, scheduled, available,
+	// running, retryable) the filter selected that were not copied: each
+	// will still run as itself. At most the replay's limit.
+	Skipped int
+}
+
+// replayStates are the states of the originals a replay copies: the
+// finished ones of want (every finished state when want is empty), and
+// the unfinished ones of want, which it skips.
+func replayStates(want []JobState) (finished, unfinished []JobState) {
+	if len(want) == 0 {
+		want = idemtype.AllStates
+	}
+	for _, s := range want {
+		if s.Finished() {
+			finished = append(finished, s)
+		} else {
+			unfinished = append(unfinished, s)
+		}
+	}
+	return finished, unfinished
+}
+
+// JobReplay is JobReplayReport's count of the copies made (Enqueued).
+func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
+	res, err := c.JobReplayReport(ctx, p)
+	if res == nil {
+		return 0, err
+	}
+	return res.Enqueued, err
+}
+
+// JobReplayReport enqueues a copy of every finished job (completed, dead
+// or cancelled) the filter selects (up to Limit: then the newest Limit of
+// them), oldest first, and returns how many it enqueued and how many
+// unfinished jobs the filter selected that it skipped. An unfinished job
+// is never copied: it still runs as itself, and a copy would run beside
+// it (for a keyed job, its work twice). Replay it once it finished.
+//
+// A copy is a new job with
 // the original's kind, args, priority, max attempts, partition key, own
 // timeout and retry policy, and metadata plus metadata.replay_of = the
 // original's id (a string); it has no dependencies, runs now, and has no
@@ -67,9 +115,9 @@ func replayKeyPrefix(key string) string {
 // A copy the store refuses on its own (its key, p.Key's, reused with
 // another request) fails the call with that error and the count of the
 // copies made.
-func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
+func (c *Client) JobReplayReport(ctx context.Context, p *ReplayParams) (*JobReplayResult, error) {
 	if p == nil {
-		return 0, &InvalidError{Field: "params", Reason: "required (a replay needs its filter)"}
+		return nil, &InvalidError{Field: "params", Reason: "required (a replay needs its filter)"}
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -77,41 +125,43 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 	}
 	if p.Queue != "" {
 		if err := ValidateName("queue", p.Queue); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	lp := &JobListParams{Filter: p.Filter, Limit: min(limit, 500)}
-	lp.Filter.Tenant = c.tenant(lp.Filter.Tenant)
-	var originals []*JobRow
+	if err := ValidateFilter(&p.Filter); err != nil {
+		return nil, err
+	}
 	// The copies this replay made before (p.Key's): a repeat whose filter
 	// selects them too (they keep the original's kind and queue) counts
-	// them through their originals instead of copying them again.
+	// them through their originals instead of copying them again, and
+	// does not count them skipped while they wait to run.
 	own := ""
 	if p.Key != "" {
 		own = replayKeyPrefix(p.Key)
 	}
-	for len(originals) < limit {
-		lp.Limit = min(limit-len(originals), 500)
-		rows, next, err := c.jobList(ctx, lp)
+	finished, unfinished := replayStates(p.Filter.States)
+	var originals []*JobRow
+	if len(finished) > 0 {
+		rows, err := c.replaySelect(ctx, p.Filter, finished, own, limit)
 		if err != nil {
-			return 0, fmt.Errorf("replay: list jobs: %w", err)
+			return nil, err
 		}
-		for _, r := range rows {
-			if own == "" || !strings.HasPrefix(r.IdempotencyKey, own) {
-				originals = append(originals, r)
-			}
+		originals = rows
+	}
+	res := &JobReplayResult{}
+	if len(unfinished) > 0 {
+		rows, err := c.replaySelect(ctx, p.Filter, unfinished, own, limit)
+		if err != nil {
+			return nil, err
 		}
-		if next == 0 {
-			break
-		}
-		lp.Cursor = next
+		res.Skipped = len(rows)
 	}
 	slices.Reverse(originals)
 	copies := make([]EnqueueParams, len(originals))
 	for i, o := range originals {
 		meta, err := replayMetadata(o)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		q := o.Queue
 		if p.Queue != "" {
@@ -126,26 +176,55 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 		// Validated as an enqueue but for the kind: a copy of a
 		// subscription's delivery job keeps its kind (TopicKindPrefix).
 		if _, err := c.buildJob(copies[i], c.now(), false, byReplay); err != nil {
-			return 0, fmt.Errorf("replay: copy of job %d: %w", o.ID, err)
+			return nil, fmt.Errorf("replay: copy of job %d: %w", o.ID, err)
 		}
 	}
-	res, err := c.enqueueAll(ctx, copies, c.store.JobInsertMany, byReplay)
-	if err != nil {
-		return 0, fmt.Errorf("replay: %w", err)
+	if len(copies) == 0 {
+		return res, nil
 	}
-	n := 0
+	out, err := c.enqueueAll(ctx, copies, c.store.JobInsertMany, byReplay)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	var refused error
-	for _, r := range res {
+	for _, r := range out {
 		if r.Err != nil {
 			refused = cmp.Or(refused, r.Err)
 			continue
 		}
-		n++
+		res.Enqueued++
 	}
 	if refused != nil {
-		return n, fmt.Errorf("replay: %w", refused)
+		return res, fmt.Errorf("replay: %w", refused)
 	}
-	return n, nil
+	return res, nil
+}
+
+// replaySelect lists the newest limit jobs f selects in states (f's own
+// states replaced), newest first, without the copies whose key starts with
+// own (when not "").
+func (c *Client) replaySelect(ctx context.Context, f JobFilter, states []JobState, own string, limit int) ([]*JobRow, error) {
+	lp := &JobListParams{Filter: f}
+	lp.Filter.Tenant = c.tenant(lp.Filter.Tenant)
+	lp.Filter.States = states
+	var out []*JobRow
+	for len(out) < limit {
+		lp.Limit = min(limit-len(out), 500)
+		rows, next, err := c.jobList(ctx, lp)
+		if err != nil {
+			return nil, fmt.Errorf("replay: list jobs: %w", err)
+		}
+		for _, r := range rows {
+			if own == "" || !strings.HasPrefix(r.IdempotencyKey, own) {
+				out = append(out, r)
+			}
+		}
+		if next == 0 {
+			break
+		}
+		lp.Cursor = next
+	}
+	return out, nil
 }
 
 // replayRetry is the original's own retry policy (nil when it has none,

@@ -9,7 +9,8 @@ import (
 	"github.com/idem-dev/idem"
 )
 
-// replayOriginals enqueues n small jobs of kind "orig" in queue "q".
+// replayOriginals enqueues n small jobs of kind "orig" in queue "q" and
+// cancels them: a replay copies finished jobs only.
 func replayOriginals(t *testing.T, c *idem.Client, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -18,10 +19,26 @@ func replayOriginals(t *testing.T, c *idem.Client, n int) {
 		for i := range items {
 			items[i] = idem.EnqueueParams{Kind: "orig", Opts: &idem.EnqueueOpts{Queue: "q"}}
 		}
-		if _, err := c.EnqueueMany(ctx, items); err != nil {
+		res, err := c.EnqueueMany(ctx, items)
+		if err != nil {
 			t.Fatal(err)
 		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			cancelJob(t, c, r.Job.ID)
+		}
 		n -= len(items)
+	}
+}
+
+// cancelJob cancels job id (of the default tenant), finishing it so that
+// a replay copies it.
+func cancelJob(t *testing.T, c *idem.Client, id int64) {
+	t.Helper()
+	if _, err := c.JobCancel(context.Background(), "", id); err != nil {
+		t.Fatalf("cancel job %d: %v", id, err)
 	}
 }
 
@@ -58,9 +75,11 @@ func TestJobReplayRefusesACopyItCannotMakeBeforeCopyingAny(t *testing.T) {
 	// metadata is valid, but not with replay_of added.
 	pad := idem.MaxArgsBytes - len(`{"p":""}`)
 	big := []byte(`{"p":"` + strings.Repeat("x", pad) + `"}`)
-	if _, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "orig", Opts: &idem.EnqueueOpts{Queue: "q", Metadata: big}}); err != nil {
+	r, err := c.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "orig", Opts: &idem.EnqueueOpts{Queue: "q", Metadata: big}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	cancelJob(t, c, r.Job.ID)
 	n, err := c.JobReplay(ctx, &idem.ReplayParams{Filter: idem.JobFilter{Kind: "orig", Queue: "q"}, Queue: "copies", Limit: 2000})
 	if !errors.Is(err, idem.ErrInvalid) {
 		t.Fatalf("replay: %d, %v; want an error wrapping ErrInvalid", n, err)

@@ -26,6 +26,7 @@ func TestJobReplayKeepsTheJobsOwnSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cancelJob(t, c, orig.Job.ID) // a replay copies finished jobs only
 	if n, err := c.JobReplay(ctx, &idem.ReplayParams{Filter: idem.JobFilter{Kind: "own"}, Queue: "copies"}); err != nil || n != 1 {
 		t.Fatalf("replay: %d %v", n, err)
 	}

@@ -99,9 +99,11 @@ func TestJobReplayFailureCopiesNothing(t *testing.T) {
 			}
 			replayOriginals(t, c, idem.MaxBatch)
 			// The newest original: the last of the oldest-first copies.
-			if _, err := c.EnqueueRaw(context.Background(), idem.EnqueueParams{Kind: "boom", Opts: &idem.EnqueueOpts{Queue: "q"}}); err != nil {
+			r, err := c.EnqueueRaw(context.Background(), idem.EnqueueParams{Kind: "boom", Opts: &idem.EnqueueOpts{Queue: "q"}})
+			if err != nil {
 				t.Fatal(err)
 			}
+			cancelJob(t, c, r.Job.ID)
 			const total = idem.MaxBatch + 1
 			p := &idem.ReplayParams{Filter: idem.JobFilter{Queue: "q"}, Queue: "copies", Limit: 2000}
 			n, err := c.JobReplay(context.Background(), p)

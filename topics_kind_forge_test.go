@@ -177,8 +177,16 @@ func testTopicKindForgedPush(t *testing.T, b *bundle, enqueueTx enqueueTxFunc) {
 	if err != nil || pub.Deliveries != 1 {
 		t.Fatalf("publish: %+v %v", pub, err)
 	}
+	// A replay copies finished jobs only: the delivery runs first.
+	b.start(t)
+	key := fmt.Sprintf("event-%d/billing", pub.Event.ID)
+	first, _, err := b.client.JobList(ctx, &idem.JobListParams{Filter: idem.JobFilter{Kind: "topic:orders/billing", IdempotencyKey: key}, Limit: 10})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("the delivery job of the event: %d, %v", len(first), err)
+	}
+	finished(t, b, first[0].ID)
 	n, err := b.client.JobReplay(ctx, &idem.ReplayParams{Filter: idem.JobFilter{Kind: "topic:orders/billing",
-		IdempotencyKey: fmt.Sprintf("event-%d/billing", pub.Event.ID)}})
+		IdempotencyKey: key}})
 	if err != nil || n != 1 {
 		t.Fatalf("JobReplay of the delivery: %d copies, %v; want 1", n, err)
 	}
@@ -186,7 +194,6 @@ func testTopicKindForgedPush(t *testing.T, b *bundle, enqueueTx enqueueTxFunc) {
 	if err != nil || rep.Deliveries != 1 {
 		t.Fatalf("EventReplay: %+v %v", rep, err)
 	}
-	b.start(t)
 	jobs, _, err = b.client.JobList(ctx, &idem.JobListParams{Filter: idem.JobFilter{Kind: "topic:orders/billing"}, Limit: 100})
 	if err != nil {
 		t.Fatal(err)

@@ -363,13 +363,29 @@ func (cl *Client) Attempts(ctx context.Context, id string) ([]*Attempt, error) {
 	return out.Attempts, err
 }
 
-// Replay enqueues copies of the jobs the filter selects (into queue when
-// not "") and returns how many.
+// Replay enqueues copies of the finished jobs the filter selects (into
+// queue when not "") and returns how many (ReplayReport also tells the
+// unfinished jobs it passed over).
 func (cl *Client) Replay(ctx context.Context, f Filter, queue string) (int, error) {
+	res, err := cl.ReplayReport(ctx, f, queue)
+	return res.Enqueued, err
+}
+
+// ReplayResult is what a replay did: the copies it enqueued, and the
+// unfinished jobs the filter selected that it did not copy (a replay
+// copies completed, dead and cancelled jobs only).
+type ReplayResult struct {
+	Enqueued int
+	Skipped  int
+}
+
+// ReplayReport is Replay with the count of unfinished jobs skipped; its
+// result is never nil.
+func (cl *Client) ReplayReport(ctx context.Context, f Filter, queue string) (*ReplayResult, error) {
 	var out wire.ReplayReply
 	body := &wire.ReplayRequest{Filter: *f.wire(), Queue: queue}
 	_, err := cl.do(ctx, &call{method: http.MethodPost, path: "/v1/jobs/replay", body: body, out: &out})
-	return out.Enqueued, err
+	return &ReplayResult{Enqueued: out.Enqueued, Skipped: out.Skipped}, err
 }
 
 // DLQList returns a page of dead jobs.

@@ -358,8 +358,12 @@ func testAttempts(t *testing.T, open opener) {
 func testReplay(t *testing.T, open opener) {
 	e := setup(t, open, nil)
 	a := e.enqueue(e.keyA, map[string]any{"kind": "rk", "queue": "r", "metadata": map[string]any{"m": 1}})
-	e.enqueue(e.keyA, map[string]any{"kind": "rk", "queue": "r"})
+	b := e.enqueue(e.keyA, map[string]any{"kind": "rk", "queue": "r"})
 	e.enqueue(e.keyA, map[string]any{"kind": "other", "queue": "r"})
+	// Only finished jobs are replayed (TestReplaySkipsUnfinishedJobs).
+	for _, id := range []string{a, b} {
+		expect(t, e.req("POST", "/v1/jobs/"+id+"/cancel", e.keyA, nil), 200, "")
+	}
 	r := e.req("POST", "/v1/jobs/replay", e.keyA, map[string]any{"filter": map[string]any{"kind": "rk"}, "queue": "copies"})
 	expect(t, r, 200, "")
 	if r.json(t)["enqueued"] != float64(2) {

@@ -23,7 +23,7 @@ type Client interface {
 	JobAttempts(ctx context.Context, tenant string, id int64) ([]*idem.Attempt, error)
 	JobCancel(ctx context.Context, tenant string, id int64) (*idem.JobRow, error)
 	JobRetry(ctx context.Context, tenant string, id int64, runAt time.Time) (*idem.JobRow, error)
-	JobReplay(ctx context.Context, p *idem.ReplayParams) (int, error)
+	JobReplayReport(ctx context.Context, p *idem.ReplayParams) (*idem.JobReplayResult, error)
 	DLQRequeue(ctx context.Context, ids []int64, filter idem.JobFilter) (int, error)
 	DLQDelete(ctx context.Context, tenant string, id int64) error
 	Claim(ctx context.Context, p idem.ClaimParams) ([]*idem.JobRow, error)

@@ -410,16 +410,17 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) error {
 	// The copies are written in one transaction (idem.JobReplay): a 5xx
 	// leaves none. The request's key names them (idem.ReplayParams.Key): a
 	// retry after an answer lost once they were committed copies no job
-	// twice.
+	// twice. Only finished jobs are copied; the unfinished ones the filter
+	// selects are counted in skipped (each still runs as itself).
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
-	n, err := s.client.JobReplay(r.Context(), &idem.ReplayParams{Filter: f, Queue: req.Queue, Limit: MaxReplay, Key: key})
+	res, err := s.client.JobReplayReport(r.Context(), &idem.ReplayParams{Filter: f, Queue: req.Queue, Limit: MaxReplay, Key: key})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, wire.ReplayReply{Enqueued: n})
+	writeJSON(w, http.StatusOK, wire.ReplayReply{Enqueued: res.Enqueued, Skipped: res.Skipped})
 	return nil
 }
 

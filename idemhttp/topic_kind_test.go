@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,6 +82,13 @@ func enqueueTopicKind(t *testing.T, open opener) {
 	// The fan-out and a replay of its job keep the kind.
 	r = e.req("POST", "/v1/topics/orders/events", e.keyA, map[string]any{"type": "order.paid", "payload": map[string]any{"amount": 1200}})
 	expect(t, r, 201, "")
+	// A replay copies finished jobs only (no worker runs here): the
+	// delivery job is cancelled first.
+	pubJobs, _, err := e.st.JobList(ctx, &store.JobListParams{Filter: store.JobFilter{Kind: "topic:orders/billing"}, Limit: 10})
+	if err != nil || len(pubJobs) != 1 {
+		t.Fatalf("the publish's delivery job: %d, %v", len(pubJobs), err)
+	}
+	expect(t, e.req("POST", fmt.Sprintf("/v1/jobs/%d/cancel", pubJobs[0].ID), e.keyA, nil), 200, "")
 	r = e.req("POST", "/v1/jobs/replay", e.keyA, map[string]any{"filter": map[string]any{"kind": "topic:orders/billing"}})
 	expect(t, r, 200, "")
 	jobs, _, err := e.st.JobList(ctx, &store.JobListParams{Filter: store.JobFilter{Kind: "topic:orders/billing"}, Limit: 10})

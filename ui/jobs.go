@@ -195,10 +195,13 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, s *session) 
 				err = errors.New("replay selects jobs by idempotency key, and this job has none")
 				break
 			}
-			var n int
-			n, err = cl.Replay(r.Context(), idemclient.Filter{Queue: job.Queue, Kind: job.Kind,
+			var res *idemclient.ReplayResult
+			res, err = cl.ReplayReport(r.Context(), idemclient.Filter{Queue: job.Queue, Kind: job.Kind,
 				IdempotencyKey: job.IdempotencyKey}, "")
-			msg = fmt.Sprintf("Replayed: %d new job(s) enqueued as copies.", n)
+			if err == nil && res.Enqueued == 0 && res.Skipped > 0 {
+				err = errors.New("this job has not finished; a replay copies finished jobs (completed, dead or cancelled)")
+			}
+			msg = fmt.Sprintf("Replayed: %d new job(s) enqueued as copies.", res.Enqueued)
 		}
 	default:
 		h.notFound(w, r)

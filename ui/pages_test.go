@@ -191,6 +191,14 @@ func TestJobActions(t *testing.T) {
 	if page := act(keyed, "retry"); !strings.Contains(page, "will run again") || e.state(e.keyA, keyed) != "available" {
 		t.Fatalf("retry:\n%s", page)
 	}
+	// A replay copies finished jobs only: an unfinished job's page offers
+	// none, and a replay posted anyway says why nothing was copied.
+	if page := body(t, e.get("/ui/jobs/"+keyed, a)); strings.Contains(page, "Replay as a new job") || !strings.Contains(page, "has not finished") {
+		t.Errorf("the page of an available job offers a replay:\n%s", page)
+	}
+	if page := act(keyed, "replay"); !strings.Contains(page, "Not done: ") || !strings.Contains(page, "has not finished") {
+		t.Fatalf("replay of an unfinished job:\n%s", page)
+	}
 	r := e.post("/ui/jobs/"+keyed+"/explode", url.Values{"csrf": {token}}, e.sameOrigin(), a)
 	if r.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown action: %d", r.StatusCode)

@@ -167,9 +167,12 @@ type ReplayRequest struct {
 	Queue  string `json:"queue,omitempty"`
 }
 
-// ReplayReply is the reply of POST /v1/jobs/replay.
+// ReplayReply is the reply of POST /v1/jobs/replay: the copies made of
+// the finished jobs the filter selected, and the unfinished jobs it
+// selected that were not copied (at most the replay's limit).
 type ReplayReply struct {
 	Enqueued int `json:"enqueued"`
+	Skipped  int `json:"skipped"`
 }
 
 // RequeueRequest is the body of POST /v1/dlq/requeue: ids or a filter.
