@@ -29,11 +29,47 @@ WHERE s.tenant = '' AND EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = s.
 
 // heldBackScopes returns those of scopes (tenant "" = every tenant) that
 // hold a job the claim p at now could take (qHeldBack), in one statement
-// on q; none without scopes.
+// on q; none without scopes. qHeldBack reads available jobs only: the
+// claim must have promoted the due jobs of its queues first (see
+// heldHits).
 func (s *Store) heldBackScopes(ctx context.Context, q querier, p *store.JobClaimParams, now time.Time, scopes []store.FlowScope) ([]store.FlowScope, error) {
 	if len(scopes) == 0 {
 		return nil, nil
 	}
+	return collectHeldBack(q.Query(ctx, s.sql(qHeldBack), heldBackArgs(p, now, scopes)...))
+}
+
+// promoteHeldBackScopes is heldBackScopes for a claim that ran no claim
+// statement: in one round trip on the pool (an implicit transaction), it
+// first makes the due jobs of the claim's queues available
+// (qClaimPromote), as the claim statement would have.
+func (s *Store) promoteHeldBackScopes(ctx context.Context, p *store.JobClaimParams, now time.Time, scopes []store.FlowScope) ([]store.FlowScope, error) {
+	if len(scopes) == 0 {
+		return nil, nil
+	}
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	b := &pgx.Batch{}
+	s.queuePromote(b, p.Queues, now)
+	b.Queue(s.sql(qHeldBack), heldBackArgs(p, now, scopes)...)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("promote due jobs: %w", err)
+	}
+	out, err := collectHeldBack(br.Query())
+	if err != nil {
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("held back: %w", err)
+	}
+	return out, nil
+}
+
+// heldBackArgs are qHeldBack's arguments for the claim p at now of scopes.
+func heldBackArgs(p *store.JobClaimParams, now time.Time, scopes []store.FlowScope) []any {
 	queues, tenants := make([]string, len(scopes)), make([]string, len(scopes))
 	for i, sc := range scopes {
 		queues[i], tenants[i] = sc.Queue, sc.Tenant
@@ -42,7 +78,11 @@ func (s *Store) heldBackScopes(ctx context.Context, q querier, p *store.JobClaim
 	if p.Kinds != nil {
 		kinds = p.Kinds
 	}
-	rows, err := q.Query(ctx, s.sql(qHeldBack), queues, tenants, now, kinds)
+	return []any{queues, tenants, now, kinds}
+}
+
+// collectHeldBack reads qHeldBack's scopes.
+func collectHeldBack(rows pgx.Rows, err error) ([]store.FlowScope, error) {
 	if err != nil {
 		return nil, fmt.Errorf("held back: %w", err)
 	}
@@ -74,7 +114,14 @@ func (s *Store) heldBack(ctx context.Context, q querier, p *store.JobClaimParams
 // budget's: the claim's tenant, "" = every tenant) holds a job the claim
 // could take (qHeldBack). The general path counts the same limits
 // (store.ClaimBudget.HeldBack). No statement without hits.
-func (s *Store) heldHits(ctx context.Context, p *store.JobClaimParams, now time.Time, hits []*rateBudget) ([]*rateBudget, error) {
+//
+// promote says the claim ran no claim statement, so it made none of its
+// queue's due scheduled and retryable jobs available (qClaimPromote):
+// then the promotion and qHeldBack go in one round trip (an implicit
+// transaction). Without it (migration 0031 until the twenty-seventh
+// session's fix), a limit that held back only such jobs was neither
+// counted nor reported as throttling the claim.
+func (s *Store) heldHits(ctx context.Context, p *store.JobClaimParams, now time.Time, hits []*rateBudget, promote bool) (_ []*rateBudget, err error) {
 	if len(hits) == 0 {
 		return nil, nil
 	}
@@ -93,11 +140,16 @@ func (s *Store) heldHits(ctx context.Context, p *store.JobClaimParams, now time.
 			scopes = append(scopes, sc)
 		}
 	}
-	db, err := s.db()
-	if err != nil {
-		return nil, err
+	var waiting []store.FlowScope
+	if promote {
+		waiting, err = s.promoteHeldBackScopes(ctx, p, now, scopes)
+	} else {
+		var db querier
+		if db, err = s.db(); err != nil {
+			return nil, err
+		}
+		waiting, err = s.heldBackScopes(ctx, db, p, now, scopes)
 	}
-	waiting, err := s.heldBackScopes(ctx, db, p, now, scopes)
 	if err != nil {
 		return nil, err
 	}

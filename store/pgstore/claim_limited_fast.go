@@ -257,7 +257,8 @@ func (s *Store) claimLimitedFirst(ctx context.Context, p *store.JobClaimParams, 
 }
 
 // claimOneLimited is the one-round-trip limited claim (qClaimOneLimited).
-// ok is false when it declined: then nothing was claimed or written.
+// ok is false when it declined: then nothing was claimed or written but
+// the promotion of the queue's due jobs (qClaimPromote), which stands.
 // Later rounds among the tenants that filled their share (when others ran
 // short) take the general path with those tenants as its visit list: it
 // reads the budget again under its own lock, which then holds what the

@@ -576,7 +576,9 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 			}
 			return nil, true, false, false, err
 		}
-		if hits, err = s.heldHits(ctx, p, now, hits); err != nil {
+		// No claim statement runs: the due jobs of the queue are made
+		// available with the probe (qHeldBack reads available jobs only).
+		if hits, err = s.heldHits(ctx, p, now, hits, true); err != nil {
 			return nil, true, false, false, err
 		}
 		reportHits(&report, hits)
@@ -624,7 +626,7 @@ func (s *Store) claimReservedOnce(ctx context.Context, p *store.JobClaimParams, 
 	if len(hits) > 0 {
 		// The claim committed: its jobs are the caller's whatever happens
 		// to the statistics.
-		held, herr := s.heldHits(ctx, p, now, hits)
+		held, herr := s.heldHits(ctx, p, now, hits, false)
 		if herr != nil {
 			s.logger.Warn("pgstore: count throttled claims", "err", herr)
 		}

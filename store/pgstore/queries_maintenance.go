@@ -54,10 +54,19 @@ SELECT id, state, tenant, queue, kind, attempt FROM upd`
 SELECT id, queue FROM upd`
 
 	// qPromote makes the due scheduled and retryable jobs available, up
-	// to $2 per queue: a skip scan of jobs_due_idx (queue, run_at, id)
-	// lists the queues that have such jobs, one index probe each, and
-	// each queue's range ends at its first job not yet due (migration
-	// 0031), so the jobs scheduled for later are never read.
+	// to $2 in all, the earliest run_at first whatever their queues
+	// (store.Maintenance; a queue with a backlog of due jobs no worker
+	// claims does not keep the promoter from the others'): a skip scan
+	// of jobs_due_idx (queue, run_at, id) lists the queues that have such
+	// jobs, one index probe each; each queue's first $2 due jobs are one
+	// range that ends at its first job not yet due (migration 0031), so
+	// the jobs scheduled for later are never read; the earliest $2 of
+	// those are locked one by one by their whole key (SKIP LOCKED: a
+	// claim promoting them takes them; one promoted, cancelled or
+	// rescheduled since the snapshot fails the re-check; by id alone the
+	// planner read jobs_due_idx from its start for each) and made
+	// available, found by primary key (= ANY), as the claim's are.
+	// Locking in each queue's range instead took $2 jobs of every queue.
 	qPromote = `WITH RECURSIVE qs(queue) AS (
     SELECT (SELECT j.queue FROM {schema}.jobs j WHERE j.state IN ('scheduled', 'retryable')
         ORDER BY j.queue LIMIT 1)
@@ -65,17 +74,24 @@ SELECT id, queue FROM upd`
     SELECT (SELECT j.queue FROM {schema}.jobs j WHERE j.state IN ('scheduled', 'retryable') AND j.queue > qs.queue
         ORDER BY j.queue LIMIT 1)
     FROM qs WHERE qs.queue IS NOT NULL
-), cand AS (
-    SELECT c.id FROM qs
+), due AS (
+    SELECT qs.queue, c.run_at, c.id FROM qs
     CROSS JOIN LATERAL (
-        SELECT j.id FROM {schema}.jobs j
+        SELECT j.id, j.run_at FROM {schema}.jobs j
         WHERE j.queue = qs.queue AND j.state IN ('scheduled', 'retryable') AND j.run_at <= $1
         ORDER BY j.run_at, j.id LIMIT $2
-        FOR UPDATE OF j SKIP LOCKED
     ) c
     WHERE qs.queue IS NOT NULL
+    ORDER BY c.run_at, c.id LIMIT $2
+), cand AS (
+    SELECT c.id FROM due d
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = d.queue AND j.run_at = d.run_at AND j.id = d.id AND j.state IN ('scheduled', 'retryable')
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
 )
-UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id
+UPDATE {schema}.jobs j SET state = 'available' WHERE j.id = ANY(ARRAY(SELECT id FROM cand))
 RETURNING j.queue`
 
 	// retentionNow is when qDeleteFinished finds a job's record expired:

@@ -650,19 +650,27 @@ RETURNING tenant, idempotency_key`
 )
 
 // qPromote makes the due scheduled and retryable jobs at ?1 available, up
-// to ?2: a skip scan of jobs_due (queue, run_at, id) lists the queues
-// that have such jobs, one probe each, and each queue's range ends at its
+// to ?2 in all, the earliest run_at first whatever their queues
+// (store.Maintenance; a queue with a backlog of due jobs no worker claims
+// does not keep the promoter from the others'): a skip scan of jobs_due
+// (queue, run_at, id) lists the queues that have such jobs, one probe
+// each; each queue's first ?2 due jobs are one range that ends at its
 // first job not yet due (migration 0031), so the jobs scheduled for later
-// are never read.
+// are never read; the earliest ?2 of those are made available. (Taken in
+// queue order, a queue's backlog took every batch until it was gone.)
 var qPromote = `WITH RECURSIVE qs(queue) AS (
     SELECT (SELECT queue FROM jobs WHERE ` + sqlDue("") + ` ORDER BY queue LIMIT 1)
     UNION ALL
     SELECT (SELECT queue FROM jobs WHERE ` + sqlDue("") + ` AND queue > qs.queue ORDER BY queue LIMIT 1)
     FROM qs WHERE qs.queue IS NOT NULL
+), due AS (
+    SELECT j.id FROM qs JOIN jobs j ON j.id IN (SELECT x.id FROM jobs x
+        WHERE x.queue = qs.queue AND ` + sqlDue("x") + ` AND x.run_at <= ?1 ORDER BY x.run_at, x.id LIMIT ?2)
+    WHERE qs.queue IS NOT NULL
+    ORDER BY j.run_at, j.id LIMIT ?2
 )
 UPDATE jobs SET state = 'available'
-WHERE id IN (SELECT j.id FROM jobs j WHERE j.queue IN (SELECT queue FROM qs WHERE queue IS NOT NULL)
-    AND ` + sqlDue("j") + ` AND j.run_at <= ?1 LIMIT ?2)
+WHERE id IN (SELECT id FROM due)
 RETURNING queue`
 
 // qClaimPromote makes the due scheduled and retryable jobs of queue ?1 at

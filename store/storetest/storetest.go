@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, raceCases()...)
 	all = append(all, racePathCases()...)
 	all = append(all, claimCases()...)
+	all = append(all, claimDueFlowCases()...)
 	all = append(all, claimTokenCases()...)
 	all = append(all, heartbeatCases()...)
 	all = append(all, finishCases()...)
