@@ -241,20 +241,7 @@ func testThrottleDueWork(t *testing.T, s store.Store, scope store.FlowScope, con
 			WorkerID: "w1", Limit: 1, LeaseUntil: now.Add(lease), Now: now, Report: &rep})
 		return jobs, rep
 	}
-	throttled := func(now time.Time) int64 {
-		t.Helper()
-		ls, err := s.LimitList(t.Context(), &store.LimitListParams{Now: now})
-		if err != nil {
-			t.Fatalf("LimitList: %v", err)
-		}
-		for _, x := range ls {
-			if x.FlowScope == scope {
-				return x.Throttled
-			}
-		}
-		t.Fatalf("LimitList = %s: no limit of %+v", fmtThrottled(ls), scope)
-		return 0
-	}
+	throttled := func(now time.Time) int64 { t.Helper(); return throttledOf(t, s, scope, now) }
 	// Spend the limit with tenant a's one available job.
 	insertNew(t, s, at(0), job("k", at(0)))
 	if jobs, _ := poll(at(time.Second)); len(jobs) != 1 {

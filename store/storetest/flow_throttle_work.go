@@ -79,20 +79,7 @@ func testThrottleOnlyWithWork(t *testing.T, s store.Store, scope store.FlowScope
 			WorkerID: "w1", Limit: 1, LeaseUntil: now.Add(lease), Now: now, Report: &rep})
 		return jobs, rep
 	}
-	throttled := func(now time.Time) int64 {
-		t.Helper()
-		ls, err := s.LimitList(t.Context(), &store.LimitListParams{Now: now})
-		if err != nil {
-			t.Fatalf("LimitList: %v", err)
-		}
-		for _, x := range ls {
-			if x.FlowScope == scope {
-				return x.Throttled
-			}
-		}
-		t.Fatalf("LimitList = %s: no limit of %+v", fmtThrottled(ls), scope)
-		return 0
-	}
+	throttled := func(now time.Time) int64 { t.Helper(); return throttledOf(t, s, scope, now) }
 	insertNew(t, s, at(0), job("k", "q", at(0)))
 	if jobs, _ := poll(at(time.Second), ""); len(jobs) != 1 {
 		t.Fatalf("first claim took %d jobs, want a's one", len(jobs))
@@ -193,4 +180,21 @@ func testThrottlePartlySpent(t *testing.T, s store.Store) {
 	if n := throttled(now); n != 1 {
 		t.Fatalf("the rate that held 2 jobs back counted %d throttled claims, want 1", n)
 	}
+}
+
+// throttledOf is the throttled count LimitList reports at now for the
+// limit of scope; the test fails when there is none.
+func throttledOf(t *testing.T, s store.Store, scope store.FlowScope, now time.Time) int64 {
+	t.Helper()
+	ls, err := s.LimitList(t.Context(), &store.LimitListParams{Now: now})
+	if err != nil {
+		t.Fatalf("LimitList: %v", err)
+	}
+	for _, x := range ls {
+		if x.FlowScope == scope {
+			return x.Throttled
+		}
+	}
+	t.Fatalf("LimitList = %s: no limit of %+v", fmtThrottled(ls), scope)
+	return 0
 }
