@@ -9,9 +9,10 @@ namespace Idem;
  * associative arrays as in /v1/openapi.json; ids are strings.
  *
  * Every POST carries an Idempotency-Key (the caller's, or a random one per
- * call), and requests that got no answer, a 5xx, a 429 or a 409 "key in
- * progress" are retried with the same key and body, as the Go client
- * does: a retried enqueue answers the job the first attempt created.
+ * call), and requests that got no answer, a 5xx, a 429, a 409 "key in
+ * progress" or a 409 "conflict" (a concurrent change; nothing was done)
+ * are retried with the same key and body, as the Go client does: a
+ * retried enqueue answers the job the first attempt created.
  */
 class Client
 {
@@ -345,21 +346,38 @@ class Client
     }
 
     /**
-     * replay enqueues copies of the jobs $filter selects (at most 10000;
-     * into $queue when given) and returns how many. A copy has the
-     * original's kind, args and metadata plus metadata.replay_of, no
-     * idempotency key, and runs now. The call's Idempotency-Key makes its
-     * retries replay once.
+     * replay enqueues copies of the finished jobs (completed, dead,
+     * cancelled) $filter selects (at most 10000; into $queue when given)
+     * and returns how many; replayReport also tells the unfinished jobs
+     * skipped. A copy has the original's kind, args and metadata plus
+     * metadata.replay_of, no idempotency key, and runs now. The call's
+     * Idempotency-Key makes its retries replay once.
      *
      * @param array<string,mixed> $filter state, queue, kind, partition_key, idempotency_key, since, until, error_code, resolved
      */
     public function replay(array $filter, ?string $queue = null, ?string $idempotencyKey = null): int
     {
+        return $this->replayReport($filter, $queue, $idempotencyKey)['enqueued'];
+    }
+
+    /**
+     * replayReport is replay with the count of unfinished jobs skipped (the
+     * Go client's ReplayReport): a replay copies only finished jobs, and the
+     * unfinished ones $filter selects (pending, scheduled, available,
+     * running, retryable) are not copied (each still runs as itself) but
+     * counted in 'skipped'.
+     *
+     * @param array<string,mixed> $filter as replay's
+     * @return array{enqueued: int, skipped: int}
+     */
+    public function replayReport(array $filter, ?string $queue = null, ?string $idempotencyKey = null): array
+    {
         $body = ['filter' => (object) $filter];
         if ($queue !== null && $queue !== '') {
             $body['queue'] = $queue;
         }
-        return $this->request('POST', '/v1/jobs/replay', $body, self::keyHeader($idempotencyKey))['enqueued'];
+        $r = $this->request('POST', '/v1/jobs/replay', $body, self::keyHeader($idempotencyKey));
+        return ['enqueued' => (int) $r['enqueued'], 'skipped' => (int) ($r['skipped'] ?? 0)];
     }
 
     /**
@@ -671,8 +689,9 @@ class Client
     /**
      * request sends a request and decodes the JSON answer; a problem throws
      * IdemException. GET, HEAD and PUT, and requests with an
-     * Idempotency-Key, are retried after no answer, a 5xx, a 429 or a 409
-     * "key in progress" (up to $maxRetries times, the same key and body).
+     * Idempotency-Key, are retried after no answer, a 5xx, a 429, a 409
+     * "key in progress" or a 409 "conflict" (up to $maxRetries times, the
+     * same key and body; ConflictException when they run out).
      * $body is an array, or an object (such as (object) [] for {});
      * $status is set to the HTTP status of the answer.
      *
@@ -694,11 +713,17 @@ class Client
         }
     }
 
-    /** retryable: no answer, a 5xx, a 429, or a key still in progress. */
+    /**
+     * retryable: no answer, a 5xx, a 429, a key still in progress, or a
+     * conflict (a concurrent change kept the operation from completing and
+     * nothing was done, so a repeat is safe; the server keeps no such
+     * answer under the key), as the Go client's retryable.
+     */
     private static function retryable(IdemException $e): bool
     {
         return $e->status === 0 || $e->status >= 500 || $e->status === 429
-            || ($e->status === 409 && $e->type() === 'idempotency-key-in-progress');
+            || ($e->status === 409 && $e->type() === 'idempotency-key-in-progress')
+            || $e instanceof ConflictException;
     }
 
     /** backoff is the Go client's: exponential with jitter, or Retry-After when longer, at most $maxBackoff. */
@@ -764,6 +789,9 @@ class Client
         if ($status >= 400) {
             $p = is_array($data) ? $data : null;
             $msg = $p ? ($p['title'] ?? 'error') . ': ' . ($p['detail'] ?? '') : "HTTP $status";
+            if ($status === 409 && str_ends_with((string) ($p['type'] ?? ''), '/conflict')) {
+                throw new ConflictException($status, $p, "idem: $method $path: $msg");
+            }
             throw new IdemException($status, $p, "idem: $method $path: $msg");
         }
         return $data;

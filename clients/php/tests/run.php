@@ -7,6 +7,7 @@ require __DIR__ . '/lib.php';
 use Idem\BaseIdempotentJob;
 use Idem\Canonical;
 use Idem\Client;
+use Idem\ConflictException;
 use Idem\IdemException;
 use Idem\JobContext;
 use Idem\Keys;
@@ -535,6 +536,37 @@ test('a 503 with Retry-After waits that long, at most maxBackoff; 4xx and maxRet
     }, ['minBackoff' => 0.01]);
 });
 
+// A 409 conflict (a concurrent change kept the operation from completing;
+// nothing was done, and the server keeps no answer under the key) is
+// retried with the same key, as the Go client retries it; when the retries
+// run out it throws ConflictException (an IdemException of type conflict).
+test('a 409 conflict is retried with the same key; ConflictException when retries run out', function () use ($server, &$srv) {
+    $c = $server()->withTenant('php-conflict');
+    $c->putSchedule('php-conflict', ['every' => '1h', 'kind' => 'k', 'queue' => 'php-conflict']);
+    $conflict = [409, '0', '/problems/conflict'];
+    $r = with_proxy($srv, [$conflict, $conflict], function (Client $pc, FaultProxy $p) {
+        $r = $pc->withTenant('php-conflict')->triggerSchedule('php-conflict');
+        $seen = $p->seen();
+        same(['POST', 'POST', 'POST'], array_column($seen, 0));
+        same(1, count(array_unique(array_column($seen, 2))), 'one key for every attempt');
+        return $r;
+    }, ['minBackoff' => 0.01]);
+    same(false, $r['existing'], 'the third attempt reached the server and fired the schedule');
+    same([$r['job']['id']], array_map(fn ($j) => $j['id'], iterator_to_array($c->listJobs(['queue' => 'php-conflict']), false)));
+    with_proxy($srv, [$conflict, $conflict, $conflict], function (Client $pc, FaultProxy $p) {
+        $e = throws(ConflictException::class, fn () => $pc->withTenant('php-conflict')->triggerSchedule('php-conflict'));
+        check($e instanceof IdemException, 'a ConflictException is an IdemException');
+        same(409, $e->status);
+        same('conflict', $e->type());
+        same(3, count($p->seen()), 'the first attempt and maxRetries retries');
+    }, ['minBackoff' => 0.01, 'maxRetries' => 2]);
+    with_proxy($srv, [[409, '0', '/problems/wrong-state']], function (Client $pc, FaultProxy $p) {
+        $e = throws(IdemException::class, fn () => $pc->cancel('1'));
+        check(!$e instanceof ConflictException, 'another 409 is no ConflictException');
+        same(1, count($p->seen()), 'another 409 is not retried');
+    }, ['minBackoff' => 0.01]);
+});
+
 test('an idempotency key that cannot travel as a header is refused before sending', function () use ($server, &$srv) {
     $server();
     with_proxy($srv, [], function (Client $pc, FaultProxy $p) {
@@ -648,6 +680,23 @@ test('fail sends error_code; dead jobs are listed by it, replayed and deleted', 
     $c->dlqDelete($id);
     same(404, throws(IdemException::class, fn () => $c->getJob($id))->status);
     same(404, throws(IdemException::class, fn () => $c->dlqDelete($id))->status, 'a first attempt\'s 404 is reported');
+});
+
+// A replay copies finished jobs only: the unfinished ones the filter
+// selects are counted as skipped (the server's {enqueued, skipped}, the Go
+// client's ReplayReport); replay still returns the copies alone.
+test('replayReport copies the finished job and counts the unfinished one skipped', function () use ($server) {
+    $c = $server();
+    $done = $c->enqueue(['kind' => 'k', 'queue' => 'php-replay-mixed'])['job']['id'];
+    $claimed = $c->claim(['php-replay-mixed'], 'w')[0];
+    same($done, $claimed['id']);
+    $c->complete($claimed, ['ok' => true]);
+    $waiting = $c->enqueue(['kind' => 'k', 'queue' => 'php-replay-mixed'])['job']['id'];
+    same(['enqueued' => 1, 'skipped' => 1], $c->replayReport(['queue' => 'php-replay-mixed'], 'php-replay-mixed-copies'));
+    $copies = iterator_to_array($c->listJobs(['queue' => 'php-replay-mixed-copies']), false);
+    same([$done], array_map(fn ($j) => $j['metadata']['replay_of'] ?? null, $copies));
+    same('available', $c->getJob($waiting)['state'], 'the unfinished job runs as itself');
+    same(1, $c->replay(['queue' => 'php-replay-mixed'], 'php-replay-mixed-copies'), 'replay returns the copies alone');
 });
 
 test('topics: subscriptions CRUD, publish once per key, the event log and replay', function () use ($server) {

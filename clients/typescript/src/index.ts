@@ -33,6 +33,11 @@ export type ClaimRequest = Schemas["ClaimRequest"];
 export type ClaimResult = Schemas["ClaimReply"] & { throttled: boolean; retryAfterMs: number };
 /** The selection of replay: every field narrows. */
 export type ReplayFilter = Schemas["Filter"];
+/**
+ * What replayReport did: the copies enqueued of the finished jobs the
+ * filter selected, and the unfinished ones it selected and skipped.
+ */
+export type ReplayReport = Schemas["ReplayReply"];
 /** The body of putSubscription: url, secret, kinds, max_attempts, timeout. */
 export type SubscriptionPut = Schemas["SubscriptionPutRequest"];
 /** A topic subscription as the API shows it (secret only in the reply that created it). */
@@ -107,6 +112,31 @@ export class IdemError extends Error {
   }
 }
 
+/**
+ * ConflictError is the IdemError of a 409 /problems/conflict (the Go
+ * client's idemtype.ErrConflict): a concurrent change kept the operation
+ * from completing and nothing was done. The client retries it with the
+ * same Idempotency-Key (the server keeps no answer under the key); it is
+ * thrown when the retries run out.
+ */
+export class ConflictError extends IdemError {
+  constructor(status: number, problem: Problem | undefined, message?: string) {
+    super(status, problem, message);
+    this.name = "ConflictError";
+  }
+}
+
+/** isConflict: a 409 whose problem type ends in /conflict. */
+function isConflict(status: number, p: unknown): boolean {
+  return status === 409 && isProblem(p) && p.type.endsWith("/conflict");
+}
+
+/** problemError is the IdemError of an answer: a ConflictError for a 409 conflict. */
+function problemError(status: number, error: unknown): IdemError {
+  const p = isProblem(error) ? error : undefined;
+  return isConflict(status, p) ? new ConflictError(status, p) : new IdemError(status, p);
+}
+
 export interface IdemOptions {
   /** The server's URL, such as "http://127.0.0.1:8080". */
   baseUrl: string;
@@ -118,7 +148,7 @@ export interface IdemOptions {
   fetch?: typeof globalThis.fetch;
   /**
    * Retries after the first attempt of a request that got no answer, a 5xx,
-   * a 429 or a 409 "idempotency key in progress"; default
+   * a 429, a 409 "idempotency key in progress" or a 409 "conflict"; default
    * defaultMaxRetries, 0 for none. Only requests that are safe to repeat
    * are retried: GET and PUT, and POSTs, which every helper sends with an
    * Idempotency-Key (the caller's, or a random one per call), so a retry
@@ -179,7 +209,7 @@ function isProblem(v: unknown): v is Problem {
 /** unwrap returns data or throws the problem as an IdemError. */
 function unwrap<T>(r: { data?: T; error?: unknown; response: Response }): T {
   if (r.error !== undefined || r.data === undefined) {
-    throw new IdemError(r.response.status, isProblem(r.error) ? r.error : undefined);
+    throw problemError(r.response.status, r.error);
   }
   return r.data;
 }
@@ -215,12 +245,17 @@ async function once(f: typeof globalThis.fetch, req: Request): Promise<Response>
   }
 }
 
-/** retryable: a 5xx, a 429, or a 409 whose problem is a key still in progress. */
+/**
+ * retryable: a 5xx, a 429, or a 409 whose problem is a key still in
+ * progress or a conflict (a concurrent change kept the operation from
+ * completing and nothing was done, so a repeat is safe; the server keeps
+ * no such answer under the key), as the Go client's retryable.
+ */
 async function retryable(res: Response): Promise<boolean> {
   if (res.status >= 500 || res.status === 429) return true;
   if (res.status !== 409) return false;
   const p: unknown = await res.clone().json().catch(() => undefined);
-  return isProblem(p) && p.type.endsWith("/idempotency-key-in-progress");
+  return isProblem(p) && (p.type.endsWith("/idempotency-key-in-progress") || isConflict(res.status, p));
 }
 
 /** backoff is the Go client's: exponential with jitter, or Retry-After when longer, at most maxMs. */
@@ -430,15 +465,29 @@ export class Idem {
   }
 
   /**
-   * replay enqueues copies of the jobs the filter selects (at most 10000;
-   * into opts.queue when given) and returns how many. A copy has the
-   * original's kind, args and metadata plus metadata.replay_of, no
-   * idempotency key, and runs now. The call's Idempotency-Key
-   * (opts.idempotencyKey, or a random one) makes its retries replay once.
+   * replay enqueues copies of the finished jobs (completed, dead,
+   * cancelled) the filter selects (at most 10000; into opts.queue when
+   * given) and returns how many; replayReport also tells the unfinished
+   * jobs skipped. A copy has the original's kind, args and metadata plus
+   * metadata.replay_of, no idempotency key, and runs now. The call's
+   * Idempotency-Key (opts.idempotencyKey, or a random one) makes its
+   * retries replay once.
    */
   async replay(filter: ReplayFilter, opts: RequestOptions & { queue?: string; idempotencyKey?: string } = {}): Promise<number> {
+    return (await this.replayReport(filter, opts)).enqueued;
+  }
+
+  /**
+   * replayReport is replay with the count of unfinished jobs skipped (the
+   * Go client's ReplayReport): a replay copies only finished jobs, and the
+   * unfinished ones the filter selects (pending, scheduled, available,
+   * running, retryable) are not copied (each still runs as itself) but
+   * counted in skipped.
+   */
+  async replayReport(filter: ReplayFilter, opts: RequestOptions & { queue?: string; idempotencyKey?: string } = {}): Promise<ReplayReport> {
     const body = { filter, ...(opts.queue ? { queue: opts.queue } : {}) };
-    return unwrap(await this.api.POST("/v1/jobs/replay", { body, ...post(opts.idempotencyKey, opts) })).enqueued;
+    const r = unwrap(await this.api.POST("/v1/jobs/replay", { body, ...post(opts.idempotencyKey, opts) }));
+    return { enqueued: r.enqueued, skipped: r.skipped };
   }
 
   /**
@@ -821,7 +870,7 @@ function pauseBody(opts: { tenant?: string }): Schemas["PauseRequest"] {
 
 /** noContent checks the answer of a DELETE that answers 204 without a body. */
 function noContent(r: { error?: unknown; response: Response }): void {
-  if (!r.response.ok) throw new IdemError(r.response.status, isProblem(r.error) ? r.error : undefined);
+  if (!r.response.ok) throw problemError(r.response.status, r.error);
 }
 
 function signal(opts: RequestOptions): { signal?: AbortSignal } {

@@ -69,6 +69,23 @@ test("fail sends error_code; dead jobs are listed by it, replayed and deleted", 
   await assert.rejects(env.idem.dlqDelete(job.id), (e: unknown) => e instanceof IdemError && e.status === 404, "a first attempt's 404 is reported");
 });
 
+// A replay copies finished jobs only: the unfinished ones the filter
+// selects are counted as skipped (the server's {enqueued, skipped}, the Go
+// client's ReplayReport); replay still answers the copies alone.
+test("replayReport copies the finished job and counts the unfinished one skipped", async () => {
+  const { job: done } = await env.idem.enqueue({ kind: "k", queue: "ts-replay-mixed" });
+  const [claimed] = await env.idem.claim({ queues: ["ts-replay-mixed"], worker_id: "w", wait: "0s" });
+  assert.ok(claimed && claimed.id === done.id);
+  await env.idem.complete(claimed, { ok: true });
+  const { job: waiting } = await env.idem.enqueue({ kind: "k", queue: "ts-replay-mixed" });
+  assert.deepEqual(await env.idem.replayReport({ queue: "ts-replay-mixed" }, { queue: "ts-replay-mixed-copies" }), { enqueued: 1, skipped: 1 });
+  const copies: Job[] = [];
+  for await (const j of env.idem.listJobs({ queue: "ts-replay-mixed-copies" })) copies.push(j);
+  assert.deepEqual(copies.map((j) => (j.metadata as Record<string, unknown> | undefined)?.["replay_of"]), [done.id]);
+  assert.equal((await env.idem.getJob(waiting.id)).state, "available", "the unfinished job runs as itself");
+  assert.equal(await env.idem.replay({ queue: "ts-replay-mixed" }, { queue: "ts-replay-mixed-copies" }), 1, "replay answers the copies alone");
+});
+
 test("topics: subscriptions CRUD, publish once per key, the event log and replay", async () => {
   const topic = "ts-orders";
   const made = await env.idem.putSubscription(topic, "billing", { url: "http://127.0.0.1:9/b", kinds: ["order.paid"], max_attempts: 2 });

@@ -4,7 +4,7 @@
 // travel as a header is refused before anything is sent.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Idem, IdemError } from "../src/index.js";
+import { ConflictError, Idem, IdemError } from "../src/index.js";
 import { serverForFile } from "./server.js";
 import { startProxy, type Fault, type Seen } from "./proxy.js";
 
@@ -118,6 +118,48 @@ test("a 409 key-in-progress is retried until the first answer is stored", async 
     async (c, seen) => {
       assert.equal((await c.enqueue({ kind: "k", queue: "in-progress" })).existing, false);
       assert.equal(seen.length, 2);
+    },
+  );
+});
+
+// A 409 conflict (a concurrent change kept the operation from completing;
+// nothing was done, and the server keeps no answer under the key) is
+// retried with the same key, as the Go client retries it; when the retries
+// run out it is thrown as a ConflictError (an IdemError of type conflict).
+test("a 409 conflict is retried with the same key; a ConflictError when retries run out", async () => {
+  const conflict: Fault = { status: 409, headers: { "Retry-After": "0" }, body: { type: "/problems/conflict", title: "Concurrent change", status: 409, detail: "schedule replaced" } };
+  await env.idem.putSchedule("ts-conflict", { every: "1h", kind: "k", queue: "ts-conflict" });
+  const r = await through(
+    (s, n) => (n < 2 && s.method === "POST" ? conflict : "pass"),
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      const r = await c.triggerSchedule("ts-conflict");
+      assert.deepEqual(seen.map((s) => s.method), ["POST", "POST", "POST"]);
+      assert.equal(new Set(seen.map((s) => s.key)).size, 1, "one key for every attempt");
+      return r;
+    },
+  );
+  assert.equal(r.existing, false, "the third attempt reached the server and fired the schedule");
+  const jobs = [];
+  for await (const j of env.idem.listJobs({ queue: "ts-conflict" })) jobs.push(j);
+  assert.deepEqual(jobs.map((j) => j.id), [r.job.id]);
+  await through(
+    () => conflict,
+    { minBackoffMs: 10, maxRetries: 2 },
+    async (c, seen) => {
+      await assert.rejects(
+        c.triggerSchedule("ts-conflict"),
+        (e: unknown) => e instanceof ConflictError && e instanceof IdemError && e.status === 409 && e.type === "conflict",
+      );
+      assert.equal(seen.length, 3, "the first attempt and maxRetries retries");
+    },
+  );
+  await through(
+    () => ({ ...conflict, body: { type: "/problems/wrong-state", title: "Wrong state", status: 409, detail: "x" } }),
+    { minBackoffMs: 10 },
+    async (c, seen) => {
+      await assert.rejects(c.cancel("1"), (e: unknown) => e instanceof IdemError && !(e instanceof ConflictError) && e.type === "wrong-state");
+      assert.equal(seen.length, 1, "another 409 is not retried");
     },
   );
 });
