@@ -145,16 +145,16 @@ type Jobs interface {
 	// params' (a fresh random one per job when that is ""), LeaseExpiresAt = LeaseUntil, WorkerID set, and an attempt
 	// record (outcome running) inserted for each.
 	//
-	// Claimable: state available, scheduled or retryable with RunAt <= Now,
-	// in one of Queues (and Kinds, when given; and Tenant, when not ""),
-	// and — when the job has a PartitionKey — it is the head of its
+	// Claimable: state available, or scheduled or retryable with RunAt <= Now (each claim first makes up to
+	// 1,000 of those of each of its queues available, earliest RunAt first; more due ones wait for the next
+	// claims or JobPromote, whatever their Priority or Tenant), in one of Queues (and Kinds, when given; and
+	// Tenant, when not ""), and — when the job has a PartitionKey — it is the head of its
 	// partition: no job with the same (Tenant, Queue, PartitionKey) and a
 	// lower id is unfinished (pending, scheduled, available, running or
 	// retryable), and no other job of the partition is running or holds it
 	// (cancelled while it ran, until acknowledged: JobCancel) (a dead or
 	// cancelled job retried while a later job of its partition runs waits
-	// for that job to finish, then goes first: JobRetryMany). Partitions are scoped by tenant: two tenants using the
-	// same partition key never block each other.
+	// for that job to finish, then goes first: JobRetryMany). Partitions are scoped by tenant: two tenants using the same partition key never block each other.
 	// Fairness: a claim visits up to Limit tenants with claimable work,
 	// rotating from where the store's previous claim of the queue stopped,
 	// and takes up to ceil(Limit/tenants) jobs of each; so a tenant with a

@@ -156,7 +156,8 @@ var (
 //     not a claimable state; finishes move them on.
 //
 // Each tenant of the queue is read by its own ordered scan of
-// jobs_claim_tenant_idx (available/scheduled/retryable only), which stops after $5 unlocked
+// jobs_claim_tenant_idx (available jobs only since migration 0031: the claim
+// promoted its queues' due jobs first, qClaimPromote), which stops after $5 unlocked
 // rows; the head rule reads jobs_partition_idx (unfinished partition
 // members, and cancelled ones still holding their partition: migration
 // 0026) for lower ids, index only, and for a later running or holding job

@@ -103,10 +103,6 @@ func sqlRecordExpired(t, now string) string {
 const attemptCols = `job_id, attempt, started_at, finished_at, duration_ms, outcome, error,
 worker_id, target, http_status`
 
-// sqlUnfinished and sqlFinished are the unfinished and finished states of
-// the jobs of table alias t ("" for none), spelled exactly as in the
-// partial indexes so that the planner can use them.
-
 // sqlAvailable is the predicate of jobs_claim_tenant (migration 0031), the
 // claims' state: due scheduled and retryable jobs are made available
 // first (qClaimPromote). sqlDue is jobs_due's: the jobs waiting for their
@@ -115,6 +111,9 @@ func sqlAvailable(t string) string { return stateIn(t, "available") }
 
 func sqlDue(t string) string { return stateIn(t, "scheduled", "retryable") }
 
+// sqlUnfinished and sqlFinished are the unfinished and finished states of
+// the jobs of table alias t ("" for none), spelled exactly as in the
+// partial indexes so that the planner can use them.
 func sqlUnfinished(t string) string {
 	return stateIn(t, "pending", "scheduled", "available", "running", "retryable")
 }
