@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -52,7 +53,8 @@ type ClaimThrottle struct {
 // already holds a completed result is completed here and never handed out.
 // It returns an empty (never nil) slice when nothing came within Wait.
 // Jobs claimed when ctx is already done (the caller went away) are given
-// back at once with their attempt, and the slice is empty.
+// back at once with their attempt (one cancelled meanwhile has its cancel
+// acknowledged: its hold ends), and the slice is empty.
 func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]*JobRow, error) {
 	if err := validateClaim(&p, c.cfg.LeaseDuration); err != nil {
 		return nil, err
@@ -134,7 +136,8 @@ func validateClaim(p *ClaimParams, defLease time.Duration) error {
 // running, owned by nobody, until the rescuer takes them back with an
 // attempt used. The claim is bounded by its lease instead, and when ctx
 // is done once it returns, its jobs are given back at once with their
-// attempt (JobReleaseMany) and the claim is empty.
+// attempt (JobReleaseMany), the cancels of those cancelled meanwhile
+// acknowledged (ackCancels), and the claim is empty.
 func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.ClaimReport) ([]*JobRow, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.Lease)
 	defer cancel()
@@ -170,6 +173,11 @@ func (c *Client) claimCut(ctx context.Context, p *ClaimParams, report *store.Cla
 			"worker_id", p.WorkerID, "jobs", len(jobs), "err", err)
 		c.observeHanded(jobs, at)
 		return jobs, nil
+	}
+	if n < len(jobs) {
+		// Not given back: cancelled since the claim (or their leases
+		// lost), and nobody runs them.
+		c.ackCancels(cctx, jobs)
 	}
 	c.logger.Info("released a claim whose caller went away", "worker_id", p.WorkerID, "jobs", n)
 	return []*JobRow{}, nil
@@ -333,9 +341,37 @@ func (c *Client) Heartbeat(ctx context.Context, tenant string, id int64, token s
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
 	if len(errs) > 0 && errs[0] != nil {
-		return time.Time{}, errs[0]
+		return time.Time{}, c.lostLease(ctx, tenant, id, token, errs[0])
 	}
 	return storedEnd(until, ends[0]), nil
+}
+
+// lostLease explains err, a refusal of a call with the lease token of job
+// id, when it is ErrLeaseLost: it names the job's state as read now (the
+// lease ended; the job runs under another lease, was cancelled, or is
+// finished or waiting for a retry), so that a worker learns whether its
+// work was superseded, and still wraps err. When the read fails, err is
+// returned as it is.
+func (c *Client) lostLease(ctx context.Context, tenant string, id int64, token string, err error) error {
+	if !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	row, gerr := c.JobGet(ctx, tenant, id)
+	if gerr != nil {
+		return err
+	}
+	var why string
+	switch {
+	case row.State == StateRunning && row.LeaseToken == token:
+		why = "its lease ended" // not yet taken back by the rescuer
+	case row.State == StateRunning:
+		why = fmt.Sprintf("runs attempt %d under another lease", row.Attempt)
+	case row.State == StateCancelled:
+		why = "was cancelled"
+	default:
+		why = fmt.Sprintf("is %s at attempt %d", row.State, row.Attempt)
+	}
+	return fmt.Errorf("%w (job %d %s)", err, id, why)
 }
 
 // Complete records the success of a remotely worked job. Repeating it with
@@ -446,7 +482,7 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 		return nil, fmt.Errorf("finish job %d: %w", row.ID, store.Classify(c.store, err))
 	}
 	if len(errs) > 0 && errs[0] != nil {
-		return nil, errs[0]
+		return nil, c.lostLease(ctx, tenant, row.ID, fin.LeaseToken, errs[0])
 	}
 	if !fin.Repeated { // a repeated completion (a client's retry) was counted once already
 		c.observeWritten(row, fin)

@@ -61,29 +61,12 @@ func (c *Client) dropVoided(ctx context.Context, jobs []*JobRow, until time.Time
 		c.logger.Warn("could not give back claimed jobs whose lease ended; they wait for the rescuer", "jobs", len(voided), "err", err)
 	}
 	drop := make(map[int64]bool, len(voided))
+	dropped := make([]*JobRow, 0, len(voided))
 	for _, l := range voided {
 		drop[l.ID] = true
-		row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: l.ID})
-		if err != nil || row.State != StateCancelled {
-			continue
-		}
-		j := rows[l.ID]
-		// Its hold (its slot, its partition, its dependants waiting for
-		// any outcome) waits for this claim's acknowledgement of the
-		// cancel (no handler will run): the refused finish of its lease
-		// (store.Jobs.JobCancel).
-		ack := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: StateCancelled,
-			Outcome: idemtype.OutcomeCancelled, FinishedAt: c.now()}
-		if _, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{ack}); err != nil {
-			c.logger.Warn("acknowledging the cancel of a job cancelled during its claim failed; its hold waits for its lease to end",
-				"job", j.ID, "err", err)
-		}
-		if err := c.store.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: j.Tenant, Key: j.IdempotencyKey,
-			Owner: store.JobOwner(j.ID), JobLease: &store.Lease{ID: j.ID, Token: j.LeaseToken}}); err != nil {
-			c.logger.Warn("giving back the key of a job cancelled during its claim failed; the key waits for its lease to end",
-				"job", j.ID, "err", err)
-		}
+		dropped = append(dropped, rows[l.ID])
 	}
+	c.ackCancels(ctx, dropped)
 	out := jobs[:0:0]
 	for _, j := range jobs {
 		if !drop[j.ID] {
@@ -91,4 +74,34 @@ func (c *Client) dropVoided(ctx context.Context, jobs []*JobRow, until time.Time
 		}
 	}
 	return out
+}
+
+// ackCancels acknowledges the cancels of those of jobs, claimed by a claim
+// that hands them to nobody, that were cancelled since: no handler will
+// run them. A cancelled job's hold (its slot, its partition, its
+// dependants waiting for any outcome) waits for that acknowledgement, the
+// refused finish of its lease (store.Jobs.JobCancel), or else for its
+// lease to end; the key lease a keyed one's claim took is given back too
+// (final: no other run holds it). Jobs not cancelled are left as they are.
+func (c *Client) ackCancels(ctx context.Context, jobs []*JobRow) {
+	for _, j := range jobs {
+		row, err := c.store.JobGet(ctx, &store.JobGetParams{ID: j.ID})
+		if err != nil || row.State != StateCancelled {
+			continue
+		}
+		ack := &store.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: StateCancelled,
+			Outcome: idemtype.OutcomeCancelled, FinishedAt: c.now()}
+		if _, err := c.store.JobFinishMany(ctx, []*store.JobFinishParams{ack}); err != nil {
+			c.logger.Warn("acknowledging the cancel of a job cancelled during its claim failed; its hold waits for its lease to end",
+				"job", j.ID, "err", err)
+		}
+		if j.IdempotencyKey == "" {
+			continue
+		}
+		if err := c.store.RecordRelease(ctx, &store.RecordReleaseParams{Tenant: j.Tenant, Key: j.IdempotencyKey,
+			Owner: store.JobOwner(j.ID), JobLease: &store.Lease{ID: j.ID, Token: j.LeaseToken}}); err != nil {
+			c.logger.Warn("giving back the key of a job cancelled during its claim failed; the key waits for its lease to end",
+				"job", j.ID, "err", err)
+		}
+	}
 }

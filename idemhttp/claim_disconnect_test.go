@@ -35,6 +35,12 @@ func (s *disconnectStore) JobClaim(ctx context.Context, p *store.JobClaimParams)
 	default:
 		return jobs, err
 	}
+	return s.afterClaim(jobs, err)
+}
+
+// afterClaim is the hook once armed: on the first claim that took jobs,
+// the client goes away and the claim returns once the server saw it.
+func (s *disconnectStore) afterClaim(jobs []*idem.JobRow, err error) ([]*idem.JobRow, error) {
 	if err != nil || len(jobs) == 0 {
 		return jobs, err
 	}
