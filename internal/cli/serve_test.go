@@ -80,7 +80,7 @@ func serveWithOps(t *testing.T, db string, args ...string) (cmd *exec.Cmd, out *
 func TestServeProcess(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "idem.db")
-	cmd, out, key, apiURL, opsURL := serveWithOps(t, db, "--log-format", "json")
+	cmd, _, key, apiURL, opsURL := serveWithOps(t, db, "--log-format", "json")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := idemclient.New(apiURL, &idemclient.Config{APIKey: key})
@@ -106,7 +106,7 @@ func TestServeProcess(t *testing.T) {
 	}
 
 	// Restart on the same database: no new key, the job is still there.
-	cmd, out = idemProcess(t, "serve", "--database", db, "--listen", "127.0.0.1:0")
+	cmd, out := idemProcess(t, "serve", "--database", db, "--listen", "127.0.0.1:0")
 	apiURL = ""
 	for apiURL == "" && out.Scan() {
 		line := out.Text()
