@@ -20,6 +20,19 @@ func openPostgres(t *testing.T) store.Store {
 	return st
 }
 
+// openPostgresCallerClock is openPostgres with the caller's clock deciding
+// lease ends (pgstore.Config.CallerClock), for tests that move time.
+func openPostgresCallerClock(t *testing.T) store.Store {
+	t.Helper()
+	url, schema := dbtest.NewSchema(t)
+	st, err := pgstore.Open(context.Background(), url, &pgstore.Config{Schema: schema, CallerClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 func TestAPIPostgres(t *testing.T) {
 	t.Parallel()
 	dbtest.PostgresURL(t) // skips loudly without a server

@@ -16,7 +16,13 @@ import (
 // bothStores runs fn on SQLite and PostgreSQL, in parallel.
 func bothStores(t *testing.T, fn func(t *testing.T, open opener)) {
 	t.Helper()
-	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": openPostgres} {
+	bothStoresOf(t, openPostgres, fn)
+}
+
+// bothStoresOf is bothStores with pg as PostgreSQL's opener.
+func bothStoresOf(t *testing.T, pg opener, fn func(t *testing.T, open opener)) {
+	t.Helper()
+	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": pg} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			if name == "postgres" {
@@ -95,38 +101,26 @@ func (e *env) jobOf(id string) map[string]any {
 // refused too: one completion, with the new worker's result.
 func TestPullStaleLeaseAfterRescue(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, open opener) {
-		e := setup(t, open, nil)
+	// The caller's clock decides lease ends on both stores, and the test
+	// moves it past the lease instead of waiting.
+	bothStoresOf(t, openPostgresCallerClock, func(t *testing.T, open opener) {
+		var clock shiftClock
+		e := setup(t, open, &setupOpts{clientCfg: clock.clientCfg()})
 		ctx := context.Background()
 		id := e.enqueue(e.keyA, map[string]any{"kind": "k", "queue": "resc", "max_attempts": 5})
 		r := e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"resc"}, "worker_id": "old", "lease": "1s"})
 		expect(t, r, 200, "")
 		old := r.json(t)["jobs"].([]any)[0].(map[string]any)
 		oldTok := old["lease_token"].(string)
-		end, err := time.Parse(time.RFC3339Nano, old["lease_expires_at"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Until(end)) // the lease's end (no timing is asserted)
+		clock.shift(2 * time.Second) // past the lease's end
 		// Expired, not yet rescued: a heartbeat does not revive it.
 		r = e.req("POST", "/v1/jobs/"+id+"/heartbeat", e.keyA, map[string]any{"lease_token": oldTok})
 		expect(t, r, 409, "/problems/lease-lost")
 		if d := r.json(t)["detail"].(string); !strings.Contains(d, "lease ended") {
 			t.Errorf("heartbeat after the lease's end: detail %q does not say the lease ended", d)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			got, err := e.st.JobRescue(ctx, &store.JobRescueParams{Now: time.Now(), Limit: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the rescuer never took the expired lease back")
-			}
-			time.Sleep(50 * time.Millisecond) // polling for the store's clock to pass the lease's end
+		if got, err := e.st.JobRescue(ctx, &store.JobRescueParams{Now: clock.now(), Limit: 10}); err != nil || len(got) != 1 {
+			t.Fatalf("rescue of the expired lease: %v %v, want the job", got, err)
 		}
 		r = e.req("POST", "/v1/claim", e.keyA, map[string]any{"queues": []string{"resc"}, "worker_id": "new", "lease": "60s", "wait": "20s"})
 		expect(t, r, 200, "")
