@@ -1,17 +1,16 @@
 package idemhttp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -70,15 +69,7 @@ func (s *disconnectStore) afterClaim(jobs []*idem.JobRow, err error) ([]*idem.Jo
 // given back at once, available with its attempt not used.
 func TestClaimClientGone(t *testing.T) {
 	t.Parallel()
-	for name, open := range map[string]opener{"sqlite": openSQLite, "postgres": openPostgres} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			if name == "postgres" {
-				dbtest.PostgresURL(t) // skips loudly without a server
-			}
-			testClaimClientGone(t, open)
-		})
-	}
+	bothStores(t, testClaimClientGone)
 }
 
 func testClaimClientGone(t *testing.T, open opener) {
@@ -88,38 +79,7 @@ func testClaimClientGone(t *testing.T, open opener) {
 		reqDone: make(chan (<-chan struct{}), 1), fired: make(chan struct{})}
 	e := setup(t, func(t *testing.T) store.Store { ds.Store = open(t); return ds }, nil)
 	id := e.enqueue(e.keyA, map[string]any{"kind": "pull", "queue": "gone"})
-
-	served := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/claim" {
-			defer close(served)
-			ds.reqDone <- r.Context().Done()
-		}
-		e.server.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	close(ds.armed)
-
-	body := []byte(`{"queues":["gone"],"worker_id":"w1","lease":"30s","wait":"5s"}`)
-	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/claim", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+e.keyA)
-	res, err := srv.Client().Do(req)
-	if err == nil {
-		res.Body.Close()
-		t.Fatalf("claim answered %d; want the client to have gone away", res.StatusCode)
-	}
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("claim: %v, want the client's cancellation", err)
-	}
-	select {
-	case <-served:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the claim handler did not return")
-	}
+	ds.goneClaim(ctx, t, e, `{"queues":["gone"],"worker_id":"w1","lease":"30s","wait":"5s"}`)
 	select {
 	case <-ds.fired:
 	default:
@@ -140,5 +100,43 @@ func testClaimClientGone(t *testing.T, open opener) {
 	// The job is claimable again at once, as its first attempt.
 	if j := e.claim(e.keyA, "gone"); j["id"] != id || j["attempt"] != float64(1) {
 		t.Fatalf("re-claim %v, want job %s at attempt 1", j, id)
+	}
+}
+
+// goneClaim arms ds and sends the claim body as key A's through a server
+// in front of e's that hands ds the request's done channel; ds's hook
+// cancels ctx (the client goes away) once the store's claim returned. It
+// fails t unless the client saw its own cancellation and the handler
+// returned.
+func (ds *disconnectStore) goneClaim(ctx context.Context, t *testing.T, e *env, body string) {
+	t.Helper()
+	served := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/claim" {
+			defer close(served)
+			ds.reqDone <- r.Context().Done()
+		}
+		e.server.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	close(ds.armed)
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/claim", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+e.keyA)
+	res, err := srv.Client().Do(req)
+	if err == nil {
+		res.Body.Close()
+		t.Fatalf("claim answered %d; want the client to have gone away", res.StatusCode)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("claim: %v, want the client's cancellation", err)
+	}
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claim handler did not return")
 	}
 }

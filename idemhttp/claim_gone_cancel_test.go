@@ -1,11 +1,7 @@
 package idemhttp_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -51,36 +47,7 @@ func TestClaimClientGoneCancelled(t *testing.T) {
 		e := setup(t, func(t *testing.T) store.Store { ds.Store = open(t); return ds }, nil)
 		expect(t, e.req("PUT", "/v1/limits/queue/gone", e.admin, map[string]any{"concurrency": 1}), 200, "")
 		id := e.enqueue(e.keyA, map[string]any{"kind": "pull", "queue": "gone"})
-		served := make(chan struct{})
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/v1/claim" {
-				defer close(served)
-				ds.reqDone <- r.Context().Done()
-			}
-			e.server.ServeHTTP(w, r)
-		}))
-		t.Cleanup(srv.Close)
-		close(ds.armed)
-		body := []byte(`{"queues":["gone"],"worker_id":"w1","lease":"60s","wait":"5s"}`)
-		req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/claim", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+e.keyA)
-		res, err := srv.Client().Do(req)
-		if err == nil {
-			res.Body.Close()
-			t.Fatalf("claim answered %d; want the client to have gone away", res.StatusCode)
-		}
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("claim: %v, want the client's cancellation", err)
-		}
-		select {
-		case <-served:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the claim handler did not return")
-		}
+		ds.goneClaim(ctx, t, e, `{"queues":["gone"],"worker_id":"w1","lease":"60s","wait":"5s"}`)
 		n, _ := strconv.ParseInt(id, 10, 64)
 		row, err := e.client.JobGet(context.Background(), "a", n)
 		if err != nil {
