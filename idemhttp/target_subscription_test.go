@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/dbtest"
 )
 
 // TestEnqueueNamingSubscriptionTarget: a job whose metadata names the
@@ -17,15 +16,7 @@ import (
 // URL signed with its secrets. Both stores.
 func TestEnqueueNamingSubscriptionTarget(t *testing.T) {
 	t.Parallel()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		enqueueNamingSubscription(t, openSQLite)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		dbtest.PostgresURL(t)
-		enqueueNamingSubscription(t, openPostgres)
-	})
+	bothStores(t, enqueueNamingSubscription)
 }
 
 func enqueueNamingSubscription(t *testing.T, open opener) {

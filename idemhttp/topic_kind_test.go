@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -21,15 +20,7 @@ import (
 // pushed as a signed event: TestTopicKindForgedPush). Both stores.
 func TestEnqueueTopicKindRefused(t *testing.T) {
 	t.Parallel()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		enqueueTopicKind(t, openSQLite)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		dbtest.PostgresURL(t)
-		enqueueTopicKind(t, openPostgres)
-	})
+	bothStores(t, enqueueTopicKind)
 }
 
 func enqueueTopicKind(t *testing.T, open opener) {
