@@ -40,6 +40,26 @@ func TestObserverSeesDo(t *testing.T) {
 	}
 }
 
+// abandonLease claims the one job of queue mail with a 1 s lease nobody
+// renews, moves offset (client's clock) a minute on, so that the lease is
+// long expired, and starts client; the caller defers the returned stop
+// (before its store closes).
+func abandonLease(ctx context.Context, t *testing.T, client *idem.Client, offset *atomic.Int64) (stop func()) {
+	t.Helper()
+	if jobs, err := client.Claim(ctx, idem.ClaimParams{Queues: []string{"mail"}, WorkerID: "w", Lease: time.Second}); err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %d %v", len(jobs), err)
+	}
+	offset.Store(int64(time.Minute))
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		client.Stop(sctx)
+	}
+}
+
 // rescueObserver signals every rescued job.
 type rescueObserver struct{ rescued chan *idem.JobEvent }
 
@@ -69,18 +89,7 @@ func TestObserverSeesRescue(t *testing.T) {
 	if _, err := client.Enqueue(ctx, SendArgs{To: "ada@example.com"}, &idem.EnqueueOpts{Queue: "mail"}); err != nil {
 		t.Fatal(err)
 	}
-	if jobs, err := client.Claim(ctx, idem.ClaimParams{Queues: []string{"mail"}, WorkerID: "w", Lease: time.Second}); err != nil || len(jobs) != 1 {
-		t.Fatalf("claim: %d %v", len(jobs), err)
-	}
-	offset.Store(int64(time.Minute)) // the lease is long expired
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		client.Stop(sctx)
-	}()
+	defer abandonLease(ctx, t, client, &offset)()
 	select {
 	case e := <-obs.rescued:
 		if e.Queue != "mail" || e.Kind != (SendArgs{}).Kind() || e.JobID == 0 {

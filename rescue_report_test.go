@@ -143,18 +143,7 @@ func TestRescueReportsStateAtRescue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if jobs, err := client.Claim(ctx, idem.ClaimParams{Queues: []string{"mail"}, WorkerID: "w", Lease: time.Second}); err != nil || len(jobs) != 1 {
-				t.Fatalf("claim: %d %v", len(jobs), err)
-			}
-			offset.Store(int64(time.Minute)) // the lease is long expired
-			if err := client.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				client.Stop(sctx)
-			}()
+			defer abandonLease(ctx, t, client, &offset)()
 			select {
 			case e := <-obs.rescued:
 				if e.JobID != res.Job.ID || e.Queue != "mail" || e.Kind != kind || e.Attempt != 1 || e.State != tc.state {
