@@ -53,6 +53,14 @@ type DoResult struct {
 // the lease ends while its renewals fail (another process may take it
 // over): fn should stop then, as a job's handler does, and Do's error
 // wraps ErrLeaseLost.
+//
+// Once fn has returned (or panicked, or called runtime.Goexit), storing its
+// result and giving the key back are each bounded by a third of
+// Config.LeaseDuration (as the runtime bounds a job key's give-back), also
+// when ctx has ended, so that a store that does not answer holds the
+// caller no longer than that: a release that fails is logged (slog, Warn)
+// and the key stays held until its lease ends, when another Do takes it
+// over. fn's error, panic or Goexit reaches the caller all the same.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) (any, error), opts *DoOpts) (*DoResult, error) {
 	if err := ValidateKey("key", key); err != nil {
 		return nil, err
@@ -85,7 +93,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		}
 		if lease != nil {
 			c.observeDo(EventCacheMiss, o.Tenant)
-			return c.doRun(ctx, key, lease, fn)
+			return c.doRun(ctx, key, lease, c.storeBound(), fn)
 		}
 		if rec.Status == idemtype.RecordCompleted {
 			c.observeDo(EventCacheHit, o.Tenant)
@@ -108,8 +116,9 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 // is cancelled with ErrLeaseLost if another owner takes the key, or if the
 // lease ends while its renewals fail) and
 // stores the result, or releases the key on failure (fn's, or the store's
-// to keep the result).
-func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
+// to keep the result). bound limits each of those two store calls (they
+// run after ctx may have ended: without ctx's cancellation).
+func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, fn func(ctx context.Context) (any, error)) (*DoResult, error) {
 	c.stats.cacheMisses.Add(1)
 	c.cfg.Logger.Debug("result cache miss", "key", key, "tenant", lease.Tenant())
 	start := c.now()
@@ -127,11 +136,13 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 		if !returned {
 			// fn called runtime.Goexit (t.FailNow): the caller's goroutine
 			// ends, as it would without Do; the key is given back, as for
-			// fn's failure, instead of held until its lease ends.
+			// fn's failure, instead of held until its lease ends. The
+			// renewer is cancelled before it is waited for: a renewal
+			// hung in a store that does not answer would hold the
+			// goroutine for ever.
+			cancel(nil)
 			stop()
-			if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
-				c.cfg.Logger.Warn("release the key of a Do whose fn called runtime.Goexit", "key", key, "err", rerr)
-			}
+			_ = c.doRelease(ctx, key, lease, bound, "called runtime.Goexit")
 		}
 	}()
 	v, err := c.callDo(runCtx, fn)
@@ -147,7 +158,7 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 		var out json.RawMessage
 		if out, err = marshalResult(v); err == nil {
 			var res *DoResult
-			if res, err = c.doStore(ctx, key, lease, out, start); err == nil {
+			if res, err = c.doStore(ctx, key, lease, bound, out, start); err == nil {
 				return res, nil
 			}
 			// The result was not stored: a failure, the key is given back
@@ -156,11 +167,32 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 			// lost holds no lease: the release then changes nothing.
 		}
 	}
-	if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+	if rerr := c.doRelease(ctx, key, lease, bound, "failed"); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	c.cfg.Logger.Debug("result failure not cached", "key", key, "tenant", lease.Tenant(), "err", err)
 	return nil, err
+}
+
+// storeBound bounds a store call made for a caller whose context may have
+// ended (it runs without the cancellation): a third of
+// Config.LeaseDuration, the bound of a job key's give-back.
+func (c *Client) storeBound() time.Duration { return c.cfg.LeaseDuration / 3 }
+
+// doRelease gives the key of a failed Do back, within bound (without ctx's
+// cancellation: the caller's context may have ended). A release that fails
+// (the store does not answer in time) is logged: the key stays held until
+// its lease ends.
+func (c *Client) doRelease(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, why string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	err := lease.Release(rctx)
+	if err != nil {
+		c.cfg.Logger.Warn("could not give back the key of a Do; it stays held until its lease ends",
+			"key", key, "tenant", lease.Tenant(), "lease_until", lease.Until(), "fn", why, "err", err)
+		return fmt.Errorf("do %q: %w", key, err)
+	}
+	return nil
 }
 
 // callDo runs fn, turning a panic into an error. recover is nil for a
@@ -179,7 +211,7 @@ func (c *Client) callDo(ctx context.Context, fn func(ctx context.Context) (any, 
 	return v, err
 }
 
-func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lease, out json.RawMessage, start time.Time) (*DoResult, error) {
+func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, out json.RawMessage, start time.Time) (*DoResult, error) {
 	stored := out
 	if stored == nil {
 		stored = json.RawMessage("null")
@@ -195,7 +227,11 @@ func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lea
 	// millisecond short by a now whose nanoseconds were cut.
 	now := c.now().Truncate(time.Microsecond)
 	d := now.Sub(start.Truncate(time.Microsecond)).Truncate(time.Millisecond)
-	err = lease.Complete(context.WithoutCancel(ctx), &recordlease.Result{Bytes: enc.bytes,
+	// Bounded, as the release is: the caller's context may have ended, and
+	// a store that does not answer must not hold the caller for ever.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	err = lease.Complete(cctx, &recordlease.Result{Bytes: enc.bytes,
 		Compressed: enc.compressed, Hash: enc.hash, Duration: d, At: now})
 	if err != nil {
 		return nil, fmt.Errorf("do %q: store result: %w", key, err)

@@ -146,7 +146,7 @@ func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token str
 		ttl, _ = tokenDurations(token)
 	}
 	lease := recordlease.Resume(c.store, c.resultLeaseParams(tenant, key, token, 0, ttl))
-	return c.doStore(ctx, key, lease, result, c.now().Add(-duration))
+	return c.doStore(ctx, key, lease, c.storeBound(), result, c.now().Add(-duration))
 }
 
 // ResultLeaseRelease gives the key up after failed work: nothing is cached

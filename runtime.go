@@ -55,6 +55,9 @@ type runtime struct {
 	completer   *completer.Completer
 	elector     *leadership.Elector
 	services    []startstop.Service
+	// unwatch stops the wake-ups of the producers at a new worker's
+	// registration (Workers.onNewKind).
+	unwatch []func()
 }
 
 // newExecutor builds the executor of c: the one place that turns an attempt
@@ -127,9 +130,18 @@ func (c *Client) Start(ctx context.Context) error {
 			for name := range c.cfg.Queues {
 				c.notifier.Unsubscribe(name)
 			}
+			for _, unwatch := range rt.unwatch {
+				unwatch()
+			}
 			return fmt.Errorf("start: %w", err)
 		}
 		c.notifier.Subscribe(name, p.Wake)
+		if kinds != nil {
+			// A worker registered later wakes the queue, as an insert
+			// does: its jobs may be waiting already. Watched before the
+			// producer starts, so that no registration is missed.
+			rt.unwatch = append(rt.unwatch, c.cfg.Workers.onNewKind(p.Wake))
+		}
 		rt.producers = append(rt.producers, p)
 	}
 	for _, p := range rt.producers {
@@ -219,6 +231,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	defer close(stopped)
 
 	c.stopProducers(ctx, rt) // no executor starts after this
+	for _, unwatch := range rt.unwatch {
+		unwatch()
+	}
 	// The notifier listens until the handlers have returned and their
 	// finishes are written: a cancel announced by another process while
 	// they wind down still cancels its handler at once.

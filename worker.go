@@ -41,30 +41,68 @@ func (f WorkFunc[T]) Work(ctx context.Context, job *Job[T]) (any, error) { retur
 type HandlerFunc func(ctx context.Context, job *JobRow) (json.RawMessage, error)
 
 // Workers is the registry of handlers by kind. It is safe for concurrent
-// use, also while a client started on it claims: a handler registered after
-// Client.Start is worked from the next claim of each queue (a wake-up, or
-// within Config.PollInterval).
+// use, also while a client started on it claims: registering a handler for
+// a new kind after Client.Start wakes the queues of every started client
+// that claim for it, so jobs of the kind already waiting are claimed at
+// once, not at the next Config.PollInterval.
 type Workers struct {
 	mu       sync.RWMutex
 	handlers map[string]HandlerFunc
 	// kinds lists the keys of handlers; replaced, never changed in place,
 	// when a kind is added, so a claim may use it after the lock is released.
 	kinds []string
+	// wakes are told of each new kind, after it is in kinds: the wake-ups
+	// of the producers of the started clients (onNewKind), by id.
+	wakes  map[int]func()
+	wakeID int
 }
 
 // NewWorkers returns an empty registry.
 func NewWorkers() *Workers { return &Workers{handlers: map[string]HandlerFunc{}} }
 
 // Handle registers an untyped handler for kind, replacing any before it.
-// It may be called at any time: the queues of a started client claim jobs
-// of kind from their next claim on.
+// It may be called at any time: a new kind wakes the queues of the started
+// clients that claim for it (every queue but those that Deliver), so its
+// waiting jobs are claimed at once.
 func (w *Workers) Handle(kind string, h HandlerFunc) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, ok := w.handlers[kind]; !ok {
+	_, known := w.handlers[kind]
+	if !known {
 		w.kinds = append(slices.Clip(w.kinds), kind) // a new array: readers keep theirs
 	}
 	w.handlers[kind] = h
+	var wakes []func()
+	if !known {
+		for _, wake := range w.wakes {
+			wakes = append(wakes, wake)
+		}
+	}
+	w.mu.Unlock()
+	// After the kind is in the list a claim reads: a claim that read the
+	// list before it is followed by another (a wake-up is kept until the
+	// producer looks for jobs again), so none is lost.
+	for _, wake := range wakes {
+		wake()
+	}
+}
+
+// onNewKind calls wake (which must not block) each time a handler of a new
+// kind is registered, once the kind is claimed for, until the returned
+// function is called.
+func (w *Workers) onNewKind(wake func()) (remove func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.wakes == nil {
+		w.wakes = map[int]func(){}
+	}
+	w.wakeID++
+	id := w.wakeID
+	w.wakes[id] = wake
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.wakes, id)
+	}
 }
 
 // claimKinds returns the registered kinds for a claim, read at each claim

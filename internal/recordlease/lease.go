@@ -129,7 +129,9 @@ var ErrLost = fmt.Errorf("record lease: %w", idemtype.ErrLeaseLost)
 var ErrLapsed = fmt.Errorf("record lease ended while its renewals failed: %w", idemtype.ErrLeaseLost)
 
 // Hold renews the lease every third of its duration until stop is called
-// (stop waits for the renewer to end; call it once). When a renewal fails,
+// (stop waits for the renewer to end; call it once). Each renewal is
+// bounded (renewBound): one that the store does not answer in time has
+// failed, its lease ended. When a renewal fails,
 // onErr is called from the renewing goroutine with the error, ErrLost
 // when another owner holds the key, ErrLapsed (wrapping the error) when
 // the lease has ended as last renewed; renewal stops after ErrLost, and
@@ -150,7 +152,11 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
 				return
 			case <-t.C:
 			}
-			err := l.renew(ctx)
+			// Bounded: a renewal hung in a store that does not answer
+			// would never tell of the lease's end (nor let stop return).
+			rctx, cancel := context.WithTimeout(ctx, renewBound(l.p.Lease))
+			err := l.renew(rctx)
+			cancel()
 			if err != nil && !errors.Is(err, ErrLost) && !l.until.IsZero() && !l.p.Now().Before(l.until) {
 				err = fmt.Errorf("%w: %w", ErrLapsed, err)
 			}
@@ -171,6 +177,13 @@ func (l *Lease) Hold(ctx context.Context, onErr func(error)) (stop func()) {
 	var once sync.Once
 	return func() { once.Do(func() { close(done); <-finished }) }
 }
+
+// renewBound is how long Hold waits for one renewal of a lease: the lease
+// (a renewal unanswered for a lease from its start finds the lease ended,
+// as last renewed before that start), but never less than a second, the
+// shortest Config.LeaseDuration, so that a round trip slowed by load is not
+// taken for a store that does not answer.
+func renewBound(lease time.Duration) time.Duration { return max(lease, time.Second) }
 
 // renew extends the lease once, only if the owner still holds it
 // (RecordRenew): a renewal that arrives after the owner's own release or
