@@ -408,7 +408,10 @@ type FailParams struct {
 }
 
 // Fail records the failure of a remotely worked job: retryable with backoff,
-// or dead when attempts are exhausted or NoRetry is set.
+// or dead when attempts are exhausted or NoRetry is set. Repeating it with
+// the same token, error, error code and outcome (a retry after a lost
+// answer) returns the job again while it was not claimed, requeued or
+// retried since; another failure is ErrLeaseLost (store.FinishRepeats).
 func (c *Client) Fail(ctx context.Context, tenant string, id int64, token string, p FailParams) (*JobRow, error) {
 	if p.RetryAfter != nil && *p.RetryAfter < 0 {
 		return nil, idemtype.Invalid("retry_after", "must not be negative")
@@ -484,7 +487,7 @@ func (c *Client) finishRemote(ctx context.Context, tenant string, row *JobRow, f
 	if len(errs) > 0 && errs[0] != nil {
 		return nil, c.lostLease(ctx, tenant, row.ID, fin.LeaseToken, errs[0])
 	}
-	if !fin.Repeated { // a repeated completion (a client's retry) was counted once already
+	if !fin.Repeated { // a repeated completion or failure (a client's retry) was counted once already
 		c.observeWritten(row, fin)
 	}
 	c.finished(row.ID)

@@ -61,7 +61,12 @@ type JobReplayResult struct {
 	Enqueued int
 	// Skipped is how many unfinished jobs (pending, scheduled, available,
 	// running, retryable) the filter selected that were not copied: each
-	// will still run as itself. At most the replay's limit.
+	// will still run as itself (at most the replay's limit); and how many
+	// finished jobs of the reserved kind prefix (TopicKindPrefix) it
+	// selected that are not the delivery of an event of the log to a
+	// subscription of its topic (a job enqueued under that kind before it
+	// was refused; the delivery of an event retention deleted), which a
+	// job replay never copies (EventReplay sends an event again).
 	Skipped int
 }
 
@@ -96,7 +101,12 @@ func (c *Client) JobReplay(ctx context.Context, p *ReplayParams) (int, error) {
 // them), oldest first, and returns how many it enqueued and how many
 // unfinished jobs the filter selected that it skipped. An unfinished job
 // is never copied: it still runs as itself, and a copy would run beside
-// it (for a keyed job, its work twice). Replay it once it finished.
+// it (for a keyed job, its work twice). Replay it once it finished. A job
+// whose kind starts with TopicKindPrefix is copied only when it is the
+// delivery of an event of the log to a subscription of its topic that
+// takes the event's type, as EventReplay would make it: its copy is
+// pushed signed with the subscription's secrets. Others of that kind are
+// skipped and counted in Skipped (see JobReplayResult.Skipped).
 //
 // A copy is a new job with
 // the original's kind, args, priority, max attempts, partition key, own
@@ -149,12 +159,17 @@ func (c *Client) JobReplayReport(ctx context.Context, p *ReplayParams) (*JobRepl
 		originals = rows
 	}
 	res := &JobReplayResult{}
+	originals, forged, err := c.replayable(ctx, originals)
+	if err != nil {
+		return nil, err
+	}
+	res.Skipped += forged
 	if len(unfinished) > 0 {
 		rows, err := c.replaySelect(ctx, p.Filter, unfinished, own, limit)
 		if err != nil {
 			return nil, err
 		}
-		res.Skipped = len(rows)
+		res.Skipped += len(rows)
 	}
 	slices.Reverse(originals)
 	copies := make([]EnqueueParams, len(originals))
@@ -198,6 +213,31 @@ func (c *Client) JobReplayReport(ctx context.Context, p *ReplayParams) (*JobRepl
 		return res, fmt.Errorf("replay: %w", refused)
 	}
 	return res, nil
+}
+
+// replayable drops from originals the jobs of the reserved kind prefix
+// that are not deliveries a topic replay would make (deliveryCheck), and
+// returns the others and how many it dropped.
+func (c *Client) replayable(ctx context.Context, originals []*JobRow) ([]*JobRow, int, error) {
+	check := deliveryCheck{c: c}
+	out := originals[:0]
+	var dropped []int64
+	for _, o := range originals {
+		ok, err := check.genuine(ctx, o)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !ok {
+			dropped = append(dropped, o.ID)
+			continue
+		}
+		out = append(out, o)
+	}
+	if len(dropped) > 0 {
+		c.logger.Warn("replay skipped jobs of the reserved kind prefix that are no delivery of an event of the log",
+			"prefix", TopicKindPrefix, "jobs", dropped)
+	}
+	return out, len(dropped), nil
 }
 
 // replaySelect lists the newest limit jobs f selects in states (f's own

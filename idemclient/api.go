@@ -365,22 +365,23 @@ func (cl *Client) Attempts(ctx context.Context, id string) ([]*Attempt, error) {
 
 // Replay enqueues copies of the finished jobs the filter selects (into
 // queue when not "") and returns how many (ReplayReport also tells the
-// unfinished jobs it passed over).
+// jobs it passed over).
 func (cl *Client) Replay(ctx context.Context, f Filter, queue string) (int, error) {
 	res, err := cl.ReplayReport(ctx, f, queue)
 	return res.Enqueued, err
 }
 
 // ReplayResult is what a replay did: the copies it enqueued, and the
-// unfinished jobs the filter selected that it did not copy (a replay
-// copies completed, dead and cancelled jobs only).
+// jobs the filter selected that it did not copy (a replay copies
+// completed, dead and cancelled jobs only, and of the reserved kind
+// prefix "topic:" only deliveries of an event of the log: docs/topics.md).
 type ReplayResult struct {
 	Enqueued int
 	Skipped  int
 }
 
-// ReplayReport is Replay with the count of unfinished jobs skipped; its
-// result is never nil.
+// ReplayReport is Replay with the count of the jobs skipped (see
+// ReplayResult); its result is never nil.
 func (cl *Client) ReplayReport(ctx context.Context, f Filter, queue string) (*ReplayResult, error) {
 	var out wire.ReplayReply
 	body := &wire.ReplayRequest{Filter: *f.wire(), Queue: queue}

@@ -27,7 +27,10 @@
 //   - A repeated completion (same job, same lease token) succeeds without
 //     writing when its result is the same JSON value as the committed one
 //     (SameResult: key order and whitespace do not matter), setting the
-//     item's Repeated, and fails with ErrLeaseLost otherwise.
+//     item's Repeated, and fails with ErrLeaseLost otherwise. So does a
+//     repeated failure (same job, same lease token, same next state,
+//     outcome, error and error code, the job not claimed, requeued or
+//     retried since): FinishRepeats decides both.
 //   - A rescued job's LastError is RescuedError.
 //
 // Optional capabilities are separate interfaces a Store may implement
@@ -674,8 +677,8 @@ type JobFinishParams struct {
 	// EventFinished.Panicked) what the error's text cannot.
 	Panicked bool
 	// Repeated is set by JobFinishMany (not by the caller): true when the
-	// item was accepted as a repeat of a completion already committed
-	// (same token, same result), so it wrote nothing. Callers that count
+	// item was accepted as a repeat of a completion or failure already
+	// committed (FinishRepeats), so it wrote nothing. Callers that count
 	// finished attempts (metrics, observers) skip such items.
 	Repeated bool
 }

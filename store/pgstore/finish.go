@@ -403,7 +403,8 @@ func (s *Store) releaseLocked(ctx context.Context, q querier, locked []int64, no
 }
 
 // finishRepeats sets the errors of items that did not match a running
-// lease: nil for a repeated identical completion, ErrLeaseLost otherwise.
+// lease: nil for a repeat of the completion or failure that committed
+// (store.FinishRepeats), ErrLeaseLost otherwise.
 func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFinishParams, out []error, finished map[int64]finishedJob) error {
 	var missed []int64
 	for i, f := range p {
@@ -417,23 +418,9 @@ func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFin
 	if len(missed) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, s.sql(qFinishedRepeat), missed)
+	have, err := s.finishSeen(ctx, tx, missed)
 	if err != nil {
-		return fmt.Errorf("read finished jobs: %w", err)
-	}
-	type seen struct {
-		state, token string
-		result       *string
-	}
-	have := map[int64]seen{}
-	var id int64
-	var sn seen
-	_, err = pgx.ForEachRow(rows, []any{&id, &sn.state, &sn.token, &sn.result}, func() error {
-		have[id] = sn
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read finished jobs: %w", err)
+		return err
 	}
 	for i, f := range p {
 		if out[i] != nil {
@@ -442,19 +429,41 @@ func (s *Store) finishRepeats(ctx context.Context, tx querier, p []*store.JobFin
 		if _, ok := finished[f.ID]; ok {
 			continue
 		}
-		h, ok := have[f.ID]
-		var res []byte
-		if ok && h.result != nil {
-			res = []byte(*h.result)
-		}
-		if ok && f.State == idemtype.StateCompleted && h.state == string(idemtype.StateCompleted) &&
-			h.token != "" && h.token == f.LeaseToken && store.SameResult(res, f.Result) {
+		if store.FinishRepeats(f, have[f.ID]) {
 			f.Repeated = true
 			continue
 		}
 		out[i] = fmt.Errorf("finish job %d: %w", f.ID, idemtype.ErrLeaseLost)
 	}
 	return nil
+}
+
+// finishSeen reads the jobs ids as a repeated finish needs them
+// (qFinishedRepeat).
+func (s *Store) finishSeen(ctx context.Context, tx querier, ids []int64) (map[int64]*store.FinishSeen, error) {
+	rows, err := tx.Query(ctx, s.sql(qFinishedRepeat), ids)
+	if err != nil {
+		return nil, fmt.Errorf("read finished jobs: %w", err)
+	}
+	have := map[int64]*store.FinishSeen{}
+	var id int64
+	var sn store.FinishSeen
+	var state, outcome string
+	var result *string
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &sn.LeaseToken, &result, &sn.LastError, &sn.ErrorCode,
+		&sn.Attempt, &sn.RowAttempt, &outcome, &sn.RowError}, func() error {
+		seen := sn
+		seen.State, seen.RowOutcome = idemtype.JobState(state), idemtype.Outcome(outcome)
+		if result != nil {
+			seen.Result = []byte(*result)
+		}
+		have[id] = &seen
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read finished jobs: %w", err)
+	}
+	return have, nil
 }
 
 // ackCancels ends the holds of the cancelled jobs whose finishes were

@@ -416,9 +416,15 @@ const (
 )
 SELECT id, state, queue, run_at, keyed FROM upd`
 
-	// qFinishedRepeat reads the jobs whose finish did not match, to accept
-	// a repeated identical completion.
-	qFinishedRepeat = `SELECT id, state, lease_token, result::text FROM {schema}.jobs WHERE id = ANY($1::bigint[])`
+	// qFinishedRepeat reads the jobs whose finish did not match, with their
+	// latest attempt rows, to accept a repeated identical completion or
+	// failure (store.FinishSeen).
+	qFinishedRepeat = `SELECT j.id, j.state, j.lease_token, j.result::text, j.last_error, j.error_code, j.attempt,
+    coalesce(a.attempt, 0), coalesce(a.outcome, ''), coalesce(a.error, '')
+FROM {schema}.jobs j
+LEFT JOIN LATERAL (SELECT attempt, outcome, error FROM {schema}.attempts
+                   WHERE job_id = j.id ORDER BY id DESC LIMIT 1) a ON true
+WHERE j.id = ANY($1::bigint[])`
 
 	// qCompleteRecords stores the results of completed jobs in their records
 	// and settles them as qSettleRecords would, in one write per record: the

@@ -257,22 +257,25 @@ func withDependants(t *wtx, idList string) (map[int64]bool, error) {
 }
 
 // repeatCompletion decides a finish whose lease does not match: a repeat of
-// the same completion is accepted, anything else lost its lease.
+// the completion or failure that committed is accepted
+// (store.FinishRepeats), anything else lost its lease.
 func repeatCompletion(t *wtx, p *store.JobFinishParams) (error, error) {
 	lost := fmt.Errorf("finish job %d: %w", p.ID, idemtype.ErrLeaseLost)
-	if p.State != idemtype.StateCompleted {
+	if !store.Repeatable(p.State) {
 		return lost, nil
 	}
-	var state, token string
-	var result []byte
-	err := t.queryRow(qJobFinishedCheck, p.ID).Scan(&state, &token, &result)
+	var seen store.FinishSeen
+	var state, outcome string
+	err := t.queryRow(qJobFinishedCheck, p.ID).Scan(&state, &seen.LeaseToken, &seen.Result, &seen.LastError,
+		&seen.ErrorCode, &seen.Attempt, &seen.RowAttempt, &outcome, &seen.RowError)
 	if errors.Is(err, sql.ErrNoRows) {
 		return lost, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read job %d for a repeated finish: %w", p.ID, err)
 	}
-	if state == string(idemtype.StateCompleted) && token == p.LeaseToken && token != "" && store.SameResult(result, p.Result) {
+	seen.State, seen.RowOutcome = idemtype.JobState(state), idemtype.Outcome(outcome)
+	if store.FinishRepeats(p, &seen) {
 		p.Repeated = true
 		return nil, nil
 	}

@@ -429,7 +429,12 @@ SELECT id, attempt, started_at, ?3, ?4, ?5, ?6, worker_id, ?7, ?8 FROM jobs
 WHERE id = ?1 AND state = 'running' AND lease_token = ?2
     AND NOT (?5 IN ('completed', 'cached') AND ?7 = '')`
 
-	qJobFinishedCheck = `SELECT state, lease_token, result FROM jobs WHERE id = ?`
+	// qJobFinishedCheck reads job ?1 and its latest attempt row for a
+	// finish that matched no running lease (store.FinishSeen).
+	qJobFinishedCheck = `SELECT j.state, j.lease_token, j.result, j.last_error, j.error_code, j.attempt,
+    coalesce(a.attempt, 0), coalesce(a.outcome, ''), coalesce(a.error, '')
+FROM jobs j LEFT JOIN attempts a ON a.id = (SELECT max(id) FROM attempts WHERE job_id = j.id)
+WHERE j.id = ?1`
 
 	// qDependantsRelease makes pending dependants of job ?2 whose
 	// dependencies are all satisfied available (scheduled when their run_at

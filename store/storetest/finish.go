@@ -26,6 +26,7 @@ func finishCases() []testCase {
 		{"JobFinishMany/wrong_token_lease_lost", testFinishWrongToken},
 		{"JobFinishMany/repeat_completion", testFinishRepeat},
 		{"JobFinishMany/repeat_completion_is_json_equal", testFinishRepeatJSONEqual},
+		{"JobFinishMany/repeat_failure", testFinishRepeatFailure},
 		{"JobFinishMany/retryable", testFinishRetryable},
 		{"JobFinishMany/snooze_does_not_count", testFinishSnooze},
 		{"JobFinishMany/dead_sets_last_error", testFinishDead},
