@@ -345,7 +345,8 @@ func planSchedule(row *store.Schedule) (*maintenance.Plan, error) {
 
 // fireSchedule is the scheduler's FireFunc: it enqueues the job of one
 // firing under its key, or finds the job another scheduler made, and
-// records the firing, only while f.Schedule is still stored as read.
+// records the firing, only while f.Schedule is still stored as read and
+// f.At is after its stored mark (false, nil otherwise).
 func (c *Client) fireSchedule(ctx context.Context, f *maintenance.Firing) (bool, error) {
 	var sp scheduleSpec
 	if err := json.Unmarshal(f.Schedule.Spec, &sp); err != nil {

@@ -36,17 +36,25 @@ type Schedules interface {
 	// schedule is unchanged.
 	ScheduleFired(ctx context.Context, p *ScheduleFiredParams) (bool, error)
 	// ScheduleFire is a firing that happens only while the schedule is the
-	// definition it was computed from: in one transaction it checks that
-	// the row (Read.Tenant, Read.Name) still exists with Read's Spec,
-	// CreatedAt and UpdatedAt (PostgreSQL locks the row for the check, so a
-	// delete or replace waits for the firing's commit or makes the check
-	// fail; SQLite checks it on its single writer), then inserts Job as
-	// JobInsertMany does and records the firing as ScheduleFired does, with
-	// JobID = the job's id. When the check fails nothing is written and
-	// Stale is set: a schedule deleted or replaced after a scheduler read it
-	// never fires with the old definition. Job nil records a skipped firing
-	// (the mark only, under the same check). When the job's insert fails
-	// (Insert.Err, e.g. a *KeyReusedError) the firing is not recorded.
+	// definition it was computed from and the firing is newer than the
+	// schedule's mark: in one transaction it checks that the row
+	// (Read.Tenant, Read.Name) still exists with Read's CreatedAt (the same
+	// row, not one deleted and put back) and Spec (byte for byte; UpdatedAt
+	// is not compared, so a put of the unchanged Spec leaves a read
+	// current), and, when At is set, that At is after the stored
+	// LastFiredAt (or there is none) — PostgreSQL locks the row for the
+	// check, so a delete, replace or other firing waits for the firing's
+	// commit or makes the check fail; SQLite checks it on its single
+	// writer. It then inserts Job as JobInsertMany does and records the
+	// firing as ScheduleFired does, with JobID = the job's id. When the
+	// check fails nothing is written and Stale is set: a schedule deleted or
+	// replaced after a scheduler read it never fires with the old
+	// definition, and no scheduler — a stale leader, one that has not seen
+	// the mark — fires a slot at or before the mark (fired, or skipped as
+	// missed, already). A manual trigger (At zero) is not held by the mark.
+	// Job nil records a skipped firing (the mark only, under the same
+	// check). When the job's insert fails (Insert.Err, e.g. a
+	// *KeyReusedError) the firing is not recorded.
 	ScheduleFire(ctx context.Context, p *ScheduleFireParams) (*ScheduleFireResult, error)
 }
 
@@ -91,8 +99,8 @@ type ScheduleFiredParams struct {
 // ScheduleFireParams is one conditional firing (Schedules.ScheduleFire).
 type ScheduleFireParams struct {
 	// Read is the schedule as the caller read it (ScheduleGet, ScheduleList
-	// or ScheduleUpsert): its Tenant and Name name the row, its Spec,
-	// CreatedAt and UpdatedAt must still be stored.
+	// or ScheduleUpsert): its Tenant and Name name the row, its Spec and
+	// CreatedAt must still be stored.
 	Read *Schedule
 	At   time.Time        // the firing time; zero = a manual trigger (LastJobID only)
 	Job  *JobInsertParams // the firing's job; nil = a skipped firing (no job)
@@ -101,8 +109,9 @@ type ScheduleFireParams struct {
 
 // ScheduleFireResult is the outcome of a ScheduleFire.
 type ScheduleFireResult struct {
-	// Stale: the schedule was deleted or changed since Read; nothing was
-	// written.
+	// Stale: the schedule was deleted or changed since Read, or At is not
+	// after its stored LastFiredAt (that slot or a later one was fired or
+	// skipped already); nothing was written.
 	Stale bool
 	// Insert is the job's insert (the new or existing job, or Err); zero
 	// when Stale or when there was no Job.

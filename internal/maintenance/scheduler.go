@@ -30,10 +30,13 @@ type Firing struct {
 
 // FireFunc enqueues the job of one firing and records the firing, both in
 // one store.Schedules.ScheduleFire, so only while f.Schedule is still the
-// stored definition. It reports false when it is not (the schedule was
-// deleted or changed since the scheduler read it): nothing was written, and
-// the next run reads the schedule afresh. It must be idempotent: the firing
-// key decides, through the store's unique constraint on idempotency keys.
+// stored definition and f.At is after the schedule's stored mark. It
+// reports false when it is not (the schedule was deleted or changed since
+// the scheduler read it, or another scheduler — a new leader while this
+// one stalled — fired or skipped f.At or a later firing): nothing was
+// written, and the next run reads the schedule afresh. It must be
+// idempotent: the firing key decides, through the store's unique
+// constraint on idempotency keys.
 type FireFunc func(ctx context.Context, f *Firing) (fired bool, err error)
 
 // PlanFunc decodes a stored schedule's timing.
@@ -44,9 +47,12 @@ type PlanFunc func(s *store.Schedule) (*Plan, error)
 // its idempotency key ({schedule}:{tenant}:{grain date}) is unique, so ten
 // schedulers at once, a restart or a clock step make no second job. The
 // stored LastFiredAt (forward only) saves the repeated inserts and tells the
-// missed firings apart. A firing is enqueued and recorded only while its
-// schedule is the definition it was computed from (store ScheduleFire): a
-// schedule deleted or replaced during a run never fires with the old one.
+// missed firings apart, and it is checked on every firing: a firing is
+// enqueued and recorded only while its schedule is the definition it was
+// computed from and the firing is after the stored mark (store
+// ScheduleFire), so a schedule deleted or replaced during a run never fires
+// with the old one, and a stale leader never fires a slot at or before one
+// another scheduler fired or skipped.
 type Scheduler struct {
 	store store.Schedules
 	cfg   Config
@@ -113,7 +119,7 @@ func (s *Scheduler) runSchedule(ctx context.Context, sc *store.Schedule, now tim
 			return false, fmt.Errorf("skip %s: %w", last.Format(time.RFC3339), err)
 		}
 		if res.Stale {
-			s.cfg.Logger.Debug("schedule changed during the run", "tenant", sc.Tenant, "schedule", sc.Name)
+			s.cfg.Logger.Debug("schedule changed or fired elsewhere during the run", "tenant", sc.Tenant, "schedule", sc.Name)
 		}
 		return false, nil
 	}
@@ -122,7 +128,7 @@ func (s *Scheduler) runSchedule(ctx context.Context, sc *store.Schedule, now tim
 		return false, fmt.Errorf("fire %s: %w", last.Format(time.RFC3339), err)
 	}
 	if !fired {
-		s.cfg.Logger.Debug("schedule changed during the run", "tenant", sc.Tenant, "schedule", sc.Name)
+		s.cfg.Logger.Debug("schedule changed or fired elsewhere during the run", "tenant", sc.Tenant, "schedule", sc.Name)
 		return false, nil
 	}
 	if f.Missed > 0 {

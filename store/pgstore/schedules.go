@@ -25,10 +25,15 @@ RETURNING ` + scheduleCols
 	qScheduleFired   = `UPDATE {schema}.schedules SET last_fired_at = $3, last_job_id = COALESCE(NULLIF($4::bigint, 0), last_job_id) WHERE tenant = $1 AND name = $2 AND (last_fired_at IS NULL OR last_fired_at < $3)`
 	qScheduleTrigger = `UPDATE {schema}.schedules SET last_job_id = $3 WHERE tenant = $1 AND name = $2`
 	// qScheduleLock locks the schedule only when it is still the definition
-	// a scheduler read (ScheduleFire). A delete or replace holding the row
-	// makes it wait; under READ COMMITTED it then sees the row's newest
-	// version, which no longer matches (or is gone).
-	qScheduleLock = `SELECT 1 FROM {schema}.schedules WHERE tenant = $1 AND name = $2 AND created_at = $3 AND updated_at = $4 AND spec = $5 FOR NO KEY UPDATE`
+	// a scheduler read — the same row (created_at) with the same spec;
+	// updated_at is not compared, so a put of the unchanged spec does not
+	// make a read stale — and, for a scheduled firing ($4 not NULL), only
+	// when the firing is after its mark (ScheduleFire). A delete, replace
+	// or another firing holding the row makes it wait; under READ COMMITTED
+	// it then rechecks the row's newest version, which may no longer match
+	// (or be gone).
+	qScheduleLock = `SELECT 1 FROM {schema}.schedules WHERE tenant = $1 AND name = $2 AND created_at = $3 AND spec = $5
+AND ($4::timestamptz IS NULL OR last_fired_at IS NULL OR last_fired_at < $4::timestamptz) FOR NO KEY UPDATE`
 )
 
 // errFireRefused rolls back a ScheduleFire whose job's insert failed.
@@ -135,8 +140,13 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = store.ScheduleFireResult{}
 		var one int
+		var firing *time.Time // nil: a manual trigger, not held by the mark
+		if !p.At.IsZero() {
+			f := p.At.UTC().Truncate(time.Microsecond)
+			firing = &f
+		}
 		err := tx.QueryRow(ctx, s.sql(qScheduleLock), r.Tenant, r.Name, r.CreatedAt.UTC().Truncate(time.Microsecond),
-			r.UpdatedAt.UTC().Truncate(time.Microsecond), string(r.Spec)).Scan(&one)
+			firing, string(r.Spec)).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
 			out.Stale = true
 			return nil

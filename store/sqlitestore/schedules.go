@@ -22,8 +22,12 @@ RETURNING ` + scheduleCols
 	qScheduleFired   = `UPDATE schedules SET last_fired_at = ?, last_job_id = COALESCE(NULLIF(?, 0), last_job_id) WHERE tenant = ? AND name = ? AND (last_fired_at IS NULL OR last_fired_at < ?)`
 	qScheduleTrigger = `UPDATE schedules SET last_job_id = ? WHERE tenant = ? AND name = ?`
 	// qScheduleCurrent finds the schedule only when it is still the
-	// definition a scheduler read (ScheduleFire).
-	qScheduleCurrent = `SELECT 1 FROM schedules WHERE tenant = ? AND name = ? AND created_at = ? AND updated_at = ? AND spec = ?`
+	// definition a scheduler read — the same row (created_at) with the same
+	// spec; updated_at is not compared, so a put of the unchanged spec does
+	// not make a read stale — and, for a scheduled firing (?4 not NULL),
+	// only when the firing is after its mark (ScheduleFire).
+	qScheduleCurrent = `SELECT 1 FROM schedules WHERE tenant = ?1 AND name = ?2 AND created_at = ?3 AND spec = ?5
+AND (?4 IS NULL OR last_fired_at IS NULL OR last_fired_at < ?4)`
 )
 
 // ScheduleUpsert implements store.Schedules.
@@ -129,7 +133,11 @@ func (s *Store) ScheduleFire(ctx context.Context, p *store.ScheduleFireParams) (
 	err := s.write(ctx, 1+len(jobs), func(t *wtx) error {
 		out = store.ScheduleFireResult{}
 		var one int
-		err := t.queryRow(qScheduleCurrent, r.Tenant, r.Name, toUS(r.CreatedAt), toUS(r.UpdatedAt), string(r.Spec)).Scan(&one)
+		var firing any // nil: a manual trigger, not held by the mark
+		if !p.At.IsZero() {
+			firing = toUS(p.At)
+		}
+		err := t.queryRow(qScheduleCurrent, r.Tenant, r.Name, toUS(r.CreatedAt), firing, string(r.Spec)).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			out.Stale = true
 			return nil

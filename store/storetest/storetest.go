@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, eventCases()...)
 	all = append(all, scheduleCases()...)
 	all = append(all, scheduleFireCases()...)
+	all = append(all, scheduleMarkCases()...)
 	all = append(all, timeoutCases()...)
 	all = append(all, lifecycleCases()...)
 	all = append(all, counterCases()...)
