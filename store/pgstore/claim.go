@@ -11,12 +11,15 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// JobClaim implements store.Jobs (see claimFlow).
+// JobClaim implements store.Jobs (see claimFlow). A claim whose
+// promotions left jobs available notifies its queues (announceLeftover).
 func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemtype.JobRow, error) {
 	if p.Limit <= 0 || len(p.Queues) == 0 {
 		return nil, nil
 	}
+	ctx, promoted := withPromoteTally(ctx)
 	jobs, err := s.claimFlow(ctx, p)
+	s.announceLeftover(ctx, p, promoted, len(jobs))
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}

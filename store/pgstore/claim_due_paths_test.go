@@ -17,3 +17,11 @@ import (
 func TestClaimDueOnEveryClaimPath(t *testing.T) {
 	onEveryLimitedClaimPath(t, storetest.RunClaimDueFlow)
 }
+
+// TestClaimDueAnnounceOnEveryClaimPath runs the conformance cases of a
+// claim that leaves promoted jobs available (storetest.RunClaimDueAnnounce:
+// it announces its queue; one that takes them all does not) on each
+// limited claim path, as TestClaimDueOnEveryClaimPath does.
+func TestClaimDueAnnounceOnEveryClaimPath(t *testing.T) {
+	onEveryLimitedClaimPath(t, storetest.RunClaimDueAnnounce)
+}

@@ -204,10 +204,8 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	b.Queue("COMMIT")
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
-	for range 3 {
-		if _, err := br.Exec(); err != nil {
-			return nil, false, err
-		}
+	if err := execPromoteFirst(ctx, br, 3, 2); err != nil {
+		return nil, false, err
 	}
 	var visited []string
 	out, err = readClaimRows(br, &ok, &visited)

@@ -55,7 +55,7 @@ func (s *Store) promoteHeldBackScopes(ctx context.Context, p *store.JobClaimPara
 	b.Queue(s.sql(qHeldBack), heldBackArgs(p, now, scopes)...)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
+	if err := execPromoteFirst(ctx, br, 1, 0); err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
 	out, err := collectHeldBack(br.Query())

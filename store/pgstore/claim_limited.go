@@ -155,10 +155,8 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	)
 	err = func() error {
 		defer br.Close()
-		for range 3 {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if err := execPromoteFirst(ctx, br, 3, 2); err != nil {
+			return err
 		}
 		var err error
 		if locked, err = scanFlow(br.Query()); err != nil {

@@ -296,10 +296,8 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 	err = func() error {
 		br := conn.SendBatch(ctx, b)
 		defer br.Close()
-		for range 4 {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if err := execPromoteFirst(ctx, br, 4, 3); err != nil {
+			return err
 		}
 		var found flowShape
 		if err := br.QueryRow().Scan(&found.limited, &found.concurrency, &found.defaults); err != nil {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/idem-dev/idem/store"
@@ -23,7 +24,13 @@ const claimPromoteMax = 1000
 // queue is one range of jobs_due_idx (queue, run_at, id) that ends at the
 // first job not yet due: a claim never reads the jobs waiting for later,
 // however many. A promoted job stays locked until the claim commits; the
-// claim itself may take it (its own lock), others skip it.
+// claim itself may take it (its own lock), others skip it. Its command
+// tag counts the jobs it promoted (announceLeftover). A promotion whose
+// snapshot predates another claim's committed promotion also locks the
+// rows that claim made available (PostgreSQL keeps the lock of a row a
+// locking scan re-checked and dropped) until it commits: claims skip them
+// meanwhile, and nothing announces them when this claim took its limit
+// without them (its next claim, or others' polls, take them).
 const qClaimPromote = `WITH cand AS (
     SELECT c.id FROM unnest($1::text[]) AS q(queue)
     CROSS JOIN LATERAL (
@@ -35,6 +42,64 @@ const qClaimPromote = `WITH cand AS (
     ) c
 )
 UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id`
+
+// claimNotifyTimeout bounds the notification a claim sends when it
+// promoted more jobs than it took (announceLeftover).
+const claimNotifyTimeout = 5 * time.Second
+
+// promoteTally counts the jobs the promotions (qClaimPromote) of one
+// JobClaim made available, over all of its round trips and paths.
+type promoteTally struct{ n atomic.Int64 }
+
+type promoteTallyKey struct{}
+
+// withPromoteTally returns ctx carrying a new tally for the claim it runs.
+func withPromoteTally(ctx context.Context) (context.Context, *promoteTally) {
+	t := &promoteTally{}
+	return context.WithValue(ctx, promoteTallyKey{}, t), t
+}
+
+// execPromoteFirst reads the first n results of a claim's batch with Exec;
+// the one at promote is its qClaimPromote, whose rows are counted in ctx's
+// tally (a claim outside JobClaim has none: nothing is counted).
+func execPromoteFirst(ctx context.Context, br pgx.BatchResults, n, promote int) error {
+	for i := range n {
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if i == promote {
+			if t, ok := ctx.Value(promoteTallyKey{}).(*promoteTally); ok {
+				t.n.Add(tag.RowsAffected())
+			}
+		}
+	}
+	return nil
+}
+
+// announceLeftover notifies the queues of the claim p when its promotions
+// made more jobs available (t) than it took (taken, 0 when it failed): the
+// rest are available, and the claimers of other nodes, and of this one,
+// would learn it at their next poll only (the promoter notifies what it
+// promotes). A claim that promoted no more than it took sends nothing, so
+// the common claim pays nothing: the count is the promotion's command tag.
+// It runs right after the claim's commit (the decision needs the claim's
+// result; in its transaction it would cost every claim a statement), one
+// statement on the pool; a claim of several queues notifies them all (the
+// count is the claim's). A failure is logged: the claim stands, and
+// polling stays the fallback.
+func (s *Store) announceLeftover(ctx context.Context, p *store.JobClaimParams, t *promoteTally, taken int) {
+	promoted := t.n.Load()
+	if promoted <= int64(taken) || s.closed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimNotifyTimeout)
+	defer cancel()
+	if err := s.notify(ctx, s.pool, p.Queues); err != nil {
+		s.logger.Warn("pgstore: announce jobs a claim promoted and left", "queues", p.Queues, "promoted", promoted,
+			"taken", taken, "err", err)
+	}
+}
 
 // queuePromote queues qClaimPromote for the claim of queues at now on b:
 // the statement after the claim transaction's setup, read with Exec.
@@ -71,10 +136,8 @@ func (s *Store) promoteAndList(ctx context.Context, db dbtx, p *store.JobClaimPa
 	b.Queue("COMMIT")
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
-	for range 3 {
-		if _, err := br.Exec(); err != nil {
-			return nil, fmt.Errorf("promote due jobs: %w", err)
-		}
+	if err := execPromoteFirst(ctx, br, 3, 2); err != nil {
+		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
 	var pre *rotation
 	for i, r := range listed {

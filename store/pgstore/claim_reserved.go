@@ -749,10 +749,8 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 		err = func() error {
 			br := conn.SendBatch(ctx, b)
 			defer br.Close()
-			for range 3 {
-				if _, err := br.Exec(); err != nil {
-					return err
-				}
+			if err := execPromoteFirst(ctx, br, 3, 2); err != nil {
+				return err
 			}
 			if out, err = readClaimRows(br, &ok, &visited, &current, &known, &concOK, &hits, &hit.defaults); err != nil {
 				return err

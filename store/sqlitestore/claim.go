@@ -21,10 +21,19 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	}
 	now := toUS(store.OrNow(p.Now))
 	var out []*idemtype.JobRow
+	var promoted map[string]int64
 	err := s.write(ctx, p.Limit, func(t *wtx) error {
+		promoted = nil // a write function may run again
 		for _, q := range p.Queues {
-			if _, err := t.exec(qClaimPromote, q, now); err != nil {
+			res, err := t.exec(qClaimPromote, q, now)
+			if err != nil {
 				return fmt.Errorf("promote due jobs: %w", err)
+			}
+			if n, err := res.RowsAffected(); err == nil && n > 0 {
+				if promoted == nil {
+					promoted = map[string]int64{}
+				}
+				promoted[q] += n
 			}
 		}
 		var err error
@@ -34,6 +43,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
+	s.announce(leftover(promoted, out))
 	sort.Slice(out, func(a, b int) bool {
 		x, y := out[a], out[b]
 		if x.Priority != y.Priority {
@@ -45,6 +55,26 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 		return x.ID < y.ID
 	})
 	return out, nil
+}
+
+// leftover returns the queues where a claim's promotions made more jobs
+// available (promoted, by queue) than it took of them (out): their other
+// claimers are told after the commit (announce), as the promoter's
+// OnPromote tells them of what it promotes; a claim that promoted no more
+// than it took announces nothing.
+func leftover(promoted map[string]int64, out []*idemtype.JobRow) []string {
+	var queues []string
+	for q, n := range promoted {
+		for _, j := range out {
+			if j.Queue == q {
+				n--
+			}
+		}
+		if n > 0 {
+			queues = append(queues, q)
+		}
+	}
+	return queues
 }
 
 // JobHeartbeatMany implements store.Jobs.

@@ -83,6 +83,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	all = append(all, cancelHoldWakeCases()...)
 	all = append(all, dependantsRepairCases()...)
 	all = append(all, dependantsAnnounceCases()...)
+	all = append(all, claimDueAnnounceCases(false)...)
 	all = append(all, flowCases()...)
 	all = append(all, flowDefaultCases()...)
 	all = append(all, recordKeptTTLCases()...)
