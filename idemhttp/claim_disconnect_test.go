@@ -16,14 +16,15 @@ import (
 
 // disconnectStore is a real store whose JobClaim, once armed, makes the
 // pull client go away right after the claim committed: it cancels the
-// client's request and waits until the server's request context is done
-// before handing the claimed jobs back to the server.
+// client's request and waits until the server's request context, and
+// every context the server derived from it, is done (goneClaim) before
+// handing the claimed jobs back to the server.
 type disconnectStore struct {
 	store.Store
 	t       *testing.T
 	armed   chan struct{}          // closed by the test to arm the hook
 	cancel  context.CancelFunc     // cancels the client's request
-	reqDone chan (<-chan struct{}) // the server request's Done channel
+	reqDone chan (<-chan struct{}) // closed once the server's request contexts are done
 	fired   chan struct{}          // closed once the hook ran
 }
 
@@ -104,7 +105,8 @@ func testClaimClientGone(t *testing.T, open opener) {
 }
 
 // goneClaim arms ds and sends the claim body as key A's through a server
-// in front of e's that hands ds the request's done channel; ds's hook
+// in front of e's that hands ds a channel closed once the request's
+// context and those the server derived from it are done; ds's hook
 // cancels ctx (the client goes away) once the store's claim returned. It
 // fails t unless the client saw its own cancellation and the handler
 // returned.
@@ -112,11 +114,33 @@ func (ds *disconnectStore) goneClaim(ctx context.Context, t *testing.T, e *env, 
 	t.Helper()
 	served := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/claim" {
-			defer close(served)
-			ds.reqDone <- r.Context().Done()
+		if r.URL.Path != "/v1/claim" {
+			e.server.ServeHTTP(w, r)
+			return
 		}
-		e.server.ServeHTTP(w, r)
+		defer close(served)
+		// The server sees the client go away only through net/http ending
+		// the request's context, but the claim checks a context the
+		// server derived from it (Drain's, a long poll's key watch), and
+		// the context package ends those after the request's Done channel
+		// closes: a hook released by that channel could return while the
+		// claim's context was still live, and the claim then handed its
+		// job to nobody (1 to 3 runs in 1,000 under load, GOMAXPROCS 4 or
+		// 8 on 2 busy cores: "state running, attempt 1"). So the server
+		// serves the request under a context of the test's, ended once
+		// net/http ended the request's; its cancel ends every context
+		// derived from it before it returns, and only then is gone
+		// closed, which the hook waits for.
+		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+		defer cancel()
+		gone := make(chan struct{})
+		stop := context.AfterFunc(r.Context(), func() {
+			cancel()
+			close(gone)
+		})
+		defer stop()
+		ds.reqDone <- gone
+		e.server.ServeHTTP(w, r.WithContext(ctx))
 	}))
 	t.Cleanup(srv.Close)
 	close(ds.armed)
