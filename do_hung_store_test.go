@@ -13,7 +13,6 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
-	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // hungRecords is a real store whose record writes (a lease's renewal, a
@@ -79,11 +78,7 @@ func bothRawStores(t *testing.T, fn func(t *testing.T, st store.Store)) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		url, schema := dbtest.NewSchema(t)
-		st, err := pgstore.Open(context.Background(), url, &pgstore.Config{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := parentPG(t, url, schema)
 		fn(t, st)
 	})
 }

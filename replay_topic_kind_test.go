@@ -10,7 +10,6 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/store"
-	"github.com/idem-dev/idem/store/pgstore"
 )
 
 // TestJobReplaySkipsForgedTopicKinds (both stores): a finished job whose
@@ -32,11 +31,7 @@ func TestJobReplaySkipsForgedTopicKinds(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		url, schema := dbtest.NewSchema(t)
-		st, err := pgstore.Open(context.Background(), url, &pgstore.Config{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := parentPG(t, url, schema)
 		cfg := topicConfig()
 		cfg.Workers, cfg.Logger = idem.NewWorkers(), quietLogger()
 		client, err := idem.NewClient(st, cfg)
