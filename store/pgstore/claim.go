@@ -19,7 +19,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	}
 	ctx, promoted := withPromoteTally(ctx)
 	jobs, err := s.claimFlow(ctx, p)
-	s.announceLeftover(ctx, p, promoted, len(jobs))
+	s.announceLeftover(ctx, promoted, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}

@@ -3,9 +3,10 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 
+	"github.com/idem-dev/idem/idemtype"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 )
@@ -24,8 +25,8 @@ const claimPromoteMax = 1000
 // queue is one range of jobs_due_idx (queue, run_at, id) that ends at the
 // first job not yet due: a claim never reads the jobs waiting for later,
 // however many. A promoted job stays locked until the claim commits; the
-// claim itself may take it (its own lock), others skip it. Its command
-// tag counts the jobs it promoted (announceLeftover). A promotion whose
+// claim itself may take it (its own lock), others skip it. It returns how
+// many jobs it promoted in each queue (announceLeftover), no row when none. A promotion whose
 // snapshot predates another claim's committed promotion also locks the
 // rows that claim made available (PostgreSQL keeps the lock of a row a
 // locking scan re-checked and dropped) until it commits: claims skip them
@@ -40,16 +41,52 @@ const qClaimPromote = `WITH cand AS (
         LIMIT $3
         FOR UPDATE OF j SKIP LOCKED
     ) c
+), upd AS (
+    UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id RETURNING j.queue
 )
-UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id`
+SELECT queue, count(*) FROM upd GROUP BY queue`
 
 // claimNotifyTimeout bounds the notification a claim sends when it
 // promoted more jobs than it took (announceLeftover).
 const claimNotifyTimeout = 5 * time.Second
 
 // promoteTally counts the jobs the promotions (qClaimPromote) of one
-// JobClaim made available, over all of its round trips and paths.
-type promoteTally struct{ n atomic.Int64 }
+// JobClaim made available, by queue, over all of its round trips and paths.
+type promoteTally struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+// add counts n jobs promoted in queue.
+func (t *promoteTally) add(queue string, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int64{}
+	}
+	t.n[queue] += n
+}
+
+// leftover returns the queues where more jobs were promoted than the
+// claim took of them (jobs), and how many were promoted in all.
+func (t *promoteTally) leftover(jobs []*idemtype.JobRow) ([]string, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var queues []string
+	var all int64
+	for q, n := range t.n {
+		all += n
+		for _, j := range jobs {
+			if j.Queue == q {
+				n--
+			}
+		}
+		if n > 0 {
+			queues = append(queues, q)
+		}
+	}
+	return queues, all
+}
 
 type promoteTallyKey struct{}
 
@@ -60,44 +97,57 @@ func withPromoteTally(ctx context.Context) (context.Context, *promoteTally) {
 }
 
 // execPromoteFirst reads the first n results of a claim's batch with Exec;
-// the one at promote is its qClaimPromote, whose rows are counted in ctx's
-// tally (a claim outside JobClaim has none: nothing is counted).
+// the one at promote is its qClaimPromote, whose counts by queue go to
+// ctx's tally (a claim outside JobClaim has none: nothing is counted).
 func execPromoteFirst(ctx context.Context, br pgx.BatchResults, n, promote int) error {
 	for i := range n {
-		tag, err := br.Exec()
+		if i != promote {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			continue
+		}
+		t, _ := ctx.Value(promoteTallyKey{}).(*promoteTally)
+		var queue string
+		var count int64
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		if i == promote {
-			if t, ok := ctx.Value(promoteTallyKey{}).(*promoteTally); ok {
-				t.n.Add(tag.RowsAffected())
+		_, err = pgx.ForEachRow(rows, []any{&queue, &count}, func() error {
+			if t != nil {
+				t.add(queue, count)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// announceLeftover notifies the queues of the claim p when its promotions
-// made more jobs available (t) than it took (taken, 0 when it failed): the
-// rest are available, and the claimers of other nodes, and of this one,
-// would learn it at their next poll only (the promoter notifies what it
-// promotes). A claim that promoted no more than it took sends nothing, so
-// the common claim pays nothing: the count is the promotion's command tag.
-// It runs right after the claim's commit (the decision needs the claim's
-// result; in its transaction it would cost every claim a statement), one
-// statement on the pool; a claim of several queues notifies them all (the
-// count is the claim's). A failure is logged: the claim stands, and
-// polling stays the fallback.
-func (s *Store) announceLeftover(ctx context.Context, p *store.JobClaimParams, t *promoteTally, taken int) {
-	promoted := t.n.Load()
-	if promoted <= int64(taken) || s.closed.Load() {
+// announceLeftover notifies the queues where the promotions of a claim
+// made more jobs available (t, by queue) than it took of them (taken, none
+// when it failed): the rest are available, and the claimers of other
+// nodes, and of this one, would learn it at their next poll only (the
+// promoter notifies what it promotes). A claim that promoted no more than
+// it took in each queue sends nothing, so the common claim pays nothing:
+// the counts are the promotion's few rows. It runs right after the
+// claim's commit (the decision needs the claim's result; in its
+// transaction it would cost every claim a statement), one statement on
+// the pool. A failure is logged: the claim stands, and polling stays the
+// fallback.
+func (s *Store) announceLeftover(ctx context.Context, t *promoteTally, taken []*idemtype.JobRow) {
+	queues, promoted := t.leftover(taken)
+	if len(queues) == 0 || s.closed.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimNotifyTimeout)
 	defer cancel()
-	if err := s.notify(ctx, s.pool, p.Queues); err != nil {
-		s.logger.Warn("pgstore: announce jobs a claim promoted and left", "queues", p.Queues, "promoted", promoted,
-			"taken", taken, "err", err)
+	if err := s.notify(ctx, s.pool, queues); err != nil {
+		s.logger.Warn("pgstore: announce jobs a claim promoted and left", "queues", queues, "promoted", promoted,
+			"taken", len(taken), "err", err)
 	}
 }
 

@@ -46,7 +46,28 @@ func claimDueAnnounceCases(limitedOnly bool) []testCase {
 				testClaimTakingPromotedQuiet(t, s, shape.other)
 			}})
 	}
+	if !limitedOnly {
+		out = append(out, testCase{"Listener/claim_leaving_promoted_jobs_of_one_queue_taking_another_announces", testClaimLeftoverBehindOtherQueue})
+	}
 	return out
+}
+
+// testClaimLeftoverBehindOtherQueue: a claim of queues r and q, limit 1,
+// promotes q's due job and takes r's available one: q's job is left
+// available and q is announced (the claim took no job of q).
+func testClaimLeftoverBehindOtherQueue(t *testing.T, s store.Store) {
+	r := newJob("k")
+	r.Queue, r.RunAt = "r", at(0)
+	insertNew(t, s, at(0), append([]*store.JobInsertParams{r}, scheduledIn("q", 1, at(time.Minute))...)...)
+	ch := announcements(t, s)
+	got := claim(t, s, at(2*time.Minute), 1, "r", "q")
+	if len(got) != 1 || got[0].Queue != "r" {
+		t.Fatalf("claim of 1 over queues r, q took %v, want r's job", got)
+	}
+	wantAnnounced(t, ch, "q", "a claim of r and q promoted q's due job and took r's")
+	if got := claim(t, s, at(2*time.Minute), 10, "q"); len(got) != 1 {
+		t.Fatalf("the claim after took %d jobs of q, want the 1 left", len(got))
+	}
 }
 
 // RunClaimDueAnnounce runs the cases of claimDueAnnounceCases under flow
