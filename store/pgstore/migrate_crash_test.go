@@ -12,10 +12,13 @@ import (
 // done, the version not recorded or not unrecorded) is run again from its
 // first statement by the next run, which must succeed and leave the
 // schema of a run never stopped, for every no-transaction file, up and
-// down, stopped after each statement but the last.
+// down, stopped after each statement but the last. It runs in a database
+// of its own: each CREATE INDEX CONCURRENTLY waits for every transaction
+// of its database older than it, and in the shared one those of the
+// tests running beside it made this test take minutes.
 func TestMigrateNoTxRerunAfterEveryStatement(t *testing.T) {
 	t.Parallel()
-	url, schema := dbtest.NewSchema(t)
+	url, schema := dbtest.NewDatabase(t, ""), "idem_crash"
 	s, err := Open(t.Context(), withPoolSize(url, 3), &Config{CallerClock: true, Schema: schema, SkipMigrate: true})
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,9 @@ func fullCatalog(t *testing.T, s *Store) string {
 // and going up k versions then down k gives back the schema at N.
 func TestMigrateEveryDownUndoesItsUp(t *testing.T) {
 	t.Parallel()
-	url, schema := dbtest.NewSchema(t)
+	// A database of its own, as TestMigrateNoTxRerunAfterEveryStatement's:
+	// its CREATE INDEX CONCURRENTLY statements wait for no other test.
+	url, schema := dbtest.NewDatabase(t, ""), "idem_roundtrip"
 	s, err := Open(t.Context(), withPoolSize(url, 3), &Config{CallerClock: true, Schema: schema, SkipMigrate: true})
 	if err != nil {
 		t.Fatal(err)
