@@ -15,6 +15,7 @@ import (
 	"github.com/idem-dev/idem/idemclient"
 	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/internal/sqlitetest"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/store/sqlitestore"
 )
 
@@ -26,6 +27,13 @@ func setup(t *testing.T, wrap func(http.Handler) http.Handler) (*idemclient.Clie
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return serveOn(t, st, wrap)
+}
+
+// serveOn serves the API on st behind wrap (nil = none) with an admin key
+// of tenant "default", and returns a client of it with short backoffs.
+func serveOn(t *testing.T, st store.Store, wrap func(http.Handler) http.Handler) (*idemclient.Client, *httptest.Server) {
+	t.Helper()
 	client, err := idem.NewClient(st, &idem.Config{DisableMaintenance: true})
 	if err != nil {
 		t.Fatal(err)

@@ -3,14 +3,10 @@ package idemclient_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemclient"
-	"github.com/idem-dev/idem/idemhttp"
 	"github.com/idem-dev/idem/internal/dbtest"
 	"github.com/idem-dev/idem/internal/sqlitetest"
 	"github.com/idem-dev/idem/store"
@@ -39,24 +35,7 @@ func (l *loseFinish) JobFinishMany(ctx context.Context, ps []*store.JobFinishPar
 func lostFinishClient(t *testing.T, st store.Store) (*idemclient.Client, *loseFinish) {
 	t.Helper()
 	lf := &loseFinish{Store: st}
-	client, err := idem.NewClient(lf, &idem.Config{DisableMaintenance: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := idemhttp.NewServer(client, lf, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	secret, k := idemhttp.NewAPIKey("default", true, "t", time.Now())
-	if err := st.APIKeyCreate(context.Background(), k); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := idemclient.New(hs.URL, &idemclient.Config{APIKey: secret, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, _ := serveOn(t, lf, nil)
 	return cl, lf
 }
 
