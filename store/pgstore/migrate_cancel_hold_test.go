@@ -17,7 +17,7 @@ import (
 func TestMigrateCancelHold(t *testing.T) {
 	t.Parallel()
 	dbtest.PostgresURL(t)
-	s := newTestStore(t, 2)
+	s, _ := newOwnDatabaseStore(t, 2, true)
 	ctx := t.Context()
 	a, b := storetest.SeedCancelHoldUpgrade(t, s)
 	// Down to 0025: the migrations from 0026 on (counted: versions may

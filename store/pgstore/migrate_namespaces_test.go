@@ -12,7 +12,7 @@ import (
 // it, so every one above 0004 is stepped over.
 func TestMigrateRecordNamespaces(t *testing.T) {
 	t.Parallel()
-	s := newTestStore(t, 2)
+	s, _ := newOwnDatabaseStore(t, 2, true)
 	ctx := context.Background()
 	if err := s.MigrateDown(ctx, stepsAbove(t, 4)); err != nil {
 		t.Fatal(err)

@@ -14,16 +14,12 @@ import (
 	"github.com/idem-dev/idem/internal/dbtest"
 )
 
-// storeAt opens a store on a new schema migrated up to version v (and no
+// storeAt opens a store on a schema of a database of its own (see
+// newOwnDatabaseStore) migrated up to version v (and no
 // further), and returns it with the URL.
 func storeAt(t *testing.T, v int) (*Store, string) {
 	t.Helper()
-	url, schema := dbtest.NewSchema(t)
-	s, err := Open(t.Context(), withPoolSize(url, 3), &Config{CallerClock: true, Schema: schema, SkipMigrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, url := newOwnDatabaseStore(t, 3, false)
 	if _, _, err := s.migrateUp(t.Context(), v); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func resultTTLRecord(t *testing.T, s *Store, key string, at time.Time, ttl, wind
 // names its job and window, and its next run runs again.
 func TestMigrateDownResultExpiryLeavesNoEmptyCompletion(t *testing.T) {
 	t.Parallel()
-	s := newTestStore(t, 2)
+	s, _ := newOwnDatabaseStore(t, 2, true)
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	resultTTLRecord(t, s, "short", t0, time.Hour, 48*time.Hour)
@@ -92,7 +92,7 @@ FROM {schema}.records WHERE key = $1`), key).Scan(&r.status, &r.result, &r.owner
 // TTL, the defaults) writes an entry in it.
 func TestMigrateResultExpiryRewritesNoRecord(t *testing.T) {
 	t.Parallel()
-	s := newTestStore(t, 2)
+	s, _ := newOwnDatabaseStore(t, 2, true)
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if err := s.MigrateDown(ctx, stepsAbove(t, 22)); err != nil { // undo 0023 and every later one

@@ -174,7 +174,7 @@ func TestMigrateDownRefusesNewerSchema(t *testing.T) {
 func TestMigrateDownWithRows(t *testing.T) {
 	t.Parallel()
 	want := fullCatalog(t, newTestStore(t, 2))
-	s := newTestStore(t, 3)
+	s, _ := newOwnDatabaseStore(t, 3, true) // see newOwnDatabaseStore
 	ctx := t.Context()
 	storetest.SeedEveryTable(t, s)
 	count := func(table string) int {

@@ -16,7 +16,7 @@ import (
 func TestMigrateRunningScopeHolds(t *testing.T) {
 	t.Parallel()
 	dbtest.PostgresURL(t)
-	s := newTestStore(t, 2)
+	s, _ := newOwnDatabaseStore(t, 2, true)
 	ctx := t.Context()
 	def := func() string { return s.scopeIndexDef(t) }
 	const hold = "(state = 'cancelled'::text) AND (lease_expires_at IS NOT NULL)"
@@ -45,7 +45,7 @@ func TestMigrateRunningScopeHolds(t *testing.T) {
 func TestMigrateRetriedHolds(t *testing.T) {
 	t.Parallel()
 	dbtest.PostgresURL(t)
-	s := newTestStore(t, 2)
+	s, _ := newOwnDatabaseStore(t, 2, true)
 	ctx := t.Context()
 	def := func() string { return s.scopeIndexDef(t) }
 	const hold = "(state = 'cancelled'::text) AND (lease_expires_at IS NOT NULL)"
