@@ -118,7 +118,9 @@ type Config struct {
 	CancelledRetention time.Duration
 	DeadRetention      time.Duration
 	// LeaderTTL is the term of the maintenance leader; default
-	// DefaultLeaderTTL; under 1ms is refused.
+	// DefaultLeaderTTL; under 1ms is refused, and so is a term not under
+	// ScheduleGrace unless DisableMaintenance is set (an
+	// *idemtype.InvalidError, wrapping ErrInvalid, naming both fields).
 	LeaderTTL time.Duration
 	// Observer receives every job event (enqueued, deduplicated, claimed,
 	// cache hit and miss, finished) for metrics and logs; nil = none.
@@ -151,7 +153,11 @@ type Config struct {
 	// default DefaultScheduleInterval; negative is refused.
 	ScheduleInterval time.Duration
 	// ScheduleGrace: under MissedSkip, a firing found due later than this
-	// after its time is missed; default DefaultScheduleGrace.
+	// after its time is missed; default DefaultScheduleGrace. It must be
+	// longer than LeaderTTL (see there): a failover waits for the dead
+	// leader's term to end, and the firings due meanwhile must still fit
+	// in the grace. Leave room for the elector's renewal (a third of the
+	// term) and ScheduleInterval as well.
 	ScheduleGrace time.Duration
 }
 
@@ -242,6 +248,14 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if cfg.LeaderTTL < time.Millisecond {
 		return nil, fmt.Errorf("config: LeaderTTL %v: want at least 1ms", cfg.LeaderTTL)
+	}
+	// A leader failover takes up to a leader term: with a term as long as
+	// the grace, the firings due while the dead leader's term ran out are
+	// missed under MissedSkip. Checked whenever this node may lead (the
+	// scheduler runs every stored schedule, not only Config.Schedules).
+	if !cfg.DisableMaintenance && cfg.LeaderTTL >= cfg.ScheduleGrace {
+		return nil, fmt.Errorf("config: %w", idemtype.Invalid("LeaderTTL",
+			"%v is not under ScheduleGrace %v: a leader failover would miss the firings of skip schedules", cfg.LeaderTTL, cfg.ScheduleGrace))
 	}
 	for _, d := range append([]time.Duration{cfg.Timeout}, mapValues(cfg.TimeoutByKind, cfg.TimeoutByQueue)...) {
 		if d < 0 {

@@ -46,7 +46,8 @@ type DoResult struct {
 // live execution elsewhere waits up to opts.Wait, then fails with
 // ErrKeyInProgress; an expired holder (a crashed process) is taken over.
 // Failures are never cached: fn's error, or the store's failure to keep
-// fn's result (Do then returns that error), releases the key; so does a
+// fn's result (Do then returns ErrResultNotStored wrapping the store's
+// error), releases the key; so does a
 // panic in fn (an error "panic in Do: …") and a runtime.Goexit (t.FailNow),
 // which then ends the caller's goroutine as it would without Do. fn's context
 // is cancelled (cause ErrLeaseLost) when the key is taken over, or when
@@ -58,9 +59,13 @@ type DoResult struct {
 // result and giving the key back are each bounded by a third of
 // Config.LeaseDuration (as the runtime bounds a job key's give-back), also
 // when ctx has ended, so that a store that does not answer holds the
-// caller no longer than that: a release that fails is logged (slog, Warn)
-// and the key stays held until its lease ends, when another Do takes it
-// over. fn's error, panic or Goexit reaches the caller all the same.
+// caller no longer than that. A store call that fails or answers after its
+// bound may still have committed: Do then reads the record back (bounded
+// too). A result the record holds as this run stored it is Do's success
+// (the next Do of the key is served it); a key no longer held by this run
+// was given back. A release that failed so is logged (slog, Warn) and the
+// key stays held until its lease ends, when another Do takes it over.
+// fn's error, panic or Goexit reaches the caller all the same.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) (any, error), opts *DoOpts) (*DoResult, error) {
 	if err := ValidateKey("key", key); err != nil {
 		return nil, err
@@ -142,7 +147,7 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 			// goroutine for ever.
 			cancel(nil)
 			stop()
-			_ = c.doRelease(ctx, key, lease, bound, "called runtime.Goexit")
+			_, _ = c.doRelease(ctx, key, lease, bound, "called runtime.Goexit")
 		}
 	}()
 	v, err := c.callDo(runCtx, fn)
@@ -157,17 +162,52 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 	if err == nil {
 		var out json.RawMessage
 		if out, err = marshalResult(v); err == nil {
-			var res *DoResult
-			if res, err = c.doStore(ctx, key, lease, bound, out, start); err == nil {
-				return res, nil
-			}
-			// The result was not stored: a failure, the key is given back
-			// as for fn's (held, every Do of it would fail until the lease
-			// ended). A completion that committed though its answer was
-			// lost holds no lease: the release then changes nothing.
+			return c.doKeep(ctx, key, lease, bound, out, start)
 		}
 	}
-	if rerr := c.doRelease(ctx, key, lease, bound, "failed"); rerr != nil {
+	if _, rerr := c.doRelease(ctx, key, lease, bound, "failed"); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	c.cfg.Logger.Debug("result failure not cached", "key", key, "tenant", lease.Tenant(), "err", err)
+	return nil, err
+}
+
+// ErrResultNotStored is Do's error when fn succeeded but its result could
+// not be stored (the store failed, or did not answer within the bound, and
+// the record read back does not hold the result): nothing is cached, the
+// key is given back, and the next Do of the key runs fn again. The error
+// also wraps the store's (context.DeadlineExceeded for a store that did
+// not answer in time, ErrLeaseLost when the key was taken over).
+var ErrResultNotStored = errors.New("result not stored")
+
+// doKeep stores fn's result out (doStore). When the store fails or does
+// not answer in time, the completion may still have committed (a store
+// that answers late, a connection lost after the commit): the key is given
+// back first — a completion that committed holds no lease, so the release
+// changes nothing; one that did not can no longer commit, its owner gone —
+// and the record is then read back: when it holds this run's result
+// (its hash, stored at the time this run stored it), Do succeeds with it,
+// as the next Do of the key would be served it. Otherwise the result was
+// not stored: ErrResultNotStored, wrapping the store's error (and the
+// release's, if the key could not be given back).
+func (c *Client) doKeep(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, out json.RawMessage, start time.Time) (*DoResult, error) {
+	res, hash, err := c.doStore(ctx, key, lease, bound, out, start)
+	if err == nil {
+		return res, nil
+	}
+	read, rerr := c.doRelease(ctx, key, lease, bound, "succeeded, its result not stored")
+	if res != nil {
+		if read == nil {
+			read = c.readRecord(ctx, lease, bound)
+		}
+		if read.holds(res, hash) {
+			c.cfg.Logger.Info("result stored although the store's answer failed; read back",
+				"key", key, "tenant", lease.Tenant(), "err", err)
+			return res, nil
+		}
+	}
+	err = fmt.Errorf("%w: %w", ErrResultNotStored, err) // err names the key
+	if rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	c.cfg.Logger.Debug("result failure not cached", "key", key, "tenant", lease.Tenant(), "err", err)
@@ -180,19 +220,59 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 func (c *Client) storeBound() time.Duration { return c.cfg.LeaseDuration / 3 }
 
 // doRelease gives the key of a failed Do back, within bound (without ctx's
-// cancellation: the caller's context may have ended). A release that fails
-// (the store does not answer in time) is logged: the key stays held until
-// its lease ends.
-func (c *Client) doRelease(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, why string) error {
+// cancellation: the caller's context may have ended). When the release
+// fails (the store did not answer in time, or the connection was lost),
+// it may still have committed: the record is read back (bounded too), and
+// a key no longer held by the lease was given back — no error. Otherwise
+// the failure is logged (the key stays held until its lease ends) and
+// returned. The record read back is returned (nil when the release
+// succeeded and nothing was read).
+func (c *Client) doRelease(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, why string) (*recordRead, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	err := lease.Release(rctx)
-	if err != nil {
-		c.cfg.Logger.Warn("could not give back the key of a Do; it stays held until its lease ends",
-			"key", key, "tenant", lease.Tenant(), "lease_until", lease.Until(), "fn", why, "err", err)
-		return fmt.Errorf("do %q: %w", key, err)
+	if err == nil {
+		return nil, nil
 	}
-	return nil
+	read := c.readRecord(ctx, lease, bound)
+	if read.err == nil && read.rec.LeaseOwner != lease.Owner() || errors.Is(read.err, idemtype.ErrNotFound) {
+		c.cfg.Logger.Debug("key of a Do given back although the store's answer failed; read back",
+			"key", key, "tenant", lease.Tenant(), "err", err)
+		return read, nil
+	}
+	c.cfg.Logger.Warn("could not give back the key of a Do; it stays held until its lease ends",
+		"key", key, "tenant", lease.Tenant(), "lease_until", lease.Until(), "fn", why, "err", err)
+	return read, fmt.Errorf("do %q: %w", key, err)
+}
+
+// recordRead is the outcome of reading a leased key's record back.
+type recordRead struct {
+	rec *idemtype.Record
+	err error
+}
+
+// readRecord reads the record of lease's key within bound (without ctx's
+// cancellation).
+func (c *Client) readRecord(ctx context.Context, lease *recordlease.Lease, bound time.Duration) *recordRead {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	rec, err := c.store.RecordGet(rctx, &store.RecordGetParams{Tenant: lease.Tenant(), Key: lease.StoredKey(), Now: c.now()})
+	if err != nil {
+		err = fmt.Errorf("read back key %q: %w", lease.StoredKey(), err)
+	}
+	return &recordRead{rec: rec, err: err}
+}
+
+// holds reports whether the record read holds the result res (hash) as
+// doStore stored it: completed with its hash at its StoredAt (microseconds,
+// as stored; another run's completion of the key has its own time).
+func (r *recordRead) holds(res *DoResult, hash string) bool {
+	if r.err != nil || r.rec == nil || res.StoredAt == nil {
+		return false
+	}
+	rec := r.rec
+	return rec.Status == idemtype.RecordCompleted && rec.ResultHash == hash &&
+		rec.CompletedAt != nil && rec.CompletedAt.Equal(*res.StoredAt)
 }
 
 // callDo runs fn, turning a panic into an error. recover is nil for a
@@ -211,14 +291,18 @@ func (c *Client) callDo(ctx context.Context, fn func(ctx context.Context) (any, 
 	return v, err
 }
 
-func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, out json.RawMessage, start time.Time) (*DoResult, error) {
+// doStore stores the result out of the lease's run within bound (without
+// ctx's cancellation). It returns the DoResult the store was asked to keep
+// and the result's hash, also when the store call failed (nil when the
+// result could not be encoded): the caller reads the record back then.
+func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lease, bound time.Duration, out json.RawMessage, start time.Time) (*DoResult, string, error) {
 	stored := out
 	if stored == nil {
 		stored = json.RawMessage("null")
 	}
 	enc, err := encodeResult(stored, c.cfg.CompressThreshold)
 	if err != nil {
-		return nil, err
+		return nil, "", fmt.Errorf("do %q: encode result: %w", key, err)
 	}
 	// StoredAt is the time stored (microseconds, the stores' precision):
 	// the caller compares it with the record read back later.
@@ -227,6 +311,7 @@ func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lea
 	// millisecond short by a now whose nanoseconds were cut.
 	now := c.now().Truncate(time.Microsecond)
 	d := now.Sub(start.Truncate(time.Microsecond)).Truncate(time.Millisecond)
+	res := &DoResult{Result: stored, Key: key, StoredAt: &now, Duration: d}
 	// Bounded, as the release is: the caller's context may have ended, and
 	// a store that does not answer must not hold the caller for ever.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
@@ -234,10 +319,10 @@ func (c *Client) doStore(ctx context.Context, key string, lease *recordlease.Lea
 	err = lease.Complete(cctx, &recordlease.Result{Bytes: enc.bytes,
 		Compressed: enc.compressed, Hash: enc.hash, Duration: d, At: now})
 	if err != nil {
-		return nil, fmt.Errorf("do %q: store result: %w", key, err)
+		return res, enc.hash, fmt.Errorf("do %q: store result: %w", key, err)
 	}
 	c.cfg.Logger.Debug("result stored", "key", key, "tenant", lease.Tenant(), "duration_ms", d.Milliseconds())
-	return &DoResult{Result: stored, Key: key, StoredAt: &now, Duration: d}, nil
+	return res, enc.hash, nil
 }
 
 // DoRecordGet returns the live record of a Do key. Do keys have a namespace

@@ -158,6 +158,8 @@ func testDoHungStore(t *testing.T, raw store.Store, how string) {
 	case "result":
 		if err == nil {
 			t.Error("Do succeeded although its result could not be stored")
+		} else if !errors.Is(err, idem.ErrResultNotStored) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Do: %v, want ErrResultNotStored wrapping the store call's deadline", err)
 		}
 	}
 	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "key=k") {

@@ -46,6 +46,8 @@ WHEN NEW.status = 'completed' BEGIN SELECT RAISE(ABORT, 'boom: the database fail
 	fn := func(context.Context) (any, error) { runs++; return runs, nil }
 	if _, err := client.Do(ctx, "k", fn, nil); err == nil {
 		t.Fatal("Do stored its result although the database refused it")
+	} else if !errors.Is(err, idem.ErrResultNotStored) {
+		t.Fatalf("Do: %v, want ErrResultNotStored", err)
 	}
 	if _, err := db.Exec(`DROP TRIGGER boom`); err != nil {
 		t.Fatal(err)

@@ -54,3 +54,12 @@ func ProducersStopped(c *Client) <-chan struct{} {
 func WaitAnnounced(c *Client, queues []string) (<-chan struct{}, func()) {
 	return c.notifier.WaitInserted(queues)
 }
+
+// OnKindsRead sets f to be called with each kind list a claim of a client
+// on w reads, after the read and before the claim uses it (f may block
+// there). Call it before the client starts.
+func OnKindsRead(w *Workers, f func(kinds []string)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.kindsRead = f
+}

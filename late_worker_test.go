@@ -154,3 +154,61 @@ func testRegisteringWakes(t *testing.T, raw store.Store, duringClaim bool) {
 		t.Fatalf("job %d completed at attempt %d, want 1", row.ID, row.Attempt)
 	}
 }
+
+// TestRegisteringAWorkerWhileAQueueReadsItsKinds (both stores): a worker
+// registered while a producer is between reading the kind list (empty: no
+// worker yet, so it claims nothing) and waiting for its next wake-up runs
+// its waiting job at once, though the queue polls once an hour. The
+// producer is held just after its read (Workers' test hook) while the
+// kind is registered, so the registration's wake-up comes before the
+// producer waits: it must be kept until then, and the next read sees the
+// kind (registered before its wake-up).
+func TestRegisteringAWorkerWhileAQueueReadsItsKinds(t *testing.T) {
+	t.Parallel()
+	bothRawStores(t, func(t *testing.T, raw store.Store) {
+		ctx := t.Context()
+		// Without the store's announcements (a kindsGate is no Listener):
+		// only the poll, an hour away, or a wake-up starts a claim.
+		g := &kindsGate{Store: raw, entered: make(chan []string, 64), returned: make(chan []string, 64)}
+		workers := idem.NewWorkers()
+		read, release := make(chan []string, 1), make(chan struct{})
+		var held atomic.Bool
+		idem.OnKindsRead(workers, func(kinds []string) {
+			if len(kinds) == 0 && held.CompareAndSwap(false, true) {
+				read <- kinds
+				<-release
+			}
+		})
+		client, err := idem.NewClient(g, &idem.Config{Workers: workers, Queues: queues(4), PollInterval: time.Hour,
+			DisableMaintenance: true, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &bundle{client: client, workers: workers}
+		res, err := client.EnqueueRaw(ctx, idem.EnqueueParams{Kind: "late", Opts: &idem.EnqueueOpts{MaxAttempts: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.start(t)
+		select {
+		case <-read: // the producer read the empty list and is held
+		case <-time.After(waitTimeout):
+			t.Fatal("the producer did not read its kinds")
+		}
+		ran := make(chan struct{})
+		workers.Handle("late", func(context.Context, *idem.JobRow) (json.RawMessage, error) {
+			close(ran)
+			return nil, nil
+		})
+		close(release)
+		const promptly = 10 * time.Second // far below the hour of the poll
+		select {
+		case <-ran:
+		case <-time.After(promptly):
+			t.Fatalf("job %d of a kind registered while the queue read its kinds not run within %v (the queue polls every hour)", res.Job.ID, promptly)
+		}
+		if row := waitState(t, b, res.Job.ID, idem.StateCompleted); row.Attempt != 1 {
+			t.Fatalf("job %d completed at attempt %d, want 1", row.ID, row.Attempt)
+		}
+	})
+}

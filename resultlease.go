@@ -127,7 +127,10 @@ func (c *Client) ResultLeaseRenew(ctx context.Context, tenant, key, token string
 // for ttl (0 = the TTL given to ResultLeaseAcquire, else Config.ResultTTL)
 // and ends the lease. duration is how long
 // the work took (0 = since the lease was taken). A lease lost to another
-// holder is ErrLeaseLost and stores nothing.
+// holder is ErrLeaseLost and stores nothing. The store call is bounded by a
+// third of Config.LeaseDuration; when it fails (or answers after that),
+// the record is read back, and a completion that committed all the same is
+// a success.
 func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token string, result json.RawMessage, ttl, duration time.Duration) (*DoResult, error) {
 	if err := validateLease(key, token); err != nil {
 		return nil, err
@@ -146,7 +149,19 @@ func (c *Client) ResultLeaseComplete(ctx context.Context, tenant, key, token str
 		ttl, _ = tokenDurations(token)
 	}
 	lease := recordlease.Resume(c.store, c.resultLeaseParams(tenant, key, token, 0, ttl))
-	return c.doStore(ctx, key, lease, c.storeBound(), result, c.now().Add(-duration))
+	res, hash, err := c.doStore(ctx, key, lease, c.storeBound(), result, c.now().Add(-duration))
+	if err != nil && res != nil && c.readRecord(ctx, lease, c.storeBound()).holds(res, hash) {
+		// The completion committed, but its answer failed (came after the
+		// bound, or the connection was lost): the record read back holds
+		// this result, which every acquirer of the key is now served.
+		c.cfg.Logger.Info("result stored although the store's answer failed; read back",
+			"key", key, "tenant", lease.Tenant(), "err", err)
+		return res, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // ResultLeaseRelease gives the key up after failed work: nothing is cached

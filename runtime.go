@@ -117,7 +117,7 @@ func (c *Client) Start(ctx context.Context) error {
 	for name, q := range c.cfg.Queues {
 		// Workers is set whenever there are queues.
 		kinds := queueKinds(c.cfg.Workers, q)
-		if kinds != nil && len(kinds()) == 0 {
+		if kinds != nil && len(c.cfg.Workers.Kinds()) == 0 {
 			c.logger.Info("no worker registered yet: the queue claims nothing until one is", "queue", name)
 		}
 		p, err := producer.New(c.store, c.exec, rt.running, rt.completer.SubmitThen, &producer.Config{

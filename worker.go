@@ -55,6 +55,9 @@ type Workers struct {
 	// of the producers of the started clients (onNewKind), by id.
 	wakes  map[int]func()
 	wakeID int
+	// kindsRead, when set by a test (before Start), is called with each
+	// list a claim read, after the read (OnKindsRead).
+	kindsRead func(kinds []string)
 }
 
 // NewWorkers returns an empty registry.
@@ -110,8 +113,12 @@ func (w *Workers) onNewKind(wake func()) (remove func()) {
 // shared: callers must not change it.
 func (w *Workers) claimKinds() []string {
 	w.mu.RLock()
-	defer w.mu.RUnlock()
-	return w.kinds
+	kinds, read := w.kinds, w.kindsRead
+	w.mu.RUnlock()
+	if read != nil {
+		read(kinds)
+	}
+	return kinds
 }
 
 // handler returns the handler of kind, or nil.

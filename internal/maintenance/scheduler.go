@@ -16,8 +16,9 @@ const (
 	// skip policy: later than this after its time, it counts as missed.
 	DefaultScheduleGrace = time.Minute
 	// maxFiringScan bounds the firings one run steps through per schedule
-	// (a schedule idle for years, firing every second).
-	maxFiringScan = 1_000_000
+	// to count the missed ones (a schedule idle for years, firing every
+	// second); past it the newest due firing is found by bisection.
+	maxFiringScan = 100_000
 )
 
 // Firing is one firing of a schedule, handed to FireFunc.
@@ -25,7 +26,7 @@ type Firing struct {
 	Schedule *store.Schedule
 	Plan     *Plan
 	At       time.Time // the firing time (UTC)
-	Missed   int       // older firings not run (skipped or caught up by this one)
+	Missed   int       // older firings not run (skipped or caught up by this one); a lower bound past 100,000
 }
 
 // FireFunc enqueues the job of one firing and records the firing, both in
@@ -77,10 +78,9 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: %w", err)
 	}
-	now := s.cfg.Now().UTC()
 	n := 0
 	for _, sc := range list {
-		fired, err := s.runSchedule(ctx, sc, now)
+		fired, err := s.runSchedule(ctx, sc)
 		if err != nil {
 			if ctx.Err() != nil {
 				return n, ctx.Err()
@@ -95,14 +95,18 @@ func (s *Scheduler) RunOnce(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// runSchedule handles one schedule at now: the newest due firing runs (the
-// older ones are missed); under the skip policy it runs only within the
-// grace. It reports whether a firing was enqueued.
-func (s *Scheduler) runSchedule(ctx context.Context, sc *store.Schedule, now time.Time) (bool, error) {
+// runSchedule handles one schedule: the newest due firing runs (the older
+// ones are missed); under the skip policy it runs only within the grace.
+// It reports whether a firing was enqueued. The clock is read here, for
+// this schedule, not once per pass: a node paused during a pass (longer
+// than the grace) must judge the schedules after the pause on the time
+// they are fired at, or the skip policy would run a firing late.
+func (s *Scheduler) runSchedule(ctx context.Context, sc *store.Schedule) (bool, error) {
 	plan, err := s.plan(sc)
 	if err != nil {
 		return false, err
 	}
+	now := s.cfg.Now().UTC()
 	anchor := sc.CreatedAt
 	if sc.LastFiredAt != nil {
 		anchor = *sc.LastFiredAt
@@ -138,7 +142,10 @@ func (s *Scheduler) runSchedule(ctx context.Context, sc *store.Schedule, now tim
 }
 
 // LatestDue returns the newest firing in (after, now] and how many firings
-// fell in that span (0: none, and last is zero).
+// fell in that span (0: none, and last is zero). The count is exact up to
+// maxFiringScan and that bound past it (a lower bound): a schedule idle for
+// longer (two years at one firing a minute) still gets its newest firing,
+// found by bisection rather than by stepping through every firing.
 func LatestDue(p *Plan, after, now time.Time) (last time.Time, count int) {
 	if p.cron == nil {
 		if !now.After(after) {
@@ -154,8 +161,30 @@ func LatestDue(p *Plan, after, now time.Time) (last time.Time, count int) {
 	for f := p.Next(after); !f.IsZero() && !f.After(now); f = p.Next(f) {
 		last, count = f, count+1
 		if count >= maxFiringScan {
-			break
+			return latestFrom(p, f, now), count
 		}
 	}
 	return last, count
+}
+
+// latestFrom returns the newest firing in [f, now], f being a firing at or
+// before now. Next (the first firing strictly after t) is monotone in t, so
+// a bisection finds the latest lo with Next(lo) <= now (then Next(lo+1ns)
+// is after now, so Next(lo) is the newest firing) in about 60 calls of Next
+// whatever the span.
+func latestFrom(p *Plan, f, now time.Time) time.Time {
+	due := func(t time.Time) bool { n := p.Next(t); return !n.IsZero() && !n.After(now) }
+	if !due(f) {
+		return f
+	}
+	lo, hi := f, now // due(lo), !due(hi): Next(now) is after now
+	for hi.Sub(lo) > time.Nanosecond {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if due(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return p.Next(lo)
 }

@@ -257,3 +257,7 @@ func (l *Lease) release(ctx context.Context, forget bool) error {
 	}
 	return nil
 }
+
+// Owner is the owner name under which the lease holds its key (a record
+// read back holds the key for this lease when its LeaseOwner is Owner).
+func (l *Lease) Owner() string { return l.p.Owner }
