@@ -119,7 +119,7 @@ func (p *Plan) Next(t time.Time) time.Time {
 	for range maxOffsetStretches {
 		l := stretch.In(p.loc)
 		name, offset := l.Zone()
-		_, end := l.ZoneBounds()
+		end := zoneEnd(stretch, p.loc)
 		n := p.cron.Next(from.In(time.FixedZone(name, offset)))
 		if n.IsZero() || end.IsZero() || n.Before(end) {
 			return n.UTC()
@@ -128,6 +128,38 @@ func (p *Plan) Next(t time.Time) time.Time {
 		from, stretch = end.Add(-time.Nanosecond), end
 	}
 	return time.Time{}
+}
+
+// zoneEnd returns the end of the stretch of t's UTC offset in loc: the
+// first instant after t with another offset, or a later one with the same
+// offset (ZoneBounds may cut a stretch at a year's end); zero when the
+// offset never changes after t. Go's ZoneBounds (1.26) gives, for the last
+// day of a leap year past a zone's explicit transitions (its offset then
+// follows the rule of its TZ string: 31 December 2040 in Europe/Berlin,
+// 2044, …), a stretch that ends at that day's 00:00 UTC, at or before t:
+// the stretch is then looked up again an hour on, up to two days (no zone
+// changes its offset twice in that time).
+func zoneEnd(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	_, end := l.ZoneBounds()
+	if end.IsZero() || end.After(t) {
+		return end
+	}
+	_, offset := l.Zone()
+	for p := t.Add(time.Hour); p.Sub(t) <= 48*time.Hour; p = p.Add(time.Hour) {
+		pl := p.In(loc)
+		start, end := pl.ZoneBounds()
+		if _, o := pl.Zone(); o != offset {
+			if start.After(t) && !start.After(p) {
+				return start
+			}
+			return p // a change within the hour before p
+		}
+		if end.IsZero() || end.After(p) {
+			return end
+		}
+	}
+	return t.Add(48 * time.Hour) // the same offset all along
 }
 
 // maxOffsetStretches bounds the stretches of one UTC offset that Next
@@ -150,7 +182,7 @@ func (p *Plan) Key(name, tenant string, f time.Time) (string, error) {
 // change), zero when it does not. Both instants have one firing key.
 func (p *Plan) Repeat(f time.Time) time.Time {
 	l := f.In(p.loc)
-	_, end := l.ZoneBounds()
+	end := zoneEnd(f, p.loc)
 	if end.IsZero() {
 		return time.Time{}
 	}
@@ -193,7 +225,7 @@ func (p *Plan) CheckGrain() error {
 		}
 		end := time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC)
 		for t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); t.Before(end); {
-			_, change := t.In(p.loc).ZoneBounds()
+			change := zoneEnd(t, p.loc)
 			if change.IsZero() || !change.After(t) {
 				return nil // a fixed offset: no more changes
 			}

@@ -127,3 +127,33 @@ func wallMatches(spec *cron.SpecSchedule, l time.Time) bool {
 	}
 	return bit(spec.Minute, l.Minute()) && bit(spec.Hour, l.Hour()) && bit(spec.Month, int(l.Month())) && day
 }
+
+// TestPlanNextAcrossLeapYearEnds: a daily firing in zones whose offset
+// changes by a rule (their TZ string, past the zone's explicit
+// transitions, which end in 2037) goes on every day from 2036 to 2060.
+// Go 1.26's ZoneBounds gives, for the last day of such a leap year (2040
+// in Europe/Berlin), a stretch that ends at that day's 00:00 UTC, at or
+// before the instant asked about: Next followed those ends and gave up
+// (zero, so the schedule never fired again) on 31 December 2040, 2044,
+// 2048, ….
+func TestPlanNextAcrossLeapYearEnds(t *testing.T) {
+	t.Parallel()
+	for _, zone := range []string{"Europe/Berlin", "America/New_York", "Australia/Sydney", "Pacific/Chatham"} {
+		p := compile(t, maintenance.Timing{Cron: "0 9 * * *", Timezone: zone})
+		loc := p.Location()
+		f := p.Next(time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC))
+		for f.Year() < 2060 {
+			n := p.Next(f)
+			if n.IsZero() {
+				t.Fatalf("%s: no firing after %v", zone, f.In(loc))
+			}
+			if d := n.Sub(f); d < 23*time.Hour || d > 25*time.Hour || n.In(loc).Hour() != 9 {
+				t.Fatalf("%s: the firing after %v is %v", zone, f.In(loc), n.In(loc))
+			}
+			f = n
+		}
+		if r := p.Repeat(time.Date(2040, 12, 31, 8, 0, 0, 0, time.UTC)); !r.IsZero() {
+			t.Errorf("%s: Repeat of a firing on 31 December 2040: %v, want none", zone, r)
+		}
+	}
+}
