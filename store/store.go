@@ -83,8 +83,8 @@ type Store interface {
 type Listener interface {
 	// Listen returns a channel that receives the queue of each job made
 	// available by an insert (or a retry, promotion, release) committed
-	// after Listen returned — also the queues of a JobClaim that promoted
-	// more due jobs than it took, sent after its commit — and ""
+	// after Listen returned — also the queues of a JobClaim that left
+	// available due jobs it promoted, sent after its commit — and ""
 	// when notifications may have been lost
 	// (after a reconnect), meaning "any queue may have jobs". Values may
 	// be merged within one transaction. It also receives, for each running
@@ -103,7 +103,7 @@ type Listener interface {
 // refused JobFinishMany acknowledging the cancel), the queues of the
 // pending dependants a write released (a finish, a cancel, a rescue to
 // dead, such an end of a hold, JobDependantsRepair), and the queues where
-// a JobClaim promoted more due jobs than it took of them. A Listener store
+// a JobClaim left available due jobs it promoted. A Listener store
 // announces those through Listen instead. fn must not block nor write to
 // the store; it is called without the store's own lock held, so it may
 // subscribe or stop a subscription (the notifier ends its subscription

@@ -215,6 +215,7 @@ func (s *Store) claimOne(ctx context.Context, q dbtx, p *store.JobClaimParams, n
 	if _, err := br.Exec(); err != nil {
 		return nil, false, fmt.Errorf("commit: %w", err)
 	}
+	promotedCommitted(ctx)
 	if err := br.Close(); err != nil {
 		return nil, false, err
 	}

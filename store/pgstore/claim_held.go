@@ -65,6 +65,7 @@ func (s *Store) promoteHeldBackScopes(ctx context.Context, p *store.JobClaimPara
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("held back: %w", err)
 	}
+	promotedCommitted(ctx) // the batch's implicit transaction
 	return out, nil
 }
 

@@ -256,6 +256,7 @@ func (s *Store) claimLimited(ctx context.Context, p *store.JobClaimParams, now t
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("write usage and commit: %w", err)
 	}
+	promotedCommitted(ctx)
 	s.learnTenants(p.Queues, &inherited)
 	budget.Report(p.Report)
 	return out, nil

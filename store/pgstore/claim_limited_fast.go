@@ -310,6 +310,7 @@ func (s *Store) claimOneLimited(ctx context.Context, p *store.JobClaimParams, no
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+		promotedCommitted(ctx)
 		return br.Close()
 	}()
 	if err != nil || !ok {

@@ -25,9 +25,9 @@ const claimPromoteMax = 1000
 // queue is one range of jobs_due_idx (queue, run_at, id) that ends at the
 // first job not yet due: a claim never reads the jobs waiting for later,
 // however many. A promoted job stays locked until the claim commits; the
-// claim itself may take it (its own lock), others skip it. It returns how
-// many jobs it promoted in each queue (announceLeftover), no row when none. A promotion whose
-// snapshot predates another claim's committed promotion also locks the
+// claim itself may take it (its own lock), others skip it. It returns the
+// ids of the jobs it promoted in each queue (announceLeftover), no row
+// when none. A promotion whose snapshot predates another claim's committed promotion also locks the
 // rows that claim made available (PostgreSQL keeps the lock of a row a
 // locking scan re-checked and dropped) until it commits: claims skip them
 // meanwhile, and nothing announces them when this claim took its limit
@@ -42,53 +42,99 @@ const qClaimPromote = `WITH cand AS (
         FOR UPDATE OF j SKIP LOCKED
     ) c
 ), upd AS (
-    UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id RETURNING j.queue
+    UPDATE {schema}.jobs j SET state = 'available' FROM cand WHERE j.id = cand.id RETURNING j.queue, j.id
 )
-SELECT queue, count(*) FROM upd GROUP BY queue`
+SELECT queue, array_agg(id) FROM upd GROUP BY queue`
 
 // claimNotifyTimeout bounds the notification a claim sends when it
-// promoted more jobs than it took (announceLeftover).
+// left available jobs it promoted (announceLeftover).
 const claimNotifyTimeout = 5 * time.Second
 
-// promoteTally counts the jobs the promotions (qClaimPromote) of one
-// JobClaim made available, by queue, over all of its round trips and paths.
+// promoteTally holds the ids of the jobs the promotions (qClaimPromote)
+// of one JobClaim made available, by queue, over all of its round trips
+// and paths, and whether they committed (announceLeftover).
 type promoteTally struct {
-	mu sync.Mutex
-	n  map[string]int64
+	mu      sync.Mutex
+	ids     map[string][]int64 // committed
+	pending map[string][]int64 // read, in a transaction not yet committed
 }
 
-// add counts n jobs promoted in queue.
-func (t *promoteTally) add(queue string, n int64) {
+// begin starts the promotion of a new transaction: what is pending
+// belongs to one that did not commit (each transaction of a claim promotes
+// once, and a claim's transactions run one after the other).
+func (t *promoteTally) begin() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.n == nil {
-		t.n = map[string]int64{}
-	}
-	t.n[queue] += n
+	t.pending = nil
 }
 
-// leftover returns the queues where more jobs were promoted than the
-// claim took of them (jobs), and how many were promoted in all.
-func (t *promoteTally) leftover(jobs []*idemtype.JobRow) ([]string, int64) {
+// add records ids promoted in queue, pending until commit.
+func (t *promoteTally) add(queue string, ids []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending == nil {
+		t.pending = map[string][]int64{}
+	}
+	t.pending[queue] = append(t.pending[queue], ids...)
+}
+
+// commit records that the transaction of the pending promotion committed.
+func (t *promoteTally) commit() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for q, ids := range t.pending {
+		if t.ids == nil {
+			t.ids = map[string][]int64{}
+		}
+		t.ids[q] = append(t.ids[q], ids...)
+	}
+	t.pending = nil
+}
+
+// leftover returns the queues where the claim's committed promotions made
+// available jobs it did not take (jobs): the promoted ids that are not
+// among the jobs taken, whatever else of the queue it took (an older
+// available job ranks before a promoted one). It also returns how many
+// jobs were promoted in all.
+func (t *promoteTally) leftover(jobs []*idemtype.JobRow) ([]string, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var queues []string
-	var all int64
-	for q, n := range t.n {
-		all += n
-		for _, j := range jobs {
-			if j.Queue == q {
-				n--
+	var all int
+	var taken map[int64]bool
+	for q, ids := range t.ids {
+		all += len(ids)
+		if len(ids) > len(jobs) {
+			queues = append(queues, q) // it cannot have taken them all
+			continue
+		}
+		if taken == nil {
+			taken = make(map[int64]bool, len(jobs))
+			for _, j := range jobs {
+				taken[j.ID] = true
 			}
 		}
-		if n > 0 {
-			queues = append(queues, q)
+		for _, id := range ids {
+			if !taken[id] {
+				queues = append(queues, q)
+				break
+			}
 		}
 	}
 	return queues, all
 }
 
 type promoteTallyKey struct{}
+
+// promotedCommitted tells ctx's tally (none outside JobClaim) that the
+// transaction of the claim's last promotion committed: every claim path
+// calls it once its COMMIT succeeded. A promotion whose transaction failed
+// or rolled back made nothing available, and is not announced.
+func promotedCommitted(ctx context.Context) {
+	if t, _ := ctx.Value(promoteTallyKey{}).(*promoteTally); t != nil {
+		t.commit()
+	}
+}
 
 // withPromoteTally returns ctx carrying a new tally for the claim it runs.
 func withPromoteTally(ctx context.Context) (context.Context, *promoteTally) {
@@ -97,8 +143,9 @@ func withPromoteTally(ctx context.Context) (context.Context, *promoteTally) {
 }
 
 // execPromoteFirst reads the first n results of a claim's batch with Exec;
-// the one at promote is its qClaimPromote, whose counts by queue go to
-// ctx's tally (a claim outside JobClaim has none: nothing is counted).
+// the one at promote is its qClaimPromote, whose ids by queue go to ctx's
+// tally, pending until the path calls promotedCommitted (a claim outside
+// JobClaim has none: nothing is counted).
 func execPromoteFirst(ctx context.Context, br pgx.BatchResults, n, promote int) error {
 	for i := range n {
 		if i != promote {
@@ -108,15 +155,18 @@ func execPromoteFirst(ctx context.Context, br pgx.BatchResults, n, promote int) 
 			continue
 		}
 		t, _ := ctx.Value(promoteTallyKey{}).(*promoteTally)
+		if t != nil {
+			t.begin()
+		}
 		var queue string
-		var count int64
+		var ids []int64
 		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		_, err = pgx.ForEachRow(rows, []any{&queue, &count}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&queue, &ids}, func() error {
 			if t != nil {
-				t.add(queue, count)
+				t.add(queue, ids)
 			}
 			return nil
 		})
@@ -127,13 +177,15 @@ func execPromoteFirst(ctx context.Context, br pgx.BatchResults, n, promote int) 
 	return nil
 }
 
-// announceLeftover notifies the queues where the promotions of a claim
-// made more jobs available (t, by queue) than it took of them (taken, none
-// when it failed): the rest are available, and the claimers of other
+// announceLeftover notifies the queues where the committed promotions of
+// a claim made jobs available (t, by queue) that it did not take (taken,
+// none when it failed): those are available, and the claimers of other
 // nodes, and of this one, would learn it at their next poll only (the
-// promoter notifies what it promotes). A claim that promoted no more than
-// it took in each queue sends nothing, so the common claim pays nothing:
-// the counts are the promotion's few rows. It runs right after the
+// promoter notifies what it promotes). What counts is the promoted ids
+// left, not how many jobs of the queue it took: a claim may take older
+// available jobs first. A claim that took every job it promoted sends
+// nothing, so the common claim pays nothing: the promotion returns no row
+// when it promoted nothing. It runs right after the
 // claim's commit (the decision needs the claim's result; in its
 // transaction it would cost every claim a statement), one statement on
 // the pool. A failure is logged: the claim stands, and polling stays the
@@ -207,5 +259,6 @@ func (s *Store) promoteAndList(ctx context.Context, db dbtx, p *store.JobClaimPa
 	if _, err := br.Exec(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
+	promotedCommitted(ctx)
 	return pre, br.Close()
 }

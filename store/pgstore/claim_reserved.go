@@ -758,6 +758,7 @@ func (s *Store) claimReservedStatement(ctx context.Context, p *store.JobClaimPar
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("commit: %w", err)
 			}
+			promotedCommitted(ctx)
 			return br.Close()
 		}()
 		if err != nil {

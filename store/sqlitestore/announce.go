@@ -24,8 +24,8 @@ type announcers struct {
 // JobFinishManyTx once its WriteTx committed), and the queues of the
 // pending dependants a write released: by a finish (completion, death),
 // a cancel, a rescue to dead, such an end of a hold, or
-// JobDependantsRepair; and the queues where a JobClaim promoted more due
-// jobs than it took of them (the other claimers of the queue take them).
+// JobDependantsRepair; and the queues where a JobClaim left available due
+// jobs it promoted (the other claimers of the queue take them).
 func (s *Store) Announce(fn func(queues []string)) (stop func()) {
 	a := &s.ann
 	a.mu.Lock()

@@ -21,19 +21,19 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	}
 	now := toUS(store.OrNow(p.Now))
 	var out []*idemtype.JobRow
-	var promoted map[string]int64
+	var promoted map[string][]int64
 	err := s.write(ctx, p.Limit, func(t *wtx) error {
 		promoted = nil // a write function may run again
 		for _, q := range p.Queues {
-			res, err := t.exec(qClaimPromote, q, now)
+			ids, err := promoteDue(t, q, now)
 			if err != nil {
 				return fmt.Errorf("promote due jobs: %w", err)
 			}
-			if n, err := res.RowsAffected(); err == nil && n > 0 {
+			if len(ids) > 0 {
 				if promoted == nil {
-					promoted = map[string]int64{}
+					promoted = map[string][]int64{}
 				}
-				promoted[q] += n
+				promoted[q] = append(promoted[q], ids...)
 			}
 		}
 		var err error
@@ -57,21 +57,51 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	return out, nil
 }
 
-// leftover returns the queues where a claim's promotions made more jobs
-// available (promoted, by queue) than it took of them (out): their other
+// promoteDue runs qClaimPromote for queue at now in t and returns the
+// ids it made available (nil when none).
+func promoteDue(t *wtx, queue string, now int64) ([]int64, error) {
+	rows, err := t.query(qClaimPromote, queue, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// leftover returns the queues where a claim's promotions made jobs
+// available (promoted, by queue) that it did not take (out): their other
 // claimers are told after the commit (announce), as the promoter's
-// OnPromote tells them of what it promotes; a claim that promoted no more
-// than it took announces nothing.
-func leftover(promoted map[string]int64, out []*idemtype.JobRow) []string {
+// OnPromote tells them of what it promotes. What counts is the promoted
+// ids left, not how many jobs of the queue it took (an older available job
+// ranks before a promoted one); a claim that took every job it promoted
+// announces nothing, nor one that failed (its transaction rolled back).
+func leftover(promoted map[string][]int64, out []*idemtype.JobRow) []string {
 	var queues []string
-	for q, n := range promoted {
-		for _, j := range out {
-			if j.Queue == q {
-				n--
+	var taken map[int64]bool
+	for q, ids := range promoted {
+		if len(ids) > len(out) {
+			queues = append(queues, q) // it cannot have taken them all
+			continue
+		}
+		if taken == nil {
+			taken = make(map[int64]bool, len(out))
+			for _, j := range out {
+				taken[j.ID] = true
 			}
 		}
-		if n > 0 {
-			queues = append(queues, q)
+		for _, id := range ids {
+			if !taken[id] {
+				queues = append(queues, q)
+				break
+			}
 		}
 	}
 	return queues

@@ -684,10 +684,12 @@ RETURNING queue`
 // transaction, so that a job is claimable from its run_at on whether or
 // not the promoter runs. It reads one range of jobs_due that ends at the
 // first job not yet due: a claim never reads the jobs waiting for later,
-// however many.
+// however many. It returns the ids it promoted (leftover), no row when
+// none.
 var qClaimPromote = `UPDATE jobs SET state = 'available'
 WHERE id IN (SELECT id FROM jobs WHERE queue = ?1 AND ` + sqlDue("") + ` AND run_at <= ?2
-    ORDER BY run_at, id LIMIT ` + strconv.Itoa(claimPromoteMax) + `)`
+    ORDER BY run_at, id LIMIT ` + strconv.Itoa(claimPromoteMax) + `)
+RETURNING id`
 
 // claimPromoteMax is the most due jobs of one queue a claim promotes
 // (qClaimPromote), earliest first; the next claims and the promoter

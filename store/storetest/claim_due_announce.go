@@ -15,7 +15,9 @@ import (
 // wait for their next poll. A claim that takes all it promoted announces
 // nothing. Each on a claim of one queue, of two queues, and of a queue
 // under a concurrency limit and under a rate (PostgreSQL's claim paths);
-// limited only: the last two.
+// limited only: the last two. A claim that took an older available job of
+// the queue instead of one it promoted announces it too: what counts is
+// whether promoted jobs were left, not how many jobs it took.
 func claimDueAnnounceCases(limitedOnly bool) []testCase {
 	var out []testCase
 	for _, shape := range []struct {
@@ -44,6 +46,10 @@ func claimDueAnnounceCases(limitedOnly bool) []testCase {
 			testCase{"Listener/claim_taking_all_it_promotes_announces_nothing_" + shape.name, func(t *testing.T, s store.Store) {
 				shape.setup(t, s)
 				testClaimTakingPromotedQuiet(t, s, shape.other)
+			}},
+			testCase{"Listener/claim_taking_older_job_over_promoted_announces_queue_" + shape.name, func(t *testing.T, s store.Store) {
+				shape.setup(t, s)
+				testClaimOlderOverPromotedAnnounces(t, s, shape.other)
 			}})
 	}
 	if !limitedOnly {
@@ -67,6 +73,27 @@ func testClaimLeftoverBehindOtherQueue(t *testing.T, s store.Store) {
 	wantAnnounced(t, ch, "q", "a claim of r and q promoted q's due job and took r's")
 	if got := claim(t, s, at(2*time.Minute), 10, "q"); len(got) != 1 {
 		t.Fatalf("the claim after took %d jobs of q, want the 1 left", len(got))
+	}
+}
+
+// testClaimOlderOverPromotedAnnounces: queue q has an available job and
+// a scheduled one that becomes due later; a claim of 1 promotes the due
+// job and takes the older available one (earlier run_at): it promoted as
+// many jobs of q as it took, yet left the promoted one available, and q is
+// announced.
+func testClaimOlderOverPromotedAnnounces(t *testing.T, s store.Store, other []string) {
+	older := newJob("k")
+	older.Queue, older.RunAt = "q", at(0)
+	insertNew(t, s, at(0), append([]*store.JobInsertParams{older}, scheduledIn("q", 1, at(time.Minute))...)...)
+	ch := announcements(t, s)
+	queues := append([]string{"q"}, other...)
+	got := claim(t, s, at(2*time.Minute), 1, queues...)
+	if len(got) != 1 || !got[0].RunAt.Equal(at(0)) {
+		t.Fatalf("claim of 1 took %v, want q's older available job", got)
+	}
+	wantAnnounced(t, ch, "q", "a claim of 1 promoted q's due job and took an older available one")
+	if got := claim(t, s, at(2*time.Minute), 10, queues...); len(got) != 1 {
+		t.Fatalf("the claim after took %d jobs, want the promoted one left", len(got))
 	}
 }
 
