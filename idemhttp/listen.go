@@ -10,13 +10,16 @@ import (
 
 // NewHTTPServer returns an http.Server for h (this Server's handler, or one
 // that wraps it) with the limits of the Config: header size and header,
-// body and idle timeouts. Its Shutdown ends the long-polling claims of
+// body and idle timeouts. Its MaxHeaderBytes is Config.MaxHeaderBytes and
+// a quarter: the Server's handler answers requests over the Config's limit
+// with a 431 problem, and only those past that margin get net/http's own
+// text/plain 431. Its Shutdown ends the long-polling claims of
 // this Server at once (they answer {"jobs": []}) instead of letting them
 // wait out their poll. Serve it on Listener(ln) to cap connections.
 func (s *Server) NewHTTPServer(h http.Handler) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
-		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		MaxHeaderBytes:    hardHeaderBytes(s.cfg.MaxHeaderBytes),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		WriteTimeout:      s.cfg.WriteTimeout,

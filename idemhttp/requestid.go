@@ -100,7 +100,7 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 }
 
 // outer wraps a mux in the handlers every response passes: request id and
-// access log, then CORS.
+// access log, the header limit, then CORS.
 func (s *Server) outer(h http.Handler) http.Handler {
-	return s.withRequestID(s.cfg.CORS.wrap(h))
+	return s.withRequestID(s.limitHeaders(s.cfg.CORS.wrap(h)))
 }

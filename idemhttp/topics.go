@@ -156,8 +156,8 @@ func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) erro
 // publish appends an event: 201, or 200 with Idempotent-Replayed when its
 // key was published before. The key is the body's key, else the
 // Idempotency-Key header, so a retry with the header key publishes once.
-// When both are given the body's wins: Go clients built before the header
-// counted sent a fresh random header key with every POST, body key or not.
+// A header key and a different body key are a 400 naming key, as on
+// POST /v1/jobs and /v1/batches (the body's used to win silently).
 func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	topic, err := pathTopic(r)
 	if err != nil {
@@ -171,7 +171,15 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(r, &req, false); err != nil {
 		return err
 	}
-	if req.Key == "" {
+	switch {
+	case hk != "" && req.Key != "" && req.Key != hk:
+		// A body key no header can carry (the TypeScript and PHP clients
+		// then send a random header key) is named for what it is.
+		if err := idem.ValidateKey("key", req.Key); err != nil {
+			return err
+		}
+		return invalid("key", "differs from the Idempotency-Key header")
+	case req.Key == "":
 		req.Key = hk
 	}
 	if len(req.Payload) == 0 {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,9 +141,8 @@ func testTopicsAPI(t *testing.T, open opener) {
 }
 
 // TestPublishTakesTheHeaderKey: the Idempotency-Key header is the event's
-// key when the body has none (a retry with it publishes once); when both
-// are given the body's key wins (older Go clients sent a random header key
-// with every POST).
+// key when the body has none (a retry with it publishes once); the same
+// key in both is that key (a different one: TestPublishKeyDisagreement).
 func TestPublishTakesTheHeaderKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t, openSQLite, nil)
@@ -164,11 +164,6 @@ func TestPublishTakesTheHeaderKey(t *testing.T) {
 	}
 	r = e.req("POST", path, e.keyA, map[string]any{"key": "pub-1", "type": "paid", "payload": map[string]any{"n": 1}}, "Idempotency-Key", "pub-1")
 	expect(t, r, 200, "")
-	r = e.req("POST", path, e.keyA, map[string]any{"key": "pub-1", "type": "paid", "payload": map[string]any{"n": 1}}, "Idempotency-Key", "random-1")
-	expect(t, r, 200, "")
-	if r.json(t)["event_id"] != first {
-		t.Fatalf("body key with another header key: %s", r.body)
-	}
 	r = e.req("GET", path, e.keyA, nil)
 	expect(t, r, 200, "")
 	if evs := r.json(t)["events"].([]any); len(evs) != 1 {
@@ -207,4 +202,38 @@ func TestPublishKeyReused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPublishKeyDisagreement (both stores): an Idempotency-Key header and a
+// different body key are a 400 naming key, with the words and problem type
+// of POST /v1/jobs, and publish nothing (the body's key used to win
+// silently); a body key that is no key is refused as such, not as
+// differing from the header the TypeScript and PHP clients then make up.
+func TestPublishKeyDisagreement(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, open opener) {
+		e := setup(t, open, nil)
+		path := "/v1/topics/orders/events"
+		body := map[string]any{"key": "pub-1", "type": "paid", "payload": map[string]any{"n": 1}}
+		r := e.req("POST", path, e.keyA, body, "Idempotency-Key", "random-1")
+		expect(t, r, 400, "/problems/invalid-request")
+		jobs := e.req("POST", "/v1/jobs", e.keyA, map[string]any{"kind": "k", "idempotency_key": "pub-1"}, "Idempotency-Key", "random-1")
+		expect(t, jobs, 400, "/problems/invalid-request")
+		if got, want := r.json(t)["detail"], jobs.json(t)["detail"].(string); got != strings.Replace(want, "idempotency_key", "key", 1) {
+			t.Fatalf("publish detail %q, jobs detail %q", got, want)
+		}
+		if errs, _ := r.json(t)["errors"].(map[string]any); errs["key"] != "differs from the Idempotency-Key header" {
+			t.Fatalf("errors: %s", r.body)
+		}
+		r = e.req("POST", path, e.keyA, map[string]any{"key": "pub-\u00e9", "payload": 1}, "Idempotency-Key", "random-2")
+		expect(t, r, 400, "/problems/invalid-request")
+		if errs, _ := r.json(t)["errors"].(map[string]any); errs["key"] != "must be printable ASCII (0x20-0x7E)" {
+			t.Fatalf("non-ASCII body key: %s", r.body)
+		}
+		r = e.req("GET", path, e.keyA, nil)
+		expect(t, r, 200, "")
+		if evs := r.json(t)["events"].([]any); len(evs) != 0 {
+			t.Fatalf("%d events, want none: %s", len(evs), r.body)
+		}
+	})
 }
