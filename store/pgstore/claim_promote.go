@@ -92,36 +92,16 @@ func (t *promoteTally) commit() {
 }
 
 // leftover returns the queues where the claim's committed promotions made
-// available jobs it did not take (jobs): the promoted ids that are not
-// among the jobs taken, whatever else of the queue it took (an older
-// available job ranks before a promoted one). It also returns how many
+// available jobs it did not take (jobs; store.PromotedLeft), and how many
 // jobs were promoted in all.
 func (t *promoteTally) leftover(jobs []*idemtype.JobRow) ([]string, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var queues []string
-	var all int
-	var taken map[int64]bool
-	for q, ids := range t.ids {
+	all := 0
+	for _, ids := range t.ids {
 		all += len(ids)
-		if len(ids) > len(jobs) {
-			queues = append(queues, q) // it cannot have taken them all
-			continue
-		}
-		if taken == nil {
-			taken = make(map[int64]bool, len(jobs))
-			for _, j := range jobs {
-				taken[j.ID] = true
-			}
-		}
-		for _, id := range ids {
-			if !taken[id] {
-				queues = append(queues, q)
-				break
-			}
-		}
 	}
-	return queues, all
+	return store.PromotedLeft(t.ids, jobs), all
 }
 
 type promoteTallyKey struct{}

@@ -25,7 +25,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	err := s.write(ctx, p.Limit, func(t *wtx) error {
 		promoted = nil // a write function may run again
 		for _, q := range p.Queues {
-			ids, err := promoteDue(t, q, now)
+			ids, err := selectIDs(t, qClaimPromote, q, now)
 			if err != nil {
 				return fmt.Errorf("promote due jobs: %w", err)
 			}
@@ -43,7 +43,7 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	s.announce(leftover(promoted, out))
+	s.announce(store.PromotedLeft(promoted, out))
 	sort.Slice(out, func(a, b int) bool {
 		x, y := out[a], out[b]
 		if x.Priority != y.Priority {
@@ -55,56 +55,6 @@ func (s *Store) JobClaim(ctx context.Context, p *store.JobClaimParams) ([]*idemt
 		return x.ID < y.ID
 	})
 	return out, nil
-}
-
-// promoteDue runs qClaimPromote for queue at now in t and returns the
-// ids it made available (nil when none).
-func promoteDue(t *wtx, queue string, now int64) ([]int64, error) {
-	rows, err := t.query(qClaimPromote, queue, now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
-// leftover returns the queues where a claim's promotions made jobs
-// available (promoted, by queue) that it did not take (out): their other
-// claimers are told after the commit (announce), as the promoter's
-// OnPromote tells them of what it promotes. What counts is the promoted
-// ids left, not how many jobs of the queue it took (an older available job
-// ranks before a promoted one); a claim that took every job it promoted
-// announces nothing, nor one that failed (its transaction rolled back).
-func leftover(promoted map[string][]int64, out []*idemtype.JobRow) []string {
-	var queues []string
-	var taken map[int64]bool
-	for q, ids := range promoted {
-		if len(ids) > len(out) {
-			queues = append(queues, q) // it cannot have taken them all
-			continue
-		}
-		if taken == nil {
-			taken = make(map[int64]bool, len(out))
-			for _, j := range out {
-				taken[j.ID] = true
-			}
-		}
-		for _, id := range ids {
-			if !taken[id] {
-				queues = append(queues, q)
-				break
-			}
-		}
-	}
-	return queues
 }
 
 // JobHeartbeatMany implements store.Jobs.
