@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -183,7 +184,15 @@ func splitHeader(h http.Header) (http.Header, []rawHeaderField) {
 //     stores the 200 with the headers set so far) and an http.Hijacker;
 //     trailers the handler sets are stored and replayed.
 //
-// Records are scoped by cfg.Tenant and expire after cfg.TTL.
+// Records are scoped by cfg.Tenant and expire after cfg.TTL. Once the
+// handler has returned, storing its answer and releasing the key are each
+// bounded by a third of cfg.Lease, so that a store that does not answer
+// holds the request's goroutine no longer than that (the failure is
+// logged; a key not given back is taken again once its lease ends). A
+// store call that fails or answers after its bound may still have
+// committed: the record is then read back (when the store has RecordGet,
+// as every store.Records does), and an answer stored, or a key given back,
+// is no failure to log.
 func Middleware(st MiddlewareRecords, cfg *MiddlewareConfig) func(http.Handler) http.Handler {
 	var c MiddlewareConfig
 	if cfg != nil {
@@ -375,30 +384,38 @@ func (m *middleware) answerHeld(w http.ResponseWriter, rec *idemtype.Record, fp 
 }
 
 // run serves the request holding the key, then stores or releases it.
+// Once the handler has returned, the renewer is stopped (cancelled, not
+// waited for in a renewal the store does not answer) and the storing of
+// the answer and the release of the key are each bounded (storeBound):
+// the answer has been written, and a store that does not answer must not
+// hold the request's goroutine for ever.
 func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, lease *recordlease.Lease, fp string) {
 	bg := context.WithoutCancel(r.Context())
-	stop := lease.Hold(bg, func(err error) {
-		m.cfg.Logger.Warn("idempotency key: renew", "key", lease.StoredKey(), "err", err)
+	holdCtx, cancelHold := context.WithCancel(bg)
+	defer cancelHold()
+	stopRenewer := lease.Hold(holdCtx, func(err error) {
+		if holdCtx.Err() == nil { // not the renewal the handler's end cut short
+			m.cfg.Logger.Warn("idempotency key: renew", "key", lease.StoredKey(), "err", err)
+		}
 	})
+	stop := func() { cancelHold(); stopRenewer() }
 	// Headers already set belong to the layers outside the middleware
 	// (request id, CORS): they describe this request, not the answer, so
 	// only what the handler sets or changes is stored and replayed.
 	cw := &captureWriter{ResponseWriter: w, max: m.cfg.MaxResponseBytes, outer: w.Header().Clone()}
 	var unstored bool
 	r = r.WithContext(context.WithValue(r.Context(), notStoredKey{}, &unstored))
-	completed := false
+	settled := false // the answer stored, or the key given back
 	defer func() {
 		stop()
-		if completed {
+		if settled {
 			return
 		}
 		release := lease.Release
 		if unstored {
 			release = lease.Forget
 		}
-		if err := release(bg); err != nil {
-			m.cfg.Logger.Error("idempotency key: release", "err", err)
-		}
+		_ = m.release(bg, lease, release)
 	}()
 	next.ServeHTTP(cw, r)
 	if cw.hijacked {
@@ -421,12 +438,109 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	if err != nil {
 		return
 	}
+	stop()
+	settled = true
+	m.keep(bg, lease, env)
+}
+
+// storeBound bounds each store call the middleware makes once the handler
+// has returned (storing the answer, giving the key back, reading the
+// record back): a third of the lease, as Client.Do bounds its calls by a
+// third of Config.LeaseDuration. The lease then still has two thirds left.
+func (m *middleware) storeBound() time.Duration { return m.cfg.Lease / 3 }
+
+// keep stores the answer env on the key's record within storeBound. When
+// the store fails or does not answer in time, the completion may still
+// have committed (a store that answers late, a connection lost after the
+// commit): the key is given back first — a completion that committed holds
+// no lease, so the release changes nothing; one that did not can no longer
+// commit, its owner gone — and the record is then read back, as Client.Do
+// does: when it holds this answer (its hash, stored at the time it was
+// stored) the answer is stored and nothing is logged above Info. Otherwise
+// the failure is logged (Error): the key was released, or stays held until
+// its lease ends (the release's own failure is logged too).
+func (m *middleware) keep(ctx context.Context, lease *recordlease.Lease, env []byte) {
 	sum := sha256.Sum256(env)
-	if err := lease.Complete(bg, &recordlease.Result{Bytes: env, Hash: hex.EncodeToString(sum[:])}); err != nil {
-		m.cfg.Logger.Error("idempotency key: store response", "err", err)
+	hash := hex.EncodeToString(sum[:])
+	// The time stored (microseconds, the stores' precision), compared with
+	// the record read back.
+	at := m.cfg.Now().UTC().Truncate(time.Microsecond)
+	cctx, cancel := context.WithTimeout(ctx, m.storeBound())
+	err := lease.Complete(cctx, &recordlease.Result{Bytes: env, Hash: hash, At: at})
+	cancel()
+	if err == nil {
 		return
 	}
-	completed = true
+	read := m.release(ctx, lease, lease.Release)
+	if read == nil {
+		read = m.readBack(ctx, lease)
+	}
+	if rec := read.rec; read.err == nil && rec.Status == idemtype.RecordCompleted && rec.ResultHash == hash &&
+		rec.CompletedAt != nil && rec.CompletedAt.Equal(at) {
+		m.cfg.Logger.Info("idempotency key: response stored although the store's answer failed; read back",
+			"key", lease.StoredKey(), "tenant", lease.Tenant(), "err", err)
+		return
+	}
+	m.cfg.Logger.Error("idempotency key: store response", "key", lease.StoredKey(), "tenant", lease.Tenant(), "err", err)
+}
+
+// release gives the key back (release is lease.Release or lease.Forget)
+// within storeBound. When the release fails (the store did not answer in
+// time, the connection was lost), it may still have committed: the
+// record is read back (bounded too), and a key no longer held by the lease
+// was given back — nothing above Debug is logged. Otherwise the failure is
+// logged (Error: the key stays held until its lease ends). It returns the
+// record read back (nil when the release succeeded and nothing was read).
+func (m *middleware) release(ctx context.Context, lease *recordlease.Lease, release func(context.Context) error) *recordRead {
+	rctx, cancel := context.WithTimeout(ctx, m.storeBound())
+	err := release(rctx)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	read := m.readBack(ctx, lease)
+	if read.err == nil && read.rec.LeaseOwner != lease.Owner() || errors.Is(read.err, idemtype.ErrNotFound) {
+		m.cfg.Logger.Debug("idempotency key given back although the store's answer failed; read back",
+			"key", lease.StoredKey(), "tenant", lease.Tenant(), "err", err)
+		return read
+	}
+	m.cfg.Logger.Error("idempotency key: release; it stays held until its lease ends",
+		"key", lease.StoredKey(), "tenant", lease.Tenant(), "lease_until", lease.Until(), "err", err)
+	return read
+}
+
+// recordGetter is the record read of a store (every store.Records has
+// it; MiddlewareRecords does not require it): the middleware reads a
+// record back with it after a write whose answer failed.
+type recordGetter interface {
+	RecordGet(ctx context.Context, p *store.RecordGetParams) (*idemtype.Record, error)
+}
+
+// errNoReadBack is the read back of a store without RecordGet.
+var errNoReadBack = errors.New("the store cannot read a record back")
+
+// recordRead is the outcome of reading a leased key's record back.
+type recordRead struct {
+	rec *idemtype.Record
+	err error
+}
+
+// readBack reads the record of lease's key within storeBound.
+func (m *middleware) readBack(ctx context.Context, lease *recordlease.Lease) *recordRead {
+	g, ok := m.st.(recordGetter)
+	if !ok {
+		return &recordRead{err: errNoReadBack}
+	}
+	rctx, cancel := context.WithTimeout(ctx, m.storeBound())
+	defer cancel()
+	rec, err := g.RecordGet(rctx, &store.RecordGetParams{Tenant: lease.Tenant(), Key: lease.StoredKey(), Now: m.cfg.Now()})
+	if err == nil && rec == nil {
+		err = idemtype.ErrNotFound
+	}
+	if err != nil {
+		err = fmt.Errorf("read back key %q: %w", lease.StoredKey(), err)
+	}
+	return &recordRead{rec: rec, err: err}
 }
 
 // notStoredKey is the context key of the flag notStored sets.

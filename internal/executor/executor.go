@@ -217,7 +217,9 @@ func (e *Executor) CountMiss(row *idemtype.JobRow) {
 // key under the same owner name, and keeps it. A lost lease (ErrLeaseLost)
 // counts as a cancel when the job reads cancelled: a cancel committed by
 // another process is seen so on SQLite (no announcement), by the
-// heartbeater's refused renewal.
+// heartbeater's refused renewal. The give-back is bounded by a third of
+// the lease; one that fails or answers late is read back (keyGivenBack)
+// before it is warned of.
 func (e *Executor) releaseCancelledKey(ctx context.Context, row *idemtype.JobRow) {
 	if row.IdempotencyKey == "" || row.KeyHeld {
 		return
@@ -237,10 +239,31 @@ func (e *Executor) releaseCancelledKey(ctx context.Context, row *idemtype.JobRow
 	err := e.cfg.Store.RecordRelease(rctx, &store.RecordReleaseParams{
 		Tenant: row.Tenant, Key: row.IdempotencyKey, Owner: store.JobOwner(row.ID),
 		JobLease: &store.Lease{ID: row.ID, Token: row.LeaseToken}})
-	if err != nil {
-		e.cfg.Logger.Warn("giving back the key of a cancelled job failed; the key waits for its lease to end",
-			"job", row.ID, "err", err)
+	if err == nil || e.keyGivenBack(ctx, row) {
+		return
 	}
+	e.cfg.Logger.Warn("giving back the key of a cancelled job failed; the key waits for its lease to end",
+		"job", row.ID, "err", err)
+}
+
+// keyGivenBack reads back, within a third of the lease (without ctx's
+// cancellation), the record of a cancelled job's key whose give-back
+// failed: the release may have committed all the same (a store that
+// answers late, a connection lost after the commit), as Client.Do reads
+// a Do key back. It reports whether the key is no longer held by the
+// job's owner (or its record is gone): then it was given back.
+func (e *Executor) keyGivenBack(ctx context.Context, row *idemtype.JobRow) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseDuration/3)
+	defer cancel()
+	rec, err := e.cfg.Store.RecordGet(rctx, &store.RecordGetParams{Tenant: row.Tenant, Key: row.IdempotencyKey, Now: e.cfg.Now()})
+	if errors.Is(err, idemtype.ErrNotFound) {
+		return true
+	}
+	given := err == nil && rec.LeaseOwner != store.JobOwner(row.ID)
+	if given {
+		e.cfg.Logger.Debug("key of a cancelled job given back although the store's answer failed; read back", "job", row.ID)
+	}
+	return given
 }
 
 // keyStoreError is a store call of the key step that failed: the job snoozes
