@@ -250,6 +250,10 @@ type ServeConfig struct {
 		ResultTTL         Duration            `koanf:"result_ttl" toml:"result_ttl"`
 		ResultTTLByKind   map[string]Duration `koanf:"result_ttl_by_kind" toml:"result_ttl_by_kind,omitempty"`
 		CompressThreshold int                 `koanf:"compress_threshold" toml:"compress_threshold"`
+		// PollInterval: how often a waiting claim (POST /v1/claim) and an
+		// idle delivered queue look again for jobs they were not told
+		// about (enqueued by other nodes, come due).
+		PollInterval Duration `koanf:"poll_interval" toml:"poll_interval"`
 	} `koanf:"jobs" toml:"jobs"`
 	Retry        RetryConfig            `koanf:"retry" toml:"retry"`
 	RetryByQueue map[string]RetryConfig `koanf:"retry_by_queue" toml:"retry_by_queue,omitempty"`
@@ -267,6 +271,11 @@ type ServeConfig struct {
 		Interval       Duration `koanf:"interval" toml:"interval"`
 		RescueInterval Duration `koanf:"rescue_interval" toml:"rescue_interval"`
 		LeaderTTL      Duration `koanf:"leader_ttl" toml:"leader_ttl"`
+		// ScheduleInterval: how often the scheduler looks for due firings;
+		// ScheduleGrace: how late a firing of a skip schedule may still
+		// run. LeaderTTL must stay under ScheduleGrace (docs/schedules.md).
+		ScheduleInterval Duration `koanf:"schedule_interval" toml:"schedule_interval"`
+		ScheduleGrace    Duration `koanf:"schedule_grace" toml:"schedule_grace"`
 	} `koanf:"maintenance" toml:"maintenance"`
 	Limits LimitsConfig `koanf:"limits" toml:"limits"`
 	// AutoKeyByQueue and AutoKeyByKind derive the idempotency key of the
@@ -317,13 +326,14 @@ func configDefaults() map[string]any {
 		"no_migrate": false, "log.level": "info", "log.format": "text",
 		"jobs.max_attempts": idem.DefaultMaxAttempts, "jobs.lease": idem.DefaultLeaseDuration.String(),
 		"jobs.dedup_window": idem.DefaultDedupWindow.String(), "jobs.result_ttl": idem.DefaultResultTTL.String(),
-		"jobs.compress_threshold": idem.DefaultCompressThreshold,
-		"retry.base":              idem.DefaultRetryBase.String(), "retry.factor": idem.DefaultRetryFactor,
+		"jobs.compress_threshold": idem.DefaultCompressThreshold, "jobs.poll_interval": idem.DefaultPollInterval.String(),
+		"retry.base": idem.DefaultRetryBase.String(), "retry.factor": idem.DefaultRetryFactor,
 		"retry.max": idem.DefaultRetryMax.String(), "retry.jitter": idem.DefaultRetryJitter, "retry.delays": []string{},
 		"retention.completed": idem.DefaultCompletedRetention.String(), "retention.cancelled": idem.DefaultCancelledRetention.String(),
 		"retention.dead": "0s", "retention.events": idem.DefaultEventRetention.String(),
 		"maintenance.disabled": false, "maintenance.interval": idem.DefaultMaintenanceEvery.String(),
 		"maintenance.rescue_interval": idem.DefaultRescueInterval.String(), "maintenance.leader_ttl": idem.DefaultLeaderTTL.String(),
+		"maintenance.schedule_interval": idem.DefaultScheduleInterval.String(), "maintenance.schedule_grace": idem.DefaultScheduleGrace.String(),
 		"limits.tenant_rate": "", "limits.tenant_concurrency": 0,
 		"http.max_body_bytes": idemhttp.DefaultMaxBodyBytes, "http.auth_cache_ttl": idemhttp.DefaultAuthCacheTTL.String(),
 		"http.cors_origins": []string{}, "http.cors_headers": idemhttp.DefaultCORSHeaders(), "http.metrics_max_labels": idemhttp.DefaultMetricsMaxLabels,
@@ -512,12 +522,14 @@ func (c *ServeConfig) validate() error {
 		errs = append(errs, fmt.Errorf("jobs.max_attempts %d: want 1 to %d", c.Jobs.MaxAttempts, idem.MaxMaxAttempts))
 	}
 	for key, d := range map[string]Duration{"jobs.lease": c.Jobs.Lease, "shutdown_timeout": c.ShutdownTimeout,
-		"maintenance.interval": c.Maintenance.Interval, "maintenance.rescue_interval": c.Maintenance.RescueInterval,
-		"maintenance.leader_ttl": c.Maintenance.LeaderTTL} {
+		"jobs.poll_interval": c.Jobs.PollInterval, "maintenance.interval": c.Maintenance.Interval,
+		"maintenance.rescue_interval": c.Maintenance.RescueInterval, "maintenance.leader_ttl": c.Maintenance.LeaderTTL,
+		"maintenance.schedule_interval": c.Maintenance.ScheduleInterval, "maintenance.schedule_grace": c.Maintenance.ScheduleGrace} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: want a positive duration", key, time.Duration(d)))
 		}
 	}
+	errs = append(errs, c.validateLeaderTTL()...)
 	errs = append(errs, c.validateZero()...)
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.validateAutoKeys()...)
@@ -538,6 +550,21 @@ func (c *ServeConfig) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateLeaderTTL refuses, in the file's terms, the leader term
+// idem.NewClient refuses: one not under the schedule grace on a node that
+// runs maintenance (a failover would miss the firings of skip schedules).
+// Checked here, before the database is opened, not left to NewClient.
+func (c *ServeConfig) validateLeaderTTL() []error {
+	m := c.Maintenance
+	if m.Disabled || m.LeaderTTL <= 0 || m.ScheduleGrace <= 0 || m.LeaderTTL < m.ScheduleGrace {
+		return nil
+	}
+	return []error{fmt.Errorf("maintenance.leader_ttl %s is not under maintenance.schedule_grace %s: "+
+		"a leader failover would miss the firings of skip schedules; raise the grace "+
+		"(over leader_ttl plus a third of it plus schedule_interval) or lower leader_ttl",
+		time.Duration(m.LeaderTTL), time.Duration(m.ScheduleGrace))}
 }
 
 // validateCORSHeaders checks http.cors_headers: at least one entry, each
@@ -563,6 +590,7 @@ func (c *ServeConfig) validateCORSHeaders() []error {
 func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.MaxAttempts = c.Jobs.MaxAttempts
 	cfg.LeaseDuration = time.Duration(c.Jobs.Lease)
+	cfg.PollInterval = time.Duration(c.Jobs.PollInterval)
 	cfg.DedupWindow = zeroAsNegative(time.Duration(c.Jobs.DedupWindow))
 	cfg.ResultTTL = time.Duration(c.Jobs.ResultTTL)
 	cfg.CompressThreshold = c.Jobs.CompressThreshold
@@ -588,6 +616,8 @@ func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.MaintenanceInterval = time.Duration(c.Maintenance.Interval)
 	cfg.RescueInterval = time.Duration(c.Maintenance.RescueInterval)
 	cfg.LeaderTTL = time.Duration(c.Maintenance.LeaderTTL)
+	cfg.ScheduleInterval = time.Duration(c.Maintenance.ScheduleInterval)
+	cfg.ScheduleGrace = time.Duration(c.Maintenance.ScheduleGrace)
 	cfg.Limits = c.Limits.limits()
 	cfg.AutoKeyByQueue = autoKeys(c.AutoKeyByQueue)
 	cfg.AutoKeyByKind = autoKeys(c.AutoKeyByKind)

@@ -58,10 +58,21 @@ func configErr(err error) error { return withHint(usageErr(err), configHint) }
 func configMessage(err error, path string, sources map[string]string) string {
 	msgs := decodeMessages(err, path)
 	for i, m := range msgs {
-		key, rest, _ := strings.Cut(m, " ")
-		if src, ok := sources[key]; ok {
-			msgs[i] = key + " (" + src + ") " + rest
+		key, rest, found := strings.Cut(m, " ")
+		if !found {
+			continue
 		}
+		// Another dotted key named in the message (maintenance.leader_ttl
+		// … is not under maintenance.schedule_grace …) gets its source too.
+		for other, src := range sources {
+			if other != key && strings.Contains(other, ".") {
+				rest = strings.ReplaceAll(rest, " "+other+" ", " "+other+" ("+src+") ")
+			}
+		}
+		if src, ok := sources[key]; ok {
+			key += " (" + src + ")"
+		}
+		msgs[i] = key + " " + rest
 	}
 	return strings.Join(msgs, "; ")
 }

@@ -20,6 +20,7 @@ lease = "45s"
 dedup_window = "1h"
 result_ttl = "2h"
 compress_threshold = 2048
+poll_interval = "250ms"
 [jobs.result_ttl_by_kind]
 "send-email" = "24h"
 [retry]
@@ -40,6 +41,8 @@ disabled = true
 interval = "3s"
 rescue_interval = "7s"
 leader_ttl = "20s"
+schedule_interval = "4s"
+schedule_grace = "3m"
 [http]
 max_body_bytes = 65536
 auth_cache_ttl = "15s"
@@ -82,6 +85,9 @@ hit_rate_min_lookups = 13
 		{"maintenance interval", c.MaintenanceInterval, 3 * time.Second},
 		{"rescue interval", c.RescueInterval, 7 * time.Second},
 		{"leader ttl", c.LeaderTTL, 20 * time.Second},
+		{"schedule interval", c.ScheduleInterval, 4 * time.Second},
+		{"schedule grace", c.ScheduleGrace, 3 * time.Minute},
+		{"poll interval", c.PollInterval, 250 * time.Millisecond},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
