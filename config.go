@@ -241,7 +241,8 @@ func (c *Config) withDefaults() (*Config, error) {
 		name string
 		d    time.Duration
 	}{{"PollInterval", cfg.PollInterval}, {"RescueInterval", cfg.RescueInterval},
-		{"MaintenanceInterval", cfg.MaintenanceInterval}, {"ScheduleInterval", cfg.ScheduleInterval}} {
+		{"MaintenanceInterval", cfg.MaintenanceInterval}, {"ScheduleInterval", cfg.ScheduleInterval},
+		{"ScheduleGrace", cfg.ScheduleGrace}} {
 		if iv.d < 0 {
 			return nil, fmt.Errorf("config: negative %s %v", iv.name, iv.d)
 		}

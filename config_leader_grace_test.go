@@ -49,3 +49,13 @@ func TestNewClientRefusesLeaderTTLNotUnderScheduleGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestNewClientRefusesNegativeScheduleGrace: a negative grace is refused
+// as such (it was reported as a LeaderTTL not under it).
+func TestNewClientRefusesNegativeScheduleGrace(t *testing.T) {
+	t.Parallel()
+	_, err := idem.NewClient(testStore(t), &idem.Config{Logger: quietLogger(), ScheduleGrace: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "negative ScheduleGrace") {
+		t.Fatalf("NewClient: err %v, want one about a negative ScheduleGrace", err)
+	}
+}

@@ -173,8 +173,9 @@ func (c *Client) doRun(ctx context.Context, key string, lease *recordlease.Lease
 }
 
 // ErrResultNotStored is Do's error when fn succeeded but its result could
-// not be stored (the store failed, or did not answer within the bound, and
-// the record read back does not hold the result): nothing is cached, the
+// not be stored (it could not be encoded, or the store failed or did not
+// answer within the bound and the record read back does not hold the
+// result): nothing is cached, the
 // key is given back, and the next Do of the key runs fn again. The error
 // also wraps the store's (context.DeadlineExceeded for a store that did
 // not answer in time, ErrLeaseLost when the key was taken over).

@@ -43,7 +43,8 @@ func (s *Server) claimContext(ctx context.Context) (context.Context, context.Can
 
 // Listener caps ln at Config.MaxConns open connections: Accept waits while
 // that many are open, so a flood of connections (each may hold up to
-// MaxHeaderBytes of headers) cannot grow memory without bound.
+// hardHeaderBytes of headers, a quarter over MaxHeaderBytes) cannot grow
+// memory without bound.
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	return LimitListener(ln, s.cfg.MaxConns)
 }
