@@ -278,6 +278,8 @@ type ServeConfig struct {
 		ScheduleGrace    Duration `koanf:"schedule_grace" toml:"schedule_grace"`
 	} `koanf:"maintenance" toml:"maintenance"`
 	Limits LimitsConfig `koanf:"limits" toml:"limits"`
+	// Delivery: the webhook sender's settings ([delivery], config_delivery.go).
+	Delivery DeliverySettings `koanf:"delivery" toml:"delivery"`
 	// AutoKeyByQueue and AutoKeyByKind derive the idempotency key of the
 	// jobs of a queue or kind enqueued without one (seed 002; file only).
 	AutoKeyByQueue map[string]AutoKeyConfig `koanf:"auto_key_by_queue" toml:"auto_key_by_queue,omitempty"`
@@ -321,7 +323,7 @@ type ServeConfig struct {
 // settable scalar key is listed: IDEM_<KEY> with dots as underscores
 // overrides it (IDEM_LOG_LEVEL, IDEM_JOBS_LEASE, IDEM_HEALTH_DEAD_JOBS).
 func configDefaults() map[string]any {
-	return map[string]any{
+	defs := map[string]any{
 		"database": defaultDB, "listen": defaultListen, "ops_listen": "", "shutdown_timeout": defaultShutdownTTL.String(),
 		"no_migrate": false, "log.level": "info", "log.format": "text",
 		"jobs.max_attempts": idem.DefaultMaxAttempts, "jobs.lease": idem.DefaultLeaseDuration.String(),
@@ -344,6 +346,10 @@ func configDefaults() map[string]any {
 		"health.expired_entries": idemhttp.DefaultHealthExpiredEntries, "health.hit_rate": idemhttp.DefaultHealthHitRate,
 		"health.hit_rate_min_lookups": idemhttp.DefaultHealthHitRateMinLookups,
 	}
+	for k, v := range deliveryDefaults() {
+		defs[k] = v
+	}
+	return defs
 }
 
 // envKey is the environment variable of a flat key.
@@ -532,6 +538,7 @@ func (c *ServeConfig) validate() error {
 	errs = append(errs, c.validateLeaderTTL()...)
 	errs = append(errs, c.validateZero()...)
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.Delivery.validate()...)
 	errs = append(errs, c.validateAutoKeys()...)
 	server := c.serverConfig(nil)
 	if herrs := c.validateCORSHeaders(); len(herrs) > 0 {
@@ -619,6 +626,7 @@ func (c *ServeConfig) clientConfig(cfg *idem.Config) *idem.Config {
 	cfg.ScheduleInterval = time.Duration(c.Maintenance.ScheduleInterval)
 	cfg.ScheduleGrace = time.Duration(c.Maintenance.ScheduleGrace)
 	cfg.Limits = c.Limits.limits()
+	cfg.Delivery = c.Delivery.config()
 	cfg.AutoKeyByQueue = autoKeys(c.AutoKeyByQueue)
 	cfg.AutoKeyByKind = autoKeys(c.AutoKeyByKind)
 	return cfg

@@ -23,10 +23,14 @@ import (
 //   - retention.completed, .cancelled and .events 0: kept, like retention.dead 0
 //     (idem: negative);
 //   - http.auth_cache_ttl 0: no cache (idemhttp: negative);
+//   - delivery.slot_wait 0: a push does not wait for a slot (webhook:
+//     negative);
 //   - health.* 0: a threshold of 0 (idemhttp.HealthZero);
 //   - refused: retry.base, retry.factor (below 1), retry.max,
 //     jobs.result_ttl (and per kind), http.max_body_bytes,
-//     http.metrics_max_labels, an empty database or listen, a negative
+//     http.metrics_max_labels, delivery.timeout, delivery.max_per_target,
+//     delivery.max_body_bytes, delivery.target_refresh, an empty
+//     delivery.user_agent, an empty database or listen, a negative
 //     health threshold, retention, dedup window or auth cache TTL.
 
 // zeroAsNegative is d, or -1 for 0: the "none" of idem's and idemhttp's
