@@ -377,46 +377,12 @@ func BenchmarkClaimFinish100Keyed(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimPromoting: claims of n that each promote n due scheduled
-// jobs (run_at one microsecond apart, each claim's now n microseconds
-// later) and take them all: the cost of the claim that promotes, whose
-// promotion returns the ids it made available (announceLeftover).
+// BenchmarkClaimPromoting: claims of 100 and 1,000 that each promote as
+// many due jobs and take them all (storetest.BenchClaimPromoting).
 func BenchmarkClaimPromoting(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(itoa(n), func(b *testing.B) {
-			s := newTestStore(b, 4)
-			t0 := time.Now().UTC().Truncate(time.Second)
-			filled := 0
-			fill := func() {
-				batch := make([]*store.JobInsertParams, 5000)
-				for i := range batch {
-					batch[i] = benchJob()
-					batch[i].RunAt = t0.Add(time.Duration(filled+i+1) * time.Microsecond)
-				}
-				if _, err := s.JobInsertMany(b.Context(), &store.JobInsertManyParams{Jobs: batch, Now: t0}); err != nil {
-					b.Fatal(err)
-				}
-				filled += len(batch)
-			}
-			fill()
-			claimed, k := 0, 0
-			b.ResetTimer()
-			for b.Loop() {
-				if (k+1)*n > filled {
-					b.StopTimer()
-					fill()
-					b.StartTimer()
-				}
-				k++
-				now := t0.Add(time.Duration(k*n) * time.Microsecond)
-				jobs, err := s.JobClaim(b.Context(), &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w",
-					Limit: n, LeaseUntil: now.Add(time.Minute), Now: now})
-				if err != nil || len(jobs) != n {
-					b.Fatalf("claim: %d %v", len(jobs), err)
-				}
-				claimed += len(jobs)
-			}
-			reportJobs(b, claimed)
+			reportJobs(b, storetest.BenchClaimPromoting(b, newTestStore(b, 4), n))
 		})
 	}
 }

@@ -239,3 +239,46 @@ func BenchListRareFilter(b *testing.B, s store.Store, history int, what string) 
 		}
 	}
 }
+
+// BenchClaimPromoting measures claims of n that each promote n due
+// scheduled jobs (run_at one microsecond apart, each claim's now n
+// microseconds later) and take them all: the cost of a claim that
+// promotes, whose promotion returns the ids it made available (the claim's
+// announcement of what it left, store.PromotedLeft). It returns the jobs
+// claimed, for the backend to report. A backend's benchmark calls it with
+// a fresh store.
+func BenchClaimPromoting(b *testing.B, s store.Store, n int) int {
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	filled := 0
+	fill := func() {
+		batch := make([]*store.JobInsertParams, 5000)
+		for i := range batch {
+			batch[i] = newJob("bench")
+			batch[i].RunAt = t0.Add(time.Duration(filled+i+1) * time.Microsecond)
+		}
+		if _, err := s.JobInsertMany(ctx, &store.JobInsertManyParams{Jobs: batch, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+		filled += len(batch)
+	}
+	fill()
+	claimed, k := 0, 0
+	b.ResetTimer()
+	for b.Loop() {
+		if (k+1)*n > filled {
+			b.StopTimer()
+			fill()
+			b.StartTimer()
+		}
+		k++
+		now := t0.Add(time.Duration(k*n) * time.Microsecond)
+		jobs, err := s.JobClaim(ctx, &store.JobClaimParams{Queues: []string{"default"}, WorkerID: "w",
+			Limit: n, LeaseUntil: now.Add(time.Minute), Now: now})
+		if err != nil || len(jobs) != n {
+			b.Fatalf("claim: %d %v", len(jobs), err)
+		}
+		claimed += len(jobs)
+	}
+	return claimed
+}
